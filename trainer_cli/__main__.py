@@ -1,0 +1,80 @@
+"""The ``train`` entry point: picks the verb and hands over. Dispatch only.
+
+Launcher verbs never import torch before they need it, so ``train --help`` and
+``train ls`` answer at once.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+from trainer_cli.errors import UserError, report_user_error
+
+# verb -> (module:function, one-line help). Each function takes the argument list after the verb
+# and returns an exit code.
+VERBS: dict[str, tuple[str, str]] = {
+    "fit": ("trainer_cli.cli:run_subcommand", "Train a model (LightningCLI `fit`)."),
+    "validate": ("trainer_cli.cli:run_subcommand", "Run the validation loop (LightningCLI `validate`)."),
+    "test": ("trainer_cli.cli:run_subcommand", "Run the test loop (LightningCLI `test`)."),
+    "predict": ("trainer_cli.cli:run_subcommand", "Run prediction (LightningCLI `predict`)."),
+    "ls": ("trainer_cli.listing:main", "List what can be named: models, data, callbacks, optimizers, schedulers, configs."),
+}
+
+LIGHTNING_VERBS = {"fit", "validate", "test", "predict"}
+
+USAGE = """\
+usage: train <verb> [--config FILE ...] [--key.sub value ...]
+
+A config-driven launcher for PyTorch Lightning training.
+
+verbs:
+{verbs}
+
+examples:
+  train fit --config configs/experiment/digits.yaml
+  train fit --config configs/experiment/digits.yaml --trainer.max_epochs 3 --optimizer.lr 0.01
+  train fit --config configs/experiment/digits.yaml --config configs/precision/bf16-mixed.yaml
+  train ls models
+
+`train <verb> --help` shows every option of a verb.
+"""
+
+
+def usage() -> str:
+    width = max(len(v) for v in VERBS)
+    lines = [f"  {verb.ljust(width)}  {help_}" for verb, (_, help_) in VERBS.items()]
+    return USAGE.format(verbs="\n".join(lines))
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``train``; returns the process exit code (0 ok, 2 user error)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in {"-h", "--help", "help"}:
+        print(usage())
+        return 0
+    if argv[0] in {"-V", "--version"}:
+        from trainer_cli import __version__
+
+        print(f"trainer-cli {__version__}")
+        return 0
+    verb, rest = argv[0], argv[1:]
+    if verb not in VERBS:
+        import difflib
+
+        close = difflib.get_close_matches(verb, list(VERBS), n=3)
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
+        return report_user_error(UserError(f"unknown verb {verb!r}.{hint} Verbs: {', '.join(VERBS)}."))
+    target, _ = VERBS[verb]
+    module_name, func_name = target.split(":")
+    try:
+        func = getattr(importlib.import_module(module_name), func_name)
+        if verb in LIGHTNING_VERBS:
+            return int(func(verb, rest) or 0)
+        return int(func(rest) or 0)
+    except UserError as err:
+        return report_user_error(err)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

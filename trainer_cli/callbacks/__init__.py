@@ -1,0 +1,5 @@
+"""Callbacks Lightning lacks."""
+
+from trainer_cli.callbacks.run_summary import RunSummary
+
+__all__ = ["RunSummary"]

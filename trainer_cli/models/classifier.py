@@ -1,0 +1,104 @@
+"""The image-classification LightningModule: a plain ``nn.Module`` backbone plus loss and metrics."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+import torch
+from torch import nn
+from torchmetrics.classification import MulticlassAccuracy
+
+from trainer_cli.registry import build_backbone
+
+
+class ImageClassifier(pl.LightningModule):
+    """Image classification with any backbone the registry knows.
+
+    The backbone is a plain ``nn.Module`` (``self.net``): its ``state_dict`` loads into the same
+    backbone built outside Lightning. Logged metrics: ``train/loss``, ``train/acc``, ``val/loss``,
+    ``val/acc``, ``test/loss``, ``test/acc`` and, with more than 5 classes, ``val/acc_top5`` and
+    ``test/acc_top5``. Optimizer and scheduler come from the config's ``optimizer`` and
+    ``lr_scheduler`` sections.
+
+    Args:
+        backbone: Backbone name: ``mlp``, ``cnn`` or any torchvision classification model
+            (``train ls models``).
+        num_classes: Number of classes; linked from the data module, not set by hand.
+        in_channels: Image channels; linked from the data module.
+        image_size: Image height and width in pixels; linked from the data module.
+        cifar_stem: ResNets only: 3x3 stride-1 first convolution and no max-pool (32x32 images).
+        weights_path: Optional local file with pretrained torchvision weights (no hub download).
+        backbone_kwargs: Extra keyword arguments for the backbone's constructor.
+        label_smoothing: Cross-entropy label smoothing in [0, 1).
+    """
+
+    def __init__(
+        self,
+        backbone: str = "cnn",
+        num_classes: int = 10,
+        in_channels: int = 3,
+        image_size: int = 32,
+        cifar_stem: bool = False,
+        weights_path: str | None = None,
+        backbone_kwargs: dict[str, Any] | None = None,
+        label_smoothing: float = 0.0,
+    ) -> None:
+        super().__init__()
+        if not 0.0 <= label_smoothing < 1.0:
+            raise ValueError(f"label_smoothing must be in [0, 1), got {label_smoothing}")
+        self.save_hyperparameters()
+        self.net = build_backbone(
+            backbone,
+            num_classes=num_classes,
+            in_channels=in_channels,
+            image_size=image_size,
+            cifar_stem=cifar_stem,
+            weights_path=weights_path,
+            **(backbone_kwargs or {}),
+        )
+        self.example_input_array = torch.zeros(2, in_channels, image_size, image_size)
+        self.criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
+        self.train_acc = MulticlassAccuracy(num_classes)
+        self.val_acc = MulticlassAccuracy(num_classes)
+        self.test_acc = MulticlassAccuracy(num_classes)
+        self.top5 = num_classes > 5
+        if self.top5:
+            self.val_acc_top5 = MulticlassAccuracy(num_classes, top_k=5)
+            self.test_acc_top5 = MulticlassAccuracy(num_classes, top_k=5)
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        """Logits ``[b, num_classes]`` for images ``x`` of shape ``[b, c, h, w]``."""
+        return self.net(x)
+
+    def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        logits = self(x)
+        loss = self.criterion(logits, y)
+        self.train_acc(logits, y)
+        self.log("train/loss", loss, prog_bar=True)
+        self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
+        return loss
+
+    def _evaluate(self, batch: tuple[torch.Tensor, torch.Tensor], stage: str) -> None:
+        x, y = batch
+        logits = self(x)
+        self.log(f"{stage}/loss", self.criterion(logits, y), sync_dist=True)
+        acc = getattr(self, f"{stage}_acc")
+        acc(logits, y)
+        self.log(f"{stage}/acc", acc, prog_bar=True)
+        if self.top5:
+            top5 = getattr(self, f"{stage}_acc_top5")
+            top5(logits, y)
+            self.log(f"{stage}/acc_top5", top5)
+
+    def validation_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self._evaluate(batch, "val")
+
+    def test_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> None:
+        self._evaluate(batch, "test")
+
+    def predict_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        """Class probabilities ``[b, num_classes]``."""
+        x = batch[0] if isinstance(batch, (tuple, list)) else batch
+        return torch.softmax(self(x), dim=-1)

@@ -1,0 +1,69 @@
+"""``configure_optimizers`` built from the config's ``optimizer`` and ``lr_scheduler`` sections.
+
+Built lazily, when Lightning asks, so a step-wise scheduler can read the run's total number of
+optimizer steps from ``trainer.estimated_stepping_batches``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import math
+from typing import Any
+
+import lightning.pytorch as pl
+from torch.optim import Optimizer
+from torch.optim.lr_scheduler import ReduceLROnPlateau
+
+from trainer_cli.errors import UserError
+
+TOTAL_STEPS_ARG = "total_steps"
+DEFAULT_PLATEAU_MONITOR = "val/loss"
+
+
+def import_class(class_path: str) -> type:
+    """The class named by a dotted ``class_path``."""
+    module_name, _, name = class_path.rpartition(".")
+    return getattr(importlib.import_module(module_name), name)
+
+
+def is_step_wise(scheduler_class: type) -> bool:
+    """Schedulers with a ``total_steps`` argument are stepped per optimizer step."""
+    return TOTAL_STEPS_ARG in inspect.signature(scheduler_class).parameters
+
+
+def total_optimizer_steps(trainer: pl.Trainer) -> int:
+    """The run's total number of optimizer steps, as Lightning estimates it.
+
+    Raises:
+        UserError: when the run has no end (no max_epochs and no max_steps).
+    """
+    steps = trainer.estimated_stepping_batches
+    if steps is None or math.isinf(steps):
+        raise UserError("a step-wise scheduler needs a finite run: set --trainer.max_epochs or --trainer.max_steps")
+    return int(steps)
+
+
+def build_scheduler(optimizer: Optimizer, init: dict[str, Any], trainer: pl.Trainer) -> dict[str, Any]:
+    """The ``lr_scheduler`` config dict Lightning takes, with ``total_steps`` filled in when empty."""
+    cls = import_class(init["class_path"])
+    kwargs = dict(init.get("init_args") or {})
+    step_wise = is_step_wise(cls)
+    if step_wise and kwargs.get(TOTAL_STEPS_ARG) is None:
+        kwargs[TOTAL_STEPS_ARG] = total_optimizer_steps(trainer)
+    scheduler = cls(optimizer, **kwargs)
+    config: dict[str, Any] = {"scheduler": scheduler, "interval": "step" if step_wise else "epoch"}
+    if isinstance(scheduler, ReduceLROnPlateau):
+        config["monitor"] = getattr(scheduler, "monitor", DEFAULT_PLATEAU_MONITOR)
+    return config
+
+
+def configure_optimizers(
+    module: pl.LightningModule, optimizer_init: dict[str, Any], lr_scheduler_init: dict[str, Any] | None
+) -> Any:
+    """What ``LightningModule.configure_optimizers`` returns for the configured optimizer and scheduler."""
+    cls = import_class(optimizer_init["class_path"])
+    optimizer = cls(module.parameters(), **(optimizer_init.get("init_args") or {}))
+    if not lr_scheduler_init:
+        return optimizer
+    return {"optimizer": optimizer, "lr_scheduler": build_scheduler(optimizer, lr_scheduler_init, module.trainer)}
