@@ -233,3 +233,34 @@ def _raised_by_user_config(err: Exception) -> bool:
     while tb is not None and tb.tb_next is not None:
         tb = tb.tb_next
     return tb is not None and tb.tb_frame.f_code.co_name == "__init__"
+
+
+class _Parsed(Exception):
+    """Raised to stop a :class:`TrainerCLI` right after parsing (see :func:`parse_config`)."""
+
+
+def parse_config(verb: str, args: list[str]) -> tuple[LightningArgumentParser, Namespace]:
+    """Compose and type-check ``train <verb> ARGS`` exactly as the verb would, building nothing.
+
+    Returns the subcommand's parser and its parsed (resolved) config; ``parser.dump(config)``
+    gives the YAML that ``train <verb> --config`` re-runs. No model, data or trainer is built and
+    no run directory is made, so it is quick (used by ``train submit``).
+
+    Raises:
+        UserError: for a bad config file; a bad key or value exits 2 with jsonargparse's message.
+    """
+    captured: dict[str, Any] = {}
+
+    class _ParseOnlyCLI(TrainerCLI):
+        def before_instantiate_classes(self) -> None:
+            captured["parser"] = self._parser(self.subcommand)
+            captured["config"] = self._subconfig()
+            raise _Parsed
+
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+            _ParseOnlyCLI(args=[verb, *expand_config_args(args)])
+    except _Parsed:
+        pass
+    return captured["parser"], captured["config"]
