@@ -163,9 +163,12 @@ class TrainerCLI(LightningCLI):
     def instantiate_classes(self) -> None:
         try:
             super().instantiate_classes()
-        except BaseException:
+        except BaseException as err:
             if self._created_run_dir and self.run_dir is not None and not any(self.run_dir.iterdir()):
                 self.run_dir.rmdir()  # nothing of a failed start is left behind
+            user_error = _user_error_in_chain(err)
+            if user_error is not None:  # jsonargparse wraps constructors' errors in its own
+                raise user_error from None
             raise
 
     def after_instantiate_classes(self) -> None:
@@ -225,6 +228,18 @@ def run_subcommand(verb: str, args: list[str]) -> int:
         if env_before is None:
             os.environ.pop(rundir.ENV_RUN_DIR, None)
     return 0
+
+
+def _user_error_in_chain(err: BaseException) -> UserError | None:
+    """The :class:`UserError` that ``err`` was raised from, if any."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        if isinstance(current, UserError):
+            return current
+        seen.add(id(current))
+        current = current.__cause__ or current.__context__
+    return None
 
 
 def _raised_by_user_config(err: Exception) -> bool:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import inspect
 import math
+from functools import cache
 from typing import Any
 
 import lightning.pytorch as pl
@@ -44,6 +45,30 @@ def total_optimizer_steps(trainer: pl.Trainer) -> int:
     return int(steps)
 
 
+# a scheduler's progress; everything else in its state is the shape of the schedule
+PROGRESS_KEYS = frozenset({"last_epoch", "_step_count", "_last_lr", "base_lrs", "_is_initial", "_get_lr_called_within_step"})
+
+
+@cache
+def _shape_keeping(cls: type) -> type:
+    def load_state_dict(self: Any, state_dict: dict[str, Any]) -> None:
+        shape = {k: v for k, v in self.__dict__.items() if k not in PROGRESS_KEYS}
+        cls.load_state_dict(self, state_dict)
+        self.__dict__.update(shape)
+
+    return type(cls.__name__, (cls,), {"load_state_dict": load_state_dict, "__module__": cls.__module__, "__qualname__": cls.__qualname__})
+
+
+def keep_shape_on_restore(scheduler: Any) -> None:
+    """Make ``scheduler.load_state_dict`` restore only its progress (step count, last lr), keeping
+    the schedule's shape (``total_steps`` and what derives from it) as built for this run.
+
+    So a run resumed with a different ``max_epochs`` follows a schedule of its new length from
+    the step it reached, rather than the stored one (which would end, or fail, early).
+    """
+    scheduler.__class__ = _shape_keeping(type(scheduler))
+
+
 def build_scheduler(optimizer: Optimizer, init: dict[str, Any], trainer: pl.Trainer) -> dict[str, Any]:
     """The ``lr_scheduler`` config dict Lightning takes, with ``total_steps`` filled in when empty."""
     cls = import_class(init["class_path"])
@@ -52,6 +77,8 @@ def build_scheduler(optimizer: Optimizer, init: dict[str, Any], trainer: pl.Trai
     if step_wise and kwargs.get(TOTAL_STEPS_ARG) is None:
         kwargs[TOTAL_STEPS_ARG] = total_optimizer_steps(trainer)
     scheduler = cls(optimizer, **kwargs)
+    if step_wise:
+        keep_shape_on_restore(scheduler)
     config: dict[str, Any] = {"scheduler": scheduler, "interval": "step" if step_wise else "epoch"}
     if isinstance(scheduler, ReduceLROnPlateau):
         config["monitor"] = getattr(scheduler, "monitor", DEFAULT_PLATEAU_MONITOR)

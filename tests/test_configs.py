@@ -1,0 +1,34 @@
+"""Every shipped config composes and parses against the code (a drift test)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import DIGITS, REPO
+from trainer_cli.cli import parse_config
+from trainer_cli.listing import config_description
+
+CONFIGS = REPO / "configs"
+# configs/slurm holds `train submit` site profiles, parsed by the submit tests
+GROUP_FILES = sorted(p for p in CONFIGS.glob("*/*.yaml") if p.parent.name not in {"experiment", "slurm"})
+EXPERIMENTS = sorted((CONFIGS / "experiment").glob("*.yaml"))
+
+
+@pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
+def test_experiment_composes_and_parses(path: Path) -> None:
+    parser, cfg = parse_config("fit", ["--config", str(path)])
+    assert cfg.name == path.stem
+    assert "${" not in parser.dump(cfg)
+
+
+@pytest.mark.parametrize("path", GROUP_FILES, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_group_file_layers_onto_the_default_run(path: Path) -> None:
+    parse_config("fit", ["--config", DIGITS, "--config", str(path)])
+
+
+@pytest.mark.parametrize("path", GROUP_FILES + EXPERIMENTS, ids=lambda p: f"{p.parent.name}/{p.stem}")
+def test_every_config_has_a_package_line_and_a_description(path: Path) -> None:
+    assert path.read_text().startswith("# @package _global_\n")
+    assert config_description(path)

@@ -1,0 +1,77 @@
+"""The default run end to end: real digits, real training on CPU, outputs read back."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import torch
+from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
+
+from conftest import DIGITS, quiet_args, run_train
+
+
+def scalars(run_dir: Path, tag: str) -> list[float]:
+    acc = EventAccumulator(str(run_dir))
+    acc.Reload()
+    return [event.value for event in acc.Scalars(tag)]
+
+
+def test_digits_reaches_95_percent_and_writes_run_directory(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    proc = run_train("fit", "--config", DIGITS, *quiet_args(root, epochs=10))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = root / "digits" / "version_0"
+    val_acc = scalars(run, "val/acc")
+    assert len(val_acc) == 10
+    assert val_acc[-1] >= 0.95, val_acc
+    assert scalars(run, "train/loss"), "train/loss was not logged"
+    assert (run / "config.yaml").is_file()
+    assert (run / "checkpoints" / "last.ckpt").is_file()
+    best = list((run / "checkpoints").glob("best-*.ckpt"))
+    assert len(best) == 1
+    # what people reason about, printed at the start; where to look, printed at the end
+    for text in ("world size", "global batch size", "64 = 64 per device", "steps per epoch", "total optimizer steps", "run directory"):
+        assert text in proc.stdout
+    assert f"tensorboard --logdir {run}" in proc.stdout
+
+    # the best checkpoint reloads into the LightningModule and classifies the held-out test split
+    from trainer_cli.data import DigitsDataModule
+    from trainer_cli.models import ImageClassifier
+
+    model = ImageClassifier.load_from_checkpoint(best[0], map_location="cpu").eval()
+    data = DigitsDataModule()
+    data.setup("test")
+    x, y = data.test_set.tensors  # type: ignore[union-attr]
+    with torch.no_grad():
+        accuracy = (model(x).argmax(-1) == y).float().mean().item()
+    assert accuracy >= 0.93
+
+    # the run directory's config re-runs as it is: a new version, nothing of version_0 touched
+    before = {p: p.stat().st_mtime_ns for p in run.rglob("*")}
+    again = run_train("fit", "--config", str(run / "config.yaml"), "--trainer.max_epochs", "1")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert (root / "digits" / "version_1" / "checkpoints" / "last.ckpt").is_file()
+    assert {p: p.stat().st_mtime_ns for p in run.rglob("*")} == before
+
+
+def test_resume_last_continues_the_newest_run(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    first = run_train("fit", "--config", DIGITS, *quiet_args(root, epochs=1))
+    assert first.returncode == 0, first.stderr[-3000:]
+    run = root / "digits" / "version_0"
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 20
+
+    resumed = run_train("fit", "--config", DIGITS, *quiet_args(root, epochs=2), "--ckpt_path", "last")
+    assert resumed.returncode == 0, resumed.stderr[-3000:]
+    assert f"Resuming {run}" in resumed.stdout
+    assert not (root / "digits" / "version_1").exists()  # same run directory, same TensorBoard version
+    ckpt = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
+    assert ckpt["global_step"] == 40 and ckpt["epoch"] == 1
+    assert len(scalars(run, "val/acc")) == 2  # one continuous TensorBoard run
+
+
+def test_resume_last_without_a_run_is_a_clear_error(tmp_path: Path) -> None:
+    proc = run_train("fit", "--config", DIGITS, *quiet_args(tmp_path / "runs"), "--ckpt_path", "last")
+    assert proc.returncode == 2
+    assert "--ckpt_path last: no run of 'digits'" in proc.stderr
+    assert "Traceback" not in proc.stderr
