@@ -15,6 +15,8 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial, update_wrapper
 from pathlib import Path
 from types import MethodType
@@ -212,11 +214,21 @@ def run_subcommand(verb: str, args: list[str]) -> int:
         UserError: for a bad config file, a bad value found while building, or missing data.
     """
     args = expand_config_args(args)
+    with building_cli():
+        TrainerCLI(args=[verb, *args])
+    return 0
+
+
+@contextmanager
+def building_cli() -> Iterator[None]:
+    """Around building a :class:`TrainerCLI`: LightningCLI's warning about ``args`` silenced, a
+    constructor's own argument check reported as :class:`UserError`, and ``TRAINER_CLI_RUN_DIR``
+    cleared again afterwards when it was not set before (so one process can build several runs)."""
     env_before = os.environ.get(rundir.ENV_RUN_DIR)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-            TrainerCLI(args=[verb, *args])
+            yield
     except (ValueError, TypeError) as err:
         if _raised_by_user_config(err):
             raise UserError(str(err)) from None
@@ -224,7 +236,6 @@ def run_subcommand(verb: str, args: list[str]) -> int:
     finally:
         if env_before is None:
             os.environ.pop(rundir.ENV_RUN_DIR, None)
-    return 0
 
 
 def _raised_by_user_config(err: Exception) -> bool:

@@ -9,15 +9,12 @@ onto later runs with ``--config``.
 from __future__ import annotations
 
 import argparse
-import os
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 import yaml
 
-from trainer_cli import rundir
 from trainer_cli.errors import UserError
 
 FIT_HELP = "Every other option is `train fit`'s: --config FILE (repeatable) and --key.sub value overrides (`train fit --help`)."
@@ -59,21 +56,12 @@ def build_run(args: Sequence[str]) -> Any:
     Raises:
         UserError: for a bad config file or a value a constructor rejects.
     """
-    from trainer_cli.cli import TrainerCLI, _raised_by_user_config
+    from trainer_cli.cli import TrainerCLI, building_cli
     from trainer_cli.compose import expand_config_args
 
-    env_before = os.environ.get(rundir.ENV_RUN_DIR)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-            return TrainerCLI(args=expand_config_args(list(args)), run=False)
-    except (ValueError, TypeError) as err:
-        if _raised_by_user_config(err):
-            raise UserError(str(err)) from None
-        raise
-    finally:
-        if env_before is None:
-            os.environ.pop(rundir.ENV_RUN_DIR, None)
+    with building_cli():
+        cli = TrainerCLI(args=expand_config_args(list(args)), run=False)
+    return cli
 
 
 def write_fragment(path: Path, values: dict[str, Any], description: str) -> None:
@@ -89,3 +77,22 @@ def nested(dotted: str, value: Any) -> dict[str, Any]:
     for key in reversed(dotted.split(".")):
         out = {key: out}
     return out
+
+
+def drop_lr_scheduler(model: Any) -> None:
+    """Make ``model.configure_optimizers`` return its optimizer(s) without the scheduler.
+
+    For tuning runs of a few steps at a time (batch-size search): a scheduler sized for the real
+    run (``OneCycleLR`` with ``total_steps``) would otherwise be stepped past its end across trials.
+    """
+    configure = model.configure_optimizers
+
+    def optimizers_only() -> Any:
+        out = configure()
+        if isinstance(out, dict) and "optimizer" in out:
+            return out["optimizer"]
+        if isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], list):
+            return out[0]
+        return out
+
+    model.configure_optimizers = optimizers_only
