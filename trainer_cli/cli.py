@@ -29,7 +29,7 @@ from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 import trainer_cli.callbacks  # noqa: F401 - registers the project's callbacks for short names
 import trainer_cli.data  # noqa: F401 - registers the project's data modules for short names
-import trainer_cli.models  # noqa: F401 - registers the project's models for short names
+import trainer_cli.models.classifier  # noqa: F401 - registers the project's models for short names
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
 from trainer_cli import rundir
 from trainer_cli.callbacks import RunSummary
