@@ -25,6 +25,7 @@ from typing import Any, Optional
 import lightning.pytorch as pl
 from jsonargparse import Namespace, set_parsing_settings
 from lightning.fabric.utilities.rank_zero import rank_zero_only
+from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 import trainer_cli.callbacks  # noqa: F401 - registers the project's callbacks for short names
@@ -32,7 +33,7 @@ import trainer_cli.data  # noqa: F401 - registers the project's data modules for
 import trainer_cli.models.classifier  # noqa: F401 - registers the project's models for short names
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
 from trainer_cli import rundir
-from trainer_cli.callbacks import RunSummary
+from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
 from trainer_cli.compose import expand_config_args
 from trainer_cli.errors import UserError, did_you_mean
 from trainer_cli.optim.configure import configure_optimizers, import_class
@@ -184,6 +185,10 @@ class TrainerCLI(LightningCLI):
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         callbacks = [self._get(self.config_init, c) for c in self._parser(self.subcommand).callback_keys]
         callbacks.append(RunSummary(str(self.run_dir) if self.run_dir else None))
+        configured = trainer_config.get("callbacks") or []
+        configured = configured if isinstance(configured, list) else [configured]
+        if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in configured):
+            callbacks.append(PredictionCSVWriter())  # predictions.csv in the run directory
         return self._instantiate_trainer(trainer_config, callbacks)
 
     # -- optimizers ------------------------------------------------------------------------------
