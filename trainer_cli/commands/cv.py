@@ -28,6 +28,7 @@ from trainer_cli import rundir
 from trainer_cli.commands.configured_run import build_run, parse_verb_args, verb_parser
 from trainer_cli.errors import UserError
 
+ENV_CV_DIR = "TRAINER_CLI_CV_DIR"  # shared with DDP processes Lightning launches from this one
 SETTINGS_FILE = "cv.json"
 FOLD_FILE = "cv_fold.json"
 RESULTS_CSV = "cv_results.csv"
@@ -66,11 +67,17 @@ def main(args: Sequence[str]) -> int:
             raise UserError("--aggregate needs --cv_dir: the cv directory holding fold_<i>/")
         print_table(aggregate(Path(opts.cv_dir), opts.folds))
         return 0
+    env_before = os.environ.get(ENV_CV_DIR)
     cv_dir = choose_cv_dir(opts.cv_dir, opts.fold, rest)
-    check_settings(cv_dir, opts.folds, opts.cv_seed)
-    for fold in [opts.fold] if opts.fold is not None else range(opts.folds):
-        run_fold(cv_dir, fold, opts.folds, opts.cv_seed, rest)
-    if opts.fold is None:
+    os.environ[ENV_CV_DIR] = str(cv_dir)
+    try:
+        check_settings(cv_dir, opts.folds, opts.cv_seed)
+        for fold in [opts.fold] if opts.fold is not None else range(opts.folds):
+            run_fold(cv_dir, fold, opts.folds, opts.cv_seed, rest)
+    finally:
+        if env_before is None:
+            os.environ.pop(ENV_CV_DIR, None)
+    if opts.fold is None and _is_rank_zero():
         print_table(aggregate(cv_dir, opts.folds))
     return 0
 
@@ -82,8 +89,8 @@ def choose_cv_dir(cv_dir: str | None, fold: int | None, fit_args: list[str]) -> 
     Raises:
         UserError: for ``--fold`` without ``--cv_dir`` outside a job array.
     """
-    if cv_dir:
-        return Path(cv_dir).absolute()
+    if cv_dir or os.environ.get(ENV_CV_DIR):
+        return Path(cv_dir or os.environ[ENV_CV_DIR]).absolute()
     from trainer_cli.cli import DEFAULT_ROOT_DIR, parse_config
 
     _, cfg = parse_config("fit", fit_args)
@@ -134,7 +141,8 @@ def run_fold(cv_dir: Path, fold: int, folds: int, cv_seed: int, fit_args: list[s
     results = cli.trainer.validate(cli.model, datamodule=cli.datamodule, verbose=False)
     metrics = {k: float(v) for k, v in (results[0] if results else {}).items()}
     record = {"fold": fold, "folds": folds, "cv_seed": cv_seed, **sizes, "metrics": metrics}
-    done.write_text(json.dumps(record, indent=2) + "\n")
+    if cli.trainer.is_global_zero:
+        done.write_text(json.dumps(record, indent=2) + "\n")
     return record
 
 
@@ -179,3 +187,10 @@ def print_table(summary: dict[str, Any]) -> None:
         print("  " + "  ".join(cell.rjust(w) for cell, w in zip(row, widths)))
     cv_dir = Path(summary["cv_dir"])
     print(f"written: {cv_dir / RESULTS_CSV}, {cv_dir / RESULTS_JSON}", flush=True)
+
+
+def _is_rank_zero() -> bool:
+    """True in the process that writes shared files (global rank 0 of a DDP run, or the only one)."""
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+    return getattr(rank_zero_only, "rank", 0) == 0
