@@ -18,6 +18,10 @@ VERBS: dict[str, tuple[str, str]] = {
     "validate": ("trainer_cli.cli:run_subcommand", "Run the validation loop (LightningCLI `validate`)."),
     "test": ("trainer_cli.cli:run_subcommand", "Run the test loop (LightningCLI `test`)."),
     "predict": ("trainer_cli.cli:run_subcommand", "Run prediction (LightningCLI `predict`)."),
+    "lr-find": ("trainer_cli.commands.lr_find:main", "Find a learning rate (Lightning's LR range test); writes a plot and a config fragment."),
+    "scale-batch-size": ("trainer_cli.commands.scale_batch_size:main", "Find the largest batch size that fits (power or binsearch)."),
+    "cv": ("trainer_cli.commands.cv:main", "Stratified k-fold cross-validation: one run per fold, a table of metrics."),
+    "export": ("trainer_cli.commands.export:main", "Export a checkpoint's nn.Module: state_dict + rebuild spec (+ torch.export, ONNX)."),
     "ls": ("trainer_cli.listing:main", "List what can be named: models, data, callbacks, optimizers, schedulers, configs."),
 }
 

@@ -15,6 +15,8 @@ import os
 import re
 import sys
 import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from functools import partial, update_wrapper
 from pathlib import Path
 from types import MethodType
@@ -23,14 +25,15 @@ from typing import Any, Optional
 import lightning.pytorch as pl
 from jsonargparse import Namespace, set_parsing_settings
 from lightning.fabric.utilities.rank_zero import rank_zero_only
+from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 import trainer_cli.callbacks  # noqa: F401 - registers the project's callbacks for short names
 import trainer_cli.data  # noqa: F401 - registers the project's data modules for short names
-import trainer_cli.models  # noqa: F401 - registers the project's models for short names
+import trainer_cli.models.classifier  # noqa: F401 - registers the project's models for short names
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
 from trainer_cli import rundir
-from trainer_cli.callbacks import RunSummary
+from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
 from trainer_cli.compose import expand_config_args
 from trainer_cli.errors import UserError, did_you_mean
 from trainer_cli.optim.configure import configure_optimizers, import_class
@@ -185,6 +188,10 @@ class TrainerCLI(LightningCLI):
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         callbacks = [self._get(self.config_init, c) for c in self._parser(self.subcommand).callback_keys]
         callbacks.append(RunSummary(str(self.run_dir) if self.run_dir else None))
+        configured = trainer_config.get("callbacks") or []
+        configured = configured if isinstance(configured, list) else [configured]
+        if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in configured):
+            callbacks.append(PredictionCSVWriter())  # predictions.csv in the run directory
         return self._instantiate_trainer(trainer_config, callbacks)
 
     # -- optimizers ------------------------------------------------------------------------------
@@ -215,11 +222,21 @@ def run_subcommand(verb: str, args: list[str]) -> int:
         UserError: for a bad config file, a bad value found while building, or missing data.
     """
     args = expand_config_args(args)
+    with building_cli():
+        TrainerCLI(args=[verb, *args])
+    return 0
+
+
+@contextmanager
+def building_cli() -> Iterator[None]:
+    """Around building a :class:`TrainerCLI`: LightningCLI's warning about ``args`` silenced, a
+    constructor's own argument check reported as :class:`UserError`, and ``TRAINER_CLI_RUN_DIR``
+    cleared again afterwards when it was not set before (so one process can build several runs)."""
     env_before = os.environ.get(rundir.ENV_RUN_DIR)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-            TrainerCLI(args=[verb, *args])
+            yield
     except (ValueError, TypeError) as err:
         if _raised_by_user_config(err):
             raise UserError(str(err)) from None
@@ -227,7 +244,6 @@ def run_subcommand(verb: str, args: list[str]) -> int:
     finally:
         if env_before is None:
             os.environ.pop(rundir.ENV_RUN_DIR, None)
-    return 0
 
 
 def _user_error_in_chain(err: BaseException) -> UserError | None:

@@ -1,0 +1,48 @@
+"""``train lr-find`` on digits: plot, result file, and a fragment that layers onto ``train fit``."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import yaml
+from conftest import DIGITS, quiet_args, run_train
+from tuning_support import FAST, only_run_dir
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+
+
+def test_lr_find_writes_plot_suggestion_and_fragment_that_fit_uses(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    proc = run_train("lr-find", "--config", DIGITS, *quiet_args(root), "--min_lr", "1e-5", "--max_lr", "1", "--num_training", "40")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = only_run_dir(root / "digits")
+
+    png = (run / "lr_find.png").read_bytes()
+    assert png.startswith(PNG_MAGIC) and len(png) > 10_000  # a real plot, not an empty canvas
+    result = json.loads((run / "lr_find.json").read_text())
+    assert 1e-5 <= result["suggestion"] <= 1
+    assert len(result["lr"]) == len(result["loss"]) == result["steps_run"] > 10
+    lr = yaml.safe_load((run / "lr_find.yaml").read_text())["optimizer"]["init_args"]["lr"]
+    assert lr == float(f"{result['suggestion']:.3g}")
+    assert f"--optimizer.lr {lr:g}" in proc.stdout
+    assert f"--config {run / 'lr_find.yaml'}" in proc.stdout
+
+    # the fragment layers onto train fit: the run's resolved config has the suggested lr (and the
+    # OneCycle max_lr that interpolates it), the rest of the optimizer config is kept
+    fit_root = tmp_path / "fit"
+    proc = run_train("fit", "--config", DIGITS, "--config", str(run / "lr_find.yaml"), *quiet_args(fit_root), *FAST)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    config = yaml.safe_load((only_run_dir(fit_root / "digits") / "config.yaml").read_text())
+    assert config["optimizer"]["class_path"] == "torch.optim.AdamW"
+    assert config["optimizer"]["init_args"]["lr"] == lr
+    assert config["lr_scheduler"]["init_args"]["max_lr"] == lr
+    base = yaml.safe_load(Path(DIGITS).parent.parent.joinpath("optimizer", "adamw.yaml").read_text())
+    assert config["optimizer"]["init_args"]["weight_decay"] == base["optimizer"]["init_args"]["weight_decay"]
+
+
+def test_lr_find_rejects_a_bad_range_before_building(tmp_path: Path) -> None:
+    proc = run_train("lr-find", "--config", DIGITS, *quiet_args(tmp_path), "--min_lr", "1", "--max_lr", "0.1")
+    assert proc.returncode == 2
+    assert proc.stderr.strip().splitlines() == ["error: --min_lr 1.0 and --max_lr 0.1: need 0 < min_lr < max_lr"]
+    assert not tmp_path.joinpath("digits").exists()
