@@ -1,0 +1,43 @@
+"""The wheel carries configs/ and slurm/: an installed ``train`` finds them from any directory."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import zipfile
+from pathlib import Path
+
+from conftest import REPO
+
+
+def test_installed_wheel_finds_its_bundled_configs(tmp_path: Path) -> None:
+    wheels = tmp_path / "wheels"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(REPO)],
+        capture_output=True, text=True,
+    )
+    assert build.returncode == 0, build.stderr[-2000:]
+    wheel = next(wheels.glob("trainer_cli-*.whl"))
+    names = zipfile.ZipFile(wheel).namelist()
+    assert "trainer_cli/configs/experiment/digits.yaml" in names
+    assert any(n.startswith("trainer_cli/slurm/") for n in names)
+
+    site = tmp_path / "site"
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)], capture_output=True, text=True)
+    assert install.returncode == 0, install.stderr[-2000:]
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    env = {**os.environ, "PYTHONPATH": str(site)}
+    env.pop("TRAINER_CLI_RUN_DIR", None)
+
+    where = subprocess.run([sys.executable, "-c", "import trainer_cli.paths as p; print(p.configs_dir())"], cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert where.stdout.strip() == str(site / "trainer_cli" / "configs")
+    listing = subprocess.run([sys.executable, "-m", "trainer_cli", "ls", "configs"], cwd=elsewhere, env=env, capture_output=True, text=True)
+    assert listing.returncode == 0 and "configs/experiment/" in listing.stdout
+    fit = subprocess.run(
+        [sys.executable, "-m", "trainer_cli", "fit", "--config", "configs/experiment/digits.yaml",
+         "--trainer.fast_dev_run", "true", "--trainer.enable_progress_bar", "false"],
+        cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert fit.returncode == 0, fit.stderr[-3000:]
