@@ -75,3 +75,13 @@ def test_resume_last_without_a_run_is_a_clear_error(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert "--ckpt_path last: no run of 'digits'" in proc.stderr
     assert "Traceback" not in proc.stderr
+
+
+def test_last_checkpoint_follows_every_epoch_even_without_improvement(tmp_path: Path) -> None:
+    root = tmp_path / "runs"
+    proc = run_train("fit", "--config", DIGITS, *quiet_args(root, epochs=3), "--optimizer.lr", "1e-9",
+                     "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    checkpoints = root / "digits" / "version_0" / "checkpoints"
+    assert torch.load(checkpoints / "last.ckpt", weights_only=False)["global_step"] == 6
+    assert [p.name for p in checkpoints.glob("best-*.ckpt")] == ["best-epoch000-val_acc" + p.name.split("val_acc")[1] for p in checkpoints.glob("best-*.ckpt")]
