@@ -18,6 +18,8 @@ VERBS: dict[str, tuple[str, str]] = {
     "validate": ("trainer_cli.cli:run_subcommand", "Run the validation loop (LightningCLI `validate`)."),
     "test": ("trainer_cli.cli:run_subcommand", "Run the test loop (LightningCLI `test`)."),
     "predict": ("trainer_cli.cli:run_subcommand", "Run prediction (LightningCLI `predict`)."),
+    "submit": ("trainer_cli.launch.submit:main", "Queue `fit` as a Slurm job (multi-node DDP, requeue and resume)."),
+    "jobs": ("trainer_cli.launch.jobs:main", "List the Slurm jobs submitted from here, with their states."),
     "ls": ("trainer_cli.listing:main", "List what can be named: models, data, callbacks, optimizers, schedulers, configs."),
 }
 
