@@ -72,7 +72,8 @@ def _devices_count(devices: Any, num_nodes: int, problems: list[str]) -> int | N
     return None
 
 
-def _check_strategy(strategy: Any, world_size: int, problems: list[str]) -> None:
+def _check_strategy(strategy: Any, num_nodes: int, devices: int, problems: list[str]) -> None:
+    world_size = num_nodes * devices
     if world_size <= 1:
         return
     name = _name(strategy)
@@ -93,7 +94,7 @@ def _check_strategy(strategy: Any, world_size: int, problems: list[str]) -> None
     elif name.startswith(TASK_PER_DEVICE_STRATEGIES) and not any(word in name for word in LAUNCHING_STRATEGIES):
         return
     problems.append(
-        f"--trainer.strategy {name} with {world_size} Slurm tasks (trainer.num_nodes x trainer.devices): srun starts "
+        f"--trainer.strategy {name} with {world_size} Slurm tasks (--trainer.num_nodes {num_nodes} x --trainer.devices {devices}): srun starts "
         "one process per device, which needs a DDP-family strategy: use --trainer.strategy ddp"
     )
 
@@ -130,7 +131,7 @@ def derive(trainer: Any, slurm: SlurmOptions) -> Resources:
                 "use --trainer.accelerator gpu or cpu (a site profile under configs/slurm/ can set it)"
             )
     if devices is not None:
-        _check_strategy(trainer.get("strategy") or "auto", num_nodes * devices, problems)
+        _check_strategy(trainer.get("strategy") or "auto", num_nodes, devices, problems)
     gpus = devices if (accelerator == "gpu" and devices is not None) else 0
     for key, derived, source in (
         ("nodes", num_nodes, f"--trainer.num_nodes {num_nodes}"),

@@ -18,7 +18,7 @@ import shlex
 import shutil
 import subprocess
 import sys
-from dataclasses import asdict
+from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -108,6 +108,75 @@ def _sbatch(script: Path) -> str:
     return proc.stdout.strip().split(";")[0]
 
 
+@dataclass
+class Plan:
+    """A job ready to queue: its run directory, frozen config and rendered script(s)."""
+
+    run_dir: Path
+    """The run directory (absolute); not yet created for a dry run."""
+    created: bool
+    """Whether :func:`plan` created ``run_dir`` (so a failed submission removes it)."""
+    frozen_config: str
+    """``<run>/config.yaml``: the resolved fit config with ``run_dir`` set."""
+    script_text: str
+    """The rendered sbatch script of the fit job."""
+    slurm: SlurmOptions
+    resources: Resources
+    root: Path
+    """``trainer.default_root_dir``: the registry of ``train jobs`` lives there."""
+    job_name: str
+
+    @property
+    def script(self) -> Path:
+        """Where the script is written: ``<run>/submit.sbatch``."""
+        return self.run_dir / SCRIPT_NAME
+
+    def test_script_text(self, dependency: str) -> str:
+        """The ``train test`` job on the best checkpoint, one device, starting after ``dependency``."""
+        res = self.resources
+        one = Resources(1, 1, 1 if res.accelerator == "gpu" else 0, res.accelerator)
+        context = script_context(self.slurm, one, self.run_dir, f"{self.job_name}-test", Path.cwd(), dependency)
+        return render("test", context)
+
+
+def plan(args: list[str], dry_run: bool) -> Plan:
+    """Parse, check and render ``train submit ARGS``; allocates the run directory unless ``dry_run``.
+
+    Raises:
+        UserError: for a bad config or Slurm option, a resource mismatch or a template error
+            (nothing is left on disk).
+    """
+    fit_args, layers, _ = split_args(args)
+    slurm = parse_slurm_options(layers)
+    from trainer_cli.cli import DEFAULT_ROOT_DIR, parse_config
+
+    parser, config = parse_config("fit", fit_args, expand=False)
+    resources = derive(config.trainer, slurm)
+    root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
+    job_name = slurm.job_name or config.name
+    context = {"slurm": slurm, "resources": resources, "root": root, "job_name": job_name}
+    if config.run_dir:  # resubmitting into an existing run (resume in place)
+        run_dir, created = Path(config.run_dir).absolute(), False
+    elif dry_run:
+        run_dir, created = _next_run_dir(root, config.name).absolute(), False
+    else:
+        from trainer_cli.rundir import allocate
+
+        run_dir, created = allocate(root, config.name).absolute(), True
+    try:
+        config.run_dir = str(run_dir)
+        frozen = parser.dump(config, skip_none=False)
+        script_text = render(slurm.template, script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency))
+        job = Plan(run_dir, created, frozen, script_text, **context)
+        if slurm.test_after_fit:
+            job.test_script_text("afterok:1")  # a template error shows now, not after the fit job is queued
+    except BaseException:
+        if created:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return job
+
+
 def main(args: list[str]) -> int:
     """``train submit ARGS``; returns the exit code.
 
@@ -118,79 +187,62 @@ def main(args: list[str]) -> int:
     if any(a in ("-h", "--help") for a in args):
         print(HELP + slurm_help())
         return 0
-    fit_args, layers, own = split_args(args)
-    dry_run = "--dry-run" in own
-    slurm = parse_slurm_options(layers)
-    from trainer_cli.cli import DEFAULT_ROOT_DIR, parse_config
+    dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
+    job = plan(args, dry_run)
+    if dry_run:
+        print(f"# run directory (not created): {job.run_dir}\n# {job.script}:\n{job.script_text}")
+        if job.slurm.test_after_fit:
+            print(f"# {job.run_dir / TEST_SCRIPT_NAME}, queued after the fit job:\n{job.test_script_text('afterok:<fit job id>')}")
+        res = job.resources
+        print(f"# world size {res.world_size}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), {res.gpus_per_node} GPU(s) per node")
+        print(f"# the sbatch command (not run):\n{shlex.join(['sbatch', '--parsable', str(job.script)])}")
+        return 0
+    return submit(job)
 
-    parser, config = parse_config("fit", fit_args, expand=False)
-    resources = derive(config.trainer, slurm)
-    root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
-    job_name = slurm.job_name or config.name
 
-    created = False
-    if config.run_dir:
-        run_dir = Path(config.run_dir).absolute()
-    elif dry_run:
-        run_dir = _next_run_dir(root, config.name).absolute()
-    else:
-        from trainer_cli.rundir import allocate
+def submit(job: Plan) -> int:
+    """Write the run directory's files, queue the job (and its test job); returns 0.
 
-        run_dir, created = allocate(root, config.name).absolute(), True
-    config.run_dir = str(run_dir)
-    frozen = parser.dump(config, skip_none=False)
-
-    def render_test(dependency: str) -> str:
-        test_resources = Resources(1, 1, 1 if resources.accelerator == "gpu" else 0, resources.accelerator)
-        return render("test", script_context(slurm, test_resources, run_dir, f"{job_name}-test", Path.cwd(), dependency))
-
-    script = run_dir / SCRIPT_NAME
-    queued = False
+    Raises:
+        UserError: when sbatch is missing or refuses the fit job (the run directory made for it
+            is removed again).
+    """
+    run_dir = job.run_dir
     try:
-        script_text = render(slurm.template, script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency))
-        test_text = render_test("afterok:<fit job id>") if slurm.test_after_fit else None
-        if dry_run:
-            print(f"# run directory (not created): {run_dir}\n# {script}:\n{script_text}")
-            if test_text is not None:
-                print(f"# {run_dir / TEST_SCRIPT_NAME}, queued after the fit job:\n{test_text}")
-            print(f"# world size {resources.world_size}: {resources.nodes} node(s) x {resources.ntasks_per_node} task(s)")
-            print(f"# the sbatch command (not run):\n{shlex.join(['sbatch', '--parsable', str(script)])}")
-            return 0
         run_dir.mkdir(parents=True, exist_ok=True)
         config_file = run_dir / "config.yaml"
         if not config_file.exists():  # resubmitting into an existing run keeps the config it started with
             from trainer_cli.rundir import write_git_info
 
-            config_file.write_text(frozen)
+            config_file.write_text(job.frozen_config)
             write_git_info(run_dir)
-        script.write_text(script_text)
-        job_id = _sbatch(script)
-        queued = True
+        job.script.write_text(job.script_text)
+        job_id = _sbatch(job.script)
     except BaseException:
-        if created and not queued:
+        if job.created:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused submission is left
         raise
     record: dict[str, Any] = {
         "job_id": job_id,
-        "job_name": job_name,
+        "job_name": job.job_name,
         "run_dir": str(run_dir),
-        "script": str(script),
+        "script": str(job.script),
         "log": str(run_dir / LOG_PATTERN.replace("%j", job_id)),
-        "nodes": resources.nodes,
-        "ntasks_per_node": resources.ntasks_per_node,
-        "gpus_per_node": resources.gpus_per_node,
+        "nodes": job.resources.nodes,
+        "ntasks_per_node": job.resources.ntasks_per_node,
+        "gpus_per_node": job.resources.gpus_per_node,
         "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": sys.argv,
-        "slurm": asdict(slurm),
+        "slurm": asdict(job.slurm),
     }
-    print(f"Run directory: {run_dir}\nScript:        {script}\nJob id:        {job_id}\nLog:           {record['log']}")
-    if slurm.test_after_fit:
+    print(f"Run directory: {run_dir}\nScript:        {job.script}\nJob id:        {job_id}\nLog:           {record['log']}")
+    if job.slurm.test_after_fit:
         test_script = run_dir / TEST_SCRIPT_NAME
-        test_script.write_text(render_test(f"afterok:{job_id}"))
+        test_script.write_text(job.test_script_text(f"afterok:{job_id}"))
         record["test_job_id"] = _sbatch(test_script)
         print(f"Test job id:   {record['test_job_id']} (starts when {job_id} succeeds)")
     (run_dir / JOB_FILE).write_text(json.dumps(record, indent=2) + "\n")
     from trainer_cli.launch.jobs import register
 
-    register(root, record)
+    register(job.root, record)
     return 0
