@@ -105,8 +105,8 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
     """Separate ``train submit`` arguments into fit arguments and Slurm layers.
 
     Every ``--config`` value is expanded (composed if it has a ``defaults:`` list); its ``slurm:``
-    key, if any, is taken out and the rest passed on as YAML text. ``--slurm.KEY VALUE`` and
-    ``--slurm.KEY=VALUE`` flags are taken out too.
+    key, if any, is taken out and the rest passed on as YAML text. ``--slurm.KEY VALUE``,
+    ``--slurm.KEY=VALUE`` and ``--slurm FILE`` (a file of Slurm options alone) are taken out too.
 
     Returns:
         ``(fit_args, slurm_layers, own_flags)``: fit arguments with ``--config`` already expanded
@@ -133,7 +133,7 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
                 value, i = arg.split("=", 1)[1], i + 1
             fit_args += ["--config", _strip_section(config_text(value), value, layers)]
             continue
-        if arg.startswith(FLAG_PREFIX):
+        if arg.startswith(FLAG_PREFIX) or arg in (f"--{SECTION}", f"--{SECTION}=") or arg.startswith(f"--{SECTION}="):
             if "=" in arg:
                 layers.append([arg])
                 i += 1
@@ -184,7 +184,7 @@ def parse_slurm_options(layers: list[dict[str, Any] | list[str]]) -> SlurmOption
             argv += ["--cfg", yaml.safe_dump({SECTION: layer})]
         else:
             argv += layer
-    known = [f"{SECTION}.{name}" for name in SlurmOptions.__dataclass_fields__]
+    known = [SECTION] + [f"{SECTION}.{name}" for name in SlurmOptions.__dataclass_fields__]  # --slurm FILE too
     for layer in layers:
         keys = [f"{SECTION}.{k}" for k in layer] if isinstance(layer, dict) else [layer[0][2:].split("=")[0]]
         for key in keys:
@@ -193,8 +193,9 @@ def parse_slurm_options(layers: list[dict[str, Any] | list[str]]) -> SlurmOption
     try:
         cfg = parser.parse_args(argv)
     except Exception as err:  # jsonargparse's ArgumentError and type errors: the message is the point
-        raise UserError(f"Slurm options: {str(err).strip().splitlines()[0]}") from None
-    return SlurmOptions(**cfg[SECTION].as_dict())
+        raise UserError("Slurm options: " + " ".join(str(err).split())) from None
+    values = {k: v for k, v in cfg[SECTION].as_dict().items() if k in SlurmOptions.__dataclass_fields__}
+    return SlurmOptions(**values)
 
 
 def slurm_help() -> str:
