@@ -39,7 +39,8 @@ def slurm_cluster() -> None:
     if not _cluster_up():
         proc = subprocess.run([str(LOCAL_SLURM), "start"], capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
-            reason = f"no local Slurm cluster: `scripts/local-slurm start` exited {proc.returncode}: {proc.stderr.strip().splitlines()[-1:] or proc.stdout}"
+            last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+            reason = f"no local Slurm cluster: `scripts/local-slurm start` exited {proc.returncode}: {last}"
             if os.environ.get("CI", "").lower() == "true":
                 pytest.fail(f"{reason} (CI=true: the Slurm tests must run)")
             pytest.skip(reason)

@@ -126,6 +126,15 @@ def test_unknown_slurm_option_names_close_match(tmp_path: Path) -> None:
         plan(["--config", DIGITS, "--slurm.partion", "gpu"], dry_run=True)
 
 
+def test_slurm_options_from_file_and_bad_type(tmp_path: Path) -> None:
+    site = tmp_path / "site.yaml"
+    site.write_text("partition: debug\ntime: '00:05:00'\n")
+    job = plan(["--config", DIGITS, "--slurm", str(site), "--trainer.accelerator", "cpu"], dry_run=True)
+    assert "#SBATCH --time=00:05:00\n#SBATCH --partition=debug\n" in job.script_text
+    with pytest.raises(UserError, match="slurm.cpus_per_task.*Got value: many"):
+        plan(["--config", DIGITS, "--slurm.cpus_per_task", "many"], dry_run=True)
+
+
 def test_directive_refuses_newline_and_quotes_the_rest() -> None:
     with pytest.raises(UserError, match="newline"):
         quote_directive("name\n#SBATCH --wrap=x")
