@@ -270,12 +270,15 @@ class _Parsed(Exception):
     """Raised to stop a :class:`TrainerCLI` right after parsing (see :func:`parse_config`)."""
 
 
-def parse_config(verb: str, args: list[str]) -> tuple[LightningArgumentParser, Namespace]:
+def parse_config(verb: str, args: list[str], expand: bool = True) -> tuple[LightningArgumentParser, Namespace]:
     """Compose and type-check ``train <verb> ARGS`` exactly as the verb would, building nothing.
 
     Returns the subcommand's parser and its parsed (resolved) config; ``parser.dump(config)``
     gives the YAML that ``train <verb> --config`` re-runs. No model, data or trainer is built and
     no run directory is made, so it is quick (used by ``train submit``).
+
+    With ``expand=False`` the ``--config`` values are taken as already expanded by
+    :func:`trainer_cli.compose.expand_config_args` (file paths or composed YAML text).
 
     Raises:
         UserError: for a bad config file; a bad key or value exits 2 with jsonargparse's message.
@@ -291,7 +294,7 @@ def parse_config(verb: str, args: list[str]) -> tuple[LightningArgumentParser, N
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-            _ParseOnlyCLI(args=[verb, *expand_config_args(args)])
+            _ParseOnlyCLI(args=[verb, *(expand_config_args(args) if expand else args)])
     except _Parsed:
         pass
     return captured["parser"], captured["config"]

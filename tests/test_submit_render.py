@@ -1,0 +1,153 @@
+"""`train submit`: rendered sbatch scripts (golden files), quoting, and mismatches rejected before sbatch.
+
+Rendering runs in this process (`plan()`: compose + type-check + render, nothing queued). Golden
+files live in tests/golden/; regenerate them with `UPDATE_GOLDEN=1 pytest tests/test_submit_render.py`
+and review the diff. With the local cluster up, `sbatch --test-only` must accept every golden case.
+"""
+
+from __future__ import annotations
+
+import difflib
+import os
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from conftest import DIGITS, REPO, run_train
+from slurm_support import LOCAL_PROFILE, slurm_cluster, train_submit  # noqa: F401 - session fixture
+from trainer_cli.errors import UserError
+from trainer_cli.launch.render import quote_directive
+from trainer_cli.launch.submit import plan
+
+GOLDEN = Path(__file__).parent / "golden"
+CIFAR = str(REPO / "configs" / "experiment" / "cifar10_resnet18.yaml")
+GPU_PROFILE = str(REPO / "configs" / "slurm" / "example_gpu.yaml")
+PYTHON = ["--slurm.python", "/opt/env/bin/python"]
+
+CASES = {
+    "cpu_1x1": [DIGITS, LOCAL_PROFILE, "--trainer.devices", "1"],
+    "gpu_1x8": [DIGITS, LOCAL_PROFILE, "--trainer.accelerator", "gpu", "--trainer.devices", "8"],
+    "gpu_4x8": [
+        CIFAR, LOCAL_PROFILE, "--trainer.accelerator", "gpu", "--trainer.num_nodes", "4", "--trainer.devices", "8",
+        "--slurm.time", "04:00:00", "--slurm.exclusive", "true", "--slurm.nccl_debug", "INFO",
+        "--slurm.setup", '["echo setting up"]', "--slurm.env", '{"OMP_NUM_THREADS": "1"}',
+    ],
+}
+SITE_CASE = [CIFAR, GPU_PROFILE, "--trainer.num_nodes", "4", "--trainer.devices", "8", "--slurm.test_after_fit", "true"]
+
+
+def _args(case: list[str], root: Path) -> list[str]:
+    first, profile, *flags = case
+    return ["--config", first, "--config", profile, "--trainer.default_root_dir", str(root), *PYTHON, *flags]
+
+
+def _normalise(text: str, root: Path) -> str:
+    return text.replace(str(root), "<ROOT>").replace(str(Path.cwd()), "<CWD>")
+
+
+def _check_golden(name: str, text: str) -> None:
+    path = GOLDEN / f"{name}.sbatch"
+    if os.environ.get("UPDATE_GOLDEN") or not path.exists():
+        path.write_text(text)
+    expected = path.read_text()
+    if text != expected:
+        diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True), f"golden/{name}.sbatch", "rendered"))
+        pytest.fail(f"rendered script differs from tests/golden/{name}.sbatch (UPDATE_GOLDEN=1 to accept):\n{diff}")
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> dict[str, tuple[str, Path]]:
+    """Each golden case rendered once: name -> (script text, run root)."""
+    out = {}
+    for name, case in CASES.items():
+        root = tmp_path_factory.mktemp(name)
+        out[name] = (plan(_args(case, root), dry_run=True).script_text, root)
+    return out
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_golden_scripts(name: str, rendered: dict[str, tuple[str, Path]]) -> None:
+    text, root = rendered[name]
+    _check_golden(name, _normalise(text, root))
+    assert not any(root.iterdir()), "a dry run creates nothing"
+
+
+def test_site_profile_golden_with_test_after_fit(tmp_path: Path) -> None:
+    job = plan(_args(SITE_CASE, tmp_path), dry_run=True)
+    _check_golden("site_gpu_4x8", _normalise(job.script_text, tmp_path))
+    _check_golden("site_gpu_test", _normalise(job.test_script_text("afterok:1234"), tmp_path))
+    assert job.resources.world_size == 32 and job.resources.gpus_per_node == 8
+
+
+def test_sbatch_test_only_accepts_each(slurm_cluster: None, rendered: dict[str, tuple[str, Path]], tmp_path: Path) -> None:  # noqa: F811
+    for name, (text, _) in rendered.items():
+        script = tmp_path / f"{name}.sbatch"
+        script.write_text(text)
+        proc = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True, timeout=60)
+        assert proc.returncode == 0 and "to start at" in proc.stderr, f"{name}: {proc.stderr}"
+
+
+def test_frozen_config_and_run_dir(tmp_path: Path) -> None:
+    job = plan(_args(CASES["cpu_1x1"], tmp_path), dry_run=False)
+    try:
+        assert job.run_dir == tmp_path.absolute() / "digits" / "version_0" and job.run_dir.is_dir() and job.created
+        assert f"run_dir: {job.run_dir}" in job.frozen_config
+        assert "slurm" not in job.frozen_config.split("\n")[0] and "\nslurm:" not in job.frozen_config
+        assert f"--config {job.run_dir}/config.yaml" in job.script_text
+    finally:
+        job.run_dir.rmdir()
+
+
+MISMATCHES = {
+    "devices list, 2 nodes": (["--trainer.devices", "[0,1]", "--trainer.num_nodes", "2"], ["--trainer.devices [0, 1]", "--trainer.num_nodes 2"]),
+    "devices auto, 2 nodes": (["--trainer.devices", "auto", "--trainer.num_nodes", "2"], ["--trainer.devices 'auto'", "--trainer.num_nodes 2"]),
+    "spawn strategy": (["--trainer.devices", "2", "--trainer.strategy", "ddp_spawn"], ["--trainer.strategy ddp_spawn", "--trainer.devices 2"]),
+    "slurm nodes": (["--trainer.num_nodes", "2", "--slurm.nodes", "3"], ["--slurm.nodes 3", "--trainer.num_nodes 2"]),
+    "slurm tasks": (["--trainer.devices", "2", "--slurm.ntasks_per_node", "4"], ["--slurm.ntasks_per_node 4", "--trainer.devices 2"]),
+    "slurm gpus": (["--trainer.accelerator", "gpu", "--trainer.devices", "8", "--slurm.gpus_per_node", "4"], ["--slurm.gpus_per_node 4", "--trainer.devices 8"]),
+    "gpus on cpu": (["--trainer.devices", "2", "--slurm.gpus_per_node", "2"], ["--slurm.gpus_per_node 2", "accelerator cpu"]),
+    "auto accelerator": (["--trainer.accelerator", "auto"], ["--trainer.accelerator auto", "gpu or cpu"]),
+}
+
+
+@pytest.mark.parametrize("name", list(MISMATCHES))
+def test_mismatch_rejected_before_sbatch(name: str, tmp_path: Path) -> None:
+    flags, expected = MISMATCHES[name]
+    with pytest.raises(UserError) as err:
+        plan(["--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(tmp_path), *flags], dry_run=False)
+    for part in expected:
+        assert part in str(err.value), str(err.value)
+    assert not any(tmp_path.iterdir()), "nothing is left on disk"
+
+
+def test_unknown_slurm_option_names_close_match(tmp_path: Path) -> None:
+    with pytest.raises(UserError, match="slurm.partion.*Did you mean: slurm.partition"):
+        plan(["--config", DIGITS, "--slurm.partion", "gpu"], dry_run=True)
+
+
+def test_slurm_options_from_file_and_bad_type(tmp_path: Path) -> None:
+    site = tmp_path / "site.yaml"
+    site.write_text("partition: debug\ntime: '00:05:00'\n")
+    job = plan(["--config", DIGITS, "--slurm", str(site), "--trainer.accelerator", "cpu"], dry_run=True)
+    assert "#SBATCH --time=00:05:00\n#SBATCH --partition=debug\n" in job.script_text
+    with pytest.raises(UserError, match="slurm.cpus_per_task.*Got value: many"):
+        plan(["--config", DIGITS, "--slurm.cpus_per_task", "many"], dry_run=True)
+
+
+def test_directive_refuses_newline_and_quotes_the_rest() -> None:
+    with pytest.raises(UserError, match="newline"):
+        quote_directive("name\n#SBATCH --wrap=x")
+    assert quote_directive('a "b" $(c)') == '"a \\"b\\" $(c)"'
+
+
+def test_user_error_exit_code_and_dry_run_output(tmp_path: Path) -> None:
+    """The real entry point: one `error:` line and exit 2; a dry run prints the script and sbatch command."""
+    bad = run_train("submit", "--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.num_nodes", "2",
+                    "--slurm.nodes", "4", "--trainer.default_root_dir", str(tmp_path), "--dry-run")
+    assert bad.returncode == 2, bad.stderr
+    assert "error: the job cannot run as configured" in bad.stderr and "Traceback" not in bad.stderr
+    code, out = train_submit("--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(tmp_path), "--dry-run")
+    assert code == 0
+    assert "#SBATCH --nodes=1" in out and f"sbatch --parsable {tmp_path}/digits/version_0/submit.sbatch" in out
+    assert not any(tmp_path.iterdir())

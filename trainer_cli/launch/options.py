@@ -1,0 +1,207 @@
+"""The ``slurm:`` section of ``train submit``: site profile files and ``--slurm.*`` flags.
+
+Slurm options are not Trainer arguments, so they are taken out of the command line before the
+fit arguments are parsed: a ``slurm:`` key of any ``--config`` file (including one composed from a
+Hydra ``defaults:`` list such as ``- /slurm: local``) and every ``--slurm.KEY VALUE`` flag. They
+are parsed, in command-line order, against :class:`SlurmOptions` with jsonargparse, whose help text
+comes from the attribute docstrings.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import yaml
+
+from trainer_cli.compose import CONFIG_FLAGS, config_text, load_yaml_file
+from trainer_cli.errors import UserError, did_you_mean
+
+SECTION = "slurm"
+FLAG_PREFIX = f"--{SECTION}."
+
+
+@dataclass
+class SlurmOptions:
+    """What the job asks of Slurm, and how its script is set up. Resources (nodes, tasks, GPUs)
+    come from the trainer; the resource fields here only need setting to state them twice."""
+
+    partition: Optional[str] = None
+    """Partition (queue); empty: the cluster's default."""
+    account: Optional[str] = None
+    """Account charged for the job."""
+    qos: Optional[str] = None
+    """Quality of service."""
+    time: str = "01:00:00"
+    """Wall-clock limit, as sbatch takes it: MINUTES, HH:MM:SS or D-HH:MM:SS."""
+    mem: Optional[str] = None
+    """Memory per node, as sbatch takes it (e.g. 64G); empty: the partition's default."""
+    cpus_per_task: int = 1
+    """CPU cores per task (per device); data loader workers run on them. Exported as SRUN_CPUS_PER_TASK."""
+    constraint: Optional[str] = None
+    """Node features required (sbatch --constraint), e.g. a100."""
+    exclusive: bool = False
+    """Ask for whole nodes (sbatch --exclusive)."""
+    job_name: Optional[str] = None
+    """Job name; empty: the experiment name."""
+    mail_user: Optional[str] = None
+    """Address for Slurm's mail."""
+    mail_type: Optional[str] = None
+    """When to mail (e.g. END,FAIL); needs mail_user."""
+    gpu_type: Optional[str] = None
+    """GPU type in the request (--gpus-per-node=TYPE:N), e.g. a100; empty: any."""
+    nodes: Optional[int] = None
+    """Nodes; derived from trainer.num_nodes. Set only to state it twice (a contradiction is an error)."""
+    ntasks_per_node: Optional[int] = None
+    """Tasks per node; derived from trainer.devices. Set only to state it twice (checked)."""
+    gpus_per_node: Optional[int] = None
+    """GPUs per node; derived from trainer.devices on a GPU. Set only to state it twice (checked)."""
+    signal_delay_s: int = 120
+    """Seconds before the time limit at which the job gets SIGUSR1 (checkpoint and requeue)."""
+    max_restarts: int = 3
+    """How many times a preempted or timed-out job may requeue itself and resume."""
+    dependency: Optional[str] = None
+    """Start after other jobs (sbatch --dependency), e.g. afterok:1234."""
+    test_after_fit: bool = False
+    """Also queue `train test` on the best checkpoint, to start when the fit job succeeds."""
+    extra_sbatch: list[str] = field(default_factory=list)
+    """Further sbatch options, one per #SBATCH line, e.g. --reservation=big."""
+    setup: list[str] = field(default_factory=list)
+    """Commands run before training, one per entry (module load cuda/12.4, source /path/venv/bin/activate).
+    Each is split into words like a shell does and run as one command: no pipes, `;`, `$VAR` or `$(...)`."""
+    env: dict[str, str] = field(default_factory=dict)
+    """Environment variables exported in the job (values taken literally)."""
+    nccl_debug: Optional[str] = None
+    """Opt-in NCCL_DEBUG preset (e.g. INFO, WARN)."""
+    nccl_socket_ifname: Optional[str] = None
+    """Opt-in NCCL_SOCKET_IFNAME preset: the network interface(s) NCCL uses, e.g. ib0 or ^lo,docker."""
+    python: Optional[str] = None
+    """Python that runs `-m trainer_cli` in the job; empty: the one running `train submit`."""
+    template: str = "ddp"
+    """sbatch template: a name in the bundled slurm/ folder (ddp) or the path of your own Jinja2 file."""
+
+    def __post_init__(self) -> None:
+        problems = []
+        for key in ("cpus_per_task", "signal_delay_s"):
+            if getattr(self, key) < 1:
+                problems.append(f"--slurm.{key} {getattr(self, key)}: must be 1 or more")
+        if self.max_restarts < 0:
+            problems.append(f"--slurm.max_restarts {self.max_restarts}: must be 0 or more")
+        if self.mail_type and not self.mail_user:
+            problems.append(f"--slurm.mail_type {self.mail_type}: give --slurm.mail_user too")
+        if problems:
+            raise UserError("; ".join(problems))
+
+    @property
+    def python_executable(self) -> str:
+        """The Python of the job: :attr:`python`, else the absolute path of the one running now."""
+        import sys
+
+        return self.python or os.path.abspath(sys.executable)
+
+
+def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[str]], list[str]]:
+    """Separate ``train submit`` arguments into fit arguments and Slurm layers.
+
+    Every ``--config`` value is expanded (composed if it has a ``defaults:`` list); its ``slurm:``
+    key, if any, is taken out and the rest passed on as YAML text. ``--slurm.KEY VALUE``,
+    ``--slurm.KEY=VALUE`` and ``--slurm FILE`` (a file of Slurm options alone) are taken out too.
+
+    Returns:
+        ``(fit_args, slurm_layers, own_flags)``: fit arguments with ``--config`` already expanded
+        (for :func:`trainer_cli.cli.parse_config` with ``expand=False``), the Slurm layers in
+        command-line order (a dict per config file section, a flag list per flag), and the
+        flags of ``train submit`` itself (``--dry-run``).
+
+    Raises:
+        UserError: for a missing config file, bad YAML, a ``slurm:`` that is not a mapping, or a
+            ``--slurm.*`` flag without a value.
+    """
+    fit_args: list[str] = []
+    layers: list[dict[str, Any] | list[str]] = []
+    own: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in CONFIG_FLAGS or arg.startswith("--config="):
+            if arg in CONFIG_FLAGS:
+                if i + 1 >= len(args):
+                    raise UserError(f"{arg} needs a file name")
+                value, i = args[i + 1], i + 2
+            else:
+                value, i = arg.split("=", 1)[1], i + 1
+            fit_args += ["--config", _strip_section(config_text(value), value, layers)]
+            continue
+        if arg.startswith(FLAG_PREFIX) or arg in (f"--{SECTION}", f"--{SECTION}=") or arg.startswith(f"--{SECTION}="):
+            if "=" in arg:
+                layers.append([arg])
+                i += 1
+            elif i + 1 < len(args):
+                layers.append([arg, args[i + 1]])
+                i += 2
+            else:
+                raise UserError(f"{arg} needs a value")
+            continue
+        if arg in ("--dry-run", "--dry_run"):
+            own.append("--dry-run")
+        else:
+            fit_args.append(arg)
+        i += 1
+    return fit_args, layers, own
+
+
+def _strip_section(text: str, source: str, layers: list[dict[str, Any] | list[str]]) -> str:
+    """Take the ``slurm:`` key out of one expanded ``--config`` value (a path or YAML text)."""
+    from pathlib import Path
+
+    is_path = "\n" not in text and Path(text).is_file()
+    data = load_yaml_file(Path(text)) if is_path else yaml.safe_load(text)
+    if not isinstance(data, dict) or SECTION not in data:
+        return text
+    section = data.pop(SECTION)
+    if section is not None:
+        if not isinstance(section, dict):
+            raise UserError(f"{source}: `{SECTION}:` must be a mapping of Slurm options, found {section!r}")
+        layers.append(section)
+    return yaml.safe_dump(data, sort_keys=False) if data else "{}"
+
+
+def parse_slurm_options(layers: list[dict[str, Any] | list[str]]) -> SlurmOptions:
+    """Merge the Slurm layers (later wins) and type-check them against :class:`SlurmOptions`.
+
+    Raises:
+        UserError: for an unknown key (with close matches) or a value of the wrong type.
+    """
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False, prog="train submit")
+    parser.add_argument("--cfg", action=ActionConfigFile)
+    parser.add_class_arguments(SlurmOptions, SECTION, instantiate=False)
+    argv: list[str] = []
+    for layer in layers:
+        if isinstance(layer, dict):
+            argv += ["--cfg", yaml.safe_dump({SECTION: layer})]
+        else:
+            argv += layer
+    known = [SECTION] + [f"{SECTION}.{name}" for name in SlurmOptions.__dataclass_fields__]  # --slurm FILE too
+    for layer in layers:
+        keys = [f"{SECTION}.{k}" for k in layer] if isinstance(layer, dict) else [layer[0][2:].split("=")[0]]
+        for key in keys:
+            if key not in known:
+                raise UserError(f"unknown Slurm option {key!r}.{did_you_mean(key, known) or ' See `train submit --help`.'}")
+    try:
+        cfg = parser.parse_args(argv)
+    except Exception as err:  # jsonargparse's ArgumentError and type errors: the message is the point
+        raise UserError("Slurm options: " + " ".join(str(err).split())) from None
+    values = {k: v for k, v in cfg[SECTION].as_dict().items() if k in SlurmOptions.__dataclass_fields__}
+    return SlurmOptions(**values)
+
+
+def slurm_help() -> str:
+    """Help text for every ``--slurm.*`` option (from the attribute docstrings)."""
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(prog="train submit", add_help=False)
+    parser.add_class_arguments(SlurmOptions, SECTION, instantiate=False)
+    return parser.format_help()

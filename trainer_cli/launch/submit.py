@@ -1,0 +1,248 @@
+"""``train submit``: the run that ``train fit`` would start, as a Slurm job.
+
+1. The fit arguments are composed and type-checked exactly as ``train fit`` does
+   (:func:`trainer_cli.cli.parse_config`), on the submitting machine; nothing is built.
+2. Resources come from the trainer and are checked (:mod:`trainer_cli.launch.resources`).
+3. The run directory is allocated and the resolved config frozen into ``<run>/config.yaml``
+   with ``run_dir`` set, so every restart of a requeued job writes into the same directory
+   and the same TensorBoard version.
+4. The sbatch script is rendered (:mod:`trainer_cli.launch.render`) to ``<run>/submit.sbatch``
+   and queued; its log is ``<run>/slurm-<jobid>.log``; ``<run>/job.json`` and the registry read
+   by ``train jobs`` record the job id.
+"""
+
+from __future__ import annotations
+
+import json
+import shlex
+import shutil
+import subprocess
+import sys
+from dataclasses import asdict, dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trainer_cli.errors import UserError
+from trainer_cli.launch.options import SlurmOptions, parse_slurm_options, slurm_help, split_args
+from trainer_cli.launch.render import render
+from trainer_cli.launch.resources import Resources, derive
+
+SCRIPT_NAME = "submit.sbatch"
+TEST_SCRIPT_NAME = "test.sbatch"
+LOG_PATTERN = "slurm-%j.log"
+JOB_FILE = "job.json"
+
+HELP = """\
+usage: train submit [--config FILE ...] [--key.sub value ...] [--slurm.KEY value ...] [--dry-run]
+
+Queue `train fit` as a Slurm job (one task per device, multi-node DDP), after composing and
+type-checking the config here. Resources come from the trainer: --nodes = trainer.num_nodes,
+--ntasks-per-node = trainer.devices, GPUs per node = devices on a GPU.
+
+examples:
+  train submit --config configs/experiment/digits.yaml --config configs/slurm/local.yaml \\
+      --trainer.num_nodes 2 --trainer.devices 2 --dry-run
+  train submit --config configs/experiment/cifar10_resnet18.yaml --config configs/slurm/example_gpu.yaml \\
+      --trainer.num_nodes 4 --trainer.devices 8 --slurm.time 04:00:00 --slurm.test_after_fit true
+  train jobs
+
+  --dry-run             print the script and the sbatch command; create nothing, queue nothing
+
+Every `train fit` option is accepted (`train fit --help`). Slurm options (a `slurm:` section in a
+--config file, e.g. configs/slurm/<site>.yaml, or --slurm.KEY flags):
+
+"""
+
+
+def _next_run_dir(root: Path, name: str) -> Path:
+    """The directory :func:`trainer_cli.rundir.allocate` would create next, without creating it."""
+    from trainer_cli.rundir import _versions
+
+    versions = _versions(root / name)
+    return root / name / f"version_{versions[-1][0] + 1 if versions else 0}"
+
+
+def _env(slurm: SlurmOptions) -> dict[str, str]:
+    env: dict[str, str] = {}
+    if slurm.nccl_debug:
+        env["NCCL_DEBUG"] = slurm.nccl_debug
+    if slurm.nccl_socket_ifname:
+        env["NCCL_SOCKET_IFNAME"] = slurm.nccl_socket_ifname
+    return env | {str(k): str(v) for k, v in slurm.env.items()}
+
+
+def script_context(
+    slurm: SlurmOptions, resources: Resources, run_dir: Path, job_name: str, workdir: Path, dependency: str | None
+) -> dict[str, Any]:
+    """The values a template may use (all documented in ``slurm/ddp.sbatch.j2``)."""
+    gpus = resources.gpus_per_node
+    return {
+        "slurm": slurm,
+        "job_name": job_name,
+        "nodes": resources.nodes,
+        "ntasks_per_node": resources.ntasks_per_node,
+        "gpus_per_node": gpus,
+        "gpus_request": f"{slurm.gpu_type}:{gpus}" if slurm.gpu_type else str(gpus),
+        "dependency": dependency,
+        "workdir": str(workdir),
+        "run_dir": str(run_dir),
+        "log_pattern": str(run_dir / LOG_PATTERN),
+        "config": str(run_dir / "config.yaml"),
+        "python": slurm.python_executable,
+        "env": _env(slurm),
+    }
+
+
+def _sbatch(script: Path) -> str:
+    """Queue ``script``; returns the job id.
+
+    Raises:
+        UserError: when sbatch is missing or refuses the job (its message included).
+    """
+    if shutil.which("sbatch") is None:
+        raise UserError("sbatch not found: run `train submit` where Slurm is installed (or start a local cluster: scripts/local-slurm start)")
+    proc = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True, timeout=120)
+    if proc.returncode != 0:
+        raise UserError(f"sbatch refused {script}: {proc.stderr.strip() or proc.stdout.strip()}")
+    return proc.stdout.strip().split(";")[0]
+
+
+@dataclass
+class Plan:
+    """A job ready to queue: its run directory, frozen config and rendered script(s)."""
+
+    run_dir: Path
+    """The run directory (absolute); not yet created for a dry run."""
+    created: bool
+    """Whether :func:`plan` created ``run_dir`` (so a failed submission removes it)."""
+    frozen_config: str
+    """``<run>/config.yaml``: the resolved fit config with ``run_dir`` set."""
+    script_text: str
+    """The rendered sbatch script of the fit job."""
+    slurm: SlurmOptions
+    resources: Resources
+    root: Path
+    """``trainer.default_root_dir``: the registry of ``train jobs`` lives there."""
+    job_name: str
+
+    @property
+    def script(self) -> Path:
+        """Where the script is written: ``<run>/submit.sbatch``."""
+        return self.run_dir / SCRIPT_NAME
+
+    def test_script_text(self, dependency: str) -> str:
+        """The ``train test`` job on the best checkpoint, one device, starting after ``dependency``."""
+        res = self.resources
+        one = Resources(1, 1, 1 if res.accelerator == "gpu" else 0, res.accelerator)
+        context = script_context(self.slurm, one, self.run_dir, f"{self.job_name}-test", Path.cwd(), dependency)
+        return render("test", context)
+
+
+def plan(args: list[str], dry_run: bool) -> Plan:
+    """Parse, check and render ``train submit ARGS``; allocates the run directory unless ``dry_run``.
+
+    Raises:
+        UserError: for a bad config or Slurm option, a resource mismatch or a template error
+            (nothing is left on disk).
+    """
+    fit_args, layers, _ = split_args(args)
+    slurm = parse_slurm_options(layers)
+    from trainer_cli.cli import DEFAULT_ROOT_DIR, parse_config
+
+    parser, config = parse_config("fit", fit_args, expand=False)
+    resources = derive(config.trainer, slurm)
+    root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
+    job_name = slurm.job_name or config.name
+    context = {"slurm": slurm, "resources": resources, "root": root, "job_name": job_name}
+    if config.run_dir:  # resubmitting into an existing run (resume in place)
+        run_dir, created = Path(config.run_dir).absolute(), False
+    elif dry_run:
+        run_dir, created = _next_run_dir(root, config.name).absolute(), False
+    else:
+        from trainer_cli.rundir import allocate
+
+        run_dir, created = allocate(root, config.name).absolute(), True
+    try:
+        config.run_dir = str(run_dir)
+        frozen = parser.dump(config, skip_none=False)
+        script_text = render(slurm.template, script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency))
+        job = Plan(run_dir, created, frozen, script_text, **context)
+        if slurm.test_after_fit:
+            job.test_script_text("afterok:1")  # a template error shows now, not after the fit job is queued
+    except BaseException:
+        if created:
+            shutil.rmtree(run_dir, ignore_errors=True)
+        raise
+    return job
+
+
+def main(args: list[str]) -> int:
+    """``train submit ARGS``; returns the exit code.
+
+    Raises:
+        UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; the run
+            directory made for it is removed again.
+    """
+    if any(a in ("-h", "--help") for a in args):
+        print(HELP + slurm_help())
+        return 0
+    dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
+    job = plan(args, dry_run)
+    if dry_run:
+        print(f"# run directory (not created): {job.run_dir}\n# {job.script}:\n{job.script_text}")
+        if job.slurm.test_after_fit:
+            print(f"# {job.run_dir / TEST_SCRIPT_NAME}, queued after the fit job:\n{job.test_script_text('afterok:<fit job id>')}")
+        res = job.resources
+        print(f"# world size {res.world_size}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), {res.gpus_per_node} GPU(s) per node")
+        print(f"# the sbatch command (not run):\n{shlex.join(['sbatch', '--parsable', str(job.script)])}")
+        return 0
+    return submit(job)
+
+
+def submit(job: Plan) -> int:
+    """Write the run directory's files, queue the job (and its test job); returns 0.
+
+    Raises:
+        UserError: when sbatch is missing or refuses the fit job (the run directory made for it
+            is removed again).
+    """
+    run_dir = job.run_dir
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        config_file = run_dir / "config.yaml"
+        if not config_file.exists():  # resubmitting into an existing run keeps the config it started with
+            from trainer_cli.rundir import write_git_info
+
+            config_file.write_text(job.frozen_config)
+            write_git_info(run_dir)
+        job.script.write_text(job.script_text)
+        job_id = _sbatch(job.script)
+    except BaseException:
+        if job.created:
+            shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused submission is left
+        raise
+    record: dict[str, Any] = {
+        "job_id": job_id,
+        "job_name": job.job_name,
+        "run_dir": str(run_dir),
+        "script": str(job.script),
+        "log": str(run_dir / LOG_PATTERN.replace("%j", job_id)),
+        "nodes": job.resources.nodes,
+        "ntasks_per_node": job.resources.ntasks_per_node,
+        "gpus_per_node": job.resources.gpus_per_node,
+        "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "slurm": asdict(job.slurm),
+    }
+    print(f"Run directory: {run_dir}\nScript:        {job.script}\nJob id:        {job_id}\nLog:           {record['log']}")
+    if job.slurm.test_after_fit:
+        test_script = run_dir / TEST_SCRIPT_NAME
+        test_script.write_text(job.test_script_text(f"afterok:{job_id}"))
+        record["test_job_id"] = _sbatch(test_script)
+        print(f"Test job id:   {record['test_job_id']} (starts when {job_id} succeeds)")
+    (run_dir / JOB_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    from trainer_cli.launch.jobs import register
+
+    register(job.root, record)
+    return 0
