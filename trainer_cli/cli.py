@@ -34,6 +34,7 @@ from trainer_cli.callbacks import RunSummary
 from trainer_cli.callbacks.switches import drop_switched_off
 from trainer_cli.compose import expand_config_args
 from trainer_cli.errors import UserError, did_you_mean
+from trainer_cli.extras import check_extras
 from trainer_cli.optim.configure import configure_optimizers, import_class
 from trainer_cli.optim.param_groups import ParamGroups
 
@@ -157,6 +158,7 @@ class TrainerCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         cfg = self._subconfig()
+        check_extras(cfg.trainer)  # a missing optional package (deepspeed, wandb, mlflow) before building
         self._config_text = self._parser(self.subcommand).dump(cfg, skip_none=False)
         self.run_dir = self._choose_run_dir(cfg).absolute()
         os.environ[rundir.ENV_RUN_DIR] = str(self.run_dir)  # DDP processes launched from here share it

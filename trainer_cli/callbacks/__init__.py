@@ -1,6 +1,8 @@
 """Callbacks Lightning lacks."""
 
+from trainer_cli.callbacks.final_checkpoint import FinalCheckpoint
+from trainer_cli.callbacks.grad_norm import GradNormMonitor
 from trainer_cli.callbacks.non_finite import NonFiniteLoss
 from trainer_cli.callbacks.run_summary import RunSummary
 
-__all__ = ["NonFiniteLoss", "RunSummary"]
+__all__ = ["FinalCheckpoint", "GradNormMonitor", "NonFiniteLoss", "RunSummary"]
