@@ -15,8 +15,8 @@ TOTAL_KEY = "grad/norm_total"
 class GradNormMonitor(pl.Callback):
     """Logs the gradient norm of every optimizer step as ``grad/norm_total`` (and, with
     ``per_parameter``, ``grad/norm_<parameter name>``), computed by Lightning's
-    ``lightning.pytorch.utilities.grad_norm`` in ``on_before_optimizer_step``: after
-    unscaling and after gradient clipping, so with clipping on the value is the clipped norm.
+    ``lightning.pytorch.utilities.grad_norm`` in ``on_before_optimizer_step``: after AMP
+    unscaling and before gradient clipping, so it shows how far clipping cuts.
 
     Args:
         norm_type: The p of the p-norm (2.0: Euclidean; ``inf``: largest absolute value).

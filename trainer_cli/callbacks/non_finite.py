@@ -30,7 +30,7 @@ class NonFiniteLossError(UserError):
 class NonFiniteLoss(pl.Callback):
     """Checks every optimizer step's gradients for NaN or inf (a non-finite loss gives them).
 
-    The check runs in ``on_before_optimizer_step`` after gradient clipping, on gradients that
+    The check runs in ``on_before_optimizer_step`` (before gradient clipping), on gradients that
     DDP has already all-reduced, so every process takes the same decision.
 
     Args:
