@@ -21,6 +21,8 @@ from typing import Any
 
 from torch import nn
 
+from trainer_cli.errors import UserError
+
 LR_MULT_KEY = "lr_mult"
 
 
@@ -45,9 +47,9 @@ class ParamGroups:
             try:
                 re.compile(pattern)
             except re.error as err:
-                raise ValueError(f"param_groups.lr_multipliers: {pattern!r} is not a regular expression: {err}") from None
+                raise UserError(f"param_groups.lr_multipliers: {pattern!r} is not a regular expression: {err}") from None
             if factor < 0:
-                raise ValueError(f"param_groups.lr_multipliers[{pattern!r}] must be >= 0, got {factor}")
+                raise UserError(f"param_groups.lr_multipliers[{pattern!r}] must be >= 0, got {factor}")
 
     @property
     def active(self) -> bool:
@@ -77,7 +79,7 @@ def build_param_groups(module: nn.Module, spec: ParamGroups, lr: float, weight_d
         groups, ``weight_decay: 0.0``; in a fixed order (multipliers as listed, then the rest).
 
     Raises:
-        ValueError: when a pattern of ``lr_multipliers`` matches no trainable parameter.
+        UserError: when a pattern of ``lr_multipliers`` matches no trainable parameter.
     """
     patterns = list(spec.lr_multipliers.items())
     keys: list[tuple[int, bool]] = []
@@ -96,7 +98,7 @@ def build_param_groups(module: nn.Module, spec: ParamGroups, lr: float, weight_d
     unmatched = [p for i, (p, _) in enumerate(patterns) if i not in used]
     if unmatched:
         names = ", ".join(n for n, _ in list(module.named_parameters())[:6])
-        raise ValueError(f"param_groups.lr_multipliers: {unmatched} match no trainable parameter (names look like: {names}, ...)")
+        raise UserError(f"param_groups.lr_multipliers: {unmatched} match no trainable parameter (names look like: {names}, ...)")
     groups = []
     for key in sorted(keys):
         index, no_decay = key
