@@ -306,3 +306,17 @@ def test_missing_optional_extra_is_one_clear_error(tmp_path: Path, capsys: pytes
     err = capsys.readouterr().err
     assert f"pip install 'trainer-cli[{extra}]'" in err and "Traceback" not in err
     assert not (tmp_path / "digits").exists() or not any((tmp_path / "digits").iterdir())
+
+
+# -- callbacks and debug presets ---------------------------------------------------------------------------
+def test_monitoring_callbacks_profiler_and_early_stopping(tmp_path: Path) -> None:
+    cli = fit(*short_run(tmp_path, epochs=4, train_batches=6, val_batches=1), "--config", cfg("callbacks/throughput.yaml"),
+              "--config", cfg("callbacks/device_stats.yaml"), "--config", cfg("debug/profiler_simple.yaml"),
+              "--config", cfg("callbacks/early_stopping.yaml"),
+              # the last listed callback is EarlyStopping: no epoch after the first can improve by 100
+              "--trainer.callbacks.patience", "0", "--trainer.callbacks.min_delta", "100")
+    assert cli.trainer.current_epoch == 2 and cli.trainer.global_step == 12  # stopped after 2 of 4 epochs
+    columns = set(metrics(cli.run_dir))
+    assert "train/device/samples_per_sec" in columns  # ThroughputMonitor
+    assert any(c.startswith("DeviceStatsMonitor.") and c.endswith("cpu_percent") for c in columns)
+    assert "run_training_epoch" in (cli.run_dir / "fit-profile.txt").read_text()  # SimpleProfiler in the run dir
