@@ -31,7 +31,8 @@ class NonFiniteLoss(pl.Callback):
     """Checks every optimizer step's gradients for NaN or inf (a non-finite loss gives them).
 
     The check runs in ``on_before_optimizer_step`` (before gradient clipping), on gradients that
-    DDP has already all-reduced, so every process takes the same decision.
+    DDP has already all-reduced, so every process takes the same decision. Under ``16-mixed``
+    (a GradScaler, which itself skips steps with inf gradients) it checks the loss instead.
 
     Args:
         action: ``skip``: drop that optimizer step (the gradients are cleared, the weights and
@@ -54,10 +55,20 @@ class NonFiniteLoss(pl.Callback):
         self.max_skipped = max_skipped
         self.skipped = 0
         self.in_a_row = 0
+        self._loss_finite = True
+
+    def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:
+        self._loss_finite = self._loss_finite and bool(torch.isfinite(loss.detach()).all())
 
     def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer) -> None:
-        grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
-        finite = bool(torch.stack([torch.isfinite(g).all() for g in grads]).all()) if grads else True
+        loss_finite, self._loss_finite = self._loss_finite, True
+        if getattr(trainer.precision_plugin, "scaler", None) is not None:
+            # 16-mixed: inf gradients are the GradScaler's business (it skips the step and lowers the
+            # scale); a non-finite loss is ours. The loss is per process: any process decides for all.
+            finite = not trainer.strategy.reduce_boolean_decision(not loss_finite, all=False)
+        else:  # the gradients are all-reduced already: every process sees the same
+            grads = [p.grad for group in optimizer.param_groups for p in group["params"] if p.grad is not None]
+            finite = bool(torch.stack([torch.isfinite(g).all() for g in grads]).all()) if grads else True
         if finite:
             self.in_a_row = 0
             return
