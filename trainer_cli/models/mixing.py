@@ -14,6 +14,8 @@ from collections.abc import Callable
 import torch
 from torchvision.transforms import v2
 
+from trainer_cli.errors import UserError
+
 BatchMix = Callable[[torch.Tensor, torch.Tensor], tuple[torch.Tensor, torch.Tensor]]
 
 
@@ -24,10 +26,10 @@ def build_batch_mix(num_classes: int, mixup_alpha: float = 0.0, cutmix_alpha: fl
     ``[b, c, h, w]`` and soft targets ``[b, num_classes]`` (rows sum to 1).
 
     Raises:
-        ValueError: for a negative alpha.
+        UserError: for a negative alpha.
     """
     if mixup_alpha < 0 or cutmix_alpha < 0:
-        raise ValueError(f"mixup_alpha and cutmix_alpha must be >= 0 (0 turns one off), got {mixup_alpha}, {cutmix_alpha}")
+        raise UserError(f"mixup_alpha and cutmix_alpha must be >= 0 (0 turns one off), got {mixup_alpha}, {cutmix_alpha}")
     choices: list[v2.Transform] = []
     if mixup_alpha > 0:
         choices.append(v2.MixUp(alpha=mixup_alpha, num_classes=num_classes))

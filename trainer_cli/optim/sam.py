@@ -20,7 +20,7 @@ from typing import Any
 import torch
 from torch.optim import Optimizer
 
-from trainer_cli.errors import UserError
+from trainer_cli.errors import UserError, did_you_mean
 
 EPS = 1e-12
 
@@ -29,7 +29,7 @@ def resolve_optimizer_class(name: str) -> type[Optimizer]:
     """``torch.optim`` short names (``SGD``, ``AdamW``) or a dotted class path.
 
     Raises:
-        ValueError: when ``name`` names no optimizer class.
+        UserError: when ``name`` names no optimizer class.
     """
     from trainer_cli.optim.configure import import_class
 
@@ -38,7 +38,11 @@ def resolve_optimizer_class(name: str) -> type[Optimizer]:
     except (ImportError, AttributeError):
         cls = None
     if not (isinstance(cls, type) and issubclass(cls, Optimizer)) or cls is SAM:
-        raise ValueError(f"SAM base_optimizer {name!r} is not an optimizer class: use a torch.optim name (SGD, AdamW) or a class path")
+        known = [n for n, c in vars(torch.optim).items() if isinstance(c, type) and issubclass(c, Optimizer)]
+        raise UserError(
+            f"SAM base_optimizer {name!r} is not an optimizer class.{did_you_mean(name, known)} "
+            "Use a torch.optim name (SGD, AdamW) or a class path."
+        )
     return cls
 
 
@@ -68,7 +72,8 @@ class SAM(Optimizer):
         last_perturbation_norm: ``||e(w)||_2`` of the last step (equals ``rho`` unless adaptive).
 
     Raises:
-        ValueError: for a negative ``rho`` or an unknown ``base_optimizer``.
+        ValueError: for a negative ``rho``.
+        UserError: for an unknown ``base_optimizer``.
     """
 
     def __init__(
