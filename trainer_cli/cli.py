@@ -34,9 +34,12 @@ import trainer_cli.models.classifier  # noqa: F401 - registers the project's mod
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
 from trainer_cli import rundir
 from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
+from trainer_cli.callbacks.switches import drop_switched_off
 from trainer_cli.compose import expand_config_args
 from trainer_cli.errors import UserError, did_you_mean
+from trainer_cli.extras import check_extras
 from trainer_cli.optim.configure import configure_optimizers, import_class
+from trainer_cli.optim.param_groups import ParamGroups
 
 # configs say ${optimizer.init_args.lr}; under a subcommand the key is fit.optimizer...: resolve relative
 set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
@@ -109,6 +112,7 @@ class TrainerCLI(LightningCLI):
             default=None,
             help="Use exactly this run directory (resume in place; `train submit` sets it). Empty: a new one.",
         )
+        parser.add_class_arguments(ParamGroups, "param_groups")  # optimizer parameter groups (trainer_cli.optim.param_groups)
         parser.set_defaults({"trainer.default_root_dir": DEFAULT_ROOT_DIR, "trainer.logger": DEFAULT_LOGGER})
         for key in DATA_TO_MODEL:
             parser.link_arguments(f"data.{key}", f"model.init_args.{key}", apply_on="instantiate")
@@ -157,6 +161,7 @@ class TrainerCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         cfg = self._subconfig()
+        check_extras(cfg.trainer)  # a missing optional package (deepspeed, wandb, mlflow) before building
         self._config_text = self._parser(self.subcommand).dump(cfg, skip_none=False)
         self.run_dir = self._choose_run_dir(cfg).absolute()
         os.environ[rundir.ENV_RUN_DIR] = str(self.run_dir)  # DDP processes launched from here share it
@@ -192,7 +197,7 @@ class TrainerCLI(LightningCLI):
         configured = configured if isinstance(configured, list) else [configured]
         if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in configured):
             callbacks.append(PredictionCSVWriter())  # predictions.csv in the run directory
-        return self._instantiate_trainer(trainer_config, callbacks)
+        return self._instantiate_trainer(drop_switched_off(trainer_config), callbacks)
 
     # -- optimizers ------------------------------------------------------------------------------
     def _add_configure_optimizers_method_to_model(self, subcommand: Optional[str]) -> None:
@@ -205,7 +210,10 @@ class TrainerCLI(LightningCLI):
             return
         scheduler_init = self._get(self.config_init, "lr_scheduler")
         to_dict = lambda v: v.as_dict() if isinstance(v, Namespace) else v  # noqa: E731
-        fn = partial(configure_optimizers, optimizer_init=to_dict(optimizer_init), lr_scheduler_init=to_dict(scheduler_init))
+        fn = partial(
+            configure_optimizers, optimizer_init=to_dict(optimizer_init), lr_scheduler_init=to_dict(scheduler_init),
+            param_groups=self._get(self.config_init, "param_groups"),
+        )
         update_wrapper(fn, configure_optimizers)
         self.model.configure_optimizers = MethodType(fn, self.model)
 

@@ -80,7 +80,26 @@ def compose_file(path: Path) -> dict[str, Any]:
         raise UserError(f"cannot compose {path}: {message}") from None
     finally:
         GlobalHydra.instance().clear()
-    return OmegaConf.to_container(cfg, resolve=False)  # type: ignore[return-value]
+    return fold_list_appends(OmegaConf.to_container(cfg, resolve=False))  # type: ignore[arg-type]
+
+
+def fold_list_appends(data: Any) -> Any:
+    """Merge ``key+: [...]`` into ``key: [...]`` where one composed dict holds both.
+
+    Additive group files (``callbacks/early_stopping.yaml``) say ``callbacks+:``: layered with
+    ``--config`` jsonargparse appends them to the list so far; composed next to the list they
+    extend (``/callbacks: [default, early_stopping]``) they are appended here, in order.
+    """
+    if isinstance(data, list):
+        return [fold_list_appends(v) for v in data]
+    if not isinstance(data, dict):
+        return data
+    out = {k: fold_list_appends(v) for k, v in data.items()}
+    for key in [k for k in out if isinstance(k, str) and k.endswith("+")]:
+        base = key[:-1]
+        if isinstance(out.get(base), list) and isinstance(out[key], list):
+            out[base] = out[base] + out.pop(key)
+    return out
 
 
 def config_text(value: str) -> str:

@@ -9,6 +9,8 @@ import torch
 from torch import nn
 from torchmetrics.classification import MulticlassAccuracy
 
+from trainer_cli.models.finetune import backbone_modules
+from trainer_cli.models.mixing import build_batch_mix, hard_labels
 from trainer_cli.registry import build_backbone
 
 
@@ -31,6 +33,9 @@ class ImageClassifier(pl.LightningModule):
         weights_path: Optional local file with pretrained torchvision weights (no hub download).
         backbone_kwargs: Extra keyword arguments for the backbone's constructor.
         label_smoothing: Cross-entropy label smoothing in [0, 1).
+        mixup_alpha: MixUp on training batches with this Beta(alpha, alpha) (0: off); soft targets.
+        cutmix_alpha: CutMix on training batches with this Beta(alpha, alpha) (0: off); with both
+            on, each batch gets one of the two. Validation and test batches are never mixed.
     """
 
     def __init__(
@@ -43,6 +48,8 @@ class ImageClassifier(pl.LightningModule):
         weights_path: str | None = None,
         backbone_kwargs: dict[str, Any] | None = None,
         label_smoothing: float = 0.0,
+        mixup_alpha: float = 0.0,
+        cutmix_alpha: float = 0.0,
     ) -> None:
         super().__init__()
         if not 0.0 <= label_smoothing < 1.0:
@@ -58,7 +65,8 @@ class ImageClassifier(pl.LightningModule):
             **(backbone_kwargs or {}),
         )
         self.example_input_array = torch.zeros(2, in_channels, image_size, image_size)
-        self.criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)
+        self.criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)  # takes soft targets too
+        self.batch_mix = build_batch_mix(num_classes, mixup_alpha, cutmix_alpha)
         self.train_acc = MulticlassAccuracy(num_classes)
         self.val_acc = MulticlassAccuracy(num_classes)
         self.test_acc = MulticlassAccuracy(num_classes)
@@ -71,11 +79,22 @@ class ImageClassifier(pl.LightningModule):
         """Logits ``[b, num_classes]`` for images ``x`` of shape ``[b, c, h, w]``."""
         return self.net(x)
 
+    @property
+    def backbone(self) -> nn.Module:
+        """All of ``self.net`` but its classification head (what ``BackboneFinetuning`` freezes)."""
+        return backbone_modules(self.net)
+
+    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
+        """MixUp / CutMix on training batches only: labels ``[b]`` become soft targets ``[b, num_classes]``."""
+        if self.batch_mix is not None and self._trainer is not None and self.trainer.training:
+            return list(self.batch_mix(*batch))
+        return batch
+
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
         x, y = batch
         logits = self(x)
         loss = self.criterion(logits, y)
-        self.train_acc(logits, y)
+        self.train_acc(logits, hard_labels(y))
         self.log("train/loss", loss, prog_bar=True)
         self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
         return loss

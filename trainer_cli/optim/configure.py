@@ -17,8 +17,11 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import ReduceLROnPlateau
 
 from trainer_cli.errors import UserError
+from trainer_cli.optim.sam import SAM
+from trainer_cli.optim.param_groups import ParamGroups, build_param_groups, scale_per_group
 
 TOTAL_STEPS_ARG = "total_steps"
+PER_GROUP_LR_ARGS = ("max_lr", "base_lr")  # scheduler arguments scaled by each group's lr_mult
 DEFAULT_PLATEAU_MONITOR = "val/loss"
 
 
@@ -76,6 +79,9 @@ def build_scheduler(optimizer: Optimizer, init: dict[str, Any], trainer: pl.Trai
     step_wise = is_step_wise(cls)
     if step_wise and kwargs.get(TOTAL_STEPS_ARG) is None:
         kwargs[TOTAL_STEPS_ARG] = total_optimizer_steps(trainer)
+    for key in PER_GROUP_LR_ARGS:
+        if key in kwargs:
+            kwargs[key] = scale_per_group(kwargs[key], optimizer.param_groups)
     scheduler = cls(optimizer, **kwargs)
     if step_wise:
         keep_shape_on_restore(scheduler)
@@ -85,12 +91,42 @@ def build_scheduler(optimizer: Optimizer, init: dict[str, Any], trainer: pl.Trai
     return config
 
 
-def configure_optimizers(
-    module: pl.LightningModule, optimizer_init: dict[str, Any], lr_scheduler_init: dict[str, Any] | None
-) -> Any:
-    """What ``LightningModule.configure_optimizers`` returns for the configured optimizer and scheduler."""
+def _default_arg(cls: type, name: str) -> Any:
+    param = inspect.signature(cls).parameters.get(name)
+    return None if param is None or param.default is inspect.Parameter.empty else param.default
+
+
+def build_optimizer(module: pl.LightningModule, optimizer_init: dict[str, Any], param_groups: ParamGroups | None = None) -> Optimizer:
+    """The configured optimizer over the module's trainable parameters, split into groups by
+    ``param_groups`` (see :mod:`trainer_cli.optim.param_groups`).
+
+    Raises:
+        UserError: for SAM with gradient accumulation (its second pass would see one micro-batch).
+    """
     cls = import_class(optimizer_init["class_path"])
-    optimizer = cls(module.parameters(), **(optimizer_init.get("init_args") or {}))
+    kwargs = dict(optimizer_init.get("init_args") or {})
+    trainer = module._trainer
+    if issubclass(cls, SAM) and trainer is not None and trainer.accumulate_grad_batches > 1:
+        raise UserError("SAM cannot be combined with gradient accumulation: set --trainer.accumulate_grad_batches 1")
+    spec = param_groups or ParamGroups()
+    if not spec.active:
+        return cls([p for p in module.parameters() if p.requires_grad], **kwargs)
+    lr = kwargs.get("lr", _default_arg(cls, "lr"))
+    if not isinstance(lr, (int, float)):
+        raise UserError("param_groups needs a numeric learning rate: set --optimizer.lr")
+    weight_decay = kwargs.get("weight_decay", _default_arg(cls, "weight_decay"))
+    return cls(build_param_groups(module, spec, lr, weight_decay), **kwargs)
+
+
+def configure_optimizers(
+    module: pl.LightningModule,
+    optimizer_init: dict[str, Any],
+    lr_scheduler_init: dict[str, Any] | None,
+    param_groups: ParamGroups | None = None,
+) -> Any:
+    """What ``LightningModule.configure_optimizers`` returns for the configured optimizer, its
+    parameter groups and the scheduler."""
+    optimizer = build_optimizer(module, optimizer_init, param_groups)
     if not lr_scheduler_init:
         return optimizer
     return {"optimizer": optimizer, "lr_scheduler": build_scheduler(optimizer, lr_scheduler_init, module.trainer)}
