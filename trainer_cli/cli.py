@@ -13,6 +13,7 @@ from __future__ import annotations
 import inspect
 import os
 import re
+import shutil
 import sys
 import warnings
 from functools import partial, update_wrapper
@@ -21,9 +22,11 @@ from types import MethodType
 from typing import Any, Optional
 
 import lightning.pytorch as pl
+import yaml
 from jsonargparse import Namespace, set_parsing_settings
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 import trainer_cli.callbacks  # noqa: F401 - registers the project's callbacks for short names
 import trainer_cli.data  # noqa: F401 - registers the project's data modules for short names
@@ -32,7 +35,9 @@ import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for 
 from trainer_cli import rundir
 from trainer_cli.callbacks import RunSummary
 from trainer_cli.compose import expand_config_args
-from trainer_cli.errors import UserError, did_you_mean
+from trainer_cli.checkpointing import AtomicCheckpointIO, InterruptCheckpoint, ResumeState, check_checkpoint_file
+from trainer_cli.errors import EXIT_USER_ERROR, UserError, did_you_mean
+from trainer_cli.resume import compare_for_resume, stored_config
 from trainer_cli.optim.configure import configure_optimizers, import_class
 
 # configs say ${optimizer.init_args.lr}; under a subcommand the key is fit.optimizer...: resolve relative
@@ -43,13 +48,21 @@ DEFAULT_NAME = "run"
 DEFAULT_LOGGER = {"class_path": "lightning.pytorch.loggers.TensorBoardLogger", "init_args": {"save_dir": "runs", "default_hp_metric": False}}
 # what flows from the data module to the model, stated once (links on instantiation)
 DATA_TO_MODEL = ("num_classes", "in_channels", "image_size")
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+EXIT_SIGTERM = 143  # 128 + SIGTERM
+_CURRENT: list["TrainerCLI"] = []  # the CLI being run by run_subcommand, for cleanup on a user error
 
 
 class TrainerArgumentParser(LightningArgumentParser):
     """LightningCLI's parser whose errors name close matches for unknown keys and class names."""
 
     def error(self, message: str, ex: Optional[Exception] = None) -> Any:  # type: ignore[override]
-        return super().error(explain_parse_error(message, self), ex)
+        message = explain_parse_error(message, self)
+        if not self.exit_on_error:
+            return super().error(message, ex)
+        prog = (getattr(ex, "subcommand_parser", None) or self).prog.replace(" [options]", "")
+        print(f"error: {message}\n  (`{prog} --help` lists every option)", file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
 
 
 def _known_keys(parser: LightningArgumentParser) -> list[str]:
@@ -59,10 +72,33 @@ def _known_keys(parser: LightningArgumentParser) -> list[str]:
     return keys
 
 
+def _class_options(class_path: str) -> list[str]:
+    """Constructor argument names of ``class_path`` (empty when it can't be imported)."""
+    try:
+        return [p for p in inspect.signature(import_class(class_path)).parameters if p not in {"self", "args", "kwargs"}]
+    except Exception:  # noqa: BLE001 - only for a hint
+        return []
+
+
+def _short_names() -> list[str]:
+    """Every short class name a config may use (``train ls``), or the registry's when that is absent."""
+    try:
+        from trainer_cli.listing import all_short_names
+    except ImportError:
+        from trainer_cli.registry import backbone_names
+
+        import torch.optim
+
+        return backbone_names() + [n for n in dir(torch.optim) if n[:1].isupper()] + [
+            n for n in dir(torch.optim.lr_scheduler) if n[:1].isupper()
+        ]
+    return list(all_short_names())
+
+
 def explain_parse_error(message: str, parser: LightningArgumentParser) -> str:
-    """Add close matches to jsonargparse's messages about unknown keys or class names."""
+    """Add close matches to jsonargparse's messages about unknown keys, options or class names."""
     extra = ""
-    unknown = re.findall(r"(?:Unrecognized arguments|Key) ['\"]?--?([\w.]+)", message)
+    unknown = re.findall(r"(?:[Uu]nrecognized arguments:?|Key) ['\"]?--?([\w.]+)", message)
     unknown += re.findall(r"Key ['\"]([\w.]+)['\"] is not expected", message)
     known = _known_keys(parser)
     for key in dict.fromkeys(unknown):
@@ -71,10 +107,14 @@ def explain_parse_error(message: str, parser: LightningArgumentParser) -> str:
         hint = did_you_mean(key, siblings)
         if hint:
             extra += f"\n  unknown key {key!r}.{hint}"
+    # "Problem with given class_path 'torch.optim.AdamW': ... Option 'lrr' is not accepted" / "Key 'x' is not expected"
+    for class_path, body in re.findall(r"class_path '([\w.]+)':\n((?:\s{6,}.*\n?)+)", message):
+        for option in dict.fromkeys(re.findall(r"(?:Option|Key) '([\w.]+)' is not (?:accepted|expected)", body)):
+            options = _class_options(class_path)
+            hint = did_you_mean(option.rpartition(".")[2], options) or f" {class_path.rpartition('.')[2]} takes: {', '.join(options)}."
+            extra += f"\n  unknown option {option!r} of {class_path}.{hint}"
     for name in dict.fromkeys(re.findall(r"Import path ([\w.]+) does not correspond", message)):
-        from trainer_cli.listing import all_short_names
-
-        hint = did_you_mean(name, all_short_names())
+        hint = did_you_mean(name, _short_names())
         extra += f"\n  unknown class {name!r}.{hint or ' See `train ls`.'}"
     return message.rstrip() + extra
 
@@ -87,6 +127,8 @@ class TrainerCLI(LightningCLI):
         kwargs.setdefault("save_config_callback", None)  # config.yaml is written into the run directory
         self.run_dir: Path | None = None
         self._created_run_dir = False
+        self.config: Any = None
+        _CURRENT[:] = [self]
         super().__init__(*args, **kwargs)
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
@@ -120,7 +162,18 @@ class TrainerCLI(LightningCLI):
         if os.environ.get(rundir.ENV_RUN_DIR):  # a DDP process launched by the rank that chose it
             return Path(os.environ[rundir.ENV_RUN_DIR])
         if cfg.run_dir:
-            return Path(cfg.run_dir)
+            run_dir = Path(cfg.run_dir)
+            if cfg.get("ckpt_path") == "last":
+                last = run_dir / rundir.LAST_CKPT
+                if not last.is_file():
+                    raise UserError(f"--run_dir {run_dir} --ckpt_path last: {last} does not exist; nothing to resume")
+                cfg.ckpt_path = str(last)
+            elif (run_dir / rundir.LAST_CKPT).is_file() and not cfg.get("ckpt_path") and not any(run_dir.glob("hpc_ckpt_*.ckpt")):
+                raise UserError(
+                    f"--run_dir {run_dir} already holds a trained run ({rundir.LAST_CKPT}); a run directory is never "
+                    "reused: add --ckpt_path last to resume it, or drop --run_dir to start a new run"
+                )
+            return run_dir
         if cfg.get("ckpt_path") == "last":
             found = rundir.newest_resumable(root, name)
             if found is None:
@@ -155,7 +208,15 @@ class TrainerCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         cfg = self._subconfig()
         self._config_text = self._parser(self.subcommand).dump(cfg, skip_none=False)
+        check_optimizer_config(cfg)
         self.run_dir = self._choose_run_dir(cfg).absolute()
+        ckpt_path = cfg.get("ckpt_path")
+        if ckpt_path and ckpt_path not in {"last", "best", "hpc", "registry"} and "://" not in ckpt_path:
+            check_checkpoint_file(ckpt_path)
+        stored = stored_config(self.run_dir) if not self._created_run_dir else None
+        if stored is not None and ckpt_path and self.subcommand == "fit":
+            for change in compare_for_resume(stored, yaml.safe_load(self._config_text), self.run_dir):
+                print(f"resume: {change} (changed since the run started)", flush=True)
         os.environ[rundir.ENV_RUN_DIR] = str(self.run_dir)  # DDP processes launched from here share it
         self._point_loggers_at(cfg, self.run_dir)
         cfg.trainer.default_root_dir = str(self.run_dir)  # where hpc (Slurm requeue) checkpoints go
@@ -182,7 +243,32 @@ class TrainerCLI(LightningCLI):
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         callbacks = [self._get(self.config_init, c) for c in self._parser(self.subcommand).callback_keys]
         callbacks.append(RunSummary(str(self.run_dir) if self.run_dir else None))
+        callbacks.append(ResumeState())
+        if self.run_dir is not None:
+            self._interrupt_checkpoint = InterruptCheckpoint(str(self.run_dir / rundir.LAST_CKPT.parent))
+            callbacks.append(self._interrupt_checkpoint)
+        trainer_config["plugins"] = with_atomic_checkpoint_io(trainer_config.get("plugins"))
         return self._instantiate_trainer(trainer_config, callbacks)
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        """LightningCLI's, plus: a resume hint and a non-zero exit after SIGTERM / Ctrl-C."""
+        try:
+            super()._run_subcommand(subcommand)
+        except (SystemExit, KeyboardInterrupt) as stop:
+            if getattr(self, "trainer", None) is None or not self.trainer.interrupted:
+                raise
+            code = EXIT_SIGTERM if isinstance(stop, SIGTERMException) else EXIT_INTERRUPTED
+            if rank_zero_only.rank == 0:
+                print(self._resume_hint("SIGTERM" if code == EXIT_SIGTERM else "Ctrl-C"), file=sys.stderr, flush=True)
+            raise SystemExit(code) from None
+
+    def _resume_hint(self, cause: str) -> str:
+        saved = getattr(self, "_interrupt_checkpoint", None)
+        where = f"checkpoint saved: {saved.saved}" if saved is not None and saved.saved else "no checkpoint was saved"
+        return (
+            f"\nTraining stopped by {cause} at epoch {self.trainer.current_epoch}, step {self.trainer.global_step}; {where}.\n"
+            f"Resume with:  train fit --run_dir {self.run_dir} --ckpt_path last"
+        )
 
     # -- optimizers ------------------------------------------------------------------------------
     def _add_configure_optimizers_method_to_model(self, subcommand: Optional[str]) -> None:
@@ -208,23 +294,125 @@ class TrainerCLI(LightningCLI):
 def run_subcommand(verb: str, args: list[str]) -> int:
     """``train <verb> ...`` for a LightningCLI subcommand; returns the exit code.
 
+    With ``--run_dir DIR`` and no ``--config``, the run's stored ``DIR/config.yaml`` is the config
+    (resuming takes the config stored with the run). A run directory this call created is removed
+    again when the run fails on a user error before it saved a checkpoint.
+
     Raises:
-        UserError: for a bad config file, a bad value found while building, or missing data.
+        UserError: for a bad config file, a bad value found while building, missing data, or a
+            checkpoint that does not fit the model.
     """
-    args = expand_config_args(args)
+    args = with_stored_config(expand_config_args(args))
     env_before = os.environ.get(rundir.ENV_RUN_DIR)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
             TrainerCLI(args=[verb, *args])
-    except (ValueError, TypeError) as err:
-        if _raised_by_user_config(err):
-            raise UserError(str(err)) from None
+    except UserError:
+        _remove_failed_run_dir()
         raise
+    except Exception as err:
+        user_error = as_user_error(err)
+        if user_error is None:
+            raise
+        _remove_failed_run_dir()
+        raise user_error from None
     finally:
+        _CURRENT.clear()
         if env_before is None:
             os.environ.pop(rundir.ENV_RUN_DIR, None)
     return 0
+
+
+def with_stored_config(args: list[str]) -> list[str]:
+    """Put ``--config <run_dir>/config.yaml`` first when ``--run_dir`` names a run and no --config is given."""
+    if any(a == "--config" or a.startswith("--config=") for a in args):
+        return args
+    run_dir = None
+    for i, arg in enumerate(args):
+        if arg == "--run_dir" and i + 1 < len(args):
+            run_dir = args[i + 1]
+        elif arg.startswith("--run_dir="):
+            run_dir = arg.split("=", 1)[1]
+    if run_dir and (Path(run_dir) / "config.yaml").is_file():
+        return ["--config", str(Path(run_dir) / "config.yaml"), *args]
+    return args
+
+
+def as_user_error(err: Exception) -> UserError | None:
+    """The :class:`UserError` a library exception stands for, or None when it is a bug."""
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+    from omegaconf.errors import OmegaConfBaseException
+
+    if isinstance(err, MisconfigurationException):
+        return UserError(str(err).strip().splitlines()[0])
+    if isinstance(err, OmegaConfBaseException):
+        return UserError(f"config interpolation: {omegaconf_message(err)}")
+    if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
+        cli = _CURRENT[0] if _CURRENT else None
+        ckpt = cli._subconfig().get("ckpt_path") if cli is not None and cli.config is not None else None
+        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+        return UserError(f"checkpoint {ckpt} does not fit the model (from another model?): {' '.join(lines[1:3])[:400]}")
+    if isinstance(err, (ValueError, TypeError)) and _raised_by_user_config(err):
+        return UserError(str(err))
+    return None
+
+
+def omegaconf_message(err: Exception) -> str:
+    """OmegaConf's message with the key it concerns: ``Interpolation key 'x' not found (at optimizer.lr)``."""
+    message = str(err).strip().splitlines()[0]
+    key = getattr(err, "full_key", None)
+    key = re.sub(r"^(fit|validate|test|predict)\.", "", key) if key else None
+    return f"{message} (at {key})" if key else message
+
+
+def _remove_failed_run_dir() -> None:
+    cli = _CURRENT[0] if _CURRENT else None
+    if cli is None or not cli._created_run_dir or cli.run_dir is None or not cli.run_dir.is_dir():
+        return
+    if any(cli.run_dir.rglob("*.ckpt")):
+        return  # it trained: keep what it made
+    shutil.rmtree(cli.run_dir, ignore_errors=True)
+
+
+def check_optimizer_config(cfg: Namespace) -> None:
+    """Build the configured optimizer and scheduler on one dummy parameter, so a bad value (a
+    negative learning rate, betas out of range) is reported before anything is built.
+
+    Raises:
+        UserError: naming the section and the optimizer's or scheduler's own message.
+    """
+    import torch
+
+    from trainer_cli.optim.configure import TOTAL_STEPS_ARG, is_step_wise
+
+    optimizer_init, scheduler_init = cfg.get("optimizer"), cfg.get("lr_scheduler")
+    if not isinstance(optimizer_init, Namespace) or not optimizer_init.get("class_path"):
+        return
+    try:
+        optimizer = import_class(optimizer_init.class_path)([torch.nn.Parameter(torch.zeros(1))], **dict(optimizer_init.get("init_args") or {}))
+    except (ValueError, TypeError) as err:
+        raise UserError(f"optimizer {optimizer_init.class_path}: {err}") from None
+    if not isinstance(scheduler_init, Namespace) or not scheduler_init.get("class_path"):
+        return
+    cls = import_class(scheduler_init.class_path)
+    kwargs = dict(scheduler_init.get("init_args") or {})
+    if is_step_wise(cls) and kwargs.get(TOTAL_STEPS_ARG) is None:
+        kwargs[TOTAL_STEPS_ARG] = 1000
+    try:
+        cls(optimizer, **kwargs)
+    except (ValueError, TypeError) as err:
+        raise UserError(f"lr_scheduler {scheduler_init.class_path}: {err}") from None
+
+
+def with_atomic_checkpoint_io(plugins: Any) -> list[Any]:
+    """``plugins`` plus :class:`AtomicCheckpointIO` unless a CheckpointIO plugin is already given."""
+    from lightning.fabric.plugins import CheckpointIO
+
+    items = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+    if not any(isinstance(p, CheckpointIO) for p in items):
+        items.append(AtomicCheckpointIO())
+    return items
 
 
 def _raised_by_user_config(err: Exception) -> bool:
