@@ -57,11 +57,11 @@ class TrainerArgumentParser(LightningArgumentParser):
     """LightningCLI's parser whose errors name close matches for unknown keys and class names."""
 
     def error(self, message: str, ex: Optional[Exception] = None) -> Any:  # type: ignore[override]
-        message = explain_parse_error(message, self)
+        message = explain_parse_error(message, getattr(ex, "subcommand_parser", None) or self)
         if not self.exit_on_error:
             return super().error(message, ex)
-        prog = (getattr(ex, "subcommand_parser", None) or self).prog.replace(" [options]", "")
-        print(f"error: {message}\n  (`{prog} --help` lists every option)", file=sys.stderr)
+        verb = (getattr(ex, "subcommand_parser", None) or self).prog.split()[-1]
+        print(f"error: {message}\n  (`train {verb} --help` lists every option)", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
 
 
@@ -100,6 +100,7 @@ def explain_parse_error(message: str, parser: LightningArgumentParser) -> str:
     extra = ""
     unknown = re.findall(r"(?:[Uu]nrecognized arguments:?|Key) ['\"]?--?([\w.]+)", message)
     unknown += re.findall(r"Key ['\"]([\w.]+)['\"] is not expected", message)
+    unknown += re.findall(r"does not accept option ['\"]([\w.]+)['\"]", message)
     known = _known_keys(parser)
     for key in dict.fromkeys(unknown):
         prefix, _, leaf = key.rpartition(".")
@@ -151,6 +152,17 @@ class TrainerCLI(LightningCLI):
         parser.set_defaults({"trainer.default_root_dir": DEFAULT_ROOT_DIR, "trainer.logger": DEFAULT_LOGGER})
         for key in DATA_TO_MODEL:
             parser.link_arguments(f"data.{key}", f"model.init_args.{key}", apply_on="instantiate")
+
+    def _parse_ckpt_path(self) -> None:
+        """LightningCLI's (the model config follows the checkpoint's hyperparameters), after checking
+        the file is a complete checkpoint of the configured model."""
+        subcommand = self.config.get("subcommand")
+        cfg = self.config[subcommand] if subcommand else None
+        ckpt_path = cfg.get("ckpt_path") if cfg is not None else None
+        if ckpt_path and ckpt_path not in {"last", "best", "hpc", "registry"} and "://" not in ckpt_path:
+            check_checkpoint_file(ckpt_path)
+            check_checkpoint_model(ckpt_path, cfg.get("model"))
+        super()._parse_ckpt_path()
 
     # -- run directory ---------------------------------------------------------------------------
     def _subconfig(self) -> Namespace:
@@ -344,6 +356,11 @@ def as_user_error(err: Exception) -> UserError | None:
     from lightning.fabric.utilities.exceptions import MisconfigurationException
     from omegaconf.errors import OmegaConfBaseException
 
+    cause = err.__cause__  # jsonargparse wraps a constructor's own error while instantiating
+    if isinstance(err, ValueError) and isinstance(cause, Exception) and str(err).startswith("Does not validate"):
+        if isinstance(cause, UserError):
+            return cause
+        return as_user_error(cause)
     if isinstance(err, MisconfigurationException):
         return UserError(str(err).strip().splitlines()[0])
     if isinstance(err, OmegaConfBaseException):
@@ -373,6 +390,39 @@ def _remove_failed_run_dir() -> None:
     if any(cli.run_dir.rglob("*.ckpt")):
         return  # it trained: keep what it made
     shutil.rmtree(cli.run_dir, ignore_errors=True)
+
+
+def check_checkpoint_model(ckpt_path: str, model: Any) -> None:
+    """Compare the hyperparameters stored in a checkpoint with the configured model.
+
+    Linked values (``num_classes``, ``in_channels``, ``image_size``) are left out: they come from the data.
+
+    Raises:
+        UserError: naming the checkpoint and every hyperparameter that differs.
+    """
+    import torch
+
+    if not isinstance(model, Namespace) or not model.get("class_path"):
+        return
+    try:
+        hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu", mmap=True).get("hyper_parameters") or {}
+    except Exception as err:  # noqa: BLE001 - any unpickling problem is a bad file
+        raise UserError(f"--ckpt_path {ckpt_path}: cannot read the checkpoint ({str(err).splitlines()[0]})") from None
+    stored_class = hparams.get("_class_path")
+    if stored_class and stored_class != model.class_path:
+        raise UserError(f"--ckpt_path {ckpt_path} is a checkpoint of {stored_class}, not of the configured model {model.class_path}")
+    init_args = model.get("init_args") or Namespace()
+    differ = [
+        f"{key}: checkpoint {hparams[key]!r}, config {init_args[key]!r}"
+        for key in init_args.keys()
+        if key in hparams and key not in DATA_TO_MODEL and hparams[key] != init_args[key]
+    ]
+    if differ:
+        raise UserError(
+            f"--ckpt_path {ckpt_path} does not fit the model (a checkpoint from another model): "
+            + "; ".join(f"model.init_args.{d}" for d in differ)
+            + ". Use the checkpoint's config (its run directory's config.yaml) or another checkpoint"
+        )
 
 
 def check_optimizer_config(cfg: Namespace) -> None:
