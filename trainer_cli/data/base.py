@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 import lightning.pytorch as pl
+import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
 
 from trainer_cli.data.sampler import ResumableShuffleSampler
@@ -47,6 +48,9 @@ class ClassificationDataModule(pl.LightningDataModule):
             batch_size=self.batch_size,
             shuffle=shuffle,
             sampler=sampler,
+            # each iterator draws its worker base seed from this generator, not the global RNG, so
+            # opening a loader does not shift the random numbers dropout sees (exact resume)
+            generator=torch.Generator().manual_seed(getattr(self, "seed", 0)),
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
