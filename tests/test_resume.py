@@ -7,6 +7,7 @@ Digits on CPU, deterministic, 2 epochs of 20 optimizer steps. Checkpoints every 
 from __future__ import annotations
 
 import multiprocessing
+import os
 import random
 import signal
 import subprocess
@@ -86,21 +87,21 @@ def test_sigkill_then_resume_is_bitwise_equal(tmp_path: Path, reference: dict, e
 
 def test_sigkill_during_saves_never_leaves_a_bad_checkpoint(tmp_path: Path) -> None:
     target = tmp_path / "checkpoints" / "last.ckpt"
-    seen = set()
+    kills, loaded = 12, 0
     rng = random.Random(0)
-    for _ in range(6):
-        proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("atomic_save_loop.py")), str(target)],
-                                cwd=REPO, stdout=subprocess.PIPE, text=True)
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "ready"
-        time.sleep(rng.uniform(0.05, 0.6))
-        proc.send_signal(signal.SIGKILL)
-        proc.wait()
+    proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("atomic_save_loop.py")), str(target), str(kills)],
+                            cwd=REPO, stdout=subprocess.PIPE, text=True)
+    assert proc.stdout is not None
+    for line in proc.stdout:  # one child per line, each saving in a loop until killed
+        time.sleep(rng.uniform(0.02, 0.5))
+        os.kill(int(line), signal.SIGKILL)
+        time.sleep(0.05)  # let the parent reap it
         if target.exists():
             ckpt = load(target)  # must load: the previous or the new complete file
-            assert float(ckpt["w"][0]) == ckpt["n"] and ckpt["w"].numel() == 4_000_000
-            seen.add(ckpt["n"])
-    assert seen, "the loop never finished a save"
-    assert not list(target.parent.glob(".last.ckpt.tmp-*")) or target.exists()
+            assert ckpt["w"].numel() == 2_000_000 and float(ckpt["w"][0]) == ckpt["n"]
+            loaded += 1
+    assert proc.wait() == 0
+    assert loaded >= kills // 2, "too few saves finished before the kills"
 
 
 @pytest.mark.parametrize(("sig", "code", "cause"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])
@@ -127,7 +128,7 @@ def test_signal_saves_checkpoint_and_prints_resume(tmp_path: Path, sig: int, cod
         resumed = run_train("fit", "--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2")
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         assert "resume: trainer.max_epochs: 1 -> 2" in resumed.stdout
-        assert load(run / "checkpoints" / "last.ckpt")["epoch"] >= 1
+        assert "`max_epochs=2` reached" in resumed.stdout + resumed.stderr
 
 
 def _allocate(args: tuple[str, int]) -> str:
@@ -137,7 +138,7 @@ def _allocate(args: tuple[str, int]) -> str:
 
 
 def test_runs_started_in_the_same_second_get_different_directories(tmp_path: Path) -> None:
-    with multiprocessing.get_context("spawn").Pool(4) as pool:
+    with multiprocessing.get_context("fork").Pool(4) as pool:
         dirs = pool.map(_allocate, [(str(tmp_path), i) for i in range(16)])
     assert len(set(dirs)) == 16
     assert sorted(Path(d).name for d in dirs) == sorted(f"version_{i}" for i in range(16))

@@ -35,6 +35,7 @@ TMP_MARK = ".tmp-"
 RNG_KEY = "trainer_cli_rng_states"
 # what a step-wise scheduler (OneCycleLR, the project's warmup schedules) derives from total_steps
 STEP_WISE_PLAN_KEYS = ("total_steps", "_schedule_phases")
+CTRL_C: list[int] = []  # non-empty once Ctrl-C asked training to stop (see _graceful_sigint)
 
 
 def _is_local(path: str | os.PathLike[str]) -> bool:
@@ -178,6 +179,7 @@ def _graceful_sigint(signum: int, frame: Any) -> None:
     """First Ctrl-C: ask Lightning to stop at the next batch boundary (as SIGTERM does); second: abort."""
     import signal
 
+    CTRL_C.append(signum)
     print("\nCtrl-C: saving a checkpoint at the end of this batch (press Ctrl-C again to abort at once)", flush=True)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.kill(os.getpid(), signal.SIGTERM)

@@ -35,7 +35,7 @@ import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for 
 from trainer_cli import rundir
 from trainer_cli.callbacks import RunSummary
 from trainer_cli.compose import expand_config_args
-from trainer_cli.checkpointing import AtomicCheckpointIO, InterruptCheckpoint, ResumeState, check_checkpoint_file
+from trainer_cli.checkpointing import CTRL_C, AtomicCheckpointIO, InterruptCheckpoint, ResumeState, check_checkpoint_file
 from trainer_cli.errors import EXIT_USER_ERROR, UserError, did_you_mean
 from trainer_cli.resume import compare_for_resume, stored_config
 from trainer_cli.optim.configure import configure_optimizers, import_class
@@ -269,7 +269,8 @@ class TrainerCLI(LightningCLI):
         except (SystemExit, KeyboardInterrupt) as stop:
             if getattr(self, "trainer", None) is None or not self.trainer.interrupted:
                 raise
-            code = EXIT_SIGTERM if isinstance(stop, SIGTERMException) else EXIT_INTERRUPTED
+            ctrl_c = bool(CTRL_C) or not isinstance(stop, SIGTERMException)
+            code = EXIT_INTERRUPTED if ctrl_c else EXIT_SIGTERM
             if rank_zero_only.rank == 0:
                 print(self._resume_hint("SIGTERM" if code == EXIT_SIGTERM else "Ctrl-C"), file=sys.stderr, flush=True)
             raise SystemExit(code) from None
