@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from conftest import DIGITS, REPO, quiet_args, run_train
+from trainer_cli.__main__ import VERBS
 
 SUPPORT = Path(__file__).with_name("bad_input_support.py")
 MARKER = "PWNED"  # a file os.system / subprocess would create if a config could call them
@@ -43,7 +44,11 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
     flipped[len(flipped) // 2 : len(flipped) // 2 + 64] = bytes(64)
     (tmp / "corrupt.ckpt").write_bytes(bytes(flipped))
     cfg = tmp / "cfg"
-    return {
+    slurm = {  # `train submit` (issue 3): checked on the login node, before anything is queued
+        "slurm_contradicts_trainer": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.num_nodes", "2", "--slurm.nodes", "3", "--dry-run"], ["--slurm.nodes 3 contradicts"]),
+        "slurm_template_missing": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--slurm.template", str(tmp / "nope.sbatch.j2"), "--dry-run"], ["--slurm.template", "nope.sbatch.j2", "no such file"]),
+    } if "submit" in VERBS else {}
+    return slurm | {
         # YAML and config files
         "yaml_syntax": (["fit", "--config", write(cfg / "syntax.yaml", "trainer:\n  max_epochs: 2\n   devices: [1\n")], ["YAML syntax error", "syntax.yaml", "line 3"]),
         "yaml_python_tag": (["fit", "--config", write(cfg / "tag.yaml", f"model: !!python/object/apply:os.system ['touch {MARKER}']\n")], ["tag.yaml", "python/object/apply:os.system"]),
@@ -149,6 +154,11 @@ def test_existing_run_directory_untouched_and_nothing_called(outcome: dict) -> N
 
 def test_at_least_30_cases() -> None:
     assert len(_names()) >= 30
+
+
+@pytest.mark.skipif("submit" not in VERBS, reason="`train submit` (issue 3) is not merged in this branch")
+def test_slurm_cases_are_in_the_suite() -> None:
+    assert {"slurm_contradicts_trainer", "slurm_template_missing"} <= set(_names())
 
 
 @pytest.mark.parametrize("name", ["unknown_trainer_flag", "interpolation_missing_key"])

@@ -1,6 +1,6 @@
 """Exact resume after SIGKILL, crash-safe checkpoints, SIGTERM / Ctrl-C, same-second run directories.
 
-Digits on CPU, deterministic, 2 epochs of 20 optimizer steps. Checkpoints every N optimizer steps
+Digits on CPU, deterministic, 2 epochs of 10 optimizer steps (``limit_train_batches``). Checkpoints every N optimizer steps
 (``ModelCheckpoint(every_n_train_steps=N, save_last=True)``) so a kill can land mid-epoch.
 """
 
@@ -20,7 +20,7 @@ import pytest
 from conftest import DIGITS, REPO, quiet_args, run_train
 from resume_support import global_step, load, same_tensors, start_train, wait_for
 
-STEPS_PER_EPOCH = 20  # 1,257 training digits / batch 64
+STEPS_PER_EPOCH = 10  # limit_train_batches (the full epoch is 20 batches of 64)
 
 
 def every_n_steps_config(tmp: Path, n: int) -> str:
@@ -33,7 +33,10 @@ def every_n_steps_config(tmp: Path, n: int) -> str:
 
 
 def fit_args(root: Path, ckpt_config: str, epochs: int = 2) -> list[str]:
-    return ["fit", "--config", DIGITS, "--config", ckpt_config, *quiet_args(root, epochs), "--trainer.deterministic", "true"]
+    return [
+        "fit", "--config", DIGITS, "--config", ckpt_config, *quiet_args(root, epochs), "--trainer.deterministic", "true",
+        "--trainer.limit_train_batches", str(STEPS_PER_EPOCH), "--trainer.limit_val_batches", "2",
+    ]
 
 
 def final_state(run: Path) -> dict:
@@ -52,7 +55,7 @@ def final_val_acc(run: Path) -> float:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
-    """The same run left alone (checkpoints every 4 steps, so every kill point of the tests is one)."""
+    """The same run left alone."""
     tmp = tmp_path_factory.mktemp("reference")
     done = run_train(*fit_args(tmp / "runs", every_n_steps_config(tmp, 4)))
     assert done.returncode == 0, done.stderr[-3000:]
@@ -60,7 +63,7 @@ def reference(tmp_path_factory: pytest.TempPathFactory) -> dict:
     return {"state": final_state(run), "val_acc": final_val_acc(run)}
 
 
-@pytest.mark.parametrize(("every", "where"), [(4, "mid-epoch"), (20, "epoch boundary")])
+@pytest.mark.parametrize(("every", "where"), [(4, "mid-epoch"), (STEPS_PER_EPOCH, "epoch boundary")])
 def test_sigkill_then_resume_is_bitwise_equal(tmp_path: Path, reference: dict, every: int, where: str) -> None:
     root = tmp_path / "runs"
     last = root / "digits" / "version_0" / "checkpoints" / "last.ckpt"
@@ -107,7 +110,7 @@ def test_sigkill_during_saves_never_leaves_a_bad_checkpoint(tmp_path: Path) -> N
 @pytest.mark.parametrize(("sig", "code", "cause"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])
 def test_signal_saves_checkpoint_and_prints_resume(tmp_path: Path, sig: int, code: int, cause: str) -> None:
     root = tmp_path / "runs"
-    args = ["fit", "--config", DIGITS, *quiet_args(root, 1), "--trainer.callbacks", "[]"]
+    args = ["fit", "--config", DIGITS, *quiet_args(root, 1), "--trainer.callbacks", "[]", "--trainer.limit_train_batches", "10", "--trainer.limit_val_batches", "2"]
     proc = start_train(*args)
     lines: list[str] = []
     assert proc.stdout is not None

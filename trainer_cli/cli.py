@@ -181,6 +181,10 @@ class TrainerCLI(LightningCLI):
                     raise UserError(f"--run_dir {run_dir} --ckpt_path last: {last} does not exist; nothing to resume")
                 cfg.ckpt_path = str(last)
             elif (run_dir / rundir.LAST_CKPT).is_file() and not cfg.get("ckpt_path") and not any(run_dir.glob("hpc_ckpt_*.ckpt")):
+                if os.environ.get("SLURM_RESTART_COUNT", "0") not in {"", "0"}:  # requeued after a failure
+                    cfg.ckpt_path = str(run_dir / rundir.LAST_CKPT)
+                    print(f"Slurm requeue: resuming {run_dir} from {cfg.ckpt_path}", flush=True)
+                    return run_dir
                 raise UserError(
                     f"--run_dir {run_dir} already holds a trained run ({rundir.LAST_CKPT}); a run directory is never "
                     "reused: add --ckpt_path last to resume it, or drop --run_dir to start a new run"
