@@ -101,11 +101,16 @@ def explain_parse_error(message: str, parser: LightningArgumentParser) -> str:
     unknown = re.findall(r"(?:[Uu]nrecognized arguments:?|Key) ['\"]?--?([\w.]+)", message)
     unknown += re.findall(r"Key ['\"]([\w.]+)['\"] is not expected", message)
     unknown += re.findall(r"does not accept option ['\"]([\w.]+)['\"]", message)
-    known = _known_keys(parser)
+    known = [k for k in _known_keys(parser) if not k.endswith(".help")]
     for key in dict.fromkeys(unknown):
         prefix, _, leaf = key.rpartition(".")
-        siblings = [k for k in known if k.rpartition(".")[0] == prefix] or known
-        hint = did_you_mean(key, siblings)
+        siblings = [k for k in known if k.rpartition(".")[0] == prefix]
+        if not siblings and prefix:  # the section itself is misspelt: `optimiser.lr`
+            first = key.split(".")[0]
+            hint = did_you_mean(first, {k.split(".")[0] for k in known})
+            extra += f"\n  unknown section {first!r}.{hint}" if hint else ""
+            continue
+        hint = did_you_mean(key, siblings or known)
         if hint:
             extra += f"\n  unknown key {key!r}.{hint}"
     # "Problem with given class_path 'torch.optim.AdamW': ... Option 'lrr' is not accepted" / "Key 'x' is not expected"
@@ -114,10 +119,51 @@ def explain_parse_error(message: str, parser: LightningArgumentParser) -> str:
             options = _class_options(class_path)
             hint = did_you_mean(option.rpartition(".")[2], options) or f" {class_path.rpartition('.')[2]} takes: {', '.join(options)}."
             extra += f"\n  unknown option {option!r} of {class_path}.{hint}"
-    for name in dict.fromkeys(re.findall(r"Import path ([\w.]+) does not correspond", message)):
+    names = re.findall(r"Import path (\w+) does not correspond", message)  # a short name, not a dotted path
+    names += re.findall(r"Expected a dot import path string: (\w+)", message)
+    for name in dict.fromkeys(names):
         hint = did_you_mean(name, _short_names())
         extra += f"\n  unknown class {name!r}.{hint or ' See `train ls`.'}"
-    return message.rstrip() + extra
+    return summarize_union_error(message).rstrip() + extra
+
+
+_NOT_ERRORS = ("Does not validate against any", "Expected a <class 'NoneType'>", "a class path (str)", "a dict with", "a dict without")
+_TYPE_ERROR = re.compile(r"Expected an? (?:<class '([\w.]+)'>|typing\.Literal\[(.*)\])")
+
+
+def summarize_union_error(message: str) -> str:
+    """jsonargparse's report for a value no type of a key accepts, in one or two lines.
+
+    ``Parser key "trainer.max_epochs": Does not validate against any of the Union subtypes ...
+    Given value: ten`` becomes ``trainer.max_epochs: expected int, got 'ten'``; for a class it keeps
+    only the class's own complaint (``Option 'lrr' is not accepted``, ``Import path os.system does
+    not correspond to a subclass of LightningModule``). Other messages are returned unchanged.
+    """
+    head = re.match(r'Parser key "([^"]+)":', message)
+    if head is None or "Does not validate against any of the Union subtypes" not in message:
+        return message
+    body = message.split("Given value type:")[0]
+    items: list[str] = []
+    for line in body.splitlines()[1:]:
+        text = line.strip()
+        if not text or text.startswith(("Subtypes:", "Errors:")):
+            continue
+        if text.startswith("- "):
+            items.append(text[2:])
+        elif items:
+            items[-1] += " " + text
+    items = [i for i in items if not i.startswith(_NOT_ERRORS)]
+    subclass = [i.split(" Subclass types expect")[0] for i in items if "does not correspond to a subclass" in i]
+    items = subclass or [i.split(" Subclass types expect")[0] for i in items]
+    if not items:
+        return message
+    key = head.group(1)
+    given = re.search(r"^\s*Given value: (.*)$", message, re.M)
+    types = [_TYPE_ERROR.fullmatch(i) for i in items]
+    if all(types) and given:
+        expected = " or ".join(m.group(1) or f"one of {m.group(2)}" for m in types if m)
+        return f"{key}: expected {expected}, got {given.group(1)!r}"
+    return f"{key}: " + "; ".join(dict.fromkeys(items))
 
 
 class TrainerCLI(LightningCLI):
@@ -225,6 +271,7 @@ class TrainerCLI(LightningCLI):
         cfg = self._subconfig()
         self._config_text = self._parser(self.subcommand).dump(cfg, skip_none=False)
         check_optimizer_config(cfg)
+        check_trainer_minimums(cfg)
         self.run_dir = self._choose_run_dir(cfg).absolute()
         ckpt_path = cfg.get("ckpt_path")
         if ckpt_path and ckpt_path not in {"last", "best", "hpc", "registry"} and "://" not in ckpt_path:
@@ -428,6 +475,22 @@ def check_checkpoint_model(ckpt_path: str, model: Any) -> None:
             + "; ".join(f"model.init_args.{d}" for d in differ)
             + ". Use the checkpoint's config (its run directory's config.yaml) or another checkpoint"
         )
+
+
+# trainer integers Lightning accepts at construction but fails on later (e.g. a division by zero)
+TRAINER_MINIMUMS = {"accumulate_grad_batches": 1, "num_nodes": 1, "check_val_every_n_epoch": 1, "log_every_n_steps": 1}
+
+
+def check_trainer_minimums(cfg: Namespace) -> None:
+    """Raises UserError for a trainer integer below its minimum (:data:`TRAINER_MINIMUMS`)."""
+    trainer = cfg.get("trainer") or Namespace()
+    problems = [
+        f"--trainer.{key} {trainer[key]}: must be {low} or more"
+        for key, low in TRAINER_MINIMUMS.items()
+        if isinstance(trainer.get(key), int) and not isinstance(trainer.get(key), bool) and trainer[key] < low
+    ]
+    if problems:
+        raise UserError("; ".join(problems))
 
 
 def check_optimizer_config(cfg: Namespace) -> None:
