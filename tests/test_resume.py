@@ -114,7 +114,7 @@ def test_sigkill_during_saves_never_leaves_a_bad_checkpoint(tmp_path: Path) -> N
 @pytest.mark.parametrize(("sig", "code", "cause"), [(signal.SIGTERM, 143, "SIGTERM"), (signal.SIGINT, 130, "Ctrl-C")])
 def test_signal_saves_checkpoint_and_prints_resume(tmp_path: Path, sig: int, code: int, cause: str) -> None:
     root = tmp_path / "runs"
-    args = ["fit", "--config", DIGITS, *quiet_args(root, 1), "--trainer.callbacks", "[]", "--trainer.limit_train_batches", "10", "--trainer.limit_val_batches", "2"]
+    args = ["fit", "--config", DIGITS, *quiet_args(root, 20), "--trainer.callbacks", "[]", "--trainer.limit_val_batches", "2"]
     proc = start_train(*args)
     lines: list[str] = []
     assert proc.stdout is not None
@@ -131,11 +131,12 @@ def test_signal_saves_checkpoint_and_prints_resume(tmp_path: Path, sig: int, cod
     assert "Traceback" not in out
     ckpt = load(run / "checkpoints" / "last.ckpt")
     assert ckpt["global_step"] >= 0 and ckpt["state_dict"]
-    if sig == signal.SIGTERM:  # resume in place with the stored config, a changed max_epochs is reported
-        resumed = run_train("fit", "--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2")
+    if sig == signal.SIGTERM:  # resume in place with the stored config; a changed max_epochs is reported
+        stopped_at = ckpt["epoch"] + 1
+        resumed = run_train("fit", "--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", str(stopped_at))
         assert resumed.returncode == 0, resumed.stderr[-3000:]
-        assert "resume: trainer.max_epochs: 1 -> 2" in resumed.stdout
-        assert "`max_epochs=2` reached" in resumed.stdout + resumed.stderr
+        assert f"resume: trainer.max_epochs: 20 -> {stopped_at}" in resumed.stdout
+        assert f"`max_epochs={stopped_at}` reached" in resumed.stdout + resumed.stderr
 
 
 def _allocate(args: tuple[str, int]) -> str:

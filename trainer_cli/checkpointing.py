@@ -10,7 +10,7 @@
 * :class:`ResumeState` stores the global random number generator states in every checkpoint and
   puts them back on resume, so dropout and augmentation draw the same numbers as a run left alone.
 * :class:`InterruptCheckpoint` saves ``checkpoints/last.ckpt`` when training is stopped by SIGTERM
-  or Ctrl-C (Lightning's ``OnExceptionCheckpoint``, restricted to those two).
+  or Ctrl-C (what Lightning's ``OnExceptionCheckpoint`` does, restricted to those two).
 * :func:`check_checkpoint_file` tells a truncated or corrupt ``--ckpt_path`` apart before anything
   is built.
 """
@@ -26,7 +26,6 @@ import lightning.pytorch as pl
 import torch
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
-from lightning.pytorch.callbacks import OnExceptionCheckpoint
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from trainer_cli.errors import UserError
@@ -141,8 +140,12 @@ class ResumeState(pl.Callback):
         _set_rng_states(states)
 
 
-class InterruptCheckpoint(OnExceptionCheckpoint):
-    """Lightning's ``OnExceptionCheckpoint``, saving ``<dirpath>/last.ckpt`` only for SIGTERM and Ctrl-C.
+class InterruptCheckpoint(pl.Callback):
+    """Saves ``<dirpath>/last.ckpt`` when ``fit`` is stopped by SIGTERM or Ctrl-C.
+
+    Like Lightning's ``OnExceptionCheckpoint`` (``trainer.save_checkpoint`` from ``on_exception``)
+    but not a subclass of it: Lightning makes every ``fit`` with an ``OnExceptionCheckpoint`` and no
+    ``ckpt_path`` resume from ``"last"``, and that callback deletes its file at teardown.
 
     Lightning turns SIGTERM into ``SIGTERMException`` at the next batch boundary. During ``fit`` the
     first Ctrl-C is routed the same way (so the checkpoint holds a finished optimizer step); a
@@ -150,7 +153,7 @@ class InterruptCheckpoint(OnExceptionCheckpoint):
     """
 
     def __init__(self, dirpath: str) -> None:
-        super().__init__(dirpath=dirpath, filename="last")
+        self.ckpt_path = os.path.join(dirpath, "last.ckpt")
         self.saved: str | None = None
         self._previous_sigint: Any = None
 
@@ -171,7 +174,7 @@ class InterruptCheckpoint(OnExceptionCheckpoint):
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         if not isinstance(exception, (SIGTERMException, KeyboardInterrupt)) or not trainer.training:
             return
-        super().on_exception(trainer, pl_module, exception)
+        trainer.save_checkpoint(self.ckpt_path)
         self.saved = self.ckpt_path
 
 
