@@ -24,6 +24,7 @@ from typing import Any, Optional
 
 import lightning.pytorch as pl
 import torch
+from lightning.fabric.plugins import CheckpointIO
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
 from lightning.pytorch.utilities.exceptions import SIGTERMException
@@ -186,3 +187,11 @@ def _graceful_sigint(signum: int, frame: Any) -> None:
     print("\nCtrl-C: saving a checkpoint at the end of this batch (press Ctrl-C again to abort at once)", flush=True)
     signal.signal(signal.SIGINT, signal.default_int_handler)
     os.kill(os.getpid(), signal.SIGTERM)
+
+
+def with_atomic_checkpoint_io(plugins: Any) -> list[Any]:
+    """``plugins`` plus :class:`AtomicCheckpointIO` unless a CheckpointIO plugin is already given."""
+    items = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+    if not any(isinstance(p, CheckpointIO) for p in items):
+        items.append(AtomicCheckpointIO())
+    return items

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import inspect
 import os
-import re
 import shutil
 import sys
 import warnings
@@ -35,9 +34,11 @@ import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for 
 from trainer_cli import rundir
 from trainer_cli.callbacks import RunSummary
 from trainer_cli.compose import expand_config_args
-from trainer_cli.checkpointing import CTRL_C, AtomicCheckpointIO, InterruptCheckpoint, ResumeState, check_checkpoint_file
-from trainer_cli.errors import EXIT_USER_ERROR, UserError, did_you_mean
-from trainer_cli.resume import compare_for_resume, stored_config
+from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, ResumeState, check_checkpoint_file, with_atomic_checkpoint_io
+from trainer_cli.errors import EXIT_USER_ERROR, UserError
+from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error  # noqa: F401 - re-exported
+from trainer_cli.preflight import check_checkpoint_model, check_optimizer_config, check_trainer_minimums
+from trainer_cli.resume import compare_for_resume, stored_config, with_stored_config
 from trainer_cli.optim.configure import configure_optimizers, import_class
 
 # configs say ${optimizer.init_args.lr}; under a subcommand the key is fit.optimizer...: resolve relative
@@ -63,107 +64,6 @@ class TrainerArgumentParser(LightningArgumentParser):
         verb = (getattr(ex, "subcommand_parser", None) or self).prog.split()[-1]
         print(f"error: {message}\n  (`train {verb} --help` lists every option)", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
-
-
-def _known_keys(parser: LightningArgumentParser) -> list[str]:
-    keys = []
-    for action in parser._actions:
-        keys += [s.lstrip("-") for s in action.option_strings if s.startswith("--")]
-    return keys
-
-
-def _class_options(class_path: str) -> list[str]:
-    """Constructor argument names of ``class_path`` (empty when it can't be imported)."""
-    try:
-        return [p for p in inspect.signature(import_class(class_path)).parameters if p not in {"self", "args", "kwargs"}]
-    except Exception:  # noqa: BLE001 - only for a hint
-        return []
-
-
-def _short_names() -> list[str]:
-    """Every short class name a config may use (``train ls``), or the registry's when that is absent."""
-    try:
-        from trainer_cli.listing import all_short_names
-    except ImportError:
-        from trainer_cli.registry import backbone_names
-
-        import torch.optim
-
-        return backbone_names() + [n for n in dir(torch.optim) if n[:1].isupper()] + [
-            n for n in dir(torch.optim.lr_scheduler) if n[:1].isupper()
-        ]
-    return list(all_short_names())
-
-
-def explain_parse_error(message: str, parser: LightningArgumentParser) -> str:
-    """Add close matches to jsonargparse's messages about unknown keys, options or class names."""
-    extra = ""
-    unknown = re.findall(r"(?:[Uu]nrecognized arguments:?|Key) ['\"]?--?([\w.]+)", message)
-    unknown += re.findall(r"Key ['\"]([\w.]+)['\"] is not expected", message)
-    unknown += re.findall(r"does not accept option ['\"]([\w.]+)['\"]", message)
-    known = [k for k in _known_keys(parser) if not k.endswith(".help")]
-    for key in dict.fromkeys(unknown):
-        prefix, _, leaf = key.rpartition(".")
-        siblings = [k for k in known if k.rpartition(".")[0] == prefix]
-        if not siblings and prefix:  # the section itself is misspelt: `optimiser.lr`
-            first = key.split(".")[0]
-            hint = did_you_mean(first, {k.split(".")[0] for k in known})
-            extra += f"\n  unknown section {first!r}.{hint}" if hint else ""
-            continue
-        hint = did_you_mean(key, siblings or known)
-        if hint:
-            extra += f"\n  unknown key {key!r}.{hint}"
-    # "Problem with given class_path 'torch.optim.AdamW': ... Option 'lrr' is not accepted" / "Key 'x' is not expected"
-    for class_path, body in re.findall(r"class_path '([\w.]+)':\n((?:\s{6,}.*\n?)+)", message):
-        for option in dict.fromkeys(re.findall(r"(?:Option|Key) '([\w.]+)' is not (?:accepted|expected)", body)):
-            options = _class_options(class_path)
-            hint = did_you_mean(option.rpartition(".")[2], options) or f" {class_path.rpartition('.')[2]} takes: {', '.join(options)}."
-            extra += f"\n  unknown option {option!r} of {class_path}.{hint}"
-    names = re.findall(r"Import path (\w+) does not correspond", message)  # a short name, not a dotted path
-    names += re.findall(r"Expected a dot import path string: (\w+)", message)
-    for name in dict.fromkeys(names):
-        hint = did_you_mean(name, _short_names())
-        extra += f"\n  unknown class {name!r}.{hint or ' See `train ls`.'}"
-    return summarize_union_error(message).rstrip() + extra
-
-
-_NOT_ERRORS = ("Does not validate against any", "Expected a <class 'NoneType'>", "a class path (str)", "a dict with", "a dict without")
-_TYPE_ERROR = re.compile(r"Expected an? (?:<class '([\w.]+)'>|typing\.Literal\[(.*)\])")
-
-
-def summarize_union_error(message: str) -> str:
-    """jsonargparse's report for a value no type of a key accepts, in one or two lines.
-
-    ``Parser key "trainer.max_epochs": Does not validate against any of the Union subtypes ...
-    Given value: ten`` becomes ``trainer.max_epochs: expected int, got 'ten'``; for a class it keeps
-    only the class's own complaint (``Option 'lrr' is not accepted``, ``Import path os.system does
-    not correspond to a subclass of LightningModule``). Other messages are returned unchanged.
-    """
-    head = re.match(r'Parser key "([^"]+)":', message)
-    if head is None or "Does not validate against any of the Union subtypes" not in message:
-        return message
-    body = message.split("Given value type:")[0]
-    items: list[str] = []
-    for line in body.splitlines()[1:]:
-        text = line.strip()
-        if not text or text.startswith(("Subtypes:", "Errors:")):
-            continue
-        if text.startswith("- "):
-            items.append(text[2:])
-        elif items:
-            items[-1] += " " + text
-    items = [i for i in items if not i.startswith(_NOT_ERRORS)]
-    subclass = [i.split(" Subclass types expect")[0] for i in items if "does not correspond to a subclass" in i]
-    items = subclass or [i.split(" Subclass types expect")[0] for i in items]
-    if not items:
-        return message
-    key = head.group(1)
-    given = re.search(r"^\s*Given value: (.*)$", message, re.M)
-    types = [_TYPE_ERROR.fullmatch(i) for i in items]
-    if all(types) and given:
-        expected = " or ".join(m.group(1) or f"one of {m.group(2)}" for m in types if m)
-        return f"{key}: expected {expected}, got {given.group(1)!r}"
-    return f"{key}: " + "; ".join(dict.fromkeys(items))
 
 
 class TrainerCLI(LightningCLI):
@@ -207,7 +107,7 @@ class TrainerCLI(LightningCLI):
         ckpt_path = cfg.get("ckpt_path") if cfg is not None else None
         if ckpt_path and ckpt_path not in {"last", "best", "hpc", "registry"} and "://" not in ckpt_path:
             check_checkpoint_file(ckpt_path)
-            check_checkpoint_model(ckpt_path, cfg.get("model"))
+            check_checkpoint_model(ckpt_path, cfg.get("model"), DATA_TO_MODEL)
         super()._parse_ckpt_path()
 
     # -- run directory ---------------------------------------------------------------------------
@@ -376,7 +276,7 @@ def run_subcommand(verb: str, args: list[str]) -> int:
         _remove_failed_run_dir()
         raise
     except Exception as err:
-        user_error = as_user_error(err)
+        user_error = as_user_error(err, _current_ckpt_path())
         if user_error is None:
             raise
         _remove_failed_run_dir()
@@ -388,51 +288,9 @@ def run_subcommand(verb: str, args: list[str]) -> int:
     return 0
 
 
-def with_stored_config(args: list[str]) -> list[str]:
-    """Put ``--config <run_dir>/config.yaml`` first when ``--run_dir`` names a run and no --config is given."""
-    if any(a == "--config" or a.startswith("--config=") for a in args):
-        return args
-    run_dir = None
-    for i, arg in enumerate(args):
-        if arg == "--run_dir" and i + 1 < len(args):
-            run_dir = args[i + 1]
-        elif arg.startswith("--run_dir="):
-            run_dir = arg.split("=", 1)[1]
-    if run_dir and (Path(run_dir) / "config.yaml").is_file():
-        return ["--config", str(Path(run_dir) / "config.yaml"), *args]
-    return args
-
-
-def as_user_error(err: Exception) -> UserError | None:
-    """The :class:`UserError` a library exception stands for, or None when it is a bug."""
-    from lightning.fabric.utilities.exceptions import MisconfigurationException
-    from omegaconf.errors import OmegaConfBaseException
-
-    cause = err.__cause__  # jsonargparse wraps a constructor's own error while instantiating
-    if isinstance(err, ValueError) and isinstance(cause, Exception) and str(err).startswith("Does not validate"):
-        if isinstance(cause, UserError):
-            return cause
-        return as_user_error(cause)
-    if isinstance(err, MisconfigurationException):
-        return UserError(str(err).strip().splitlines()[0])
-    if isinstance(err, OmegaConfBaseException):
-        return UserError(f"config interpolation: {omegaconf_message(err)}")
-    if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
-        cli = _CURRENT[0] if _CURRENT else None
-        ckpt = cli._subconfig().get("ckpt_path") if cli is not None and cli.config is not None else None
-        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
-        return UserError(f"checkpoint {ckpt} does not fit the model (from another model?): {' '.join(lines[1:3])[:400]}")
-    if isinstance(err, (ValueError, TypeError)) and _raised_by_user_config(err):
-        return UserError(str(err))
-    return None
-
-
-def omegaconf_message(err: Exception) -> str:
-    """OmegaConf's message with the key it concerns: ``Interpolation key 'x' not found (at optimizer.lr)``."""
-    message = str(err).strip().splitlines()[0]
-    key = getattr(err, "full_key", None)
-    key = re.sub(r"^(fit|validate|test|predict)\.", "", key) if key else None
-    return f"{message} (at {key})" if key else message
+def _current_ckpt_path() -> str | None:
+    cli = _CURRENT[0] if _CURRENT else None
+    return cli.config[cli.config.subcommand].get("ckpt_path") if cli is not None and cli.config is not None else None
 
 
 def _remove_failed_run_dir() -> None:
@@ -442,103 +300,6 @@ def _remove_failed_run_dir() -> None:
     if any(cli.run_dir.rglob("*.ckpt")):
         return  # it trained: keep what it made
     shutil.rmtree(cli.run_dir, ignore_errors=True)
-
-
-def check_checkpoint_model(ckpt_path: str, model: Any) -> None:
-    """Compare the hyperparameters stored in a checkpoint with the configured model.
-
-    Linked values (``num_classes``, ``in_channels``, ``image_size``) are left out: they come from the data.
-
-    Raises:
-        UserError: naming the checkpoint and every hyperparameter that differs.
-    """
-    import torch
-
-    if not isinstance(model, Namespace) or not model.get("class_path"):
-        return
-    try:
-        hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu", mmap=True).get("hyper_parameters") or {}
-    except Exception as err:  # noqa: BLE001 - any unpickling problem is a bad file
-        raise UserError(f"--ckpt_path {ckpt_path}: cannot read the checkpoint ({str(err).splitlines()[0]})") from None
-    stored_class = hparams.get("_class_path")
-    if stored_class and stored_class != model.class_path:
-        raise UserError(f"--ckpt_path {ckpt_path} is a checkpoint of {stored_class}, not of the configured model {model.class_path}")
-    init_args = model.get("init_args") or Namespace()
-    differ = [
-        f"{key}: checkpoint {hparams[key]!r}, config {init_args[key]!r}"
-        for key in init_args.keys()
-        if key in hparams and key not in DATA_TO_MODEL and hparams[key] != init_args[key]
-    ]
-    if differ:
-        raise UserError(
-            f"--ckpt_path {ckpt_path} does not fit the model (a checkpoint from another model): "
-            + "; ".join(f"model.init_args.{d}" for d in differ)
-            + ". Use the checkpoint's config (its run directory's config.yaml) or another checkpoint"
-        )
-
-
-# trainer integers Lightning accepts at construction but fails on later (e.g. a division by zero)
-TRAINER_MINIMUMS = {"accumulate_grad_batches": 1, "num_nodes": 1, "check_val_every_n_epoch": 1, "log_every_n_steps": 1}
-
-
-def check_trainer_minimums(cfg: Namespace) -> None:
-    """Raises UserError for a trainer integer below its minimum (:data:`TRAINER_MINIMUMS`)."""
-    trainer = cfg.get("trainer") or Namespace()
-    problems = [
-        f"--trainer.{key} {trainer[key]}: must be {low} or more"
-        for key, low in TRAINER_MINIMUMS.items()
-        if isinstance(trainer.get(key), int) and not isinstance(trainer.get(key), bool) and trainer[key] < low
-    ]
-    if problems:
-        raise UserError("; ".join(problems))
-
-
-def check_optimizer_config(cfg: Namespace) -> None:
-    """Build the configured optimizer and scheduler on one dummy parameter, so a bad value (a
-    negative learning rate, betas out of range) is reported before anything is built.
-
-    Raises:
-        UserError: naming the section and the optimizer's or scheduler's own message.
-    """
-    import torch
-
-    from trainer_cli.optim.configure import TOTAL_STEPS_ARG, is_step_wise
-
-    optimizer_init, scheduler_init = cfg.get("optimizer"), cfg.get("lr_scheduler")
-    if not isinstance(optimizer_init, Namespace) or not optimizer_init.get("class_path"):
-        return
-    try:
-        optimizer = import_class(optimizer_init.class_path)([torch.nn.Parameter(torch.zeros(1))], **dict(optimizer_init.get("init_args") or {}))
-    except (ValueError, TypeError) as err:
-        raise UserError(f"optimizer {optimizer_init.class_path}: {err}") from None
-    if not isinstance(scheduler_init, Namespace) or not scheduler_init.get("class_path"):
-        return
-    cls = import_class(scheduler_init.class_path)
-    kwargs = dict(scheduler_init.get("init_args") or {})
-    if is_step_wise(cls) and kwargs.get(TOTAL_STEPS_ARG) is None:
-        kwargs[TOTAL_STEPS_ARG] = 1000
-    try:
-        cls(optimizer, **kwargs)
-    except (ValueError, TypeError) as err:
-        raise UserError(f"lr_scheduler {scheduler_init.class_path}: {err}") from None
-
-
-def with_atomic_checkpoint_io(plugins: Any) -> list[Any]:
-    """``plugins`` plus :class:`AtomicCheckpointIO` unless a CheckpointIO plugin is already given."""
-    from lightning.fabric.plugins import CheckpointIO
-
-    items = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
-    if not any(isinstance(p, CheckpointIO) for p in items):
-        items.append(AtomicCheckpointIO())
-    return items
-
-
-def _raised_by_user_config(err: Exception) -> bool:
-    """A ValueError/TypeError raised by a constructor's own argument check counts as user input."""
-    tb = err.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_name == "__init__"
 
 
 class _Parsed(Exception):

@@ -63,3 +63,18 @@ def compare_for_resume(stored: dict[str, Any], current: dict[str, Any], run_dir:
             f"the run's {run_dir / CONFIG_FILE}: drop the change, or start a new run without --ckpt_path"
         )
     return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed]
+
+
+def with_stored_config(args: list[str]) -> list[str]:
+    """Put ``--config <run_dir>/config.yaml`` first when ``--run_dir`` names a run and no --config is given."""
+    if any(a == "--config" or a.startswith("--config=") for a in args):
+        return args
+    run_dir = None
+    for i, arg in enumerate(args):
+        if arg == "--run_dir" and i + 1 < len(args):
+            run_dir = args[i + 1]
+        elif arg.startswith("--run_dir="):
+            run_dir = arg.split("=", 1)[1]
+    if run_dir and (Path(run_dir) / "config.yaml").is_file():
+        return ["--config", str(Path(run_dir) / "config.yaml"), *args]
+    return args
