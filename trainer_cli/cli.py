@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import inspect
 import os
-import re
+import shutil
 import sys
 import warnings
 from collections.abc import Iterator
@@ -23,10 +23,12 @@ from types import MethodType
 from typing import Any, Optional
 
 import lightning.pytorch as pl
+import yaml
 from jsonargparse import Namespace, set_parsing_settings
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.callbacks import BasePredictionWriter
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
+from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 import trainer_cli.callbacks  # noqa: F401 - registers the project's callbacks for short names
 import trainer_cli.data  # noqa: F401 - registers the project's data modules for short names
@@ -36,8 +38,12 @@ from trainer_cli import rundir
 from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
 from trainer_cli.callbacks.switches import drop_switched_off
 from trainer_cli.compose import expand_config_args
-from trainer_cli.errors import UserError, did_you_mean
+from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, ResumeState, check_checkpoint_file, with_atomic_checkpoint_io
+from trainer_cli.errors import EXIT_USER_ERROR, UserError, did_you_mean
+from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
+from trainer_cli.preflight import check_checkpoint_model, check_optimizer_config, check_trainer_minimums
+from trainer_cli.resume import compare_for_resume, stored_config, with_stored_config
 from trainer_cli.optim.configure import configure_optimizers, import_class
 from trainer_cli.optim.param_groups import ParamGroups
 
@@ -49,40 +55,21 @@ DEFAULT_NAME = "run"
 DEFAULT_LOGGER = {"class_path": "lightning.pytorch.loggers.TensorBoardLogger", "init_args": {"save_dir": "runs", "default_hp_metric": False}}
 # what flows from the data module to the model, stated once (links on instantiation)
 DATA_TO_MODEL = ("num_classes", "in_channels", "image_size")
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+EXIT_SIGTERM = 143  # 128 + SIGTERM
+_CURRENT: list["TrainerCLI"] = []  # the CLI being run by run_subcommand, for cleanup on a user error
 
 
 class TrainerArgumentParser(LightningArgumentParser):
     """LightningCLI's parser whose errors name close matches for unknown keys and class names."""
 
     def error(self, message: str, ex: Optional[Exception] = None) -> Any:  # type: ignore[override]
-        return super().error(explain_parse_error(message, self), ex)
-
-
-def _known_keys(parser: LightningArgumentParser) -> list[str]:
-    keys = []
-    for action in parser._actions:
-        keys += [s.lstrip("-") for s in action.option_strings if s.startswith("--")]
-    return keys
-
-
-def explain_parse_error(message: str, parser: LightningArgumentParser) -> str:
-    """Add close matches to jsonargparse's messages about unknown keys or class names."""
-    extra = ""
-    unknown = re.findall(r"(?:Unrecognized arguments|Key) ['\"]?--?([\w.]+)", message)
-    unknown += re.findall(r"Key ['\"]([\w.]+)['\"] is not expected", message)
-    known = _known_keys(parser)
-    for key in dict.fromkeys(unknown):
-        prefix, _, leaf = key.rpartition(".")
-        siblings = [k for k in known if k.rpartition(".")[0] == prefix] or known
-        hint = did_you_mean(key, siblings)
-        if hint:
-            extra += f"\n  unknown key {key!r}.{hint}"
-    for name in dict.fromkeys(re.findall(r"Import path ([\w.]+) does not correspond", message)):
-        from trainer_cli.listing import all_short_names
-
-        hint = did_you_mean(name, all_short_names())
-        extra += f"\n  unknown class {name!r}.{hint or ' See `train ls`.'}"
-    return message.rstrip() + extra
+        message = explain_parse_error(message, getattr(ex, "subcommand_parser", None) or self)
+        if not self.exit_on_error:
+            return super().error(message, ex)
+        verb = (getattr(ex, "subcommand_parser", None) or self).prog.split()[-1]
+        print(f"error: {message}\n  (`train {verb} --help` lists every option)", file=sys.stderr)
+        sys.exit(EXIT_USER_ERROR)
 
 
 class TrainerCLI(LightningCLI):
@@ -93,6 +80,8 @@ class TrainerCLI(LightningCLI):
         kwargs.setdefault("save_config_callback", None)  # config.yaml is written into the run directory
         self.run_dir: Path | None = None
         self._created_run_dir = False
+        self.config: Any = None
+        _CURRENT[:] = [self]
         super().__init__(*args, **kwargs)
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
@@ -117,6 +106,17 @@ class TrainerCLI(LightningCLI):
         for key in DATA_TO_MODEL:
             parser.link_arguments(f"data.{key}", f"model.init_args.{key}", apply_on="instantiate")
 
+    def _parse_ckpt_path(self) -> None:
+        """LightningCLI's (the model config follows the checkpoint's hyperparameters), after checking
+        the file is a complete checkpoint of the configured model."""
+        subcommand = self.config.get("subcommand")
+        cfg = self.config[subcommand] if subcommand else None
+        ckpt_path = cfg.get("ckpt_path") if cfg is not None else None
+        if ckpt_path and ckpt_path not in {"last", "best", "hpc", "registry"} and "://" not in ckpt_path:
+            check_checkpoint_file(ckpt_path)
+            check_checkpoint_model(ckpt_path, cfg.get("model"), DATA_TO_MODEL)
+        super()._parse_ckpt_path()
+
     # -- run directory ---------------------------------------------------------------------------
     def _subconfig(self) -> Namespace:
         return self.config[self.subcommand] if self.subcommand else self.config
@@ -127,7 +127,22 @@ class TrainerCLI(LightningCLI):
         if os.environ.get(rundir.ENV_RUN_DIR):  # a DDP process launched by the rank that chose it
             return Path(os.environ[rundir.ENV_RUN_DIR])
         if cfg.run_dir:
-            return Path(cfg.run_dir)
+            run_dir = Path(cfg.run_dir)
+            if cfg.get("ckpt_path") == "last":
+                last = run_dir / rundir.LAST_CKPT
+                if not last.is_file():
+                    raise UserError(f"--run_dir {run_dir} --ckpt_path last: {last} does not exist; nothing to resume")
+                cfg.ckpt_path = str(last)
+            elif (run_dir / rundir.LAST_CKPT).is_file() and not cfg.get("ckpt_path") and not any(run_dir.glob("hpc_ckpt_*.ckpt")):
+                if os.environ.get("SLURM_RESTART_COUNT", "0") not in {"", "0"}:  # requeued after a failure
+                    cfg.ckpt_path = str(run_dir / rundir.LAST_CKPT)
+                    print(f"Slurm requeue: resuming {run_dir} from {cfg.ckpt_path}", flush=True)
+                    return run_dir
+                raise UserError(
+                    f"--run_dir {run_dir} already holds a trained run ({rundir.LAST_CKPT}); a run directory is never "
+                    "reused: add --ckpt_path last to resume it, or drop --run_dir to start a new run"
+                )
+            return run_dir
         if cfg.get("ckpt_path") == "last":
             found = rundir.newest_resumable(root, name)
             if found is None:
@@ -163,7 +178,16 @@ class TrainerCLI(LightningCLI):
         cfg = self._subconfig()
         check_extras(cfg.trainer)  # a missing optional package (deepspeed, wandb, mlflow) before building
         self._config_text = self._parser(self.subcommand).dump(cfg, skip_none=False)
+        check_optimizer_config(cfg)
+        check_trainer_minimums(cfg)
         self.run_dir = self._choose_run_dir(cfg).absolute()
+        ckpt_path = cfg.get("ckpt_path")
+        if ckpt_path and ckpt_path not in {"last", "best", "hpc", "registry"} and "://" not in ckpt_path:
+            check_checkpoint_file(ckpt_path)
+        stored = stored_config(self.run_dir) if not self._created_run_dir else None
+        if stored is not None and ckpt_path and self.subcommand == "fit":
+            for change in compare_for_resume(stored, yaml.safe_load(self._config_text), self.run_dir):
+                print(f"resume: {change} (changed since the run started)", flush=True)
         os.environ[rundir.ENV_RUN_DIR] = str(self.run_dir)  # DDP processes launched from here share it
         self._point_loggers_at(cfg, self.run_dir)
         cfg.trainer.default_root_dir = str(self.run_dir)  # where hpc (Slurm requeue) checkpoints go
@@ -197,7 +221,33 @@ class TrainerCLI(LightningCLI):
         configured = configured if isinstance(configured, list) else [configured]
         if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in configured):
             callbacks.append(PredictionCSVWriter())  # predictions.csv in the run directory
+        callbacks.append(ResumeState())
+        if self.run_dir is not None:
+            self._interrupt_checkpoint = InterruptCheckpoint(str(self.run_dir / rundir.LAST_CKPT.parent))
+            callbacks.append(self._interrupt_checkpoint)
+        trainer_config["plugins"] = with_atomic_checkpoint_io(trainer_config.get("plugins"))
         return self._instantiate_trainer(drop_switched_off(trainer_config), callbacks)
+
+    def _run_subcommand(self, subcommand: str) -> None:
+        """LightningCLI's, plus: a resume hint and a non-zero exit after SIGTERM / Ctrl-C."""
+        try:
+            super()._run_subcommand(subcommand)
+        except (SystemExit, KeyboardInterrupt) as stop:
+            if getattr(self, "trainer", None) is None or not self.trainer.interrupted:
+                raise
+            ctrl_c = bool(CTRL_C) or not isinstance(stop, SIGTERMException)
+            code = EXIT_INTERRUPTED if ctrl_c else EXIT_SIGTERM
+            if rank_zero_only.rank == 0:
+                print(self._resume_hint("SIGTERM" if code == EXIT_SIGTERM else "Ctrl-C"), file=sys.stderr, flush=True)
+            raise SystemExit(code) from None
+
+    def _resume_hint(self, cause: str) -> str:
+        saved = getattr(self, "_interrupt_checkpoint", None)
+        where = f"checkpoint saved: {saved.saved}" if saved is not None and saved.saved else "no checkpoint was saved"
+        return (
+            f"\nTraining stopped by {cause} at epoch {self.trainer.current_epoch}, step {self.trainer.global_step}; {where}.\n"
+            f"Resume with:  train fit --run_dir {self.run_dir} --ckpt_path last"
+        )
 
     # -- optimizers ------------------------------------------------------------------------------
     def _add_configure_optimizers_method_to_model(self, subcommand: Optional[str]) -> None:
@@ -226,10 +276,15 @@ class TrainerCLI(LightningCLI):
 def run_subcommand(verb: str, args: list[str]) -> int:
     """``train <verb> ...`` for a LightningCLI subcommand; returns the exit code.
 
+    With ``--run_dir DIR`` and no ``--config``, the run's stored ``DIR/config.yaml`` is the config
+    (resuming takes the config stored with the run). A run directory this call created is removed
+    again when the run fails on a user error before it saved a checkpoint.
+
     Raises:
-        UserError: for a bad config file, a bad value found while building, or missing data.
+        UserError: for a bad config file, a bad value found while building, missing data, or a
+            checkpoint that does not fit the model.
     """
-    args = expand_config_args(args)
+    args = with_stored_config(expand_config_args(args))
     with building_cli():
         TrainerCLI(args=[verb, *args])
     return 0
@@ -237,19 +292,26 @@ def run_subcommand(verb: str, args: list[str]) -> int:
 
 @contextmanager
 def building_cli() -> Iterator[None]:
-    """Around building a :class:`TrainerCLI`: LightningCLI's warning about ``args`` silenced, a
-    constructor's own argument check reported as :class:`UserError`, and ``TRAINER_CLI_RUN_DIR``
-    cleared again afterwards when it was not set before (so one process can build several runs)."""
+    """Around building a :class:`TrainerCLI`: LightningCLI's warning about ``args`` silenced, errors
+    of the user's input reported as :class:`UserError` (a run directory this created removed again
+    when it saved no checkpoint), and ``TRAINER_CLI_RUN_DIR`` cleared again afterwards when it was
+    not set before (so one process can build several runs)."""
     env_before = os.environ.get(rundir.ENV_RUN_DIR)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
             yield
-    except (ValueError, TypeError) as err:
-        if _raised_by_user_config(err):
-            raise UserError(str(err)) from None
+    except UserError:
+        _remove_failed_run_dir()
         raise
+    except Exception as err:
+        user_error = as_user_error(err, _current_ckpt_path())
+        if user_error is None:
+            raise
+        _remove_failed_run_dir()
+        raise user_error from None
     finally:
+        _CURRENT.clear()
         if env_before is None:
             os.environ.pop(rundir.ENV_RUN_DIR, None)
 
@@ -266,12 +328,18 @@ def _user_error_in_chain(err: BaseException) -> UserError | None:
     return None
 
 
-def _raised_by_user_config(err: Exception) -> bool:
-    """A ValueError/TypeError raised by a constructor's own argument check counts as user input."""
-    tb = err.__traceback__
-    while tb is not None and tb.tb_next is not None:
-        tb = tb.tb_next
-    return tb is not None and tb.tb_frame.f_code.co_name == "__init__"
+def _current_ckpt_path() -> str | None:
+    cli = _CURRENT[0] if _CURRENT else None
+    return cli.config[cli.config.subcommand].get("ckpt_path") if cli is not None and cli.config is not None else None
+
+
+def _remove_failed_run_dir() -> None:
+    cli = _CURRENT[0] if _CURRENT else None
+    if cli is None or not cli._created_run_dir or cli.run_dir is None or not cli.run_dir.is_dir():
+        return
+    if any(cli.run_dir.rglob("*.ckpt")):
+        return  # it trained: keep what it made
+    shutil.rmtree(cli.run_dir, ignore_errors=True)
 
 
 class _Parsed(Exception):

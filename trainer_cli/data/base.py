@@ -6,7 +6,10 @@ from __future__ import annotations
 from typing import Any
 
 import lightning.pytorch as pl
-from torch.utils.data import DataLoader, Dataset
+import torch
+from torch.utils.data import DataLoader, Dataset, Sampler
+
+from trainer_cli.data.sampler import ResumableShuffleSampler
 
 
 class ClassificationDataModule(pl.LightningDataModule):
@@ -37,13 +40,17 @@ class ClassificationDataModule(pl.LightningDataModule):
         self.val_set: Dataset[Any] | None = None
         self.test_set: Dataset[Any] | None = None
 
-    def _loader(self, dataset: Dataset[Any] | None, shuffle: bool) -> DataLoader[Any]:
+    def _loader(self, dataset: Dataset[Any] | None, shuffle: bool, sampler: Sampler[int] | None = None) -> DataLoader[Any]:
         if dataset is None:
             raise RuntimeError(f"{type(self).__name__}.setup() has not made this split")
         return DataLoader(
             dataset,
             batch_size=self.batch_size,
             shuffle=shuffle,
+            sampler=sampler,
+            # each iterator draws its worker base seed from this generator, not the global RNG, so
+            # opening a loader does not shift the random numbers dropout sees (exact resume)
+            generator=torch.Generator().manual_seed(getattr(self, "seed", 0)),
             num_workers=self.num_workers,
             pin_memory=self.pin_memory,
             persistent_workers=self.persistent_workers,
@@ -51,7 +58,11 @@ class ClassificationDataModule(pl.LightningDataModule):
         )
 
     def train_dataloader(self) -> DataLoader[Any]:
-        return self._loader(self.train_set, shuffle=True)
+        """Shuffled by (seed, epoch) and resumable mid-epoch (:class:`ResumableShuffleSampler`)."""
+        if self.train_set is None:
+            raise RuntimeError(f"{type(self).__name__}.setup() has not made this split")
+        sampler = ResumableShuffleSampler(len(self.train_set), self.batch_size, getattr(self, "seed", 0), self)  # type: ignore[arg-type]
+        return self._loader(self.train_set, shuffle=False, sampler=sampler)
 
     def val_dataloader(self) -> DataLoader[Any]:
         return self._loader(self.val_set, shuffle=False)

@@ -1,0 +1,197 @@
+"""Checkpoints that survive crashes and resume exactly.
+
+* :class:`AtomicCheckpointIO` writes every checkpoint to a temporary file in the same directory,
+  flushes it to disk and renames it over the target (``os.replace`` is atomic on POSIX), so a
+  process killed at any moment leaves either the previous complete file or the new complete file.
+  Lightning's own ``TorchCheckpointIO`` goes through fsspec's local transaction, whose temporary
+  file is made by ``tempfile.mkstemp`` in the system temp folder: when that folder is on another
+  file system the final ``shutil.move`` is a copy, and a kill during the copy leaves a truncated
+  ``last.ckpt``.
+* :class:`ResumeState` stores the global random number generator states in every checkpoint and
+  puts them back on resume, so dropout and augmentation draw the same numbers as a run left alone.
+* :class:`InterruptCheckpoint` saves ``checkpoints/last.ckpt`` when training is stopped by SIGTERM
+  or Ctrl-C (what Lightning's ``OnExceptionCheckpoint`` does, restricted to those two).
+* :func:`check_checkpoint_file` tells a truncated or corrupt ``--ckpt_path`` apart before anything
+  is built.
+"""
+
+from __future__ import annotations
+
+import os
+import zipfile
+from pathlib import Path
+from typing import Any, Optional
+
+import lightning.pytorch as pl
+import torch
+from lightning.fabric.plugins import CheckpointIO
+from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
+from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+from trainer_cli.errors import UserError
+
+TMP_MARK = ".tmp-"
+RNG_KEY = "trainer_cli_rng_states"
+# what a step-wise scheduler (OneCycleLR, the project's warmup schedules) derives from total_steps
+STEP_WISE_PLAN_KEYS = ("total_steps", "_schedule_phases")
+CTRL_C: list[int] = []  # non-empty once Ctrl-C asked training to stop (see _graceful_sigint)
+
+
+def _is_local(path: str | os.PathLike[str]) -> bool:
+    return "://" not in str(path) or str(path).startswith("file://")
+
+
+def _fsync_dir(directory: Path) -> None:
+    try:
+        fd = os.open(directory, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+class AtomicCheckpointIO(TorchCheckpointIO):
+    """``TorchCheckpointIO`` whose local saves are atomic: write ``.<name>.tmp-<pid>``, fsync, rename.
+
+    Remote paths (``s3://...``) keep Lightning's fsspec transaction.
+    """
+
+    def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Optional[Any] = None) -> None:
+        if storage_options is not None or not _is_local(path):
+            super().save_checkpoint(checkpoint, path, storage_options)
+            return
+        target = Path(str(path).removeprefix("file://"))
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = target.with_name(f".{target.name}{TMP_MARK}{os.getpid()}")
+        try:
+            with open(tmp, "wb") as f:
+                torch.save(checkpoint, f)
+                f.flush()
+                os.fsync(f.fileno())
+            os.replace(tmp, target)
+        except BaseException:
+            tmp.unlink(missing_ok=True)
+            raise
+        _fsync_dir(target.parent)
+        for stale in target.parent.glob(f".{target.name}{TMP_MARK}*"):  # left by a killed process
+            stale.unlink(missing_ok=True)
+
+
+def check_checkpoint_file(path: str) -> None:
+    """Check that ``path`` is a complete checkpoint file written by ``torch.save``.
+
+    Reads the zip archive's directory and verifies every member's CRC; nothing is unpickled.
+
+    Raises:
+        UserError: when the file is missing, is not a ``torch.save`` archive, or is truncated or corrupt.
+    """
+    file = Path(path).expanduser()
+    if not file.exists():
+        raise UserError(f"--ckpt_path {path}: file not found (`--ckpt_path last` resumes the newest run)")
+    if not file.is_file():
+        raise UserError(f"--ckpt_path {path}: is not a file")
+    if not zipfile.is_zipfile(file):
+        raise UserError(
+            f"--ckpt_path {path}: not a readable checkpoint (truncated, corrupt, or not written by torch.save); "
+            "use another checkpoint of the run, e.g. checkpoints/best-*.ckpt"
+        )
+    try:
+        with zipfile.ZipFile(file) as archive:
+            bad = archive.testzip()
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
+        raise UserError(f"--ckpt_path {path}: truncated or corrupt checkpoint ({err}); use another checkpoint of the run") from None
+    if bad is not None:
+        raise UserError(f"--ckpt_path {path}: corrupt checkpoint (bad CRC in {bad}); use another checkpoint of the run")
+
+
+class ResumeState(pl.Callback):
+    """Saves the global RNG states (torch, numpy, Python) with each checkpoint and restores them on resume.
+
+    On resume a step-wise scheduler keeps the ``total_steps`` computed for the resumed run (its
+    ``max_epochs`` may differ from the checkpoint's) instead of the stored one.
+
+    Stored as tensors and plain Python values, so the checkpoint still loads with ``weights_only=True``.
+    """
+
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
+        states = _collect_rng_states(include_cuda=torch.cuda.is_available())
+        kind, keys, pos, has_gauss, cached = states["numpy"]
+        states["numpy"] = [kind, torch.from_numpy(keys.astype("int64")), int(pos), int(has_gauss), float(cached)]
+        checkpoint[RNG_KEY] = states
+
+    def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
+        for scheduler_state in checkpoint.get("lr_schedulers", []):
+            # a step-wise schedule keeps the total steps of the resumed run (max_epochs may have changed)
+            if isinstance(scheduler_state, dict) and "total_steps" in scheduler_state:
+                for key in STEP_WISE_PLAN_KEYS:
+                    scheduler_state.pop(key, None)
+        states = checkpoint.get(RNG_KEY)
+        if states is None:
+            return
+        states = dict(states)
+        kind, keys, pos, has_gauss, cached = states["numpy"]
+        states["numpy"] = (kind, keys.numpy().astype("uint32"), pos, has_gauss, cached)
+        if not torch.cuda.is_available():
+            states.pop("torch.cuda", None)
+        _set_rng_states(states)
+
+
+class InterruptCheckpoint(pl.Callback):
+    """Saves ``<dirpath>/last.ckpt`` when ``fit`` is stopped by SIGTERM or Ctrl-C.
+
+    Like Lightning's ``OnExceptionCheckpoint`` (``trainer.save_checkpoint`` from ``on_exception``)
+    but not a subclass of it: Lightning makes every ``fit`` with an ``OnExceptionCheckpoint`` and no
+    ``ckpt_path`` resume from ``"last"``, and that callback deletes its file at teardown.
+
+    Lightning turns SIGTERM into ``SIGTERMException`` at the next batch boundary. During ``fit`` the
+    first Ctrl-C is routed the same way (so the checkpoint holds a finished optimizer step); a
+    second Ctrl-C raises ``KeyboardInterrupt`` at once. Other exceptions (bugs, bad values) save nothing.
+    """
+
+    def __init__(self, dirpath: str) -> None:
+        self.ckpt_path = os.path.join(dirpath, "last.ckpt")
+        self.saved: str | None = None
+        self._previous_sigint: Any = None
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        import signal
+        import threading
+
+        if stage == "fit" and threading.current_thread() is threading.main_thread():
+            self._previous_sigint = signal.signal(signal.SIGINT, _graceful_sigint)
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        import signal
+
+        if self._previous_sigint is not None:
+            signal.signal(signal.SIGINT, self._previous_sigint)
+            self._previous_sigint = None
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        if not isinstance(exception, (SIGTERMException, KeyboardInterrupt)) or not trainer.training:
+            return
+        trainer.save_checkpoint(self.ckpt_path)
+        self.saved = self.ckpt_path
+
+
+def _graceful_sigint(signum: int, frame: Any) -> None:
+    """First Ctrl-C: ask Lightning to stop at the next batch boundary (as SIGTERM does); second: abort."""
+    import signal
+
+    CTRL_C.append(signum)
+    print("\nCtrl-C: saving a checkpoint at the end of this batch (press Ctrl-C again to abort at once)", flush=True)
+    signal.signal(signal.SIGINT, signal.default_int_handler)
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def with_atomic_checkpoint_io(plugins: Any) -> list[Any]:
+    """``plugins`` plus :class:`AtomicCheckpointIO` unless a CheckpointIO plugin is already given."""
+    items = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+    if not any(isinstance(p, CheckpointIO) for p in items):
+        items.append(AtomicCheckpointIO())
+    return items

@@ -1,0 +1,158 @@
+"""Turning library errors into one clear :class:`~trainer_cli.errors.UserError` message.
+
+jsonargparse reports a value no type of a key accepts with every Union member's complaint;
+:func:`summarize_union_error` keeps the one that matters. :func:`explain_parse_error` adds close
+matches for unknown keys, options and class names; :func:`as_user_error` maps Lightning,
+OmegaConf and constructor errors caused by the user's input to a :class:`UserError`.
+"""
+
+from __future__ import annotations
+
+import inspect
+import re
+from typing import Any
+
+from trainer_cli.errors import UserError, did_you_mean
+from trainer_cli.optim.configure import import_class
+
+
+def _known_keys(parser: Any) -> list[str]:
+    keys = []
+    for action in parser._actions:
+        keys += [s.lstrip("-") for s in action.option_strings if s.startswith("--")]
+    return keys
+
+
+def _class_options(class_path: str) -> list[str]:
+    """Constructor argument names of ``class_path`` (empty when it can't be imported)."""
+    try:
+        return [p for p in inspect.signature(import_class(class_path)).parameters if p not in {"self", "args", "kwargs"}]
+    except Exception:  # noqa: BLE001 - only for a hint
+        return []
+
+
+def _short_names() -> list[str]:
+    """Every short class name a config may use (``train ls``), or the registry's when that is absent."""
+    try:
+        from trainer_cli.listing import all_short_names
+    except ImportError:
+        from trainer_cli.registry import backbone_names
+
+        import torch.optim
+
+        return backbone_names() + [n for n in dir(torch.optim) if n[:1].isupper()] + [
+            n for n in dir(torch.optim.lr_scheduler) if n[:1].isupper()
+        ]
+    return list(all_short_names())
+
+
+def explain_parse_error(message: str, parser: Any) -> str:
+    """Add close matches to jsonargparse's messages about unknown keys, options or class names."""
+    extra = ""
+    unknown = re.findall(r"(?:[Uu]nrecognized arguments:?|Key) ['\"]?--?([\w.]+)", message)
+    unknown += re.findall(r"Key ['\"]([\w.]+)['\"] is not expected", message)
+    unknown += re.findall(r"does not accept option ['\"]([\w.]+)['\"]", message)
+    known = [k for k in _known_keys(parser) if not k.endswith(".help")]
+    for key in dict.fromkeys(unknown):
+        prefix, _, leaf = key.rpartition(".")
+        siblings = [k for k in known if k.rpartition(".")[0] == prefix]
+        if not siblings and prefix:  # the section itself is misspelt: `optimiser.lr`
+            first = key.split(".")[0]
+            hint = did_you_mean(first, {k.split(".")[0] for k in known})
+            extra += f"\n  unknown section {first!r}.{hint}" if hint else ""
+            continue
+        hint = did_you_mean(key, siblings or known)
+        if hint:
+            extra += f"\n  unknown key {key!r}.{hint}"
+    # "Problem with given class_path 'torch.optim.AdamW': ... Option 'lrr' is not accepted" / "Key 'x' is not expected"
+    for class_path, body in re.findall(r"class_path '([\w.]+)':\n((?:\s{6,}.*\n?)+)", message):
+        for option in dict.fromkeys(re.findall(r"(?:Option|Key) '([\w.]+)' is not (?:accepted|expected)", body)):
+            options = _class_options(class_path)
+            hint = did_you_mean(option.rpartition(".")[2], options) or f" {class_path.rpartition('.')[2]} takes: {', '.join(options)}."
+            extra += f"\n  unknown option {option!r} of {class_path}.{hint}"
+    names = re.findall(r"Import path (\w+) does not correspond", message)  # a short name, not a dotted path
+    names += re.findall(r"Expected a dot import path string: (\w+)", message)
+    for name in dict.fromkeys(names):
+        hint = did_you_mean(name, _short_names())
+        extra += f"\n  unknown class {name!r}.{hint or ' See `train ls`.'}"
+    return summarize_union_error(message).rstrip() + extra
+
+
+_NOT_ERRORS = ("Does not validate against any", "Expected a <class 'NoneType'>", "a class path (str)", "a dict with", "a dict without")
+_TYPE_ERROR = re.compile(r"Expected an? (?:<class '([\w.]+)'>|typing\.Literal\[(.*)\])")
+
+
+def summarize_union_error(message: str) -> str:
+    """jsonargparse's report for a value no type of a key accepts, in one or two lines.
+
+    ``Parser key "trainer.max_epochs": Does not validate against any of the Union subtypes ...
+    Given value: ten`` becomes ``trainer.max_epochs: expected int, got 'ten'``; for a class it keeps
+    only the class's own complaint (``Option 'lrr' is not accepted``, ``Import path os.system does
+    not correspond to a subclass of LightningModule``). Other messages are returned unchanged.
+    """
+    head = re.match(r'Parser key "([^"]+)":', message)
+    if head is None or "Does not validate against any of the Union subtypes" not in message:
+        return message
+    body = message.split("Given value type:")[0]
+    items: list[str] = []
+    for line in body.splitlines()[1:]:
+        text = line.strip()
+        if not text or text.startswith(("Subtypes:", "Errors:")):
+            continue
+        if text.startswith("- "):
+            items.append(text[2:])
+        elif items:
+            items[-1] += " " + text
+    items = [i for i in items if not i.startswith(_NOT_ERRORS)]
+    subclass = [i.split(" Subclass types expect")[0] for i in items if "does not correspond to a subclass" in i]
+    items = subclass or [i.split(" Subclass types expect")[0] for i in items]
+    if not items:
+        return message
+    key = head.group(1)
+    given = re.search(r"^\s*Given value: (.*)$", message, re.M)
+    types = [_TYPE_ERROR.fullmatch(i) for i in items]
+    if all(types) and given:
+        expected = " or ".join(m.group(1) or f"one of {m.group(2)}" for m in types if m)
+        return f"{key}: expected {expected}, got {given.group(1)!r}"
+    return f"{key}: " + "; ".join(dict.fromkeys(items))
+
+
+def as_user_error(err: Exception, ckpt_path: str | None = None) -> UserError | None:
+    """The :class:`UserError` a library exception stands for, or None when it is a bug.
+
+    ``ckpt_path`` names the checkpoint in the message when its weights do not fit the model.
+    """
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+    from omegaconf.errors import OmegaConfBaseException
+
+    cause = err.__cause__  # jsonargparse wraps a constructor's own error while instantiating
+    if isinstance(err, ValueError) and isinstance(cause, Exception) and str(err).startswith("Does not validate"):
+        if isinstance(cause, UserError):
+            return cause
+        return as_user_error(cause, ckpt_path)
+    if isinstance(err, MisconfigurationException):
+        return UserError(str(err).strip().splitlines()[0])
+    if isinstance(err, OmegaConfBaseException):
+        return UserError(f"config interpolation: {omegaconf_message(err)}")
+    if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
+        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+        return UserError(f"checkpoint {ckpt_path} does not fit the model (from another model?): {' '.join(lines[1:3])[:400]}")
+    if isinstance(err, (ValueError, TypeError)) and _raised_by_user_config(err):
+        return UserError(str(err))
+    return None
+
+
+def omegaconf_message(err: Exception) -> str:
+    """OmegaConf's message with the key it concerns: ``Interpolation key 'x' not found (at optimizer.lr)``."""
+    message = str(err).strip().splitlines()[0]
+    key = getattr(err, "full_key", None)
+    key = re.sub(r"^(fit|validate|test|predict)\.", "", key) if key else None
+    return f"{message} (at {key})" if key else message
+
+
+def _raised_by_user_config(err: Exception) -> bool:
+    """A ValueError/TypeError raised by a constructor's own argument check counts as user input."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_name == "__init__"

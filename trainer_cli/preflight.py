@@ -1,0 +1,90 @@
+"""Checks run before anything is built or written, so a mistake costs seconds and no files."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from jsonargparse import Namespace
+
+from trainer_cli.errors import UserError
+from trainer_cli.optim.configure import import_class
+
+
+def check_checkpoint_model(ckpt_path: str, model: Any, linked: Iterable[str] = ()) -> None:
+    """Compare the hyperparameters stored in a checkpoint with the configured model.
+
+    ``linked`` values (``num_classes``, ``in_channels``, ``image_size``) are left out: they come from the data.
+
+    Raises:
+        UserError: naming the checkpoint and every hyperparameter that differs.
+    """
+    import torch
+
+    if not isinstance(model, Namespace) or not model.get("class_path"):
+        return
+    try:
+        hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu", mmap=True).get("hyper_parameters") or {}
+    except Exception as err:  # noqa: BLE001 - any unpickling problem is a bad file
+        raise UserError(f"--ckpt_path {ckpt_path}: cannot read the checkpoint ({str(err).splitlines()[0]})") from None
+    stored_class = hparams.get("_class_path")
+    if stored_class and stored_class != model.class_path:
+        raise UserError(f"--ckpt_path {ckpt_path} is a checkpoint of {stored_class}, not of the configured model {model.class_path}")
+    init_args = model.get("init_args") or Namespace()
+    differ = [
+        f"{key}: checkpoint {hparams[key]!r}, config {init_args[key]!r}"
+        for key in init_args.keys()
+        if key in hparams and key not in linked and hparams[key] != init_args[key]
+    ]
+    if differ:
+        raise UserError(
+            f"--ckpt_path {ckpt_path} does not fit the model (a checkpoint from another model): "
+            + "; ".join(f"model.init_args.{d}" for d in differ)
+            + ". Use the checkpoint's config (its run directory's config.yaml) or another checkpoint"
+        )
+
+
+# trainer integers Lightning accepts at construction but fails on later (e.g. a division by zero)
+TRAINER_MINIMUMS = {"accumulate_grad_batches": 1, "num_nodes": 1, "check_val_every_n_epoch": 1, "log_every_n_steps": 1}
+
+
+def check_trainer_minimums(cfg: Namespace) -> None:
+    """Raises UserError for a trainer integer below its minimum (:data:`TRAINER_MINIMUMS`)."""
+    trainer = cfg.get("trainer") or Namespace()
+    problems = [
+        f"--trainer.{key} {trainer[key]}: must be {low} or more"
+        for key, low in TRAINER_MINIMUMS.items()
+        if isinstance(trainer.get(key), int) and not isinstance(trainer.get(key), bool) and trainer[key] < low
+    ]
+    if problems:
+        raise UserError("; ".join(problems))
+
+
+def check_optimizer_config(cfg: Namespace) -> None:
+    """Build the configured optimizer and scheduler on one dummy parameter, so a bad value (a
+    negative learning rate, betas out of range) is reported before anything is built.
+
+    Raises:
+        UserError: naming the section and the optimizer's or scheduler's own message.
+    """
+    import torch
+
+    from trainer_cli.optim.configure import TOTAL_STEPS_ARG, is_step_wise
+
+    optimizer_init, scheduler_init = cfg.get("optimizer"), cfg.get("lr_scheduler")
+    if not isinstance(optimizer_init, Namespace) or not optimizer_init.get("class_path"):
+        return
+    try:
+        optimizer = import_class(optimizer_init.class_path)([torch.nn.Parameter(torch.zeros(1))], **dict(optimizer_init.get("init_args") or {}))
+    except (ValueError, TypeError) as err:
+        raise UserError(f"optimizer {optimizer_init.class_path}: {err}") from None
+    if not isinstance(scheduler_init, Namespace) or not scheduler_init.get("class_path"):
+        return
+    cls = import_class(scheduler_init.class_path)
+    kwargs = dict(scheduler_init.get("init_args") or {})
+    if is_step_wise(cls) and kwargs.get(TOTAL_STEPS_ARG) is None:
+        kwargs[TOTAL_STEPS_ARG] = 1000
+    try:
+        cls(optimizer, **kwargs)
+    except (ValueError, TypeError) as err:
+        raise UserError(f"lr_scheduler {scheduler_init.class_path}: {err}") from None
