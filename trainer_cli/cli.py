@@ -36,6 +36,7 @@ import trainer_cli.models.classifier  # noqa: F401 - registers the project's mod
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
 from trainer_cli import rundir
 from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
+from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
 from trainer_cli.callbacks.switches import drop_switched_off
 from trainer_cli.compose import expand_config_args
 from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, ResumeState, check_checkpoint_file, with_atomic_checkpoint_io
@@ -222,6 +223,7 @@ class TrainerCLI(LightningCLI):
         if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in configured):
             callbacks.append(PredictionCSVWriter())  # predictions.csv in the run directory
         callbacks.append(ResumeState())
+        callbacks.append(SynchronizedRequeue())
         if self.run_dir is not None:
             self._interrupt_checkpoint = InterruptCheckpoint(str(self.run_dir / rundir.LAST_CKPT.parent))
             callbacks.append(self._interrupt_checkpoint)
