@@ -1,0 +1,63 @@
+"""What every image-classification data module of the project shares: loader settings and the
+shape facts (``num_classes``, ``in_channels``, ``image_size``) that flow to the model."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import lightning.pytorch as pl
+from torch.utils.data import DataLoader, Dataset
+
+
+class ClassificationDataModule(pl.LightningDataModule):
+    """Base class: subclasses set ``train_set``, ``val_set``, ``test_set`` in ``setup``.
+
+    Args:
+        batch_size: Samples per device per step (global batch = batch_size x devices x num_nodes).
+        num_workers: DataLoader worker processes.
+        pin_memory: Page-locked host memory for faster host-to-GPU copies.
+        persistent_workers: Keep workers alive between epochs (needs num_workers > 0).
+    """
+
+    num_classes: int
+    in_channels: int
+    image_size: int
+
+    def __init__(self, batch_size: int, num_workers: int = 0, pin_memory: bool = False, persistent_workers: bool = False) -> None:
+        super().__init__()
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        if num_workers < 0:
+            raise ValueError(f"num_workers must be >= 0, got {num_workers}")
+        self.batch_size = batch_size
+        self.num_workers = num_workers
+        self.pin_memory = pin_memory
+        self.persistent_workers = persistent_workers and num_workers > 0
+        self.train_set: Dataset[Any] | None = None
+        self.val_set: Dataset[Any] | None = None
+        self.test_set: Dataset[Any] | None = None
+
+    def _loader(self, dataset: Dataset[Any] | None, shuffle: bool) -> DataLoader[Any]:
+        if dataset is None:
+            raise RuntimeError(f"{type(self).__name__}.setup() has not made this split")
+        return DataLoader(
+            dataset,
+            batch_size=self.batch_size,
+            shuffle=shuffle,
+            num_workers=self.num_workers,
+            pin_memory=self.pin_memory,
+            persistent_workers=self.persistent_workers,
+            drop_last=False,
+        )
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        return self._loader(self.train_set, shuffle=True)
+
+    def val_dataloader(self) -> DataLoader[Any]:
+        return self._loader(self.val_set, shuffle=False)
+
+    def test_dataloader(self) -> DataLoader[Any]:
+        return self._loader(self.test_set, shuffle=False)
+
+    def predict_dataloader(self) -> DataLoader[Any]:
+        return self._loader(self.test_set, shuffle=False)
