@@ -18,7 +18,7 @@ import warnings
 from functools import partial, update_wrapper
 from pathlib import Path
 from types import MethodType
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import lightning.pytorch as pl
 from jsonargparse import Namespace, set_parsing_settings
@@ -106,6 +106,12 @@ class TrainerCLI(LightningCLI):
             default=None,
             help="Use exactly this run directory (resume in place; `train submit` sets it). Empty: a new one.",
         )
+        parser.add_argument(
+            "--float32_matmul_precision",
+            type=Optional[Literal["highest", "high", "medium"]],
+            default=None,
+            help="torch.set_float32_matmul_precision: 'high' lets float32 matmuls use TF32 tensor cores. Empty: torch's default.",
+        )
         parser.set_defaults({"trainer.default_root_dir": DEFAULT_ROOT_DIR, "trainer.logger": DEFAULT_LOGGER})
         for key in DATA_TO_MODEL:
             parser.link_arguments(f"data.{key}", f"model.init_args.{key}", apply_on="instantiate")
@@ -154,6 +160,10 @@ class TrainerCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         cfg = self._subconfig()
+        if cfg.get("float32_matmul_precision"):
+            import torch
+
+            torch.set_float32_matmul_precision(cfg.float32_matmul_precision)
         self._config_text = self._parser(self.subcommand).dump(cfg, skip_none=False)
         self.run_dir = self._choose_run_dir(cfg).absolute()
         os.environ[rundir.ENV_RUN_DIR] = str(self.run_dir)  # DDP processes launched from here share it
