@@ -2,7 +2,7 @@
 
 The fastest CIFAR-10 trainers keep the uint8 dataset as one tensor and augment per batch on the
 GPU instead of per sample in DataLoader workers: Keller Jordan's airbench
-(https://github.com/KellerJordan/cifar10-airbench, ``batch_crop`` / ``batch_flip_lr``) and
+(https://github.com/KellerJordan/cifar10-airbench, ``airbench94.py``: ``batch_crop`` / ``batch_flip_lr``) and
 tysam-code's hlb-CIFAR10 (https://github.com/tysam-code/hlb-CIFAR10). The functions here do the
 classic CIFAR-10 recipe (random crop with zero padding, horizontal flip, normalise) with the same
 semantics as torchvision's ``RandomCrop(32, padding=4)``, ``RandomHorizontalFlip()`` and
@@ -21,6 +21,9 @@ MAX_PIXEL = 255.0
 
 def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator | None = None) -> torch.Tensor:
     """Random crops of the original size from the zero-padded images, one offset per sample.
+
+    Separable, as airbench94's ``batch_crop``: one gather along the rows, then one along the
+    columns (about twice as fast as one 4-d advanced index).
 
     Args:
         images: Batch ``[b, c, h, w]`` of any dtype (uint8 is cheapest).
@@ -42,13 +45,11 @@ def random_crop(images: torch.Tensor, padding: int, generator: torch.Generator |
     b, c, h, w = images.shape
     padded = F.pad(images, (padding, padding, padding, padding))
     dev = images.device
-    dy = torch.randint(0, 2 * padding + 1, (b, 1), device=dev, generator=generator)
-    dx = torch.randint(0, 2 * padding + 1, (b, 1), device=dev, generator=generator)
-    rows = (dy + torch.arange(h, device=dev))[:, None, :, None]  # [b, 1, h, 1]
-    cols = (dx + torch.arange(w, device=dev))[:, None, None, :]  # [b, 1, 1, w]
-    batch = torch.arange(b, device=dev)[:, None, None, None]
-    chan = torch.arange(c, device=dev)[None, :, None, None]
-    return padded[batch, chan, rows, cols]
+    shifts = torch.randint(0, 2 * padding + 1, (2, b), device=dev, generator=generator)
+    rows = (shifts[0][:, None] + torch.arange(h, device=dev))[:, None, :, None]  # [b, 1, h, 1]
+    cols = (shifts[1][:, None] + torch.arange(w, device=dev))[:, None, None, :]  # [b, 1, 1, w]
+    rows_kept = padded.gather(2, rows.expand(b, c, h, w + 2 * padding))  # [b, c, h, w + 2p]
+    return rows_kept.gather(3, cols.expand(b, c, h, w))
 
 
 def random_flip(images: torch.Tensor, generator: torch.Generator | None = None) -> torch.Tensor:
@@ -81,7 +82,7 @@ def normalize(
     shift = -torch.tensor(mean, device=dev, dtype=dtype) / torch.tensor(std, device=dev, dtype=dtype)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     x = images.to(dtype=dtype, memory_format=fmt)
-    return x * scale[:, None, None] + shift[:, None, None]
+    return x.mul_(scale[:, None, None]).add_(shift[:, None, None])  # in place: no extra full-size tensors
 
 
 def crop_flip_normalize(

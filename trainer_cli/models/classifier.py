@@ -88,10 +88,14 @@ class ImageClassifier(pl.LightningModule):
         x, y = batch
         logits = self(x)
         loss = self.criterion(logits, y)
-        self.train_acc(logits, y)
+        # update() only: calling the metric would also compute a per-batch value nobody reads, and
+        # logging it every step costs Lightning's per-call bookkeeping; it is logged once per epoch
+        self.train_acc.update(logits.detach(), y)
         self.log("train/loss", loss, prog_bar=True)
-        self.log("train/acc", self.train_acc, on_step=False, on_epoch=True)
         return loss
+
+    def on_train_epoch_end(self) -> None:
+        self.log("train/acc", self.train_acc)  # Lightning computes, syncs and resets it
 
     def _evaluate(self, batch: tuple[torch.Tensor, torch.Tensor], stage: str) -> None:
         x, y = batch
