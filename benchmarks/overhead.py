@@ -127,8 +127,8 @@ def run(smoke: bool = False) -> dict[str, Any]:
     """Both workloads; medians of alternating repeats."""
     cfg = {
         "digits_mlp": {"steps": 30 if smoke else 400, "warmup": 5 if smoke else 20, "repeats": 1 if smoke else 7},
-        "resnet18": {"steps": 4 if smoke else 14, "warmup": 1 if smoke else 3, "repeats": 1 if smoke else 3,
-                     "batch_size": 4 if smoke else 32, "cifar_stem": False},
+        "resnet18": {"steps": 3 if smoke else 14, "warmup": 1 if smoke else 3, "repeats": 1 if smoke else 3,
+                     "batch_size": 2 if smoke else 32, "cifar_stem": False},
     }
     if torch.cuda.is_available() and not smoke:
         cfg["resnet18"].update(steps=120, warmup=20, repeats=5, batch_size=256, cifar_stem=True)
