@@ -10,22 +10,33 @@ import lightning.pytorch as pl
 
 FIRST_STEP_MARK = "BENCH_FIRST_STEP_DONE_AT"
 
-# the timestamps of the latest run in this process (the benchmark reads them after ``train fit``)
-STAMPS: list[float] = []
+# (wall, process CPU) times of the latest run in this process (read after ``train fit``)
+STAMPS: list[tuple[float, float]] = []
 
 
-def step_stats(stamps: list[float], warmup: int, batch_size: int) -> dict[str, float]:
-    """ms/step and images/s from the start times of consecutive steps, skipping ``warmup`` steps.
+def stamp() -> tuple[float, float]:
+    """Wall-clock time and the CPU time of this process (all threads), in seconds."""
+    return time.perf_counter(), time.process_time()
+
+
+def step_stats(stamps: list[tuple[float, float]], warmup: int, batch_size: int) -> dict[str, float]:
+    """ms/step and images/s from the :func:`stamp` at the start of each step, skipping ``warmup`` steps.
 
     The span from the start of step ``warmup`` to the start of the last step covers whole steps:
     data loading, forward, backward, optimizer, logging, callbacks and epoch boundaries.
+    ``cpu_ms_per_step`` is the process CPU time over the same span: on a shared machine it moves
+    much less than wall time when other processes take the cores.
     """
     span = stamps[warmup:]
     if len(span) < 2:
         raise ValueError(f"need at least warmup + 2 = {warmup + 2} steps, got {len(stamps)}")
-    mean_s = (span[-1] - span[0]) / (len(span) - 1)
-    diffs = [b - a for a, b in zip(span, span[1:])]
-    return {"ms_per_step": 1e3 * mean_s, "median_step_ms": 1e3 * statistics.median(diffs), "images_per_s": batch_size / mean_s}
+    mean_s = (span[-1][0] - span[0][0]) / (len(span) - 1)
+    cpu_s = (span[-1][1] - span[0][1]) / (len(span) - 1)
+    diffs = [b[0] - a[0] for a, b in zip(span, span[1:])]
+    return {
+        "ms_per_step": 1e3 * mean_s, "median_step_ms": 1e3 * statistics.median(diffs),
+        "cpu_ms_per_step": 1e3 * cpu_s, "images_per_s": batch_size / mean_s,
+    }
 
 
 class StepClock(pl.Callback):
@@ -40,7 +51,7 @@ class StepClock(pl.Callback):
             import torch
 
             torch.cuda.synchronize()
-        STAMPS.append(time.perf_counter())
+        STAMPS.append(stamp())
 
 
 class FirstStepClock(pl.Callback):

@@ -52,13 +52,13 @@ def plain_loop(cfg: dict[str, Any], compiled: bool, data: str, loader: Any) -> d
     loss_fn = nn.CrossEntropyLoss()
     synthetic = random_batch(cfg["batch_size"], device=device)
     synthetic = (synthetic[0].contiguous(memory_format=torch.channels_last), synthetic[1])
-    stamps: list[float] = []
+    stamps: list[tuple[float, float]] = []
     model.train()
     while len(stamps) < cfg["steps"]:
         for batch in loader if data == "real" else iter(lambda: synthetic, None):
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            stamps.append(__import__("time").perf_counter())
+            stamps.append(clock.stamp())
             if data == "real":
                 x_u8, y = batch[0].to(device, non_blocking=True), batch[1].to(device, non_blocking=True)
                 x = crop_flip_normalize(x_u8, CIFAR10_MEAN, CIFAR10_STD, padding=4, channels_last=True)

@@ -31,16 +31,16 @@ SGD = {"lr": 0.05, "momentum": 0.9, "weight_decay": 5e-4}  # configs/optimizer/s
 RESNET_MAX_LR = 0.1  # configs/experiment/cifar10_resnet18.yaml
 
 
-def plain_loop(model: nn.Module, loader: Any, optimizer: torch.optim.Optimizer, scheduler: Any, steps: int, device: torch.device) -> list[float]:
+def plain_loop(model: nn.Module, loader: Any, optimizer: torch.optim.Optimizer, scheduler: Any, steps: int, device: torch.device) -> list[tuple[float, float]]:
     """The floor: ``steps`` optimizer steps over ``loader`` (epoch after epoch); start time of each step."""
-    stamps: list[float] = []
+    stamps: list[tuple[float, float]] = []
     model.train()
     loss_fn = nn.CrossEntropyLoss()
     while len(stamps) < steps:
         for x, y in loader:
             if device.type == "cuda":
                 torch.cuda.synchronize()
-            stamps.append(__import__("time").perf_counter())
+            stamps.append(clock.stamp())
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             loss = loss_fn(model(x), y)
             optimizer.zero_grad(set_to_none=True)
@@ -52,7 +52,7 @@ def plain_loop(model: nn.Module, loader: Any, optimizer: torch.optim.Optimizer, 
     return stamps
 
 
-def run_fit(args: list[str]) -> list[float]:
+def run_fit(args: list[str]) -> list[tuple[float, float]]:
     """``train fit ARGS`` in this process with a :class:`benchmarks.clock.StepClock`; its step times."""
     from trainer_cli.cli import run_subcommand
 
@@ -118,6 +118,7 @@ def compare(sides: dict[str, Any], repeats: int) -> dict[str, Any]:
         "train_fit": fit,
         "overhead_ms_per_step": fit["ms_per_step"] - loop["ms_per_step"],
         "overhead_median_step_ms": fit["median_step_ms"] - loop["median_step_ms"],
+        "overhead_cpu_ms_per_step": fit["cpu_ms_per_step"] - loop["cpu_ms_per_step"],
         "throughput_ratio": loop["ms_per_step"] / fit["ms_per_step"],
         "runs": runs,
     }

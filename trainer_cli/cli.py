@@ -31,6 +31,7 @@ import trainer_cli.models  # noqa: F401 - registers the project's models for sho
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
 from trainer_cli import rundir
 from trainer_cli.callbacks import RunSummary
+from trainer_cli.callbacks.progress import default_progress_bar
 from trainer_cli.compose import expand_config_args
 from trainer_cli.errors import UserError, did_you_mean
 from trainer_cli.optim.configure import configure_optimizers, import_class
@@ -192,6 +193,7 @@ class TrainerCLI(LightningCLI):
         trainer_config = {**self._get(self.config_init, "trainer", default={}), **kwargs}
         callbacks = [self._get(self.config_init, c) for c in self._parser(self.subcommand).callback_keys]
         callbacks.append(RunSummary(str(self.run_dir) if self.run_dir else None))
+        callbacks += default_progress_bar(trainer_config, callbacks)
         return self._instantiate_trainer(trainer_config, callbacks)
 
     # -- optimizers ------------------------------------------------------------------------------

@@ -16,7 +16,8 @@ class ImageClassifier(pl.LightningModule):
     """Image classification with any backbone the registry knows.
 
     The backbone is a plain ``nn.Module`` (``self.net``): its ``state_dict`` loads into the same
-    backbone built outside Lightning. Logged metrics: ``train/loss``, ``train/acc``, ``val/loss``,
+    backbone built outside Lightning. Logged metrics: ``train/loss`` (on the steps the logger
+    writes: every ``trainer.log_every_n_steps``), ``train/acc`` (per epoch), ``val/loss``,
     ``val/acc``, ``test/loss``, ``test/acc`` and, with more than 5 classes, ``val/acc_top5`` and
     ``test/acc_top5``. Optimizer and scheduler come from the config's ``optimizer`` and
     ``lr_scheduler`` sections.
@@ -91,8 +92,19 @@ class ImageClassifier(pl.LightningModule):
         # update() only: calling the metric would also compute a per-batch value nobody reads, and
         # logging it every step costs Lightning's per-call bookkeeping; it is logged once per epoch
         self.train_acc.update(logits.detach(), y)
-        self.log("train/loss", loss, prog_bar=True)
+        if self._logs_written_this_step():
+            self.log("train/loss", loss, prog_bar=True)
         return loss
+
+    def _logs_written_this_step(self) -> bool:
+        """Whether Lightning writes this training step's logs (every ``trainer.log_every_n_steps``).
+
+        ``self.log`` costs about as much as a whole small-model step (``benchmarks/README.md``),
+        and on the other steps its value would only be overwritten: so ``train/loss`` reaches the
+        logger exactly as before, and the progress bar shows it refreshed at that rate.
+        """
+        connector = getattr(self._trainer, "_logger_connector", None)
+        return bool(getattr(connector, "should_update_logs", True))  # unknown Lightning: log every step
 
     def on_train_epoch_end(self) -> None:
         self.log("train/acc", self.train_acc)  # Lightning computes, syncs and resets it
