@@ -88,7 +88,14 @@ class TrainerCLI(LightningCLI):
         kwargs.setdefault("save_config_callback", None)  # config.yaml is written into the run directory
         self.run_dir: Path | None = None
         self._created_run_dir = False
+        argv = kwargs.get("args")
+        self._verb = argv[0] if isinstance(argv, list) and argv and argv[0] in LightningCLI.subcommands() else None
         super().__init__(*args, **kwargs)
+
+    def subcommands(self) -> dict[str, set[str]]:  # type: ignore[override]
+        """Only the verb being run: building the parsers of all four costs start-up time."""
+        every = LightningCLI.subcommands()
+        return {self._verb: every[self._verb]} if self._verb else every
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         kwargs.setdefault("parser_mode", "omegaconf+")  # ${...} resolved after every layer and flag
