@@ -78,3 +78,14 @@ def test_cifar10_fast_trains_and_its_checkpoint_loads_into_a_plain_backbone(tmp_
     plain = build_backbone("cnn", num_classes=10, in_channels=3, image_size=32)
     plain.load_state_dict(backbone)  # plain keys, no torch.compile or channels_last residue
     assert plain(torch.zeros(2, 3, 32, 32)).shape == (2, 10)
+
+
+def test_pin_memory_and_persistent_workers_follow_the_setup(tmp_path) -> None:
+    root = write_fake_cifar10(tmp_path, n_train=20, n_test=4)
+    auto = CIFAR10DataModule(str(root), batch_size=4, val_size=4, num_workers=2)
+    assert auto.use_pin_memory() is False  # no trainer on a GPU attached: pinning would only cost
+    assert auto.persistent_workers is True
+    fixed = CIFAR10DataModule(str(root), batch_size=4, val_size=4, num_workers=0, pin_memory=True, persistent_workers=True)
+    assert fixed.use_pin_memory() is True and fixed.persistent_workers is False  # no workers to keep
+    batched = CIFAR10DataModule(str(root), batch_size=4, val_size=4, num_workers=4, batched=True)
+    assert batched.num_workers == 0  # batches are slices of one in-memory tensor
