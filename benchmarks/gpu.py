@@ -9,6 +9,7 @@ so that it is known to work; its figures say nothing about GPU speed.
 
 from __future__ import annotations
 
+import json
 import sys
 import tempfile
 from pathlib import Path
@@ -84,7 +85,7 @@ def fit_args(cfg: dict[str, Any], compiled: bool, data: str, data_dir: Path) -> 
     if data == "real":
         return [*args, "--data.data_dir", str(data_dir), "--data.batch_size", str(cfg["batch_size"]), "--data.val_size", str(cfg["batch_size"])]
     synthetic = {"batch_size": cfg["batch_size"], "steps": cfg["steps"], "on_device": True, "channels_last": True}
-    return [*args, "--data", f'{{"class_path": "benchmarks.synthetic.SyntheticImages", "init_args": {synthetic}}}'.replace("'", '"').replace("True", "true")]
+    return [*args, "--data", json.dumps({"class_path": "benchmarks.synthetic.SyntheticImages", "init_args": synthetic})]
 
 
 def run(smoke: bool = False) -> dict[str, Any]:

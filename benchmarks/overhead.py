@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import tempfile
 from pathlib import Path
@@ -99,7 +100,7 @@ def resnet_sides(steps: int, warmup: int, batch_size: int, cifar_stem: bool) -> 
         return clock.step_stats(plain_loop(model, loader, opt, sched, steps, device), warmup, batch_size)
 
     def fit() -> dict[str, float]:
-        data = f'{{"class_path": "benchmarks.synthetic.SyntheticImages", "init_args": {{"batch_size": {batch_size}, "steps": {steps}}}}}'
+        data = json.dumps({"class_path": "benchmarks.synthetic.SyntheticImages", "init_args": {"batch_size": batch_size, "steps": steps}})
         args = [
             "--config", str(ROOT / "configs" / "experiment" / "cifar10_resnet18.yaml"), "--data", data,
             "--model.init_args.cifar_stem", str(cifar_stem).lower(), "--trainer.max_steps", str(steps),
