@@ -111,7 +111,8 @@ class CIFAR10DataModule(ClassificationDataModule):
         seed: Seed of the train/val split.
         batched: Hold the uint8 dataset as one tensor and augment whole batches on the training
             device (GPU) after the transfer, instead of per-sample PIL transforms in workers.
-            Much faster; ``num_workers`` and ``persistent_workers`` are then unused.
+            Much faster; ``num_workers`` and ``persistent_workers`` are then unused. Under DDP,
+            Lightning wraps the batch sampler so that each rank draws different batches.
         channels_last: Batched path only: deliver batches in ``torch.channels_last`` memory
             format (pair with the model's ``channels_last``).
         num_workers: DataLoader worker processes (per-sample path).
