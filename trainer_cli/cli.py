@@ -20,7 +20,7 @@ from contextlib import contextmanager
 from functools import partial, update_wrapper
 from pathlib import Path
 from types import MethodType
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import lightning.pytorch as pl
 import yaml
@@ -38,6 +38,7 @@ from trainer_cli import rundir
 from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
 from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
 from trainer_cli.callbacks.switches import drop_switched_off
+from trainer_cli.callbacks.progress import default_progress_bar
 from trainer_cli.compose import expand_config_args
 from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, ResumeState, check_checkpoint_file, with_atomic_checkpoint_io
 from trainer_cli.errors import EXIT_USER_ERROR, UserError, did_you_mean
@@ -83,7 +84,14 @@ class TrainerCLI(LightningCLI):
         self._created_run_dir = False
         self.config: Any = None
         _CURRENT[:] = [self]
+        argv = kwargs.get("args")
+        self._verb = argv[0] if isinstance(argv, list) and argv and argv[0] in LightningCLI.subcommands() else None
         super().__init__(*args, **kwargs)
+
+    def subcommands(self) -> dict[str, set[str]]:  # type: ignore[override]
+        """Only the verb being run: building the parsers of all four costs start-up time."""
+        every = LightningCLI.subcommands()
+        return {self._verb: every[self._verb]} if self._verb else every
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         kwargs.setdefault("parser_mode", "omegaconf+")  # ${...} resolved after every layer and flag
@@ -103,6 +111,12 @@ class TrainerCLI(LightningCLI):
             help="Use exactly this run directory (resume in place; `train submit` sets it). Empty: a new one.",
         )
         parser.add_class_arguments(ParamGroups, "param_groups")  # optimizer parameter groups (trainer_cli.optim.param_groups)
+        parser.add_argument(
+            "--float32_matmul_precision",
+            type=Optional[Literal["highest", "high", "medium"]],
+            default=None,
+            help="torch.set_float32_matmul_precision: 'high' lets float32 matmuls use TF32 tensor cores. Empty: torch's default.",
+        )
         parser.set_defaults({"trainer.default_root_dir": DEFAULT_ROOT_DIR, "trainer.logger": DEFAULT_LOGGER})
         for key in DATA_TO_MODEL:
             parser.link_arguments(f"data.{key}", f"model.init_args.{key}", apply_on="instantiate")
@@ -178,6 +192,10 @@ class TrainerCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         cfg = self._subconfig()
         check_extras(cfg.trainer)  # a missing optional package (deepspeed, wandb, mlflow) before building
+        if cfg.get("float32_matmul_precision"):
+            import torch
+
+            torch.set_float32_matmul_precision(cfg.float32_matmul_precision)
         self._config_text = self._parser(self.subcommand).dump(cfg, skip_none=False)
         check_optimizer_config(cfg)
         check_trainer_minimums(cfg)
@@ -228,6 +246,7 @@ class TrainerCLI(LightningCLI):
             self._interrupt_checkpoint = InterruptCheckpoint(str(self.run_dir / rundir.LAST_CKPT.parent))
             callbacks.append(self._interrupt_checkpoint)
         trainer_config["plugins"] = with_atomic_checkpoint_io(trainer_config.get("plugins"))
+        callbacks += default_progress_bar(trainer_config, callbacks)
         return self._instantiate_trainer(drop_switched_off(trainer_config), callbacks)
 
     def _run_subcommand(self, subcommand: str) -> None:

@@ -18,15 +18,19 @@ class ClassificationDataModule(pl.LightningDataModule):
     Args:
         batch_size: Samples per device per step (global batch = batch_size x devices x num_nodes).
         num_workers: DataLoader worker processes.
-        pin_memory: Page-locked host memory for faster host-to-GPU copies.
-        persistent_workers: Keep workers alive between epochs (needs num_workers > 0).
+        pin_memory: Page-locked host memory for faster host-to-GPU copies; ``None``: on when
+            the trainer runs on a CUDA GPU, off otherwise (pinning only costs on CPU).
+        persistent_workers: Keep workers alive between epochs (needs num_workers > 0); ``None``:
+            on whenever ``num_workers > 0`` (no worker start-up at every epoch).
     """
 
     num_classes: int
     in_channels: int
     image_size: int
 
-    def __init__(self, batch_size: int, num_workers: int = 0, pin_memory: bool = False, persistent_workers: bool = False) -> None:
+    def __init__(
+        self, batch_size: int, num_workers: int = 0, pin_memory: bool | None = None, persistent_workers: bool | None = None
+    ) -> None:
         super().__init__()
         if batch_size < 1:
             raise ValueError(f"batch_size must be >= 1, got {batch_size}")
@@ -35,7 +39,7 @@ class ClassificationDataModule(pl.LightningDataModule):
         self.batch_size = batch_size
         self.num_workers = num_workers
         self.pin_memory = pin_memory
-        self.persistent_workers = persistent_workers and num_workers > 0
+        self.persistent_workers = (True if persistent_workers is None else persistent_workers) and num_workers > 0
         self.train_set: Dataset[Any] | None = None
         self.val_set: Dataset[Any] | None = None
         self.test_set: Dataset[Any] | None = None
@@ -52,10 +56,18 @@ class ClassificationDataModule(pl.LightningDataModule):
             # opening a loader does not shift the random numbers dropout sees (exact resume)
             generator=torch.Generator().manual_seed(getattr(self, "seed", 0)),
             num_workers=self.num_workers,
-            pin_memory=self.pin_memory,
+            pin_memory=self.use_pin_memory(),
             persistent_workers=self.persistent_workers,
             drop_last=False,
         )
+
+    def use_pin_memory(self) -> bool:
+        """``pin_memory``, or when it is ``None``, whether the attached trainer trains on a CUDA GPU."""
+        if self.pin_memory is not None:
+            return self.pin_memory
+        from lightning.pytorch.accelerators import CUDAAccelerator
+
+        return self.trainer is not None and isinstance(self.trainer.accelerator, CUDAAccelerator)
 
     def train_dataloader(self) -> DataLoader[Any]:
         """Shuffled by (seed, epoch) and resumable mid-epoch (:class:`ResumableShuffleSampler`)."""

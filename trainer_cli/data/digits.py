@@ -26,8 +26,8 @@ class DigitsDataModule(ClassificationDataModule):
         rgb: Repeat the grey channel to 3 channels, for torchvision models.
         seed: Seed of the split.
         num_workers: DataLoader worker processes (the data is in memory: 0 is fastest).
-        pin_memory: Page-locked host memory.
-        persistent_workers: Keep workers alive between epochs.
+        pin_memory: Page-locked host memory; empty: on when training on a GPU.
+        persistent_workers: Keep workers alive between epochs; empty: on when ``num_workers > 0``.
     """
 
     num_classes = 10
@@ -41,8 +41,8 @@ class DigitsDataModule(ClassificationDataModule):
         rgb: bool = False,
         seed: int = 0,
         num_workers: int = 0,
-        pin_memory: bool = False,
-        persistent_workers: bool = False,
+        pin_memory: bool | None = None,
+        persistent_workers: bool | None = None,
     ) -> None:
         super().__init__(batch_size, num_workers, pin_memory, persistent_workers)
         if not (0 < val_fraction < 1 and 0 < test_fraction < 1 and val_fraction + test_fraction < 1):

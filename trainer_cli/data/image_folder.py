@@ -28,8 +28,8 @@ class ImageFolderDataModule(ClassificationDataModule):
         val_fraction: Fraction of ``train/`` held out when there is no ``val/``.
         seed: Seed of the held-out split.
         num_workers: DataLoader worker processes.
-        pin_memory: Page-locked host memory.
-        persistent_workers: Keep workers alive between epochs.
+        pin_memory: Page-locked host memory; empty: on when training on a GPU.
+        persistent_workers: Keep workers alive between epochs; empty: on when ``num_workers > 0``.
 
     Raises:
         UserError: when ``data_dir/train`` is missing or holds no class folders.
@@ -45,8 +45,8 @@ class ImageFolderDataModule(ClassificationDataModule):
         val_fraction: float = 0.1,
         seed: int = 0,
         num_workers: int = 4,
-        pin_memory: bool = True,
-        persistent_workers: bool = True,
+        pin_memory: bool | None = None,
+        persistent_workers: bool | None = None,
     ) -> None:
         super().__init__(batch_size, num_workers, pin_memory, persistent_workers)
         self.root = Path(data_dir).expanduser()

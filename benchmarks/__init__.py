@@ -1,0 +1,1 @@
+"""Benchmarks of trainer-cli against a plain PyTorch loop: figures, not tests (``make bench``)."""

@@ -1,0 +1,98 @@
+"""The results table of ``benchmarks/README.md``: each target with the measured figure beside it."""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+START, END = "<!-- results:start -->", "<!-- results:end -->"
+
+
+def _load(results: Path, name: str) -> dict[str, Any] | None:
+    path = results / f"{name}.json"
+    return json.loads(path.read_text()) if path.is_file() else None
+
+
+def _row(target: str, measured: str, met: bool | None) -> str:
+    verdict = "n/a" if met is None else ("met" if met else "**not met**")
+    return f"| {target} | {measured} | {verdict} |"
+
+
+def rows(results: Path) -> list[str]:
+    """Markdown table rows for every benchmark whose JSON is in ``results``."""
+    out: list[str] = []
+    if (o := _load(results, "overhead")) is not None:
+        d, r = o["result"]["digits_mlp"], o["result"]["resnet18"]
+        out.append(_row(
+            "digits MLP: overhead <= 0.5 ms/step over the plain loop",
+            f"{d['overhead_ms_per_step']:+.3f} ms/step ({d['train_fit']['ms_per_step']:.3f} vs {d['plain_loop']['ms_per_step']:.3f} ms/step; "
+            f"median step {d['overhead_median_step_ms']:+.3f} ms); throughput ratio {d['throughput_ratio']:.3f}",
+            d["overhead_ms_per_step"] <= 0.5,
+        ))
+        out.append(_row(
+            "ResNet-18, CIFAR-shaped tensors: throughput ratio >= 0.97",
+            f"{r['throughput_ratio']:.3f} ({r['train_fit']['ms_per_step']:.1f} vs {r['plain_loop']['ms_per_step']:.1f} ms/step, "
+            f"overhead {r['overhead_ms_per_step']:+.1f} ms/step)",
+            r["throughput_ratio"] >= 0.97,
+        ))
+    if (s := _load(results, "startup")) is not None:
+        for verb, v in s["result"]["launcher_verbs"].items():
+            target = f"`{verb}` < 0.5 s, no torch import" if verb in ("train --help", "train ls") else f"`{verb}` (no target)"
+            if not v["available"]:
+                out.append(_row(target, "verb not on this branch when measured", None))
+                continue
+            ok = v["wall_s"] < 0.5 and not v["imports_torch"] if "<" in target else None
+            out.append(_row(target, f"{v['wall_s']:.3f} s, imports torch: {v['imports_torch']}", ok))
+        f = s["result"]["first_step"]
+        out.append(_row(
+            "`train fit` digits: time to first optimizer step <= 1.5x the plain script",
+            f"{f['ratio']:.2f}x ({f['train_fit']['first_step_s']:.2f} s vs {f['plain_script']['first_step_s']:.2f} s)",
+            f["ratio"] <= 1.5,
+        ))
+    if (d := _load(results, "datapath")) is not None:
+        r = d["result"]
+        out.append(_row(
+            "CIFAR-10 augmentation: batched >= 10x per-sample (CPU)",
+            f"{r['speedup_over_best_per_sample']:.1f}x ({r['batched']['images_per_s']:,.0f} img/s vs "
+            f"{r['per_sample_0_workers']['images_per_s']:,.0f} (0 workers) / {r['per_sample_2_workers']['images_per_s']:,.0f} (2 workers) img/s)",
+            r["speedup_over_best_per_sample"] >= 10,
+        ))
+    if (g := _load(results, "gpu")) is not None:
+        r = g["result"]
+        reduced = r["settings"]["mode"] != "gpu"
+        note = " (reduced CPU mode: proves it runs, not a GPU figure)" if reduced else ""
+        for key, v in r.items():
+            if isinstance(v, dict) and "ratio" in v:
+                out.append(_row(
+                    f"recipe `{key}`: train fit / plain loop >= 0.95{note}",
+                    f"{v['ratio']:.3f} ({v['train_fit']['images_per_s']:,.1f} vs {v['plain_loop']['images_per_s']:,.1f} img/s)",
+                    None if reduced else v["ratio"] >= 0.95,
+                ))
+        for key, v in r.items():
+            if key.endswith("_real_over_synthetic"):
+                out.append(_row(
+                    f"recipe `{key.removesuffix('_real_over_synthetic')}`: real data path within 10% of synthetic{note}",
+                    f"{v:.3f} of synthetic", None if reduced else v >= 0.9,
+                ))
+    return out
+
+
+def machines(results: Path) -> list[str]:
+    lines = []
+    for path in sorted(results.glob("*.json")):
+        m = json.loads(path.read_text())["machine"]
+        lines.append(
+            f"- `{path.stem}`: {m['date_utc']} UTC, {m['cpu']}, {m['cores']} cores (load {m['load_avg_1min_at_start']:.1f} at start), "
+            f"GPU: {m['gpu'] or 'none'}, torch {m['torch']} ({m['torch_threads']} threads), lightning {m['lightning']}, python {m['python']}"
+        )
+    return lines
+
+
+def update_readme(readme: Path, results: Path) -> None:
+    """Replace the block between the results markers of ``readme`` with the current table."""
+    table = ["| target | measured (median) | verdict |", "|---|---|---|", *rows(results), "", "Measured on:", *machines(results)]
+    block = "\n".join([START, *table, END])
+    text = readme.read_text() if readme.is_file() else f"# Benchmarks\n\n{START}\n{END}\n"
+    readme.write_text(re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S))

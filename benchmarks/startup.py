@@ -1,0 +1,79 @@
+"""Start-up: whole-process wall time of launcher verbs, and time to the first optimizer step of
+``train fit`` on digits versus a plain script doing the same first step.
+
+Every command runs as a fresh process (``python -m trainer_cli ...``, what the ``train`` console
+script runs), alternately, repeated; figures are medians.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from benchmarks.common import DIGITS, ROOT, alternate, medians
+
+FIRST_STEP_MARK = "BENCH_FIRST_STEP_DONE_AT"
+TORCH_CHECK = "import sys; from trainer_cli.__main__ import main; main({argv!r}); print('TORCH_IMPORTED', 'torch' in sys.modules)"
+
+
+def _env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if k != "TRAINER_CLI_RUN_DIR"}
+    return env | {"PYTHONUNBUFFERED": "1"}
+
+
+def wall_time(cmd: list[str]) -> dict[str, float]:
+    """Whole-process wall time of ``cmd`` in seconds (exit code kept: a missing verb shows)."""
+    t0 = time.perf_counter()
+    done = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True)
+    return {"wall_s": time.perf_counter() - t0, "returncode": float(done.returncode)}
+
+
+def time_to_first_step(cmd: list[str]) -> dict[str, float]:
+    """Seconds from process launch until it prints that its first optimizer step is done."""
+    t0 = time.time()
+    done = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True)
+    found = re.search(FIRST_STEP_MARK + r" ([0-9.]+)", done.stdout)  # (a progress bar may share the line)
+    if found:
+        return {"first_step_s": float(found.group(1)) - t0}
+    raise RuntimeError(f"{cmd} printed no {FIRST_STEP_MARK} (exit {done.returncode}):\n{done.stderr[-2000:]}")
+
+
+def imports_torch(argv: list[str]) -> bool:
+    """Whether ``train ARGV`` imports torch (run in a fresh interpreter)."""
+    code = TORCH_CHECK.format(argv=argv)
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True).stdout
+    return "TORCH_IMPORTED True" in out
+
+
+def run(smoke: bool = False) -> dict[str, Any]:
+    repeats = 1 if smoke else 5
+    train = [sys.executable, "-m", "trainer_cli"]
+    verbs = {
+        "train --help": ["--help"],
+        "train ls": ["ls"],
+        "train submit --dry-run": ["submit", "--config", str(DIGITS), "--dry-run"],
+    }
+    with tempfile.TemporaryDirectory() as tmp:
+        sides = {name: (lambda a=argv: wall_time([*train, *a])) for name, argv in verbs.items()}
+        launcher = {name: medians(r) for name, r in alternate(sides, repeats).items()}
+        for name, argv in verbs.items():
+            launcher[name]["available"] = launcher[name].pop("returncode") == 0
+            launcher[name]["imports_torch"] = imports_torch(argv) if launcher[name]["available"] else None
+        fit = [
+            *train, "fit", "--config", str(DIGITS), "--trainer.max_steps", "1", "--trainer.default_root_dir", str(Path(tmp) / "runs"),
+            "--trainer.callbacks+=benchmarks.clock.FirstStepClock",
+        ]
+        plain = [sys.executable, str(ROOT / "benchmarks" / "plain_first_step.py")]
+        runs = alternate({"plain_script": lambda: time_to_first_step(plain), "train_fit": lambda: time_to_first_step(fit)}, repeats)
+    first = {name: medians(r) for name, r in runs.items()}
+    return {
+        "repeats": repeats,
+        "launcher_verbs": launcher,
+        "first_step": first | {"ratio": first["train_fit"]["first_step_s"] / first["plain_script"]["first_step_s"], "runs": runs},
+    }
