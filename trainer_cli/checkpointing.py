@@ -34,7 +34,6 @@ from trainer_cli.errors import UserError
 TMP_MARK = ".tmp-"
 RNG_KEY = "trainer_cli_rng_states"
 # what a step-wise scheduler (OneCycleLR, the project's warmup schedules) derives from total_steps
-STEP_WISE_PLAN_KEYS = ("total_steps", "_schedule_phases")
 CTRL_C: list[int] = []  # non-empty once Ctrl-C asked training to stop (see _graceful_sigint)
 
 
@@ -112,8 +111,8 @@ def check_checkpoint_file(path: str) -> None:
 class ResumeState(pl.Callback):
     """Saves the global RNG states (torch, numpy, Python) with each checkpoint and restores them on resume.
 
-    On resume a step-wise scheduler keeps the ``total_steps`` computed for the resumed run (its
-    ``max_epochs`` may differ from the checkpoint's) instead of the stored one.
+    (A step-wise scheduler keeping the length of the resumed run is
+    :func:`trainer_cli.optim.configure.keep_shape_on_restore`'s job.)
 
     Stored as tensors and plain Python values, so the checkpoint still loads with ``weights_only=True``.
     """
@@ -125,11 +124,6 @@ class ResumeState(pl.Callback):
         checkpoint[RNG_KEY] = states
 
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
-        for scheduler_state in checkpoint.get("lr_schedulers", []):
-            # a step-wise schedule keeps the total steps of the resumed run (max_epochs may have changed)
-            if isinstance(scheduler_state, dict) and "total_steps" in scheduler_state:
-                for key in STEP_WISE_PLAN_KEYS:
-                    scheduler_state.pop(key, None)
         states = checkpoint.get(RNG_KEY)
         if states is None:
             return

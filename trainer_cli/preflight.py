@@ -31,11 +31,14 @@ def check_checkpoint_model(ckpt_path: str, model: Any, linked: Iterable[str] = (
     if stored_class and stored_class != model.class_path:
         raise UserError(f"--ckpt_path {ckpt_path} is a checkpoint of {stored_class}, not of the configured model {model.class_path}")
     init_args = model.get("init_args") or Namespace()
-    differ = [
-        f"{key}: checkpoint {hparams[key]!r}, config {init_args[key]!r}"
-        for key in init_args.keys()
-        if key in hparams and key not in linked and hparams[key] != init_args[key]
-    ]
+    changed = [key for key in init_args.keys() if key in hparams and key not in linked and hparams[key] != init_args[key]]
+    # settings a model class declares as not shaping its weights (loss, augmentation, speed) may change
+    from trainer_cli.optim.configure import import_class
+
+    free = set(getattr(import_class(model.class_path), "NON_ARCHITECTURE_HPARAMS", ()))
+    for key in [k for k in changed if k in free]:
+        print(f"note: model.init_args.{key}: checkpoint {hparams[key]!r} -> config {init_args[key]!r}", flush=True)
+    differ = [f"{key}: checkpoint {hparams[key]!r}, config {init_args[key]!r}" for key in changed if key not in free]
     if differ:
         raise UserError(
             f"--ckpt_path {ckpt_path} does not fit the model (a checkpoint from another model): "

@@ -181,13 +181,14 @@ class CIFAR10DataModule(ClassificationDataModule):
         self.val_set = Subset(eval_full, val_idx.tolist())
         self.test_set = UInt8ImageDataset(x_test, y_test, self.transforms(train=False))
 
-    def _loader(self, dataset: Dataset[Any] | None, shuffle: bool) -> DataLoader[Any]:
+    def _loader(self, dataset: Dataset[Any] | None, shuffle: bool, sampler: Any = None) -> DataLoader[Any]:
         if not self.batched:
-            return super()._loader(dataset, shuffle)
+            return super()._loader(dataset, shuffle, sampler)
         if not isinstance(dataset, TensorDataset):
             raise RuntimeError(f"{type(self).__name__}.setup() has not made this split")
-        # whole batches by one fancy index each (TensorDataset accepts a list of indices)
-        order = RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
+        # whole batches by one fancy index each (TensorDataset accepts a list of indices); the
+        # resumable per-sample order (``sampler``) becomes the order the batches are cut from
+        order = sampler if sampler is not None else RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
         return DataLoader(
             dataset,
             sampler=BatchSampler(order, self.batch_size, drop_last=False),

@@ -44,6 +44,11 @@ class ImageClassifier(pl.LightningModule):
             (faster convolutions on tensor-core GPUs, especially with bf16/fp16).
     """
 
+    # hyperparameters that do not shape the weights: a checkpoint loads under other values of these
+    NON_ARCHITECTURE_HPARAMS = frozenset(
+        {"label_smoothing", "mixup_alpha", "cutmix_alpha", "weights_path", "compile", "compile_mode", "channels_last"}
+    )
+
     def __init__(
         self,
         backbone: str = "cnn",
