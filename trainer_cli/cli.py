@@ -241,7 +241,8 @@ class TrainerCLI(LightningCLI):
         if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in configured):
             callbacks.append(PredictionCSVWriter())  # predictions.csv in the run directory
         callbacks.append(ResumeState())
-        callbacks.append(SynchronizedRequeue())
+        if int(os.environ.get("SLURM_NTASKS", "1")) > 1:  # only several Slurm tasks need it (a hook per step)
+            callbacks.append(SynchronizedRequeue())
         if self.run_dir is not None:
             self._interrupt_checkpoint = InterruptCheckpoint(str(self.run_dir / rundir.LAST_CKPT.parent))
             callbacks.append(self._interrupt_checkpoint)
