@@ -150,3 +150,19 @@ def test_usr1_checkpoints_requeues_and_resumes(slurm_cluster: None, tmp_path: Pa
     assert max(resumed) in {epochs * batches - 1, epochs * batches}
     last = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert last["global_step"] == epochs * batches, "the resumed run completed every step"
+
+
+def test_cv_folds_run_as_a_job_array_then_aggregate(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """`--slurm.cv_folds 2`: one array task per fold, each its own run directory, then the aggregate
+    job (afterok on the whole array) writes the table of both folds."""
+    _, run_dir, out = _submit(tmp_path, 1, 1, "--slurm.cv_folds", "2")
+    array_id = job_id_from(out)
+    aggregate_id = re.search(r"^Aggregate:\s+job (\d+)", out, re.M).group(1)  # type: ignore[union-attr]
+    assert "--array=0-1" not in (run_dir / "submit.sbatch").read_text()  # given to sbatch, not in the script
+    assert wait_for_state(aggregate_id, timeout_s=420) == "COMPLETED", (run_dir / f"slurm-{aggregate_id}.log").read_text()[-3000:]
+    for fold in (0, 1):
+        assert (run_dir / "cv" / f"fold_{fold}" / "checkpoints" / "last.ckpt").is_file()
+        assert json.loads((run_dir / "cv" / f"fold_{fold}" / "cv_fold.json").read_text())["fold"] == fold
+    summary = json.loads((run_dir / "cv" / "cv_results.json").read_text())
+    assert 0.0 <= summary["mean"]["val/acc"] <= 1.0
+    assert array_id != aggregate_id

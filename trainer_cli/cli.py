@@ -84,6 +84,7 @@ class TrainerCLI(LightningCLI):
         self._created_run_dir = False
         self.config: Any = None
         _CURRENT[:] = [self]
+        self._subcommands = kwargs.get("run", True)
         argv = kwargs.get("args")
         self._verb = argv[0] if isinstance(argv, list) and argv and argv[0] in LightningCLI.subcommands() else None
         super().__init__(*args, **kwargs)
@@ -98,6 +99,9 @@ class TrainerCLI(LightningCLI):
         return super().init_parser(**kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        if not self._subcommands:  # built without fit (lr-find, cv, ...): fit's own options (ckpt_path,
+            # weights_only) are accepted, so that a run's config.yaml reads here as it is; not used
+            parser.add_method_arguments(pl.Trainer, "fit", skip=set(LightningCLI.subcommands()["fit"]))
         parser.add_argument(
             "--name",
             type=str,

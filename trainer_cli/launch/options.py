@@ -65,6 +65,9 @@ class SlurmOptions:
     """Start after other jobs (sbatch --dependency), e.g. afterok:1234."""
     test_after_fit: bool = False
     """Also queue `train test` on the best checkpoint, to start when the fit job succeeds."""
+    cv_folds: Optional[int] = None
+    """Queue `train cv` instead of `fit`: a job array of one task per fold (0..K-1), then a job that
+    aggregates the folds' metrics when every task has succeeded. Empty: a plain fit job."""
     extra_sbatch: list[str] = field(default_factory=list)
     """Further sbatch options, one per #SBATCH line, e.g. --reservation=big."""
     setup: list[str] = field(default_factory=list)
@@ -88,6 +91,10 @@ class SlurmOptions:
                 problems.append(f"--slurm.{key} {getattr(self, key)}: must be 1 or more")
         if self.max_restarts < 0:
             problems.append(f"--slurm.max_restarts {self.max_restarts}: must be 0 or more")
+        if self.cv_folds is not None and self.cv_folds < 2:
+            problems.append(f"--slurm.cv_folds {self.cv_folds}: must be 2 or more")
+        if self.cv_folds is not None and self.test_after_fit:
+            problems.append("--slurm.cv_folds and --slurm.test_after_fit: choose one (cross-validation has no test job)")
         if self.mail_type and not self.mail_user:
             problems.append(f"--slurm.mail_type {self.mail_type}: give --slurm.mail_user too")
         if problems:

@@ -30,6 +30,7 @@ from trainer_cli.launch.resources import Resources, derive
 
 SCRIPT_NAME = "submit.sbatch"
 TEST_SCRIPT_NAME = "test.sbatch"
+AGGREGATE_SCRIPT_NAME = "cv_aggregate.sbatch"
 LOG_PATTERN = "slurm-%j.log"
 JOB_FILE = "job.json"
 
@@ -94,15 +95,15 @@ def script_context(
     }
 
 
-def _sbatch(script: Path) -> str:
-    """Queue ``script``; returns the job id.
+def _sbatch(script: Path, *options: str) -> str:
+    """Queue ``script`` (with extra sbatch ``options``); returns the job id.
 
     Raises:
         UserError: when sbatch is missing or refuses the job (its message included).
     """
     if shutil.which("sbatch") is None:
         raise UserError("sbatch not found: run `train submit` where Slurm is installed (or start a local cluster: scripts/local-slurm start)")
-    proc = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True, timeout=120)
+    proc = subprocess.run(["sbatch", "--parsable", *options, str(script)], capture_output=True, text=True, timeout=120)
     if proc.returncode != 0:
         raise UserError(f"sbatch refused {script}: {proc.stderr.strip() or proc.stdout.strip()}")
     return proc.stdout.strip().split(";")[0]
@@ -130,6 +131,17 @@ class Plan:
     def script(self) -> Path:
         """Where the script is written: ``<run>/submit.sbatch``."""
         return self.run_dir / SCRIPT_NAME
+
+    @property
+    def sbatch_options(self) -> list[str]:
+        """Options given to sbatch beside the script: the fold array of a cross-validation."""
+        return [f"--array=0-{self.slurm.cv_folds - 1}"] if self.slurm.cv_folds else []
+
+    def aggregate_script_text(self, dependency: str) -> str:
+        """The job that aggregates a cross-validation's folds, one task, after ``dependency``."""
+        one = Resources(1, 1, 0, "cpu")
+        context = script_context(self.slurm, one, self.run_dir, f"{self.job_name}-cv", Path.cwd(), dependency)
+        return render("cv_aggregate", context)
 
     def test_script_text(self, dependency: str) -> str:
         """The ``train test`` job on the best checkpoint, one device, starting after ``dependency``."""
@@ -166,10 +178,13 @@ def plan(args: list[str], dry_run: bool) -> Plan:
     try:
         config.run_dir = str(run_dir)
         frozen = parser.dump(config, skip_none=False)
-        script_text = render(slurm.template, script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency))
+        template = "cv" if slurm.cv_folds and slurm.template == "ddp" else slurm.template
+        script_text = render(template, script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency))
         job = Plan(run_dir, created, frozen, script_text, **context)
         if slurm.test_after_fit:
             job.test_script_text("afterok:1")  # a template error shows now, not after the fit job is queued
+        if slurm.cv_folds:
+            job.aggregate_script_text("afterok:1")
     except BaseException:
         if created:
             shutil.rmtree(run_dir, ignore_errors=True)
@@ -193,9 +208,11 @@ def main(args: list[str]) -> int:
         print(f"# run directory (not created): {job.run_dir}\n# {job.script}:\n{job.script_text}")
         if job.slurm.test_after_fit:
             print(f"# {job.run_dir / TEST_SCRIPT_NAME}, queued after the fit job:\n{job.test_script_text('afterok:<fit job id>')}")
+        if job.slurm.cv_folds:
+            print(f"# {job.run_dir / AGGREGATE_SCRIPT_NAME}, queued after every fold:\n{job.aggregate_script_text('afterok:<array job id>')}")
         res = job.resources
         print(f"# world size {res.world_size}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), {res.gpus_per_node} GPU(s) per node")
-        print(f"# the sbatch command (not run):\n{shlex.join(['sbatch', '--parsable', str(job.script)])}")
+        print(f"# the sbatch command (not run):\n{shlex.join(['sbatch', '--parsable', *job.sbatch_options, str(job.script)])}")
         return 0
     return submit(job)
 
@@ -217,7 +234,7 @@ def submit(job: Plan) -> int:
             config_file.write_text(job.frozen_config)
             write_git_info(run_dir)
         job.script.write_text(job.script_text)
-        job_id = _sbatch(job.script)
+        job_id = _sbatch(job.script, *job.sbatch_options)
     except BaseException:
         if job.created:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused submission is left
@@ -241,6 +258,12 @@ def submit(job: Plan) -> int:
         test_script.write_text(job.test_script_text(f"afterok:{job_id}"))
         record["test_job_id"] = _sbatch(test_script)
         print(f"Test job id:   {record['test_job_id']} (starts when {job_id} succeeds)")
+    if job.slurm.cv_folds:
+        aggregate_script = run_dir / AGGREGATE_SCRIPT_NAME
+        aggregate_script.write_text(job.aggregate_script_text(f"afterok:{job_id}"))
+        record["aggregate_job_id"] = _sbatch(aggregate_script)
+        print(f"Folds:         job array {job_id}_[0-{job.slurm.cv_folds - 1}] -> {run_dir / 'cv'}/fold_<i>")
+        print(f"Aggregate:     job {record['aggregate_job_id']} (starts when every fold succeeds) -> {run_dir / 'cv'}/cv_results.csv")
     (run_dir / JOB_FILE).write_text(json.dumps(record, indent=2) + "\n")
     from trainer_cli.launch.jobs import register
 
