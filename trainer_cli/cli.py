@@ -41,7 +41,7 @@ from trainer_cli.callbacks.switches import drop_switched_off
 from trainer_cli.callbacks.progress import default_progress_bar
 from trainer_cli.compose import expand_config_args
 from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, ResumeState, check_checkpoint_file, with_atomic_checkpoint_io
-from trainer_cli.errors import EXIT_USER_ERROR, UserError, did_you_mean
+from trainer_cli.errors import EXIT_USER_ERROR, UserError
 from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
 from trainer_cli.preflight import check_checkpoint_model, check_optimizer_config, check_trainer_minimums
@@ -215,17 +215,6 @@ class TrainerCLI(LightningCLI):
         self._point_loggers_at(cfg, self.run_dir)
         cfg.trainer.default_root_dir = str(self.run_dir)  # where hpc (Slurm requeue) checkpoints go
 
-    def instantiate_classes(self) -> None:
-        try:
-            super().instantiate_classes()
-        except BaseException as err:
-            if self._created_run_dir and self.run_dir is not None and not any(self.run_dir.iterdir()):
-                self.run_dir.rmdir()  # nothing of a failed start is left behind
-            user_error = _user_error_in_chain(err)
-            if user_error is not None:  # jsonargparse wraps constructors' errors in its own
-                raise user_error from None
-            raise
-
     def after_instantiate_classes(self) -> None:
         assert self.run_dir is not None
         if rank_zero_only.rank == 0:
@@ -340,18 +329,6 @@ def building_cli() -> Iterator[None]:
         _CURRENT.clear()
         if env_before is None:
             os.environ.pop(rundir.ENV_RUN_DIR, None)
-
-
-def _user_error_in_chain(err: BaseException) -> UserError | None:
-    """The :class:`UserError` that ``err`` was raised from, if any."""
-    seen: set[int] = set()
-    current: BaseException | None = err
-    while current is not None and id(current) not in seen:
-        if isinstance(current, UserError):
-            return current
-        seen.add(id(current))
-        current = current.__cause__ or current.__context__
-    return None
 
 
 def _current_ckpt_path() -> str | None:
