@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Optional
 
 import lightning.pytorch as pl
+from lightning.pytorch.trainer.states import TrainerFn
 import torch
 from lightning.fabric.plugins import CheckpointIO
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
@@ -167,7 +168,8 @@ class InterruptCheckpoint(pl.Callback):
             self._previous_sigint = None
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
-        if not isinstance(exception, (SIGTERMException, KeyboardInterrupt)) or not trainer.training:
+        # during fit, its validation loop included (a signal may land there: trainer.training is False)
+        if not isinstance(exception, (SIGTERMException, KeyboardInterrupt)) or trainer.state.fn != TrainerFn.FITTING:
             return
         trainer.save_checkpoint(self.ckpt_path)
         self.saved = self.ckpt_path
