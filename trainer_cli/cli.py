@@ -274,7 +274,8 @@ class TrainerCLI(LightningCLI):
         return self._instantiate_trainer(drop_switched_off(trainer_config), callbacks)
 
     def _run_subcommand(self, subcommand: str) -> None:
-        """LightningCLI's, plus: a resume hint and a non-zero exit after SIGTERM / Ctrl-C."""
+        """LightningCLI's, plus: a resume hint and a non-zero exit after SIGTERM / Ctrl-C (a run
+        directory this made is removed again when nothing was saved in it)."""
         try:
             super()._run_subcommand(subcommand)
         except (SystemExit, KeyboardInterrupt) as stop:
@@ -288,11 +289,16 @@ class TrainerCLI(LightningCLI):
 
     def _resume_hint(self, cause: str) -> str:
         saved = getattr(self, "_interrupt_checkpoint", None)
-        where = f"checkpoint saved: {saved.saved}" if saved is not None and saved.saved else "no checkpoint was saved"
-        return (
-            f"\nTraining stopped by {cause} at epoch {self.trainer.current_epoch}, step {self.trainer.global_step}; {where}.\n"
-            f"Resume with:  train fit --run_dir {self.run_dir} --ckpt_path last"
-        )
+        stopped = f"\nTraining stopped by {cause} at epoch {self.trainer.current_epoch}, step {self.trainer.global_step}"
+        if saved is not None and saved.saved:
+            where = f"checkpoint saved: {saved.saved}"
+        elif self.run_dir is not None and rundir.newest_checkpoint(self.run_dir) is not None:
+            where = "nothing trained since its last checkpoint"
+        else:
+            if self._created_run_dir and self.run_dir is not None and rank_zero_only.rank == 0:
+                shutil.rmtree(self.run_dir, ignore_errors=True)
+            return f"{stopped}, before any batch was trained; nothing was saved (run directory {self.run_dir} removed)."
+        return f"{stopped}; {where}.\nResume with:  train fit --run_dir {self.run_dir} --ckpt_path last"
 
     # -- optimizers ------------------------------------------------------------------------------
     def _add_configure_optimizers_method_to_model(self, subcommand: Optional[str]) -> None:
@@ -359,6 +365,10 @@ def building_cli() -> Iterator[None]:
     except UserError:
         _remove_failed_run_dir()
         raise
+    except KeyboardInterrupt:  # Ctrl-C while building, before training started
+        _remove_failed_run_dir()
+        print("\nStopped by Ctrl-C before training started; nothing was saved.", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_INTERRUPTED) from None
     except Exception as err:
         user_error = as_user_error(err, _current_ckpt_path())
         if user_error is None:
