@@ -166,6 +166,7 @@ class InterruptCheckpoint(pl.Callback):
         import signal
         import threading
 
+        CTRL_C.clear()  # a Ctrl-C of an earlier run in this process is not this one's
         if stage == "fit" and threading.current_thread() is threading.main_thread():
             self._previous_sigint = signal.signal(signal.SIGINT, self._on_sigint)
 
