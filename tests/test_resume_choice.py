@@ -170,3 +170,23 @@ def test_stock_lightningcli_config_gets_the_run_layout_and_resumes(tmp_path: Pat
     assert (run / rundir.LAST_CKPT).is_file() and list(run.glob("events.out.tfevents.*")) and not (run / "lightning_logs").exists()
     run_subcommand("fit", [*common, "--trainer.max_epochs", "2", "--ckpt_path", "last"])
     assert load(run / rundir.LAST_CKPT)["global_step"] == 4
+
+
+def test_one_task_ddp_resumes_mid_epoch(tmp_path: Path) -> None:
+    import os
+
+    env_before = dict(os.environ)
+    ddp = ["--trainer.strategy", "ddp", "--trainer.devices", "1", "--trainer.accelerator", "cpu", "--trainer.limit_train_batches", "4"]
+    stop = ["--trainer.callbacks+", "resume_signals.SignalAt", "--trainer.callbacks+.init_args.hook", "on_train_batch_end",
+            "--trainer.callbacks+.init_args.batch", "1"]
+    try:
+        assert exit_code("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(tmp_path), "--trainer.max_epochs", "1", *TINY, *ddp, *stop]) == 143
+        run = tmp_path / "digits" / "version_0"
+        assert load(run / rundir.LAST_CKPT)["global_step"] == 2  # stopped mid-epoch
+        run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])  # Lightning's DistributedSamplerWrapper
+        assert load(run / rundir.LAST_CKPT)["global_step"] == 4
+    finally:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+        for key in set(os.environ) - set(env_before):
+            del os.environ[key]

@@ -152,7 +152,7 @@ class TrainerCLI(LightningCLI):
             if not ckpt and self.subcommand == "fit" and rundir.newest_checkpoint(run_dir) is not None:
                 if not os.environ.get("SLURM_JOB_ID"):
                     raise UserError(
-                        f"--run_dir {run_dir} already holds a trained run (checkpoints); a run directory is never "
+                        f"--run_dir {run_dir} already holds a trained run (a checkpoint); a run directory is never "
                         "reused: add --ckpt_path last to resume it, or drop --run_dir to start a new run"
                     )
                 ckpt = "last"  # a (re)started Slurm job of this run: continue from its newest checkpoint
@@ -160,7 +160,7 @@ class TrainerCLI(LightningCLI):
             found = rundir.newest_resumable(root, name)
             if found is None:
                 raise UserError(
-                    f"--ckpt_path {ckpt}: no run of {name!r} under {root} has a checkpoint; "
+                    f"--ckpt_path {ckpt}: no run of {name!r} under {root} has a checkpoint ({rundir.LAST_CKPT} or hpc_ckpt_*.ckpt); "
                     "start one with `train fit` first, or give a checkpoint file"
                 )
             run_dir = found
