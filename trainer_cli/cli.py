@@ -145,11 +145,9 @@ class TrainerCLI(LightningCLI):
         name = cfg.name
         ckpt = cfg.get("ckpt_path")
         child = bool(os.environ.get(rundir.ENV_RUN_DIR))  # a DDP process launched by the rank that chose it
-        if child:
-            run_dir = Path(os.environ[rundir.ENV_RUN_DIR])
-        elif cfg.run_dir:
-            run_dir = Path(cfg.run_dir)
-            if not ckpt and self.subcommand == "fit" and rundir.newest_checkpoint(run_dir) is not None:
+        if child or cfg.run_dir:
+            run_dir = Path(os.environ[rundir.ENV_RUN_DIR] if child else cfg.run_dir)
+            if cfg.run_dir and not ckpt and self.subcommand == "fit" and rundir.newest_checkpoint(run_dir) is not None:
                 if not os.environ.get("SLURM_JOB_ID"):
                     raise UserError(
                         f"--run_dir {run_dir} already holds a trained run (a checkpoint); a run directory is never "
@@ -203,8 +201,9 @@ class TrainerCLI(LightningCLI):
                 flush=True,
             )
             raise SystemExit(0)
+        if self.subcommand == "fit":  # global rank 0 renames; the other ranks load it by its new name
+            newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)
         if announce and rank_zero_only.rank == 0:
-            newest = rundir.retire_hpc_checkpoints(run_dir, newest) if self.subcommand == "fit" else newest
             print(f"Resuming {run_dir} from {newest.path} (step {newest.global_step}, {newest.epochs_done} epochs done)", flush=True)
         return newest.path
 

@@ -72,7 +72,8 @@ def _state_callbacks(items: Any) -> list[str]:
 def describe_change(key: str, old: Any, new: Any) -> str:
     """One short line for a changed config value: ``key: old -> new``; a list of callbacks or a
     mapping is summarised (``trainer.callbacks: 5 -> 4 entries (EarlyStopping dropped)``)."""
-    if isinstance(old, (list, type(None))) and isinstance(new, (list, type(None))) and (old or new):
+    entries = [i for i in [*(old if isinstance(old, list) else []), *(new if isinstance(new, list) else [])] if isinstance(i, dict)]
+    if isinstance(old, (list, type(None))) and isinstance(new, (list, type(None))) and entries:
         before, after = _class_names(old), _class_names(new)
         dropped = [n for n in before if n not in after or before.count(n) > after.count(n)]
         added = [n for n in after if n not in before or after.count(n) > before.count(n)]

@@ -8,6 +8,7 @@ started together by ``srun`` (several Slurm tasks, no explicit ``run_dir``) shar
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import subprocess
@@ -137,21 +138,27 @@ def newest_checkpoint(run_dir: Path) -> RunCheckpoint | None:
     return found[-1] if found else None
 
 
-def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint) -> RunCheckpoint:
+def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = True) -> RunCheckpoint:
     """Rename every ``hpc_ckpt_N.ckpt`` of ``run_dir`` to ``hpc_ckpt_N.ckpt.used``.
 
     Called once the resume checkpoint is chosen (and passed to Lightning explicitly): a later
     Lightning hpc lookup (``ckpt_path=None`` under Slurm) can then never load a stale one. The
     numbering of new hpc checkpoints keeps counting up (Lightning counts the ``.used`` names too).
 
+    Args:
+        run_dir: The run directory.
+        chosen: The checkpoint the resume takes (:func:`newest_checkpoint`).
+        rename: False on the other ranks of a job: global rank 0 renames, before the ranks meet
+            to load the checkpoint; they only take the new name.
+
     Returns:
-        ``chosen``, with its new path when it was one of the renamed files.
+        ``chosen``, with its new path when it is one of the renamed files.
     """
-    for file in run_dir.glob(HPC_PATTERN):
-        used = file.with_name(file.name + USED_SUFFIX)
-        os.replace(file, used)
-        if file == chosen.path:
-            chosen = RunCheckpoint(used, chosen.global_step, chosen.epochs_done)
+    if rename:
+        for file in run_dir.glob(HPC_PATTERN):
+            os.replace(file, file.with_name(file.name + USED_SUFFIX))
+    if fnmatch.fnmatch(chosen.path.name, HPC_PATTERN):
+        chosen = RunCheckpoint(chosen.path.with_name(chosen.path.name + USED_SUFFIX), chosen.global_step, chosen.epochs_done)
     return chosen
 
 
