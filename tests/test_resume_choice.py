@@ -170,6 +170,8 @@ def test_stock_lightningcli_config_gets_the_run_layout_and_resumes(tmp_path: Pat
     assert (run / rundir.LAST_CKPT).is_file() and list(run.glob("events.out.tfevents.*")) and not (run / "lightning_logs").exists()
     run_subcommand("fit", [*common, "--trainer.max_epochs", "2", "--ckpt_path", "last"])
     assert load(run / rundir.LAST_CKPT)["global_step"] == 4
+    assert rundir.best_checkpoint(run) == run / "checkpoints" / "epoch=1-step=4.ckpt"  # no monitor: the latest, as Lightning's
+    run_subcommand("test", [*common, "--ckpt_path", "best"])
 
 
 def test_one_task_ddp_resumes_mid_epoch(tmp_path: Path) -> None:

@@ -173,22 +173,24 @@ def newest_resumable(root: Path, name: str) -> Path | None:
 def best_checkpoint(run_dir: Path) -> Path | None:
     """The best checkpoint of ``run_dir`` by its monitored score, or None.
 
-    Read from the ``ModelCheckpoint`` state (a monitored one) stored in the run's newest
-    checkpoint (its ``best_model_path``, looked up by file name under ``run_dir/checkpoints`` when
-    the run was moved); without one, the ``best-*.ckpt`` file with the best stored score.
+    Read from the ``ModelCheckpoint`` state (a monitored one; without, as Lightning, the first
+    one's latest file) stored in the run's newest checkpoint (its ``best_model_path``, looked up by
+    file name under ``run_dir/checkpoints`` when the run was moved); without one, the
+    ``best*.ckpt`` file with the best stored score.
     """
     import torch
 
     newest = newest_checkpoint(run_dir)
-    states = _monitored_states(newest.path) if newest is not None else []
-    for state in states:
+    states = _checkpoint_states(newest.path) if newest is not None else []
+    monitored = [s for s in states if s.get("monitor")]
+    for state in monitored or states[:1]:  # no monitor: Lightning's "best" is the latest it saved
         path = Path(str(state.get("best_model_path") or ""))
         for candidate in (path, run_dir / "checkpoints" / path.name):
             if path.name and candidate.is_file():
                 return candidate
     scored = []
     for file in sorted((run_dir / "checkpoints").glob("best*.ckpt")):
-        for state in _monitored_states(file):
+        for state in _checkpoint_states(file):
             score = state.get("current_score")
             if isinstance(score, torch.Tensor):
                 sign = 1.0 if state.get("mode", "min") == "max" else -1.0
@@ -197,8 +199,8 @@ def best_checkpoint(run_dir: Path) -> Path | None:
     return max(scored)[1] if scored else None
 
 
-def _monitored_states(path: Path) -> list[dict]:
-    """The states of the monitored ``ModelCheckpoint`` callbacks stored in checkpoint ``path``."""
+def _checkpoint_states(path: Path) -> list[dict]:
+    """The states of the ``ModelCheckpoint`` callbacks stored in checkpoint ``path`` (with their ``mode``)."""
     import torch
 
     try:
@@ -207,7 +209,7 @@ def _monitored_states(path: Path) -> list[dict]:
         return []
     states = []
     for key, state in callbacks.items():
-        if str(key).startswith("ModelCheckpoint") and isinstance(state, dict) and state.get("monitor"):
+        if str(key).startswith("ModelCheckpoint") and isinstance(state, dict):
             mode = "max" if "'mode': 'max'" in str(key) else "min"
             states.append({**state, "mode": mode})
     return states
