@@ -13,15 +13,34 @@ layers with ``--config`` and a Hydra group option that composes at the top level
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from trainer_cli.errors import UserError
-from trainer_cli.paths import configs_dir, resolve_config_path
+from trainer_cli.paths import configs_dir, group_names, resolve_config_path, user_config_roots
 
 CONFIG_FLAGS = ("--config", "-c")
+ROOT_FLAG = "--config_root"
+
+
+@dataclass
+class Layer:
+    """One ``--config`` value or one ``--key value`` flag of a command line, in order.
+
+    ``keys`` maps each dotted key the layer sets (``.init_args`` dropped, see :func:`plain_key`)
+    to where it is written: ``(file, line)`` (``line`` 1-based); a flag has no file.
+    """
+
+    label: str
+    keys: dict[str, tuple[Path | None, int | None]] = field(default_factory=dict)
+    composed_from: Path | None = None  # the file with the ``defaults:`` list a composed layer came from
+
+
+LAYERS: list[Layer] = []  # the layers of the command line expanded last (for error messages)
 
 
 def load_yaml_file(path: Path) -> Any:
@@ -49,38 +68,123 @@ def has_defaults_list(data: Any) -> bool:
     return isinstance(data, dict) and isinstance(data.get("defaults"), list)
 
 
-def compose_file(path: Path) -> dict[str, Any]:
+def config_root_of(path: Path) -> Path:
+    """The config root of a config file: the folder above its group folder when the file's folder
+    is named like a bundled group (``myconfigs/experiment/x.yaml`` -> ``myconfigs``), else its folder."""
+    path = path.resolve()
+    bundled = configs_dir().resolve()
+    if path.is_relative_to(bundled):
+        return bundled
+    return path.parent.parent if path.parent.name in group_names() else path.parent
+
+
+def search_roots(path: Path, roots: Sequence[Path] = ()) -> list[Path]:
+    """Where a composed file's ``defaults:`` entries are looked up, first match wins: the file's
+    own config root (:func:`config_root_of`; for a bundled experiment that is ``configs/`` itself),
+    the user roots, then the bundled ``configs/``."""
+    own = config_root_of(path)  # first: Hydra loads the primary config from it
+    return list(dict.fromkeys([own, *(Path(r).resolve() for r in roots), configs_dir().resolve()]))
+
+
+def compose_file(path: Path, roots: Sequence[Path] = ()) -> dict[str, Any]:
     """Compose a config file that has a Hydra ``defaults:`` list into one plain dict.
 
-    Group options (``/model: cnn``) are looked up in the bundled ``configs/`` folder; a file
-    outside it also finds groups next to itself. Interpolations are left unresolved.
+    Group options (``/model: cnn``) are looked up in the file's own config root, then in the user
+    config ``roots``, then in the bundled ``configs/`` folder (:func:`search_roots`): a user group
+    file named like a bundled one wins. Interpolations are left unresolved.
 
     Raises:
         UserError: for a missing defaults entry or any other composition error.
     """
+    return _compose(path, roots)[0]
+
+
+def _compose(path: Path, roots: Sequence[Path] = ()) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
+    """:func:`compose_file`, plus the files merged, in merge order, each with its package."""
     from hydra import compose, initialize_config_dir
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
+    from hydra.types import RunMode
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    root = configs_dir().resolve()
     path = path.resolve()
-    overrides: list[str] = []
-    if not path.is_relative_to(root):
-        overrides = [f"hydra.searchpath=[file://{root}]"]
-        root = path.parent
-    name = path.relative_to(root).with_suffix("").as_posix()
+    search = search_roots(path, roots)
+    name = path.relative_to(config_root_of(path)).with_suffix("").as_posix()
+    quoted = ",".join("'file://" + str(r).replace("\\", "\\\\").replace("'", "\\'") + "'" for r in search[1:])
+    overrides = [f"hydra.searchpath=[{quoted}]"] if len(search) > 1 else []
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(root), version_base="1.3", job_name="train"):
+        with initialize_config_dir(config_dir=str(search[0]), version_base="1.3", job_name="train"):
             cfg = compose(config_name=name, overrides=overrides)
+            merged = GlobalHydra.instance().config_loader().compute_defaults_list(name, overrides, RunMode.RUN).defaults
     except (HydraException, OmegaConfBaseException) as err:
         message = str(err).strip().splitlines()[0]
         raise UserError(f"cannot compose {path}: {message}") from None
     finally:
         GlobalHydra.instance().clear()
-    return fold_list_appends(OmegaConf.to_container(cfg, resolve=False))  # type: ignore[arg-type]
+    sources: list[tuple[Path, str]] = []
+    for entry in merged:
+        if not entry.config_path or (entry.package or "").startswith("hydra") or entry.config_path.startswith("hydra/"):
+            continue
+        found = [r / f"{entry.config_path}.yaml" for r in search if (r / f"{entry.config_path}.yaml").is_file()]
+        if entry.primary:
+            found = [path]
+        if found:
+            sources.append((found[0], entry.package or ""))
+    return fold_list_appends(OmegaConf.to_container(cfg, resolve=False)), sources  # type: ignore[return-value]
+
+
+def plain_key(key: str) -> str:
+    """A dotted key as both a flag and a file may spell it: ``init_args`` segments and a list
+    append's ``+`` dropped (``optimizer.init_args.lr`` and ``optimizer.lr`` are one key)."""
+    return ".".join(p.rstrip("+") for p in key.split(".") if p and p != "init_args")
+
+
+def key_lines(path: Path, package: str = "") -> dict[str, tuple[Path | None, int | None]]:
+    """Every dotted key a YAML file sets (mapping keys at every depth, under ``package``) -> the
+    file and the 1-based line of the key; empty when the file can't be read or parsed."""
+    try:
+        node = yaml.compose(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return {}
+    out: dict[str, tuple[Path | None, int | None]] = {}
+
+    def walk(node: Any, prefix: str) -> None:
+        if not isinstance(node, yaml.MappingNode):
+            return
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or (not prefix and key_node.value == "defaults"):
+                continue
+            dotted = plain_key(f"{prefix}.{key_node.value}" if prefix else key_node.value)
+            out.setdefault(dotted, (path, key_node.start_mark.line + 1))  # `x.init_args` is `x`
+            walk(value_node, dotted)
+
+    walk(node, plain_key(package))
+    return out
+
+
+def origin_of(key: str) -> Layer | None:
+    """The last layer of the command line expanded last that sets ``key`` (a file's key, a key
+    under it, or a flag), or None when none does (a default)."""
+    wanted = plain_key(key)
+    for layer in reversed(LAYERS):
+        if wanted in layer.keys:
+            return layer
+    return None
+
+
+def describe_origin(key: str) -> str:
+    """Where ``key``'s value was written, for an error message: ``in FILE line N`` (``in FILE,
+    from group file G line N`` for a composed file), or an empty string for a flag or a default."""
+    layer = origin_of(key)
+    if layer is None or layer.composed_from is None and not layer.keys.get(plain_key(key), (None,))[0]:
+        return ""
+    file, line = layer.keys[plain_key(key)]
+    where = f" line {line}" if line else ""
+    if layer.composed_from is not None and file is not None and file != layer.composed_from:
+        return f"in {layer.composed_from}, from group file {file}{where}"
+    return f"in {file}{where}"
 
 
 def fold_list_appends(data: Any) -> Any:
@@ -102,25 +206,66 @@ def fold_list_appends(data: Any) -> Any:
     return out
 
 
-def config_text(value: str) -> str:
-    """What LightningCLI gets for one ``--config`` value: a file path, or composed YAML text."""
-    path = resolve_config_path(value)
+def config_text(value: str, roots: Sequence[Path] = ()) -> str:
+    """What LightningCLI gets for one ``--config`` value: a file path, or composed YAML text.
+
+    ``roots`` are the user config roots (:func:`take_config_roots`); the layer is recorded in
+    :data:`LAYERS` for error messages.
+    """
+    path = resolve_config_path(value, roots)
     data = load_yaml_file(path)
     if data is None:
+        LAYERS.append(Layer(str(path)))
         return str(path)
     if not isinstance(data, dict):
         raise UserError(f"config file {path} must hold a mapping of keys, found {type(data).__name__}")
     if has_defaults_list(data):
-        return yaml.safe_dump(compose_file(path), sort_keys=False)
+        composed, sources = _compose(path, roots)
+        layer = Layer(str(path), composed_from=path)
+        for source, package in sources:
+            layer.keys.update(key_lines(source, package))
+        LAYERS.append(layer)
+        return yaml.safe_dump(composed, sort_keys=False)
+    LAYERS.append(Layer(str(path), key_lines(path)))
     return str(path)
 
 
+def take_config_roots(args: Sequence[str]) -> tuple[list[Path], list[str]]:
+    """Take every ``--config_root DIR`` / ``--config_root=DIR`` out of ``args``; returns the user
+    config roots (those, then ``$TRAINER_CLI_CONFIG_PATH``'s) and the other arguments. Starts a
+    new command line for :data:`LAYERS`.
+
+    Raises:
+        UserError: for ``--config_root`` without a directory, or one that does not exist.
+    """
+    LAYERS.clear()
+    flags: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == ROOT_FLAG:
+            if i + 1 >= len(args):
+                raise UserError(f"{ROOT_FLAG} needs a directory (a folder laid out like configs/)")
+            flags.append(args[i + 1])
+            i += 2
+            continue
+        if arg.startswith(ROOT_FLAG + "="):
+            flags.append(arg.split("=", 1)[1])
+        else:
+            rest.append(arg)
+        i += 1
+    return user_config_roots(flags), rest
+
+
 def expand_config_args(args: list[str]) -> list[str]:
-    """Rewrite every ``--config FILE`` / ``--config=FILE`` / ``-c FILE`` in ``args`` for LightningCLI.
+    """Rewrite every ``--config FILE`` / ``--config=FILE`` / ``-c FILE`` in ``args`` for LightningCLI,
+    after taking out the ``--config_root DIR`` flags (:func:`take_config_roots`).
 
     Raises:
         UserError: for a missing file, a YAML syntax error or a composition error.
     """
+    roots, args = take_config_roots(args)
     out: list[str] = []
     i = 0
     while i < len(args):
@@ -128,12 +273,14 @@ def expand_config_args(args: list[str]) -> list[str]:
         if arg in CONFIG_FLAGS:
             if i + 1 >= len(args):
                 raise UserError(f"{arg} needs a file name")
-            out += ["--config", config_text(args[i + 1])]
+            out += ["--config", config_text(args[i + 1], roots)]
             i += 2
             continue
         if arg.startswith("--config="):
-            out += ["--config", config_text(arg.split("=", 1)[1])]
+            out += ["--config", config_text(arg.split("=", 1)[1], roots)]
         else:
+            if arg.startswith("--") and len(arg) > 2:
+                LAYERS.append(Layer(arg.split("=", 1)[0], {plain_key(arg[2:].split("=", 1)[0]): (None, None)}))
             out.append(arg)
         i += 1
     return out
