@@ -32,11 +32,13 @@ class Layer:
     """One ``--config`` value or one ``--key value`` flag of a command line, in order.
 
     ``keys`` maps each dotted key the layer sets (``.init_args`` dropped, see :func:`plain_key`)
-    to where it is written: ``(file, line)`` (``line`` 1-based); a flag has no file.
+    to where it is written, ``(file, line)`` (``line`` 1-based; a flag has no file), and ``leaves``
+    holds the keys set to a value rather than to a mapping of keys.
     """
 
     label: str
     keys: dict[str, tuple[Path | None, int | None]] = field(default_factory=dict)
+    leaves: set[str] = field(default_factory=set)
     composed_from: Path | None = None  # the file with the ``defaults:`` list a composed layer came from
 
 
@@ -141,14 +143,27 @@ def plain_key(key: str) -> str:
     return ".".join(p.rstrip("+") for p in key.split(".") if p and p != "init_args")
 
 
-def key_lines(path: Path, package: str = "") -> dict[str, tuple[Path | None, int | None]]:
+def file_layer(label: str, files: Sequence[tuple[Path, str]], composed_from: Path | None = None) -> Layer:
+    """The :class:`Layer` of YAML ``files`` merged in order, each under its package: every dotted
+    key they set (mapping keys at every depth) -> the last file setting it and the key's line."""
+    layer = Layer(label, composed_from=composed_from)
+    for path, package in files:
+        lines, leaves = key_lines(path, package)
+        layer.keys.update(lines)
+        layer.leaves = (layer.leaves - set(lines)) | leaves
+    return layer
+
+
+def key_lines(path: Path, package: str = "") -> tuple[dict[str, tuple[Path | None, int | None]], set[str]]:
     """Every dotted key a YAML file sets (mapping keys at every depth, under ``package``) -> the
-    file and the 1-based line of the key; empty when the file can't be read or parsed."""
+    file and the 1-based line of the key, and the keys set to a value (not a mapping); empty when
+    the file can't be read or parsed."""
+    out: dict[str, tuple[Path | None, int | None]] = {}
+    leaves: set[str] = set()
     try:
         node = yaml.compose(path.read_text())
     except (OSError, yaml.YAMLError):
-        return {}
-    out: dict[str, tuple[Path | None, int | None]] = {}
+        return out, leaves
 
     def walk(node: Any, prefix: str) -> None:
         if not isinstance(node, yaml.MappingNode):
@@ -158,29 +173,36 @@ def key_lines(path: Path, package: str = "") -> dict[str, tuple[Path | None, int
                 continue
             dotted = plain_key(f"{prefix}.{key_node.value}" if prefix else key_node.value)
             out.setdefault(dotted, (path, key_node.start_mark.line + 1))  # `x.init_args` is `x`
+            if not isinstance(value_node, yaml.MappingNode):
+                leaves.add(dotted)
             walk(value_node, dotted)
 
     walk(node, plain_key(package))
-    return out
+    return out, leaves
 
 
-def origin_of(key: str) -> Layer | None:
-    """The last layer of the command line expanded last that sets ``key`` (a file's key, a key
-    under it, or a flag), or None when none does (a default)."""
-    wanted = plain_key(key)
-    for layer in reversed(LAYERS):
-        if wanted in layer.keys:
-            return layer
+def origin_of(keys: Sequence[str]) -> tuple[Layer, str] | None:
+    """The last layer of the command line expanded last that sets one of ``keys`` (the most
+    specific first) to a value, else the last that sets one to a mapping; with the key it set.
+    None when no layer does (a default)."""
+    wanted = [plain_key(k) for k in keys]
+    for leaf_only in (True, False):
+        for layer in reversed(LAYERS):
+            for key in wanted:
+                if key in layer.keys and (key in layer.leaves or not leaf_only):
+                    return layer, key
     return None
 
 
-def describe_origin(key: str) -> str:
-    """Where ``key``'s value was written, for an error message: ``in FILE line N`` (``in FILE,
-    from group file G line N`` for a composed file), or an empty string for a flag or a default."""
-    layer = origin_of(key)
-    if layer is None or layer.composed_from is None and not layer.keys.get(plain_key(key), (None,))[0]:
+def describe_origin(keys: Sequence[str]) -> str:
+    """Where the value of ``keys`` (the most specific first) was written, for an error message:
+    ``in FILE line N`` (``in FILE, from group file G line N`` for a composed file), or an empty
+    string for a flag or a default (:func:`origin_of`)."""
+    found = origin_of(keys)
+    if found is None or found[0].keys[found[1]][0] is None:
         return ""
-    file, line = layer.keys[plain_key(key)]
+    layer, key = found
+    file, line = layer.keys[key]
     where = f" line {line}" if line else ""
     if layer.composed_from is not None and file is not None and file != layer.composed_from:
         return f"in {layer.composed_from}, from group file {file}{where}"
@@ -221,12 +243,9 @@ def config_text(value: str, roots: Sequence[Path] = ()) -> str:
         raise UserError(f"config file {path} must hold a mapping of keys, found {type(data).__name__}")
     if has_defaults_list(data):
         composed, sources = _compose(path, roots)
-        layer = Layer(str(path), composed_from=path)
-        for source, package in sources:
-            layer.keys.update(key_lines(source, package))
-        LAYERS.append(layer)
+        LAYERS.append(file_layer(str(path), sources, composed_from=path))
         return yaml.safe_dump(composed, sort_keys=False)
-    LAYERS.append(Layer(str(path), key_lines(path)))
+    LAYERS.append(file_layer(str(path), [(path, "")]))
     return str(path)
 
 
@@ -280,7 +299,8 @@ def expand_config_args(args: list[str]) -> list[str]:
             out += ["--config", config_text(arg.split("=", 1)[1], roots)]
         else:
             if arg.startswith("--") and len(arg) > 2:
-                LAYERS.append(Layer(arg.split("=", 1)[0], {plain_key(arg[2:].split("=", 1)[0]): (None, None)}))
+                key = plain_key(arg[2:].split("=", 1)[0])
+                LAYERS.append(Layer(arg.split("=", 1)[0], {key: (None, None)}, {key}))
             out.append(arg)
         i += 1
     return out
