@@ -62,8 +62,20 @@ EXIT_SIGTERM = 143  # 128 + SIGTERM
 _CURRENT: list["TrainerCLI"] = []  # the CLI being run by run_subcommand, for cleanup on a user error
 
 
+CONFIG_HELP = (
+    "--config FILE is repeatable (later layers win; short forms like experiment/digits work). "
+    "--config_root DIR (repeatable) and $TRAINER_CLI_CONFIG_PATH add user config roots, folders laid out like "
+    "configs/, searched before the bundled configs."
+)
+
+
 class TrainerArgumentParser(LightningArgumentParser):
-    """LightningCLI's parser whose errors name close matches for unknown keys and class names."""
+    """LightningCLI's parser whose errors name close matches for unknown keys and class names, and
+    the config file and line a bad value came from."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("epilog", CONFIG_HELP)  # `train fit --help`
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str, ex: Optional[Exception] = None) -> Any:  # type: ignore[override]
         message = explain_parse_error(message, getattr(ex, "subcommand_parser", None) or self)
