@@ -84,6 +84,7 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "file_unknown_callback": ([*base, "--config", write(cfg / "cb2.yaml", "trainer:\n  callbacks:\n    - class_path: EarlyStoping\n")], ["cb2.yaml line 2", "Did you mean: EarlyStopping"]),
         "group_file_misspelt_class_path": (["fit", "--config", write(tmp / "user" / "experiment" / "x.yaml", "defaults:\n  - /model: cnn\n  - /data: digits\n  - /optimizer: typo\n  - _self_\n"),
                                             "--trainer.default_root_dir", str(root)], ["x.yaml, from group file", "typo.yaml line 4", "Did you mean: torch.optim.AdamW"]),
+        "file_value_out_of_range": ([*base, "--config", write(cfg / "ls.yaml", "model:\n  init_args:\n    label_smoothing: 1.5\n")], ["ls.yaml line 3", "label_smoothing must be in [0, 1)"]),
         "config_root_missing": (["fit", "--config_root", str(tmp / "no_root"), "--config", DIGITS], ["--config_root", "no_root: not a directory"]),
         # wrong types
         "wrong_type_flag": ([*base, "--trainer.max_epochs", "ten"], ["trainer.max_epochs: expected int, got 'ten'"]),
@@ -162,7 +163,7 @@ def test_bad_input(outcome: dict, name: str) -> None:
         assert fragment in message, f"{fragment!r} not in:\n{message[-2000:]}"
 
 
-FROM_FLAGS = ("unknown_trainer_flag", "flag_misspelt_class_path", "flag_wrong_type_value", "unknown_class_name", "wrong_type_flag")
+FROM_FLAGS = ("label_smoothing_out_of_range", "unknown_trainer_flag", "flag_misspelt_class_path", "flag_wrong_type_value", "unknown_class_name", "wrong_type_flag")
 
 
 @pytest.mark.parametrize("name", FROM_FLAGS)

@@ -298,9 +298,15 @@ def expand_config_args(args: list[str]) -> list[str]:
         if arg.startswith("--config="):
             out += ["--config", config_text(arg.split("=", 1)[1], roots)]
         else:
-            if arg.startswith("--") and len(arg) > 2:
-                key = plain_key(arg[2:].split("=", 1)[0])
-                LAYERS.append(Layer(arg.split("=", 1)[0], {key: (None, None)}, {key}))
+            note_flag(arg)
             out.append(arg)
         i += 1
     return out
+
+
+def note_flag(arg: str) -> None:
+    """Record a ``--key value`` flag of the command line in :data:`LAYERS` (a later flag wins over an
+    earlier file, so an error about its key names no file)."""
+    if arg.startswith("--") and len(arg) > 2:
+        key = plain_key(arg[2:].split("=", 1)[0])
+        LAYERS.append(Layer(arg.split("=", 1)[0], {key: (None, None)}, {key}))

@@ -197,8 +197,19 @@ def as_user_error(err: Exception, ckpt_path: str | None = None) -> UserError | N
         lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
         return UserError(f"checkpoint {ckpt_path} does not fit the model (from another model?): {' '.join(lines[1:3])[:400]}")
     if isinstance(err, (ValueError, TypeError)) and _raised_by_user_config(err):
-        return UserError(str(err))
+        where = locate_named_key(str(err))  # a constructor's check of a value from a config file
+        return UserError(f"{where}: {err}" if where else str(err))
     return None
+
+
+def locate_named_key(message: str) -> str:
+    """Where a value was written when ``message`` names exactly one key set on the command line
+    by its last part (``label_smoothing must be in [0, 1)``): ``in FILE line N``, else empty."""
+    from trainer_cli.compose import LAYERS, describe_origin
+
+    words = set(re.findall(r"[A-Za-z_]\w*", message))
+    keys = {k for layer in LAYERS for k in layer.leaves if k.rpartition(".")[2] in words}
+    return describe_origin(list(keys)) if len(keys) == 1 else ""
 
 
 def omegaconf_message(err: Exception) -> str:

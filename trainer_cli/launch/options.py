@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import yaml
 
-from trainer_cli.compose import CONFIG_FLAGS, config_text, load_yaml_file, take_config_roots
+from trainer_cli.compose import CONFIG_FLAGS, config_text, load_yaml_file, note_flag, take_config_roots
 from trainer_cli.errors import UserError, did_you_mean
 
 SECTION = "slurm"
@@ -154,6 +154,7 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
         if arg in ("--dry-run", "--dry_run"):
             own.append("--dry-run")
         else:
+            note_flag(arg)  # for error messages: a later flag wins over an earlier file
             fit_args.append(arg)
         i += 1
     return fit_args, layers, own
