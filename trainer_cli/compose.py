@@ -9,6 +9,12 @@ has been merged, so interpolations see overrides.
 
 Group files start with ``# @package _global_`` so a group file is both a config fragment that
 layers with ``--config`` and a Hydra group option that composes at the top level.
+
+A user's configs live in folders laid out like ``configs/`` (config roots): an experiment's own
+root, ``--config_root DIR`` and ``$TRAINER_CLI_CONFIG_PATH`` are searched before the bundled
+``configs/`` (:func:`search_roots`). Every layer of the command line is remembered in
+:data:`LAYERS` with the file and line of each key it sets, so an error about a value names where
+it was written (:func:`describe_origin`).
 """
 
 from __future__ import annotations
