@@ -60,6 +60,8 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "defaults_missing_option": (["fit", "--config", write(cfg / "d1.yaml", "defaults:\n  - /model: cnnn\n  - _self_\n")], ["cannot compose", "d1.yaml", "cnnn"]),
         "defaults_missing_group": (["fit", "--config", write(cfg / "d2.yaml", "defaults:\n  - /modle: cnn\n  - _self_\n")], ["cannot compose", "modle"]),
         "interpolation_missing_key": ([*base, "--lr_scheduler.init_args.max_lr", "${optimizer.init_args.lrr}"], ["config interpolation", "optimizer.init_args.lrr"]),
+        "interpolation_missing_key_in_file": ([*base, "--config", write(cfg / "interp.yaml", "lr_scheduler:\n  init_args:\n    max_lr: ${optimizer.init_args.lrr}\n")],
+                                              ["interp.yaml line 3", "config interpolation", "optimizer.init_args.lrr"]),
         "interpolation_circular": ([*base, "--config", write(cfg / "circ.yaml", "name: ${run_dir}\nrun_dir: ${name}\n")], ["config interpolation", "ecursi"]),
         # unknown keys, at every level, with close matches
         "unknown_verb": (["fitt"], ["unknown verb 'fitt'", "Did you mean: fit"]),

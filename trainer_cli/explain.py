@@ -192,7 +192,11 @@ def as_user_error(err: Exception, ckpt_path: str | None = None) -> UserError | N
     if isinstance(err, MisconfigurationException):
         return UserError(str(err).strip().splitlines()[0])
     if isinstance(err, OmegaConfBaseException):
-        return UserError(f"config interpolation: {omegaconf_message(err)}")
+        from trainer_cli.compose import describe_origin
+
+        key = getattr(err, "full_key", None)
+        where = describe_origin([re.sub(r"^(fit|validate|test|predict)\.", "", key)]) if key else ""
+        return UserError(f"{where + ': ' if where else ''}config interpolation: {omegaconf_message(err)}")
     if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
         lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
         return UserError(f"checkpoint {ckpt_path} does not fit the model (from another model?): {' '.join(lines[1:3])[:400]}")
