@@ -2,17 +2,16 @@
 
 ``train predict`` writes a non-classifier's outputs as they are, with honest column names;
 ``train cv`` on regression data stops with one ``error:`` line and leaves no directory behind.
-Predict runs in-process through the real entry point, cv as a process (a user module in ``tmp_path``)."""
+In-process through the real entry point (a user module in ``tmp_path``)."""
 
 from __future__ import annotations
 
 import csv
-import os
 from pathlib import Path
 
+import lightning.pytorch  # noqa: F401 - imported now, its log handler writes to the session's stderr, not one test's
 import pytest
 
-from conftest import REPO, run_train
 from trainer_cli.__main__ import main
 
 REGRESSION = '''
@@ -91,13 +90,13 @@ def test_predict_writes_a_non_classifiers_outputs_with_honest_columns(tmp_path: 
     assert len({r[1] for r in rows[1:]}) == 10  # real, distinct values
 
 
-def test_cv_on_regression_data_is_one_error_line_and_leaves_no_directory(tmp_path: Path, user_module: str) -> None:
+def test_cv_on_regression_data_is_one_error_line_and_leaves_no_directory(tmp_path: Path, user_module: str, capsys: pytest.CaptureFixture[str]) -> None:
     root = tmp_path / "runs"
-    env = {"PYTHONPATH": os.pathsep.join([str(tmp_path / "src"), str(REPO), os.environ.get("PYTHONPATH", "")])}
-    done = run_train("cv", "--folds", "2", "--model", user_module + "Regressor", "--data", user_module + "RegressionData",
-                     "--optimizer", "SGD", "--optimizer.lr", "0.01", *quiet(root), env=env)
-    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
-    message = done.stderr[done.stderr.index("error:"):].strip()
+    code = main(["cv", "--folds", "2", "--model", user_module + "Regressor", "--data", user_module + "RegressionData",
+                 "--optimizer", "SGD", "--optimizer.lr", "0.01", *quiet(root)])
+    err = capsys.readouterr().err
+    assert code == 2 and "Traceback" not in err, err[-3000:]
+    message = err[err.index("error:"):].strip()
     assert "\n" not in message
     assert "RegressionData's targets are not class labels" in message and "classification data only" in message
     assert not root.exists() or not any(root.rglob("*"))
