@@ -60,7 +60,7 @@ def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     monkeypatch.syspath_prepend(str(tmp_path / "src"))
     write(root / "model" / "tiny.yaml", "# @package _global_\nmodel:\n  class_path: mymodels.TinyNet\n  init_args:\n    hidden: 24\n")
     write(root / "optimizer" / "myadam.yaml", "# @package _global_\noptimizer:\n  class_path: torch.optim.Adam\n  init_args:\n    lr: 0.005\n")
-    write(root / "optimizer" / "adamw.yaml", "# @package _global_\noptimizer:\n  class_path: torch.optim.AdamW\n  init_args:\n    lr: 0.0042\n")
+    write(root / "optimizer" / "adamw.yaml", "# @package _global_\noptimizer:\n  class_path: torch.optim.AdamW\n  init_args:\n    lr: 0.0042\n    eps: 1.0e-6\n")
     write(root / "experiment" / "mine.yaml", "# @package _global_\ndefaults:\n  - /model: tiny\n  - /data: digits\n"
           "  - /optimizer: myadam\n  - /trainer: default\n  - /logger: tensorboard\n  - _self_\n\nname: mine\ntrainer:\n  accelerator: cpu\n  devices: 1\n")
     write(root / "experiment" / "mine_adamw.yaml", "# @package _global_\ndefaults:\n  - /model: cnn\n  - /data: digits\n  - /optimizer: adamw\n  - _self_\n")
@@ -83,6 +83,12 @@ def test_an_experiment_in_a_user_folder_finds_its_own_groups_and_the_bundled_one
 def test_a_user_group_file_named_like_a_bundled_one_wins(user: Path) -> None:
     cfg = fit_config("--config", str(user / "experiment" / "mine_adamw.yaml"))
     assert cfg.optimizer.init_args.lr == 0.0042  # myconfigs/optimizer/adamw.yaml, not configs/optimizer/adamw.yaml
+
+
+def test_config_root_groups_win_for_a_shipped_experiment_too(user: Path) -> None:
+    cfg = fit_config("--config_root", str(user), "--config", "experiment/digits")
+    assert cfg.optimizer.init_args.eps == 1e-6  # the user's adamw.yaml, not the bundled one
+    assert cfg.optimizer.init_args.lr == 0.01 and cfg.name == "digits"  # digits.yaml's own values on top
 
 
 def test_an_experiment_extending_a_shipped_one_composes_from_a_user_folder(user: Path) -> None:

@@ -48,6 +48,7 @@ class Layer:
     composed_from: Path | None = None  # the file with the ``defaults:`` list a composed layer came from
 
 
+SHIM_PRIMARY = "trainer_cli_primary"  # Hydra ConfigStore name of the stand-in primary config (see _compose)
 LAYERS: list[Layer] = []  # the layers of the command line expanded last (for error messages)
 
 
@@ -88,10 +89,10 @@ def config_root_of(path: Path) -> Path:
 
 def search_roots(path: Path, roots: Sequence[Path] = ()) -> list[Path]:
     """Where a composed file's ``defaults:`` entries are looked up, first match wins: the file's
-    own config root (:func:`config_root_of`; for a bundled experiment that is ``configs/`` itself),
-    the user roots, then the bundled ``configs/``."""
-    own = config_root_of(path)  # first: Hydra loads the primary config from it
-    return list(dict.fromkeys([own, *(Path(r).resolve() for r in roots), configs_dir().resolve()]))
+    own config root (:func:`config_root_of`), the user roots, then the bundled ``configs/`` (so a
+    user group file wins over a bundled one of the same name, for a bundled experiment too)."""
+    own, bundled = config_root_of(path), configs_dir().resolve()
+    return list(dict.fromkeys([*([own] if own != bundled else []), *(Path(r).resolve() for r in roots), bundled]))
 
 
 def compose_file(path: Path, roots: Sequence[Path] = ()) -> dict[str, Any]:
@@ -110,6 +111,7 @@ def compose_file(path: Path, roots: Sequence[Path] = ()) -> dict[str, Any]:
 def _compose(path: Path, roots: Sequence[Path] = ()) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
     """:func:`compose_file`, plus the files merged, in merge order, each with its package."""
     from hydra import compose, initialize_config_dir
+    from hydra.core.config_store import ConfigStore
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
     from hydra.types import RunMode
@@ -119,13 +121,21 @@ def _compose(path: Path, roots: Sequence[Path] = ()) -> tuple[dict[str, Any], li
     path = path.resolve()
     search = search_roots(path, roots)
     name = path.relative_to(config_root_of(path)).with_suffix("").as_posix()
+    primary = name
+    if config_root_of(path) != search[0]:  # a bundled experiment under user roots: Hydra loads the primary
+        # config from the first root only, so a stand-in primary (in Hydra's ConfigStore) names the file
+        if any((r / f"{name}.yaml").is_file() for r in search[:-1]):
+            search = [search[-1], *search[:-1]]  # a user file of the same name: the given file, bundled groups first
+        else:
+            primary = SHIM_PRIMARY
+            ConfigStore.instance().store(name=SHIM_PRIMARY, node={"defaults": [f"/{name}", "_self_"]})
     quoted = ",".join("'file://" + str(r).replace("\\", "\\\\").replace("'", "\\'") + "'" for r in search[1:])
     overrides = [f"hydra.searchpath=[{quoted}]"] if len(search) > 1 else []
     GlobalHydra.instance().clear()
     try:
         with initialize_config_dir(config_dir=str(search[0]), version_base="1.3", job_name="train"):
-            cfg = compose(config_name=name, overrides=overrides)
-            merged = GlobalHydra.instance().config_loader().compute_defaults_list(name, overrides, RunMode.RUN).defaults
+            cfg = compose(config_name=primary, overrides=overrides)
+            merged = GlobalHydra.instance().config_loader().compute_defaults_list(primary, overrides, RunMode.RUN).defaults
     except (HydraException, OmegaConfBaseException) as err:
         message = str(err).strip().splitlines()[0]
         raise UserError(f"cannot compose {path}: {message}") from None
@@ -136,7 +146,7 @@ def _compose(path: Path, roots: Sequence[Path] = ()) -> tuple[dict[str, Any], li
         if not entry.config_path or (entry.package or "").startswith("hydra") or entry.config_path.startswith("hydra/"):
             continue
         found = [r / f"{entry.config_path}.yaml" for r in search if (r / f"{entry.config_path}.yaml").is_file()]
-        if entry.primary:
+        if entry.config_path == name:
             found = [path]
         if found:
             sources.append((found[0], entry.package or ""))
