@@ -44,6 +44,7 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
     flipped[len(flipped) // 2 : len(flipped) // 2 + 64] = bytes(64)
     (tmp / "corrupt.ckpt").write_bytes(bytes(flipped))
     cfg = tmp / "cfg"
+    write(tmp / "user" / "optimizer" / "typo.yaml", "# @package _global_\n# a user's group file\noptimizer:\n  class_path: torch.optim.AdamWW\n")
     slurm = {  # `train submit` (issue 3): checked on the login node, before anything is queued
         "slurm_contradicts_trainer": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.num_nodes", "2", "--slurm.nodes", "3", "--dry-run"], ["--slurm.nodes 3 contradicts"]),
         "slurm_template_missing": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--slurm.template", str(tmp / "nope.sbatch.j2"), "--dry-run"], ["--slurm.template", "nope.sbatch.j2", "no such file"]),
@@ -59,6 +60,8 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "defaults_missing_option": (["fit", "--config", write(cfg / "d1.yaml", "defaults:\n  - /model: cnnn\n  - _self_\n")], ["cannot compose", "d1.yaml", "cnnn"]),
         "defaults_missing_group": (["fit", "--config", write(cfg / "d2.yaml", "defaults:\n  - /modle: cnn\n  - _self_\n")], ["cannot compose", "modle"]),
         "interpolation_missing_key": ([*base, "--lr_scheduler.init_args.max_lr", "${optimizer.init_args.lrr}"], ["config interpolation", "optimizer.init_args.lrr"]),
+        "interpolation_missing_key_in_file": ([*base, "--config", write(cfg / "interp.yaml", "lr_scheduler:\n  init_args:\n    max_lr: ${optimizer.init_args.lrr}\n")],
+                                              ["interp.yaml line 3", "config interpolation", "optimizer.init_args.lrr"]),
         "interpolation_circular": ([*base, "--config", write(cfg / "circ.yaml", "name: ${run_dir}\nrun_dir: ${name}\n")], ["config interpolation", "ecursi"]),
         # unknown keys, at every level, with close matches
         "unknown_verb": (["fitt"], ["unknown verb 'fitt'", "Did you mean: fit"]),
@@ -70,6 +73,21 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "unknown_data_option_in_file": ([*base, "--config", write(cfg / "data.yaml", "data:\n  init_args:\n    batch_sise: 8\n")], ["batch_sise", "Did you mean: batch_size"]),
         "unknown_class_name": ([*base, "--optimizer", "AdamWW"], ["AdamWW", "Did you mean: AdamW"]),
         "unknown_backbone": ([*base, "--model.init_args.backbone", "resnet19"], ["unknown backbone 'resnet19'", "resnet18"]),
+        # the same mistakes inside a config file name the file and line (issue 10)
+        "file_unknown_key": ([*base, "--config", write(cfg / "tr2.yaml", "trainer:\n  max_epoch: 3\n")], ["tr2.yaml line 2", "'trainer.max_epoch'", "Did you mean: trainer.max_epochs"]),
+        "file_unknown_key_lr_find": (["lr-find", "--config", DIGITS, "--config", str(cfg / "tr2.yaml")], ["tr2.yaml line 2", "Did you mean: trainer.max_epochs", "`train fit --help`"]),
+        "file_unknown_key_cv": (["cv", "--folds", "2", "--config", DIGITS, "--config", str(cfg / "tr2.yaml")], ["tr2.yaml line 2", "Did you mean: trainer.max_epochs", "`train fit --help`"]),
+        "file_misspelt_class_path": ([*base, "--config", write(cfg / "cp.yaml", "optimizer:\n  class_path: torch.optim.AdamWW\n")], ["cp.yaml line 2", "torch.optim.AdamWW", "Did you mean: torch.optim.AdamW"]),
+        "flag_misspelt_class_path": ([*base, "--optimizer.class_path", "torch.optim.AdamWW"], ["torch.optim.AdamWW", "Did you mean: torch.optim.AdamW"]),
+        "file_misspelt_module": ([*base, "--config", write(cfg / "mod.yaml", "optimizer:\n  class_path: torhc.optim.AdamW\n")], ["mod.yaml line 2", "unknown module 'torhc'", "Did you mean: torch"]),
+        "file_wrong_type_value": ([*base, "--config", write(cfg / "lr.yaml", "optimizer:\n  init_args:\n    lr: abc\n")], ["lr.yaml line 3", "optimizer.init_args.lr: expected float, got 'abc'"]),
+        "flag_wrong_type_value": ([*base, "--optimizer.lr", "abc"], ["optimizer.init_args.lr: expected float, got 'abc'"]),
+        "file_unknown_class_name": ([*base, "--config", write(cfg / "cls.yaml", "# a comment\noptimizer: AdamWW\n")], ["cls.yaml line 2", "AdamWW", "Did you mean: AdamW"]),
+        "file_unknown_callback": ([*base, "--config", write(cfg / "cb2.yaml", "trainer:\n  callbacks:\n    - class_path: EarlyStoping\n")], ["cb2.yaml line 2", "Did you mean: EarlyStopping"]),
+        "group_file_misspelt_class_path": (["fit", "--config", write(tmp / "user" / "experiment" / "x.yaml", "defaults:\n  - /model: cnn\n  - /data: digits\n  - /optimizer: typo\n  - _self_\n"),
+                                            "--trainer.default_root_dir", str(root)], ["x.yaml, from group file", "typo.yaml line 4", "Did you mean: torch.optim.AdamW"]),
+        "file_value_out_of_range": ([*base, "--config", write(cfg / "ls.yaml", "model:\n  init_args:\n    label_smoothing: 1.5\n")], ["ls.yaml line 3", "label_smoothing must be in [0, 1)"]),
+        "config_root_missing": (["fit", "--config_root", str(tmp / "no_root"), "--config", DIGITS], ["--config_root", "no_root: not a directory"]),
         # wrong types
         "wrong_type_flag": ([*base, "--trainer.max_epochs", "ten"], ["trainer.max_epochs: expected int, got 'ten'"]),
         "wrong_type_in_file": ([*base, "--config", write(cfg / "type.yaml", "data:\n  init_args:\n    batch_size: big\n")], ["batch_size", "big"]),
@@ -145,6 +163,16 @@ def test_bad_input(outcome: dict, name: str) -> None:
     message = stderr[stderr.index("error:"):]
     for fragment in fragments:
         assert fragment in message, f"{fragment!r} not in:\n{message[-2000:]}"
+
+
+FROM_FLAGS = ("label_smoothing_out_of_range", "unknown_trainer_flag", "flag_misspelt_class_path", "flag_wrong_type_value", "unknown_class_name", "wrong_type_flag")
+
+
+@pytest.mark.parametrize("name", FROM_FLAGS)
+def test_a_flag_error_names_no_config_file(outcome: dict, name: str) -> None:
+    """The digits experiment is layered too, but the bad value came from the flag."""
+    message = outcome["results"][name]["stderr"]
+    assert "error: " in message and ".yaml" not in message and "unknown class 'abc'" not in message
 
 
 def test_existing_run_directory_untouched_and_nothing_called(outcome: dict) -> None:

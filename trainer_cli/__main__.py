@@ -42,8 +42,11 @@ examples:
   train fit --config configs/experiment/digits.yaml --trainer.max_epochs 3 --optimizer.lr 0.01
   train fit --config configs/experiment/digits.yaml --config configs/precision/bf16-mixed.yaml
   train ls models
+  train fit --config_root myconfigs --config experiment/mine   # your own configs, laid out like configs/
 
-`train <verb> --help` shows every option of a verb.
+`train <verb> --help` shows every option of a verb. User config roots (folders laid out like
+configs/) are searched before the bundled configs: --config_root DIR (repeatable, any verb) and
+$TRAINER_CLI_CONFIG_PATH (os.pathsep-separated).
 """
 
 

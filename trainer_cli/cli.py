@@ -42,7 +42,7 @@ from trainer_cli.callbacks.progress import default_progress_bar
 from trainer_cli.compose import expand_config_args
 from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, ResumeState, check_checkpoint_file, with_atomic_checkpoint_io
 from trainer_cli.errors import EXIT_USER_ERROR, UserError
-from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error  # noqa: F401 - re-exported
+from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate_in_files  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
 from trainer_cli.preflight import check_checkpoint_model, check_optimizer_config, check_trainer_minimums
 from trainer_cli.resume import compare_for_resume, stored_config, with_stored_config
@@ -63,15 +63,29 @@ EXIT_SIGTERM = 143  # 128 + SIGTERM
 _CURRENT: list["TrainerCLI"] = []  # the CLI being run by run_subcommand, for cleanup on a user error
 
 
+CONFIG_HELP = (
+    "--config FILE is repeatable (later layers win; short forms like experiment/digits work). "
+    "--config_root DIR (repeatable) and $TRAINER_CLI_CONFIG_PATH add user config roots, folders laid out like "
+    "configs/, searched before the bundled configs."
+)
+
+
 class TrainerArgumentParser(LightningArgumentParser):
-    """LightningCLI's parser whose errors name close matches for unknown keys and class names."""
+    """LightningCLI's parser whose errors name close matches for unknown keys and class names, and
+    the config file and line a bad value came from."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        kwargs.setdefault("epilog", CONFIG_HELP)  # `train fit --help`
+        super().__init__(*args, **kwargs)
 
     def error(self, message: str, ex: Optional[Exception] = None) -> Any:  # type: ignore[override]
         message = explain_parse_error(message, getattr(ex, "subcommand_parser", None) or self)
         if not self.exit_on_error:
             return super().error(message, ex)
         verb = (getattr(ex, "subcommand_parser", None) or self).prog.split()[-1]
-        print(f"error: {message}\n  (`train {verb} --help` lists every option)", file=sys.stderr)
+        verb = verb if verb in LightningCLI.subcommands() else "fit"  # lr-find, cv, ...: fit's options
+        where = locate_in_files(message)  # a value from a --config file: name the file and line
+        print(f"error: {where + ': ' if where else ''}{message}\n  (`train {verb} --help` lists every option)", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
 
 

@@ -9,19 +9,47 @@ has been merged, so interpolations see overrides.
 
 Group files start with ``# @package _global_`` so a group file is both a config fragment that
 layers with ``--config`` and a Hydra group option that composes at the top level.
+
+A user's configs live in folders laid out like ``configs/`` (config roots): an experiment's own
+root, ``--config_root DIR`` and ``$TRAINER_CLI_CONFIG_PATH`` are searched before the bundled
+``configs/`` (:func:`search_roots`). Every layer of the command line is remembered in
+:data:`LAYERS` with the file and line of each key it sets, so an error about a value names where
+it was written (:func:`describe_origin`).
 """
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
 from trainer_cli.errors import UserError
-from trainer_cli.paths import configs_dir, resolve_config_path
+from trainer_cli.paths import configs_dir, group_names, resolve_config_path, user_config_roots
 
 CONFIG_FLAGS = ("--config", "-c")
+ROOT_FLAG = "--config_root"
+
+
+@dataclass
+class Layer:
+    """One ``--config`` value or one ``--key value`` flag of a command line, in order.
+
+    ``keys`` maps each dotted key the layer sets (``.init_args`` dropped, see :func:`plain_key`)
+    to where it is written, ``(file, line)`` (``line`` 1-based; a flag has no file), and ``leaves``
+    holds the keys set to a value rather than to a mapping of keys.
+    """
+
+    label: str
+    keys: dict[str, tuple[Path | None, int | None]] = field(default_factory=dict)
+    leaves: set[str] = field(default_factory=set)
+    composed_from: Path | None = None  # the file with the ``defaults:`` list a composed layer came from
+
+
+SHIM_PRIMARY = "trainer_cli_primary"  # Hydra ConfigStore name of the stand-in primary config (see _compose)
+LAYERS: list[Layer] = []  # the layers of the command line expanded last (for error messages)
 
 
 def load_yaml_file(path: Path) -> Any:
@@ -49,38 +77,152 @@ def has_defaults_list(data: Any) -> bool:
     return isinstance(data, dict) and isinstance(data.get("defaults"), list)
 
 
-def compose_file(path: Path) -> dict[str, Any]:
+def config_root_of(path: Path) -> Path:
+    """The config root of a config file: the folder above its group folder when the file's folder
+    is named like a bundled group (``myconfigs/experiment/x.yaml`` -> ``myconfigs``), else its folder."""
+    path = path.resolve()
+    bundled = configs_dir().resolve()
+    if path.is_relative_to(bundled):
+        return bundled
+    return path.parent.parent if path.parent.name in group_names() else path.parent
+
+
+def search_roots(path: Path, roots: Sequence[Path] = ()) -> list[Path]:
+    """Where a composed file's ``defaults:`` entries are looked up, first match wins: the file's
+    own config root (:func:`config_root_of`), the user roots, then the bundled ``configs/`` (so a
+    user group file wins over a bundled one of the same name, for a bundled experiment too)."""
+    own, bundled = config_root_of(path), configs_dir().resolve()
+    return list(dict.fromkeys([*([own] if own != bundled else []), *(Path(r).resolve() for r in roots), bundled]))
+
+
+def compose_file(path: Path, roots: Sequence[Path] = ()) -> dict[str, Any]:
     """Compose a config file that has a Hydra ``defaults:`` list into one plain dict.
 
-    Group options (``/model: cnn``) are looked up in the bundled ``configs/`` folder; a file
-    outside it also finds groups next to itself. Interpolations are left unresolved.
+    Group options (``/model: cnn``) are looked up in the file's own config root, then in the user
+    config ``roots``, then in the bundled ``configs/`` folder (:func:`search_roots`): a user group
+    file named like a bundled one wins. Interpolations are left unresolved.
 
     Raises:
         UserError: for a missing defaults entry or any other composition error.
     """
+    return _compose(path, roots)[0]
+
+
+def _compose(path: Path, roots: Sequence[Path] = ()) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
+    """:func:`compose_file`, plus the files merged, in merge order, each with its package."""
     from hydra import compose, initialize_config_dir
+    from hydra.core.config_store import ConfigStore
     from hydra.core.global_hydra import GlobalHydra
     from hydra.errors import HydraException
+    from hydra.types import RunMode
     from omegaconf import OmegaConf
     from omegaconf.errors import OmegaConfBaseException
 
-    root = configs_dir().resolve()
     path = path.resolve()
-    overrides: list[str] = []
-    if not path.is_relative_to(root):
-        overrides = [f"hydra.searchpath=[file://{root}]"]
-        root = path.parent
-    name = path.relative_to(root).with_suffix("").as_posix()
+    search = search_roots(path, roots)
+    name = path.relative_to(config_root_of(path)).with_suffix("").as_posix()
+    primary = name
+    if config_root_of(path) != search[0]:  # a bundled experiment under user roots: Hydra loads the primary
+        # config from the first root only, so a stand-in primary (in Hydra's ConfigStore) names the file
+        if any((r / f"{name}.yaml").is_file() for r in search[:-1]):
+            search = [search[-1], *search[:-1]]  # a user file of the same name: the given file, bundled groups first
+        else:
+            primary = SHIM_PRIMARY
+            ConfigStore.instance().store(name=SHIM_PRIMARY, node={"defaults": [f"/{name}", "_self_"]})
+    quoted = ",".join("'file://" + str(r).replace("\\", "\\\\").replace("'", "\\'") + "'" for r in search[1:])
+    overrides = [f"hydra.searchpath=[{quoted}]"] if len(search) > 1 else []
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(root), version_base="1.3", job_name="train"):
-            cfg = compose(config_name=name, overrides=overrides)
+        with initialize_config_dir(config_dir=str(search[0]), version_base="1.3", job_name="train"):
+            cfg = compose(config_name=primary, overrides=overrides)
+            merged = GlobalHydra.instance().config_loader().compute_defaults_list(primary, overrides, RunMode.RUN).defaults
     except (HydraException, OmegaConfBaseException) as err:
         message = str(err).strip().splitlines()[0]
         raise UserError(f"cannot compose {path}: {message}") from None
     finally:
         GlobalHydra.instance().clear()
-    return fold_list_appends(OmegaConf.to_container(cfg, resolve=False))  # type: ignore[arg-type]
+    sources: list[tuple[Path, str]] = []
+    for entry in merged:
+        if not entry.config_path or (entry.package or "").startswith("hydra") or entry.config_path.startswith("hydra/"):
+            continue
+        found = [r / f"{entry.config_path}.yaml" for r in search if (r / f"{entry.config_path}.yaml").is_file()]
+        if entry.config_path == name:
+            found = [path]
+        if found:
+            sources.append((found[0], entry.package or ""))
+    return fold_list_appends(OmegaConf.to_container(cfg, resolve=False)), sources  # type: ignore[return-value]
+
+
+def plain_key(key: str) -> str:
+    """A dotted key as both a flag and a file may spell it: ``init_args`` segments and a list
+    append's ``+`` dropped (``optimizer.init_args.lr`` and ``optimizer.lr`` are one key)."""
+    return ".".join(p.rstrip("+") for p in key.split(".") if p and p != "init_args")
+
+
+def file_layer(label: str, files: Sequence[tuple[Path, str]], composed_from: Path | None = None) -> Layer:
+    """The :class:`Layer` of YAML ``files`` merged in order, each under its package: every dotted
+    key they set (mapping keys at every depth) -> the last file setting it and the key's line."""
+    layer = Layer(label, composed_from=composed_from)
+    for path, package in files:
+        lines, leaves = key_lines(path, package)
+        layer.keys.update(lines)
+        layer.leaves = (layer.leaves - set(lines)) | leaves
+    return layer
+
+
+def key_lines(path: Path, package: str = "") -> tuple[dict[str, tuple[Path | None, int | None]], set[str]]:
+    """Every dotted key a YAML file sets (mapping keys at every depth, under ``package``) -> the
+    file and the 1-based line of the key, and the keys set to a value (not a mapping); empty when
+    the file can't be read or parsed."""
+    out: dict[str, tuple[Path | None, int | None]] = {}
+    leaves: set[str] = set()
+    try:
+        node = yaml.compose(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return out, leaves
+
+    def walk(node: Any, prefix: str) -> None:
+        if not isinstance(node, yaml.MappingNode):
+            return
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or (not prefix and key_node.value == "defaults"):
+                continue
+            dotted = plain_key(f"{prefix}.{key_node.value}" if prefix else key_node.value)
+            out.setdefault(dotted, (path, key_node.start_mark.line + 1))  # `x.init_args` is `x`
+            if not isinstance(value_node, yaml.MappingNode):
+                leaves.add(dotted)
+            walk(value_node, dotted)
+
+    walk(node, plain_key(package))
+    return out, leaves
+
+
+def origin_of(keys: Sequence[str]) -> tuple[Layer, str] | None:
+    """The last layer of the command line expanded last that sets one of ``keys`` (the most
+    specific first) to a value, else the last that sets one to a mapping; with the key it set.
+    None when no layer does (a default)."""
+    wanted = [plain_key(k) for k in keys]
+    for leaf_only in (True, False):
+        for layer in reversed(LAYERS):
+            for key in wanted:
+                if key in layer.keys and (key in layer.leaves or not leaf_only):
+                    return layer, key
+    return None
+
+
+def describe_origin(keys: Sequence[str]) -> str:
+    """Where the value of ``keys`` (the most specific first) was written, for an error message:
+    ``in FILE line N`` (``in FILE, from group file G line N`` for a composed file), or an empty
+    string for a flag or a default (:func:`origin_of`)."""
+    found = origin_of(keys)
+    if found is None or found[0].keys[found[1]][0] is None:
+        return ""
+    layer, key = found
+    file, line = layer.keys[key]
+    where = f" line {line}" if line else ""
+    if layer.composed_from is not None and file is not None and file != layer.composed_from:
+        return f"in {layer.composed_from}, from group file {file}{where}"
+    return f"in {file}{where}"
 
 
 def fold_list_appends(data: Any) -> Any:
@@ -102,25 +244,63 @@ def fold_list_appends(data: Any) -> Any:
     return out
 
 
-def config_text(value: str) -> str:
-    """What LightningCLI gets for one ``--config`` value: a file path, or composed YAML text."""
-    path = resolve_config_path(value)
+def config_text(value: str, roots: Sequence[Path] = ()) -> str:
+    """What LightningCLI gets for one ``--config`` value: a file path, or composed YAML text.
+
+    ``roots`` are the user config roots (:func:`take_config_roots`); the layer is recorded in
+    :data:`LAYERS` for error messages.
+    """
+    path = resolve_config_path(value, roots)
     data = load_yaml_file(path)
     if data is None:
+        LAYERS.append(Layer(str(path)))
         return str(path)
     if not isinstance(data, dict):
         raise UserError(f"config file {path} must hold a mapping of keys, found {type(data).__name__}")
     if has_defaults_list(data):
-        return yaml.safe_dump(compose_file(path), sort_keys=False)
+        composed, sources = _compose(path, roots)
+        LAYERS.append(file_layer(str(path), sources, composed_from=path))
+        return yaml.safe_dump(composed, sort_keys=False)
+    LAYERS.append(file_layer(str(path), [(path, "")]))
     return str(path)
 
 
+def take_config_roots(args: Sequence[str]) -> tuple[list[Path], list[str]]:
+    """Take every ``--config_root DIR`` / ``--config_root=DIR`` out of ``args``; returns the user
+    config roots (those, then ``$TRAINER_CLI_CONFIG_PATH``'s) and the other arguments. Starts a
+    new command line for :data:`LAYERS`.
+
+    Raises:
+        UserError: for ``--config_root`` without a directory, or one that does not exist.
+    """
+    LAYERS.clear()
+    flags: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == ROOT_FLAG:
+            if i + 1 >= len(args):
+                raise UserError(f"{ROOT_FLAG} needs a directory (a folder laid out like configs/)")
+            flags.append(args[i + 1])
+            i += 2
+            continue
+        if arg.startswith(ROOT_FLAG + "="):
+            flags.append(arg.split("=", 1)[1])
+        else:
+            rest.append(arg)
+        i += 1
+    return user_config_roots(flags), rest
+
+
 def expand_config_args(args: list[str]) -> list[str]:
-    """Rewrite every ``--config FILE`` / ``--config=FILE`` / ``-c FILE`` in ``args`` for LightningCLI.
+    """Rewrite every ``--config FILE`` / ``--config=FILE`` / ``-c FILE`` in ``args`` for LightningCLI,
+    after taking out the ``--config_root DIR`` flags (:func:`take_config_roots`).
 
     Raises:
         UserError: for a missing file, a YAML syntax error or a composition error.
     """
+    roots, args = take_config_roots(args)
     out: list[str] = []
     i = 0
     while i < len(args):
@@ -128,12 +308,21 @@ def expand_config_args(args: list[str]) -> list[str]:
         if arg in CONFIG_FLAGS:
             if i + 1 >= len(args):
                 raise UserError(f"{arg} needs a file name")
-            out += ["--config", config_text(args[i + 1])]
+            out += ["--config", config_text(args[i + 1], roots)]
             i += 2
             continue
         if arg.startswith("--config="):
-            out += ["--config", config_text(arg.split("=", 1)[1])]
+            out += ["--config", config_text(arg.split("=", 1)[1], roots)]
         else:
+            note_flag(arg)
             out.append(arg)
         i += 1
     return out
+
+
+def note_flag(arg: str) -> None:
+    """Record a ``--key value`` flag of the command line in :data:`LAYERS` (a later flag wins over an
+    earlier file, so an error about its key names no file)."""
+    if arg.startswith("--") and len(arg) > 2:
+        key = plain_key(arg[2:].split("=", 1)[0])
+        LAYERS.append(Layer(arg.split("=", 1)[0], {key: (None, None)}, {key}))

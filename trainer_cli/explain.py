@@ -8,8 +8,10 @@ OmegaConf and constructor errors caused by the user's input to a :class:`UserErr
 
 from __future__ import annotations
 
+import importlib
 import inspect
 import re
+import sys
 from typing import Any
 
 from trainer_cli.errors import UserError, did_you_mean
@@ -49,9 +51,11 @@ def _short_names() -> list[str]:
 def explain_parse_error(message: str, parser: Any) -> str:
     """Add close matches to jsonargparse's messages about unknown keys, options or class names."""
     extra = ""
+    message = _plain_type_error(message)
     unknown = re.findall(r"(?:[Uu]nrecognized arguments:?|Key) ['\"]?--?([\w.]+)", message)
     unknown += re.findall(r"Key ['\"]([\w.]+)['\"] is not expected", message)
-    unknown += re.findall(r"does not accept option ['\"]([\w.]+)['\"]", message)
+    for group, option in re.findall(r"(?:Group ['\"]([\w.]+)['\"] )?does not accept option ['\"]([\w.]+)['\"]", message):
+        unknown.append(f"{group}.{option}" if group else option)  # "Group 'trainer' ... 'max_epoch'"
     known = [k for k in _known_keys(parser) if not k.endswith(".help")]
     for key in dict.fromkeys(unknown):
         prefix, _, leaf = key.rpartition(".")
@@ -70,15 +74,66 @@ def explain_parse_error(message: str, parser: Any) -> str:
             options = _class_options(class_path)
             hint = did_you_mean(option.rpartition(".")[2], options) or f" {class_path.rpartition('.')[2]} takes: {', '.join(options)}."
             extra += f"\n  unknown option {option!r} of {class_path}.{hint}"
-    names = re.findall(r"Import path (\w+) does not correspond", message)  # a short name, not a dotted path
-    names += re.findall(r"Expected a dot import path string: (\w+)", message)
+    for module, name in dict.fromkeys(re.findall(r"module '([\w.]+)' has no attribute '(\w+)'", message)):
+        hint = did_you_mean(name, _public_classes(module))
+        extra += f"\n  unknown class '{module}.{name}'.{hint.replace(': ', f': {module}.').replace(', ', f', {module}.') or ' See `train ls`.'}"
+    for module in dict.fromkeys(re.findall(r"class_path '[\w.]+':\s+No module named '([\w.]+)'", message)):
+        hint = did_you_mean(module, {m.split(".")[0] for m in sys.modules if not m.startswith("_")})
+        extra += f"\n  unknown module {module!r}.{hint or ' Is it installed, or on PYTHONPATH?'}"
+    summary = summarize_union_error(message).rstrip()
+    names = re.findall(r"Import path (\w+) does not correspond", summary)  # a short name, not a dotted path
+    names += re.findall(r"Expected a dot import path string: (\w+)", summary)
     for name in dict.fromkeys(names):
         hint = did_you_mean(name, _short_names())
         extra += f"\n  unknown class {name!r}.{hint or ' See `train ls`.'}"
-    return summarize_union_error(message).rstrip() + extra
+    return summary + extra
+
+
+def _public_classes(module: str) -> list[str]:
+    """Class names of an importable module (empty when it can't be imported)."""
+    try:
+        return [n for n, v in vars(importlib.import_module(module)).items() if inspect.isclass(v) and not n.startswith("_")]
+    except Exception:  # noqa: BLE001 - only for a hint
+        return []
+
+
+_SIMPLE_TYPE_ERROR = re.compile(r"""Parser key "([\w.]+)":\s+Expected an? <class '([\w.]+)'>\. Got value: (.*)""")
+_NESTED = re.compile(r"^([\w.]+): Problem with given class_path '([\w.]+)': (\w+): (expected .*)$")
+
+
+def _plain_type_error(message: str) -> str:
+    """``Parser key "batch_size": Expected a <class 'int'>. Got value: big`` -> ``batch_size: expected int, got 'big'``."""
+    return _SIMPLE_TYPE_ERROR.sub(lambda m: f"{m.group(1)}: expected {m.group(2)}, got {m.group(3)!r}", message)
+
+
+def message_keys(message: str) -> list[str]:
+    """The dotted config keys an explained parse error is about, the most specific first
+    (``optimizer.init_args.lr`` before ``optimizer``); for a class that can't be found its
+    ``class_path`` key first."""
+    keys: list[str] = []
+    head = re.match(r"([A-Za-z_][\w.]*): ", message)
+    keys += re.findall(r"unknown key '([\w.]+)'", message)
+    keys += re.findall(r"unknown section '([\w.]+)'", message)
+    keys += re.findall(r"does not accept option '([\w.]+)'", message)
+    if head:
+        keys += [f"{head.group(1)}.{o}" for o in re.findall(r"unknown option '([\w.]+)' of", message)]
+        if re.search(r"unknown (?:class|module) '|has no attribute|No module named", message):
+            keys.append(f"{head.group(1)}.class_path")
+        keys.append(head.group(1))
+    return list(dict.fromkeys(keys))
+
+
+def locate_in_files(message: str) -> str:
+    """Where the value an explained parse error is about was written: ``in FILE line N`` (see
+    :func:`trainer_cli.compose.describe_origin`), or an empty string for a flag or a default."""
+    from trainer_cli.compose import describe_origin
+
+    keys = message_keys(message)
+    return describe_origin(keys) if keys else ""
 
 
 _NOT_ERRORS = ("Does not validate against any", "Expected a <class 'NoneType'>", "a class path (str)", "a dict with", "a dict without")
+_PATH_NOISE = re.compile(r"Expected a path but .* either not accessible or invalid$")
 _TYPE_ERROR = re.compile(r"Expected an? (?:<class '([\w.]+)'>|typing\.Literal\[(.*)\])")
 
 
@@ -103,7 +158,9 @@ def summarize_union_error(message: str) -> str:
             items.append(text[2:])
         elif items:
             items[-1] += " " + text
-    items = [i for i in items if not i.startswith(_NOT_ERRORS)]
+    items = [i for i in items if not i.startswith(_NOT_ERRORS) and not _PATH_NOISE.match(i)]
+    if any(_TYPE_ERROR.fullmatch(i) for i in items):  # Union[float, Tensor] given 'abc': a float was meant
+        items = [i for i in items if not i.startswith("Expected a dot import path string")]
     subclass = [i.split(" Subclass types expect")[0] for i in items if "does not correspond to a subclass" in i]
     items = subclass or [i.split(" Subclass types expect")[0] for i in items]
     if not items:
@@ -114,7 +171,9 @@ def summarize_union_error(message: str) -> str:
     if all(types) and given:
         expected = " or ".join(m.group(1) or f"one of {m.group(2)}" for m in types if m)
         return f"{key}: expected {expected}, got {given.group(1)!r}"
-    return f"{key}: " + "; ".join(dict.fromkeys(items))
+    summary = f"{key}: " + "; ".join(dict.fromkeys(items))
+    # a class's own key of the wrong type: "optimizer.init_args.lr: expected float, got 'abc' (torch.optim.AdamW)"
+    return _NESTED.sub(lambda m: f"{m.group(1)}.init_args.{m.group(3)}: {m.group(4)} ({m.group(2)})", summary)
 
 
 def as_user_error(err: Exception, ckpt_path: str | None = None) -> UserError | None:
@@ -133,13 +192,28 @@ def as_user_error(err: Exception, ckpt_path: str | None = None) -> UserError | N
     if isinstance(err, MisconfigurationException):
         return UserError(str(err).strip().splitlines()[0])
     if isinstance(err, OmegaConfBaseException):
-        return UserError(f"config interpolation: {omegaconf_message(err)}")
+        from trainer_cli.compose import describe_origin
+
+        key = getattr(err, "full_key", None)
+        where = describe_origin([re.sub(r"^(fit|validate|test|predict)\.", "", key)]) if key else ""
+        return UserError(f"{where + ': ' if where else ''}config interpolation: {omegaconf_message(err)}")
     if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
         lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
         return UserError(f"checkpoint {ckpt_path} does not fit the model (from another model?): {' '.join(lines[1:3])[:400]}")
     if isinstance(err, (ValueError, TypeError)) and _raised_by_user_config(err):
-        return UserError(str(err))
+        where = locate_named_key(str(err))  # a constructor's check of a value from a config file
+        return UserError(f"{where}: {err}" if where else str(err))
     return None
+
+
+def locate_named_key(message: str) -> str:
+    """Where a value was written when ``message`` names exactly one key set on the command line
+    by its last part (``label_smoothing must be in [0, 1)``): ``in FILE line N``, else empty."""
+    from trainer_cli.compose import LAYERS, describe_origin
+
+    words = set(re.findall(r"[A-Za-z_]\w*", message))
+    keys = {k for layer in LAYERS for k in layer.leaves if k.rpartition(".")[2] in words}
+    return describe_origin(list(keys)) if len(keys) == 1 else ""
 
 
 def omegaconf_message(err: Exception) -> str:

@@ -19,6 +19,7 @@ import csv
 import json
 import math
 import os
+import shutil
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -68,12 +69,18 @@ def main(args: Sequence[str]) -> int:
         print_table(aggregate(Path(opts.cv_dir), opts.folds))
         return 0
     env_before = os.environ.get(ENV_CV_DIR)
+    given = opts.cv_dir or env_before
+    existed = bool(given) and Path(given).exists()
     cv_dir = choose_cv_dir(opts.cv_dir, opts.fold, rest)
     os.environ[ENV_CV_DIR] = str(cv_dir)
     try:
         check_settings(cv_dir, opts.folds, opts.cv_seed)
         for fold in [opts.fold] if opts.fold is not None else range(opts.folds):
             run_fold(cv_dir, fold, opts.folds, opts.cv_seed, rest)
+    except UserError:
+        if not existed and _is_rank_zero():
+            remove_untrained(cv_dir)
+        raise
     finally:
         if env_before is None:
             os.environ.pop(ENV_CV_DIR, None)
@@ -135,8 +142,14 @@ def run_fold(cv_dir: Path, fold: int, folds: int, cv_seed: int, fit_args: list[s
         print(f"fold {fold}/{folds}: done already ({done})", flush=True)
         return json.loads(done.read_text())
     print(f"\n=== fold {fold} of {folds} (0-based) -> {fold_dir}", flush=True)
+    existed = fold_dir.exists()
     cli = build_run([*fit_args, "--run_dir", str(fold_dir)])
-    sizes = use_fold(cli.datamodule, folds, fold, cv_seed)
+    try:
+        sizes = use_fold(cli.datamodule, folds, fold, cv_seed)
+    except UserError:
+        if not existed and cli.trainer.is_global_zero:
+            remove_untrained(fold_dir)
+        raise
     cli.trainer.fit(cli.model, datamodule=cli.datamodule)
     results = cli.trainer.validate(cli.model, datamodule=cli.datamodule, verbose=False)
     metrics = {k: float(v) for k, v in (results[0] if results else {}).items()}
@@ -144,6 +157,19 @@ def run_fold(cv_dir: Path, fold: int, folds: int, cv_seed: int, fit_args: list[s
     if cli.trainer.is_global_zero:
         done.write_text(json.dumps(record, indent=2) + "\n")
     return record
+
+
+def remove_untrained(path: Path) -> None:
+    """Remove ``path`` (a cv or fold directory this call made) unless it holds a checkpoint, and
+    the parent folders that leaves empty (``<root>/<name>/cv``)."""
+    if not path.is_dir() or any(path.rglob("*.ckpt")):
+        return
+    shutil.rmtree(path, ignore_errors=True)
+    for parent in list(path.parents)[:2]:
+        try:
+            parent.rmdir()  # only when empty
+        except OSError:
+            break
 
 
 def aggregate(cv_dir: Path, folds: int) -> dict[str, Any]:

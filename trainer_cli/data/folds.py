@@ -26,7 +26,43 @@ def labels_of(dataset: Dataset[Any]) -> np.ndarray:
     targets = getattr(dataset, "targets", None)
     if targets is not None:
         return np.asarray(targets)
-    return np.asarray([int(dataset[i][1]) for i in range(len(dataset))])  # type: ignore[arg-type]
+    return np.asarray([_target_of(dataset[i], dataset) for i in range(len(dataset))])  # type: ignore[arg-type]
+
+
+def _target_of(sample: Any, dataset: Dataset[Any]) -> Any:
+    """The target of one ``(input, target)`` sample, as a Python number.
+
+    Raises:
+        UserError: for a sample that is not an ``(input, target)`` pair with one number as target.
+    """
+    target = sample[1] if isinstance(sample, (tuple, list)) and len(sample) >= 2 else None
+    if hasattr(target, "numel") and target.numel() == 1:
+        target = target.item()
+    if not isinstance(target, (int, float, np.integer, np.floating)) or isinstance(target, bool):
+        got = type(sample).__name__ if target is None else f"targets of type {type(target).__name__}"
+        raise UserError(f"train cv makes stratified folds by class and needs (input, class label) samples; "
+                        f"{type(dataset).__name__} gives {got}: cross-validation is for classification data only")
+    return target
+
+
+def class_labels(labels: np.ndarray, source: str) -> np.ndarray:
+    """``labels`` as integer class labels.
+
+    Raises:
+        UserError: when they are not one whole number per sample (regression targets, say), naming ``source``.
+    """
+    if labels.ndim != 1:
+        raise UserError(f"train cv makes stratified folds by class: {source} has targets of shape {list(labels.shape[1:])} per sample, "
+                        "not one class label; cross-validation is for classification data only")
+    if labels.dtype.kind in "iu":
+        return labels
+    if labels.dtype.kind == "f":
+        odd = labels[~np.isfinite(labels) | (labels != np.round(labels))]
+        if not len(odd):
+            return labels.astype(np.int64)
+        raise UserError(f"train cv makes stratified folds by class, but {source}'s targets are not class labels "
+                        f"(e.g. {odd[0]:g}; regression?): cross-validation is for classification data only")
+    raise UserError(f"train cv makes stratified folds by class: {source}'s targets are {labels.dtype} values, not class labels")
 
 
 def pooled_views(train_set: Dataset[Any], val_set: Dataset[Any]) -> tuple[Dataset[Any], Dataset[Any], np.ndarray]:
@@ -76,7 +112,8 @@ def use_fold(datamodule: Any, folds: int, fold: int, seed: int) -> dict[str, int
     calls it again. ``test_set`` is untouched (held out).
 
     Raises:
-        UserError: for a data module that does not keep its splits in ``train_set`` and ``val_set``.
+        UserError: for a data module that does not keep its splits in ``train_set`` and ``val_set``,
+            or whose targets are not class labels.
     """
     datamodule.prepare_data()
     datamodule.setup("fit")
@@ -85,6 +122,7 @@ def use_fold(datamodule: Any, folds: int, fold: int, seed: int) -> dict[str, int
         raise UserError(f"cv needs a data module that keeps its splits in train_set and val_set after setup() "
                         f"(like trainer_cli.data.DigitsDataModule); {type(datamodule).__name__} does not")
     train_view, eval_view, labels = pooled_views(train_set, val_set)
+    labels = class_labels(labels, type(datamodule).__name__)
     train_idx, val_idx = fold_indices(labels, folds, fold, seed)
     fold_train, fold_val = Subset(train_view, train_idx.tolist()), Subset(eval_view, val_idx.tolist())
     original_setup = datamodule.setup

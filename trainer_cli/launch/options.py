@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import yaml
 
-from trainer_cli.compose import CONFIG_FLAGS, config_text, load_yaml_file
+from trainer_cli.compose import CONFIG_FLAGS, config_text, load_yaml_file, note_flag, take_config_roots
 from trainer_cli.errors import UserError, did_you_mean
 
 SECTION = "slurm"
@@ -125,6 +125,7 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
         UserError: for a missing config file, bad YAML, a ``slurm:`` that is not a mapping, or a
             ``--slurm.*`` flag without a value.
     """
+    roots, args = take_config_roots(args)  # --config_root DIR: user config roots
     fit_args: list[str] = []
     layers: list[dict[str, Any] | list[str]] = []
     own: list[str] = []
@@ -138,7 +139,7 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
                 value, i = args[i + 1], i + 2
             else:
                 value, i = arg.split("=", 1)[1], i + 1
-            fit_args += ["--config", _strip_section(config_text(value), value, layers)]
+            fit_args += ["--config", _strip_section(config_text(value, roots), value, layers)]
             continue
         if arg.startswith(FLAG_PREFIX) or arg in (f"--{SECTION}", f"--{SECTION}=") or arg.startswith(f"--{SECTION}="):
             if "=" in arg:
@@ -153,6 +154,7 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
         if arg in ("--dry-run", "--dry_run"):
             own.append("--dry-run")
         else:
+            note_flag(arg)  # for error messages: a later flag wins over an earlier file
             fit_args.append(arg)
         i += 1
     return fit_args, layers, own
