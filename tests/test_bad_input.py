@@ -68,6 +68,7 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "unknown_top_key_in_file": ([*base, "--config", write(cfg / "top.yaml", "optimiser:\n  lr: 0.1\n")], ["optimiser", "Did you mean: optimizer"]),
         "unknown_trainer_flag": ([*base, "--trainer.max_epohcs", "3"], ["max_epohcs", "Did you mean: trainer.max_epochs"]),
         "unknown_trainer_key_in_file": ([*base, "--config", write(cfg / "tr.yaml", "trainer:\n  max_epohcs: 3\n")], ["max_epohcs", "max_epochs"]),
+        "flag_is_prefix_of_option": ([*base, "--trainer.max_epoch", "3"], ["unrecognized arguments: --trainer.max_epoch", "Did you mean: trainer.max_epochs"]),
         "unknown_model_option": ([*base, "--model.init_args.backbon", "mlp"], ["backbon", "Did you mean: backbone"]),
         "unknown_optimizer_option": ([*base, "--optimizer.init_args.lrr", "0.1"], ["lrr", "Did you mean: lr"]),
         "unknown_data_option_in_file": ([*base, "--config", write(cfg / "data.yaml", "data:\n  init_args:\n    batch_sise: 8\n")], ["batch_sise", "Did you mean: batch_size"]),

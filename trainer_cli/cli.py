@@ -111,6 +111,7 @@ class TrainerCLI(LightningCLI):
 
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         kwargs.setdefault("parser_mode", "omegaconf+")  # ${...} resolved after every layer and flag
+        kwargs.setdefault("allow_abbrev", False)  # a misspelt --trainer.max_epoch is an error, not a prefix match
         return super().init_parser(**kwargs)
 
     def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
