@@ -116,9 +116,10 @@ class EpochLineProgress(ProgressBar):
             print(self.epoch_line(trainer, *finished), flush=True)
 
 
-def default_progress_bar(trainer_config: dict[str, Any], callbacks: list[pl.Callback]) -> list[pl.Callback]:
+def default_progress_bar(trainer_config: dict[str, Any], callbacks: list[pl.Callback], interactive: bool | None = None) -> list[pl.Callback]:
     """``[ThrottledTQDMProgressBar()]`` (stdout a terminal) or ``[EpochLineProgress()]`` (a log file,
     Slurm's log, CI: no redraws), unless the progress bar is off or the config already names one.
+    ``interactive`` (default: whether stdout is a terminal) picks between the two.
 
     Lightning picks its ``RichProgressBar`` whenever ``rich`` is installed (``lightning[extra]``
     installs it); on the digits benchmark that cost about 0.5 ms of CPU per step more than the
@@ -130,4 +131,5 @@ def default_progress_bar(trainer_config: dict[str, Any], callbacks: list[pl.Call
     configured = configured if isinstance(configured, list) else [configured]
     if any(isinstance(cb, ProgressBar) for cb in [*configured, *callbacks]):
         return []
-    return [ThrottledTQDMProgressBar() if sys.stdout.isatty() else EpochLineProgress()]
+    interactive = sys.stdout.isatty() if interactive is None else interactive
+    return [ThrottledTQDMProgressBar() if interactive else EpochLineProgress()]
