@@ -104,3 +104,26 @@ def test_bar_shows_no_version_fragment(tmp_path: Path) -> None:
     trainer = pl.Trainer(logger=logger, callbacks=[bar], accelerator="cpu", enable_model_summary=False)
     assert "v_num" in pl.callbacks.TQDMProgressBar().get_metrics(trainer, pl.LightningModule())  # Lightning's bar has it
     assert "v_num" not in bar.get_metrics(trainer, pl.LightningModule())
+
+
+HELP_RUN = (
+    "import sys; from trainer_cli.__main__ import main; code = main(['fit', '--help']); "
+    "print('TORCH_IMPORTED', 'torch' in sys.modules); sys.exit(code)"
+)
+
+
+def test_fit_help_comes_from_the_cache_the_second_time(tmp_path: Path) -> None:
+    """Item 6: ``train fit --help`` built once, then printed without importing torch or Lightning."""
+    from trainer_cli import help_cache
+
+    env = {k: v for k, v in os.environ.items() if k != "TRAINER_CLI_RUN_DIR"} | {"XDG_CACHE_HOME": str(tmp_path), "COLUMNS": "100"}
+    runs = [
+        subprocess.run([sys.executable, "-c", HELP_RUN], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        for _ in range(2)
+    ]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr[-2000:]
+    first, second = (r.stdout.rsplit("TORCH_IMPORTED", 1) for r in runs)
+    assert first[0] == second[0] and "--trainer.max_epochs" in first[0] and "--model" in first[0]
+    assert (first[1].strip(), second[1].strip()) == ("True", "False")
+    assert len(list((tmp_path / "trainer-cli" / "help").glob("*.txt"))) == 1
+    assert help_cache.cacheable(["--help"]) and not help_cache.cacheable(["--config", DIGITS, "--help"])

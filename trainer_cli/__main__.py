@@ -94,10 +94,14 @@ def _dispatch(argv: list[str] | None) -> int:
     target, _ = VERBS[verb]
     module_name, func_name = target.split(":")
     try:
-        func = getattr(importlib.import_module(module_name), func_name)
         if verb in LIGHTNING_VERBS:
-            return int(func(verb, rest) or 0)
-        return int(func(rest) or 0)
+            from trainer_cli import help_cache
+
+            run = lambda: getattr(importlib.import_module(module_name), func_name)(verb, rest)  # noqa: E731
+            if help_cache.cacheable(rest):  # `train fit --help` without importing Lightning, after the first time
+                return help_cache.print_help(verb, run)
+            return int(run() or 0)
+        return int(getattr(importlib.import_module(module_name), func_name)(rest) or 0)
     except UserError as err:
         return report_user_error(err)
 
