@@ -62,9 +62,12 @@ def run(smoke: bool = False) -> dict[str, Any]:
         "train fit --help (cached)": ["fit", "--help"],
         "train submit --dry-run": ["submit", "--config", str(DIGITS), "--dry-run"],
     }
+    if smoke:  # the priming call below builds the help once: enough to show it works
+        del verbs["train fit --help (built)"]
     with tempfile.TemporaryDirectory() as tmp:
         envs = {name: {"XDG_CACHE_HOME": str(Path(tmp) / "cache")} for name in verbs}
-        envs["train fit --help (built)"]["TRAINER_CLI_HELP_CACHE"] = "0"
+        if "train fit --help (built)" in envs:
+            envs["train fit --help (built)"]["TRAINER_CLI_HELP_CACHE"] = "0"
         wall_time([*train, "fit", "--help"], envs["train fit --help (cached)"])  # fills the cache
         sides = {name: (lambda a=argv, e=envs[name]: wall_time([*train, *a], e)) for name, argv in verbs.items()}
         launcher = {name: medians(r) for name, r in alternate(sides, repeats).items()}
