@@ -20,7 +20,7 @@ from typing import Any
 from benchmarks.common import DIGITS, ROOT, alternate, medians
 
 FIRST_STEP_MARK = "BENCH_FIRST_STEP_DONE_AT"
-TORCH_CHECK = "import sys; from trainer_cli.__main__ import main; main({argv!r}); print('TORCH_IMPORTED', 'torch' in sys.modules)"
+TORCH_IMPORT = re.compile(r"^import time:.*\|\s*torch$", re.M)  # python -X importtime's line for torch
 
 
 def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
@@ -46,10 +46,11 @@ def time_to_first_step(cmd: list[str]) -> dict[str, float]:
 
 
 def imports_torch(argv: list[str], env: dict[str, str] | None = None) -> bool:
-    """Whether ``train ARGV`` imports torch (run in a fresh interpreter)."""
-    code = TORCH_CHECK.format(argv=argv)
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(env), capture_output=True, text=True).stdout
-    return "TORCH_IMPORTED True" in out
+    """Whether ``train ARGV`` imports torch: the same command, in a fresh interpreter, under
+    ``python -X importtime`` (whatever way it exits)."""
+    cmd = [sys.executable, "-X", "importtime", "-m", "trainer_cli", *argv]
+    err = subprocess.run(cmd, cwd=ROOT, env=_env(env), capture_output=True, text=True).stderr
+    return TORCH_IMPORT.search(err) is not None
 
 
 def run(smoke: bool = False) -> dict[str, Any]:
