@@ -95,11 +95,12 @@ def _dispatch(argv: list[str] | None) -> int:
     module_name, func_name = target.split(":")
     try:
         if verb in LIGHTNING_VERBS:
-            from trainer_cli import help_cache
-
             run = lambda: getattr(importlib.import_module(module_name), func_name)(verb, rest)  # noqa: E731
-            if help_cache.cacheable(rest):  # `train fit --help` without importing Lightning, after the first time
-                return help_cache.print_help(verb, run)
+            if rest in (["--help"], ["-h"]):  # `train fit --help` without importing Lightning, after the first time
+                from trainer_cli import help_cache
+
+                if help_cache.cacheable(rest):
+                    return help_cache.print_help(verb, run)
             return int(run() or 0)
         return int(getattr(importlib.import_module(module_name), func_name)(rest) or 0)
     except UserError as err:
