@@ -103,7 +103,10 @@ class EpochLineProgress(ProgressBar):
     def epoch_line(self, trainer: pl.Trainer, epoch: int, seconds: float, validated: bool) -> str:
         """The line printed for ``epoch`` (0-based) that took ``seconds``."""
         total = f"/{trainer.max_epochs}" if trainer.max_epochs is not None and trainer.max_epochs > 0 else ""
-        metrics = {k: v for k, v in trainer.callback_metrics.items() if v.numel() == 1 and (validated or not k.startswith("val"))}
+        metrics = {
+            k: v for k, v in trainer.callback_metrics.items()
+            if getattr(v, "numel", lambda: 1)() == 1 and (validated or not k.startswith("val"))  # scalars only
+        }
         names = sorted(metrics, key=lambda k: not k.startswith("train"))  # stable: training metrics first
         cells = [f"epoch {epoch + 1}{total}", *(f"{k} {format_metric(float(metrics[k]))}" for k in names), f"{seconds:.1f} s"]
         return "  ".join(cells)
