@@ -1,5 +1,6 @@
-"""Start-up: whole-process wall time of launcher verbs, and time to the first optimizer step of
-``train fit`` on digits versus a plain script doing the same first step.
+"""Start-up: whole-process wall time of launcher verbs (``train fit --help`` both built and from
+its cache, ``trainer_cli.help_cache``), and time to the first optimizer step of ``train fit`` on
+digits versus a plain script doing the same first step.
 
 Every command runs as a fresh process (``python -m trainer_cli ...``, what the ``train`` console
 script runs), alternately, repeated; figures are medians.
@@ -19,18 +20,18 @@ from typing import Any
 from benchmarks.common import DIGITS, ROOT, alternate, medians
 
 FIRST_STEP_MARK = "BENCH_FIRST_STEP_DONE_AT"
-TORCH_CHECK = "import sys; from trainer_cli.__main__ import main; main({argv!r}); print('TORCH_IMPORTED', 'torch' in sys.modules)"
+TORCH_IMPORT = re.compile(r"^import time:.*\|\s*torch$", re.M)  # python -X importtime's line for torch
 
 
-def _env() -> dict[str, str]:
+def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
     env = {k: v for k, v in os.environ.items() if k != "TRAINER_CLI_RUN_DIR"}
-    return env | {"PYTHONUNBUFFERED": "1"}
+    return env | {"PYTHONUNBUFFERED": "1"} | (extra or {})
 
 
-def wall_time(cmd: list[str]) -> dict[str, float]:
+def wall_time(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
     """Whole-process wall time of ``cmd`` in seconds (exit code kept: a missing verb shows)."""
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=ROOT, env=_env(env), capture_output=True, text=True)
     return {"wall_s": time.perf_counter() - t0, "returncode": float(done.returncode)}
 
 
@@ -44,11 +45,12 @@ def time_to_first_step(cmd: list[str]) -> dict[str, float]:
     raise RuntimeError(f"{cmd} printed no {FIRST_STEP_MARK} (exit {done.returncode}):\n{done.stderr[-2000:]}")
 
 
-def imports_torch(argv: list[str]) -> bool:
-    """Whether ``train ARGV`` imports torch (run in a fresh interpreter)."""
-    code = TORCH_CHECK.format(argv=argv)
-    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=_env(), capture_output=True, text=True).stdout
-    return "TORCH_IMPORTED True" in out
+def imports_torch(argv: list[str], env: dict[str, str] | None = None) -> bool:
+    """Whether ``train ARGV`` imports torch: the same command, in a fresh interpreter, under
+    ``python -X importtime`` (whatever way it exits)."""
+    cmd = [sys.executable, "-X", "importtime", "-m", "trainer_cli", *argv]
+    err = subprocess.run(cmd, cwd=ROOT, env=_env(env), capture_output=True, text=True).stderr
+    return TORCH_IMPORT.search(err) is not None
 
 
 def run(smoke: bool = False) -> dict[str, Any]:
@@ -57,14 +59,22 @@ def run(smoke: bool = False) -> dict[str, Any]:
     verbs = {
         "train --help": ["--help"],
         "train ls": ["ls"],
+        "train fit --help (built)": ["fit", "--help"],
+        "train fit --help (cached)": ["fit", "--help"],
         "train submit --dry-run": ["submit", "--config", str(DIGITS), "--dry-run"],
     }
+    if smoke:  # the priming call below builds the help once: enough to show it works
+        del verbs["train fit --help (built)"]
     with tempfile.TemporaryDirectory() as tmp:
-        sides = {name: (lambda a=argv: wall_time([*train, *a])) for name, argv in verbs.items()}
+        envs = {name: {"XDG_CACHE_HOME": str(Path(tmp) / "cache")} for name in verbs}
+        if "train fit --help (built)" in envs:
+            envs["train fit --help (built)"]["TRAINER_CLI_HELP_CACHE"] = "0"
+        wall_time([*train, "fit", "--help"], envs["train fit --help (cached)"])  # fills the cache
+        sides = {name: (lambda a=argv, e=envs[name]: wall_time([*train, *a], e)) for name, argv in verbs.items()}
         launcher = {name: medians(r) for name, r in alternate(sides, repeats).items()}
         for name, argv in verbs.items():
             launcher[name]["available"] = launcher[name].pop("returncode") == 0
-            launcher[name]["imports_torch"] = imports_torch(argv) if launcher[name]["available"] else None
+            launcher[name]["imports_torch"] = imports_torch(argv, envs[name]) if launcher[name]["available"] else None
         fit = [
             *train, "fit", "--config", str(DIGITS), "--trainer.max_steps", "1", "--trainer.default_root_dir", str(Path(tmp) / "runs"),
             "--trainer.callbacks+=benchmarks.clock.FirstStepClock",

@@ -21,6 +21,7 @@ def test_benchmarks_smoke_run_writes_every_result(tmp_path) -> None:
         assert payload["smoke"] is True and payload["machine"]["cores"] >= 1
     startup = json.loads((out / "startup.json").read_text())["result"]
     assert startup["launcher_verbs"]["train --help"]["imports_torch"] is False
+    assert startup["launcher_verbs"]["train fit --help (cached)"]["imports_torch"] is False
     assert startup["first_step"]["train_fit"]["first_step_s"] > 0
 
     from benchmarks.report import update_readme

@@ -1,30 +1,32 @@
 """What keeps the per-step overhead down behaves: the classifier logs ``train/loss`` only on the
 steps the logger writes (TensorBoard gets the same points as with per-step logging) and
-``train/acc`` once per epoch; the default progress bar is the throttled TQDM bar and still ends
-every epoch on its full count."""
+``train/acc`` once per epoch; in a terminal the default progress bar is the throttled TQDM bar
+and still ends every epoch on its full count."""
 
 from __future__ import annotations
 
 from lightning.pytorch.callbacks import RichProgressBar
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.conftest import DIGITS, quiet_args, run_train
-from trainer_cli.callbacks import ThrottledTQDMProgressBar
+from tests.conftest import DIGITS, quiet_args
+from tests.tty_support import run_train_in_terminal
+from trainer_cli.callbacks import EpochLineProgress, ThrottledTQDMProgressBar
 from trainer_cli.callbacks.progress import default_progress_bar
 
 
 def test_default_progress_bar_is_throttled_tqdm_unless_configured_or_off() -> None:
-    assert [type(cb) for cb in default_progress_bar({}, [])] == [ThrottledTQDMProgressBar]
+    assert [type(cb) for cb in default_progress_bar({}, [], interactive=True)] == [ThrottledTQDMProgressBar]
+    assert [type(cb) for cb in default_progress_bar({}, [], interactive=False)] == [EpochLineProgress]
     assert default_progress_bar({"enable_progress_bar": False}, []) == []
     assert default_progress_bar({"callbacks": [RichProgressBar()]}, []) == []
 
 
 def test_logged_points_and_progress_bar_of_a_digits_run(tmp_path) -> None:
-    done = run_train(
+    code, stdout, stderr = run_train_in_terminal(
         "fit", "--config", DIGITS, *quiet_args(tmp_path, epochs=2), "--trainer.enable_progress_bar", "true",
         "--trainer.log_every_n_steps", "7",
     )
-    assert done.returncode == 0, done.stderr[-3000:]
+    assert code == 0, stderr[-3000:]
     events = EventAccumulator(str(next(tmp_path.glob("*/version_0"))))
     events.Reload()
     steps_per_epoch = 20  # 1,257 training digits / 64
@@ -33,4 +35,5 @@ def test_logged_points_and_progress_bar_of_a_digits_run(tmp_path) -> None:
     assert [e.step for e in events.Scalars("train/acc")] == [steps_per_epoch - 1, 2 * steps_per_epoch - 1]
     assert all(0.0 <= e.value <= 1.0 for e in events.Scalars("train/acc"))
     # the throttled bar skips redraws but draws each epoch's last batch
-    assert "Epoch 0: 100%" in done.stdout and "Epoch 1: 100%" in done.stdout and "20/20" in done.stdout
+    assert "Epoch 0: 100%" in stdout and "Epoch 1: 100%" in stdout and "20/20" in stdout
+    assert "v_num" not in stdout and not any(line.startswith("epoch ") for line in stdout.splitlines())

@@ -7,6 +7,7 @@ Launcher verbs never import torch before they need it, so ``train --help`` and
 from __future__ import annotations
 
 import importlib
+import os
 import sys
 
 from trainer_cli.errors import UserError, report_user_error
@@ -28,6 +29,7 @@ VERBS: dict[str, tuple[str, str]] = {
 }
 
 LIGHTNING_VERBS = {"fit", "validate", "test", "predict"}
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as shells report a writer whose reader went away
 
 USAGE = """\
 usage: train <verb> [--config FILE ...] [--key.sub value ...]
@@ -57,7 +59,25 @@ def usage() -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Run ``train``; returns the process exit code (0 ok, 2 user error)."""
+    """Run ``train``; returns the process exit code (0 ok, 2 user error, 141 reader gone).
+
+    When stdout's reader goes away early (``train fit --help | head -3``), the rest of the
+    output is dropped quietly: no ``BrokenPipeError`` traceback (the Python documentation's
+    recipe for ``SIGPIPE``).
+    """
+    try:
+        try:
+            return _dispatch(argv)
+        finally:  # also when --help exits: a pipe closed early fails here, at the last flush
+            sys.stdout.flush()
+    except BrokenPipeError:
+        # Python flushes stdout again at exit: point it at devnull so that flush cannot fail too
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
+
+
+def _dispatch(argv: list[str] | None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in {"-h", "--help", "help"}:
         print(usage())
@@ -77,10 +97,15 @@ def main(argv: list[str] | None = None) -> int:
     target, _ = VERBS[verb]
     module_name, func_name = target.split(":")
     try:
-        func = getattr(importlib.import_module(module_name), func_name)
         if verb in LIGHTNING_VERBS:
-            return int(func(verb, rest) or 0)
-        return int(func(rest) or 0)
+            run = lambda: getattr(importlib.import_module(module_name), func_name)(verb, rest)  # noqa: E731
+            if rest in (["--help"], ["-h"]):  # `train fit --help` without importing Lightning, after the first time
+                from trainer_cli import help_cache
+
+                if help_cache.cacheable(rest):
+                    return help_cache.print_help(verb, run)
+            return int(run() or 0)
+        return int(getattr(importlib.import_module(module_name), func_name)(rest) or 0)
     except UserError as err:
         return report_user_error(err)
 

@@ -34,7 +34,7 @@ import trainer_cli.callbacks  # noqa: F401 - registers the project's callbacks f
 import trainer_cli.data  # noqa: F401 - registers the project's data modules for short names
 import trainer_cli.models.classifier  # noqa: F401 - registers the project's models for short names
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
-from trainer_cli import rundir
+from trainer_cli import quiet, rundir
 from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
 from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
 from trainer_cli.callbacks.switches import drop_switched_off
@@ -373,6 +373,7 @@ def building_cli() -> Iterator[None]:
     when it saved no checkpoint), and ``TRAINER_CLI_RUN_DIR`` cleared again afterwards when it was
     not set before (so one process can build several runs)."""
     env_before = os.environ.get(rundir.ENV_RUN_DIR)
+    quiet.install()  # library messages that do not apply to a launcher run (trainer_cli.quiet)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")

@@ -4,7 +4,9 @@ from trainer_cli.callbacks.final_checkpoint import FinalCheckpoint
 from trainer_cli.callbacks.grad_norm import GradNormMonitor
 from trainer_cli.callbacks.non_finite import NonFiniteLoss
 from trainer_cli.callbacks.prediction_writer import PredictionCSVWriter
-from trainer_cli.callbacks.progress import ThrottledTQDMProgressBar
+from trainer_cli.callbacks.progress import EpochLineProgress, ThrottledTQDMProgressBar
 from trainer_cli.callbacks.run_summary import RunSummary
 
-__all__ = ["FinalCheckpoint", "GradNormMonitor", "NonFiniteLoss", "PredictionCSVWriter", "RunSummary", "ThrottledTQDMProgressBar"]
+__all__ = [
+    "EpochLineProgress", "FinalCheckpoint", "GradNormMonitor", "NonFiniteLoss", "PredictionCSVWriter", "RunSummary", "ThrottledTQDMProgressBar",
+]

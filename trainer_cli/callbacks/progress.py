@@ -1,7 +1,10 @@
-"""The launcher's default progress bar: Lightning's TQDM bar, redrawn at most ten times a second."""
+"""The launcher's default progress display: in a terminal, Lightning's TQDM bar redrawn at most ten
+times a second; elsewhere (a log file, Slurm's log, CI) one line per epoch with its metrics."""
 
 from __future__ import annotations
 
+import math
+import sys
 import time
 from typing import Any
 
@@ -37,9 +40,89 @@ class ThrottledTQDMProgressBar(TQDMProgressBar):
         self._last_draw = now
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
+    def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, int | str | float | dict[str, float]]:
+        """Lightning's, less ``v_num`` (the logger's version, cut to ``on_0``; RunSummary prints the run directory)."""
+        items = super().get_metrics(trainer, pl_module)
+        items.pop("v_num", None)
+        return items
 
-def default_progress_bar(trainer_config: dict[str, Any], callbacks: list[pl.Callback]) -> list[pl.Callback]:
-    """``[ThrottledTQDMProgressBar()]`` unless the progress bar is off or the config already names one.
+
+def format_metric(value: float) -> str:
+    """A metric as printed by the launcher: 4 decimals; 4 significant digits below 0.001 (learning rates)."""
+    if value != 0 and math.isfinite(value) and abs(value) < 1e-3:
+        return f"{value:.3e}"
+    return f"{value:.4f}"
+
+
+class EpochLineProgress(ProgressBar):
+    """Progress for logs: one line per training epoch, no redraws (global rank 0 only).
+
+    For example ``epoch 3/10  train/loss 0.0410  train/acc 0.9861  val/loss 0.0520  val/acc 0.9850  12.1 s``:
+    the epoch (counted from 1), the metrics logged for it (``trainer.callback_metrics``: training
+    metrics first; validation metrics only when validation ran that epoch) and its wall time
+    (training and validation). The line is printed once the epoch's last metrics are in, i.e. as
+    the next epoch starts or training ends. The default display when stdout is not a terminal.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._enabled = True
+        self._epoch_start = 0.0
+        self._validated = False
+        self._finished: tuple[int, float, bool] | None = None  # epoch, seconds, validated: not printed yet
+
+    @property
+    def is_enabled(self) -> bool:
+        return self._enabled
+
+    def disable(self) -> None:
+        self._enabled = False
+
+    def enable(self) -> None:
+        self._enabled = True
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._print_finished(trainer)
+        self._epoch_start = time.monotonic()
+        self._validated = False
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking:
+            self._validated = True
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        # the module's own on_train_epoch_end metrics (train/acc) are logged after this hook
+        self._finished = (trainer.current_epoch, time.monotonic() - self._epoch_start, self._validated)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._print_finished(trainer)
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        self._print_finished(trainer)
+
+    def epoch_line(self, trainer: pl.Trainer, epoch: int, seconds: float, validated: bool) -> str:
+        """The line printed for ``epoch`` (0-based) that took ``seconds``."""
+        total = f"/{trainer.max_epochs}" if trainer.max_epochs is not None and trainer.max_epochs > 0 else ""
+        metrics = {
+            k: v for k, v in trainer.callback_metrics.items()
+            if getattr(v, "numel", lambda: 1)() == 1 and (validated or not k.startswith("val"))  # scalars only
+        }
+        names = sorted(metrics, key=lambda k: not k.startswith("train"))  # stable: training metrics first
+        cells = [f"epoch {epoch + 1}{total}", *(f"{k} {format_metric(float(metrics[k]))}" for k in names), f"{seconds:.1f} s"]
+        return "  ".join(cells)
+
+    def _print_finished(self, trainer: pl.Trainer) -> None:
+        if self._finished is None:
+            return
+        finished, self._finished = self._finished, None
+        if self._enabled and trainer.is_global_zero:
+            print(self.epoch_line(trainer, *finished), flush=True)
+
+
+def default_progress_bar(trainer_config: dict[str, Any], callbacks: list[pl.Callback], interactive: bool | None = None) -> list[pl.Callback]:
+    """``[ThrottledTQDMProgressBar()]`` (stdout a terminal) or ``[EpochLineProgress()]`` (a log file,
+    Slurm's log, CI: no redraws), unless the progress bar is off or the config already names one.
+    ``interactive`` (default: whether stdout is a terminal) picks between the two.
 
     Lightning picks its ``RichProgressBar`` whenever ``rich`` is installed (``lightning[extra]``
     installs it); on the digits benchmark that cost about 0.5 ms of CPU per step more than the
@@ -51,4 +134,5 @@ def default_progress_bar(trainer_config: dict[str, Any], callbacks: list[pl.Call
     configured = configured if isinstance(configured, list) else [configured]
     if any(isinstance(cb, ProgressBar) for cb in [*configured, *callbacks]):
         return []
-    return [ThrottledTQDMProgressBar()]
+    interactive = sys.stdout.isatty() if interactive is None else interactive
+    return [ThrottledTQDMProgressBar() if interactive else EpochLineProgress()]

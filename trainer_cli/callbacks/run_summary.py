@@ -10,7 +10,7 @@ from lightning.pytorch.utilities import rank_zero_only
 
 class RunSummary(pl.Callback):
     """At the start of training, print world size, global batch size, steps per epoch, total
-    optimizer steps, precision, strategy and the run directory (global rank 0 only)."""
+    optimizer steps, accelerator, precision, strategy and the run directory (global rank 0 only)."""
 
     def __init__(self, run_dir: str | None = None) -> None:
         self.run_dir = run_dir
@@ -31,6 +31,7 @@ class RunSummary(pl.Callback):
             "global_batch_size": per_device * trainer.world_size * accumulate if per_device else None,
             "steps_per_epoch": steps_per_epoch,
             "total_steps": trainer.estimated_stepping_batches,
+            "accelerator": type(trainer.accelerator).__name__.removesuffix("Accelerator").lower(),
             "precision": trainer.precision,
             "strategy": type(trainer.strategy).__name__,
         }
@@ -47,6 +48,7 @@ class RunSummary(pl.Callback):
             ("global batch size", batch),
             ("steps per epoch", q["steps_per_epoch"]),
             ("total optimizer steps", q["total_steps"]),
+            ("accelerator", q["accelerator"]),
             ("precision", q["precision"]),
             ("strategy", q["strategy"]),
             ("run directory", self.run_dir or trainer.default_root_dir),

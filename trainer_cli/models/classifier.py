@@ -20,9 +20,11 @@ class ImageClassifier(pl.LightningModule):
     The backbone is a plain ``nn.Module`` (``self.net``): its ``state_dict`` loads into the same
     backbone built outside Lightning. Logged metrics: ``train/loss`` (on the steps the logger
     writes: every ``trainer.log_every_n_steps``), ``train/acc`` (per epoch), ``val/loss``,
-    ``val/acc``, ``test/loss``, ``test/acc`` and, with more than 5 classes, ``val/acc_top5`` and
-    ``test/acc_top5``. Optimizer and scheduler come from the config's ``optimizer`` and
-    ``lr_scheduler`` sections.
+    ``val/acc``, ``val/acc_macro``, ``test/loss``, ``test/acc``, ``test/acc_macro`` and, with more
+    than 5 classes, ``val/acc_top5`` and ``test/acc_top5``. ``*/acc`` and ``*/acc_top5`` are micro
+    accuracies (correct predictions / all samples: the figure papers report); ``*/acc_macro`` is the
+    mean of the per-class accuracies (recalls), which weighs rare classes as much as common ones.
+    Optimizer and scheduler come from the config's ``optimizer`` and ``lr_scheduler`` sections.
 
     Args:
         backbone: Backbone name: ``mlp``, ``cnn`` or any torchvision classification model
@@ -86,13 +88,16 @@ class ImageClassifier(pl.LightningModule):
             self.example_input_array = torch.zeros(2, in_channels, image_size, image_size)
         self.criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)  # takes soft targets too
         self.batch_mix = build_batch_mix(num_classes, mixup_alpha, cutmix_alpha)
-        self.train_acc = MulticlassAccuracy(num_classes)
-        self.val_acc = MulticlassAccuracy(num_classes)
-        self.test_acc = MulticlassAccuracy(num_classes)
+        # micro: correct / samples; macro: mean per-class accuracy (metric states are not in the state_dict)
+        self.train_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.val_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.test_acc = MulticlassAccuracy(num_classes, average="micro")
+        self.val_acc_macro = MulticlassAccuracy(num_classes, average="macro")
+        self.test_acc_macro = MulticlassAccuracy(num_classes, average="macro")
         self.top5 = num_classes > 5
         if self.top5:
-            self.val_acc_top5 = MulticlassAccuracy(num_classes, top_k=5)
-            self.test_acc_top5 = MulticlassAccuracy(num_classes, top_k=5)
+            self.val_acc_top5 = MulticlassAccuracy(num_classes, top_k=5, average="micro")
+            self.test_acc_top5 = MulticlassAccuracy(num_classes, top_k=5, average="micro")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits ``[b, num_classes]`` for images ``x`` of shape ``[b, c, h, w]``."""
@@ -141,6 +146,9 @@ class ImageClassifier(pl.LightningModule):
         acc = getattr(self, f"{stage}_acc")
         acc(logits, y)
         self.log(f"{stage}/acc", acc, prog_bar=True)
+        acc_macro = getattr(self, f"{stage}_acc_macro")
+        acc_macro(logits, y)
+        self.log(f"{stage}/acc_macro", acc_macro)
         if self.top5:
             top5 = getattr(self, f"{stage}_acc_top5")
             top5(logits, y)

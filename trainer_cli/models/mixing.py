@@ -12,7 +12,6 @@ from __future__ import annotations
 from collections.abc import Callable
 
 import torch
-from torchvision.transforms import v2
 
 from trainer_cli.errors import UserError
 
@@ -30,13 +29,15 @@ def build_batch_mix(num_classes: int, mixup_alpha: float = 0.0, cutmix_alpha: fl
     """
     if mixup_alpha < 0 or cutmix_alpha < 0:
         raise UserError(f"mixup_alpha and cutmix_alpha must be >= 0 (0 turns one off), got {mixup_alpha}, {cutmix_alpha}")
+    if mixup_alpha == 0 and cutmix_alpha == 0:
+        return None
+    from torchvision.transforms import v2  # only when mixing (start-up: `train fit --help` needs none of it)
+
     choices: list[v2.Transform] = []
     if mixup_alpha > 0:
         choices.append(v2.MixUp(alpha=mixup_alpha, num_classes=num_classes))
     if cutmix_alpha > 0:
         choices.append(v2.CutMix(alpha=cutmix_alpha, num_classes=num_classes))
-    if not choices:
-        return None
     return choices[0] if len(choices) == 1 else v2.RandomChoice(choices)
 
 

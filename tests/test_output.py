@@ -1,0 +1,129 @@
+"""What ``train`` prints: output into a pipe closed early, per-epoch lines when stdout is not a
+terminal, no known-irrelevant library noise, rounded metrics."""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import DIGITS, REPO, run_train
+
+CLOSED_PIPE_ARGS = [["--help"], ["ls"]]
+
+
+@pytest.mark.parametrize("args", CLOSED_PIPE_ARGS, ids=" ".join)
+def test_reader_gone_early_is_quiet(args: list[str]) -> None:
+    """Bug 10: ``train --help | head -3`` ended in a BrokenPipeError traceback."""
+    read_end, write_end = os.pipe()
+    os.close(read_end)  # the reader is gone before the first write: every write fails
+    env = {k: v for k, v in os.environ.items() if k != "TRAINER_CLI_RUN_DIR"}
+    try:
+        done = subprocess.run(
+            [sys.executable, "-m", "trainer_cli", *args], cwd=REPO, env=env, stdout=write_end,
+            stderr=subprocess.PIPE, text=True, timeout=120,
+        )
+    finally:
+        os.close(write_end)
+    assert done.stderr == ""
+    assert done.returncode == 141  # 128 + SIGPIPE, what a shell reports
+
+
+EPOCH_LINE = re.compile(r"^epoch (\d+)/(\d+)((?:  [\w/.-]+ -?\d+\.\d{4}(?:e[-+]\d+)?)+)  \d+\.\d s$")
+NOISE = (
+    "srun",  # Lightning's srun hint (an `srun` is on PATH below, as on a machine with Slurm)
+    "💡 Tip", "litlogger", "litmodels",
+    "Trainer already configured with model summary callbacks",
+    "GPU available", "TPU available",
+    "Loading `train_dataloader` to estimate",
+    "LeafSpec", "deprecated",
+    "The dirpath has changed", "`weights_only` was not set",
+    "You have overridden `on_after_batch_transfer`",
+    "v_num",
+)
+
+
+def _epoch_lines(stdout: str) -> list[re.Match[str]]:
+    return [m for m in map(EPOCH_LINE.match, stdout.splitlines()) if m]
+
+
+def test_log_output_one_line_per_epoch_and_no_noise(tmp_path: Path) -> None:
+    """Items 1-3 and bug 12 of issue 10: stdout not a terminal (a log) gets one line per epoch with
+    rounded metrics and no progress-bar redraws; Lightning's messages that do not apply are gone
+    (also when fine-tuning from another run's checkpoint); the run summary and checkpoints stay."""
+    fake_bin = tmp_path / "bin"
+    fake_bin.mkdir()
+    (fake_bin / "srun").write_text("#!/bin/sh\nexit 0\n")
+    (fake_bin / "srun").chmod(0o755)
+    env = {"PATH": f"{fake_bin}{os.pathsep}{os.environ['PATH']}"}
+    env_no_slurm = {"SLURM_JOB_ID": ""} if os.environ.get("SLURM_JOB_ID") else {}  # (inside a job the hint is real)
+    short = ["--trainer.default_root_dir", str(tmp_path / "runs"), "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1"]
+
+    first = run_train("fit", "--config", DIGITS, *short, "--trainer.max_epochs", "2", env={**env, **env_no_slurm})
+    assert first.returncode == 0, first.stderr[-3000:]
+    run_dir = tmp_path / "runs" / "digits" / "version_0"
+    second = run_train(
+        "fit", "--config", DIGITS, *short, "--trainer.max_epochs", "3", "--ckpt_path", str(run_dir / "checkpoints" / "last.ckpt"),
+        env={**env, **env_no_slurm},
+    )
+    assert second.returncode == 0, second.stderr[-3000:]
+
+    for done, epochs in ((first, [1, 2]), (second, [3])):
+        combined = done.stdout + done.stderr
+        assert "\r" not in combined
+        assert [n for n in NOISE if n in combined] == []
+        assert "world size             1 = 1 devices x 1 nodes" in done.stdout  # the run summary stays
+        assert "accelerator            cpu" in done.stdout
+        lines = _epoch_lines(done.stdout)
+        assert [int(m.group(1)) for m in lines] == epochs, done.stdout
+        assert {int(m.group(2)) for m in lines} == {epochs[-1]}
+        assert len([ln for ln in done.stdout.splitlines() if ln.startswith("epoch ")]) == len(epochs)
+        names = re.findall(r"  ([\w/.-]+) -?\d", lines[-1].group(3))
+        assert {"train/acc", "val/loss", "val/acc", "val/acc_macro", "val/acc_top5"} <= set(names)
+        assert names.index("train/acc") < names.index("val/acc")
+    # val/acc still names the best checkpoint (4 decimals, as the epoch line prints it)
+    best = list((run_dir / "checkpoints").glob("best-epoch*-val_acc*.ckpt"))
+    assert len(best) == 1
+    last_acc = dict(re.findall(r"  ([\w/.-]+) (-?\d+\.\d{4})", _epoch_lines(first.stdout)[-1].group(3)))["val/acc"]
+    assert 0.0 <= float(last_acc) <= 1.0
+
+
+def test_bar_shows_no_version_fragment(tmp_path: Path) -> None:
+    """Item 3: the terminal bar showed ``v_num=on_0`` (the end of ``version_0``); it is dropped."""
+    import lightning.pytorch as pl
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    from trainer_cli.callbacks import ThrottledTQDMProgressBar
+
+    bar = ThrottledTQDMProgressBar()
+    logger = TensorBoardLogger(save_dir=str(tmp_path), name="", version="version_0")
+    trainer = pl.Trainer(logger=logger, callbacks=[bar], accelerator="cpu", enable_model_summary=False)
+    assert "v_num" in pl.callbacks.TQDMProgressBar().get_metrics(trainer, pl.LightningModule())  # Lightning's bar has it
+    assert "v_num" not in bar.get_metrics(trainer, pl.LightningModule())
+
+
+HELP_RUN = (
+    "import sys; from trainer_cli.__main__ import main; code = main(['fit', '--help']); "
+    "print('TORCH_IMPORTED', 'torch' in sys.modules); sys.exit(code)"
+)
+
+
+def test_fit_help_comes_from_the_cache_the_second_time(tmp_path: Path) -> None:
+    """Item 6: ``train fit --help`` built once, then printed without importing torch or Lightning."""
+    from trainer_cli import help_cache
+
+    env = {k: v for k, v in os.environ.items() if k != "TRAINER_CLI_RUN_DIR"} | {"XDG_CACHE_HOME": str(tmp_path), "COLUMNS": "100"}
+    runs = [
+        subprocess.run([sys.executable, "-c", HELP_RUN], cwd=REPO, env=env, capture_output=True, text=True, timeout=300)
+        for _ in range(2)
+    ]
+    assert [r.returncode for r in runs] == [0, 0], runs[0].stderr[-2000:]
+    first, second = (r.stdout.rsplit("TORCH_IMPORTED", 1) for r in runs)
+    assert first[0] == second[0] and "--trainer.max_epochs" in first[0] and "--model" in first[0]
+    assert (first[1].strip(), second[1].strip()) == ("True", "False")
+    assert len(list((tmp_path / "trainer-cli" / "help").glob("*.txt"))) == 1
+    assert help_cache.cacheable(["--help"]) and not help_cache.cacheable(["--config", DIGITS, "--help"])

@@ -1,0 +1,117 @@
+"""Library messages that do not apply to a launcher run, silenced in one place, by message.
+
+Each entry of :data:`WARNINGS` (Python warnings) and :data:`LOG_LINES` (lines of Lightning's
+``logging`` loggers) names the message it drops (a regular expression matched at the start of
+the message) and why it does not apply to a run of this launcher. Everything else still shows:
+a new or real warning is never hidden by a broad category filter. :func:`install` is called once
+before a run is built (``trainer_cli.cli.building_cli``).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import re
+import warnings
+from collections.abc import Callable
+from dataclasses import dataclass
+
+
+@dataclass(frozen=True)
+class Silenced:
+    """One message a launcher run does not show.
+
+    Args:
+        pattern: Regular expression matched at the start of the message.
+        why: Why the message does not apply to a run of this launcher.
+        only_if: Silence it only while this returns True (``None``: always).
+    """
+
+    pattern: str
+    why: str
+    only_if: Callable[[], bool] | None = None
+
+    def applies(self) -> bool:
+        """Whether the message is silenced now."""
+        return self.only_if is None or self.only_if()
+
+
+def _outside_slurm_job() -> bool:
+    return not os.environ.get("SLURM_JOB_ID")
+
+
+WARNINGS: tuple[Silenced, ...] = (
+    Silenced(
+        r"The `srun` command is available on your system but is not used",
+        "Outside a Slurm job the launcher runs locally on purpose; `train submit` is how a run goes to "
+        "Slurm (its sbatch script starts every task with srun). Inside a job the hint still shows.",
+        only_if=_outside_slurm_job,
+    ),
+    Silenced(
+        r"`isinstance\(treespec, LeafSpec\)` is deprecated",
+        "Lightning's own use of a torch API deprecated under it (lightning/pytorch/utilities/_pytree.py); "
+        "nothing the user can change.",
+    ),
+    Silenced(
+        r"You have overridden `on_after_batch_transfer` in `LightningModule` but have passed in a `LightningDataModule`",
+        "ImageClassifier's MixUp/CutMix hook is meant to run and the data module has none; the message "
+        "for both overriding it is not silenced.",
+    ),
+    Silenced(
+        r"The dirpath has changed from",
+        "A run directory is never reused: a checkpoint from another run starts a new run whose "
+        "ModelCheckpoint keeps its own top-k bookkeeping, as intended (resuming in place keeps the dirpath).",
+    ),
+)
+
+LOG_LINES: tuple[Silenced, ...] = (
+    Silenced(
+        r"(GPU|TPU|HPU) available: ",
+        "RunSummary prints the accelerator and the devices used; an unused GPU still gets Lightning's "
+        "'GPU available but not used' warning.",
+    ),
+    Silenced(r"💡 Tip: ", "Advertisements for litlogger / litmodels, which the launcher does not use."),
+    Silenced(
+        r"Trainer already configured with model summary callbacks",
+        "The callbacks config lists its ModelSummary on purpose.",
+    ),
+    Silenced(
+        r"Loading `train_dataloader` to estimate number of stepping batches",
+        "RunSummary prints the result (steps per epoch, total optimizer steps).",
+    ),
+    Silenced(
+        r"`weights_only` was not set",
+        "The launcher loads its own full training checkpoints (optimizer and loop state), which need "
+        "weights_only=False; `check_checkpoint_file` checks a given file before it is loaded.",
+    ),
+)
+
+# the loggers Lightning's rank_zero_info / log.info write these lines to
+LIGHTNING_LOGGERS = (
+    "lightning.pytorch.utilities.rank_zero",
+    "lightning.fabric.utilities.rank_zero",
+    "lightning.pytorch.trainer.connectors.checkpoint_connector",
+)
+
+
+class _DropSilencedLines(logging.Filter):
+    """Drops log records whose message starts with one of :data:`LOG_LINES`."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.patterns = [re.compile(s.pattern) for s in LOG_LINES]
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        return not any(p.match(message) for p in self.patterns)
+
+
+def install() -> None:
+    """Silence the messages of :data:`WARNINGS` and :data:`LOG_LINES` (idempotent)."""
+    for silenced in WARNINGS:
+        if silenced.applies():
+            warnings.filterwarnings("ignore", message=silenced.pattern)
+    for name in LIGHTNING_LOGGERS:
+        logger = logging.getLogger(name)
+        if not any(isinstance(f, _DropSilencedLines) for f in logger.filters):
+            logger.addFilter(_DropSilencedLines())
