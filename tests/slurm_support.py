@@ -1,6 +1,8 @@
 """Helpers for the Slurm tests: a real local cluster (scripts/local-slurm), in-process `train submit`.
 
-The ``slurm_cluster`` session fixture starts the cluster when it is not up. Where it cannot start
+The ``slurm_cluster`` session fixture starts the cluster when it is not up. The cluster has its own
+config file (never /etc/slurm/slurm.conf): the fixture sets ``SLURM_CONF`` to it for this process
+and its children (sbatch, squeue, the jobs), as ``scripts/local-slurm env`` prints it. Where it cannot start
 (no root, no Debian packages) the tests that need it skip with the reason, except under
 ``CI=true``, where that is a failure: CI always runs them.
 """
@@ -36,6 +38,8 @@ def _cluster_up() -> bool:
 def slurm_cluster() -> None:
     """A running local Slurm cluster (node1..node4, partition debug); stopped at the end if started here."""
     started = False
+    env_line = subprocess.run([str(LOCAL_SLURM), "env"], capture_output=True, text=True, timeout=30).stdout.strip()
+    os.environ["SLURM_CONF"] = env_line.split("=", 1)[1]  # "export SLURM_CONF=<path>"
     if not _cluster_up():
         proc = subprocess.run([str(LOCAL_SLURM), "start"], capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
