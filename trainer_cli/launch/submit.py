@@ -5,7 +5,11 @@
 2. Resources come from the trainer and are checked (:mod:`trainer_cli.launch.resources`).
 3. The run directory is allocated and the resolved config frozen into ``<run>/config.yaml``
    with ``run_dir`` set, so every restart of a requeued job writes into the same directory
-   and the same TensorBoard version.
+   and the same TensorBoard version. Resubmitted into an existing run (``--config
+   <run>/config.yaml``), the run keeps its config, except what the new job must differ in:
+   its resources (num_nodes, devices, strategy) and ``ckpt_path``, which is ``last`` once the
+   run holds a checkpoint (a resubmitted run always resumes); the previous config is kept as
+   ``config.prev-<N>.yaml`` and each change printed.
 4. The sbatch script is rendered (:mod:`trainer_cli.launch.render`) to ``<run>/submit.sbatch``
    and queued; its log is ``<run>/slurm-<jobid>.log``; ``<run>/job.json`` and the registry read
    by ``train jobs`` record the job id.
@@ -13,7 +17,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import subprocess
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
+from trainer_cli.launch import jobstate
 from trainer_cli.launch.options import SlurmOptions, parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.render import render
 from trainer_cli.launch.resources import Resources, derive
@@ -32,7 +36,10 @@ SCRIPT_NAME = "submit.sbatch"
 TEST_SCRIPT_NAME = "test.sbatch"
 AGGREGATE_SCRIPT_NAME = "cv_aggregate.sbatch"
 LOG_PATTERN = "slurm-%j.log"
-JOB_FILE = "job.json"
+JOB_FILE = jobstate.JOB_FILE
+CONFIG_FILE = "config.yaml"
+# what a resubmission writes into the run's config.yaml: the new job's shape, and how it resumes
+RESUBMIT_KEYS = (("trainer", "num_nodes"), ("trainer", "devices"), ("trainer", "strategy"), ("ckpt_path",))
 
 HELP = """\
 usage: train submit [--config FILE ...] [--key.sub value ...] [--slurm.KEY value ...] [--dry-run]
@@ -126,6 +133,10 @@ class Plan:
     root: Path
     """``trainer.default_root_dir``: the registry of ``train jobs`` lives there."""
     job_name: str
+    changes: list[tuple[str, Any, Any]]
+    """Resubmission into an existing run: ``(key, old, new)`` written into its config.yaml."""
+    ignored: list[tuple[str, Any, Any]]
+    """Resubmission: other values that differ from the run's config.yaml and are not applied."""
 
     @property
     def script(self) -> Path:
@@ -149,6 +160,77 @@ class Plan:
         one = Resources(1, 1, 1 if res.accelerator == "gpu" else 0, res.accelerator)
         context = script_context(self.slurm, one, self.run_dir, f"{self.job_name}-test", Path.cwd(), dependency)
         return render("test", context)
+
+
+def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict) or (prefix and "class_path" in data):
+        return {prefix: data}
+    flat: dict[str, Any] = {}
+    for key, value in data.items():
+        flat |= _flatten(value, f"{prefix}.{key}" if prefix else str(key))
+    return flat
+
+
+def _has_checkpoint(run_dir: Path) -> bool:
+    return any(run_dir.glob("hpc_ckpt_*.ckpt")) or any((run_dir / "checkpoints").glob("*.ckpt"))
+
+
+def _resubmit_changes(run_dir: Path, frozen: str) -> tuple[list[tuple[str, Any, Any]], list[tuple[str, Any, Any]]]:
+    """What a resubmission into ``run_dir`` changes in its config.yaml, and what it leaves as it was.
+
+    The resources and ``ckpt_path`` follow the new command (``ckpt_path`` becomes ``last`` when the
+    run holds a checkpoint and none was named: a resubmitted run resumes); every other value stays
+    as the run started, and is returned second so that the difference can be reported.
+    """
+    import yaml
+
+    config_file = run_dir / CONFIG_FILE
+    if not config_file.is_file():
+        return [], []
+    old, new = yaml.safe_load(config_file.read_text()) or {}, yaml.safe_load(frozen) or {}
+    if not new.get("ckpt_path") and _has_checkpoint(run_dir):
+        new["ckpt_path"] = "last"
+    applied = {".".join(key) for key in RESUBMIT_KEYS}
+    flat_old, flat_new = _flatten(old), _flatten(new)
+    changes, ignored = [], []
+    for key in sorted(set(flat_old) | set(flat_new)):
+        before, after = flat_old.get(key), flat_new.get(key)
+        if before != after and key != "run_dir":
+            (changes if key in applied else ignored).append((key, before, after))
+    return changes, ignored
+
+
+def _rewrite_config(run_dir: Path, changes: list[tuple[str, Any, Any]]) -> Path | None:
+    """Apply ``changes`` to ``run_dir/config.yaml``; returns where the previous one was kept."""
+    import yaml
+
+    if not changes:
+        return None
+    config_file = run_dir / CONFIG_FILE
+    data = yaml.safe_load(config_file.read_text()) or {}
+    for key, _, value in changes:
+        *parents, last = key.split(".")
+        node = data
+        for part in parents:
+            node = node.setdefault(part, {})
+        node[last] = value
+    n = 1
+    while (run_dir / f"config.prev-{n}.yaml").exists():
+        n += 1
+    previous = run_dir / f"config.prev-{n}.yaml"
+    shutil.copy2(config_file, previous)
+    tmp = config_file.with_name(f".{CONFIG_FILE}.tmp")
+    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+    tmp.replace(config_file)
+    return previous
+
+
+def _report_changes(job: Plan, written: bool) -> None:
+    where = f"{job.run_dir / CONFIG_FILE}" + ("" if written else " (dry run: not written)")
+    for key, before, after in job.changes:
+        print(f"resubmit: {key} {before} -> {after} in {where}")
+    for key, before, after in job.ignored:
+        print(f"resubmit: {key} {before} -> {after} not applied: the run keeps its config.yaml (only resources and ckpt_path change)", file=sys.stderr)
 
 
 def plan(args: list[str], dry_run: bool) -> Plan:
@@ -180,7 +262,8 @@ def plan(args: list[str], dry_run: bool) -> Plan:
         frozen = parser.dump(config, skip_none=False)
         template = "cv" if slurm.cv_folds and slurm.template == "ddp" else slurm.template
         script_text = render(template, script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency))
-        job = Plan(run_dir, created, frozen, script_text, **context)
+        changes, ignored = _resubmit_changes(run_dir, frozen) if not created else ([], [])
+        job = Plan(run_dir, created, frozen, script_text, **context, changes=changes, ignored=ignored)
         if slurm.test_after_fit:
             job.test_script_text("afterok:1")  # a template error shows now, not after the fit job is queued
         if slurm.cv_folds:
@@ -204,7 +287,11 @@ def main(args: list[str]) -> int:
         return 0
     dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
     job = plan(args, dry_run)
+    warning = job.slurm.signal_delay_warning()
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     if dry_run:
+        _report_changes(job, written=False)
         print(f"# run directory (not created): {job.run_dir}\n# {job.script}:\n{job.script_text}")
         if job.slurm.test_after_fit:
             print(f"# {job.run_dir / TEST_SCRIPT_NAME}, queued after the fit job:\n{job.test_script_text('afterok:<fit job id>')}")
@@ -225,20 +312,28 @@ def submit(job: Plan) -> int:
             is removed again).
     """
     run_dir = job.run_dir
+    previous = None
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        config_file = run_dir / "config.yaml"
-        if not config_file.exists():  # resubmitting into an existing run keeps the config it started with
+        config_file = run_dir / CONFIG_FILE
+        if not config_file.exists():
             from trainer_cli.rundir import write_git_info
 
             config_file.write_text(job.frozen_config)
             write_git_info(run_dir)
+        else:  # resubmitting into an existing run: its config, with the new resources and ckpt_path
+            previous = _rewrite_config(run_dir, job.changes)
         job.script.write_text(job.script_text)
         job_id = _sbatch(job.script, *job.sbatch_options)
     except BaseException:
         if job.created:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused submission is left
+        elif previous is not None:
+            previous.replace(run_dir / CONFIG_FILE)  # the run's config as it was
         raise
+    _report_changes(job, written=True)
+    if previous is not None:
+        print(f"resubmit: the previous config is kept as {previous}")
     record: dict[str, Any] = {
         "job_id": job_id,
         "job_name": job.job_name,
@@ -264,7 +359,9 @@ def submit(job: Plan) -> int:
         record["aggregate_job_id"] = _sbatch(aggregate_script)
         print(f"Folds:         job array {job_id}_[0-{job.slurm.cv_folds - 1}] -> {run_dir / 'cv'}/fold_<i>")
         print(f"Aggregate:     job {record['aggregate_job_id']} (starts when every fold succeeds) -> {run_dir / 'cv'}/cv_results.csv")
-    (run_dir / JOB_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    started = jobstate.read(run_dir)  # the job may have started already and recorded itself
+    record = (started if started.get("job_id") == job_id else {"state": "PENDING", "restarts": 0}) | record
+    jobstate.write(run_dir, record)
     from trainer_cli.launch.jobs import register
 
     register(job.root, record)
