@@ -35,7 +35,7 @@ from trainer_cli.errors import UserError
 TMP_MARK = ".tmp-"
 RNG_KEY = "trainer_cli_rng_states"
 # what a step-wise scheduler (OneCycleLR, the project's warmup schedules) derives from total_steps
-CTRL_C: list[int] = []  # non-empty once Ctrl-C asked training to stop (see _graceful_sigint)
+CTRL_C: list[int] = []  # non-empty once Ctrl-C asked training to stop (see InterruptCheckpoint._on_sigint)
 
 
 def _is_local(path: str | os.PathLike[str]) -> bool:
@@ -137,32 +137,49 @@ class ResumeState(pl.Callback):
 
 
 class InterruptCheckpoint(pl.Callback):
-    """Saves ``<dirpath>/last.ckpt`` when ``fit`` is stopped by SIGTERM or Ctrl-C.
+    """Saves ``<dirpath>/last.ckpt`` when ``fit`` is stopped by SIGTERM or Ctrl-C after it trained.
 
     Like Lightning's ``OnExceptionCheckpoint`` (``trainer.save_checkpoint`` from ``on_exception``)
     but not a subclass of it: Lightning makes every ``fit`` with an ``OnExceptionCheckpoint`` and no
     ``ckpt_path`` resume from ``"last"``, and that callback deletes its file at teardown.
 
-    Lightning turns SIGTERM into ``SIGTERMException`` at the next batch boundary. During ``fit`` the
-    first Ctrl-C is routed the same way (so the checkpoint holds a finished optimizer step); a
-    second Ctrl-C raises ``KeyboardInterrupt`` at once. Other exceptions (bugs, bad values) save nothing.
+    Lightning turns SIGTERM into ``SIGTERMException`` at the next batch boundary. Once training has
+    started the first Ctrl-C is routed the same way (so the checkpoint holds a finished optimizer
+    step); before that (data setup, sanity check) it stops at once, and a second Ctrl-C raises
+    ``KeyboardInterrupt`` at once. Nothing is saved when no batch was trained since the start (or
+    the resume: its checkpoint still holds that state), nor on other exceptions (bugs, bad values).
+
+    A signal that lands during a validation run of ``fit`` (e.g. the one at an epoch's end) saves
+    that validation as not begun, so the resumed run runs it in full (saved as it is, Lightning
+    would take the epoch's validation as done and skip it).
     """
 
     def __init__(self, dirpath: str) -> None:
         self.ckpt_path = os.path.join(dirpath, "last.ckpt")
         self.saved: str | None = None
+        self.trained = False  # a batch was trained by this process
+        self._started = False  # Lightning's SIGTERM handler is in place: Ctrl-C can wait for a batch end
+        self._in_validation = False  # saving from inside a validation run of fit
         self._previous_sigint: Any = None
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         import signal
         import threading
 
+        CTRL_C.clear()  # a Ctrl-C of an earlier run in this process is not this one's
         if stage == "fit" and threading.current_thread() is threading.main_thread():
-            self._previous_sigint = signal.signal(signal.SIGINT, _graceful_sigint)
+            self._previous_sigint = signal.signal(signal.SIGINT, self._on_sigint)
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._started = True
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        self.trained = True
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         import signal
 
+        self._started = False
         if self._previous_sigint is not None:
             signal.signal(signal.SIGINT, self._previous_sigint)
             self._previous_sigint = None
@@ -171,18 +188,47 @@ class InterruptCheckpoint(pl.Callback):
         # during fit, its validation loop included (a signal may land there: trainer.training is False)
         if not isinstance(exception, (SIGTERMException, KeyboardInterrupt)) or trainer.state.fn != TrainerFn.FITTING:
             return
-        trainer.save_checkpoint(self.ckpt_path)
+        if not self.trained:
+            return
+        self._in_validation = trainer.validating and not trainer.sanity_checking
+        try:
+            trainer.save_checkpoint(self.ckpt_path)
+        finally:
+            self._in_validation = False
         self.saved = self.ckpt_path
 
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
+        if self._in_validation:
+            _as_validation_not_begun(checkpoint)
 
-def _graceful_sigint(signum: int, frame: Any) -> None:
-    """First Ctrl-C: ask Lightning to stop at the next batch boundary (as SIGTERM does); second: abort."""
-    import signal
+    def _on_sigint(self, signum: int, frame: Any) -> None:
+        """First Ctrl-C: ask Lightning to stop at the next batch boundary (as SIGTERM does); before
+        training started, or a second one: stop at once."""
+        import signal
 
-    CTRL_C.append(signum)
-    print("\nCtrl-C: saving a checkpoint at the end of this batch (press Ctrl-C again to abort at once)", flush=True)
-    signal.signal(signal.SIGINT, signal.default_int_handler)
-    os.kill(os.getpid(), signal.SIGTERM)
+        CTRL_C.append(signum)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+        if not self._started:
+            print("\nCtrl-C: stopping (no batch trained yet, nothing to save)", flush=True)
+            raise KeyboardInterrupt
+        print("\nCtrl-C: saving a checkpoint at the end of this batch (press Ctrl-C again to abort at once)", flush=True)
+        os.kill(os.getpid(), signal.SIGTERM)
+
+
+def _as_validation_not_begun(checkpoint: dict[str, Any]) -> None:
+    """Set the fit loop's validation progress in ``checkpoint`` to "stopped before its first batch".
+
+    Lightning restarts a validation found in the middle (``RESTARTED_MID_EVALUATION``: one batch
+    started, not processed) from its first batch; any other state after the epoch's last training
+    batch reads as "validation done".
+    """
+    progress = checkpoint.get("loops", {}).get("fit_loop", {}).get("epoch_loop.val_loop.batch_progress")
+    if not progress:
+        return
+    before = progress["total"]["completed"] - progress["current"]["completed"]  # earlier validation runs of the epoch
+    for key, base in (("total", before), ("current", 0)):
+        progress[key].update(ready=base + 1, started=base + 1, processed=base, completed=base)
+    progress["is_last_batch"] = False
 
 
 def with_atomic_checkpoint_io(plugins: Any) -> list[Any]:

@@ -26,7 +26,7 @@ import lightning.pytorch as pl
 import yaml
 from jsonargparse import Namespace, set_parsing_settings
 from lightning.fabric.utilities.rank_zero import rank_zero_only
-from lightning.pytorch.callbacks import BasePredictionWriter
+from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
@@ -144,44 +144,73 @@ class TrainerCLI(LightningCLI):
     def _choose_run_dir(self, cfg: Namespace) -> Path:
         root = Path(cfg.trainer.default_root_dir or DEFAULT_ROOT_DIR)
         name = cfg.name
-        if os.environ.get(rundir.ENV_RUN_DIR):  # a DDP process launched by the rank that chose it
-            return Path(os.environ[rundir.ENV_RUN_DIR])
-        if cfg.run_dir:
-            run_dir = Path(cfg.run_dir)
-            if cfg.get("ckpt_path") == "last":
-                last = run_dir / rundir.LAST_CKPT
-                if not last.is_file():
-                    raise UserError(f"--run_dir {run_dir} --ckpt_path last: {last} does not exist; nothing to resume")
-                cfg.ckpt_path = str(last)
-            elif (run_dir / rundir.LAST_CKPT).is_file() and not cfg.get("ckpt_path") and not any(run_dir.glob("hpc_ckpt_*.ckpt")):
-                if os.environ.get("SLURM_RESTART_COUNT", "0") not in {"", "0"}:  # requeued after a failure
-                    cfg.ckpt_path = str(run_dir / rundir.LAST_CKPT)
-                    print(f"Slurm requeue: resuming {run_dir} from {cfg.ckpt_path}", flush=True)
-                    return run_dir
-                raise UserError(
-                    f"--run_dir {run_dir} already holds a trained run ({rundir.LAST_CKPT}); a run directory is never "
-                    "reused: add --ckpt_path last to resume it, or drop --run_dir to start a new run"
-                )
-            return run_dir
-        if cfg.get("ckpt_path") == "last":
+        ckpt = cfg.get("ckpt_path")
+        child = bool(os.environ.get(rundir.ENV_RUN_DIR))  # a DDP process launched by the rank that chose it
+        if child or cfg.run_dir:
+            run_dir = Path(os.environ[rundir.ENV_RUN_DIR] if child else cfg.run_dir)
+            if cfg.run_dir and not ckpt and self.subcommand == "fit" and rundir.newest_checkpoint(run_dir) is not None:
+                if not os.environ.get("SLURM_JOB_ID"):
+                    raise UserError(
+                        f"--run_dir {run_dir} already holds a trained run (a checkpoint); a run directory is never "
+                        "reused: add --ckpt_path last to resume it, or drop --run_dir to start a new run"
+                    )
+                ckpt = "last"  # a (re)started Slurm job of this run: continue from its newest checkpoint
+        elif ckpt in {"last", "best"}:
             found = rundir.newest_resumable(root, name)
             if found is None:
                 raise UserError(
-                    f"--ckpt_path last: no run of {name!r} under {root} has {rundir.LAST_CKPT}; "
+                    f"--ckpt_path {ckpt}: no run of {name!r} under {root} has a checkpoint ({rundir.LAST_CKPT} or hpc_ckpt_*.ckpt); "
                     "start one with `train fit` first, or give a checkpoint file"
                 )
-            cfg.ckpt_path = str(found / rundir.LAST_CKPT)
-            print(f"Resuming {found} from {cfg.ckpt_path}", flush=True)
-            return found
-        shared = rundir.slurm_shared_run_dir(root, name)
-        if shared is not None:
-            return shared
-        self._created_run_dir = True
-        return rundir.allocate(root, name)
+            run_dir = found
+        else:
+            shared = rundir.slurm_shared_run_dir(root, name)
+            if shared is not None:
+                return shared
+            self._created_run_dir = True
+            return rundir.allocate(root, name)
+        if ckpt and self.subcommand == "fit" and not child:  # before anything is chosen or renamed
+            stored = stored_config(run_dir)
+            for change in compare_for_resume(stored, yaml.safe_load(self._config_text), run_dir) if stored else []:
+                print(f"resume: {change} (changed since the run started)", flush=True)
+        if ckpt in {"last", "best"}:
+            cfg.ckpt_path = str(self._resolve_run_checkpoint(cfg, run_dir, ckpt, announce=not child))
+        return run_dir
+
+    def _resolve_run_checkpoint(self, cfg: Namespace, run_dir: Path, which: str, announce: bool) -> Path:
+        """The file ``--ckpt_path last|best`` means in ``run_dir``: the newest checkpoint by global step
+        (hpc ones retired once chosen) or the best by the monitored score. A finished run is not
+        trained again (one line, exit 0) unless the config asks for more epochs or steps."""
+        if which == "best":
+            best = rundir.best_checkpoint(run_dir)
+            if best is None:
+                raise UserError(
+                    f"--ckpt_path best: {run_dir} has no best checkpoint (no ModelCheckpoint with a monitor saved one); "
+                    "use --ckpt_path last or give a checkpoint file"
+                )
+            if announce:
+                print(f"Using the best checkpoint of {run_dir}: {best}", flush=True)
+            return best
+        newest = rundir.newest_checkpoint(run_dir)
+        if newest is None:
+            raise UserError(f"--run_dir {run_dir} --ckpt_path last: no complete checkpoint in {run_dir}; nothing to resume")
+        if self.subcommand == "fit" and _is_finished(cfg.trainer, newest):
+            print(
+                f"{run_dir} is finished ({newest.epochs_done} epochs, step {newest.global_step}; "
+                f"max_epochs={cfg.trainer.max_epochs}, max_steps={cfg.trainer.max_steps}): nothing to train. "
+                "Pass a larger --trainer.max_epochs (or max_steps) to continue it.",
+                flush=True,
+            )
+            raise SystemExit(0)
+        if self.subcommand == "fit":  # global rank 0 renames; the other ranks load it by its new name
+            newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)
+        if announce and rank_zero_only.rank == 0:
+            print(f"Resuming {run_dir} from {newest.path} (step {newest.global_step}, {newest.epochs_done} epochs done)", flush=True)
+        return newest.path
 
     def _point_loggers_at(self, cfg: Namespace, run_dir: Path) -> None:
         logger = cfg.trainer.logger
-        if logger is True:
+        if logger is True or logger is None:  # None: stock LightningCLI's "the default logger"; off is `false`
             logger = cfg.trainer.logger = Namespace(DEFAULT_LOGGER | {"init_args": Namespace(DEFAULT_LOGGER["init_args"])})
         loggers = logger if isinstance(logger, list) else [logger]
         for item in loggers:
@@ -208,10 +237,6 @@ class TrainerCLI(LightningCLI):
         ckpt_path = cfg.get("ckpt_path")
         if ckpt_path and ckpt_path not in {"last", "best", "hpc", "registry"} and "://" not in ckpt_path:
             check_checkpoint_file(ckpt_path)
-        stored = stored_config(self.run_dir) if not self._created_run_dir else None
-        if stored is not None and ckpt_path and self.subcommand == "fit":
-            for change in compare_for_resume(stored, yaml.safe_load(self._config_text), self.run_dir):
-                print(f"resume: {change} (changed since the run started)", flush=True)
         os.environ[rundir.ENV_RUN_DIR] = str(self.run_dir)  # DDP processes launched from here share it
         self._point_loggers_at(cfg, self.run_dir)
         cfg.trainer.default_root_dir = str(self.run_dir)  # where hpc (Slurm requeue) checkpoints go
@@ -235,6 +260,10 @@ class TrainerCLI(LightningCLI):
         if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in configured):
             callbacks.append(PredictionCSVWriter())  # predictions.csv in the run directory
         callbacks.append(ResumeState())
+        if trainer_config.get("enable_checkpointing") is not False and not any(
+            isinstance(c, ModelCheckpoint) for c in [*callbacks, *configured]
+        ):  # a config without one (stock LightningCLI's): Lightning's default, plus last.ckpt to resume
+            callbacks.append(ModelCheckpoint(save_last=True))
         if under_slurm_batch():  # SIGUSR1 -> checkpoint + requeue (trainer_cli.launch.requeue_signal)
             callbacks.append(SynchronizedRequeue())
         if self.run_dir is not None:
@@ -245,7 +274,8 @@ class TrainerCLI(LightningCLI):
         return self._instantiate_trainer(drop_switched_off(trainer_config), callbacks)
 
     def _run_subcommand(self, subcommand: str) -> None:
-        """LightningCLI's, plus: a resume hint and a non-zero exit after SIGTERM / Ctrl-C."""
+        """LightningCLI's, plus: a resume hint and a non-zero exit after SIGTERM / Ctrl-C (a run
+        directory this made is removed again when nothing was saved in it)."""
         try:
             super()._run_subcommand(subcommand)
         except (SystemExit, KeyboardInterrupt) as stop:
@@ -259,11 +289,16 @@ class TrainerCLI(LightningCLI):
 
     def _resume_hint(self, cause: str) -> str:
         saved = getattr(self, "_interrupt_checkpoint", None)
-        where = f"checkpoint saved: {saved.saved}" if saved is not None and saved.saved else "no checkpoint was saved"
-        return (
-            f"\nTraining stopped by {cause} at epoch {self.trainer.current_epoch}, step {self.trainer.global_step}; {where}.\n"
-            f"Resume with:  train fit --run_dir {self.run_dir} --ckpt_path last"
-        )
+        stopped = f"\nTraining stopped by {cause} at epoch {self.trainer.current_epoch}, step {self.trainer.global_step}"
+        if saved is not None and saved.saved:
+            where = f"checkpoint saved: {saved.saved}"
+        elif self.run_dir is not None and rundir.newest_checkpoint(self.run_dir) is not None:
+            where = "nothing trained since its last checkpoint"
+        else:
+            if self._created_run_dir and self.run_dir is not None and rank_zero_only.rank == 0:
+                shutil.rmtree(self.run_dir, ignore_errors=True)
+            return f"{stopped}, before any batch was trained; nothing was saved (run directory {self.run_dir} removed)."
+        return f"{stopped}; {where}.\nResume with:  train fit --run_dir {self.run_dir} --ckpt_path last"
 
     # -- optimizers ------------------------------------------------------------------------------
     def _add_configure_optimizers_method_to_model(self, subcommand: Optional[str]) -> None:
@@ -287,6 +322,16 @@ class TrainerCLI(LightningCLI):
     def after_fit(self) -> None:
         if rank_zero_only.rank == 0 and self.run_dir is not None:
             print(f"\nRun directory: {self.run_dir}\nTensorBoard:   tensorboard --logdir {self.run_dir}", flush=True)
+
+
+def _is_finished(trainer: Namespace, ckpt: rundir.RunCheckpoint) -> bool:
+    """Whether ``ckpt`` already reached the trainer config's ``max_epochs`` or ``max_steps``."""
+    max_epochs, max_steps = trainer.get("max_epochs"), trainer.get("max_steps")
+    if max_epochs is None and (max_steps is None or max_steps == -1):
+        max_epochs = 1000  # Lightning's default
+    return (max_epochs not in (None, -1) and ckpt.epochs_done >= max_epochs) or (
+        max_steps not in (None, -1) and ckpt.global_step >= max_steps
+    )
 
 
 def run_subcommand(verb: str, args: list[str]) -> int:
@@ -320,6 +365,10 @@ def building_cli() -> Iterator[None]:
     except UserError:
         _remove_failed_run_dir()
         raise
+    except KeyboardInterrupt:  # Ctrl-C while building, before training started
+        _remove_failed_run_dir()
+        print("\nStopped by Ctrl-C before training started; nothing was saved.", file=sys.stderr, flush=True)
+        raise SystemExit(EXIT_INTERRUPTED) from None
     except Exception as err:
         user_error = as_user_error(err, _current_ckpt_path())
         if user_error is None:

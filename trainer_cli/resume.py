@@ -1,8 +1,9 @@
 """Resuming a run: the config stored with it, and which changes a resume may make.
 
 A resumed run restores the model's weights, so anything that shapes the network must be what the
-run started with; the rest (learning rate, number of epochs, logging, callbacks) may change and
-each change is reported.
+run started with; it restores the optimizer, scheduler and callback states too, so their classes,
+the precision and the callbacks that keep state must also be the run's. The rest (learning rate,
+number of epochs, logging, display callbacks) may change and each change is reported on one line.
 """
 
 from __future__ import annotations
@@ -19,6 +20,14 @@ CONFIG_FILE = "config.yaml"
 ARCHITECTURE_KEYS = ("model", "data.class_path", "data.init_args.image_size", "data.init_args.rgb")
 # keys that say where or how to resume, never compared
 IGNORED_KEYS = ("ckpt_path", "run_dir", "config", "trainer.default_root_dir", "trainer.logger", "name")
+# keys whose change would restore a checkpoint's state into something else (a OneCycle state onto
+# a FlatCos schedule, float32 optimizer state into bf16 training, EarlyStopping silently dropped)
+STATE_KEYS = ("optimizer.class_path", "lr_scheduler.class_path", "trainer.precision")
+# callbacks that only display or log: adding or dropping one on resume is fine
+DISPLAY_CALLBACKS = frozenset({
+    "TQDMProgressBar", "RichProgressBar", "ThrottledTQDMProgressBar", "ModelSummary", "RichModelSummary",
+    "LearningRateMonitor", "DeviceStatsMonitor", "Timer",
+})
 
 
 def stored_config(run_dir: Path) -> dict[str, Any] | None:
@@ -44,25 +53,73 @@ def _matches(key: str, prefixes: tuple[str, ...]) -> bool:
     return any(key == p or key.startswith(p + ".") for p in prefixes)
 
 
+def _short(value: Any, width: int = 60) -> str:
+    text = repr(value)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def _class_names(items: Any) -> list[str]:
+    """Short class names of a list of ``{class_path: ...}`` entries (other entries by their type)."""
+    items = items if isinstance(items, list) else [] if items is None else [items]
+    return [str(i.get("class_path", "?")).rsplit(".", 1)[-1] if isinstance(i, dict) else type(i).__name__ for i in items]
+
+
+def _state_callbacks(items: Any) -> list[str]:
+    """The class names of callbacks that carry training state (display-only ones left out)."""
+    return sorted(n for n in _class_names(items) if n not in DISPLAY_CALLBACKS)
+
+
+def describe_change(key: str, old: Any, new: Any) -> str:
+    """One short line for a changed config value: ``key: old -> new``; a list of callbacks or a
+    mapping is summarised (``trainer.callbacks: 5 -> 4 entries (EarlyStopping dropped)``)."""
+    entries = [i for i in [*(old if isinstance(old, list) else []), *(new if isinstance(new, list) else [])] if isinstance(i, dict)]
+    if isinstance(old, (list, type(None))) and isinstance(new, (list, type(None))) and entries:
+        before, after = _class_names(old), _class_names(new)
+        dropped = [n for n in before if n not in after or before.count(n) > after.count(n)]
+        added = [n for n in after if n not in before or after.count(n) > before.count(n)]
+        what = ", ".join([*(f"{n} dropped" for n in dict.fromkeys(dropped)), *(f"{n} added" for n in dict.fromkeys(added))])
+        if not what:  # same classes: name the entries whose settings changed
+            changed = [n for n, o, w in zip(after, old or [], new or []) if o != w]
+            what = f"settings of {', '.join(dict.fromkeys(changed))} changed" if changed else "order changed"
+        return f"{key}: {len(before)} -> {len(after)} entries ({what})"
+    if isinstance(old, dict) or isinstance(new, dict):
+        o, n = flatten(old or {}), flatten(new or {})
+        keys = [k for k in sorted(set(o) | set(n)) if o.get(k) != n.get(k)]
+        return f"{key}: {len(keys)} settings changed ({', '.join(keys[:3])}{', ...' if len(keys) > 3 else ''})"
+    return f"{key}: {_short(old)} -> {_short(new)}"
+
+
 def compare_for_resume(stored: dict[str, Any], current: dict[str, Any], run_dir: Path) -> list[str]:
     """Check a resumed run's config against the one it started with.
 
     Returns:
-        One line per allowed change, ``key: old -> new``.
+        One short line per allowed change (:func:`describe_change`).
 
     Raises:
-        UserError: naming every architecture key (:data:`ARCHITECTURE_KEYS`) that differs.
+        UserError: naming every architecture key (:data:`ARCHITECTURE_KEYS`) that differs, or every
+            change of what the checkpoint restores state into (:data:`STATE_KEYS`: the optimizer or
+            scheduler class, the precision, callbacks that keep state).
     """
     old, new = flatten(stored), flatten(current)
     changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k) and not _matches(k, IGNORED_KEYS)]
     fatal = [k for k in changed if _matches(k, ARCHITECTURE_KEYS)]
     if fatal:
-        details = "; ".join(f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in fatal)
+        details = "; ".join(describe_change(k, old.get(k), new.get(k)) for k in fatal)
         raise UserError(
             f"cannot resume {run_dir}: the architecture changed ({details}). The checkpoint's weights fit "
             f"the run's {run_dir / CONFIG_FILE}: drop the change, or start a new run without --ckpt_path"
         )
-    return [f"{k}: {old.get(k)!r} -> {new.get(k)!r}" for k in changed]
+    state = [k for k in changed if k in STATE_KEYS]
+    if "trainer.callbacks" in changed and _state_callbacks(old.get("trainer.callbacks")) != _state_callbacks(new.get("trainer.callbacks")):
+        state.append("trainer.callbacks")
+    if state:
+        details = "; ".join(describe_change(k, old.get(k), new.get(k)) for k in state)
+        raise UserError(
+            f"cannot resume {run_dir} with another optimizer, scheduler, precision or callbacks ({details}): "
+            f"its checkpoint holds their state. Resume with the run's own config: "
+            f"`train fit --run_dir {run_dir} --ckpt_path last` (without these changes), or start a new run"
+        )
+    return [describe_change(k, old.get(k), new.get(k)) for k in changed]
 
 
 def with_stored_config(args: list[str]) -> list[str]:

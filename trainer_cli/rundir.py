@@ -8,9 +8,12 @@ started together by ``srun`` (several Slurm tasks, no explicit ``run_dir``) shar
 
 from __future__ import annotations
 
+import fnmatch
 import os
 import re
 import subprocess
+import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 
 ENV_RUN_DIR = "TRAINER_CLI_RUN_DIR"
@@ -41,14 +44,6 @@ def allocate(root: Path, name: str) -> Path:
             return candidate
         except FileExistsError:
             n += 1
-
-
-def newest_resumable(root: Path, name: str) -> Path | None:
-    """The newest ``root/name/version_N`` that holds ``checkpoints/last.ckpt``, if any."""
-    for _, run in reversed(_versions(root / name)):
-        if (run / LAST_CKPT).is_file():
-            return run
-    return None
 
 
 def slurm_shared_run_dir(root: Path, name: str) -> Path | None:
@@ -85,3 +80,136 @@ def write_git_info(run_dir: Path) -> None:
             lines.append(f"{label}: {desc}")
     if lines:
         (run_dir / "git.txt").write_text("\n".join(lines) + "\n")
+
+
+# -- a run's checkpoints ---------------------------------------------------------------------------
+HPC_PATTERN = "hpc_ckpt_*.ckpt"
+USED_SUFFIX = ".used"  # a consumed hpc checkpoint: Lightning's own hpc lookup must not pick it again
+
+
+@dataclass(frozen=True)
+class RunCheckpoint:
+    """One resumable checkpoint of a run: its file, global step and epochs finished."""
+
+    path: Path
+    global_step: int
+    epochs_done: int
+
+
+def read_checkpoint_progress(path: Path) -> RunCheckpoint | None:
+    """``path``'s global step and finished epochs, read cheaply (memory-mapped, weights only).
+
+    Returns None for a file that is not a complete checkpoint (truncated, corrupt, not a
+    Lightning checkpoint), so a run's newest *complete* checkpoint can be chosen.
+    """
+    import torch
+
+    if not zipfile.is_zipfile(path):
+        return None
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        step = int(ckpt["global_step"])
+        progress = ckpt.get("loops", {}).get("fit_loop", {}).get("epoch_progress", {}).get("current", {})
+        epochs = int(progress.get("processed", ckpt.get("epoch", 0)))
+    except Exception:  # any unreadable file is "not a checkpoint to resume"
+        return None
+    return RunCheckpoint(path, step, epochs)
+
+
+def run_checkpoints(run_dir: Path) -> list[RunCheckpoint]:
+    """The complete resumable checkpoints of ``run_dir``, oldest first (by global step).
+
+    Candidates: ``checkpoints/last.ckpt`` (written after every epoch and by an interrupt) and the
+    Slurm requeue checkpoints ``hpc_ckpt_N.ckpt`` in the run directory (consumed ones,
+    ``hpc_ckpt_N.ckpt.used``, included: a run that crashed right after resuming from one still has
+    it as its newest state). On equal steps ``last.ckpt`` sorts last (preferred).
+    """
+    hpc = {f.name.removesuffix(USED_SUFFIX) for f in run_dir.glob(HPC_PATTERN + "*")}
+    files = []
+    for name in sorted(hpc):  # another rank may be retiring it right now: either name will do
+        files += [f for f in (run_dir / name, run_dir / (name + USED_SUFFIX)) if f.is_file()][:1]
+    found = [c for c in (read_checkpoint_progress(f) for f in [*files, run_dir / LAST_CKPT] if f.is_file()) if c is not None]
+    return sorted(found, key=lambda c: c.global_step)  # stable: last.ckpt stays last among equals
+
+
+def newest_checkpoint(run_dir: Path) -> RunCheckpoint | None:
+    """The newest complete checkpoint of ``run_dir`` by global step (what every resume takes), or None."""
+    found = run_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = True) -> RunCheckpoint:
+    """Rename every ``hpc_ckpt_N.ckpt`` of ``run_dir`` to ``hpc_ckpt_N.ckpt.used``.
+
+    Called once the resume checkpoint is chosen (and passed to Lightning explicitly): a later
+    Lightning hpc lookup (``ckpt_path=None`` under Slurm) can then never load a stale one. The
+    numbering of new hpc checkpoints keeps counting up (Lightning counts the ``.used`` names too).
+
+    Args:
+        run_dir: The run directory.
+        chosen: The checkpoint the resume takes (:func:`newest_checkpoint`).
+        rename: False on the other ranks of a job: global rank 0 renames, before the ranks meet
+            to load the checkpoint; they only take the new name.
+
+    Returns:
+        ``chosen``, with its new path when it is one of the renamed files.
+    """
+    if rename:
+        for file in run_dir.glob(HPC_PATTERN):
+            os.replace(file, file.with_name(file.name + USED_SUFFIX))
+    if fnmatch.fnmatch(chosen.path.name, HPC_PATTERN):
+        chosen = RunCheckpoint(chosen.path.with_name(chosen.path.name + USED_SUFFIX), chosen.global_step, chosen.epochs_done)
+    return chosen
+
+
+def newest_resumable(root: Path, name: str) -> Path | None:
+    """The newest ``root/name/version_N`` holding a complete resumable checkpoint, if any."""
+    for _, run in reversed(_versions(root / name)):
+        if newest_checkpoint(run) is not None:
+            return run
+    return None
+
+
+def best_checkpoint(run_dir: Path) -> Path | None:
+    """The best checkpoint of ``run_dir`` by its monitored score, or None.
+
+    Read from the ``ModelCheckpoint`` state (a monitored one; without, as Lightning, the first
+    one's latest file) stored in the run's newest checkpoint (its ``best_model_path``, looked up by
+    file name under ``run_dir/checkpoints`` when the run was moved); without one, the
+    ``best*.ckpt`` file with the best stored score.
+    """
+    import torch
+
+    newest = newest_checkpoint(run_dir)
+    states = _checkpoint_states(newest.path) if newest is not None else []
+    monitored = [s for s in states if s.get("monitor")]
+    for state in monitored or states[:1]:  # no monitor: Lightning's "best" is the latest it saved
+        path = Path(str(state.get("best_model_path") or ""))
+        for candidate in (path, run_dir / "checkpoints" / path.name):
+            if path.name and candidate.is_file():
+                return candidate
+    scored = []
+    for file in sorted((run_dir / "checkpoints").glob("best*.ckpt")):
+        for state in _checkpoint_states(file):
+            score = state.get("current_score")
+            if isinstance(score, torch.Tensor):
+                sign = 1.0 if state.get("mode", "min") == "max" else -1.0
+                scored.append((sign * float(score), file))
+                break
+    return max(scored)[1] if scored else None
+
+
+def _checkpoint_states(path: Path) -> list[dict]:
+    """The states of the ``ModelCheckpoint`` callbacks stored in checkpoint ``path`` (with their ``mode``)."""
+    import torch
+
+    try:
+        callbacks = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("callbacks", {})
+    except Exception:
+        return []
+    states = []
+    for key, state in callbacks.items():
+        if str(key).startswith("ModelCheckpoint") and isinstance(state, dict):
+            mode = "max" if "'mode': 'max'" in str(key) else "min"
+            states.append({**state, "mode": mode})
+    return states

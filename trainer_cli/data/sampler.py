@@ -7,8 +7,9 @@ interrupted epoch with a fresh iterator. This sampler orders epoch ``e`` by
 in the middle of an epoch, skips the batches that epoch had already trained on, so the resumed
 run sees exactly the batches the uninterrupted run would have seen.
 
-Single process only: under distributed training Lightning wraps samplers in its own
-``DistributedSamplerWrapper`` and the skip is not applied (the resumed epoch gets a fresh order).
+Single process only: under a distributed strategy (DDP, even with one task) Lightning wraps
+samplers in its own ``DistributedSamplerWrapper`` and the skip is not applied (the resumed epoch
+gets a fresh order).
 """
 
 from __future__ import annotations
@@ -50,7 +51,9 @@ class ResumableShuffleSampler(Sampler[int]):
     def _position(self) -> tuple[int, int]:
         """(epoch, batches of it already trained), read from the trainer's loop progress."""
         trainer = getattr(self.datamodule, "trainer", None)
-        if trainer is None or not trainer.training or trainer.world_size > 1:
+        if trainer is None or not trainer.training or trainer.distributed_sampler_kwargs is not None:
+            # under a distributed strategy (one task included) Lightning's DistributedSamplerWrapper
+            # indexes this sampler's output up to len(self): it must yield the whole epoch
             return self.epoch, 0
         fit_loop = trainer.fit_loop
         epoch = fit_loop.epoch_progress.current.processed

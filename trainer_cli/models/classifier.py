@@ -131,7 +131,8 @@ class ImageClassifier(pl.LightningModule):
         return bool(getattr(connector, "should_update_logs", True))  # unknown Lightning: log every step
 
     def on_train_epoch_end(self) -> None:
-        self.log("train/acc", self.train_acc)  # Lightning computes, syncs and resets it
+        if self.train_acc.update_called:  # no batch this epoch: resumed at its end
+            self.log("train/acc", self.train_acc)  # Lightning computes, syncs and resets it
 
     def _evaluate(self, batch: tuple[torch.Tensor, torch.Tensor], stage: str) -> None:
         x, y = batch

@@ -1,0 +1,194 @@
+"""Which checkpoint a resume takes, which config it runs with, and interrupts around epoch ends.
+
+Real tiny digits runs, in-process (``run_subcommand``, as ``train`` calls it) to stay fast;
+checkpoints are read back from disk.
+"""
+
+from __future__ import annotations
+
+import shutil
+import warnings
+from pathlib import Path
+
+import pytest
+import torch
+
+from conftest import DIGITS, REPO
+from resume_support import load
+from trainer_cli import rundir
+from trainer_cli.cli import run_subcommand
+from trainer_cli.errors import UserError
+from trainer_cli.resume import compare_for_resume
+
+import resume_signals
+
+TINY = [
+    "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1", "--trainer.limit_test_batches", "1",
+    "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+]
+FLAT_COS = str(REPO / "configs" / "scheduler" / "flat_cos.yaml")
+EARLY_STOPPING = str(REPO / "configs" / "callbacks" / "early_stopping.yaml")
+
+
+def fit(root: Path, *args: str, epochs: int = 1) -> None:
+    run_subcommand("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.max_epochs", str(epochs), *TINY, *args])
+
+
+def exit_code(verb: str, args: list[str]) -> int:
+    with pytest.raises(SystemExit) as stop:
+        run_subcommand(verb, args)
+    return int(stop.value.code or 0)
+
+
+@pytest.fixture(scope="module")
+def flat_cos_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """One finished epoch of digits with flat_cos and EarlyStopping (5 callbacks)."""
+    root = tmp_path_factory.mktemp("runs")
+    fit(root, "--config", FLAT_COS, "--config", EARLY_STOPPING)
+    return root / "digits" / "version_0"
+
+
+def test_resume_with_another_scheduler_or_callbacks_is_refused_in_short_lines(flat_cos_run: Path) -> None:
+    root = flat_cos_run.parents[1]
+    before = sorted(p.name for p in flat_cos_run.rglob("*"))
+    with pytest.raises(UserError) as err:  # the plain digits config: OneCycle and no EarlyStopping
+        fit(root, "--ckpt_path", "last", epochs=2)
+    message = str(err.value)
+    assert "lr_scheduler.class_path: 'trainer_cli.optim.FlatCosineLR' -> 'torch.optim.lr_scheduler.OneCycleLR'" in message
+    assert "trainer.callbacks: 5 -> 4 entries (EarlyStopping dropped)" in message
+    assert f"train fit --run_dir {flat_cos_run} --ckpt_path last" in message and len(message) < 800
+    assert sorted(p.name for p in flat_cos_run.rglob("*")) == before  # nothing renamed or written
+
+
+def test_config_changes_are_summarised_one_short_line_each() -> None:
+    callbacks = [{"class_path": f"lightning.pytorch.callbacks.{n}", "init_args": {"x": 1}} for n in ("ModelCheckpoint", "LearningRateMonitor")]
+    stored = {"trainer": {"callbacks": callbacks, "max_epochs": 1}, "optimizer": {"init_args": {"lr": 0.1}}}
+    current = {"trainer": {"callbacks": callbacks[:1], "max_epochs": 3}, "optimizer": {"init_args": {"lr": 0.2}}}
+    lines = compare_for_resume(stored, current, Path("run"))
+    assert lines == ["optimizer.init_args.lr: 0.1 -> 0.2", "trainer.callbacks: 2 -> 1 entries (LearningRateMonitor dropped)",
+                     "trainer.max_epochs: 1 -> 3"]
+    with pytest.raises(UserError, match=r"trainer.precision: '32-true' -> 'bf16-mixed'"):
+        compare_for_resume({"trainer": {"precision": "32-true"}}, {"trainer": {"precision": "bf16-mixed"}}, Path("run"))
+
+
+def test_ckpt_path_best_resolves_for_test_and_validate(flat_cos_run: Path) -> None:
+    root = flat_cos_run.parents[1]
+    best = next((flat_cos_run / "checkpoints").glob("best-*.ckpt"))
+    assert rundir.best_checkpoint(flat_cos_run) == best
+    run_subcommand("test", ["--config", DIGITS, "--config", FLAT_COS, "--config", EARLY_STOPPING, "--trainer.default_root_dir", str(root), *TINY, "--ckpt_path", "best"])
+    run_subcommand("validate", ["--run_dir", str(flat_cos_run), *TINY, "--ckpt_path", "best"])
+    assert [p.name for p in (root / "digits").iterdir()] == ["version_0"]  # no new run directory
+
+
+def test_finished_run_is_not_retrained_unless_more_epochs(flat_cos_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "version_0"
+    shutil.copytree(flat_cos_run, run)
+    assert exit_code("fit", ["--run_dir", str(run), "--ckpt_path", "last"]) == 0
+    assert f"{run} is finished (1 epochs, step 2; max_epochs=1" in capsys.readouterr().out
+    run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2"])
+    assert load(run / rundir.LAST_CKPT)["global_step"] == 4
+
+
+def _fake_checkpoint(path: Path, step: int) -> None:
+    torch.save({"global_step": step, "epoch": 0, "loops": {"fit_loop": {"epoch_progress": {"current": {"processed": 0}}}}}, path)
+
+
+def test_slurm_job_in_its_run_dir_resumes_from_the_newest_checkpoint(flat_cos_run: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    run = tmp_path / "version_0"
+    shutil.copytree(flat_cos_run, run)
+    (run / "hpc_ckpt_1.ckpt").write_bytes(b"truncated")  # not a complete checkpoint: never chosen
+    shutil.copy(run / rundir.LAST_CKPT, run / "hpc_ckpt_2.ckpt")
+    stale = torch.load(run / "hpc_ckpt_2.ckpt", weights_only=True)
+    stale["global_step"] = 1  # older than last.ckpt (step 2): Lightning's own hpc lookup would take it
+    torch.save(stale, run / "hpc_ckpt_2.ckpt")
+    assert [c.global_step for c in rundir.run_checkpoints(run)] == [1, 2]
+    monkeypatch.setenv("SLURM_JOB_ID", "4242")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")  # a new job submitted into the run, no requeue
+    monkeypatch.setenv("SLURM_NTASKS", "1")
+    run_subcommand("fit", ["--config", str(run / "config.yaml"), "--run_dir", str(run), "--trainer.max_epochs", "2"])
+    assert f"Resuming {run} from {run / rundir.LAST_CKPT} (step 2, 1 epochs done)" in capsys.readouterr().out
+    assert load(run / rundir.LAST_CKPT)["global_step"] == 4
+    assert not list(run.glob("hpc_ckpt_*.ckpt")) and (run / "hpc_ckpt_2.ckpt.used").is_file()
+
+
+def test_newest_checkpoint_is_by_step_and_a_chosen_hpc_checkpoint_is_retired(tmp_path: Path) -> None:
+    (tmp_path / "checkpoints").mkdir()
+    _fake_checkpoint(tmp_path / rundir.LAST_CKPT, 10)
+    _fake_checkpoint(tmp_path / "hpc_ckpt_1.ckpt", 14)
+    _fake_checkpoint(tmp_path / "hpc_ckpt_2.ckpt", 12)
+    newest = rundir.newest_checkpoint(tmp_path)
+    assert newest is not None and (newest.path.name, newest.global_step) == ("hpc_ckpt_1.ckpt", 14)
+    chosen = rundir.retire_hpc_checkpoints(tmp_path, newest)
+    assert chosen.path == tmp_path / "hpc_ckpt_1.ckpt.used" and chosen.path.is_file()
+    assert rundir.newest_checkpoint(tmp_path) == chosen  # still the newest state until a newer one is saved
+
+
+def test_logger_false_drops_callbacks_that_need_a_logger(tmp_path: Path) -> None:
+    fit(tmp_path, "--trainer.logger", "false")  # default callbacks include LearningRateMonitor
+    run = tmp_path / "digits" / "version_0"
+    assert load(run / rundir.LAST_CKPT)["global_step"] == 2 and not list(run.glob("events.out.tfevents.*"))
+
+
+def test_interrupt_during_epoch_end_validation_runs_it_on_resume(tmp_path: Path) -> None:
+    resume_signals.VALIDATED.clear()
+    callbacks = ["--trainer.callbacks+", "resume_signals.SignalAt", "--trainer.callbacks+", "resume_signals.RecordValidation"]
+    assert exit_code("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(tmp_path), "--trainer.max_epochs", "2",
+                             *TINY, "--trainer.limit_val_batches", "2", *callbacks]) == 143
+    assert resume_signals.VALIDATED == []  # stopped after the first of 2 validation batches of epoch 0
+    run = tmp_path / "digits" / "version_0"
+    with warnings.catch_warnings():
+        warnings.filterwarnings("error", message=".*compute.*before the ``update``.*")
+        run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])
+    assert resume_signals.VALIDATED == [0, 1]
+    assert load(run / rundir.LAST_CKPT)["global_step"] == 4
+
+
+def test_ctrl_c_before_the_first_batch_exits_130_and_leaves_no_run_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--trainer.callbacks+", "resume_signals.SignalAt", "--trainer.callbacks+.init_args.hook", "on_fit_start",
+            "--trainer.callbacks+.init_args.signal", "SIGINT"]
+    assert exit_code("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(tmp_path), *TINY, *args]) == 130
+    assert "before any batch was trained; nothing was saved" in capsys.readouterr().err
+    assert not (tmp_path / "digits" / "version_0").exists()
+
+
+def test_stock_lightningcli_config_gets_the_run_layout_and_resumes(tmp_path: Path) -> None:
+    from lightning.pytorch.cli import LightningCLI  # stock LightningCLI writes the config, as its --print_config would
+
+    from trainer_cli.data import DigitsDataModule
+    from trainer_cli.models import ImageClassifier
+
+    classes = ["--model", "trainer_cli.models.ImageClassifier", "--model.num_classes", "10", "--data", "trainer_cli.data.DigitsDataModule"]
+    stock = LightningCLI(ImageClassifier, DigitsDataModule, run=False, args=classes,
+                         subclass_mode_model=True, subclass_mode_data=True, save_config_callback=None)
+    config = stock.parser.dump(stock.config, skip_none=False)
+    assert "logger: null" in config and "callbacks: null" in config
+    file = tmp_path / "stock.yaml"
+    file.write_text(config)
+    common = ["--config", str(file), "--trainer.default_root_dir", str(tmp_path), "--optimizer", "AdamW", *TINY]
+    run_subcommand("fit", [*common, "--trainer.max_epochs", "1"])
+    run = tmp_path / "run" / "version_0"
+    assert (run / rundir.LAST_CKPT).is_file() and list(run.glob("events.out.tfevents.*")) and not (run / "lightning_logs").exists()
+    run_subcommand("fit", [*common, "--trainer.max_epochs", "2", "--ckpt_path", "last"])
+    assert load(run / rundir.LAST_CKPT)["global_step"] == 4
+    assert rundir.best_checkpoint(run) == run / "checkpoints" / "epoch=1-step=4.ckpt"  # no monitor: the latest, as Lightning's
+    run_subcommand("test", [*common, "--ckpt_path", "best"])
+
+
+def test_one_task_ddp_resumes_mid_epoch(tmp_path: Path) -> None:
+    import os
+
+    env_before = dict(os.environ)
+    ddp = ["--trainer.strategy", "ddp", "--trainer.devices", "1", "--trainer.accelerator", "cpu", "--trainer.limit_train_batches", "4"]
+    stop = ["--trainer.callbacks+", "resume_signals.SignalAt", "--trainer.callbacks+.init_args.hook", "on_train_batch_end",
+            "--trainer.callbacks+.init_args.batch", "1"]
+    try:
+        assert exit_code("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(tmp_path), "--trainer.max_epochs", "1", *TINY, *ddp, *stop]) == 143
+        run = tmp_path / "digits" / "version_0"
+        assert load(run / rundir.LAST_CKPT)["global_step"] == 2  # stopped mid-epoch
+        run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])  # Lightning's DistributedSamplerWrapper
+        assert load(run / rundir.LAST_CKPT)["global_step"] == 4
+    finally:
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+        for key in set(os.environ) - set(env_before):
+            del os.environ[key]
