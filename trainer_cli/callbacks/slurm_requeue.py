@@ -19,7 +19,7 @@ from trainer_cli.launch import jobstate, requeue_signal
 from trainer_cli.launch.requeue_signal import requeue_in_progress  # noqa: F401 - asked by trainer_cli.cli
 
 ENV_MAX_RESTARTS = "TRAINER_CLI_MAX_RESTARTS"  # exported by the sbatch template (--slurm.max_restarts)
-HPC_CKPT = re.compile(r"hpc_ckpt_(\d+)\.ckpt")
+HPC_CKPT = re.compile(r"hpc_ckpt_(\d+)\.ckpt(\.used)?")  # .used: retired once resumed from (trainer_cli.rundir)
 REQUEUE_WAIT_S = 600  # how long a requeued job's ranks wait for Slurm's SIGTERM before exiting
 
 
@@ -29,8 +29,8 @@ def _say(message: str) -> None:
 
 
 def next_hpc_checkpoint(directory: Path) -> Path:
-    """``directory/hpc_ckpt_<N>.ckpt`` with N one past the highest there (Lightning's naming)."""
-    numbers = [int(m.group(1)) for p in directory.glob("hpc_ckpt_*.ckpt") if (m := HPC_CKPT.fullmatch(p.name))]
+    """``directory/hpc_ckpt_<N>.ckpt`` with N one past the highest there, retired ones included (as Lightning counts)."""
+    numbers = [int(m.group(1)) for p in directory.glob("hpc_ckpt_*") if (m := HPC_CKPT.fullmatch(p.name))]
     return directory / f"hpc_ckpt_{max(numbers, default=0) + 1}.ckpt"
 
 

@@ -6,10 +6,10 @@
 3. The run directory is allocated and the resolved config frozen into ``<run>/config.yaml``
    with ``run_dir`` set, so every restart of a requeued job writes into the same directory
    and the same TensorBoard version. Resubmitted into an existing run (``--config
-   <run>/config.yaml``), the run keeps its config, except what the new job must differ in:
-   its resources (num_nodes, devices, strategy) and ``ckpt_path``, which is ``last`` once the
-   run holds a checkpoint (a resubmitted run always resumes); the previous config is kept as
-   ``config.prev-<N>.yaml`` and each change printed.
+   <run>/config.yaml``), the new values (other resources, more epochs) are written into the
+   run's config, checked as a resume checks them, with ``ckpt_path: last`` once the run holds a
+   checkpoint (a resubmitted run always resumes); the previous config is kept as
+   ``config.prev-<N>.yaml`` and each change printed in one line.
 4. The sbatch script is rendered (:mod:`trainer_cli.launch.render`) to ``<run>/submit.sbatch``
    and queued; its log is ``<run>/slurm-<jobid>.log``; ``<run>/job.json`` and the registry read
    by ``train jobs`` record the job id.
@@ -38,8 +38,6 @@ AGGREGATE_SCRIPT_NAME = "cv_aggregate.sbatch"
 LOG_PATTERN = "slurm-%j.log"
 JOB_FILE = jobstate.JOB_FILE
 CONFIG_FILE = "config.yaml"
-# what a resubmission writes into the run's config.yaml: the new job's shape, and how it resumes
-RESUBMIT_KEYS = (("trainer", "num_nodes"), ("trainer", "devices"), ("trainer", "strategy"), ("ckpt_path",))
 
 HELP = """\
 usage: train submit [--config FILE ...] [--key.sub value ...] [--slurm.KEY value ...] [--dry-run]
@@ -133,10 +131,8 @@ class Plan:
     root: Path
     """``trainer.default_root_dir``: the registry of ``train jobs`` lives there."""
     job_name: str
-    changes: list[tuple[str, Any, Any]]
-    """Resubmission into an existing run: ``(key, old, new)`` written into its config.yaml."""
-    ignored: list[tuple[str, Any, Any]]
-    """Resubmission: other values that differ from the run's config.yaml and are not applied."""
+    changes: list[str]
+    """Resubmission into an existing run: one line per value its config.yaml changes in."""
 
     @property
     def script(self) -> Path:
@@ -162,75 +158,52 @@ class Plan:
         return render("test", context)
 
 
-def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(data, dict) or (prefix and "class_path" in data):
-        return {prefix: data}
-    flat: dict[str, Any] = {}
-    for key, value in data.items():
-        flat |= _flatten(value, f"{prefix}.{key}" if prefix else str(key))
-    return flat
+def _resubmit_changes(run_dir: Path, frozen: str) -> tuple[list[str], str]:
+    """What a resubmission into ``run_dir`` changes in its config.yaml, and the config to write.
 
+    The new command's values go into the run's config (the job reads it), checked as any resume
+    checks them (:func:`trainer_cli.resume.compare_for_resume`: no other architecture, optimizer or
+    precision). ``ckpt_path`` becomes ``last`` when the run holds a checkpoint and none was named:
+    a resubmitted run resumes from its newest checkpoint.
 
-def _has_checkpoint(run_dir: Path) -> bool:
-    return any(run_dir.glob("hpc_ckpt_*.ckpt")) or any((run_dir / "checkpoints").glob("*.ckpt"))
+    Returns:
+        ``(changes, config_text)``: one line per changed value (empty: nothing to rewrite).
 
-
-def _resubmit_changes(run_dir: Path, frozen: str) -> tuple[list[tuple[str, Any, Any]], list[tuple[str, Any, Any]]]:
-    """What a resubmission into ``run_dir`` changes in its config.yaml, and what it leaves as it was.
-
-    The resources and ``ckpt_path`` follow the new command (``ckpt_path`` becomes ``last`` when the
-    run holds a checkpoint and none was named: a resubmitted run resumes); every other value stays
-    as the run started, and is returned second so that the difference can be reported.
+    Raises:
+        UserError: for a change a resume refuses, or ``--ckpt_path last`` in a run with no checkpoint.
     """
     import yaml
 
+    from trainer_cli.resume import compare_for_resume
+    from trainer_cli.rundir import newest_checkpoint
+
     config_file = run_dir / CONFIG_FILE
     if not config_file.is_file():
-        return [], []
+        return [], frozen
     old, new = yaml.safe_load(config_file.read_text()) or {}, yaml.safe_load(frozen) or {}
-    if not new.get("ckpt_path") and _has_checkpoint(run_dir):
+    has_checkpoint = newest_checkpoint(run_dir) is not None
+    if new.get("ckpt_path") == "last" and not has_checkpoint:
+        raise UserError(f"--ckpt_path last: {run_dir} holds no complete checkpoint; nothing to resume (drop --ckpt_path to start it again)")
+    if not new.get("ckpt_path") and has_checkpoint:
         new["ckpt_path"] = "last"
-    applied = {".".join(key) for key in RESUBMIT_KEYS}
-    flat_old, flat_new = _flatten(old), _flatten(new)
-    changes, ignored = [], []
-    for key in sorted(set(flat_old) | set(flat_new)):
-        before, after = flat_old.get(key), flat_new.get(key)
-        if before != after and key != "run_dir":
-            (changes if key in applied else ignored).append((key, before, after))
-    return changes, ignored
+    changes = compare_for_resume(old, new, run_dir)
+    if old.get("ckpt_path") != new.get("ckpt_path"):
+        changes.append(f"ckpt_path: {old.get('ckpt_path')} -> {new.get('ckpt_path')}")
+    return changes, yaml.safe_dump(new, sort_keys=False) if changes else frozen
 
 
-def _rewrite_config(run_dir: Path, changes: list[tuple[str, Any, Any]]) -> Path | None:
-    """Apply ``changes`` to ``run_dir/config.yaml``; returns where the previous one was kept."""
-    import yaml
-
-    if not changes:
-        return None
+def _rewrite_config(run_dir: Path, text: str) -> Path:
+    """Write ``text`` as ``run_dir/config.yaml``; returns where the previous one was kept."""
     config_file = run_dir / CONFIG_FILE
-    data = yaml.safe_load(config_file.read_text()) or {}
-    for key, _, value in changes:
-        *parents, last = key.split(".")
-        node = data
-        for part in parents:
-            node = node.setdefault(part, {})
-        node[last] = value
     n = 1
     while (run_dir / f"config.prev-{n}.yaml").exists():
         n += 1
     previous = run_dir / f"config.prev-{n}.yaml"
     shutil.copy2(config_file, previous)
     tmp = config_file.with_name(f".{CONFIG_FILE}.tmp")
-    tmp.write_text(yaml.safe_dump(data, sort_keys=False))
+    tmp.write_text(text)
     tmp.replace(config_file)
     return previous
-
-
-def _report_changes(job: Plan, written: bool) -> None:
-    where = f"{job.run_dir / CONFIG_FILE}" + ("" if written else " (dry run: not written)")
-    for key, before, after in job.changes:
-        print(f"resubmit: {key} {before} -> {after} in {where}")
-    for key, before, after in job.ignored:
-        print(f"resubmit: {key} {before} -> {after} not applied: the run keeps its config.yaml (only resources and ckpt_path change)", file=sys.stderr)
 
 
 def plan(args: list[str], dry_run: bool) -> Plan:
@@ -262,8 +235,8 @@ def plan(args: list[str], dry_run: bool) -> Plan:
         frozen = parser.dump(config, skip_none=False)
         template = "cv" if slurm.cv_folds and slurm.template == "ddp" else slurm.template
         script_text = render(template, script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency))
-        changes, ignored = _resubmit_changes(run_dir, frozen) if not created else ([], [])
-        job = Plan(run_dir, created, frozen, script_text, **context, changes=changes, ignored=ignored)
+        changes, frozen = _resubmit_changes(run_dir, frozen) if not created else ([], frozen)
+        job = Plan(run_dir, created, frozen, script_text, **context, changes=changes)
         if slurm.test_after_fit:
             job.test_script_text("afterok:1")  # a template error shows now, not after the fit job is queued
         if slurm.cv_folds:
@@ -291,7 +264,8 @@ def main(args: list[str]) -> int:
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
     if dry_run:
-        _report_changes(job, written=False)
+        for change in job.changes:
+            print(f"resubmit: {change} (dry run: {job.run_dir / CONFIG_FILE} not changed)")
         print(f"# run directory (not created): {job.run_dir}\n# {job.script}:\n{job.script_text}")
         if job.slurm.test_after_fit:
             print(f"# {job.run_dir / TEST_SCRIPT_NAME}, queued after the fit job:\n{job.test_script_text('afterok:<fit job id>')}")
@@ -321,8 +295,8 @@ def submit(job: Plan) -> int:
 
             config_file.write_text(job.frozen_config)
             write_git_info(run_dir)
-        else:  # resubmitting into an existing run: its config, with the new resources and ckpt_path
-            previous = _rewrite_config(run_dir, job.changes)
+        elif job.changes:  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
+            previous = _rewrite_config(run_dir, job.frozen_config)
         job.script.write_text(job.script_text)
         job_id = _sbatch(job.script, *job.sbatch_options)
     except BaseException:
@@ -331,9 +305,10 @@ def submit(job: Plan) -> int:
         elif previous is not None:
             previous.replace(run_dir / CONFIG_FILE)  # the run's config as it was
         raise
-    _report_changes(job, written=True)
+    for change in job.changes:
+        print(f"resubmit: {change}")
     if previous is not None:
-        print(f"resubmit: the previous config is kept as {previous}")
+        print(f"resubmit: {run_dir / CONFIG_FILE} rewritten with these; the previous one is kept as {previous.name}")
     record: dict[str, Any] = {
         "job_id": job_id,
         "job_name": job.job_name,
