@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -100,3 +101,73 @@ def wait_for_file(path: Path, timeout_s: float = 300) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"{path} did not appear in {timeout_s} s")
         time.sleep(0.25)
+
+
+def wait_for_requeue(job_id: str, timeout_s: float = 180) -> None:
+    """Wait until the job is back in the queue after requeueing itself, then let it start at once
+    (Slurm holds a requeued job for 120 s otherwise)."""
+    state = wait_for_state(job_id, {"PENDING"} | FINAL_STATES, timeout_s=timeout_s)
+    assert state == "PENDING", f"job {job_id} ended {state} instead of requeueing"
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True, timeout=30)
+
+
+def _job_processes(job_id: str) -> list[int]:
+    """PIDs of the job's `python -m trainer_cli fit` tasks on this host (the local cluster's nodes are all here)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            if b"trainer_cli" not in cmdline or b"fit" not in cmdline or cmdline[0].endswith(b"srun"):
+                continue
+            if f"SLURM_JOB_ID={job_id}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _catches_usr1(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return bool(caught & (1 << (signal.SIGUSR1 - 1)))
+
+
+def usr1_at_start(job_id: str, tasks: int, timeout_s: float = 180) -> float:
+    """Send SIGUSR1 to the job as soon as all its ``tasks`` training processes exist and catch it
+    (the handler `train` installs first thing, long before Lightning's); returns the seconds
+    between the processes appearing and the signal."""
+    deadline = time.monotonic() + timeout_s
+    first_seen = None
+    while time.monotonic() < deadline:
+        pids = _job_processes(job_id)
+        if pids and first_seen is None:
+            first_seen = time.monotonic()
+        if len(pids) >= tasks and all(_catches_usr1(pid) for pid in pids):
+            subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
+            return time.monotonic() - (first_seen or time.monotonic())
+        time.sleep(0.02)
+    raise AssertionError(f"job {job_id}: {tasks} training processes catching SIGUSR1 did not appear in {timeout_s} s")
+
+
+def newest_step(run_dir: Path) -> int:
+    """Global step of the run's newest complete checkpoint (-1 when it has none)."""
+    from trainer_cli.rundir import newest_checkpoint
+
+    newest = newest_checkpoint(run_dir)
+    return newest.global_step if newest is not None else -1
+
+
+def wait_for_step(run_dir: Path, step: int, timeout_s: float = 300) -> int:
+    """Poll until the run's newest checkpoint is at ``step`` or later; returns its step."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = newest_step(run_dir)
+        if found >= step:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"{run_dir}: no checkpoint at step {step} or later after {timeout_s} s (newest: {newest_step(run_dir)})")
