@@ -108,7 +108,8 @@ def test_slurm_job_in_its_run_dir_resumes_from_the_newest_checkpoint(flat_cos_ru
     run_subcommand("fit", ["--config", str(run / "config.yaml"), "--run_dir", str(run), "--trainer.max_epochs", "2"])
     assert f"Resuming {run} from {run / rundir.LAST_CKPT} (step 2, 1 epochs done)" in capsys.readouterr().out
     assert load(run / rundir.LAST_CKPT)["global_step"] == 4
-    assert not list(run.glob("hpc_ckpt_*.ckpt")) and (run / "hpc_ckpt_2.ckpt.used").is_file()
+    assert not list(run.glob("hpc_ckpt_*.ckpt"))  # the stale one retired (and, older than last.ckpt, deleted)
+    assert not (run / "hpc_ckpt_2.ckpt").exists() and not (run / "hpc_ckpt_2.ckpt.used").exists()
 
 
 def test_newest_checkpoint_is_by_step_and_a_chosen_hpc_checkpoint_is_retired(tmp_path: Path) -> None:
@@ -118,8 +119,10 @@ def test_newest_checkpoint_is_by_step_and_a_chosen_hpc_checkpoint_is_retired(tmp
     _fake_checkpoint(tmp_path / "hpc_ckpt_2.ckpt", 12)
     newest = rundir.newest_checkpoint(tmp_path)
     assert newest is not None and (newest.path.name, newest.global_step) == ("hpc_ckpt_1.ckpt", 14)
+    _fake_checkpoint(tmp_path / "hpc_ckpt_0.ckpt.used", 3)  # consumed by an earlier resume
     chosen = rundir.retire_hpc_checkpoints(tmp_path, newest)
     assert chosen.path == tmp_path / "hpc_ckpt_1.ckpt.used" and chosen.path.is_file()
+    assert sorted(p.name for p in tmp_path.glob("hpc_*")) == ["hpc_ckpt_1.ckpt.used"]  # older used ones deleted
     assert rundir.newest_checkpoint(tmp_path) == chosen  # still the newest state until a newer one is saved
 
 

@@ -58,6 +58,7 @@ DEFAULT_NAME = "run"
 DEFAULT_LOGGER = {"class_path": "lightning.pytorch.loggers.TensorBoardLogger", "init_args": {"save_dir": "runs", "default_hp_metric": False}}
 # what flows from the data module to the model, stated once (links on instantiation)
 DATA_TO_MODEL = ("num_classes", "in_channels", "image_size")
+FIT_LIKE = ("fit", None)  # None: built without running a verb (cv folds, lr-find): they train too
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 EXIT_SIGTERM = 143  # 128 + SIGTERM
 _CURRENT: list["TrainerCLI"] = []  # the CLI being run by run_subcommand, for cleanup on a user error
@@ -148,7 +149,7 @@ class TrainerCLI(LightningCLI):
         child = bool(os.environ.get(rundir.ENV_RUN_DIR))  # a DDP process launched by the rank that chose it
         if child or cfg.run_dir:
             run_dir = Path(os.environ[rundir.ENV_RUN_DIR] if child else cfg.run_dir)
-            if cfg.run_dir and not ckpt and self.subcommand == "fit" and rundir.newest_checkpoint(run_dir) is not None:
+            if cfg.run_dir and not ckpt and self.subcommand in FIT_LIKE and rundir.newest_checkpoint(run_dir) is not None:
                 if not os.environ.get("SLURM_JOB_ID"):
                     raise UserError(
                         f"--run_dir {run_dir} already holds a trained run (a checkpoint); a run directory is never "
@@ -169,7 +170,7 @@ class TrainerCLI(LightningCLI):
                 return shared
             self._created_run_dir = True
             return rundir.allocate(root, name)
-        if ckpt and self.subcommand == "fit" and not child:  # before anything is chosen or renamed
+        if ckpt and self.subcommand in FIT_LIKE and not child:  # before anything is chosen or renamed
             stored = stored_config(run_dir)
             for change in compare_for_resume(stored, yaml.safe_load(self._config_text), run_dir) if stored else []:
                 print(f"resume: {change} (changed since the run started)", flush=True)
@@ -194,7 +195,7 @@ class TrainerCLI(LightningCLI):
         newest = rundir.newest_checkpoint(run_dir)
         if newest is None:
             raise UserError(f"--run_dir {run_dir} --ckpt_path last: no complete checkpoint in {run_dir}; nothing to resume")
-        if self.subcommand == "fit" and _is_finished(cfg.trainer, newest):
+        if self.subcommand in FIT_LIKE and _is_finished(cfg.trainer, newest):
             print(
                 f"{run_dir} is finished ({newest.epochs_done} epochs, step {newest.global_step}; "
                 f"max_epochs={cfg.trainer.max_epochs}, max_steps={cfg.trainer.max_steps}): nothing to train. "
@@ -202,7 +203,7 @@ class TrainerCLI(LightningCLI):
                 flush=True,
             )
             raise SystemExit(0)
-        if self.subcommand == "fit":  # global rank 0 renames; the other ranks load it by its new name
+        if self.subcommand in FIT_LIKE:  # global rank 0 renames; the other ranks load it by its new name
             newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)
         if announce and rank_zero_only.rank == 0:
             print(f"Resuming {run_dir} from {newest.path} (step {newest.global_step}, {newest.epochs_done} epochs done)", flush=True)

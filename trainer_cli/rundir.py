@@ -139,7 +139,8 @@ def newest_checkpoint(run_dir: Path) -> RunCheckpoint | None:
 
 
 def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = True) -> RunCheckpoint:
-    """Rename every ``hpc_ckpt_N.ckpt`` of ``run_dir`` to ``hpc_ckpt_N.ckpt.used``.
+    """Rename every ``hpc_ckpt_N.ckpt`` of ``run_dir`` to ``hpc_ckpt_N.ckpt.used``; delete the
+    ``.used`` ones older than ``chosen`` (superseded: no resume takes them again).
 
     Called once the resume checkpoint is chosen (and passed to Lightning explicitly): a later
     Lightning hpc lookup (``ckpt_path=None`` under Slurm) can then never load a stale one. The
@@ -157,6 +158,9 @@ def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = 
     if rename:
         for file in run_dir.glob(HPC_PATTERN):
             os.replace(file, file.with_name(file.name + USED_SUFFIX))
+        for older in run_checkpoints(run_dir):  # consumed before and superseded: never chosen again
+            if older.path.name.endswith(USED_SUFFIX) and older.global_step < chosen.global_step:
+                older.path.unlink(missing_ok=True)
     if fnmatch.fnmatch(chosen.path.name, HPC_PATTERN):
         chosen = RunCheckpoint(chosen.path.with_name(chosen.path.name + USED_SUFFIX), chosen.global_step, chosen.epochs_done)
     return chosen
