@@ -236,7 +236,8 @@ class TrainerCLI(LightningCLI):
         check_trainer_minimums(cfg)
         self.run_dir = self._choose_run_dir(cfg).absolute()
         ckpt_path = cfg.get("ckpt_path")
-        if ckpt_path and ckpt_path not in {"last", "best", "hpc", "registry"} and "://" not in ckpt_path:
+        retired_by_rank_0 = rank_zero_only.rank != 0 and str(ckpt_path).endswith(rundir.USED_SUFFIX)  # renamed any moment now
+        if ckpt_path and ckpt_path not in {"last", "best", "hpc", "registry"} and "://" not in ckpt_path and not retired_by_rank_0:
             check_checkpoint_file(ckpt_path)
         os.environ[rundir.ENV_RUN_DIR] = str(self.run_dir)  # DDP processes launched from here share it
         self._point_loggers_at(cfg, self.run_dir)

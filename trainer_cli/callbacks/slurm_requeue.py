@@ -47,10 +47,11 @@ class SynchronizedRequeue(pl.Callback):
     another's gradient all-reduce and hang the job).
 
     Acting on it: every rank saves ``hpc_ckpt_<N>.ckpt`` in the run directory. If the job may
-    restart again (``SLURM_RESTART_COUNT`` below ``--slurm.max_restarts``) rank 0 runs
-    ``scontrol requeue``, one line says so, and the ranks wait quietly for Slurm to stop them (no
-    SIGTERM handling, no collectives left half-done). Otherwise training stops after the checkpoint
-    (the job ends, nothing waits in the queue) and a line says how to resume.
+    restart again (``SLURM_RESTART_COUNT`` below ``--slurm.max_restarts``) every rank makes
+    SIGTERM a quiet exit, rank 0 runs ``scontrol requeue``, one line says so, and the ranks wait for
+    Slurm to stop them (no Lightning SIGTERM handling, no collective left half-done, no resume
+    hint). Otherwise training stops after the checkpoint (the job ends, nothing waits in the queue)
+    and a line says how to resume.
 
     Active only in ``fit`` under a Slurm batch job with auto-requeue; otherwise the signal gets its
     default action back.
@@ -95,38 +96,36 @@ class SynchronizedRequeue(pl.Callback):
         run_dir = Path(trainer.default_root_dir)
         restarts = jobstate.restart_count()
         max_restarts = int(os.environ.get(ENV_MAX_RESTARTS, "-1"))
+        job_id = jobstate.this_job_id()
         for logger in trainer.loggers:
             logger.finalize("finished")  # the metrics so far are on disk
         path = trainer.strategy.broadcast(str(next_hpc_checkpoint(run_dir)))
-        trainer.save_checkpoint(path)
+        trainer.save_checkpoint(path)  # every rank takes part; the last collective of this job
         step = trainer.global_step
-        requeued = False
-        if trainer.is_global_zero:
-            job_id = jobstate.this_job_id()
-            if max_restarts >= 0 and restarts >= max_restarts:
-                _say(
-                    f"SIGUSR1 at step {step}: saved {path}; not requeued, restart {restarts} is the last that "
-                    f"--slurm.max_restarts {max_restarts} allows. Resume with: train submit --config {run_dir / 'config.yaml'}"
-                )
-            elif job_id is None:
-                _say(f"SIGUSR1 at step {step}: saved {path}; not requeued (no SLURM_JOB_ID)")
-            else:
-                proc = subprocess.run(["scontrol", "requeue", job_id], capture_output=True, text=True)
-                requeued = proc.returncode == 0
-                if requeued:
-                    jobstate.requeued(run_dir, path)
-                    _say(f"SIGUSR1 at step {step}: saved {path}; requeued job {job_id} (restart {restarts + 1}), it resumes on its own")
-                else:
-                    _say(f"SIGUSR1 at step {step}: saved {path}; `scontrol requeue {job_id}` failed: {proc.stderr.strip()}")
-        if trainer.strategy.broadcast(requeued):
-            requeue_signal.mark_requeued()
-            _wait_for_slurm()
-        trainer.should_stop = True  # not requeued: end training here, the checkpoint is saved
+        if max_restarts >= 0 and restarts >= max_restarts:
+            _say(
+                f"SIGUSR1 at step {step}: saved {path}; not requeued, restart {restarts} is the last that "
+                f"--slurm.max_restarts {max_restarts} allows. Resume with: train submit --config {run_dir / 'config.yaml'}"
+            )
+            trainer.should_stop = True  # end training here, the checkpoint is saved
+            return
+        # Every rank knows the outcome without asking: from here on Slurm's SIGTERM (sent as soon as
+        # the requeue is accepted) ends each rank quietly, with no collective left half-done.
+        requeue_signal.mark_requeued()
+        signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
+        if trainer.is_global_zero:  # said and recorded first: the SIGTERM may come before scontrol returns
+            jobstate.requeued(run_dir, path)
+            _say(f"SIGUSR1 at step {step}: saved {path}; requeueing job {job_id} (restart {restarts + 1}), it resumes on its own")
+            proc = subprocess.run(["scontrol", "requeue", str(job_id)], capture_output=True, text=True)
+            if proc.returncode != 0:  # the other ranks are stopped by srun --kill-on-bad-exit
+                jobstate.update(run_dir, state="FAILED")
+                _say(f"`scontrol requeue {job_id}` failed: {proc.stderr.strip()}; resume with: train submit --config {run_dir / 'config.yaml'}")
+                os._exit(1)
+        _wait_for_slurm()
 
 
 def _wait_for_slurm() -> None:
-    """After a requeue: Slurm stops every task (SIGTERM, then SIGKILL); end quietly when it does."""
-    signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
+    """After a requeue: Slurm stops every task (SIGTERM, handled by a quiet exit); wait for it."""
     deadline = time.monotonic() + REQUEUE_WAIT_S
     while time.monotonic() < deadline:
         time.sleep(1)
