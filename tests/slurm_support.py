@@ -108,6 +108,11 @@ def wait_for_requeue(job_id: str, timeout_s: float = 180) -> None:
     (Slurm holds a requeued job for 120 s otherwise)."""
     state = wait_for_state(job_id, {"PENDING"} | FINAL_STATES, timeout_s=timeout_s)
     assert state == "PENDING", f"job {job_id} ended {state} instead of requeueing"
+    deadline = time.monotonic() + 60
+    while _job_processes(job_id) and time.monotonic() < deadline:  # the old run's processes are gone
+        time.sleep(0.25)
+    # slurmd refuses a start in the same second as the requeue revoked the job's credential
+    time.sleep(2)
     subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True, timeout=30)
 
 

@@ -187,22 +187,6 @@ def test_usr1_right_after_start_and_restart_requeues(early_signals: tuple[str, P
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == 10
 
 
-def test_completed_run_resubmitted_is_not_retrained(early_signals: tuple[str, Path]) -> None:
-    _, run_dir = early_signals
-    last = run_dir / "checkpoints" / "last.ckpt"
-    before = (last.stat().st_mtime_ns, sorted(p.name for p in run_dir.iterdir()))
-    code, out = train_submit("--config", str(run_dir / "config.yaml"), "--config", LOCAL_PROFILE)
-    assert code == 0, out
-    assert "resubmit: ckpt_path: None -> last" in out
-    job_id = job_id_from(out)
-    assert wait_for_state(job_id, timeout_s=300) == "COMPLETED"
-    log = (run_dir / f"slurm-{job_id}.log").read_text()
-    assert f"{run_dir} is finished (2 epochs, step 10" in log, log[-3000:]
-    assert last.stat().st_mtime_ns == before[0], "last.ckpt untouched"
-    new_files = {p.name for p in run_dir.iterdir()} - set(before[1])
-    assert new_files == {f"slurm-{job_id}.log", "config.prev-1.yaml"}, new_files
-
-
 def test_train_jobs_reads_the_run_once_slurm_forgot_the_job(early_signals: tuple[str, Path]) -> None:
     """Slurm forgets a finished job after MinJobAge (300 s; no accounting here): `train jobs` then
     shows the restarts and final state the job wrote into <run>/job.json. Simulated by renaming the
@@ -222,6 +206,22 @@ def test_train_jobs_reads_the_run_once_slurm_forgot_the_job(early_signals: tuple
         assert jobs.main(["--root", str(root)]) == 0
     row = next(r for r in out.getvalue().splitlines() if r.startswith(forgotten + " ")).split()
     assert row[1:3] == ["COMPLETED", "2"], out.getvalue()
+
+
+def test_completed_run_resubmitted_is_not_retrained(early_signals: tuple[str, Path]) -> None:
+    _, run_dir = early_signals
+    last = run_dir / "checkpoints" / "last.ckpt"
+    before = (last.stat().st_mtime_ns, sorted(p.name for p in run_dir.iterdir()))
+    code, out = train_submit("--config", str(run_dir / "config.yaml"), "--config", LOCAL_PROFILE)
+    assert code == 0, out
+    assert "resubmit: ckpt_path: None -> last" in out
+    job_id = job_id_from(out)
+    assert wait_for_state(job_id, timeout_s=300) == "COMPLETED"
+    log = (run_dir / f"slurm-{job_id}.log").read_text()
+    assert f"{run_dir} is finished (2 epochs, step 10" in log, log[-3000:]
+    assert last.stat().st_mtime_ns == before[0], "last.ckpt untouched"
+    new_files = {p.name for p in run_dir.iterdir()} - set(before[1])
+    assert new_files == {f"slurm-{job_id}.log", "config.prev-1.yaml"}, new_files
 
 
 def test_max_restarts_is_checked_before_requeueing(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
