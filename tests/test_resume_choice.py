@@ -132,17 +132,19 @@ def test_logger_false_drops_callbacks_that_need_a_logger(tmp_path: Path) -> None
     assert load(run / rundir.LAST_CKPT)["global_step"] == 2 and not list(run.glob("events.out.tfevents.*"))
 
 
-def test_interrupt_during_epoch_end_validation_runs_it_on_resume(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("every", "validations"), [([], [0, 1]), (["--trainer.val_check_interval", "1"], [0, 0, 1, 1])])
+def test_interrupt_during_validation_runs_it_on_resume(tmp_path: Path, every: list[str], validations: list[int]) -> None:
+    """At an epoch's end (Lightning would skip that validation and log train/acc from no batches) or mid-epoch."""
     resume_signals.VALIDATED.clear()
     callbacks = ["--trainer.callbacks+", "resume_signals.SignalAt", "--trainer.callbacks+", "resume_signals.RecordValidation"]
     assert exit_code("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(tmp_path), "--trainer.max_epochs", "2",
-                             *TINY, "--trainer.limit_val_batches", "2", *callbacks]) == 143
-    assert resume_signals.VALIDATED == []  # stopped after the first of 2 validation batches of epoch 0
+                             *TINY, "--trainer.limit_val_batches", "2", *every, *callbacks]) == 143
+    assert resume_signals.VALIDATED == []  # stopped after the first of 2 batches of epoch 0's first validation
     run = tmp_path / "digits" / "version_0"
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*compute.*before the ``update``.*")
         run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])
-    assert resume_signals.VALIDATED == [0, 1]
+    assert resume_signals.VALIDATED == validations
     assert load(run / rundir.LAST_CKPT)["global_step"] == 4
 
 

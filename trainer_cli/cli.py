@@ -294,7 +294,7 @@ class TrainerCLI(LightningCLI):
         stopped = f"\nTraining stopped by {cause} at epoch {self.trainer.current_epoch}, step {self.trainer.global_step}"
         if saved is not None and saved.saved:
             where = f"checkpoint saved: {saved.saved}"
-        elif self.run_dir is not None and rundir.newest_checkpoint(self.run_dir) is not None:
+        elif self.run_dir is not None and any(self.run_dir.rglob("*.ckpt")):  # kept: it saved something
             where = "nothing trained since its last checkpoint"
         else:
             if self._created_run_dir and self.run_dir is not None and rank_zero_only.rank == 0:
