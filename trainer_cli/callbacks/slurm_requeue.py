@@ -65,6 +65,7 @@ class SynchronizedRequeue(pl.Callback):
             raise ValueError(f"check_every_n_steps must be >= 1, got {check_every_n_steps}")
         self.check_every_n_steps = check_every_n_steps
         self._active = False
+        self._installed_here = False
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if stage != "fit":
@@ -73,6 +74,7 @@ class SynchronizedRequeue(pl.Callback):
         if not isinstance(environment, SLURMEnvironment) or not environment.auto_requeue:
             requeue_signal.uninstall()  # no Slurm requeue here: the signal's default action
             return
+        self._installed_here = not requeue_signal.installed()  # in a `train` process main() installed it
         self._active = requeue_signal.install()
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -122,6 +124,12 @@ class SynchronizedRequeue(pl.Callback):
                 _say(f"`scontrol requeue {job_id}` failed: {proc.stderr.strip()}; resume with: train submit --config {run_dir / 'config.yaml'}")
                 os._exit(1)
         _wait_for_slurm()
+
+
+    def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if self._installed_here:  # built in-process (tests, notebooks): leave the signal as it was
+            requeue_signal.uninstall()
+        self._active = self._installed_here = False
 
 
 def _wait_for_slurm() -> None:
