@@ -182,6 +182,8 @@ def test_resubmission_reports_and_checks_changes_before_sbatch(tmp_path: Path) -
         plan([*again, "--ckpt_path", "last"], dry_run=False)
     with pytest.raises(UserError, match="the architecture changed"):
         plan([*again, "--model.init_args.backbone", "resnet18"], dry_run=False)
+    with pytest.raises(UserError, match="--ckpt_path last: no run of 'digits' under .* has a checkpoint"):  # as `train fit`
+        plan([*_args(CASES["cpu_1x1"], tmp_path), "--ckpt_path", "last"], dry_run=False)
     assert sorted(p.name for p in job.run_dir.iterdir()) == ["config.yaml"]
 
 

@@ -222,6 +222,14 @@ def plan(args: list[str], dry_run: bool) -> Plan:
     root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
     job_name = slurm.job_name or config.name
     context = {"slurm": slurm, "resources": resources, "root": root, "job_name": job_name}
+    if not config.run_dir and config.get("ckpt_path") == "last":  # as `train fit`: the newest run of the experiment
+        from trainer_cli.rundir import newest_resumable
+
+        found = newest_resumable(root, config.name)
+        if found is None:
+            raise UserError(f"--ckpt_path last: no run of {config.name!r} under {root} has a checkpoint; submit without --ckpt_path to start one")
+        config.run_dir = str(found)
+        print(f"resubmit: into the newest run of {config.name!r}: {found}")
     if config.run_dir:  # resubmitting into an existing run (resume in place)
         run_dir, created = Path(config.run_dir).absolute(), False
     elif dry_run:
