@@ -262,6 +262,8 @@ def test_resume_never_goes_back(slurm_cluster: None, tmp_path: Path) -> None:  #
     finally:  # ReturnToService=2 may have brought it back already
         subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True, timeout=30)
     node_down = wait_for_step(run_dir, newest_step(run_dir) + batches)
+    after_failure = log.read_text().split("Node failure", 1)[1].split("restart 2 on", 1)[0]
+    assert "Resume with" not in after_failure, after_failure  # at most "Slurm requeued job ...: it resumes on its own"
 
     subprocess.run(["scancel", "-s", "KILL", job_id], check=True, timeout=30)
     assert wait_for_state(job_id, timeout_s=120) in {"FAILED", "CANCELLED"}

@@ -62,5 +62,24 @@ def mark_requeued() -> None:
 
 
 def requeue_in_progress() -> bool:
-    """Whether this process's job has requeued itself (its stop is not the end of the run)."""
+    """Whether this process's job is being requeued, so that its stop is not the end of the run:
+    it requeued itself (:func:`mark_requeued`), or Slurm did (a node failure, ``scontrol
+    requeue``): Slurm's restart count of the job is then past this run's ``SLURM_RESTART_COUNT``.
+    The second case is said in one line here, once."""
+    if _state["requeued"]:
+        return True
+    if not under_slurm_batch():
+        return False
+    import subprocess
+
+    job_id = os.environ["SLURM_JOB_ID"]
+    try:
+        out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    fields = dict(word.partition("=")[::2] for word in out.split())
+    restarts, ours = fields.get("Restarts", ""), os.environ.get("SLURM_RESTART_COUNT") or "0"
+    if restarts.isdigit() and ours.isdigit() and int(restarts) > int(ours):
+        _state["requeued"] = True
+        print(f"trainer-cli: Slurm requeued job {job_id} ({fields.get('JobState', '?')}): it resumes on its own (restart {restarts})", flush=True)
     return bool(_state["requeued"])
