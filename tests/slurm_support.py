@@ -1,6 +1,8 @@
 """Helpers for the Slurm tests: a real local cluster (scripts/local-slurm), in-process `train submit`.
 
-The ``slurm_cluster`` session fixture starts the cluster when it is not up. Where it cannot start
+The ``slurm_cluster`` session fixture starts the cluster when it is not up. The cluster has its own
+config file (never /etc/slurm/slurm.conf): the fixture sets ``SLURM_CONF`` to it for this process
+and its children (sbatch, squeue, the jobs), as ``scripts/local-slurm env`` prints it. Where it cannot start
 (no root, no Debian packages) the tests that need it skip with the reason, except under
 ``CI=true``, where that is a failure: CI always runs them.
 """
@@ -10,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import io
 import os
+import signal
 import subprocess
 import time
 from pathlib import Path
@@ -36,6 +39,8 @@ def _cluster_up() -> bool:
 def slurm_cluster() -> None:
     """A running local Slurm cluster (node1..node4, partition debug); stopped at the end if started here."""
     started = False
+    env_line = subprocess.run([str(LOCAL_SLURM), "env"], capture_output=True, text=True, timeout=30).stdout.strip()
+    os.environ["SLURM_CONF"] = env_line.split("=", 1)[1]  # "export SLURM_CONF=<path>"
     if not _cluster_up():
         proc = subprocess.run([str(LOCAL_SLURM), "start"], capture_output=True, text=True, timeout=900)
         if proc.returncode != 0:
@@ -96,3 +101,78 @@ def wait_for_file(path: Path, timeout_s: float = 300) -> None:
         if time.monotonic() > deadline:
             raise AssertionError(f"{path} did not appear in {timeout_s} s")
         time.sleep(0.25)
+
+
+def wait_for_requeue(job_id: str, timeout_s: float = 180) -> None:
+    """Wait until the job is back in the queue after requeueing itself, then let it start at once
+    (Slurm holds a requeued job for 120 s otherwise)."""
+    state = wait_for_state(job_id, {"PENDING"} | FINAL_STATES, timeout_s=timeout_s)
+    assert state == "PENDING", f"job {job_id} ended {state} instead of requeueing"
+    deadline = time.monotonic() + 60
+    while _job_processes(job_id) and time.monotonic() < deadline:  # the old run's processes are gone
+        time.sleep(0.25)
+    # slurmd refuses a start in the same second as the requeue revoked the job's credential
+    time.sleep(2)
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True, timeout=30)
+
+
+def _job_processes(job_id: str) -> list[int]:
+    """PIDs of the job's `python -m trainer_cli fit` tasks on this host (the local cluster's nodes are all here)."""
+    pids = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().split(b"\0")
+            if b"trainer_cli" not in cmdline or b"fit" not in cmdline or cmdline[0].endswith(b"srun"):
+                continue
+            if f"SLURM_JOB_ID={job_id}".encode() in (proc / "environ").read_bytes().split(b"\0"):
+                pids.append(int(proc.name))
+        except OSError:
+            continue
+    return pids
+
+
+def _catches_usr1(pid: int) -> bool:
+    try:
+        status = Path(f"/proc/{pid}/status").read_text()
+    except OSError:
+        return False
+    caught = int(next(line.split()[1] for line in status.splitlines() if line.startswith("SigCgt:")), 16)
+    return bool(caught & (1 << (signal.SIGUSR1 - 1)))
+
+
+def usr1_at_start(job_id: str, tasks: int, timeout_s: float = 180) -> float:
+    """Send SIGUSR1 to the job as soon as all its ``tasks`` training processes exist and catch it
+    (the handler `train` installs first thing, long before Lightning's); returns the seconds
+    between the processes appearing and the signal."""
+    deadline = time.monotonic() + timeout_s
+    first_seen = None
+    while time.monotonic() < deadline:
+        pids = _job_processes(job_id)
+        if pids and first_seen is None:
+            first_seen = time.monotonic()
+        if len(pids) >= tasks and all(_catches_usr1(pid) for pid in pids):
+            subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
+            return time.monotonic() - (first_seen or time.monotonic())
+        time.sleep(0.02)
+    raise AssertionError(f"job {job_id}: {tasks} training processes catching SIGUSR1 did not appear in {timeout_s} s")
+
+
+def newest_step(run_dir: Path) -> int:
+    """Global step of the run's newest complete checkpoint (-1 when it has none)."""
+    from trainer_cli.rundir import newest_checkpoint
+
+    newest = newest_checkpoint(run_dir)
+    return newest.global_step if newest is not None else -1
+
+
+def wait_for_step(run_dir: Path, step: int, timeout_s: float = 300) -> int:
+    """Poll until the run's newest checkpoint is at ``step`` or later; returns its step."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        found = newest_step(run_dir)
+        if found >= step:
+            return found
+        time.sleep(0.5)
+    raise AssertionError(f"{run_dir}: no checkpoint at step {step} or later after {timeout_s} s (newest: {newest_step(run_dir)})")

@@ -17,8 +17,9 @@ import pytest
 import torch
 
 from conftest import DIGITS, quiet_args
-from slurm_support import (
-    LOCAL_PROFILE, job_id_from, scontrol_job, slurm_cluster, train_submit, wait_for_file, wait_for_state,  # noqa: F401
+from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
+    LOCAL_PROFILE, job_id_from, newest_step, scontrol_job, slurm_cluster, train_submit, usr1_at_start, wait_for_file,
+    wait_for_requeue, wait_for_state, wait_for_step,
 )
 from trainer_cli.launch import jobs
 
@@ -124,24 +125,25 @@ def _steps(event_file: Path, tag: str) -> list[int]:
 
 
 def test_usr1_checkpoints_requeues_and_resumes(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
-    """`scancel -s USR1` mid-training (what `--signal=SIGUSR1@N` does before the time limit): Lightning
-    saves an hpc checkpoint and requeues; the restart resumes from it, in the same run directory and
-    TensorBoard version, and completes."""
-    epochs, batches = 40, 5
-    job_id, run_dir, _ = _submit(tmp_path, 1, 2, "--trainer.max_epochs", str(epochs), "--trainer.log_every_n_steps", "1")
+    """`scancel -s USR1` mid-training (what `--signal=SIGUSR1@N` does before the time limit) on a
+    one-task DDP job: an hpc checkpoint mid-epoch, a requeue; the restart resumes from it (one-task
+    DDP mid-epoch resume used to die with an IndexError), in the same run directory and TensorBoard
+    version, and completes."""
+    epochs, batches = 6, 5
+    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--trainer.max_epochs", str(epochs), "--trainer.log_every_n_steps", "1")
     wait_for_file(run_dir / "checkpoints" / "last.ckpt", timeout_s=300)  # training is under way
     subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
-    wait_for_file(run_dir / "hpc_ckpt_1.ckpt", timeout_s=120)
-    wait_for_state(job_id, {"PENDING"}, timeout_s=120)
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "StartTime=now"], check=True, timeout=30)  # skip the 120 s hold
+    wait_for_requeue(job_id)
+    assert json.loads((run_dir / "job.json").read_text())["state"] == "REQUEUED"
     assert wait_for_state(job_id, timeout_s=400) == "COMPLETED", (run_dir / f"slurm-{job_id}.log").read_text()[-3000:]
     assert scontrol_job(job_id)["Restarts"] == "1"
 
     log = (run_dir / f"slurm-{job_id}.log").read_text()
     assert "restart 0 on" in log and "restart 1 on" in log, "one log, appended across the restart"
-    assert f"Restored all states from the checkpoint at {run_dir / 'hpc_ckpt_1.ckpt'}" in log
+    hpc = run_dir / "hpc_ckpt_1.ckpt.used"  # retired once resumed from
+    assert f"Resuming {run_dir} from {hpc}" in log
     assert [p.name for p in run_dir.parent.iterdir()] == [run_dir.name], "the same run directory"
-    saved_at = torch.load(run_dir / "hpc_ckpt_1.ckpt", map_location="cpu", weights_only=False)["global_step"]
+    saved_at = torch.load(hpc, map_location="cpu", weights_only=False)["global_step"]
     assert 0 < saved_at < epochs * batches
     files = sorted(run_dir.glob("events.out.tfevents.*"), key=lambda p: (int(p.name.split(".")[3]), p.name))
     resumed = _steps(files[-1], "train/loss")
@@ -150,6 +152,142 @@ def test_usr1_checkpoints_requeues_and_resumes(slurm_cluster: None, tmp_path: Pa
     assert max(resumed) in {epochs * batches - 1, epochs * batches}
     last = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert last["global_step"] == epochs * batches, "the resumed run completed every step"
+    record = json.loads((run_dir / "job.json").read_text())
+    assert (record["state"], record["restarts"], record["exit_code"]) == ("COMPLETED", 1, 0)
+
+
+def _quiet_requeue(log: str, requeues: int) -> None:
+    """A requeue says so in one line: no gloo errors, tracebacks or "Resume with" hint of a stop."""
+    assert log.count("it resumes on its own") == requeues, log[-3000:]
+    for noise in ("collective mismatch", "Traceback", "Training stopped by", "Resume with"):
+        assert noise not in log, f"{noise!r} in the log of a requeued job:\n{log[-3000:]}"
+
+
+@pytest.fixture(scope="module")
+def early_signals(slurm_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path]:  # noqa: F811
+    """A 2-node job given SIGUSR1 the moment its processes start, and again the moment its restart's
+    processes start (before Lightning has a handler; this used to kill every rank with exit code 138);
+    released each time, it completes on its second restart."""
+    job_id, run_dir, _ = _submit(tmp_path_factory.mktemp("early"), 2, 1, "--trainer.max_epochs", "2")
+    for _ in range(2):
+        usr1_at_start(job_id, tasks=2)
+        wait_for_requeue(job_id)
+    assert wait_for_state(job_id, timeout_s=400) == "COMPLETED", (run_dir / f"slurm-{job_id}.log").read_text()[-3000:]
+    return job_id, run_dir
+
+
+def test_usr1_right_after_start_and_restart_requeues(early_signals: tuple[str, Path]) -> None:
+    job_id, run_dir = early_signals
+    log = (run_dir / f"slurm-{job_id}.log").read_text()
+    assert scontrol_job(job_id)["Restarts"] == "2"
+    assert "restart 2 on" in log
+    _quiet_requeue(log, requeues=2)
+    assert (run_dir / "hpc_ckpt_1.ckpt.used").is_file() and (run_dir / "hpc_ckpt_2.ckpt.used").is_file()
+    assert f"Resuming {run_dir} from {run_dir / 'hpc_ckpt_2.ckpt.used'}" in log
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == 10
+
+
+def test_train_jobs_reads_the_run_once_slurm_forgot_the_job(early_signals: tuple[str, Path]) -> None:
+    """Slurm forgets a finished job after MinJobAge (300 s; no accounting here): `train jobs` then
+    shows the restarts and final state the job wrote into <run>/job.json. Simulated by renaming the
+    job to an id Slurm never had."""
+    job_id, run_dir = early_signals
+    root = run_dir.parents[1]
+    forgotten = str(int(job_id) + 500_000)
+    assert scontrol_job(forgotten).get("JobId") is None
+    record = json.loads((run_dir / "job.json").read_text())
+    assert (record["job_id"], record["restarts"], record["state"]) == (job_id, 2, "COMPLETED")
+    (run_dir / "job.json").write_text(json.dumps(record | {"job_id": forgotten}))
+    registry = root / jobs.REGISTRY_NAME
+    lines = [json.loads(line) for line in registry.read_text().splitlines()]
+    registry.write_text("".join(json.dumps(r | {"job_id": forgotten}) + "\n" for r in lines if r["job_id"] == job_id))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert jobs.main(["--root", str(root)]) == 0
+    row = next(r for r in out.getvalue().splitlines() if r.startswith(forgotten + " ")).split()
+    assert row[1:3] == ["COMPLETED", "2"], out.getvalue()
+
+
+def test_completed_run_resubmitted_is_not_retrained(early_signals: tuple[str, Path]) -> None:
+    _, run_dir = early_signals
+    last = run_dir / "checkpoints" / "last.ckpt"
+    before = (last.stat().st_mtime_ns, sorted(p.name for p in run_dir.iterdir()))
+    code, out = train_submit("--config", str(run_dir / "config.yaml"), "--config", LOCAL_PROFILE)
+    assert code == 0, out
+    assert "resubmit: ckpt_path: None -> last" in out
+    job_id = job_id_from(out)
+    assert wait_for_state(job_id, timeout_s=300) == "COMPLETED"
+    log = (run_dir / f"slurm-{job_id}.log").read_text()
+    assert f"{run_dir} is finished (2 epochs, step 10" in log, log[-3000:]
+    assert last.stat().st_mtime_ns == before[0], "last.ckpt untouched"
+    new_files = {p.name for p in run_dir.iterdir()} - set(before[1])
+    assert new_files == {f"slurm-{job_id}.log", "config.prev-1.yaml"}, new_files
+
+
+def test_max_restarts_is_checked_before_requeueing(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """With --slurm.max_restarts 0, SIGUSR1 saves a checkpoint and ends the job: it does not requeue
+    itself only to wait for an allocation and exit 1."""
+    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--trainer.max_epochs", "3", "--slurm.max_restarts", "0")
+    usr1_at_start(job_id, tasks=1)
+    assert wait_for_state(job_id, timeout_s=300) == "COMPLETED"
+    assert scontrol_job(job_id)["Restarts"] == "0"
+    log = (run_dir / f"slurm-{job_id}.log").read_text()
+    assert "not requeued, restart 0 is the last that --slurm.max_restarts 0 allows" in log, log[-3000:]
+    assert torch.load(run_dir / "hpc_ckpt_1.ckpt", map_location="cpu", weights_only=False)["global_step"] == 0
+
+
+def _scontrol(*args: str) -> None:
+    subprocess.run(["scontrol", *args], check=True, timeout=30)
+
+
+def test_resume_never_goes_back(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """Preempted (hpc checkpoint), run on, a node set DOWN (Slurm requeues the job), run on, crashed
+    (SIGKILL), resubmitted with other resources: every start resumes from the run's newest
+    checkpoint, so the global step never goes back, and the run completes."""
+    epochs, batches = 12, 5
+    job_id, run_dir, _ = _submit(tmp_path, 2, 1, "--trainer.max_epochs", str(epochs))
+    log = run_dir / f"slurm-{job_id}.log"
+    wait_for_step(run_dir, batches)  # an epoch done
+    subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
+    wait_for_requeue(job_id)
+    preempted = newest_step(run_dir)
+    assert (run_dir / "hpc_ckpt_1.ckpt").is_file()
+
+    ran_on = wait_for_step(run_dir, preempted + batches)  # last.ckpt now newer than the hpc checkpoint
+    hosts = subprocess.run(["scontrol", "show", "hostnames", scontrol_job(job_id)["NodeList"]], capture_output=True, text=True, timeout=30)
+    node = hosts.stdout.split()[-1]
+    try:
+        _scontrol("update", f"NodeName={node}", "State=DOWN", "Reason=test")
+        wait_for_requeue(job_id)
+    finally:  # ReturnToService=2 may have brought it back already
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True, timeout=30)
+    node_down = wait_for_step(run_dir, newest_step(run_dir) + batches)
+    after_failure = log.read_text().split("Node failure", 1)[1].split("restart 2 on", 1)[0]
+    assert "Resume with" not in after_failure, after_failure  # at most "Slurm requeued job ...: it resumes on its own"
+
+    subprocess.run(["scancel", "-s", "KILL", job_id], check=True, timeout=30)
+    assert wait_for_state(job_id, timeout_s=120) in {"FAILED", "CANCELLED"}
+    crashed = newest_step(run_dir)
+    assert crashed >= node_down
+    if crashed >= epochs * batches:
+        pytest.skip("the run finished before the crash: too fast to test the resubmission here")
+
+    code, out = train_submit(
+        "--config", str(run_dir / "config.yaml"), "--config", LOCAL_PROFILE, "--trainer.num_nodes", "1", "--trainer.devices", "2",
+    )
+    assert code == 0, out
+    assert "resubmit: trainer.num_nodes: 2 -> 1" in out and re.search(r"resubmit: trainer.devices: '?1'? -> '?2'?\n", out), out
+    assert (run_dir / "config.prev-1.yaml").is_file()
+    new_id = job_id_from(out)
+    assert wait_for_state(new_id, timeout_s=400) == "COMPLETED", (run_dir / f"slurm-{new_id}.log").read_text()[-3000:]
+    new_log = (run_dir / f"slurm-{new_id}.log").read_text()
+    assert f"(step {crashed}," in new_log and "Resuming " in new_log, new_log[-3000:]
+
+    text = log.read_text() + new_log
+    resumed_at = [int(m) for m in re.findall(r"^Resuming .* \(step (\d+),", text, re.M)]
+    assert len(resumed_at) == 3 and all(at >= event for at, event in zip(resumed_at, [preempted, ran_on, crashed])), resumed_at
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == epochs * batches
+    assert not list(run_dir.glob("checkpoints/*-v1.ckpt")), "no duplicate checkpoint of a rolled-back run"
 
 
 def test_cv_folds_run_as_a_job_array_then_aggregate(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811

@@ -151,3 +151,72 @@ def test_user_error_exit_code_and_dry_run_output(tmp_path: Path) -> None:
     assert code == 0
     assert "#SBATCH --nodes=1" in out and f"sbatch --parsable {tmp_path}/digits/version_0/submit.sbatch" in out
     assert not any(tmp_path.iterdir())
+
+
+def test_signal_delay_not_well_below_time_limit_warns(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    args = ["--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(tmp_path), "--dry-run"]
+    assert train_submit(*args, "--slurm.time", "00:02:00", "--slurm.signal_delay_s", "300")[0] == 0
+    warnings = [line for line in capsys.readouterr().err.splitlines() if line.startswith("warning:")]
+    assert warnings == [
+        "warning: --slurm.signal_delay_s 300 is not well below --slurm.time 00:02:00 (120 s): the job would checkpoint and "
+        "requeue itself after 0 s or less (Slurm may signal up to 60 s early); use at most 60 s or a longer --slurm.time"
+    ]
+    assert train_submit(*args, "--slurm.time", "1-00:00:00", "--slurm.signal_delay_s", "300")[0] == 0
+    assert "warning:" not in capsys.readouterr().err
+
+
+def test_resubmission_reports_and_checks_changes_before_sbatch(tmp_path: Path) -> None:
+    """Resubmitting into a run (`--config <run>/config.yaml`): the new values are listed one line each
+    (a dry run writes nothing); a change no resume accepts, or `--ckpt_path last` with nothing to
+    resume, is refused before sbatch with the run's config untouched."""
+    job = plan(_args(CASES["cpu_1x1"], tmp_path), dry_run=False)
+    config = job.run_dir / "config.yaml"
+    config.write_text(job.frozen_config)
+    again = ["--config", str(config), "--config", LOCAL_PROFILE, *PYTHON]
+    code, out = train_submit(*again, "--trainer.num_nodes", "2", "--trainer.max_epochs", "9", "--dry-run")
+    assert code == 0
+    assert f"resubmit: trainer.num_nodes: 1 -> 2 (dry run: {config} not changed)" in out
+    assert "resubmit: trainer.max_epochs: 10 -> 9 (dry run" in out
+    assert "#SBATCH --nodes=2" in out and config.read_text() == job.frozen_config
+    with pytest.raises(UserError, match="holds no complete checkpoint; nothing to resume"):
+        plan([*again, "--ckpt_path", "last"], dry_run=False)
+    with pytest.raises(UserError, match="the architecture changed"):
+        plan([*again, "--model.init_args.backbone", "resnet18"], dry_run=False)
+    with pytest.raises(UserError, match="--ckpt_path last: no run of 'digits' under .* has a checkpoint"):  # as `train fit`
+        plan([*_args(CASES["cpu_1x1"], tmp_path), "--ckpt_path", "last"], dry_run=False)
+    assert sorted(p.name for p in job.run_dir.iterdir()) == ["config.yaml"]
+
+
+def test_requeue_signal_recorded_under_slurm_only(monkeypatch: pytest.MonkeyPatch) -> None:
+    import signal
+
+    from trainer_cli.launch import requeue_signal
+
+    monkeypatch.delenv("SLURM_JOB_ID", raising=False)
+    assert not requeue_signal.install() and signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_JOB_NAME", "digits")
+    try:
+        assert requeue_signal.install()
+        os.kill(os.getpid(), signal.SIGUSR1)  # would end this process without the handler
+        assert requeue_signal.take() and not requeue_signal.take()
+    finally:
+        requeue_signal.uninstall()
+    assert signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
+
+
+def test_job_record_keeps_a_requeue_past_the_script_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from trainer_cli.launch import jobstate
+
+    monkeypatch.setenv("SLURM_JOB_ID", "7")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    jobstate.write(tmp_path, {"job_id": "7", "state": "PENDING", "restarts": 0})
+    assert jobstate.main([str(tmp_path), "start"]) == 0
+    assert {k: jobstate.read(tmp_path)[k] for k in ("state", "restarts")} == {"state": "RUNNING", "restarts": 1}
+    jobstate.requeued(tmp_path, "hpc_ckpt_1.ckpt")
+    assert jobstate.main([str(tmp_path), "end", "143"]) == 0  # killed by the requeue: still REQUEUED
+    assert jobstate.read(tmp_path)["state"] == "REQUEUED"
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
+    jobstate.main([str(tmp_path), "start"])
+    jobstate.main([str(tmp_path), "end", "0"])
+    assert {k: jobstate.read(tmp_path)[k] for k in ("state", "restarts", "exit_code")} == {"state": "COMPLETED", "restarts": 2, "exit_code": 0}

@@ -30,6 +30,7 @@ VERBS: dict[str, tuple[str, str]] = {
 
 LIGHTNING_VERBS = {"fit", "validate", "test", "predict"}
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as shells report a writer whose reader went away
+REQUEUE_VERBS = {"fit", "cv"}  # verbs whose Slurm jobs checkpoint and requeue on SIGUSR1
 
 USAGE = """\
 usage: train <verb> [--config FILE ...] [--key.sub value ...]
@@ -88,6 +89,10 @@ def _dispatch(argv: list[str] | None) -> int:
         print(f"trainer-cli {__version__}")
         return 0
     verb, rest = argv[0], argv[1:]
+    if verb in REQUEUE_VERBS:  # before anything slow: SIGUSR1 from Slurm must not kill a starting job
+        from trainer_cli.launch.requeue_signal import install
+
+        install()
     if verb not in VERBS:
         import difflib
 

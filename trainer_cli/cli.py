@@ -36,7 +36,7 @@ import trainer_cli.models.classifier  # noqa: F401 - registers the project's mod
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
 from trainer_cli import quiet, rundir
 from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
-from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
+from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue, requeue_in_progress
 from trainer_cli.callbacks.switches import drop_switched_off
 from trainer_cli.callbacks.progress import default_progress_bar
 from trainer_cli.compose import expand_config_args
@@ -44,6 +44,7 @@ from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, ResumeState, 
 from trainer_cli.errors import EXIT_USER_ERROR, UserError
 from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate_in_files  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
+from trainer_cli.launch.requeue_signal import under_slurm_batch
 from trainer_cli.preflight import check_checkpoint_model, check_optimizer_config, check_trainer_minimums
 from trainer_cli.resume import compare_for_resume, stored_config, with_stored_config
 from trainer_cli.optim.configure import configure_optimizers, import_class
@@ -250,7 +251,8 @@ class TrainerCLI(LightningCLI):
         check_trainer_minimums(cfg)
         self.run_dir = self._choose_run_dir(cfg).absolute()
         ckpt_path = cfg.get("ckpt_path")
-        if ckpt_path and ckpt_path not in {"last", "best", "hpc", "registry"} and "://" not in ckpt_path:
+        retired_by_rank_0 = rank_zero_only.rank != 0 and str(ckpt_path).endswith(rundir.USED_SUFFIX)  # renamed any moment now
+        if ckpt_path and ckpt_path not in {"last", "best", "hpc", "registry"} and "://" not in ckpt_path and not retired_by_rank_0:
             check_checkpoint_file(ckpt_path)
         os.environ[rundir.ENV_RUN_DIR] = str(self.run_dir)  # DDP processes launched from here share it
         self._point_loggers_at(cfg, self.run_dir)
@@ -279,7 +281,7 @@ class TrainerCLI(LightningCLI):
             isinstance(c, ModelCheckpoint) for c in [*callbacks, *configured]
         ):  # a config without one (stock LightningCLI's): Lightning's default, plus last.ckpt to resume
             callbacks.append(ModelCheckpoint(save_last=True))
-        if int(os.environ.get("SLURM_NTASKS", "1")) > 1:  # only several Slurm tasks need it (a hook per step)
+        if under_slurm_batch():  # SIGUSR1 -> checkpoint + requeue (trainer_cli.launch.requeue_signal)
             callbacks.append(SynchronizedRequeue())
         if self.run_dir is not None:
             self._interrupt_checkpoint = InterruptCheckpoint(str(self.run_dir / rundir.LAST_CKPT.parent))
@@ -298,7 +300,7 @@ class TrainerCLI(LightningCLI):
                 raise
             ctrl_c = bool(CTRL_C) or not isinstance(stop, SIGTERMException)
             code = EXIT_INTERRUPTED if ctrl_c else EXIT_SIGTERM
-            if rank_zero_only.rank == 0:
+            if rank_zero_only.rank == 0 and not requeue_in_progress():  # a requeued job resumes on its own
                 print(self._resume_hint("SIGTERM" if code == EXIT_SIGTERM else "Ctrl-C"), file=sys.stderr, flush=True)
             raise SystemExit(code) from None
 

@@ -2,63 +2,139 @@
 
 from __future__ import annotations
 
+import os
+import re
 import signal
+import subprocess
+import time
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
 import torch
 from lightning.fabric.plugins.environments import SLURMEnvironment
+from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+from trainer_cli.launch import jobstate, requeue_signal
+from trainer_cli.launch.requeue_signal import requeue_in_progress  # noqa: F401 - asked by trainer_cli.cli
+
+ENV_MAX_RESTARTS = "TRAINER_CLI_MAX_RESTARTS"  # exported by the sbatch template (--slurm.max_restarts)
+HPC_CKPT = re.compile(r"hpc_ckpt_(\d+)\.ckpt(\.used)?")  # .used: retired once resumed from (trainer_cli.rundir)
+REQUEUE_WAIT_S = 600  # how long a requeued job's ranks wait for Slurm's SIGTERM before exiting
+
+
+def _say(message: str) -> None:
+    if rank_zero_only.rank == 0:
+        print(f"trainer-cli: {message}", flush=True)
+
+
+def next_hpc_checkpoint(directory: Path) -> Path:
+    """``directory/hpc_ckpt_<N>.ckpt`` with N one past the highest there, retired ones included (as Lightning counts)."""
+    numbers = [int(m.group(1)) for p in directory.glob("hpc_ckpt_*") if (m := HPC_CKPT.fullmatch(p.name))]
+    return directory / f"hpc_ckpt_{max(numbers, default=0) + 1}.ckpt"
 
 
 class SynchronizedRequeue(pl.Callback):
-    """Lightning's Slurm auto-requeue (hpc checkpoint, then ``scontrol requeue``), run by every rank
-    at the same training step instead of inside the signal handler.
+    """Slurm auto-requeue (an hpc checkpoint, then ``scontrol requeue``), run by every rank at the
+    same point of training instead of inside a signal handler.
 
-    Lightning 2.6 saves the hpc checkpoint inside its SIGUSR1 handler. Under DDP each rank runs that
-    handler whenever the signal reaches it, so one rank can enter the checkpoint's barrier while
-    another is still inside a gradient all-reduce: the collectives pair up wrongly and the job can
-    hang (seen here on the local Slurm cluster). This callback installs a SIGUSR1 handler of its own
-    before Lightning registers one (Lightning then leaves the signal alone); the handler only
-    records the signal. Every ``check_every_n_steps`` training batches the ranks all-reduce that
-    record, and if any rank was signalled they all run Lightning's own requeue handler together.
+    SIGUSR1 (Slurm's warning before the time limit, or ``scancel -s USR1``) is recorded from the
+    first moment of the ``train`` process (:mod:`trainer_cli.launch.requeue_signal`, installed in
+    ``main()``; Lightning then leaves the signal alone). The record is acted on when training
+    starts (so a signal during start-up or while restoring a checkpoint is not lost) and every
+    ``check_every_n_steps`` training batches; under DDP the ranks all-reduce it first, so they save
+    and requeue together (a save inside the handler could pair one rank's checkpoint barrier with
+    another's gradient all-reduce and hang the job).
 
-    Active only under Slurm with auto-requeue and more than one process; otherwise Lightning's
-    handling is untouched.
+    Acting on it: every rank saves ``hpc_ckpt_<N>.ckpt`` in the run directory. If the job may
+    restart again (``SLURM_RESTART_COUNT`` below ``--slurm.max_restarts``) every rank makes
+    SIGTERM a quiet exit, rank 0 runs ``scontrol requeue``, one line says so, and the ranks wait for
+    Slurm to stop them (no Lightning SIGTERM handling, no collective left half-done, no resume
+    hint). Otherwise training stops after the checkpoint (the job ends, nothing waits in the queue)
+    and a line says how to resume.
+
+    Active only in ``fit`` under a Slurm batch job with auto-requeue; otherwise the signal gets its
+    default action back.
 
     Args:
-        check_every_n_steps: Training batches between checks (each check is one tiny all-reduce).
+        check_every_n_steps: Training batches between checks (under DDP each check is one tiny all-reduce).
     """
 
     def __init__(self, check_every_n_steps: int = 1) -> None:
         if check_every_n_steps < 1:
             raise ValueError(f"check_every_n_steps must be >= 1, got {check_every_n_steps}")
         self.check_every_n_steps = check_every_n_steps
-        self._signum: int | None = None
-        self._previous: Any = None
-        self._signalled = False
+        self._active = False
+        self._installed_here = False
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if stage != "fit":
+            return
         environment = getattr(trainer.strategy, "cluster_environment", None)
-        if stage != "fit" or trainer.world_size < 2:
-            return
         if not isinstance(environment, SLURMEnvironment) or not environment.auto_requeue:
+            requeue_signal.uninstall()  # no Slurm requeue here: the signal's default action
             return
-        self._signum = environment.requeue_signal or signal.SIGUSR1
-        self._signalled = False
-        self._previous = signal.signal(self._signum, self._record)
+        self._installed_here = not requeue_signal.installed()  # in a `train` process main() installed it
+        self._active = requeue_signal.install()
 
-    def _record(self, signum: int, frame: Any) -> None:
-        self._signalled = True
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._check(trainer)  # a signal that arrived while starting or restoring a checkpoint
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, *args: Any) -> None:
-        if self._signum is None or (trainer.global_step % self.check_every_n_steps):
+        if trainer.global_step % self.check_every_n_steps == 0:
+            self._check(trainer)
+
+    def _check(self, trainer: pl.Trainer) -> None:
+        if not self._active:
             return
-        flag = torch.tensor(float(self._signalled), device=trainer.strategy.root_device)
-        if float(trainer.strategy.reduce(flag, reduce_op="max")) > 0:
-            self._signalled = False
-            trainer._signal_connector._slurm_sigusr_handler_fn(self._signum, None)  # Lightning's requeue
+        signalled = requeue_signal.take()
+        if trainer.world_size > 1:
+            flag = torch.tensor(float(signalled), device=trainer.strategy.root_device)
+            signalled = float(trainer.strategy.reduce(flag, reduce_op="max")) > 0
+        if signalled:
+            self._requeue(trainer)
+
+    def _requeue(self, trainer: pl.Trainer) -> None:
+        run_dir = Path(trainer.default_root_dir)
+        restarts = jobstate.restart_count()
+        max_restarts = int(os.environ.get(ENV_MAX_RESTARTS, "-1"))
+        job_id = jobstate.this_job_id()
+        for logger in trainer.loggers:
+            logger.finalize("finished")  # the metrics so far are on disk
+        path = trainer.strategy.broadcast(str(next_hpc_checkpoint(run_dir)))
+        trainer.save_checkpoint(path)  # every rank takes part; the last collective of this job
+        step = trainer.global_step
+        if max_restarts >= 0 and restarts >= max_restarts:
+            _say(
+                f"SIGUSR1 at step {step}: saved {path}; not requeued, restart {restarts} is the last that "
+                f"--slurm.max_restarts {max_restarts} allows. Resume with: train submit --config {run_dir / 'config.yaml'}"
+            )
+            trainer.should_stop = True  # end training here, the checkpoint is saved
+            return
+        # Every rank knows the outcome without asking: from here on Slurm's SIGTERM (sent as soon as
+        # the requeue is accepted) ends each rank quietly, with no collective left half-done.
+        requeue_signal.mark_requeued()
+        signal.signal(signal.SIGTERM, lambda signum, frame: os._exit(0))
+        if trainer.is_global_zero:  # said and recorded first: the SIGTERM may come before scontrol returns
+            jobstate.requeued(run_dir, path)
+            _say(f"SIGUSR1 at step {step}: saved {path}; requeueing job {job_id} (restart {restarts + 1}), it resumes on its own")
+            proc = subprocess.run(["scontrol", "requeue", str(job_id)], capture_output=True, text=True)
+            if proc.returncode != 0:  # the other ranks are stopped by srun --kill-on-bad-exit
+                jobstate.update(run_dir, state="FAILED")
+                _say(f"`scontrol requeue {job_id}` failed: {proc.stderr.strip()}; resume with: train submit --config {run_dir / 'config.yaml'}")
+                os._exit(1)
+        _wait_for_slurm()
+
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        if self._signum is not None:
-            signal.signal(self._signum, self._previous if self._previous is not None else signal.SIG_DFL)
-            self._signum = None
+        if self._installed_here:  # built in-process (tests, notebooks): leave the signal as it was
+            requeue_signal.uninstall()
+        self._active = self._installed_here = False
+
+
+def _wait_for_slurm() -> None:
+    """After a requeue: Slurm stops every task (SIGTERM, handled by a quiet exit); wait for it."""
+    deadline = time.monotonic() + REQUEUE_WAIT_S
+    while time.monotonic() < deadline:
+        time.sleep(1)
+    os._exit(0)

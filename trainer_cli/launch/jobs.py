@@ -3,7 +3,8 @@
 ``train submit`` appends one JSON line per job to ``<trainer.default_root_dir>/submissions.jsonl``
 (default ``runs/``). States come from ``squeue`` for queued and running jobs and from
 ``scontrol show job`` for finished ones (kept by Slurm for ``MinJobAge``, 300 s by default), then
-``sacct`` where accounting is on.
+``sacct`` where accounting is on. Once Slurm has forgotten a job, its state and restart count are
+the ones the job recorded in ``<run>/job.json`` (:mod:`trainer_cli.launch.jobstate`).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
+from trainer_cli.launch import jobstate
 
 REGISTRY_NAME = "submissions.jsonl"
 DEFAULT_ROOT = "runs"
@@ -65,12 +67,26 @@ def job_state(job_id: str) -> str:
     return state.splitlines()[0] if state else UNKNOWN
 
 
-def restart_count(job_id: str) -> int:
-    """How many times Slurm has restarted ``job_id`` (requeues), 0 when not known."""
+def restart_count(job_id: str) -> int | None:
+    """How many times Slurm has restarted ``job_id`` (requeues), None once Slurm has forgotten it."""
     for field in _run(["scontrol", "show", "job", job_id]).split():
         if field.startswith("Restarts="):
             return int(field.split("=", 1)[1])
-    return 0
+    return None
+
+
+def state_and_restarts(job_id: str, run_dir: Path) -> tuple[str, int]:
+    """``job_id``'s state and restart count: Slurm's while it knows the job, else what the job
+    recorded in ``run_dir/job.json`` (state UNKNOWN, 0 restarts when neither knows)."""
+    state, restarts = job_state(job_id), restart_count(job_id)
+    recorded = jobstate.read(run_dir)
+    if str(recorded.get("job_id")) != job_id:
+        recorded = {}
+    if state == UNKNOWN:
+        state = str(recorded.get("state") or UNKNOWN)
+    if restarts is None:
+        restarts = int(recorded.get("restarts") or 0)
+    return state, restarts
 
 
 def main(args: list[str]) -> int:
@@ -97,7 +113,8 @@ def main(args: list[str]) -> int:
             if not job_id:
                 continue
             log = str(Path(rec["run_dir"]) / f"slurm-{job_id}.log")
-            rows.append((str(job_id), job_state(str(job_id)), str(restart_count(str(job_id))), f"{rec.get('job_name')}{suffix}", f"{rec['run_dir']}  {log}"))
+            state, restarts = state_and_restarts(str(job_id), Path(rec["run_dir"]))
+            rows.append((str(job_id), state, str(restarts), f"{rec.get('job_name')}{suffix}", f"{rec['run_dir']}  {log}"))
     widths = [max(len(r[i]) for r in rows) for i in range(4)]
     for row in rows:
         print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[4])

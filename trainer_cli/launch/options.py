@@ -100,12 +100,43 @@ class SlurmOptions:
         if problems:
             raise UserError("; ".join(problems))
 
+    def signal_delay_warning(self) -> str | None:
+        """A warning when :attr:`signal_delay_s` is not well below :attr:`time` (at most half of it):
+        the job would be told to checkpoint and requeue soon after it starts (Slurm may also send
+        the signal up to 60 s early). None when fine or when the time cannot be read."""
+        limit_s = time_limit_s(self.time)
+        if limit_s is None or self.signal_delay_s * 2 <= limit_s:
+            return None
+        return (
+            f"--slurm.signal_delay_s {self.signal_delay_s} is not well below --slurm.time {self.time} ({limit_s} s): "
+            f"the job would checkpoint and requeue itself after {max(limit_s - self.signal_delay_s, 0)} s or less "
+            f"(Slurm may signal up to 60 s early); use at most {limit_s // 2} s or a longer --slurm.time"
+        )
+
     @property
     def python_executable(self) -> str:
         """The Python of the job: :attr:`python`, else the absolute path of the one running now."""
         import sys
 
         return self.python or os.path.abspath(sys.executable)
+
+
+def time_limit_s(text: str) -> int | None:
+    """Seconds of an sbatch ``--time`` value (MINUTES, MINUTES:SECONDS, HH:MM:SS, D-HH, D-HH:MM,
+    D-HH:MM:SS); None for anything else (sbatch judges it)."""
+    days, _, rest = str(text).strip().rpartition("-")
+    parts = rest.split(":")
+    if not all(p.isdigit() for p in parts) or (days and not days.isdigit()) or not 1 <= len(parts) <= 3:
+        return None
+    numbers = [int(p) for p in parts]
+    if days:  # D-HH, D-HH:MM, D-HH:MM:SS
+        hours, minutes, seconds = (numbers + [0, 0])[:3]
+        return ((int(days) * 24 + hours) * 60 + minutes) * 60 + seconds
+    if len(numbers) == 1:
+        return numbers[0] * 60
+    if len(numbers) == 2:
+        return numbers[0] * 60 + numbers[1]
+    return (numbers[0] * 60 + numbers[1]) * 60 + numbers[2]
 
 
 def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[str]], list[str]]:

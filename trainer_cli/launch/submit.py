@@ -5,7 +5,11 @@
 2. Resources come from the trainer and are checked (:mod:`trainer_cli.launch.resources`).
 3. The run directory is allocated and the resolved config frozen into ``<run>/config.yaml``
    with ``run_dir`` set, so every restart of a requeued job writes into the same directory
-   and the same TensorBoard version.
+   and the same TensorBoard version. Resubmitted into an existing run (``--config
+   <run>/config.yaml``), the new values (other resources, more epochs) are written into the
+   run's config, checked as a resume checks them, with ``ckpt_path: last`` once the run holds a
+   checkpoint (a resubmitted run always resumes); the previous config is kept as
+   ``config.prev-<N>.yaml`` and each change printed in one line.
 4. The sbatch script is rendered (:mod:`trainer_cli.launch.render`) to ``<run>/submit.sbatch``
    and queued; its log is ``<run>/slurm-<jobid>.log``; ``<run>/job.json`` and the registry read
    by ``train jobs`` record the job id.
@@ -13,7 +17,6 @@
 
 from __future__ import annotations
 
-import json
 import shlex
 import shutil
 import subprocess
@@ -24,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
+from trainer_cli.launch import jobstate
 from trainer_cli.launch.options import SlurmOptions, parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.render import render
 from trainer_cli.launch.resources import Resources, derive
@@ -32,7 +36,8 @@ SCRIPT_NAME = "submit.sbatch"
 TEST_SCRIPT_NAME = "test.sbatch"
 AGGREGATE_SCRIPT_NAME = "cv_aggregate.sbatch"
 LOG_PATTERN = "slurm-%j.log"
-JOB_FILE = "job.json"
+JOB_FILE = jobstate.JOB_FILE
+CONFIG_FILE = "config.yaml"
 
 HELP = """\
 usage: train submit [--config FILE ...] [--key.sub value ...] [--slurm.KEY value ...] [--dry-run]
@@ -126,6 +131,8 @@ class Plan:
     root: Path
     """``trainer.default_root_dir``: the registry of ``train jobs`` lives there."""
     job_name: str
+    changes: list[str]
+    """Resubmission into an existing run: one line per value its config.yaml changes in."""
 
     @property
     def script(self) -> Path:
@@ -151,6 +158,54 @@ class Plan:
         return render("test", context)
 
 
+def _resubmit_changes(run_dir: Path, frozen: str) -> tuple[list[str], str]:
+    """What a resubmission into ``run_dir`` changes in its config.yaml, and the config to write.
+
+    The new command's values go into the run's config (the job reads it), checked as any resume
+    checks them (:func:`trainer_cli.resume.compare_for_resume`: no other architecture, optimizer or
+    precision). ``ckpt_path`` becomes ``last`` when the run holds a checkpoint and none was named:
+    a resubmitted run resumes from its newest checkpoint.
+
+    Returns:
+        ``(changes, config_text)``: one line per changed value (empty: nothing to rewrite).
+
+    Raises:
+        UserError: for a change a resume refuses, or ``--ckpt_path last`` in a run with no checkpoint.
+    """
+    import yaml
+
+    from trainer_cli.resume import compare_for_resume
+    from trainer_cli.rundir import newest_checkpoint
+
+    config_file = run_dir / CONFIG_FILE
+    if not config_file.is_file():
+        return [], frozen
+    old, new = yaml.safe_load(config_file.read_text()) or {}, yaml.safe_load(frozen) or {}
+    has_checkpoint = newest_checkpoint(run_dir) is not None
+    if new.get("ckpt_path") == "last" and not has_checkpoint:
+        raise UserError(f"--ckpt_path last: {run_dir} holds no complete checkpoint; nothing to resume (drop --ckpt_path to start it again)")
+    if not new.get("ckpt_path") and has_checkpoint:
+        new["ckpt_path"] = "last"
+    changes = compare_for_resume(old, new, run_dir)
+    if old.get("ckpt_path") != new.get("ckpt_path"):
+        changes.append(f"ckpt_path: {old.get('ckpt_path')} -> {new.get('ckpt_path')}")
+    return changes, yaml.safe_dump(new, sort_keys=False) if changes else frozen
+
+
+def _rewrite_config(run_dir: Path, text: str) -> Path:
+    """Write ``text`` as ``run_dir/config.yaml``; returns where the previous one was kept."""
+    config_file = run_dir / CONFIG_FILE
+    n = 1
+    while (run_dir / f"config.prev-{n}.yaml").exists():
+        n += 1
+    previous = run_dir / f"config.prev-{n}.yaml"
+    shutil.copy2(config_file, previous)
+    tmp = config_file.with_name(f".{CONFIG_FILE}.tmp")
+    tmp.write_text(text)
+    tmp.replace(config_file)
+    return previous
+
+
 def plan(args: list[str], dry_run: bool) -> Plan:
     """Parse, check and render ``train submit ARGS``; allocates the run directory unless ``dry_run``.
 
@@ -167,6 +222,14 @@ def plan(args: list[str], dry_run: bool) -> Plan:
     root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
     job_name = slurm.job_name or config.name
     context = {"slurm": slurm, "resources": resources, "root": root, "job_name": job_name}
+    if not config.run_dir and config.get("ckpt_path") == "last":  # as `train fit`: the newest run of the experiment
+        from trainer_cli.rundir import newest_resumable
+
+        found = newest_resumable(root, config.name)
+        if found is None:
+            raise UserError(f"--ckpt_path last: no run of {config.name!r} under {root} has a checkpoint; submit without --ckpt_path to start one")
+        config.run_dir = str(found)
+        print(f"resubmit: into the newest run of {config.name!r}: {found}")
     if config.run_dir:  # resubmitting into an existing run (resume in place)
         run_dir, created = Path(config.run_dir).absolute(), False
     elif dry_run:
@@ -180,7 +243,8 @@ def plan(args: list[str], dry_run: bool) -> Plan:
         frozen = parser.dump(config, skip_none=False)
         template = "cv" if slurm.cv_folds and slurm.template == "ddp" else slurm.template
         script_text = render(template, script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency))
-        job = Plan(run_dir, created, frozen, script_text, **context)
+        changes, frozen = _resubmit_changes(run_dir, frozen) if not created else ([], frozen)
+        job = Plan(run_dir, created, frozen, script_text, **context, changes=changes)
         if slurm.test_after_fit:
             job.test_script_text("afterok:1")  # a template error shows now, not after the fit job is queued
         if slurm.cv_folds:
@@ -204,7 +268,12 @@ def main(args: list[str]) -> int:
         return 0
     dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
     job = plan(args, dry_run)
+    warning = job.slurm.signal_delay_warning()
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
     if dry_run:
+        for change in job.changes:
+            print(f"resubmit: {change} (dry run: {job.run_dir / CONFIG_FILE} not changed)")
         print(f"# run directory (not created): {job.run_dir}\n# {job.script}:\n{job.script_text}")
         if job.slurm.test_after_fit:
             print(f"# {job.run_dir / TEST_SCRIPT_NAME}, queued after the fit job:\n{job.test_script_text('afterok:<fit job id>')}")
@@ -225,20 +294,29 @@ def submit(job: Plan) -> int:
             is removed again).
     """
     run_dir = job.run_dir
+    previous = None
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        config_file = run_dir / "config.yaml"
-        if not config_file.exists():  # resubmitting into an existing run keeps the config it started with
+        config_file = run_dir / CONFIG_FILE
+        if not config_file.exists():
             from trainer_cli.rundir import write_git_info
 
             config_file.write_text(job.frozen_config)
             write_git_info(run_dir)
+        elif job.changes:  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
+            previous = _rewrite_config(run_dir, job.frozen_config)
         job.script.write_text(job.script_text)
         job_id = _sbatch(job.script, *job.sbatch_options)
     except BaseException:
         if job.created:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused submission is left
+        elif previous is not None:
+            previous.replace(run_dir / CONFIG_FILE)  # the run's config as it was
         raise
+    for change in job.changes:
+        print(f"resubmit: {change}")
+    if previous is not None:
+        print(f"resubmit: {run_dir / CONFIG_FILE} rewritten with these; the previous one is kept as {previous.name}")
     record: dict[str, Any] = {
         "job_id": job_id,
         "job_name": job.job_name,
@@ -264,7 +342,9 @@ def submit(job: Plan) -> int:
         record["aggregate_job_id"] = _sbatch(aggregate_script)
         print(f"Folds:         job array {job_id}_[0-{job.slurm.cv_folds - 1}] -> {run_dir / 'cv'}/fold_<i>")
         print(f"Aggregate:     job {record['aggregate_job_id']} (starts when every fold succeeds) -> {run_dir / 'cv'}/cv_results.csv")
-    (run_dir / JOB_FILE).write_text(json.dumps(record, indent=2) + "\n")
+    started = jobstate.read(run_dir)  # the job may have started already and recorded itself
+    record = (started if started.get("job_id") == job_id else {"state": "PENDING", "restarts": 0}) | record
+    jobstate.write(run_dir, record)
     from trainer_cli.launch.jobs import register
 
     register(job.root, record)

@@ -1,0 +1,85 @@
+"""The Slurm requeue signal, recorded from the first moment of a ``train`` process.
+
+Slurm sends SIGUSR1 before a job's time limit (``#SBATCH --signal=SIGUSR1@N``) or when an operator
+preempts it (``scancel -s USR1``). Its default action kills the process (exit code 138), and
+Lightning installs its own handler only once the trainer runs, seconds after start-up: a signal in
+between killed every rank with nothing saved. :func:`install` is called first thing in
+``train``'s ``main()``, before anything slow is imported; its handler only records the signal.
+:class:`trainer_cli.callbacks.slurm_requeue.SynchronizedRequeue` acts on the record once the
+trainer can (a checkpoint, then ``scontrol requeue``). Standard library only: importing it is free.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from typing import Any
+
+REQUEUE_SIGNAL = signal.SIGUSR1
+_INTERACTIVE_JOB_NAMES = {"bash", "interactive"}  # as Lightning's SLURMEnvironment.detect() judges them
+_state = {"installed": False, "received": False, "requeued": False}
+
+
+def under_slurm_batch() -> bool:
+    """Whether this process is a task of a Slurm batch job (not an interactive ``srun --pty bash``)."""
+    return "SLURM_JOB_ID" in os.environ and os.environ.get("SLURM_JOB_NAME") not in _INTERACTIVE_JOB_NAMES
+
+
+def _record(signum: int, frame: Any) -> None:
+    _state["received"] = True
+
+
+def install() -> bool:
+    """Record :data:`REQUEUE_SIGNAL` from now on when running under a Slurm batch job; returns
+    whether the handler is installed. Outside Slurm the signal keeps its default action."""
+    if not _state["installed"] and under_slurm_batch():
+        signal.signal(REQUEUE_SIGNAL, _record)
+        _state["installed"] = True
+    return bool(_state["installed"])
+
+
+def uninstall() -> None:
+    """Give the signal its default action back (the process runs without Slurm requeue)."""
+    if _state["installed"]:
+        signal.signal(REQUEUE_SIGNAL, signal.SIG_DFL)
+        _state["installed"] = False
+
+
+def installed() -> bool:
+    """Whether :func:`install` installed the recording handler (and it was not uninstalled)."""
+    return bool(_state["installed"])
+
+
+def take() -> bool:
+    """Whether the signal arrived since the last call (the record is cleared)."""
+    received, _state["received"] = _state["received"], False
+    return bool(received)
+
+
+def mark_requeued() -> None:
+    """Note that this job has requeued itself: the SIGTERM Slurm sends next ends a run that resumes."""
+    _state["requeued"] = True
+
+
+def requeue_in_progress() -> bool:
+    """Whether this process's job is being requeued, so that its stop is not the end of the run:
+    it requeued itself (:func:`mark_requeued`), or Slurm did (a node failure, ``scontrol
+    requeue``): Slurm's restart count of the job is then past this run's ``SLURM_RESTART_COUNT``.
+    The second case is said in one line here, once."""
+    if _state["requeued"]:
+        return True
+    if not under_slurm_batch():
+        return False
+    import subprocess
+
+    job_id = os.environ["SLURM_JOB_ID"]
+    try:
+        out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=10).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    fields = dict(word.partition("=")[::2] for word in out.split())
+    restarts, ours = fields.get("Restarts", ""), os.environ.get("SLURM_RESTART_COUNT") or "0"
+    if restarts.isdigit() and ours.isdigit() and int(restarts) > int(ours):
+        _state["requeued"] = True
+        print(f"trainer-cli: Slurm requeued job {job_id} ({fields.get('JobState', '?')}): it resumes on its own (restart {restarts})", flush=True)
+    return bool(_state["requeued"])
