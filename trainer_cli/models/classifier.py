@@ -82,8 +82,6 @@ class ImageClassifier(pl.LightningModule):
             self.net.to(memory_format=torch.channels_last)
         if compile:
             self.net.compile(mode=compile_mode)
-        else:  # (a summary forward would compile an extra graph)
-            self.example_input_array = torch.zeros(2, in_channels, image_size, image_size)
         self.criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)  # takes soft targets too
         self.batch_mix = build_batch_mix(num_classes, mixup_alpha, cutmix_alpha)
         self.train_acc = MulticlassAccuracy(num_classes)
@@ -93,6 +91,16 @@ class ImageClassifier(pl.LightningModule):
         if self.top5:
             self.val_acc_top5 = MulticlassAccuracy(num_classes, top_k=5)
             self.test_acc_top5 = MulticlassAccuracy(num_classes, top_k=5)
+
+    @property
+    def example_input_array(self) -> torch.Tensor | None:  # type: ignore[override]
+        """Images ``[2, c, h, w]`` of zeros for the model summary, in the weights' dtype (``64-true``
+        converts the weights; the summary's forward does not convert its input). ``None`` when the
+        backbone is compiled (a summary forward would compile an extra graph)."""
+        if self.hparams.compile:
+            return None
+        size = self.hparams.image_size
+        return torch.zeros(2, self.hparams.in_channels, size, size, dtype=self.dtype, device=self.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits ``[b, num_classes]`` for images ``x`` of shape ``[b, c, h, w]``."""
@@ -104,8 +112,13 @@ class ImageClassifier(pl.LightningModule):
         return backbone_modules(self.net)
 
     def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """MixUp / CutMix on training batches only: labels ``[b]`` become soft targets ``[b, num_classes]``."""
-        if self.batch_mix is not None and self._trainer is not None and self.trainer.training:
+        """MixUp / CutMix on training batches only: labels ``[b]`` become soft targets ``[b, num_classes]``.
+
+        Only an ``(images, labels)`` pair is mixed: the model summary's ``example_input_array`` (images
+        alone) passes through this hook too.
+        """
+        is_pair = isinstance(batch, (list, tuple)) and len(batch) == 2
+        if self.batch_mix is not None and is_pair and self._trainer is not None and self.trainer.training:
             return list(self.batch_mix(*batch))
         return batch
 
