@@ -44,7 +44,7 @@ from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, ResumeState, 
 from trainer_cli.errors import EXIT_USER_ERROR, UserError
 from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
-from trainer_cli.preflight import check_checkpoint_model, check_optimizer_config, check_trainer_minimums
+from trainer_cli.preflight import check_backbone_kwargs, check_checkpoint_model, check_optimizer_config, check_trainer_minimums
 from trainer_cli.resume import compare_for_resume, stored_config, with_stored_config
 from trainer_cli.optim.configure import configure_optimizers, import_class
 from trainer_cli.optim.param_groups import ParamGroups
@@ -200,6 +200,7 @@ class TrainerCLI(LightningCLI):
             import torch
 
             torch.set_float32_matmul_precision(cfg.float32_matmul_precision)
+        check_backbone_kwargs(cfg)  # before the dump: config.yaml holds the options the backbone gets
         self._config_text = self._parser(self.subcommand).dump(cfg, skip_none=False)
         check_optimizer_config(cfg)
         check_trainer_minimums(cfg)

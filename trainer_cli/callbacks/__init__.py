@@ -1,5 +1,6 @@
 """Callbacks Lightning lacks."""
 
+from trainer_cli.callbacks.ema import WarmupEMA
 from trainer_cli.callbacks.final_checkpoint import FinalCheckpoint
 from trainer_cli.callbacks.grad_norm import GradNormMonitor
 from trainer_cli.callbacks.non_finite import NonFiniteLoss
@@ -7,4 +8,4 @@ from trainer_cli.callbacks.prediction_writer import PredictionCSVWriter
 from trainer_cli.callbacks.progress import ThrottledTQDMProgressBar
 from trainer_cli.callbacks.run_summary import RunSummary
 
-__all__ = ["FinalCheckpoint", "GradNormMonitor", "NonFiniteLoss", "PredictionCSVWriter", "RunSummary", "ThrottledTQDMProgressBar"]
+__all__ = ["FinalCheckpoint", "GradNormMonitor", "NonFiniteLoss", "PredictionCSVWriter", "RunSummary", "ThrottledTQDMProgressBar", "WarmupEMA"]
