@@ -84,6 +84,7 @@ class ImageClassifier(pl.LightningModule):
             self.net.compile(mode=compile_mode)
         self.criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)  # takes soft targets too
         self.batch_mix = build_batch_mix(num_classes, mixup_alpha, cutmix_alpha)
+        self._last_mix: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # (images in, images, targets out)
         self.train_acc = MulticlassAccuracy(num_classes)
         self.val_acc = MulticlassAccuracy(num_classes)
         self.test_acc = MulticlassAccuracy(num_classes)
@@ -111,19 +112,22 @@ class ImageClassifier(pl.LightningModule):
         """All of ``self.net`` but its classification head (what ``BackboneFinetuning`` freezes)."""
         return backbone_modules(self.net)
 
-    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """MixUp / CutMix on training batches only: labels ``[b]`` become soft targets ``[b, num_classes]``.
+    def mixed(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """MixUp / CutMix of a training batch: labels ``[b]`` become soft targets ``[b, num_classes]``.
 
-        Only an ``(images, labels)`` pair is mixed: the model summary's ``example_input_array`` (images
-        alone) passes through this hook too.
+        Done in the training step, not in ``on_after_batch_transfer``: Lightning calls only the data
+        module's hook when both define one (the batched CIFAR-10 does), and the model summary's
+        example input goes through that hook too. Each batch is mixed once: SAM's second pass (the
+        closure run again on the same batch) sees the same mix.
         """
-        is_pair = isinstance(batch, (list, tuple)) and len(batch) == 2
-        if self.batch_mix is not None and is_pair and self._trainer is not None and self.trainer.training:
-            return list(self.batch_mix(*batch))
-        return batch
+        if self.batch_mix is None:
+            return x, y
+        if self._last_mix is None or self._last_mix[0] is not x:
+            self._last_mix = (x, *self.batch_mix(x, y))
+        return self._last_mix[1], self._last_mix[2]
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        x, y = batch
+        x, y = self.mixed(*batch)
         logits = self(x)
         loss = self.criterion(logits, y)
         # update() only: calling the metric would also compute a per-batch value nobody reads, and
