@@ -7,15 +7,20 @@ Which pairs run (the rule, to stay within ~2 minutes on 2 cores):
 
 - digits (the cheap experiment) takes every group file in ``configs/<group>/`` but experiment/
   and slurm/.
-- cifar10_resnet18, cifar10_fast and imagefolder_finetune take the group files whose effect
-  depends on the model, the data or the precision (:data:`PER_EXPERIMENT_GROUPS`: model, data,
-  precision, regularization, optimizer, scheduler, param_groups, finetune, averaging): the rest
-  (loggers, debug flags, profilers, gradients, stability, callbacks) act on the Trainer alone and
-  behave the same on every experiment.
-- Strategies that start processes (ddp_spawn, ddp_cpu_sim) and DDP run on digits only, each in a
-  process of its own (a launcher re-runs the command line; the process group stays set).
-- Everything else runs in ONE extra Python process (``tests/bad_input_support.py``: starting
-  torch + Lightning once), each pair under its own ``default_root_dir``.
+- cifar10_resnet18, cifar10_fast and imagefolder_finetune take only the files that make a
+  different pair there (:data:`PER_EXPERIMENT`): a model or data file other than the experiment's
+  own (a torchvision backbone on other data, a project backbone on other image sizes), the
+  precision files (ResNets with BatchNorm, the batched CIFAR-10's float32 images under 64-true),
+  and one file of each feature that acts on the model, its batches or its parameter groups
+  (MixUp/CutMix on the data modules with their own batch hook, SAM and EMA with BatchNorm,
+  discriminative LR and backbone fine-tuning on torchvision heads). The rest (loggers, debug
+  flags, profilers, gradients, stability, callbacks, schedulers, strategies) act on the Trainer
+  alone and behave the same on every experiment.
+- Strategies that start processes (ddp_spawn, ddp_cpu_sim) run on digits only, each in a
+  ``train`` process of its own (a launcher re-runs the command line); a 1-process ``ddp`` runs
+  last in the shared process (its process group stays set).
+- Everything else runs in ONE extra Python process (``run_cases`` below: torch + Lightning start
+  once), each pair under its own ``default_root_dir``.
 
 Every run uses ``limit_train_batches 2``, ``limit_val_batches 1``, ``max_epochs 1``, batch size 8
 and no DataLoader workers. CIFAR-10 and the ImageFolder tree are tiny fakes in the official on-disk
@@ -40,10 +45,22 @@ from fake_datasets import write_fake_cifar10, write_image_folder
 CONFIGS = REPO / "configs"
 EXPERIMENTS = ("digits", "cifar10_resnet18", "cifar10_fast", "imagefolder_finetune")
 SKIPPED_GROUPS = {"experiment", "slurm"}
-PER_EXPERIMENT_GROUPS = {"model", "data", "precision", "regularization", "optimizer", "scheduler", "param_groups", "finetune", "averaging"}
-OWN_PROCESS = {"strategy/ddp.yaml", "strategy/ddp_spawn.yaml", "strategy/ddp_cpu_sim.yaml"}
+# beyond digits: the model, data and precision files that change what is built or how it computes (not
+# the experiment's own choice again), and one file of each feature acting on the model, its batches or
+# its parameter groups
+PER_EXPERIMENT = {
+    "cifar10_resnet18": ("model/cnn.yaml", "model/mlp.yaml", "data/digits.yaml", "data/image_folder.yaml", "precision/",
+                         "regularization/mixup.yaml", "optimizer/sam.yaml", "averaging/ema.yaml",
+                         "param_groups/discriminative_lr.yaml", "finetune/backbone.yaml"),
+    "cifar10_fast": ("data/digits.yaml", "data/image_folder.yaml", "precision/64-true.yaml", "regularization/cutmix.yaml",
+                     "model/cnn.yaml"),
+    "imagefolder_finetune": ("data/digits.yaml", "data/cifar10.yaml", "model/cnn.yaml", "finetune/backbone.yaml",
+                             "param_groups/discriminative_lr.yaml", "regularization/mixup_cutmix.yaml"),
+}
+OWN_PROCESS = ("strategy/ddp_spawn.yaml", "strategy/ddp_cpu_sim.yaml")  # they start processes: own `train` process
+LAST_IN_PROCESS = "strategy/ddp.yaml"  # a 1-process DDP leaves its process group set: run it last
 EXPERIMENT_DATA = {"digits": "digits", "cifar10_resnet18": "cifar10", "cifar10_fast": "cifar10", "imagefolder_finetune": "image_folder"}
-SPEED_FLAGS = {"cifar10_fast": ["--model.init_args.compile", "false"], "imagefolder_finetune": []}
+SPEED_FLAGS = {"cifar10_fast": ["--model.init_args.compile", "false"]}
 TINY = [
     "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1", "--trainer.max_epochs", "1",
     "--trainer.log_every_n_steps", "1",
@@ -60,8 +77,8 @@ def group_files() -> list[str]:
 def pairs() -> list[tuple[str, str]]:
     """(experiment, group file) pairs under the rule of the module docstring."""
     out = [("digits", f) for f in group_files()]
-    out += [(e, f) for e in EXPERIMENTS[1:] for f in group_files() if f.split("/")[0] in PER_EXPERIMENT_GROUPS]
-    return out
+    out += [(e, f) for e, chosen in PER_EXPERIMENT.items() for f in group_files() if f.startswith(chosen)]
+    return sorted(out, key=lambda pair: pair[1] == LAST_IN_PROCESS)
 
 
 def data_flags(experiment: str, group_file: str, data_root: Path) -> list[str]:
@@ -89,6 +106,91 @@ def pair_argv(experiment: str, group_file: str, root: Path, data_root: Path) -> 
 def pair_id(experiment: str, group_file: str) -> str:
     return f"{experiment}+{group_file[:-5].replace('/', '.')}"
 
+
+
+@pytest.fixture(scope="module")
+def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """CIFAR-10 and an ImageFolder tree, tiny, in their official on-disk layouts."""
+    root = tmp_path_factory.mktemp("combination_data")
+    write_fake_cifar10(root / "cifar10")
+    write_image_folder(root / "images")
+    return root
+
+
+def refusals() -> set[str]:
+    """Every line the product refuses a declared pair with: :data:`trainer_cli.compat.INCOMPATIBLE`
+    and the optional extras of :mod:`trainer_cli.extras` (as ``error: ...`` lines, prefixes)."""
+    from trainer_cli.compat import INCOMPATIBLE
+    from trainer_cli.extras import NEEDS
+
+    return {f"error: {rule.message}" for rule in INCOMPATIBLE} | {
+        f"needs the optional package {module!r}, which is not installed" for module, _ in NEEDS.values()
+    }
+
+
+def check_outcome(name: str, code: int, stderr: str, root: Path, group_file: str) -> str | None:
+    """Whether one pair ran (run directory with config, checkpoints that reload) or was refused as
+    declared (exit 2, one ``error:`` line, no run directory). Returns the refusal line, if refused."""
+    runs = [d for d in root.glob("*/version_*") if d.is_dir()] if root.is_dir() else []
+    if code != 0:
+        lines = [line for line in stderr.strip().splitlines() if line.strip()]
+        assert code == 2 and lines, f"{name}: exit {code}\n{stderr[-3000:]}"
+        assert lines[-1].startswith("error: ") and "Traceback" not in stderr, f"{name}: {stderr[-3000:]}"
+        assert any(lines[-1].startswith(r) or r in lines[-1] for r in refusals()), f"{name}: refused, not as declared: {lines[-1]}"
+        assert not runs and not any(root.rglob("*")) if root.is_dir() else True, f"{name}: left {list(root.rglob('*'))}"
+        return lines[-1]
+    assert len(runs) == 1 and (runs[0] / "config.yaml").is_file(), f"{name}: run directories {runs}"
+    if group_file == "debug/fast_dev_run.yaml":  # Lightning saves no checkpoint under fast_dev_run
+        return None
+    last = runs[0] / "checkpoints" / "last.ckpt"
+    assert last.is_file(), f"{name}: no last.ckpt in {runs[0]}"
+    state = torch.load(last, map_location="cpu", weights_only=False)
+    assert state["state_dict"] and state["global_step"] >= 1, name
+    assert all(torch.isfinite(v).all() for v in state["state_dict"].values() if v.is_floating_point()), name
+    return None
+
+
+def test_every_shipped_config_file_on_every_experiment(tmp_path: Path, tiny_data: Path) -> None:
+    cases = {
+        pair_id(e, f): {"argv": pair_argv(e, f, tmp_path / "runs" / pair_id(e, f), tiny_data), "cwd": str(tmp_path)}
+        for e, f in pairs() if f not in OWN_PROCESS
+    }
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    proc = subprocess.run(
+        [sys.executable, __file__, "run", str(tmp_path / "cases.json"), str(tmp_path / "results.json")],
+        cwd=REPO, capture_output=True, text=True, timeout=900, env=_env(),
+    )
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    results = json.loads((tmp_path / "results.json").read_text())
+    group_of = {pair_id(e, f): f for e, f in pairs()}
+    refused = {
+        name: check_outcome(name, r["code"], r["stderr"], tmp_path / "runs" / name, group_of[name]) for name, r in results.items()
+    }
+    refused = {name: line for name, line in refused.items() if line}
+    # every rule of the table that can apply on this machine is met by some shipped pair
+    from trainer_cli.compat import INCOMPATIBLE
+
+    met = {rule.message for rule in INCOMPATIBLE if any(rule.message in line for line in refused.values())}
+    on_gpu_only = {rule.message for rule in INCOMPATIBLE if "SAM" in rule.message}  # 16-mixed is refused first on CPU
+    assert met | on_gpu_only == {rule.message for rule in INCOMPATIBLE}, sorted(refused.items())
+    assert len(results) == len(cases)
+
+
+@pytest.mark.parametrize("group_file", OWN_PROCESS)
+def test_process_starting_strategies_on_digits(tmp_path: Path, group_file: str) -> None:
+    root = tmp_path / "runs"
+    proc = run_train(*pair_argv("digits", group_file, root, tmp_path)[0:], timeout=600)
+    check_outcome(pair_id("digits", group_file), proc.returncode, proc.stderr, root, group_file)
+
+
+def _env() -> dict[str, str]:
+    """The environment for the shared process: one intra-op thread (two cores, several runs)."""
+    import os
+
+    env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
+    env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests"), env.get("PYTHONPATH", "")])
+    env.pop("TRAINER_CLI_RUN_DIR", None)
+    return env
 
 def _discover() -> None:  # python tests/test_combinations.py OUT_DIR [EXPERIMENTS]
     out = Path(sys.argv[1])

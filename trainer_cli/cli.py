@@ -39,6 +39,7 @@ from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
 from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
 from trainer_cli.callbacks.switches import drop_switched_off
 from trainer_cli.callbacks.progress import default_progress_bar
+from trainer_cli.compat import check_compatible
 from trainer_cli.compose import expand_config_args
 from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, ResumeState, check_checkpoint_file, with_atomic_checkpoint_io
 from trainer_cli.errors import EXIT_USER_ERROR, UserError
@@ -196,6 +197,7 @@ class TrainerCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         cfg = self._subconfig()
         check_extras(cfg.trainer)  # a missing optional package (deepspeed, wandb, mlflow) before building
+        check_compatible(cfg)  # declared incompatible pairs (trainer_cli.compat.INCOMPATIBLE)
         if cfg.get("float32_matmul_precision"):
             import torch
 

@@ -148,8 +148,8 @@ def check_backbone_kwargs(cfg: Namespace) -> None:
                 return  # another problem: the real build reports it
             if key not in _own_backbone_options():
                 raise UserError(
-                    f"model.init_args.backbone_kwargs: backbone {name!r} takes no option {key!r}"
-                    f"{did_you_mean(key, _backbone_options(name))} (fix or drop it: --model.backbone_kwargs '{{}}')"
+                    f"model.init_args.backbone_kwargs: backbone {name!r} takes no option {key!r}."
+                    f"{did_you_mean(key, _backbone_options(name))} Fix or drop it (--model.backbone_kwargs '{{}}' clears them)"
                 ) from None
             dropped.append(key)
             del kwargs[key]

@@ -104,7 +104,13 @@ class ImageClassifier(pl.LightningModule):
         return torch.zeros(2, self.hparams.in_channels, size, size, dtype=self.dtype, device=self.device)
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits ``[b, num_classes]`` for images ``x`` of shape ``[b, c, h, w]``."""
+        """Logits ``[b, num_classes]`` for images ``x`` of shape ``[b, c, h, w]``.
+
+        Floating images take the weights' dtype (``64-true`` converts the weights, and a data
+        module that makes float images after the transfer, as the batched CIFAR-10, gives float32).
+        """
+        if x.is_floating_point() and x.dtype != self.dtype and not torch.is_autocast_enabled(x.device.type):
+            x = x.to(self.dtype)
         return self.net(x)
 
     @property
