@@ -183,6 +183,19 @@ def test_process_starting_strategies_on_digits(tmp_path: Path, group_file: str) 
     check_outcome(pair_id("digits", group_file), proc.returncode, proc.stderr, root, group_file)
 
 
+
+def test_rules_met_only_on_a_gpu() -> None:
+    """SAM with 16-mixed is refused on any device (on CPU 16-mixed alone is refused first)."""
+    from trainer_cli.compat import INCOMPATIBLE, check_compatible
+    from trainer_cli.errors import UserError
+
+    sam = {"class_path": "trainer_cli.optim.SAM"}
+    with pytest.raises(UserError) as refused:
+        check_compatible({"trainer": {"accelerator": "gpu", "precision": "16-mixed"}, "optimizer": sam})
+    assert str(refused.value) == next(rule.message for rule in INCOMPATIBLE if "SAM" in rule.message)
+    check_compatible({"trainer": {"accelerator": "gpu", "precision": "16-mixed"}, "optimizer": {"class_path": "torch.optim.SGD"}})
+    check_compatible({"trainer": {"accelerator": "gpu", "precision": "bf16-mixed", "strategy": "fsdp"}, "optimizer": sam})
+
 def _env() -> dict[str, str]:
     """The environment for the shared process: one intra-op thread (two cores, several runs)."""
     import os

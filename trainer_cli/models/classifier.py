@@ -82,6 +82,8 @@ class ImageClassifier(pl.LightningModule):
             self.net.to(memory_format=torch.channels_last)
         if compile:
             self.net.compile(mode=compile_mode)
+        else:  # (a summary forward would compile an extra graph); forward() gives it the weights' dtype
+            self.example_input_array = torch.zeros(2, in_channels, image_size, image_size)
         self.criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)  # takes soft targets too
         self.batch_mix = build_batch_mix(num_classes, mixup_alpha, cutmix_alpha)
         self._last_mix: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # (images in, images, targets out)
@@ -93,21 +95,12 @@ class ImageClassifier(pl.LightningModule):
             self.val_acc_top5 = MulticlassAccuracy(num_classes, top_k=5)
             self.test_acc_top5 = MulticlassAccuracy(num_classes, top_k=5)
 
-    @property
-    def example_input_array(self) -> torch.Tensor | None:  # type: ignore[override]
-        """Images ``[2, c, h, w]`` of zeros for the model summary, in the weights' dtype (``64-true``
-        converts the weights; the summary's forward does not convert its input). ``None`` when the
-        backbone is compiled (a summary forward would compile an extra graph)."""
-        if self.hparams.compile:
-            return None
-        size = self.hparams.image_size
-        return torch.zeros(2, self.hparams.in_channels, size, size, dtype=self.dtype, device=self.device)
-
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits ``[b, num_classes]`` for images ``x`` of shape ``[b, c, h, w]``.
 
-        Floating images take the weights' dtype (``64-true`` converts the weights, and a data
-        module that makes float images after the transfer, as the batched CIFAR-10, gives float32).
+        Floating images take the weights' dtype: ``64-true`` converts the weights, but neither the
+        model summary's example input nor images a data module makes after the transfer (the
+        batched CIFAR-10's float32).
         """
         if x.is_floating_point() and x.dtype != self.dtype and not torch.is_autocast_enabled(x.device.type):
             x = x.to(self.dtype)
