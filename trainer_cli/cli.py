@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial, update_wrapper
 from pathlib import Path
-from types import MethodType
 from typing import Any, Literal, Optional
 
 import lightning.pytorch as pl
@@ -278,12 +277,14 @@ class TrainerCLI(LightningCLI):
             return
         scheduler_init = self._get(self.config_init, "lr_scheduler")
         to_dict = lambda v: v.as_dict() if isinstance(v, Namespace) else v  # noqa: E731
+        # a partial holding the model, not a bound method: it pickles whole (ddp_spawn sends the
+        # model to its processes; a bound method would come back as the class's configure_optimizers)
         fn = partial(
-            configure_optimizers, optimizer_init=to_dict(optimizer_init), lr_scheduler_init=to_dict(scheduler_init),
+            configure_optimizers, self.model, optimizer_init=to_dict(optimizer_init), lr_scheduler_init=to_dict(scheduler_init),
             param_groups=self._get(self.config_init, "param_groups"),
         )
         update_wrapper(fn, configure_optimizers)
-        self.model.configure_optimizers = MethodType(fn, self.model)
+        self.model.configure_optimizers = fn
 
     # -- end of a run ----------------------------------------------------------------------------
     def after_fit(self) -> None:
