@@ -3,14 +3,14 @@ steps with the experiment's default callbacks (model summary, best/last checkpoi
 on, or is refused before anything is built by :data:`trainer_cli.compat.INCOMPATIBLE` (exit 2,
 one ``error:`` line, no run directory).
 
-Which pairs run (the rule, to stay within ~2 minutes on 2 cores):
+Which pairs run (the rule; the whole file costs about 2 minutes of CPU time, one core per run):
 
 - digits (the cheap experiment) takes every group file in ``configs/<group>/`` but experiment/
   and slurm/.
 - cifar10_resnet18, cifar10_fast and imagefolder_finetune take only the files that make a
   different pair there (:data:`PER_EXPERIMENT`): a model or data file other than the experiment's
   own (a torchvision backbone on other data, a project backbone on other image sizes), the
-  precision files (ResNets with BatchNorm, the batched CIFAR-10's float32 images under 64-true),
+  precision files but the experiment's own (ResNets with BatchNorm, the batched CIFAR-10's float32 images under 64-true),
   and one file of each feature that acts on the model, its batches or its parameter groups
   (MixUp/CutMix on the data modules with their own batch hook, SAM and EMA with BatchNorm,
   discriminative LR and backbone fine-tuning on torchvision heads). The rest (loggers, debug
@@ -32,6 +32,7 @@ imagefolder_finetune at ``image_size 32`` (224 x 224 ResNet-34 steps take second
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -203,24 +204,10 @@ def test_rules_met_only_on_a_gpu() -> None:
 
 def _env() -> dict[str, str]:
     """The environment for the shared process: one intra-op thread (two cores, several runs)."""
-    import os
-
     env = {**os.environ, "OMP_NUM_THREADS": "1", "PYTHONUNBUFFERED": "1"}
     env["PYTHONPATH"] = os.pathsep.join([str(REPO), str(REPO / "tests"), env.get("PYTHONPATH", "")])
     env.pop("TRAINER_CLI_RUN_DIR", None)
     return env
-
-def _discover() -> None:  # python tests/test_combinations.py OUT_DIR [EXPERIMENTS]
-    out = Path(sys.argv[1])
-    (out / "data").mkdir(parents=True, exist_ok=True)
-    write_fake_cifar10(out / "data" / "cifar10")
-    write_image_folder(out / "data" / "images")
-    cases = {
-        pair_id(e, f): {"argv": pair_argv(e, f, out / "runs" / pair_id(e, f), out / "data"), "cwd": str(out)}
-        for e, f in pairs() if f not in OWN_PROCESS and (len(sys.argv) < 3 or e in sys.argv[2].split(","))
-    }
-    (out / "cases.json").write_text(json.dumps(cases))
-    print(len(cases), "cases")
 
 
 def run_cases(cases_file: str, out_file: str) -> None:
@@ -236,8 +223,5 @@ def run_cases(cases_file: str, out_file: str) -> None:
     Path(out_file).write_text(json.dumps(results))
 
 
-if __name__ == "__main__":
-    if sys.argv[1] == "run":
-        run_cases(sys.argv[2], sys.argv[3])
-    else:
-        _discover()
+if __name__ == "__main__":  # python tests/test_combinations.py run CASES.json RESULTS.json
+    run_cases(sys.argv[2], sys.argv[3])
