@@ -40,9 +40,9 @@ class Incompatible:
 
 
 def _torchvision_backbone(name: str) -> bool:
-    from trainer_cli.registry import own_backbones
+    from trainer_cli.registry import torchvision_classification_models
 
-    return bool(name) and name not in own_backbones()
+    return bool(name) and name in torchvision_classification_models()  # an unknown name: the registry's error
 
 
 INCOMPATIBLE: tuple[Incompatible, ...] = (
