@@ -19,8 +19,8 @@ Which pairs run (the rule; the whole file costs about 2 minutes of CPU time, one
 - Strategies that start processes (ddp_spawn, ddp_cpu_sim) run on digits only, each in a
   ``train`` process of its own (a launcher re-runs the command line); a 1-process ``ddp`` runs
   last in the shared process (its process group stays set).
-- Everything else runs in ONE extra Python process (``run_cases`` below: torch + Lightning start
-  once), each pair under its own ``default_root_dir``.
+- Everything else runs in two extra Python processes side by side, one per core (``run_cases``
+  below: torch + Lightning start once in each), each pair under its own ``default_root_dir``.
 
 Every run uses ``limit_train_batches 2``, ``limit_val_batches 1``, ``max_epochs 1``, batch size 8
 and no DataLoader workers. CIFAR-10 and the ImageFolder tree are tiny fakes in the official on-disk
@@ -157,13 +157,19 @@ def test_every_shipped_config_file_on_every_experiment(tmp_path: Path, tiny_data
         pair_id(e, f): {"argv": pair_argv(e, f, tmp_path / "runs" / pair_id(e, f), tiny_data), "cwd": str(tmp_path)}
         for e, f in pairs() if f not in OWN_PROCESS
     }
-    (tmp_path / "cases.json").write_text(json.dumps(cases))
-    proc = subprocess.run(
-        [sys.executable, __file__, "run", str(tmp_path / "cases.json"), str(tmp_path / "results.json")],
-        cwd=REPO, capture_output=True, text=True, timeout=900, env=_env(),
-    )
-    assert proc.returncode == 0, proc.stderr[-3000:]
-    results = json.loads((tmp_path / "results.json").read_text())
+    # two processes, one per core; pairs() puts the 1-process DDP last, so it stays last in its share
+    names = list(cases)
+    shares = [names[:-1][0::2], names[:-1][1::2] + names[-1:]]
+    procs = []
+    for i, share in enumerate(shares):
+        (tmp_path / f"cases{i}.json").write_text(json.dumps({name: cases[name] for name in share}))
+        procs.append(subprocess.Popen(
+            [sys.executable, __file__, "run", str(tmp_path / f"cases{i}.json"), str(tmp_path / f"results{i}.json")],
+            cwd=REPO, stdout=subprocess.DEVNULL, stderr=(tmp_path / f"stderr{i}.txt").open("w"), env=_env(),
+        ))
+    for i, proc in enumerate(procs):
+        assert proc.wait(timeout=900) == 0, (tmp_path / f"stderr{i}.txt").read_text()[-3000:]
+    results = {k: v for i in range(len(shares)) for k, v in json.loads((tmp_path / f"results{i}.json").read_text()).items()}
     group_of = {pair_id(e, f): f for e, f in pairs()}
     refused, failed = {}, []
     for name, result in results.items():
