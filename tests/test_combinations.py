@@ -163,10 +163,11 @@ def test_every_shipped_config_file_on_every_experiment(tmp_path: Path, tiny_data
     procs = []
     for i, share in enumerate(shares):
         (tmp_path / f"cases{i}.json").write_text(json.dumps({name: cases[name] for name in share}))
-        procs.append(subprocess.Popen(
-            [sys.executable, __file__, "run", str(tmp_path / f"cases{i}.json"), str(tmp_path / f"results{i}.json")],
-            cwd=REPO, stdout=subprocess.DEVNULL, stderr=(tmp_path / f"stderr{i}.txt").open("w"), env=_env(),
-        ))
+        with (tmp_path / f"stderr{i}.txt").open("w") as stderr:  # the child keeps its own copy of the handle
+            procs.append(subprocess.Popen(
+                [sys.executable, __file__, "run", str(tmp_path / f"cases{i}.json"), str(tmp_path / f"results{i}.json")],
+                cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr, env=_env(),
+            ))
     for i, proc in enumerate(procs):
         assert proc.wait(timeout=900) == 0, (tmp_path / f"stderr{i}.txt").read_text()[-3000:]
     results = {k: v for i in range(len(shares)) for k, v in json.loads((tmp_path / f"results{i}.json").read_text()).items()}
