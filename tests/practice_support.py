@@ -75,7 +75,8 @@ class BatchProbe(pl.Callback):
         self.val_targets: list[torch.Tensor] = []
 
     def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
-        self.train_targets.append(batch[1].detach().clone())
+        x, y = pl_module.mixed(*batch)  # what training_step trains on (each batch is mixed once)
+        self.train_targets.append(y.detach().clone())
 
     def on_validation_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int, dataloader_idx: int = 0) -> None:
         self.val_targets.append(batch[1].detach().clone())

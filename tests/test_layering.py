@@ -25,7 +25,7 @@ def test_later_config_files_override_earlier_ones() -> None:
 def test_flags_override_configs_and_interpolation_sees_them() -> None:
     cfg = fit_config("--config", DIGITS)
     assert cfg.optimizer.init_args.lr == 0.01
-    assert cfg.lr_scheduler.init_args.max_lr == 0.01  # ${optimizer.init_args.lr} in digits.yaml
+    assert cfg.lr_scheduler.init_args.max_lr == 0.01  # ${optimizer.init_args.lr} in scheduler/onecycle.yaml
     cfg = fit_config("--config", DIGITS, "--optimizer.lr", "0.5", "--trainer.max_epochs", "3")
     assert cfg.optimizer.init_args.lr == 0.5
     assert cfg.lr_scheduler.init_args.max_lr == 0.5

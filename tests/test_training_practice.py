@@ -62,7 +62,7 @@ def test_additive_files_compose_next_to_the_default_callbacks(tmp_path: Path) ->
     assert names == ["ModelCheckpoint", "ModelCheckpoint", "LearningRateMonitor", "ModelSummary", "EarlyStopping"]
     _, config = parse_config("fit", ["--config", str(experiment), "--config", cfg("averaging/ema.yaml")])
     names = [c.class_path.rsplit(".", 1)[1] for c in config.trainer.callbacks]
-    assert names[-3:] == ["EarlyStopping", "EMAWeightAveraging", "FinalCheckpoint"]
+    assert names[-3:] == ["EarlyStopping", "WarmupEMA", "FinalCheckpoint"]
     assert config.optimizer.class_path == "trainer_cli.optim.SAM" and config.param_groups.no_decay_bias_norm
 
 

@@ -19,7 +19,6 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from functools import partial, update_wrapper
 from pathlib import Path
-from types import MethodType
 from typing import Any, Literal, Optional
 
 import lightning.pytorch as pl
@@ -39,13 +38,14 @@ from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
 from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue, requeue_in_progress
 from trainer_cli.callbacks.switches import drop_switched_off
 from trainer_cli.callbacks.progress import default_progress_bar
+from trainer_cli.compat import check_compatible
 from trainer_cli.compose import expand_config_args
 from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, ResumeState, check_checkpoint_file, with_atomic_checkpoint_io
 from trainer_cli.errors import EXIT_USER_ERROR, UserError
 from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate_in_files  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
 from trainer_cli.launch.requeue_signal import under_slurm_batch
-from trainer_cli.preflight import check_checkpoint_model, check_optimizer_config, check_trainer_minimums
+from trainer_cli.preflight import check_backbone_kwargs, check_checkpoint_model, check_optimizer_config, check_trainer_minimums
 from trainer_cli.resume import compare_for_resume, stored_config, with_stored_config
 from trainer_cli.optim.configure import configure_optimizers, import_class
 from trainer_cli.optim.param_groups import ParamGroups
@@ -242,10 +242,12 @@ class TrainerCLI(LightningCLI):
     def before_instantiate_classes(self) -> None:
         cfg = self._subconfig()
         check_extras(cfg.trainer)  # a missing optional package (deepspeed, wandb, mlflow) before building
+        check_compatible(cfg)  # declared incompatible pairs (trainer_cli.compat.INCOMPATIBLE)
         if cfg.get("float32_matmul_precision"):
             import torch
 
             torch.set_float32_matmul_precision(cfg.float32_matmul_precision)
+        check_backbone_kwargs(cfg)  # before the dump: config.yaml holds the options the backbone gets
         self._config_text = self._parser(self.subcommand).dump(cfg, skip_none=False)
         check_optimizer_config(cfg)
         check_trainer_minimums(cfg)
@@ -328,12 +330,14 @@ class TrainerCLI(LightningCLI):
             return
         scheduler_init = self._get(self.config_init, "lr_scheduler")
         to_dict = lambda v: v.as_dict() if isinstance(v, Namespace) else v  # noqa: E731
+        # a partial holding the model, not a bound method: it pickles whole (ddp_spawn sends the
+        # model to its processes; a bound method would come back as the class's configure_optimizers)
         fn = partial(
-            configure_optimizers, optimizer_init=to_dict(optimizer_init), lr_scheduler_init=to_dict(scheduler_init),
+            configure_optimizers, self.model, optimizer_init=to_dict(optimizer_init), lr_scheduler_init=to_dict(scheduler_init),
             param_groups=self._get(self.config_init, "param_groups"),
         )
         update_wrapper(fn, configure_optimizers)
-        self.model.configure_optimizers = MethodType(fn, self.model)
+        self.model.configure_optimizers = fn
 
     # -- end of a run ----------------------------------------------------------------------------
     def after_fit(self) -> None:

@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import inspect
+import re
 from collections.abc import Iterable
 from typing import Any
 
 from jsonargparse import Namespace
 
-from trainer_cli.errors import UserError
+from trainer_cli.errors import UserError, did_you_mean
 from trainer_cli.optim.configure import import_class
 
 
@@ -91,3 +93,80 @@ def check_optimizer_config(cfg: Namespace) -> None:
         cls(optimizer, **kwargs)
     except (ValueError, TypeError) as err:
         raise UserError(f"lr_scheduler {scheduler_init.class_path}: {err}") from None
+
+
+def _unexpected_kwarg(err: TypeError) -> str | None:
+    """The keyword a ``TypeError`` says a constructor does not take, or ``None``."""
+    match = re.search(r"unexpected keyword argument '(\w+)'", str(err))
+    return match.group(1) if match else None
+
+
+def _own_backbone_options() -> set[str]:
+    """Every option of the project's own backbones (``cnn``'s ``width``, ``mlp``'s ``hidden``, ...)."""
+    from trainer_cli.registry import own_backbones
+
+    return {name for cls in own_backbones().values() for name in inspect.signature(cls).parameters} - set(LINKED_SHAPES)
+
+
+LINKED_SHAPES = ("num_classes", "in_channels", "image_size")
+
+
+def check_backbone_kwargs(cfg: Namespace) -> None:
+    """Fit ``model.init_args.backbone_kwargs`` to the chosen backbone, before anything is built.
+
+    A config file sets ``backbone_kwargs`` for its backbone (``model/cnn.yaml``: ``width``,
+    ``stages``); ``--model.backbone mlp`` on top switches the backbone but leaves them. Options of
+    another project backbone that the chosen one does not take are dropped with one ``note:`` line
+    (the config keeps what the backbone gets); any other option it does not take is an error. The
+    backbone is built on the ``meta`` device to learn what it takes (no memory, no weights read).
+
+    Raises:
+        UserError: naming the option, the backbone and the options it takes.
+    """
+    import torch
+
+    from trainer_cli.registry import build_backbone
+
+    model = cfg.get("model")
+    init_args = model.get("init_args") if isinstance(model, Namespace) else None
+    if not isinstance(init_args, Namespace) or not isinstance(init_args.get("backbone"), str):
+        return
+    kwargs = dict(init_args.get("backbone_kwargs") or {})
+    if not kwargs:
+        return
+    name = init_args.backbone
+    shapes = {key: init_args.get(key) for key in LINKED_SHAPES if isinstance(init_args.get(key), int)}
+    dropped: list[str] = []
+    while True:
+        try:
+            with torch.device("meta"):
+                build_backbone(name, **shapes, cifar_stem=bool(init_args.get("cifar_stem")), **kwargs)
+            break
+        except TypeError as err:
+            key = _unexpected_kwarg(err)
+            if key is None or key not in kwargs:
+                return  # another problem: the real build reports it
+            if key not in _own_backbone_options():
+                raise UserError(
+                    f"model.init_args.backbone_kwargs: backbone {name!r} takes no option {key!r}."
+                    f"{did_you_mean(key, _backbone_options(name))} Fix or drop it (--model.backbone_kwargs '{{}}' clears them)"
+                ) from None
+            dropped.append(key)
+            del kwargs[key]
+        except Exception:  # noqa: BLE001 - not about the options: the real build reports it
+            return
+    if dropped:
+        init_args.backbone_kwargs = kwargs
+        print(
+            f"note: backbone {name!r} takes no {', '.join(dropped)} (another backbone's options from the config): "
+            f"dropped; model.init_args.backbone_kwargs is now {kwargs}",
+            flush=True,
+        )
+
+
+def _backbone_options(name: str) -> list[str]:
+    """Named options of a project backbone (empty for torchvision models: theirs go through ``**kwargs``)."""
+    from trainer_cli.registry import own_backbones
+
+    cls = own_backbones().get(name)
+    return [p for p in inspect.signature(cls).parameters if p not in LINKED_SHAPES] if cls else []

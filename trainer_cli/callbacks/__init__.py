@@ -1,5 +1,6 @@
 """Callbacks Lightning lacks."""
 
+from trainer_cli.callbacks.ema import WarmupEMA
 from trainer_cli.callbacks.final_checkpoint import FinalCheckpoint
 from trainer_cli.callbacks.grad_norm import GradNormMonitor
 from trainer_cli.callbacks.non_finite import NonFiniteLoss
@@ -8,5 +9,6 @@ from trainer_cli.callbacks.progress import EpochLineProgress, ThrottledTQDMProgr
 from trainer_cli.callbacks.run_summary import RunSummary
 
 __all__ = [
-    "EpochLineProgress", "FinalCheckpoint", "GradNormMonitor", "NonFiniteLoss", "PredictionCSVWriter", "RunSummary", "ThrottledTQDMProgressBar",
+    "EpochLineProgress", "FinalCheckpoint", "GradNormMonitor", "NonFiniteLoss", "PredictionCSVWriter", "RunSummary",
+    "ThrottledTQDMProgressBar", "WarmupEMA",
 ]

@@ -84,10 +84,11 @@ class ImageClassifier(pl.LightningModule):
             self.net.to(memory_format=torch.channels_last)
         if compile:
             self.net.compile(mode=compile_mode)
-        else:  # (a summary forward would compile an extra graph)
+        else:  # (a summary forward would compile an extra graph); forward() gives it the weights' dtype
             self.example_input_array = torch.zeros(2, in_channels, image_size, image_size)
         self.criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)  # takes soft targets too
         self.batch_mix = build_batch_mix(num_classes, mixup_alpha, cutmix_alpha)
+        self._last_mix: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # (images in, images, targets out)
         # micro: correct / samples; macro: mean per-class accuracy (metric states are not in the state_dict)
         self.train_acc = MulticlassAccuracy(num_classes, average="micro")
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
@@ -100,7 +101,14 @@ class ImageClassifier(pl.LightningModule):
             self.test_acc_top5 = MulticlassAccuracy(num_classes, top_k=5, average="micro")
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        """Logits ``[b, num_classes]`` for images ``x`` of shape ``[b, c, h, w]``."""
+        """Logits ``[b, num_classes]`` for images ``x`` of shape ``[b, c, h, w]``.
+
+        Floating images take the weights' dtype: ``64-true`` converts the weights, but neither the
+        model summary's example input nor images a data module makes after the transfer (the
+        batched CIFAR-10's float32).
+        """
+        if x.is_floating_point() and x.dtype != self.dtype and not torch.is_autocast_enabled(x.device.type):
+            x = x.to(self.dtype)
         return self.net(x)
 
     @property
@@ -108,14 +116,22 @@ class ImageClassifier(pl.LightningModule):
         """All of ``self.net`` but its classification head (what ``BackboneFinetuning`` freezes)."""
         return backbone_modules(self.net)
 
-    def on_after_batch_transfer(self, batch: Any, dataloader_idx: int) -> Any:
-        """MixUp / CutMix on training batches only: labels ``[b]`` become soft targets ``[b, num_classes]``."""
-        if self.batch_mix is not None and self._trainer is not None and self.trainer.training:
-            return list(self.batch_mix(*batch))
-        return batch
+    def mixed(self, x: torch.Tensor, y: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """MixUp / CutMix of a training batch: labels ``[b]`` become soft targets ``[b, num_classes]``.
+
+        Done in the training step, not in ``on_after_batch_transfer``: Lightning calls only the data
+        module's hook when both define one (the batched CIFAR-10 does), and the model summary's
+        example input goes through that hook too. Each batch is mixed once: SAM's second pass (the
+        closure run again on the same batch) sees the same mix.
+        """
+        if self.batch_mix is None:
+            return x, y
+        if self._last_mix is None or self._last_mix[0] is not x:
+            self._last_mix = (x, *self.batch_mix(x, y))
+        return self._last_mix[1], self._last_mix[2]
 
     def training_step(self, batch: tuple[torch.Tensor, torch.Tensor], batch_idx: int) -> torch.Tensor:
-        x, y = batch
+        x, y = self.mixed(*batch)
         logits = self(x)
         loss = self.criterion(logits, y)
         # update() only: calling the metric would also compute a per-batch value nobody reads, and
