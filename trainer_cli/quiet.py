@@ -53,11 +53,6 @@ WARNINGS: tuple[Silenced, ...] = (
         "nothing the user can change.",
     ),
     Silenced(
-        r"You have overridden `on_after_batch_transfer` in `LightningModule` but have passed in a `LightningDataModule`",
-        "ImageClassifier's MixUp/CutMix hook is meant to run and the data module has none; the message "
-        "for both overriding it is not silenced.",
-    ),
-    Silenced(
         r"The dirpath has changed from",
         "A run directory is never reused: a checkpoint from another run starts a new run whose "
         "ModelCheckpoint keeps its own top-k bookkeeping, as intended (resuming in place keeps the dirpath).",
