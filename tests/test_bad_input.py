@@ -88,6 +88,7 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "group_file_misspelt_class_path": (["fit", "--config", write(tmp / "user" / "experiment" / "x.yaml", "defaults:\n  - /model: cnn\n  - /data: digits\n  - /optimizer: typo\n  - _self_\n"),
                                             "--trainer.default_root_dir", str(root)], ["x.yaml, from group file", "typo.yaml line 4", "Did you mean: torch.optim.AdamW"]),
         "file_value_out_of_range": ([*base, "--config", write(cfg / "ls.yaml", "model:\n  init_args:\n    label_smoothing: 1.5\n")], ["ls.yaml line 3", "label_smoothing must be in [0, 1)"]),
+        "empty_config_file": ([*base, "--config", write(cfg / "empty.yaml", "# nothing yet\n")], ["config file", "empty.yaml is empty"]),
         "config_root_missing": (["fit", "--config_root", str(tmp / "no_root"), "--config", DIGITS], ["--config_root", "no_root: not a directory"]),
         # wrong types
         "wrong_type_flag": ([*base, "--trainer.max_epochs", "ten"], ["trainer.max_epochs: expected int, got 'ten'"]),

@@ -69,6 +69,11 @@ def test_config_changes_are_summarised_one_short_line_each() -> None:
                      "trainer.max_epochs: 1 -> 3"]
     with pytest.raises(UserError, match=r"trainer.precision: '32-true' -> 'bf16-mixed'"):
         compare_for_resume({"trainer": {"precision": "32-true"}}, {"trainer": {"precision": "bf16-mixed"}}, Path("run"))
+    # another model class: one line for the class, none for the init_args that come with it
+    tiny = {"model": {"class_path": "mymodels.TinyNet", "init_args": {"hidden": 32}}}
+    ours = {"model": {"class_path": "trainer_cli.models.ImageClassifier", "init_args": {"backbone": "cnn", "mixup_alpha": 0.0}}}
+    with pytest.raises(UserError, match=r"architecture changed \(model.class_path: 'mymodels.TinyNet' -> 'trainer_cli.models.ImageClassifier'\)"):
+        compare_for_resume(tiny, ours, Path("run"))
 
 
 def test_ckpt_path_best_resolves_for_test_and_validate(flat_cos_run: Path) -> None:

@@ -253,8 +253,7 @@ def config_text(value: str, roots: Sequence[Path] = ()) -> str:
     path = resolve_config_path(value, roots)
     data = load_yaml_file(path)
     if data is None:
-        LAYERS.append(Layer(str(path)))
-        return str(path)
+        raise UserError(f"config file {path} is empty (no keys, or only comments): give it some settings or drop this --config")
     if not isinstance(data, dict):
         raise UserError(f"config file {path} must hold a mapping of keys, found {type(data).__name__}")
     if has_defaults_list(data):

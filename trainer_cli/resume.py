@@ -102,6 +102,9 @@ def compare_for_resume(stored: dict[str, Any], current: dict[str, Any], run_dir:
     """
     old, new = flatten(stored), flatten(current)
     changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k) and not _matches(k, IGNORED_KEYS)]
+    # another class: its init_args differ as a matter of course, the class_path line says it all
+    other_class = tuple(k[: -len("class_path")] + "init_args" for k in changed if k.endswith("class_path"))
+    changed = [k for k in changed if not _matches(k, other_class)]
     fatal = [k for k in changed if _matches(k, ARCHITECTURE_KEYS)]
     if fatal:
         details = "; ".join(describe_change(k, old.get(k), new.get(k)) for k in fatal)
