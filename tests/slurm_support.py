@@ -167,12 +167,33 @@ def newest_step(run_dir: Path) -> int:
     return newest.global_step if newest is not None else -1
 
 
-def wait_for_step(run_dir: Path, step: int, timeout_s: float = 300) -> int:
-    """Poll until the run's newest checkpoint is at ``step`` or later; returns its step."""
+def wait_for_step(run_dir: Path, step: int, timeout_s: float = 300, job_id: str | None = None) -> int:
+    """Poll until the run's newest checkpoint is at ``step`` or later; returns its step. On a
+    timeout the message carries the job's Slurm record, the nodes and the end of its log."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
         found = newest_step(run_dir)
         if found >= step:
             return found
         time.sleep(0.5)
-    raise AssertionError(f"{run_dir}: no checkpoint at step {step} or later after {timeout_s} s (newest: {newest_step(run_dir)})")
+    details = ""
+    if job_id is not None:
+        job = scontrol_job(job_id)
+        nodes = subprocess.run(["sinfo", "-N", "-o", "%N %T %E"], capture_output=True, text=True, timeout=30).stdout
+        log = run_dir / f"slurm-{job_id}.log"
+        tail = log.read_text()[-3000:] if log.is_file() else "(no log)"
+        details = f"\njob {job_id}: {' '.join(f'{k}={job.get(k)}' for k in ('JobState', 'Reason', 'Restarts', 'NodeList'))}\n{nodes}\n{tail}"
+    raise AssertionError(f"{run_dir}: no checkpoint at step {step} or later after {timeout_s} s (newest: {newest_step(run_dir)}){details}")
+
+
+def resume_node(node: str, timeout_s: float = 60) -> None:
+    """Bring a node set DOWN back (``State=RESUME``), retrying while Slurm still finishes the jobs it
+    killed there (a COMPLETING node refuses RESUME), until it is no longer down."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True, timeout=30)
+        state = subprocess.run(["sinfo", "-h", "-N", "-n", node, "-o", "%T"], capture_output=True, text=True, timeout=30).stdout
+        if state.strip() and not any(word in state.lower() for word in ("down", "drain", "fail")):
+            return
+        time.sleep(1)
+    raise AssertionError(f"node {node} still down after {timeout_s} s: {state.strip()}")

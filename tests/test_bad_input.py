@@ -44,10 +44,16 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
     flipped[len(flipped) // 2 : len(flipped) // 2 + 64] = bytes(64)
     (tmp / "corrupt.ckpt").write_bytes(bytes(flipped))
     cfg = tmp / "cfg"
+    write(tmp / "cyc" / "experiment" / "b.yaml", "defaults:\n  - /experiment/a\n  - _self_\n")
     write(tmp / "user" / "optimizer" / "typo.yaml", "# @package _global_\n# a user's group file\noptimizer:\n  class_path: torch.optim.AdamWW\n")
     slurm = {  # `train submit` (issue 3): checked on the login node, before anything is queued
         "slurm_contradicts_trainer": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.num_nodes", "2", "--slurm.nodes", "3", "--dry-run"], ["--slurm.nodes 3 contradicts"]),
         "slurm_template_missing": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--slurm.template", str(tmp / "nope.sbatch.j2"), "--dry-run"], ["--slurm.template", "nope.sbatch.j2", "no such file"]),
+        # found by testing on the local cluster (issue 12): queued, or a traceback, before
+        "slurm_time_negative": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--slurm.time", "-5", "--dry-run"], ["--slurm.time -5: not a time limit sbatch takes", "HH:MM:SS"]),
+        "slurm_time_malformed": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--slurm.time", "1:99", "--dry-run"], ["--slurm.time 1:99: not a time limit"]),
+        "slurm_zero_nodes": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.num_nodes", "0", "--dry-run"], ["--trainer.num_nodes 0: must be a whole number of nodes, 1 or more"]),
+        "slurm_name_escapes_root": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--name", "../../esc", "--dry-run"], ["--name '../../esc'", "no '..'"]),
     } if "submit" in VERBS else {}
     return slurm | {
         # YAML and config files
@@ -89,6 +95,13 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
                                             "--trainer.default_root_dir", str(root)], ["x.yaml, from group file", "typo.yaml line 4", "Did you mean: torch.optim.AdamW"]),
         "file_value_out_of_range": ([*base, "--config", write(cfg / "ls.yaml", "model:\n  init_args:\n    label_smoothing: 1.5\n")], ["ls.yaml line 3", "label_smoothing must be in [0, 1)"]),
         "empty_config_file": ([*base, "--config", write(cfg / "empty.yaml", "# nothing yet\n")], ["config file", "empty.yaml is empty"]),
+        "yaml_alias_bomb": ([*base, "--config", write(cfg / "bomb.yaml", "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(
+            f"{c}: &{c} [{', '.join([f'*{p}'] * 10)}]\n" for p, c in zip("abcdef", "bcdefg")))], ["bomb.yaml expands to", "over the limit"]),
+        "defaults_cycle": (["fit", "--config", write(tmp / "cyc" / "experiment" / "a.yaml", "defaults:\n  - /experiment/b\n  - _self_\n"),
+                            "--config_root", str(tmp / "cyc")], ["a.yaml", "defaults: lists form a cycle"]),
+        "name_escapes_root": ([*base, "--name", "../../esc"], ["--name '../../esc'", "no '..'"]),
+        "root_is_a_file": (["fit", "--config", DIGITS, "--trainer.default_root_dir", write(tmp / "a_file", "x")], ["cannot create the run directory", "Not a directory"]),
+        "root_under_a_file": (["fit", "--config", DIGITS, "--trainer.default_root_dir", str(tmp / "a_file" / "sub")], ["cannot create the run directory", "Not a directory"]),
         "config_root_missing": (["fit", "--config_root", str(tmp / "no_root"), "--config", DIGITS], ["--config_root", "no_root: not a directory"]),
         # wrong types
         "wrong_type_flag": ([*base, "--trainer.max_epochs", "ten"], ["trainer.max_epochs: expected int, got 'ten'"]),

@@ -16,11 +16,12 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import DIGITS, quiet_args
+from conftest import DIGITS, quiet_args, run_train
 from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
-    LOCAL_PROFILE, job_id_from, newest_step, scontrol_job, slurm_cluster, train_submit, usr1_at_start, wait_for_file,
+    LOCAL_PROFILE, job_id_from, newest_step, resume_node, scontrol_job, slurm_cluster, train_submit, usr1_at_start, wait_for_file,
     wait_for_requeue, wait_for_state, wait_for_step,
 )
+from trainer_cli.errors import UserError
 from trainer_cli.launch import jobs
 
 SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2", "--slurm.time", "00:10:00"]
@@ -253,15 +254,15 @@ def test_resume_never_goes_back(slurm_cluster: None, tmp_path: Path) -> None:  #
     preempted = newest_step(run_dir)
     assert (run_dir / "hpc_ckpt_1.ckpt").is_file()
 
-    ran_on = wait_for_step(run_dir, preempted + batches)  # last.ckpt now newer than the hpc checkpoint
+    ran_on = wait_for_step(run_dir, preempted + batches, job_id=job_id)  # last.ckpt now newer than the hpc checkpoint
     hosts = subprocess.run(["scontrol", "show", "hostnames", scontrol_job(job_id)["NodeList"]], capture_output=True, text=True, timeout=30)
     node = hosts.stdout.split()[-1]
     try:
         _scontrol("update", f"NodeName={node}", "State=DOWN", "Reason=test")
         wait_for_requeue(job_id)
     finally:  # ReturnToService=2 may have brought it back already
-        subprocess.run(["scontrol", "update", f"NodeName={node}", "State=RESUME"], capture_output=True, timeout=30)
-    node_down = wait_for_step(run_dir, newest_step(run_dir) + batches)
+        resume_node(node)
+    node_down = wait_for_step(run_dir, newest_step(run_dir) + batches, job_id=job_id)
     after_failure = log.read_text().split("Node failure", 1)[1].split("restart 2 on", 1)[0]
     assert "Resume with" not in after_failure, after_failure  # at most "Slurm requeued job ...: it resumes on its own"
 
@@ -304,3 +305,62 @@ def test_cv_folds_run_as_a_job_array_then_aggregate(slurm_cluster: None, tmp_pat
     summary = json.loads((run_dir / "cv" / "cv_results.json").read_text())
     assert 0.0 <= summary["mean"]["val/acc"] <= 1.0
     assert array_id != aggregate_id
+
+
+# what the local cluster (scripts/local-slurm: debug = 4 nodes of 8 CPUs, 8 untyped GPUs, 1 MB of
+# memory; short = 2 nodes, 10 minutes) cannot give, and the line `train submit` says so with
+CLUSTER_REFUSALS = {
+    "unknown_partition": (["--slurm.partition", "gpux"], ["--slurm.partition gpux: this cluster has no such partition; it has debug (default), short"]),
+    "more_nodes_than_the_cluster": (["--trainer.num_nodes", "10"], ["--trainer.num_nodes 10: partition debug has 4 node(s) for a job"]),
+    "more_nodes_than_the_partition": (["--slurm.partition", "short", "--trainer.num_nodes", "3"], ["--trainer.num_nodes 3: partition short has 2 node(s)"]),
+    "time_over_max_time": (["--slurm.partition", "short", "--slurm.time", "01:00:00"], ["--slurm.time 01:00:00: over the MaxTime of partition short (10 min)"]),
+    "gpus_over_gres": (["--trainer.accelerator", "gpu", "--trainer.devices", "4", "--slurm.gpu_type", "a100"], ["--trainer.devices 4 GPUs per node", "at most 0 a100 GPU(s)"]),
+    "tasks_over_cpus": (["--trainer.devices", "16"], ["--trainer.devices 16: one task per device needs 16 CPUs per node", "at most 8"]),
+    "cpus_over_node": (["--slurm.cpus_per_task", "100"], ["--slurm.cpus_per_task 100 x 1 task(s) per node = 100 CPUs", "at most 8"]),
+    "mem_over_node": (["--slurm.mem", "64G"], ["--slurm.mem 64G: the nodes of partition debug have at most 1 MB"]),
+}
+
+
+def _queued() -> list[str]:
+    return subprocess.run(["squeue", "-h", "-o", "%i"], capture_output=True, text=True, timeout=30, check=True).stdout.split()
+
+
+@pytest.mark.parametrize("name", list(CLUSTER_REFUSALS))
+def test_cluster_refuses_what_it_cannot_run_before_anything_is_written(slurm_cluster: None, tmp_path: Path, name: str) -> None:  # noqa: F811
+    """Asked of Slurm (scontrol) before the run directory is made or sbatch is called, for a
+    submission and for `train submit --check` alike."""
+    flags, fragments = CLUSTER_REFUSALS[name]
+    root = tmp_path / "runs"
+    queued = _queued()
+    for check in ([], ["--check"]):
+        with pytest.raises(UserError) as refused:
+            train_submit("--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(root), *flags, *check)
+        message = str(refused.value)
+        assert message.startswith("the cluster cannot run this job:") and all(f in message for f in fragments), message
+    assert not root.exists(), "nothing written"
+    assert _queued() == queued, "nothing queued"
+
+
+def test_check_alone_exits_0_or_2_and_writes_nothing(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    root = tmp_path / "runs"
+    base = ["submit", "--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(root), "--check"]
+    fits = run_train(*base, "--slurm.partition", "short", "--trainer.num_nodes", "2", "--slurm.time", "00:05:00")
+    assert fits.returncode == 0, fits.stderr[-3000:]
+    assert "check passed: 2 node(s) x 1 task(s)" in fits.stdout and "partition short" in fits.stdout
+    refused = run_train(*base, "--trainer.num_nodes", "5")
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    assert [line for line in refused.stderr.splitlines() if line.startswith("error:")] == ["error: the cluster cannot run this job:"]
+    assert not root.exists()
+
+
+def test_percent_in_the_name_is_not_expanded_by_slurm(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """`--name 'run%u'`: Slurm would expand %u (the user) in --output; the log is where `train jobs` looks."""
+    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--name", "run%u")
+    assert run_dir == tmp_path / "run%u" / "version_0"
+    assert wait_for_state(job_id, timeout_s=300) == "COMPLETED"
+    assert (run_dir / f"slurm-{job_id}.log").is_file(), sorted(p.name for p in run_dir.iterdir())
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert jobs.main(["--root", str(tmp_path)]) == 0
+    line = next(row for row in out.getvalue().splitlines() if row.startswith(job_id + " "))
+    assert "COMPLETED" in line and str(run_dir / f"slurm-{job_id}.log") in line

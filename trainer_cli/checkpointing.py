@@ -17,7 +17,9 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import shutil
 import zipfile
 from pathlib import Path
 from typing import Any, Optional
@@ -55,6 +57,17 @@ def _fsync_dir(directory: Path) -> None:
         os.close(fd)
 
 
+def _out_of_space(err: BaseException, folder: Path) -> bool:
+    """Whether a failed write was a full disk: ENOSPC (or EDQUOT), or torch's zip writer failing
+    (a RuntimeError such as "unexpected pos") where the folder has less than 1 MiB left."""
+    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+        return True
+    try:
+        return shutil.disk_usage(folder).free < 1 << 20
+    except OSError:
+        return False
+
+
 class AtomicCheckpointIO(TorchCheckpointIO):
     """``TorchCheckpointIO`` whose local saves are atomic: write ``.<name>.tmp-<pid>``, fsync, rename.
 
@@ -74,8 +87,16 @@ class AtomicCheckpointIO(TorchCheckpointIO):
                 f.flush()
                 os.fsync(f.fileno())
             os.replace(tmp, target)
-        except BaseException:
+        except BaseException as err:
+            full = isinstance(err, (OSError, RuntimeError)) and _out_of_space(err, target.parent)
             tmp.unlink(missing_ok=True)
+            if full:
+                kept = f"the previous {target.name} is kept" if target.is_file() else f"no {target.name} was written"
+                raise UserError(
+                    f"no space left on the device while saving checkpoint {target} ({kept}): free space "
+                    f"(or choose another --trainer.default_root_dir) and run again; --ckpt_path last resumes "
+                    f"from the run's newest complete checkpoint"
+                ) from None
             raise
         _fsync_dir(target.parent)
         for stale in target.parent.glob(f".{target.name}{TMP_MARK}*"):  # left by a killed process

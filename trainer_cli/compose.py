@@ -49,6 +49,7 @@ class Layer:
 
 
 SHIM_PRIMARY = "trainer_cli_primary"  # Hydra ConfigStore name of the stand-in primary config (see _compose)
+MAX_CONFIG_NODES = 1_000_000  # values a config file may expand to through YAML aliases
 LAYERS: list[Layer] = []  # the layers of the command line expanded last (for error messages)
 
 
@@ -63,6 +64,7 @@ def load_yaml_file(path: Path) -> Any:
     except OSError as err:
         raise UserError(f"cannot read config file {path}: {err.strerror}") from None
     try:
+        check_expanded_size(yaml.compose(text, Loader=yaml.SafeLoader), path)
         return yaml.safe_load(text)
     except yaml.MarkedYAMLError as err:
         mark = err.problem_mark
@@ -70,6 +72,36 @@ def load_yaml_file(path: Path) -> Any:
         raise UserError(f"YAML syntax error in {path}{where}: {err.problem or err}") from None
     except yaml.YAMLError as err:
         raise UserError(f"YAML error in {path}: {err}") from None
+
+
+def check_expanded_size(root: Any, path: Path, limit: int = MAX_CONFIG_NODES) -> None:
+    """Refuse a YAML document whose aliases (``*a``) expand to more than ``limit`` values (a "billion
+    laughs" file: a few lines that grow to gigabytes once anything walks or copies them).
+
+    Raises:
+        UserError: naming the file and the size it would expand to.
+    """
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        sizes[id(node)] = 1  # a recursive alias counts once
+        if isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in node.value)
+        else:
+            total = 1
+        sizes[id(node)] = total
+        return total
+
+    expanded = size(root) if root is not None else 0
+    if expanded > limit:
+        raise UserError(
+            f"config file {path} expands to {expanded:,} values through its YAML aliases (*name), over the limit of "
+            f"{limit:,}: a config that large is a mistake or an attack (\"billion laughs\"); write the values out"
+        )
 
 
 def has_defaults_list(data: Any) -> bool:
@@ -139,6 +171,11 @@ def _compose(path: Path, roots: Sequence[Path] = ()) -> tuple[dict[str, Any], li
     except (HydraException, OmegaConfBaseException) as err:
         message = str(err).strip().splitlines()[0]
         raise UserError(f"cannot compose {path}: {message}") from None
+    except RecursionError:  # Hydra follows the defaults lists without a cycle check
+        raise UserError(
+            f"cannot compose {path}: its defaults: lists form a cycle (a config that includes itself, directly or "
+            "through another): remove one of the entries"
+        ) from None
     finally:
         GlobalHydra.instance().clear()
     sources: list[tuple[Path, str]] = []

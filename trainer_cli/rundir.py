@@ -16,9 +16,26 @@ import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainer_cli.errors import UserError
+
 ENV_RUN_DIR = "TRAINER_CLI_RUN_DIR"
 VERSION_PREFIX = "version_"
 LAST_CKPT = Path("checkpoints") / "last.ckpt"
+
+
+def experiment_dir(root: Path, name: str) -> Path:
+    """``root/name``, the folder of an experiment's runs.
+
+    Raises:
+        UserError: for a name that would leave ``root`` (absolute, or a ``..`` part) or is empty.
+    """
+    parts = Path(name).parts
+    if not name.strip() or Path(name).is_absolute() or ".." in parts or any(c in name for c in "\0\n\r"):
+        raise UserError(
+            f"--name {name!r}: an experiment name is a folder inside --trainer.default_root_dir {root}: "
+            "no absolute path, no '..', not empty (e.g. --name cifar10_sweep)"
+        )
+    return root / name
 
 
 def _versions(parent: Path) -> list[tuple[int, Path]]:
@@ -33,8 +50,14 @@ def _versions(parent: Path) -> list[tuple[int, Path]]:
 
 def allocate(root: Path, name: str) -> Path:
     """Create and return a new ``root/name/version_N`` (N one past the highest); race-free (mkdir is atomic)."""
-    parent = root / name
-    parent.mkdir(parents=True, exist_ok=True)
+    parent = experiment_dir(root, name)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # read-only, a file in the way, a full disk
+        raise UserError(
+            f"cannot create the run directory under --trainer.default_root_dir {root}: {parent}: {err.strerror or err}; "
+            "choose a writable folder with --trainer.default_root_dir DIR"
+        ) from None
     versions = _versions(parent)
     n = versions[-1][0] + 1 if versions else 0
     while True:
@@ -44,13 +67,18 @@ def allocate(root: Path, name: str) -> Path:
             return candidate
         except FileExistsError:
             n += 1
+        except OSError as err:
+            raise UserError(
+                f"cannot create the run directory {candidate}: {err.strerror or err}; "
+                "choose a writable folder with --trainer.default_root_dir DIR"
+            ) from None
 
 
 def slurm_shared_run_dir(root: Path, name: str) -> Path | None:
     """``root/name/job_<id>`` when this process is one of several tasks ``srun`` started together."""
     job = os.environ.get("SLURM_JOB_ID")
     if job and int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in os.environ:
-        return root / name / f"job_{job}"
+        return experiment_dir(root, name) / f"job_{job}"
     return None
 
 
@@ -168,7 +196,7 @@ def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = 
 
 def newest_resumable(root: Path, name: str) -> Path | None:
     """The newest ``root/name/version_N`` holding a complete resumable checkpoint, if any."""
-    for _, run in reversed(_versions(root / name)):
+    for _, run in reversed(_versions(experiment_dir(root, name))):
         if newest_checkpoint(run) is not None:
             return run
     return None

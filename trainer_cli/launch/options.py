@@ -89,6 +89,8 @@ class SlurmOptions:
         for key in ("cpus_per_task", "signal_delay_s"):
             if getattr(self, key) < 1:
                 problems.append(f"--slurm.{key} {getattr(self, key)}: must be 1 or more")
+        if str(self.time).strip().upper() not in NO_TIME_LIMIT and time_limit_s(self.time) is None:
+            problems.append(f"--slurm.time {self.time}: not a time limit sbatch takes; use {TIME_FORMATS}, e.g. 04:00:00")
         if self.max_restarts < 0:
             problems.append(f"--slurm.max_restarts {self.max_restarts}: must be 0 or more")
         if self.cv_folds is not None and self.cv_folds < 2:
@@ -121,17 +123,25 @@ class SlurmOptions:
         return self.python or os.path.abspath(sys.executable)
 
 
+TIME_FORMATS = "MINUTES, MINUTES:SECONDS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
+NO_TIME_LIMIT = ("INFINITE", "UNLIMITED")
+
+
 def time_limit_s(text: str) -> int | None:
-    """Seconds of an sbatch ``--time`` value (MINUTES, MINUTES:SECONDS, HH:MM:SS, D-HH, D-HH:MM,
-    D-HH:MM:SS); None for anything else (sbatch judges it)."""
-    days, _, rest = str(text).strip().rpartition("-")
+    """Seconds of an sbatch ``--time`` value (one of :data:`TIME_FORMATS`, minutes and seconds below
+    60, hours below 24 after a day count); None for anything else, ``INFINITE`` included."""
+    days, sep, rest = str(text).strip().rpartition("-")
     parts = rest.split(":")
-    if not all(p.isdigit() for p in parts) or (days and not days.isdigit()) or not 1 <= len(parts) <= 3:
+    if (sep and not days.isdigit()) or not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
         return None
     numbers = [int(p) for p in parts]
     if days:  # D-HH, D-HH:MM, D-HH:MM:SS
         hours, minutes, seconds = (numbers + [0, 0])[:3]
+        if hours >= 24 or minutes >= 60 or seconds >= 60:
+            return None
         return ((int(days) * 24 + hours) * 60 + minutes) * 60 + seconds
+    if any(n >= 60 for n in numbers[1:]):  # MM:SS, HH:MM:SS: the later fields are below 60
+        return None
     if len(numbers) == 1:
         return numbers[0] * 60
     if len(numbers) == 2:
@@ -150,7 +160,7 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
         ``(fit_args, slurm_layers, own_flags)``: fit arguments with ``--config`` already expanded
         (for :func:`trainer_cli.cli.parse_config` with ``expand=False``), the Slurm layers in
         command-line order (a dict per config file section, a flag list per flag), and the
-        flags of ``train submit`` itself (``--dry-run``).
+        flags of ``train submit`` itself (``--dry-run``, ``--check``).
 
     Raises:
         UserError: for a missing config file, bad YAML, a ``slurm:`` that is not a mapping, or a
@@ -184,6 +194,8 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
             continue
         if arg in ("--dry-run", "--dry_run"):
             own.append("--dry-run")
+        elif arg == "--check":
+            own.append(arg)
         else:
             note_flag(arg)  # for error messages: a later flag wins over an earlier file
             fit_args.append(arg)

@@ -114,8 +114,9 @@ def derive(trainer: Any, slurm: SlurmOptions) -> Resources:
             the trainer.
     """
     problems: list[str] = []
-    num_nodes = trainer.get("num_nodes") or 1
-    if not isinstance(num_nodes, int) or num_nodes < 1:
+    num_nodes = trainer.get("num_nodes")
+    num_nodes = 1 if num_nodes is None else num_nodes
+    if not isinstance(num_nodes, int) or isinstance(num_nodes, bool) or num_nodes < 1:
         problems.append(f"--trainer.num_nodes {num_nodes!r}: must be a whole number of nodes, 1 or more")
         num_nodes = 1
     devices = _devices_count(trainer.get("devices"), num_nodes, problems)

@@ -28,6 +28,7 @@ from typing import Any
 
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobstate
+from trainer_cli.launch.cluster import check_against_cluster
 from trainer_cli.launch.options import SlurmOptions, parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.render import render
 from trainer_cli.launch.resources import Resources, derive
@@ -40,7 +41,7 @@ JOB_FILE = jobstate.JOB_FILE
 CONFIG_FILE = "config.yaml"
 
 HELP = """\
-usage: train submit [--config FILE ...] [--key.sub value ...] [--slurm.KEY value ...] [--dry-run]
+usage: train submit [--config FILE ...] [--key.sub value ...] [--slurm.KEY value ...] [--dry-run | --check]
 
 Queue `train fit` as a Slurm job (one task per device, multi-node DDP), after composing and
 type-checking the config here. Resources come from the trainer: --nodes = trainer.num_nodes,
@@ -54,6 +55,8 @@ examples:
   train jobs
 
   --dry-run             print the script and the sbatch command; create nothing, queue nothing
+  --check               only check: config, resources and what this cluster's partitions and nodes
+                        offer (scontrol); create nothing, queue nothing
 
 Every `train fit` option is accepted (`train fit --help`). Slurm options (a `slurm:` section in a
 --config file, e.g. configs/slurm/<site>.yaml, or --slurm.KEY flags):
@@ -63,9 +66,9 @@ Every `train fit` option is accepted (`train fit --help`). Slurm options (a `slu
 
 def _next_run_dir(root: Path, name: str) -> Path:
     """The directory :func:`trainer_cli.rundir.allocate` would create next, without creating it."""
-    from trainer_cli.rundir import _versions
+    from trainer_cli.rundir import _versions, experiment_dir
 
-    versions = _versions(root / name)
+    versions = _versions(experiment_dir(root, name))
     return root / name / f"version_{versions[-1][0] + 1 if versions else 0}"
 
 
@@ -76,6 +79,18 @@ def _env(slurm: SlurmOptions) -> dict[str, str]:
     if slurm.nccl_socket_ifname:
         env["NCCL_SOCKET_IFNAME"] = slurm.nccl_socket_ifname
     return env | {str(k): str(v) for k, v in slurm.env.items()}
+
+
+def slurm_filename_pattern(path: Path) -> str:
+    """``path`` as the literal start of an sbatch ``--output`` pattern: ``%`` doubled (else Slurm
+    expands ``%u``, ``%j``... in it and the log lands elsewhere).
+
+    Raises:
+        UserError: for a backslash in the path (it turns off every replacement, ``%j`` included).
+    """
+    if "\\" in str(path):
+        raise UserError(f"run directory {path}: a backslash in the path stops Slurm naming the log by job id; choose a --name or --trainer.default_root_dir without one")
+    return str(path).replace("%", "%%")
 
 
 def script_context(
@@ -93,7 +108,7 @@ def script_context(
         "dependency": dependency,
         "workdir": str(workdir),
         "run_dir": str(run_dir),
-        "log_pattern": str(run_dir / LOG_PATTERN),
+        "log_pattern": slurm_filename_pattern(run_dir) + "/" + LOG_PATTERN,
         "config": str(run_dir / "config.yaml"),
         "python": slurm.python_executable,
         "env": _env(slurm),
@@ -219,6 +234,10 @@ def plan(args: list[str], dry_run: bool) -> Plan:
 
     parser, config = parse_config("fit", fit_args, expand=False)
     resources = derive(config.trainer, slurm)
+    if not dry_run:  # a dry run may be for another cluster: `--check` asks this one
+        warning = check_against_cluster(slurm, resources)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
     root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
     job_name = slurm.job_name or config.name
     context = {"slurm": slurm, "resources": resources, "root": root, "job_name": job_name}
@@ -266,6 +285,8 @@ def main(args: list[str]) -> int:
     if any(a in ("-h", "--help") for a in args):
         print(HELP + slurm_help())
         return 0
+    if "--check" in args:
+        return check(args)
     dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
     job = plan(args, dry_run)
     warning = job.slurm.signal_delay_warning()
@@ -284,6 +305,26 @@ def main(args: list[str]) -> int:
         print(f"# the sbatch command (not run):\n{shlex.join(['sbatch', '--parsable', *job.sbatch_options, str(job.script)])}")
         return 0
     return submit(job)
+
+
+def check(args: list[str]) -> int:
+    """``train submit --check ARGS``: every check of a submission (config, resources, the cluster's
+    partitions and nodes), nothing written or queued; returns 0 when the job would be accepted.
+
+    Raises:
+        UserError: for the first kind of problem found, naming each value (as a submission would).
+    """
+    job = plan(args, dry_run=True)
+    warning = check_against_cluster(job.slurm, job.resources)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    res = job.resources
+    print(
+        f"check passed{' (config and resources only)' if warning else ''}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), "
+        f"{res.gpus_per_node} GPU(s) and {job.slurm.cpus_per_task * res.ntasks_per_node} CPU(s) per node, "
+        f"partition {job.slurm.partition or '(default)'}, time {job.slurm.time}; nothing written or queued"
+    )
+    return 0
 
 
 def submit(job: Plan) -> int:

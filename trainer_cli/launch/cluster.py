@@ -1,0 +1,201 @@
+"""A job checked against the cluster it goes to, before anything is written or queued.
+
+Slurm itself refuses an unknown partition or an unsatisfiable request only at sbatch time, and a
+request larger than the partition (more nodes than it has) is accepted and pends forever. So
+``train submit`` asks Slurm first, with two read-only queries, ``scontrol show partition -o``
+and ``scontrol show node -o`` (the same facts ``sinfo`` prints), and refuses with one message
+naming each value and what the cluster offers:
+
+- a partition the cluster does not have (the partitions are listed);
+- more nodes than the partition has (or than its ``MaxNodes``);
+- a time limit over the partition's ``MaxTime``;
+- GPUs per node above the ``gpu`` GRES of the partition's nodes (of ``--slurm.gpu_type`` when set);
+- CPUs per task x tasks per node above the CPUs of the partition's largest node;
+- ``--slurm.mem`` above the memory of the partition's largest node.
+
+Where the queries fail (no Slurm here, the controller unreachable) the checks are skipped with
+one warning: sbatch, if it can run, still judges the job. Accounts and QOS are not checked (they
+need ``sacctmgr`` and accounting, which many clusters do not expose to users).
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass, field
+
+from trainer_cli.errors import UserError
+from trainer_cli.launch.options import SlurmOptions, time_limit_s
+from trainer_cli.launch.resources import Resources
+
+UNLIMITED = {"UNLIMITED", "INFINITE", "NONE"}
+_MEM_UNITS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
+
+
+@dataclass(frozen=True)
+class Node:
+    """One node as ``scontrol show node`` reports it."""
+
+    name: str
+    cpus: int
+    """CPUs (``CPUTot``)."""
+    mem_mb: int
+    """Memory in MB (``RealMemory``)."""
+    gres: str
+    """Generic resources, e.g. ``gpu:a100:8(S:0-1)`` or ``(null)``."""
+    partitions: tuple[str, ...]
+
+    def gpus(self, gpu_type: str | None = None) -> int:
+        """GPUs of the node (of ``gpu_type`` when given) from its GRES."""
+        total = 0
+        for entry in self.gres.split(","):
+            parts = re.sub(r"\(.*?\)", "", entry).split(":")
+            if parts[0] != "gpu" or len(parts) < 2 or not parts[-1].isdigit():
+                continue
+            kind = parts[1] if len(parts) == 3 else None
+            if gpu_type is None or kind == gpu_type:
+                total += int(parts[-1])
+        return total
+
+
+@dataclass(frozen=True)
+class Partition:
+    """One partition as ``scontrol show partition`` reports it."""
+
+    name: str
+    default: bool
+    total_nodes: int
+    max_nodes: int | None
+    """``MaxNodes`` per job; None: unlimited."""
+    max_time_s: int | None
+    """``MaxTime`` in seconds; None: unlimited."""
+    nodes: list[Node] = field(default_factory=list)
+
+
+def _fields(line: str) -> dict[str, str]:
+    out = {}
+    for word in line.split():
+        key, sep, value = word.partition("=")
+        if sep:
+            out[key] = value
+    return out
+
+
+def _query(*args: str) -> list[dict[str, str]]:
+    proc = subprocess.run(["scontrol", "show", *args, "-o"], capture_output=True, text=True, timeout=20)
+    if proc.returncode != 0:
+        raise RuntimeError((proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1])
+    return [_fields(line) for line in proc.stdout.splitlines() if line.strip()]
+
+
+def _limit(value: str | None) -> int | None:
+    return None if value is None or value.upper() in UNLIMITED or not value.isdigit() else int(value)
+
+
+def read_cluster() -> list[Partition]:
+    """The cluster's partitions with their nodes.
+
+    Raises:
+        RuntimeError: when Slurm cannot be asked (no ``scontrol``, controller unreachable).
+    """
+    if shutil.which("scontrol") is None:
+        raise RuntimeError("scontrol not found")
+    nodes = [
+        Node(
+            name=n.get("NodeName", "?"),
+            cpus=int(n.get("CPUTot", "0") or 0),
+            mem_mb=int(n.get("RealMemory", "0") or 0),
+            gres=n.get("Gres", "(null)"),
+            partitions=tuple(p for p in n.get("Partitions", "").split(",") if p),
+        )
+        for n in _query("node")
+    ]
+    partitions = []
+    for p in _query("partition"):
+        name = p.get("PartitionName", "?")
+        max_time = p.get("MaxTime", "UNLIMITED")
+        partitions.append(Partition(
+            name=name,
+            default=p.get("Default") == "YES",
+            total_nodes=int(p.get("TotalNodes", "0") or 0),
+            max_nodes=_limit(p.get("MaxNodes")),
+            max_time_s=None if max_time.upper() in UNLIMITED else time_limit_s(max_time),
+            nodes=[n for n in nodes if name in n.partitions],
+        ))
+    return partitions
+
+
+def mem_mb(text: str) -> int | None:
+    """MB of an sbatch ``--mem`` value (``64G``, ``500M``, ``1T``, a bare number is MB); None if unreadable."""
+    match = re.fullmatch(r"(\d+)([KMGT]?)B?", str(text).strip().upper())
+    if not match:
+        return None
+    return int(int(match.group(1)) * _MEM_UNITS_MB[match.group(2) or "M"])
+
+
+def problems_with(partitions: list[Partition], slurm: SlurmOptions, resources: Resources) -> list[str]:
+    """What the cluster cannot give this job, one line each (empty: it fits)."""
+    names = [p.name + (" (default)" if p.default else "") for p in partitions]
+    if slurm.partition:
+        chosen = next((p for p in partitions if p.name == slurm.partition), None)
+        if chosen is None:
+            return [f"--slurm.partition {slurm.partition}: this cluster has no such partition; it has {', '.join(names) or 'none'}"]
+    else:
+        chosen = next((p for p in partitions if p.default), None)
+        if chosen is None:
+            return [] if not partitions else [f"this cluster has no default partition: choose one with --slurm.partition ({', '.join(names)})"]
+    where = f"partition {chosen.name}"
+    problems = []
+    nodes_limit = min(chosen.total_nodes, chosen.max_nodes or chosen.total_nodes)
+    if resources.nodes > nodes_limit:
+        problems.append(f"--trainer.num_nodes {resources.nodes}: {where} has {nodes_limit} node(s) for a job; use at most {nodes_limit}")
+    limit_s = time_limit_s(slurm.time)
+    if chosen.max_time_s is not None and limit_s is not None and limit_s > chosen.max_time_s:
+        problems.append(f"--slurm.time {slurm.time}: over the MaxTime of {where} ({chosen.max_time_s // 60} min); use a shorter time or another partition")
+    if not chosen.nodes:
+        return problems
+    if resources.gpus_per_node:
+        most = max(n.gpus(slurm.gpu_type) for n in chosen.nodes)
+        if resources.gpus_per_node > most:
+            kind = f" {slurm.gpu_type}" if slurm.gpu_type else ""
+            problems.append(
+                f"--trainer.devices {resources.gpus_per_node} GPUs per node: the nodes of {where} have at most {most}{kind} GPU(s)"
+                f"; use --trainer.devices {most} or fewer (and more --trainer.num_nodes)"
+            )
+    cpus = slurm.cpus_per_task * resources.ntasks_per_node
+    most_cpus = max(n.cpus for n in chosen.nodes)
+    if resources.ntasks_per_node > most_cpus:
+        problems.append(
+            f"--trainer.devices {resources.ntasks_per_node}: one task per device needs {resources.ntasks_per_node} CPUs per node; "
+            f"the nodes of {where} have at most {most_cpus}: use --trainer.devices {most_cpus} or fewer (and more --trainer.num_nodes)"
+        )
+    elif cpus > most_cpus:
+        problems.append(
+            f"--slurm.cpus_per_task {slurm.cpus_per_task} x {resources.ntasks_per_node} task(s) per node = {cpus} CPUs: "
+            f"the nodes of {where} have at most {most_cpus}; use --slurm.cpus_per_task {max(most_cpus // resources.ntasks_per_node, 1)} or fewer"
+        )
+    wanted_mb = mem_mb(slurm.mem) if slurm.mem else None
+    most_mb = max(n.mem_mb for n in chosen.nodes)
+    if wanted_mb is not None and most_mb > 0 and wanted_mb > most_mb:
+        problems.append(f"--slurm.mem {slurm.mem}: the nodes of {where} have at most {most_mb} MB")
+    return problems
+
+
+def check_against_cluster(slurm: SlurmOptions, resources: Resources) -> str | None:
+    """Refuse a job the cluster cannot run (see the module docstring).
+
+    Returns:
+        A warning when Slurm could not be asked (the checks were skipped), else None.
+
+    Raises:
+        UserError: naming every value the cluster cannot give, with what it offers.
+    """
+    try:
+        partitions = read_cluster()
+    except (RuntimeError, OSError, subprocess.SubprocessError, ValueError) as err:
+        return f"could not ask Slurm about its partitions and nodes ({err}): the job is not checked against the cluster"
+    problems = problems_with(partitions, slurm, resources)
+    if problems:
+        raise UserError("the cluster cannot run this job:\n  " + "\n  ".join(problems))
+    return None
