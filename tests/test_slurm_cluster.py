@@ -9,7 +9,9 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import re
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -364,3 +366,67 @@ def test_percent_in_the_name_is_not_expanded_by_slurm(slurm_cluster: None, tmp_p
         assert jobs.main(["--root", str(tmp_path)]) == 0
     line = next(row for row in out.getvalue().splitlines() if row.startswith(job_id + " "))
     assert "COMPLETED" in line and str(run_dir / f"slurm-{job_id}.log") in line
+
+
+PROBE = (
+    '{% extends "ddp.sbatch.j2" %}\n{% block run %}\n'
+    'echo "epoch 1/1  train/loss 0.5000  val/loss 0.4000  val/acc 0.7500  0.1 s"\nsleep "${PROBE_SLEEP_S:-0}"\n{% endblock %}\n'
+)
+
+
+def test_train_jobs_asks_slurm_once_for_20_jobs_then_tails_and_cancels(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """20 submitted jobs (a probe template that prints an epoch line; one sleeps): `train jobs`
+    calls scontrol once and sacct at most once (counted by wrappers in front of the real
+    commands), shows every job with its progress; a registry entry whose id Slurm reused for
+    another run's job is not given that job's state; `train cancel RUN` cancels the sleeping job and
+    `train jobs --tail RUN` prints its log and stops once the job has ended."""
+    template = tmp_path / "probe.sbatch.j2"
+    template.write_text(PROBE)
+    root = tmp_path / "runs"
+    submitted = []
+    for i in range(20):
+        env = json.dumps({"PROBE_SLEEP_S": "300" if i == 0 else "0"})
+        code, out = train_submit(
+            "--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(root), "--name", f"probe{i}",
+            "--slurm.template", str(template), "--slurm.env", env, "--slurm.time", "00:10:00",
+        )
+        assert code == 0, out
+        submitted.append(job_id_from(out))
+    for job_id in submitted[1:]:
+        assert wait_for_state(job_id, timeout_s=120) == "COMPLETED"
+    sleeper, sleeper_run = submitted[0], root / "probe0" / "version_0"
+    wait_for_state(sleeper, {"RUNNING"}, timeout_s=120)
+    # an older entry of the registry whose id Slurm has since given to another run's job
+    other = tmp_path / "old_cluster_run"
+    other.mkdir()
+    (other / "job.json").write_text(json.dumps({"job_id": sleeper, "state": "COMPLETED", "restarts": 1}))
+    with open(root / jobs.REGISTRY_NAME, "a") as registry:
+        registry.write(json.dumps({"job_id": sleeper, "job_name": "old", "run_dir": str(other)}) + "\n")
+
+    bin_dir, calls = tmp_path / "bin", tmp_path / "calls.txt"
+    bin_dir.mkdir()
+    for command in ("scontrol", "sacct", "squeue"):
+        real = shutil.which(command)
+        assert real is not None
+        (bin_dir / command).write_text(f'#!/bin/sh\necho {command} >> "{calls}"\nexec "{real}" "$@"\n')
+        (bin_dir / command).chmod(0o755)
+    done = run_train("jobs", "--root", str(root), "--last", "50", env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    assert done.returncode == 0, done.stderr[-3000:]
+    made = calls.read_text().split()
+    assert made.count("scontrol") == 1 and made.count("sacct") <= 1 and "squeue" not in made, made
+    rows = {line.split()[0] + " " + line.split()[-2]: line for line in done.stdout.splitlines()[1:]}  # job id, name
+    assert len(rows) == 21, done.stdout
+    assert all("COMPLETED" in rows[f"{j} probe{i}"] and "epoch 1/1 val/loss 0.4000 val/acc 0.7500" in rows[f"{j} probe{i}"]
+               for i, j in enumerate(submitted) if i), done.stdout
+    assert "RUNNING" in rows[f"{sleeper} probe0"], done.stdout
+    assert rows[f"{sleeper} old"].split()[1:3] == ["COMPLETED", "1"], "a reused id is matched on the job's script, not the id alone"
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert jobs.cancel([str(sleeper_run), "--root", str(root)]) == 0
+    assert f"cancelled job(s) {sleeper}" in out.getvalue()
+    assert wait_for_state(sleeper, timeout_s=60) == "CANCELLED"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert jobs.main(["--root", str(root), "--tail", str(sleeper_run)]) == 0
+    assert "epoch 1/1  train/loss 0.5000" in out.getvalue()

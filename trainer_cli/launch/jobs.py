@@ -1,33 +1,50 @@
-"""``train jobs``: the runs submitted from here, with their Slurm job ids and states.
+"""``train jobs`` and ``train cancel``: the runs submitted from here, their Slurm jobs and states.
 
-``train submit`` appends one JSON line per job to ``<trainer.default_root_dir>/submissions.jsonl``
-(default ``runs/``). States come from ``squeue`` for queued and running jobs and from
-``scontrol show job`` for finished ones (kept by Slurm for ``MinJobAge``, 300 s by default), then
-``sacct`` where accounting is on. Once Slurm has forgotten a job, its state and restart count are
-the ones the job recorded in ``<run>/job.json`` (:mod:`trainer_cli.launch.jobstate`).
+``train submit`` appends one JSON line per run to ``<trainer.default_root_dir>/submissions.jsonl``
+(default ``runs/``). ``train jobs`` asks Slurm once per call, whatever the number of jobs:
+``scontrol show job -o`` (every job the controller still knows: queued, running, and finished ones
+for ``MinJobAge``, 300 s by default) and, only for the jobs it no longer knows, one
+``sacct -j id1,id2,...`` where accounting is on. A job id Slurm reuses (a fresh state directory
+counts from 1 again) is matched on the script the job runs (``<run>/submit.sbatch``), never on the
+id alone. Once Slurm has forgotten a job, its state and restarts are the ones the job recorded in
+``<run>/job.json`` (:mod:`trainer_cli.launch.jobstate`). Per job the table shows state, restarts,
+elapsed time, the last epoch line of its log (``epoch 3/10 ... val/acc 0.9850``) and the log path.
+
+``train jobs --tail RUN`` prints a run's log and follows it while the job is queued or running;
+``train cancel RUN`` cancels every job of a run (fit, test, a cross-validation array and its
+aggregate job). RUN is a run directory or a job id.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import re
 import shutil
 import subprocess
+import sys
+import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobstate
+from trainer_cli.launch.options import time_limit_s
 
 REGISTRY_NAME = "submissions.jsonl"
 DEFAULT_ROOT = "runs"
 UNKNOWN = "UNKNOWN"
+# the job-id keys of a registry record, with the script each job runs and its label in the table
+JOB_KEYS = (("job_id", "submit.sbatch", ""), ("test_job_id", "test.sbatch", " (test)"), ("aggregate_job_id", "cv_aggregate.sbatch", " (cv aggregate)"))
+ACTIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "REQUEUE_HOLD", "REQUEUE_FED"}
+TAIL_BYTES = 16384  # of a log read for its last epoch line
 
 
 def register(root: Path, record: dict[str, Any]) -> None:
     """Append a submitted job to ``root``'s registry."""
     root.mkdir(parents=True, exist_ok=True)
-    keep = ("job_id", "test_job_id", "job_name", "run_dir", "log", "submitted")
+    keep = ("job_id", "test_job_id", "aggregate_job_id", "job_name", "run_dir", "log", "submitted")
     with open(root / REGISTRY_NAME, "a") as registry:
         registry.write(json.dumps({k: record.get(k) for k in keep}) + "\n")
 
@@ -47,75 +64,210 @@ def read_registry(root: Path) -> list[dict[str, Any]]:
 
 
 def _run(cmd: list[str]) -> str:
+    """stdout of ``cmd``; empty when it is missing, fails or hangs."""
     if shutil.which(cmd[0]) is None:
         return ""
     try:
-        return subprocess.run(cmd, capture_output=True, text=True, timeout=30).stdout
+        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.SubprocessError):
         return ""
+    return proc.stdout if proc.returncode == 0 else ""
 
 
-def job_state(job_id: str) -> str:
-    """Slurm's state of ``job_id`` (PENDING, RUNNING, COMPLETED, FAILED, ...), or UNKNOWN once forgotten."""
-    state = _run(["squeue", "-h", "-j", job_id, "-o", "%T"]).strip()
-    if state:
-        return state.splitlines()[0]
-    for field in _run(["scontrol", "show", "job", job_id]).split():
-        if field.startswith("JobState="):
-            return field.split("=", 1)[1]
-    state = _run(["sacct", "-n", "-X", "-P", "-j", job_id, "-o", "State"]).strip()
-    return state.splitlines()[0] if state else UNKNOWN
+@dataclass
+class JobStatus:
+    """What Slurm (or the run directory) says of one job."""
+
+    state: str = UNKNOWN
+    restarts: int = 0
+    elapsed: str = "-"
+    source: str = "none"
+    """Where the figures came from: scontrol, sacct, job.json or none."""
 
 
-def restart_count(job_id: str) -> int | None:
-    """How many times Slurm has restarted ``job_id`` (requeues), None once Slurm has forgotten it."""
-    for field in _run(["scontrol", "show", "job", job_id]).split():
-        if field.startswith("Restarts="):
-            return int(field.split("=", 1)[1])
-    return None
+def _fields(line: str) -> dict[str, str]:
+    out = {}
+    for word in line.split():
+        key, sep, value = word.partition("=")
+        if sep and key not in out:
+            out[key] = value
+    return out
 
 
-def state_and_restarts(job_id: str, run_dir: Path) -> tuple[str, int]:
-    """``job_id``'s state and restart count: Slurm's while it knows the job, else what the job
-    recorded in ``run_dir/job.json`` (state UNKNOWN, 0 restarts when neither knows)."""
-    state, restarts = job_state(job_id), restart_count(job_id)
+def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus]:
+    """Status of each ``(job id, script it runs)``, keyed so: one ``scontrol show job -o`` call for
+    all, and one ``sacct`` call for the ids the controller has forgotten (where accounting is on).
+    An id whose Slurm job runs another script (a reused id) is not that job. Array jobs: the tasks'
+    states are summed up (``RUNNING x2, PENDING x1``)."""
+    wanted = {(job_id, str(script)) for job_id, script in jobs}
+    ids = {job_id for job_id, _ in wanted}
+    found: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for line in _run(["scontrol", "show", "job", "-o"]).splitlines():
+        f = _fields(line)
+        key = (f.get("ArrayJobId") if f.get("ArrayJobId") in ids else f.get("JobId", ""), f.get("Command", ""))
+        if key in wanted:
+            found.setdefault(key, []).append(f)
+    out = {key: _summarise(entries) for key, entries in found.items()}
+    missing = {job_id: script for job_id, script in wanted if (job_id, script) not in out}
+    if missing:  # sacct has no script to match on: its rows are taken for ids scontrol no longer knows
+        text = _run(["sacct", "-X", "-n", "-P", "-j", ",".join(sorted(missing)), "-o", "JobIDRaw,State,Elapsed"])
+        rows: dict[str, list[dict[str, str]]] = {}
+        for line in text.splitlines():
+            raw, state, elapsed = (line.split("|") + ["", "", ""])[:3]
+            job_id = raw.split("_")[0]
+            if job_id in missing and not any(k[0] == job_id for k in out):
+                rows.setdefault(job_id, []).append({"JobState": state.split()[0] if state else UNKNOWN, "RunTime": elapsed, "Restarts": "0"})
+        for job_id, entries in rows.items():
+            out[(job_id, missing[job_id])] = _summarise(entries, source="sacct")
+    return out
+
+
+def _summarise(entries: list[dict[str, str]], source: str = "scontrol") -> JobStatus:
+    states = [e.get("JobState", UNKNOWN) for e in entries]
+    if len(entries) == 1:
+        state = states[0]
+    else:
+        state = ", ".join(f"{s} x{states.count(s)}" for s in dict.fromkeys(states))
+    restarts = max(int(e.get("Restarts", "0") or 0) for e in entries)
+    elapsed = max((e.get("RunTime", "-") for e in entries), key=lambda t: time_limit_s(t) or 0)
+    return JobStatus(state, restarts, elapsed, source)
+
+
+def with_run_record(status: JobStatus | None, job_id: str, run_dir: Path) -> JobStatus:
+    """Slurm's status, completed from ``run_dir/job.json`` for a job Slurm no longer knows."""
     recorded = jobstate.read(run_dir)
     if str(recorded.get("job_id")) != job_id:
         recorded = {}
-    if state == UNKNOWN:
+    if status is not None and status.source == "scontrol":
+        return status
+    if recorded:
         state = str(recorded.get("state") or UNKNOWN)
-    if restarts is None:
         restarts = int(recorded.get("restarts") or 0)
-    return state, restarts
+        if status is not None:  # sacct knows the state, the run directory the restarts
+            return JobStatus(status.state, max(restarts, status.restarts), status.elapsed, "sacct")
+        return JobStatus(state, restarts, "-", "job.json")
+    return status or JobStatus()
+
+
+def last_epoch_line(log: Path) -> str:
+    """The last ``epoch N/M ...`` line of a job's log (its progress), shortened; '-' without one."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(f.tell() - TAIL_BYTES, 0))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return "-"
+    lines = [line for line in re.split(r"[\r\n]", text) if line.startswith("epoch ")]
+    if not lines:
+        return "-"
+    words = lines[-1].split()
+    keep = words[:2] + [f"{k} {v}" for k, v in zip(words[2::2], words[3::2]) if k in ("val/acc", "val/loss")]
+    return " ".join(keep)
+
+
+def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
+    """One table row per job of ``records``: job, state, restarts, elapsed, progress, name, log."""
+    jobs = []
+    for rec in records:
+        for key, script, _ in JOB_KEYS:
+            if rec.get(key):
+                jobs.append((str(rec[key]), Path(rec["run_dir"]) / script))
+    slurm = query_slurm(jobs)
+    rows = []
+    for rec in records:
+        run_dir = Path(rec["run_dir"])
+        for key, script, label in JOB_KEYS:
+            job_id = str(rec.get(key) or "")
+            if not job_id:
+                continue
+            log = run_dir / f"slurm-{job_id}.log"
+            status = with_run_record(slurm.get((job_id, str(run_dir / script))), job_id, run_dir)
+            rows.append((job_id, status.state, str(status.restarts), status.elapsed, last_epoch_line(log), f"{rec.get('job_name')}{label}", str(log)))
+    return rows
+
+
+def find_run(root: Path, run: str) -> dict[str, Any]:
+    """The newest registry record of ``run`` (a run directory or one of its job ids).
+
+    Raises:
+        UserError: when no job submitted under ``root`` matches.
+    """
+    records = read_registry(root)
+    target = Path(run).resolve() if not run.isdigit() else None
+    for rec in reversed(records):
+        ids = {str(rec.get(k)) for k, _, _ in JOB_KEYS if rec.get(k)}
+        if run in ids or (target is not None and Path(rec["run_dir"]).resolve() == target):
+            return rec
+    known = ", ".join(sorted({str(r.get("job_id")) for r in records[-10:]})) or "none"
+    raise UserError(f"{run}: no job submitted under {root} has this run directory or job id (recent jobs: {known}); `train jobs` lists them")
+
+
+def tail(root: Path, run: str, poll_s: float = 1.0) -> int:
+    """Print the log of ``run``'s fit job and follow it while the job is queued or running."""
+    rec = find_run(root, run)
+    job_id, run_dir = str(rec["job_id"]), Path(rec["run_dir"])
+    log, script = run_dir / f"slurm-{job_id}.log", run_dir / "submit.sbatch"
+    position = 0
+    while True:
+        if log.is_file():
+            with open(log, "rb") as f:
+                f.seek(position)
+                chunk = f.read()
+                position += len(chunk)
+            sys.stdout.write(chunk.decode(errors="replace"))
+            sys.stdout.flush()
+        status = with_run_record(query_slurm([(job_id, script)]).get((job_id, str(script))), job_id, run_dir)
+        if not any(state in ACTIVE_STATES for state in re.findall(r"[A-Z_]+", status.state)):
+            print(f"[train jobs --tail: job {job_id} is {status.state}]", file=sys.stderr)
+            return 0
+        time.sleep(poll_s)
+
+
+def cancel(args: list[str]) -> int:
+    """``train cancel RUN [--root DIR]``: cancel every job of a run (fit, test, cv array and aggregate).
+
+    Raises:
+        UserError: for an unknown run, or when scancel is missing or refuses.
+    """
+    parser = argparse.ArgumentParser(prog="train cancel", description="Cancel the Slurm jobs of a run submitted with `train submit`.")
+    parser.add_argument("run", help="the run directory or one of its job ids")
+    parser.add_argument("--root", default=DEFAULT_ROOT, help="trainer.default_root_dir the run was submitted with (default: runs)")
+    opts = parser.parse_args(args)
+    rec = find_run(Path(opts.root), opts.run)
+    ids = [str(rec[k]) for k, _, _ in JOB_KEYS if rec.get(k)]
+    if shutil.which("scancel") is None:
+        raise UserError("scancel not found: run `train cancel` where Slurm is installed")
+    proc = subprocess.run(["scancel", *ids], capture_output=True, text=True, timeout=60)
+    if proc.returncode != 0:
+        raise UserError(f"scancel {' '.join(ids)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    print(f"cancelled job(s) {', '.join(ids)} of {rec['run_dir']}")
+    return 0
 
 
 def main(args: list[str]) -> int:
-    """``train jobs [--root DIR] [--last N]``: print a table of submitted jobs; returns the exit code.
+    """``train jobs [--root DIR] [--last N] [--tail RUN]``: print a table of submitted jobs (or
+    follow one run's log); returns the exit code.
 
     Raises:
-        UserError: when ``--root`` is not a directory.
+        UserError: when ``--root`` is not a directory, or ``--tail`` names no submitted run.
     """
     parser = argparse.ArgumentParser(prog="train jobs", description=__doc__.split("\n")[0])
     parser.add_argument("--root", default=DEFAULT_ROOT, help="trainer.default_root_dir the jobs were submitted with (default: runs)")
-    parser.add_argument("--last", type=int, default=20, help="show the newest N jobs (default: 20)")
+    parser.add_argument("--last", type=int, default=20, help="show the newest N runs (default: 20)")
+    parser.add_argument("--tail", metavar="RUN", help="print RUN's log (a run directory or job id) and follow it while the job runs")
     opts = parser.parse_args(args)
     root = Path(opts.root)
     if not root.is_dir():
         raise UserError(f"--root {root}: no such directory (submit a job first, or name the trainer.default_root_dir you used)")
+    if opts.tail:
+        return tail(root, opts.tail)
     records = read_registry(root)[-opts.last :]
     if not records:
         print(f"no jobs submitted under {root}")
         return 0
-    rows = [("JOB", "STATE", "RESTARTS", "NAME", "RUN DIRECTORY / LOG")]
-    for rec in records:
-        for key, suffix in (("job_id", ""), ("test_job_id", " (test)")):
-            job_id = rec.get(key)
-            if not job_id:
-                continue
-            log = str(Path(rec["run_dir"]) / f"slurm-{job_id}.log")
-            state, restarts = state_and_restarts(str(job_id), Path(rec["run_dir"]))
-            rows.append((str(job_id), state, str(restarts), f"{rec.get('job_name')}{suffix}", f"{rec['run_dir']}  {log}"))
-    widths = [max(len(r[i]) for r in rows) for i in range(4)]
+    rows = [("JOB", "STATE", "RESTARTS", "ELAPSED", "PROGRESS", "NAME", "LOG"), *job_rows(records)]
+    widths = [max(len(r[i]) for r in rows) for i in range(6)]
     for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[4])
+        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[6])
     return 0
