@@ -21,6 +21,7 @@ import torch
 from torch.optim import Optimizer
 
 from trainer_cli.errors import UserError, did_you_mean
+from trainer_cli.imports import import_class
 
 EPS = 1e-12
 
@@ -31,8 +32,6 @@ def resolve_optimizer_class(name: str) -> type[Optimizer]:
     Raises:
         UserError: when ``name`` names no optimizer class.
     """
-    from trainer_cli.optim.configure import import_class
-
     try:
         cls = import_class(name) if "." in name else getattr(torch.optim, name)
     except (ImportError, AttributeError):
