@@ -164,6 +164,7 @@ def test_sam_step_evaluates_twice_at_distance_rho_and_steps_with_the_perturbed_g
     perturbed = g * 0.5 / g.norm()
     assert torch.allclose(visited[1] - visited[0], perturbed)
     assert (visited[1] - visited[0]).norm().item() == pytest.approx(0.5)
+    assert opt.last_perturbation_norm == pytest.approx(0.5)  # kept on the device, read back on demand
     assert torch.allclose(w.detach(), -0.1 * (perturbed - target))  # SGD step with the gradient at w + e(w)
 
 
