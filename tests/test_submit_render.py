@@ -16,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DIGITS, REPO, run_train
 from slurm_support import LOCAL_PROFILE, slurm_cluster, train_submit  # noqa: F401 - session fixture
+from support import CONFIGS, DIGITS, run_train
 from trainer_cli.errors import UserError
 from trainer_cli.launch.render import quote_directive
 from trainer_cli.launch.submit import plan
 
 GOLDEN = Path(__file__).parent / "golden"
-CIFAR = str(REPO / "configs" / "experiment" / "cifar10_resnet18.yaml")
-GPU_PROFILE = str(REPO / "configs" / "slurm" / "example_gpu.yaml")
+CIFAR = str(CONFIGS / "experiment" / "cifar10_resnet18.yaml")
+GPU_PROFILE = str(CONFIGS / "slurm" / "example_gpu.yaml")
 PYTHON = ["--slurm.python", "/opt/env/bin/python"]
 
 CASES = {

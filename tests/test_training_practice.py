@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 from practice_support import (
-    CONFIGS,
-    DIGITS,
     BatchProbe,
     ClippedGradProbe,
     EpochSnapshots,
@@ -24,6 +22,7 @@ from practice_support import (
     per_step,
     short_run,
 )
+from support import CONFIGS, DIGITS
 
 from trainer_cli.__main__ import main
 from trainer_cli.callbacks.non_finite import NonFiniteLoss
