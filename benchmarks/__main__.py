@@ -12,7 +12,8 @@ import sys
 import time
 from pathlib import Path
 
-from benchmarks.common import RESULTS, ROOT, machine, write_result
+from benchmarks.common import RESULTS, machine, write_result
+from tests.support import REPO
 
 NAMES = ("overhead", "startup", "datapath", "gpu")
 
@@ -43,7 +44,7 @@ def main(argv: list[str] | None = None) -> int:
     if not args.smoke:
         from benchmarks.report import rows, update_readme
 
-        update_readme(ROOT / "benchmarks" / "README.md", out)
+        update_readme(REPO / "benchmarks" / "README.md", out)
         print("\n".join(rows(out)))
     return 0
 

@@ -11,9 +11,9 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = ROOT / "benchmarks" / "results"
-DIGITS = ROOT / "configs" / "experiment" / "digits.yaml"
+from tests.support import REPO
+
+RESULTS = REPO / "benchmarks" / "results"
 
 
 def machine() -> dict[str, Any]:

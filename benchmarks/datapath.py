@@ -13,7 +13,6 @@ cost of the transforms does not depend on the content).
 
 from __future__ import annotations
 
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -21,15 +20,13 @@ from typing import Any
 
 import torch
 
-from benchmarks.common import ROOT, alternate, medians
+from benchmarks.common import alternate, medians
+from tests.support import write_fake_cifar10
 
 BATCH = 256
 
 
 def _fake_cifar10(root: Path, n_train: int) -> Path:
-    sys.path.insert(0, str(ROOT))
-    from tests.cifar_support import write_fake_cifar10
-
     return write_fake_cifar10(root, n_train=n_train, n_test=BATCH)
 
 

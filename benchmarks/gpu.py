@@ -10,7 +10,6 @@ so that it is known to work; its figures say nothing about GPU speed.
 from __future__ import annotations
 
 import json
-import sys
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -19,11 +18,12 @@ import torch
 from torch import nn
 
 from benchmarks import clock
-from benchmarks.common import ROOT, alternate, medians
+from benchmarks.common import alternate, medians
 from benchmarks.overhead import NO_VAL, RESNET_MAX_LR, SGD, run_fit
 from benchmarks.synthetic import random_batch
+from tests.support import CONFIGS, write_fake_cifar10
 
-FAST = ROOT / "configs" / "experiment" / "cifar10_fast.yaml"
+FAST = CONFIGS / "experiment" / "cifar10_fast.yaml"
 
 
 def settings(smoke: bool) -> dict[str, Any]:
@@ -92,9 +92,6 @@ def run(smoke: bool = False) -> dict[str, Any]:
     from trainer_cli.data import CIFAR10DataModule
 
     cfg = settings(smoke)
-    sys.path.insert(0, str(ROOT))
-    from tests.cifar_support import write_fake_cifar10
-
     results: dict[str, Any] = {"settings": cfg}
     with tempfile.TemporaryDirectory() as tmp:
         data_dir = write_fake_cifar10(Path(tmp), n_train=cfg["n_train"], n_test=cfg["batch_size"])

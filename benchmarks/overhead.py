@@ -23,8 +23,9 @@ import torch
 from torch import nn
 
 from benchmarks import clock
-from benchmarks.common import DIGITS, ROOT, alternate, medians
+from benchmarks.common import alternate, medians
 from benchmarks.synthetic import SyntheticImages
+from tests.support import CONFIGS, DIGITS
 
 DIGITS_BATCH = 64
 DIGITS_LR, DIGITS_WD = 0.01, 0.01  # configs/experiment/digits.yaml (AdamW) and configs/optimizer/adamw.yaml
@@ -80,7 +81,7 @@ def digits_sides(steps: int, warmup: int) -> dict[str, Any]:
         return clock.step_stats(plain_loop(model, loader, opt, sched, steps, torch.device("cpu")), warmup, DIGITS_BATCH)
 
     def fit() -> dict[str, float]:
-        args = ["--config", str(DIGITS), "--config", str(ROOT / "configs" / "model" / "mlp.yaml"), "--trainer.max_steps", str(steps), *NO_VAL]
+        args = ["--config", DIGITS, "--config", str(CONFIGS / "model" / "mlp.yaml"), "--trainer.max_steps", str(steps), *NO_VAL]
         return clock.step_stats(run_fit(args), warmup, DIGITS_BATCH)
 
     return {"plain_loop": loop, "train_fit": fit}
@@ -102,7 +103,7 @@ def resnet_sides(steps: int, warmup: int, batch_size: int, cifar_stem: bool) -> 
     def fit() -> dict[str, float]:
         data = json.dumps({"class_path": "benchmarks.synthetic.SyntheticImages", "init_args": {"batch_size": batch_size, "steps": steps}})
         args = [
-            "--config", str(ROOT / "configs" / "experiment" / "cifar10_resnet18.yaml"), "--data", data,
+            "--config", str(CONFIGS / "experiment" / "cifar10_resnet18.yaml"), "--data", data,
             "--model.init_args.cifar_stem", str(cifar_stem).lower(), "--trainer.max_steps", str(steps),
             "--trainer.accelerator", device.type, "--trainer.devices", "1", *NO_VAL,
         ]

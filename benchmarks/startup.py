@@ -17,7 +17,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.common import DIGITS, ROOT, alternate, medians
+from benchmarks.common import alternate, medians
+from tests.support import DIGITS, REPO
 
 FIRST_STEP_MARK = "BENCH_FIRST_STEP_DONE_AT"
 TORCH_IMPORT = re.compile(r"^import time:.*\|\s*torch$", re.M)  # python -X importtime's line for torch
@@ -31,14 +32,14 @@ def _env(extra: dict[str, str] | None = None) -> dict[str, str]:
 def wall_time(cmd: list[str], env: dict[str, str] | None = None) -> dict[str, float]:
     """Whole-process wall time of ``cmd`` in seconds (exit code kept: a missing verb shows)."""
     t0 = time.perf_counter()
-    done = subprocess.run(cmd, cwd=ROOT, env=_env(env), capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=REPO, env=_env(env), capture_output=True, text=True)
     return {"wall_s": time.perf_counter() - t0, "returncode": float(done.returncode)}
 
 
 def time_to_first_step(cmd: list[str]) -> dict[str, float]:
     """Seconds from process launch until it prints that its first optimizer step is done."""
     t0 = time.time()
-    done = subprocess.run(cmd, cwd=ROOT, env=_env(), capture_output=True, text=True)
+    done = subprocess.run(cmd, cwd=REPO, env=_env(), capture_output=True, text=True)
     found = re.search(FIRST_STEP_MARK + r" ([0-9.]+)", done.stdout)  # (a progress bar may share the line)
     if found:
         return {"first_step_s": float(found.group(1)) - t0}
@@ -49,7 +50,7 @@ def imports_torch(argv: list[str], env: dict[str, str] | None = None) -> bool:
     """Whether ``train ARGV`` imports torch: the same command, in a fresh interpreter, under
     ``python -X importtime`` (whatever way it exits)."""
     cmd = [sys.executable, "-X", "importtime", "-m", "trainer_cli", *argv]
-    err = subprocess.run(cmd, cwd=ROOT, env=_env(env), capture_output=True, text=True).stderr
+    err = subprocess.run(cmd, cwd=REPO, env=_env(env), capture_output=True, text=True).stderr
     return TORCH_IMPORT.search(err) is not None
 
 
@@ -61,7 +62,7 @@ def run(smoke: bool = False) -> dict[str, Any]:
         "train ls": ["ls"],
         "train fit --help (built)": ["fit", "--help"],
         "train fit --help (cached)": ["fit", "--help"],
-        "train submit --dry-run": ["submit", "--config", str(DIGITS), "--dry-run"],
+        "train submit --dry-run": ["submit", "--config", DIGITS, "--dry-run"],
     }
     if smoke:  # the priming call below builds the help once: enough to show it works
         del verbs["train fit --help (built)"]
@@ -76,10 +77,10 @@ def run(smoke: bool = False) -> dict[str, Any]:
             launcher[name]["available"] = launcher[name].pop("returncode") == 0
             launcher[name]["imports_torch"] = imports_torch(argv, envs[name]) if launcher[name]["available"] else None
         fit = [
-            *train, "fit", "--config", str(DIGITS), "--trainer.max_steps", "1", "--trainer.default_root_dir", str(Path(tmp) / "runs"),
+            *train, "fit", "--config", DIGITS, "--trainer.max_steps", "1", "--trainer.default_root_dir", str(Path(tmp) / "runs"),
             "--trainer.callbacks+=benchmarks.clock.FirstStepClock",
         ]
-        plain = [sys.executable, str(ROOT / "benchmarks" / "plain_first_step.py")]
+        plain = [sys.executable, str(REPO / "benchmarks" / "plain_first_step.py")]
         runs = alternate({"plain_script": lambda: time_to_first_step(plain), "train_fit": lambda: time_to_first_step(fit)}, repeats)
     first = {name: medians(r) for name, r in runs.items()}
     return {

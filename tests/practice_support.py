@@ -12,12 +12,9 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 
+from support import CONFIGS, DIGITS
 from trainer_cli import rundir
 from trainer_cli.models import ImageClassifier
-
-REPO = Path(__file__).resolve().parents[1]
-CONFIGS = REPO / "configs"
-DIGITS = str(CONFIGS / "experiment" / "digits.yaml")
 
 
 def cfg(group_file: str) -> str:

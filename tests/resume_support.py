@@ -11,7 +11,7 @@ from typing import Any, Callable
 
 import torch
 
-from conftest import REPO
+from support import REPO
 
 
 def start_train(*args: str, cwd: Path = REPO) -> subprocess.Popen[str]:

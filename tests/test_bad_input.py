@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DIGITS, REPO, quiet_args, run_train
+from support import CONFIGS, DIGITS, REPO, quiet_args, run_train
 from trainer_cli.__main__ import VERBS
 
 SUPPORT = Path(__file__).with_name("bad_input_support.py")
@@ -144,7 +144,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     table = case_table(tmp, root, run)
     work = tmp / "cwd"
     work.mkdir()
-    (work / "configs").symlink_to(REPO / "configs")
+    (work / "configs").symlink_to(CONFIGS)
     cases = {name: {"argv": argv, "cwd": str(work)} for name, (argv, _) in table.items()}
     (tmp / "cases.json").write_text(json.dumps(cases))
     before = tree(run)

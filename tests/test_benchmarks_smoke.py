@@ -7,7 +7,7 @@ import json
 import subprocess
 import sys
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 
 def test_benchmarks_smoke_run_writes_every_result(tmp_path) -> None:

@@ -5,13 +5,12 @@ from __future__ import annotations
 import torch
 import yaml
 
-from tests.cifar_support import write_fake_cifar10
-from tests.conftest import REPO, run_train
+from tests.support import CONFIGS, run_train, write_fake_cifar10
 from trainer_cli.data.batch_augment import crop_flip_normalize, random_crop, random_flip
 from trainer_cli.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD, CIFAR10DataModule
 from trainer_cli.registry import build_backbone
 
-FAST = str(REPO / "configs" / "experiment" / "cifar10_fast.yaml")
+FAST = str(CONFIGS / "experiment" / "cifar10_fast.yaml")
 
 
 def test_random_crop_matches_a_shifted_window_of_the_padded_image() -> None:

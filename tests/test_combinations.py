@@ -24,7 +24,7 @@ Which pairs run (the rule; the whole file costs about 2 minutes of CPU time, one
 
 Every run uses ``limit_train_batches 2``, ``limit_val_batches 1``, ``max_epochs 1``, batch size 8
 and no DataLoader workers. CIFAR-10 and the ImageFolder tree are tiny fakes in the official on-disk
-layouts (``tests/fake_datasets.py``). cifar10_fast runs with ``compile false`` (torch.compile of a
+layouts (``tests/support.py``). cifar10_fast runs with ``compile false`` (torch.compile of a
 ResNet-18 on CPU takes minutes; the summary of a compiled model is skipped by design) and
 imagefolder_finetune at ``image_size 32`` (224 x 224 ResNet-34 steps take seconds on CPU).
 """
@@ -40,10 +40,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import REPO, run_train
-from fake_datasets import write_fake_cifar10, write_image_folder
+from support import CONFIGS, REPO, run_train, write_fake_cifar10, write_image_folder
 
-CONFIGS = REPO / "configs"
 EXPERIMENTS = ("digits", "cifar10_resnet18", "cifar10_fast", "imagefolder_finetune")
 SKIPPED_GROUPS = {"experiment", "slurm"}
 # beyond digits: the model, data and precision files that change what is built or how it computes (not

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DIGITS, REPO, quiet_args
+from support import CONFIGS, DIGITS, quiet_args
 from trainer_cli.__main__ import main
 from trainer_cli.cli import parse_config
 from trainer_cli.compose import expand_config_args
@@ -101,7 +101,7 @@ def test_an_experiment_extending_a_shipped_one_composes_from_a_user_folder(user:
 def test_short_forms_search_config_root_flags_and_the_environment(user: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     cfg = fit_config("--config_root", str(user), "--config", "experiment/mine", "--config=optimizer/adamw")
     assert (cfg.name, cfg.optimizer.init_args.lr) == ("mine", 0.0042)
-    monkeypatch.setenv(ENV_CONFIG_PATH, os.pathsep.join([str(user), str(REPO / "configs")]))
+    monkeypatch.setenv(ENV_CONFIG_PATH, os.pathsep.join([str(user), str(CONFIGS)]))
     assert fit_config("--config", "experiment/mine").optimizer.class_path == "torch.optim.Adam"
     assert fit_config("--config", "experiment/digits").name == "digits"  # bundled short forms still work
     with pytest.raises(UserError, match="--config_root .*nope: not a directory"):

@@ -6,11 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DIGITS, REPO
+from support import CONFIGS, DIGITS
 from trainer_cli.cli import parse_config
 from trainer_cli.listing import config_description
 
-CONFIGS = REPO / "configs"
 # configs/slurm holds `train submit` site profiles, parsed by the submit tests
 GROUP_FILES = sorted(p for p in CONFIGS.glob("*/*.yaml") if p.parent.name not in {"experiment", "slurm"})
 EXPERIMENTS = sorted((CONFIGS / "experiment").glob("*.yaml"))

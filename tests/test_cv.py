@@ -8,7 +8,7 @@ import statistics
 from pathlib import Path
 
 import numpy as np
-from conftest import DIGITS, quiet_args, run_train
+from support import DIGITS, quiet_args, run_train
 from tuning_support import FAST
 
 DIGITS_TRAIN_AND_VAL = 1797 - 270  # all samples minus the held-out test split

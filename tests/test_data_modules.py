@@ -6,10 +6,9 @@ from pathlib import Path
 
 import torch
 
-from conftest import REPO, quiet_args, run_train
-from fake_datasets import write_fake_cifar10, write_image_folder
+from support import CONFIGS, quiet_args, run_train, write_fake_cifar10, write_image_folder
 
-EXPERIMENTS = REPO / "configs" / "experiment"
+EXPERIMENTS = CONFIGS / "experiment"
 
 
 def test_cifar10_resnet18_recipe_runs_on_a_tiny_cifar10(tmp_path: Path) -> None:

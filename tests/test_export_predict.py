@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 import torch
-from conftest import DIGITS, quiet_args, run_train
+from support import DIGITS, quiet_args, run_train
 from tuning_support import train_digits
 
 # the README's plain-PyTorch recipe; fails if anything imports Lightning

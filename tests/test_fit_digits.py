@@ -5,15 +5,12 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from conftest import DIGITS, quiet_args, run_train
+from support import DIGITS, quiet_args, run_train, scalars
 
 
-def scalars(run_dir: Path, tag: str) -> list[float]:
-    acc = EventAccumulator(str(run_dir))
-    acc.Reload()
-    return [event.value for event in acc.Scalars(tag)]
+def values(run_dir: Path, tag: str) -> list[float]:
+    return [event.value for event in scalars(run_dir, tag)]
 
 
 def test_digits_reaches_95_percent_and_writes_run_directory(tmp_path: Path) -> None:
@@ -21,10 +18,10 @@ def test_digits_reaches_95_percent_and_writes_run_directory(tmp_path: Path) -> N
     proc = run_train("fit", "--config", DIGITS, *quiet_args(root, epochs=10))
     assert proc.returncode == 0, proc.stderr[-3000:]
     run = root / "digits" / "version_0"
-    val_acc = scalars(run, "val/acc")
+    val_acc = values(run, "val/acc")
     assert len(val_acc) == 10
     assert val_acc[-1] >= 0.95, val_acc
-    assert scalars(run, "train/loss"), "train/loss was not logged"
+    assert values(run, "train/loss"), "train/loss was not logged"
     assert (run / "config.yaml").is_file()
     assert (run / "checkpoints" / "last.ckpt").is_file()
     best = list((run / "checkpoints").glob("best-*.ckpt"))

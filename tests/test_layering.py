@@ -6,10 +6,9 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DIGITS, REPO, quiet_args, run_train
+from support import CONFIGS, DIGITS, quiet_args, run_train
 from trainer_cli.cli import parse_config
 
-CONFIGS = REPO / "configs"
 
 
 def fit_config(*args: str):  # noqa: ANN201 - a jsonargparse Namespace

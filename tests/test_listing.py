@@ -7,7 +7,7 @@ import sys
 
 import pytest
 
-from conftest import REPO, run_train
+from support import REPO, run_train
 from trainer_cli import listing
 
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import yaml
-from conftest import DIGITS, quiet_args, run_train
+from support import CONFIGS, DIGITS, quiet_args, run_train
 from tuning_support import FAST, only_run_dir
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
@@ -37,7 +37,7 @@ def test_lr_find_writes_plot_suggestion_and_fragment_that_fit_uses(tmp_path: Pat
     assert config["optimizer"]["class_path"] == "torch.optim.AdamW"
     assert config["optimizer"]["init_args"]["lr"] == lr
     assert config["lr_scheduler"]["init_args"]["max_lr"] == lr
-    base = yaml.safe_load(Path(DIGITS).parent.parent.joinpath("optimizer", "adamw.yaml").read_text())
+    base = yaml.safe_load((CONFIGS / "optimizer" / "adamw.yaml").read_text())
     assert config["optimizer"]["init_args"]["weight_decay"] == base["optimizer"]["init_args"]["weight_decay"]
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.conftest import DIGITS, REPO, run_train
+from tests.support import DIGITS, REPO, run_train
 
 CLOSED_PIPE_ARGS = [["--help"], ["ls"]]
 

@@ -8,7 +8,7 @@ import sys
 import zipfile
 from pathlib import Path
 
-from conftest import REPO
+from support import REPO
 
 
 def test_installed_wheel_finds_its_bundled_configs(tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import REPO
+from support import REPO
 
 README = REPO / "README.md"
 FIT_LIMITS = [

@@ -17,8 +17,8 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DIGITS, REPO, quiet_args, run_train
 from resume_support import global_step, load, same_tensors, start_train, wait_for
+from support import CONFIGS, DIGITS, REPO, quiet_args, run_train, scalars
 
 STEPS_PER_EPOCH = 10  # limit_train_batches (the full epoch is 20 batches of 64)
 
@@ -27,7 +27,7 @@ def every_n_steps_config(tmp: Path, n: int | None) -> str:
     """A callbacks layer checkpointing every ``n`` optimizer steps; None: the digits default
     (``configs/callbacks/default.yaml``: best and last at each validation)."""
     if n is None:
-        return str(REPO / "configs" / "callbacks" / "default.yaml")
+        return str(CONFIGS / "callbacks" / "default.yaml")
     path = tmp / f"ckpt_every_{n}.yaml"
     path.write_text(
         "trainer:\n  callbacks:\n    - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
@@ -50,11 +50,7 @@ def final_state(run: Path) -> dict:
 
 
 def final_val_acc(run: Path) -> float:
-    from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
-
-    events = EventAccumulator(str(run))
-    events.Reload()
-    return events.Scalars("val/acc")[-1].value
+    return scalars(run, "val/acc")[-1].value
 
 
 @pytest.fixture(scope="module")

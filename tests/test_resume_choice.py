@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import DIGITS, REPO
 from resume_support import load
+from support import CONFIGS, DIGITS
 from trainer_cli import rundir
 from trainer_cli.cli import run_subcommand
 from trainer_cli.errors import UserError
@@ -26,8 +26,8 @@ TINY = [
     "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1", "--trainer.limit_test_batches", "1",
     "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
 ]
-FLAT_COS = str(REPO / "configs" / "scheduler" / "flat_cos.yaml")
-EARLY_STOPPING = str(REPO / "configs" / "callbacks" / "early_stopping.yaml")
+FLAT_COS = str(CONFIGS / "scheduler" / "flat_cos.yaml")
+EARLY_STOPPING = str(CONFIGS / "callbacks" / "early_stopping.yaml")
 
 
 def fit(root: Path, *args: str, epochs: int = 1) -> None:

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import yaml
-from conftest import DIGITS, quiet_args, run_train
+from support import DIGITS, quiet_args, run_train
 from tuning_support import only_run_dir
 
 

@@ -12,7 +12,8 @@ import pytest
 import torch
 import yaml
 
-from practice_support import CONFIGS, DIGITS, cfg, metrics
+from practice_support import cfg, metrics
+from support import CONFIGS, DIGITS
 from trainer_cli.__main__ import main
 from trainer_cli.callbacks.ema import decay_after, warmup_ema_update
 from trainer_cli.cli import parse_config

@@ -6,9 +6,8 @@ and still ends every epoch on its full count."""
 from __future__ import annotations
 
 from lightning.pytorch.callbacks import RichProgressBar
-from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.conftest import DIGITS, quiet_args
+from tests.support import DIGITS, quiet_args, scalars
 from tests.tty_support import run_train_in_terminal
 from trainer_cli.callbacks import EpochLineProgress, ThrottledTQDMProgressBar
 from trainer_cli.callbacks.progress import default_progress_bar
@@ -27,13 +26,12 @@ def test_logged_points_and_progress_bar_of_a_digits_run(tmp_path) -> None:
         "--trainer.log_every_n_steps", "7",
     )
     assert code == 0, stderr[-3000:]
-    events = EventAccumulator(str(next(tmp_path.glob("*/version_0"))))
-    events.Reload()
+    run = next(tmp_path.glob("*/version_0"))
     steps_per_epoch = 20  # 1,257 training digits / 64
     # exactly the steps stock Lightning writes: (batches stepped + 1) % log_every_n_steps == 0
-    assert [e.step for e in events.Scalars("train/loss")] == [s for s in range(2 * steps_per_epoch) if (s + 1) % 7 == 0]
-    assert [e.step for e in events.Scalars("train/acc")] == [steps_per_epoch - 1, 2 * steps_per_epoch - 1]
-    assert all(0.0 <= e.value <= 1.0 for e in events.Scalars("train/acc"))
+    assert [e.step for e in scalars(run, "train/loss")] == [s for s in range(2 * steps_per_epoch) if (s + 1) % 7 == 0]
+    assert [e.step for e in scalars(run, "train/acc")] == [steps_per_epoch - 1, 2 * steps_per_epoch - 1]
+    assert all(0.0 <= e.value <= 1.0 for e in scalars(run, "train/acc"))
     # the throttled bar skips redraws but draws each epoch's last batch
     assert "Epoch 0: 100%" in stdout and "Epoch 1: 100%" in stdout and "20/20" in stdout
     assert "v_num" not in stdout and not any(line.startswith("epoch ") for line in stdout.splitlines())

@@ -1,8 +1,10 @@
 """`train submit`: rendered sbatch scripts (golden files), quoting, and mismatches rejected before sbatch.
 
 Rendering runs in this process (`plan()`: compose + type-check + render, nothing queued). Golden
-files live in tests/golden/; regenerate them with `UPDATE_GOLDEN=1 pytest tests/test_submit_render.py`
-and review the diff. With the local cluster up, `sbatch --test-only` must accept every golden case.
+files live in tests/golden/ and are committed; a missing or different one fails the test. After a
+deliberate change to the rendered scripts, rewrite them with
+`UPDATE_GOLDEN=1 python -m pytest tests/test_submit_render.py`, review the diff and commit it.
+With the local cluster up, `sbatch --test-only` must accept every golden case.
 """
 
 from __future__ import annotations
@@ -14,15 +16,15 @@ from pathlib import Path
 
 import pytest
 
-from conftest import DIGITS, REPO, run_train
 from slurm_support import LOCAL_PROFILE, slurm_cluster, train_submit  # noqa: F401 - session fixture
+from support import CONFIGS, DIGITS, run_train
 from trainer_cli.errors import UserError
 from trainer_cli.launch.render import quote_directive
 from trainer_cli.launch.submit import plan
 
 GOLDEN = Path(__file__).parent / "golden"
-CIFAR = str(REPO / "configs" / "experiment" / "cifar10_resnet18.yaml")
-GPU_PROFILE = str(REPO / "configs" / "slurm" / "example_gpu.yaml")
+CIFAR = str(CONFIGS / "experiment" / "cifar10_resnet18.yaml")
+GPU_PROFILE = str(CONFIGS / "slurm" / "example_gpu.yaml")
 PYTHON = ["--slurm.python", "/opt/env/bin/python"]
 
 CASES = {
@@ -48,12 +50,22 @@ def _normalise(text: str, root: Path) -> str:
 
 def _check_golden(name: str, text: str) -> None:
     path = GOLDEN / f"{name}.sbatch"
-    if os.environ.get("UPDATE_GOLDEN") or not path.exists():
+    if os.environ.get("UPDATE_GOLDEN"):
         path.write_text(text)
+    if not path.exists():
+        pytest.fail(f"tests/golden/{name}.sbatch is missing: write it with `UPDATE_GOLDEN=1 python -m pytest "
+                    "tests/test_submit_render.py`, review it and commit it")
     expected = path.read_text()
     if text != expected:
         diff = "".join(difflib.unified_diff(expected.splitlines(True), text.splitlines(True), f"golden/{name}.sbatch", "rendered"))
         pytest.fail(f"rendered script differs from tests/golden/{name}.sbatch (UPDATE_GOLDEN=1 to accept):\n{diff}")
+
+
+def test_missing_golden_file_fails_and_says_how_to_write_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("UPDATE_GOLDEN", raising=False)
+    with pytest.raises(pytest.fail.Exception, match="no_such_case.sbatch is missing: write it with `UPDATE_GOLDEN=1"):
+        _check_golden("no_such_case", "#!/bin/bash\n")
+    assert not (GOLDEN / "no_such_case.sbatch").exists()
 
 
 @pytest.fixture(scope="module")

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import torch
 
-from conftest import DIGITS, quiet_args, run_train
+from support import DIGITS, quiet_args, run_train
 
 
 def test_onecycle_length_follows_accumulation_and_limits(tmp_path: Path) -> None:

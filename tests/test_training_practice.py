@@ -13,8 +13,6 @@ from pathlib import Path
 import pytest
 import torch
 from practice_support import (
-    CONFIGS,
-    DIGITS,
     BatchProbe,
     ClippedGradProbe,
     EpochSnapshots,
@@ -24,6 +22,7 @@ from practice_support import (
     per_step,
     short_run,
 )
+from support import CONFIGS, DIGITS
 
 from trainer_cli.__main__ import main
 from trainer_cli.callbacks.non_finite import NonFiniteLoss
@@ -164,6 +163,7 @@ def test_sam_step_evaluates_twice_at_distance_rho_and_steps_with_the_perturbed_g
     perturbed = g * 0.5 / g.norm()
     assert torch.allclose(visited[1] - visited[0], perturbed)
     assert (visited[1] - visited[0]).norm().item() == pytest.approx(0.5)
+    assert opt.last_perturbation_norm == pytest.approx(0.5)  # kept on the device, read back on demand
     assert torch.allclose(w.detach(), -0.1 * (perturbed - target))  # SGD step with the gradient at w + e(w)
 
 

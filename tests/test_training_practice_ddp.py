@@ -7,8 +7,8 @@ import math
 from pathlib import Path
 
 import torch
-from conftest import run_train
 from practice_support import cfg, metrics, per_step, short_run
+from support import run_train
 
 
 def test_sam_ema_and_warmup_cosine_under_cpu_ddp(tmp_path: Path) -> None:

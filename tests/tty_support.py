@@ -12,7 +12,7 @@ import tempfile
 import termios
 from pathlib import Path
 
-from tests.conftest import REPO
+from tests.support import REPO
 
 
 def run_train_in_terminal(*args: str, timeout_s: float = 600) -> tuple[int, str, str]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from conftest import DIGITS, quiet_args, run_train
+from support import DIGITS, quiet_args, run_train
 
 # a few optimizer steps per epoch keep every run to seconds on a CPU
 FAST = ["--trainer.limit_train_batches", "3", "--trainer.limit_val_batches", "2"]

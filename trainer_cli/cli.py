@@ -44,10 +44,11 @@ from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, ResumeState, 
 from trainer_cli.errors import EXIT_USER_ERROR, UserError
 from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate_in_files  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
+from trainer_cli.imports import import_class
 from trainer_cli.launch.requeue_signal import under_slurm_batch
 from trainer_cli.preflight import check_backbone_kwargs, check_checkpoint_model, check_optimizer_config, check_trainer_minimums
 from trainer_cli.resume import compare_for_resume, stored_config, with_stored_config
-from trainer_cli.optim.configure import configure_optimizers, import_class
+from trainer_cli.optim.configure import configure_optimizers
 from trainer_cli.optim.param_groups import ParamGroups
 
 # configs say ${optimizer.init_args.lr}; under a subcommand the key is fit.optimizer...: resolve relative

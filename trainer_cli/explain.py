@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from trainer_cli.errors import UserError, did_you_mean
-from trainer_cli.optim.configure import import_class
+from trainer_cli.imports import import_class
 
 
 def _known_keys(parser: Any) -> list[str]:

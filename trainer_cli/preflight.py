@@ -10,7 +10,7 @@ from typing import Any
 from jsonargparse import Namespace
 
 from trainer_cli.errors import UserError, did_you_mean
-from trainer_cli.optim.configure import import_class
+from trainer_cli.imports import import_class
 
 
 def check_checkpoint_model(ckpt_path: str, model: Any, linked: Iterable[str] = ()) -> None:
@@ -35,8 +35,6 @@ def check_checkpoint_model(ckpt_path: str, model: Any, linked: Iterable[str] = (
     init_args = model.get("init_args") or Namespace()
     changed = [key for key in init_args.keys() if key in hparams and key not in linked and hparams[key] != init_args[key]]
     # settings a model class declares as not shaping its weights (loss, augmentation, speed) may change
-    from trainer_cli.optim.configure import import_class
-
     free = set(getattr(import_class(model.class_path), "NON_ARCHITECTURE_HPARAMS", ()))
     for key in [k for k in changed if k in free]:
         print(f"note: model.init_args.{key}: checkpoint {hparams[key]!r} -> config {init_args[key]!r}", flush=True)

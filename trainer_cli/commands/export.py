@@ -36,6 +36,7 @@ from torch import nn
 
 from trainer_cli.commands.configured_run import parse_verb_args, verb_parser
 from trainer_cli.errors import UserError
+from trainer_cli.imports import import_class
 
 WEIGHTS_FILE = "weights.pt"
 SPEC_FILE = "module.json"
@@ -125,8 +126,6 @@ def load_lightning_module(ckpt: Path) -> tuple[Any, str]:
     if not hparams or "_class_path" not in hparams:
         raise UserError(f"--ckpt {ckpt} does not name its LightningModule (no hyper_parameters._class_path): "
                         "export reads checkpoints written by `train fit`")
-    from trainer_cli.optim.configure import import_class
-
     cls = import_class(hparams["_class_path"])
     # pretrained weights are in the checkpoint already: don't look for the original weights file
     overrides = {"weights_path": None} if "weights_path" in hparams else {}

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from trainer_cli.errors import UserError
+from trainer_cli.imports import import_class
 from trainer_cli.launch.options import SlurmOptions
 
 GPU_ACCELERATORS = {"gpu", "cuda"}
@@ -80,8 +81,6 @@ def _check_strategy(strategy: Any, num_nodes: int, devices: int, problems: list[
     if name == "auto":
         return
     if "." in name:  # a class path: judge the class
-        from trainer_cli.optim.configure import import_class
-
         try:
             cls = import_class(name)
         except Exception:  # the fit parser already checked it imports; be lenient here

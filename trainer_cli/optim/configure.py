@@ -6,7 +6,6 @@ optimizer steps from ``trainer.estimated_stepping_batches``.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import math
 from functools import cache
@@ -17,18 +16,13 @@ from torch.optim import Optimizer
 from torch.optim.lr_scheduler import ReduceLROnPlateau
 
 from trainer_cli.errors import UserError
+from trainer_cli.imports import import_class
 from trainer_cli.optim.sam import SAM
 from trainer_cli.optim.param_groups import ParamGroups, build_param_groups, scale_per_group
 
 TOTAL_STEPS_ARG = "total_steps"
 PER_GROUP_LR_ARGS = ("max_lr", "base_lr")  # scheduler arguments scaled by each group's lr_mult
 DEFAULT_PLATEAU_MONITOR = "val/loss"
-
-
-def import_class(class_path: str) -> type:
-    """The class named by a dotted ``class_path``."""
-    module_name, _, name = class_path.rpartition(".")
-    return getattr(importlib.import_module(module_name), name)
 
 
 def is_step_wise(scheduler_class: type) -> bool:

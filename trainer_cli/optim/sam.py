@@ -21,8 +21,17 @@ import torch
 from torch.optim import Optimizer
 
 from trainer_cli.errors import UserError, did_you_mean
+from trainer_cli.imports import import_class
 
 EPS = 1e-12
+
+
+def global_norm(norms: list[torch.Tensor]) -> torch.Tensor:
+    """The 2-norm of per-tensor 2-norms, as one reduction on the first one's device (no host sync)."""
+    if not norms:
+        return torch.tensor(0.0)
+    device = norms[0].device
+    return torch.linalg.vector_norm(torch.stack([n.to(device) for n in norms]))
 
 
 def resolve_optimizer_class(name: str) -> type[Optimizer]:
@@ -31,8 +40,6 @@ def resolve_optimizer_class(name: str) -> type[Optimizer]:
     Raises:
         UserError: when ``name`` names no optimizer class.
     """
-    from trainer_cli.optim.configure import import_class
-
     try:
         cls = import_class(name) if "." in name else getattr(torch.optim, name)
     except (ImportError, AttributeError):
@@ -69,7 +76,8 @@ class SAM(Optimizer):
     Attributes:
         steps: Optimizer steps taken.
         closure_calls: Forward-backward passes run through ``step`` (2 per step).
-        last_perturbation_norm: ``||e(w)||_2`` of the last step (equals ``rho`` unless adaptive).
+        last_perturbation_norm: ``||e(w)||_2`` of the last step (equals ``rho`` unless adaptive);
+            kept on the device during training, so only reading it waits for the device.
 
     Raises:
         ValueError: for a negative ``rho``.
@@ -101,31 +109,32 @@ class SAM(Optimizer):
         self._origin: dict[torch.Tensor, torch.Tensor] = {}
         self.steps = 0
         self.closure_calls = 0
-        self.last_perturbation_norm = float("nan")
+        self._perturbation_norm = torch.tensor(float("nan"))
 
     def _params_with_grad(self) -> list[torch.Tensor]:
         return [p for group in self.param_groups for p in group["params"] if p.grad is not None]
 
+    @property
+    def last_perturbation_norm(self) -> float:
+        """``||e(w)||_2`` of the last step, as a Python float (NaN before the first step)."""
+        return float(self._perturbation_norm)
+
     @torch.no_grad()
     def _grad_norm(self, params: list[torch.Tensor]) -> torch.Tensor:
-        norms = [((p.abs() if self.adaptive else 1.0) * p.grad).norm(p=2) for p in params]
-        if not norms:
-            return torch.tensor(0.0)
-        device = norms[0].device
-        return torch.stack([n.to(device) for n in norms]).norm(p=2)
+        return global_norm([torch.linalg.vector_norm((p.abs() if self.adaptive else 1.0) * p.grad) for p in params])
 
     @torch.no_grad()
     def first_step(self) -> None:
         """Move every parameter to ``w + e(w)`` and remember ``w``."""
         params = self._params_with_grad()
         scale = self.rho / (self._grad_norm(params) + EPS)
-        squared = torch.tensor(0.0)
+        norms = []
         for p in params:
             self._origin[p] = p.detach().clone()
             e_w = (p.pow(2) if self.adaptive else 1.0) * p.grad * scale.to(p)
             p.add_(e_w)
-            squared = squared + e_w.float().pow(2).sum().cpu()
-        self.last_perturbation_norm = float(squared.sqrt())
+            norms.append(torch.linalg.vector_norm(e_w, dtype=torch.float32))
+        self._perturbation_norm = global_norm(norms)
 
     @torch.no_grad()
     def second_step(self) -> None:
