@@ -5,8 +5,6 @@ from __future__ import annotations
 
 import pytest
 
-from support import DIGITS, quiet_args  # noqa: F401 - test_slurm_cluster.py imports them from here
-
 
 @pytest.fixture(autouse=True)
 def _restore_global_state(monkeypatch: pytest.MonkeyPatch) -> None:

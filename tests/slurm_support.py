@@ -19,9 +19,9 @@ from pathlib import Path
 
 import pytest
 
+from support import REPO
 from trainer_cli.launch import submit as submit_mod
 
-REPO = Path(__file__).resolve().parents[1]
 LOCAL_SLURM = REPO / "scripts" / "local-slurm"
 LOCAL_PROFILE = str(REPO / "configs" / "slurm" / "local.yaml")
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import DIGITS, quiet_args, run_train
+from support import DIGITS, quiet_args, run_train
 
 
 @pytest.fixture

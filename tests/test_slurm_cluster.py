@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from conftest import DIGITS, quiet_args, run_train
+from support import DIGITS, quiet_args, run_train
 from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
     LOCAL_PROFILE, job_id_from, newest_step, resume_node, scontrol_job, slurm_cluster, train_submit, usr1_at_start, wait_for_file,
     wait_for_requeue, wait_for_state, wait_for_step,
