@@ -430,3 +430,73 @@ def test_train_jobs_asks_slurm_once_for_20_jobs_then_tails_and_cancels(slurm_clu
     with contextlib.redirect_stdout(out):
         assert jobs.main(["--root", str(root), "--tail", str(sleeper_run)]) == 0
     assert "epoch 1/1  train/loss 0.5000" in out.getvalue()
+
+
+TINY_NET = '''"""A user's model, in the user's own git repository."""
+import torch
+import lightning.pytorch as pl
+import torch.nn.functional as F
+
+HIDDEN = 32
+
+
+class TinyNet(pl.LightningModule):
+    """An MLP on 8x8 digits.
+
+    Args:
+        num_classes: Output classes.
+    """
+
+    def __init__(self, num_classes: int = 10) -> None:
+        super().__init__()
+        self.net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, num_classes))
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("train/loss", loss)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        self.log("val/acc", (self(x).argmax(1) == y).float().mean())
+'''
+
+
+def test_the_job_runs_the_code_submitted_not_the_code_edited_after(slurm_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """A user package in a git repository (a committed module with an uncommitted change), submitted
+    held; its source is then overwritten with code that raises and the job released: the job runs
+    the submitted code, and so does its requeue after SIGUSR1."""
+    repo = tmp_path / "myproject"
+    (repo / "snapmodels").mkdir(parents=True)
+    (repo / "snapmodels" / "__init__.py").write_text("")
+    (repo / "snapmodels" / "tiny.py").write_text(TINY_NET)
+    git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", "-C", str(repo)]
+    subprocess.run([*git, "init", "-q"], check=True, timeout=30)
+    subprocess.run([*git, "add", "."], check=True, timeout=30)
+    subprocess.run([*git, "commit", "-qm", "model"], check=True, timeout=30)
+    (repo / "snapmodels" / "tiny.py").write_text(TINY_NET.replace("HIDDEN = 32", "HIDDEN = 24"))  # uncommitted
+    monkeypatch.chdir(repo)
+    monkeypatch.syspath_prepend(str(repo))  # as `PYTHONPATH=. train submit` from the repository
+    job_id, run_dir, out = _submit(
+        tmp_path / "runs", 1, 1, "--model", "snapmodels.tiny.TinyNet", "--trainer.max_epochs", "6", "--slurm.extra_sbatch", '["--hold"]',
+    )
+    assert f"Code:          {run_dir / 'code'} (" in out and "with uncommitted changes" in out, out
+    record = json.loads((run_dir / "code.json").read_text())
+    assert record["dirty"] is True and record["files"] == 2 and Path(record["source"]).resolve() == repo.resolve()
+    assert "HIDDEN = 24" in (run_dir / "code.diff").read_text()
+    (repo / "snapmodels" / "tiny.py").write_text('raise RuntimeError("edited after submit")\n')
+    _scontrol("release", job_id)
+
+    wait_for_file(run_dir / "checkpoints" / "last.ckpt", timeout_s=300)
+    subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
+    wait_for_requeue(job_id)
+    assert wait_for_state(job_id, timeout_s=400) == "COMPLETED", (run_dir / f"slurm-{job_id}.log").read_text()[-3000:]
+    assert scontrol_job(job_id)["Restarts"] == "1"
+    log = (run_dir / f"slurm-{job_id}.log").read_text()
+    assert "edited after submit" not in log and "restart 1 on" in log
+    state = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["state_dict"]
+    assert state["net.1.weight"].shape == (24, 64), "the submitted (uncommitted) version of the module ran"

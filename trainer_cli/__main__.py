@@ -90,6 +90,9 @@ def _dispatch(argv: list[str] | None) -> int:
         print(f"trainer-cli {__version__}")
         return 0
     verb, rest = argv[0], argv[1:]
+    workdir = os.environ.get("TRAINER_CLI_WORKDIR")  # a Slurm job started in its code snapshot
+    if workdir:  # (trainer_cli.launch.snapshot): its imports come from there, paths from here
+        os.chdir(workdir)
     if verb in REQUEUE_VERBS:  # before anything slow: SIGUSR1 from Slurm must not kill a starting job
         from trainer_cli.launch.requeue_signal import install
 

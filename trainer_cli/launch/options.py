@@ -81,6 +81,10 @@ class SlurmOptions:
     """Opt-in NCCL_SOCKET_IFNAME preset: the network interface(s) NCCL uses, e.g. ib0 or ^lo,docker."""
     python: Optional[str] = None
     """Python that runs `-m trainer_cli` in the job; empty: the one running `train submit`."""
+    snapshot: bool = True
+    """Copy the git work tree you submit from (tracked and untracked-not-ignored files, uncommitted
+    changes included) into <run>/code; the job and every requeue import your code from there, so
+    editing it after submitting changes nothing queued. Off: the job imports the live tree."""
     template: str = "ddp"
     """sbatch template: a name in the bundled slurm/ folder (ddp) or the path of your own Jinja2 file."""
 

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
-from trainer_cli.launch import jobstate
+from trainer_cli.launch import jobstate, snapshot
 from trainer_cli.launch.cluster import check_against_cluster
 from trainer_cli.launch.options import SlurmOptions, parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.render import render
@@ -94,11 +94,17 @@ def slurm_filename_pattern(path: Path) -> str:
 
 
 def script_context(
-    slurm: SlurmOptions, resources: Resources, run_dir: Path, job_name: str, workdir: Path, dependency: str | None
+    slurm: SlurmOptions, resources: Resources, run_dir: Path, job_name: str, submit_dir: Path, dependency: str | None
 ) -> dict[str, Any]:
-    """The values a template may use (all documented in ``slurm/ddp.sbatch.j2``)."""
+    """The values a template may use (all documented in ``slurm/ddp.sbatch.j2``). With
+    ``slurm.snapshot`` inside a git work tree the job starts in the code snapshot
+    (:mod:`trainer_cli.launch.snapshot`), then changes to ``submit_dir``."""
     gpus = resources.gpus_per_node
+    in_snapshot = snapshot.planned(submit_dir, run_dir) if slurm.snapshot else None
     return {
+        "workdir": str(in_snapshot or submit_dir),
+        "snapshot": in_snapshot is not None,
+        "submit_dir": str(submit_dir),
         "slurm": slurm,
         "job_name": job_name,
         "nodes": resources.nodes,
@@ -106,7 +112,6 @@ def script_context(
         "gpus_per_node": gpus,
         "gpus_request": f"{slurm.gpu_type}:{gpus}" if slurm.gpu_type else str(gpus),
         "dependency": dependency,
-        "workdir": str(workdir),
         "run_dir": str(run_dir),
         "log_pattern": slurm_filename_pattern(run_dir) + "/" + LOG_PATTERN,
         "config": str(run_dir / "config.yaml"),
@@ -346,6 +351,7 @@ def submit(job: Plan) -> int:
             write_git_info(run_dir)
         elif job.changes:  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
             previous = _rewrite_config(run_dir, job.frozen_config)
+        code = snapshot.take(Path.cwd(), run_dir) if job.slurm.snapshot else None
         job.script.write_text(job.script_text)
         job_id = _sbatch(job.script, *job.sbatch_options)
     except BaseException:
@@ -372,6 +378,9 @@ def submit(job: Plan) -> int:
         "slurm": asdict(job.slurm),
     }
     print(f"Run directory: {run_dir}\nScript:        {job.script}\nJob id:        {job_id}\nLog:           {record['log']}")
+    if code is not None:
+        state = "with uncommitted changes" if code.dirty else "clean"
+        print(f"Code:          {code.root} ({code.files} files of {code.source} at {code.commit[:12]}, {state}): the job imports your code from there")
     if job.slurm.test_after_fit:
         test_script = run_dir / TEST_SCRIPT_NAME
         test_script.write_text(job.test_script_text(f"afterok:{job_id}"))
