@@ -109,3 +109,35 @@ def scalars(events: Path, tag: str) -> list[Any]:
     accumulator = EventAccumulator(str(events))
     accumulator.Reload()
     return accumulator.Scalars(tag)
+
+
+# a user's own LightningModule, outside the project: written into a user folder by tests
+USER_MODULE = '''
+import lightning.pytorch as pl
+import torch.nn.functional as F
+from torch import nn
+
+
+class TinyNet(pl.LightningModule):
+    """A user's own LightningModule, outside the project."""
+
+    def __init__(self, num_classes: int = 10, in_channels: int = 1, image_size: int = 8, hidden: int = 16) -> None:
+        super().__init__()
+        self.save_hyperparameters()
+        self.net = nn.Sequential(nn.Flatten(), nn.Linear(in_channels * image_size * image_size, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
+
+    def forward(self, x):
+        return self.net(x)
+
+    def training_step(self, batch, batch_idx):
+        x, y = batch
+        loss = F.cross_entropy(self(x), y)
+        self.log("train/loss", loss)
+        return loss
+
+    def validation_step(self, batch, batch_idx):
+        x, y = batch
+        logits = self(x)
+        self.log("val/loss", F.cross_entropy(logits, y))
+        self.log("val/acc", (logits.argmax(1) == y).float().mean())
+'''

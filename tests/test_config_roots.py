@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from support import CONFIGS, DIGITS, quiet_args
+from support import CONFIGS, DIGITS, USER_MODULE, quiet_args
 from trainer_cli.__main__ import main
 from trainer_cli.cli import parse_config
 from trainer_cli.compose import expand_config_args
@@ -17,33 +17,6 @@ from trainer_cli.errors import UserError
 from trainer_cli.launch.options import split_args
 from trainer_cli.paths import ENV_CONFIG_PATH
 
-TINY_NET = '''
-import lightning.pytorch as pl
-import torch.nn.functional as F
-from torch import nn
-
-
-class TinyNet(pl.LightningModule):
-    """A user's own LightningModule, outside the project."""
-
-    def __init__(self, num_classes: int = 10, in_channels: int = 1, image_size: int = 8, hidden: int = 16) -> None:
-        super().__init__()
-        self.save_hyperparameters()
-        self.net = nn.Sequential(nn.Flatten(), nn.Linear(in_channels * image_size * image_size, hidden), nn.ReLU(), nn.Linear(hidden, num_classes))
-
-    def forward(self, x):
-        return self.net(x)
-
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        loss = F.cross_entropy(self(x), y)
-        self.log("train/loss", loss)
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        x, y = batch
-        self.log("val/loss", F.cross_entropy(self(x), y))
-'''
 
 
 def write(path: Path, text: str) -> Path:
@@ -56,7 +29,7 @@ def write(path: Path, text: str) -> Path:
 def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
     """``tmp_path/myconfigs`` (a config root) and ``tmp_path/src/mymodels.py`` (a user module, importable)."""
     root = tmp_path / "myconfigs"
-    write(tmp_path / "src" / "mymodels.py", TINY_NET)
+    write(tmp_path / "src" / "mymodels.py", USER_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path / "src"))
     write(root / "model" / "tiny.yaml", "# @package _global_\nmodel:\n  class_path: mymodels.TinyNet\n  init_args:\n    hidden: 24\n")
     write(root / "optimizer" / "myadam.yaml", "# @package _global_\noptimizer:\n  class_path: torch.optim.Adam\n  init_args:\n    lr: 0.005\n")

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from support import DIGITS, quiet_args, run_train
+from support import DIGITS, USER_MODULE, quiet_args, run_train
 from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
     LOCAL_PROFILE, job_id_from, newest_step, resume_node, scontrol_job, slurm_cluster, train_submit, usr1_at_start, wait_for_file,
     wait_for_requeue, wait_for_state, wait_for_step,
@@ -432,38 +432,6 @@ def test_train_jobs_asks_slurm_once_for_20_jobs_then_tails_and_cancels(slurm_clu
     assert "epoch 1/1  train/loss 0.5000" in out.getvalue()
 
 
-TINY_NET = '''"""A user's model, in the user's own git repository."""
-import torch
-import lightning.pytorch as pl
-import torch.nn.functional as F
-
-HIDDEN = 32
-
-
-class TinyNet(pl.LightningModule):
-    """An MLP on 8x8 digits.
-
-    Args:
-        num_classes: Output classes.
-    """
-
-    def __init__(self, num_classes: int = 10) -> None:
-        super().__init__()
-        self.net = torch.nn.Sequential(torch.nn.Flatten(), torch.nn.Linear(64, HIDDEN), torch.nn.ReLU(), torch.nn.Linear(HIDDEN, num_classes))
-
-    def forward(self, x):
-        return self.net(x)
-
-    def training_step(self, batch, batch_idx):
-        x, y = batch
-        loss = F.cross_entropy(self(x), y)
-        self.log("train/loss", loss)
-        return loss
-
-    def validation_step(self, batch, batch_idx):
-        x, y = batch
-        self.log("val/acc", (self(x).argmax(1) == y).float().mean())
-'''
 
 
 def test_the_job_runs_the_code_submitted_not_the_code_edited_after(slurm_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
@@ -473,12 +441,12 @@ def test_the_job_runs_the_code_submitted_not_the_code_edited_after(slurm_cluster
     repo = tmp_path / "myproject"
     (repo / "snapmodels").mkdir(parents=True)
     (repo / "snapmodels" / "__init__.py").write_text("")
-    (repo / "snapmodels" / "tiny.py").write_text(TINY_NET)
+    (repo / "snapmodels" / "tiny.py").write_text(USER_MODULE)
     git = ["git", "-c", "user.email=t@example.com", "-c", "user.name=t", "-C", str(repo)]
     subprocess.run([*git, "init", "-q"], check=True, timeout=30)
     subprocess.run([*git, "add", "."], check=True, timeout=30)
     subprocess.run([*git, "commit", "-qm", "model"], check=True, timeout=30)
-    (repo / "snapmodels" / "tiny.py").write_text(TINY_NET.replace("HIDDEN = 32", "HIDDEN = 24"))  # uncommitted
+    (repo / "snapmodels" / "tiny.py").write_text(USER_MODULE.replace("hidden: int = 16", "hidden: int = 24"))  # uncommitted
     monkeypatch.chdir(repo)
     monkeypatch.syspath_prepend(str(repo))  # as `PYTHONPATH=. train submit` from the repository
     job_id, run_dir, out = _submit(
@@ -487,7 +455,7 @@ def test_the_job_runs_the_code_submitted_not_the_code_edited_after(slurm_cluster
     assert f"Code:          {run_dir / 'code'} (" in out and "with uncommitted changes" in out, out
     record = json.loads((run_dir / "code.json").read_text())
     assert record["dirty"] is True and record["files"] == 2 and Path(record["source"]).resolve() == repo.resolve()
-    assert "HIDDEN = 24" in (run_dir / "code.diff").read_text()
+    assert "hidden: int = 24" in (run_dir / "code.diff").read_text()
     (repo / "snapmodels" / "tiny.py").write_text('raise RuntimeError("edited after submit")\n')
     _scontrol("release", job_id)
 
