@@ -8,7 +8,7 @@ MIN_VENV ?= .venv-min
 MIN_PY := $(MIN_VENV)/bin/python
 MIN_STAMP := $(MIN_VENV)/.installed
 MIN_CONSTRAINTS := tests/constraints-min.txt
-# The floor venv runs a fast subset (about 2 min on 2 cores): fit and resume (exact resume, signals),
+# The floor venv runs a fast subset (2-2.5 min on 2 cores): fit and resume (exact resume, signals),
 # config layering, bad input, submit dry-run and rendering, EMA (Lightning's WeightAveraging) and
 # DeviceStatsMonitor (psutil). The sbatch --test-only case needs the local Slurm cluster and checks
 # the script, not a dependency: it runs in the full suite only.
