@@ -1,10 +1,24 @@
-# `make run` and `make test` bootstrap .venv on a fresh machine.
+# `make run` and `make test` bootstrap .venv (newest versions) on a fresh machine; `make test`
+# also bootstraps .venv-min (every direct dependency at its floor, tests/constraints-min.txt).
 PYTHON ?= python3
 VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed
+MIN_VENV ?= .venv-min
+MIN_PY := $(MIN_VENV)/bin/python
+MIN_STAMP := $(MIN_VENV)/.installed
+MIN_CONSTRAINTS := tests/constraints-min.txt
+# The floor venv runs a fast subset (2-2.5 min on 2 cores): fit and resume (exact resume, signals),
+# config layering, bad input, submit dry-run and rendering, EMA (Lightning's WeightAveraging) and
+# DeviceStatsMonitor (psutil). The sbatch --test-only case needs the local Slurm cluster and checks
+# the script, not a dependency: it runs in the full suite only.
+MIN_TESTS := tests/test_fit_digits.py::test_resume_last_continues_the_newest_run \
+	tests/test_layering.py tests/test_resume.py tests/test_bad_input.py \
+	tests/test_submit_render.py --deselect tests/test_submit_render.py::test_sbatch_test_only_accepts_each \
+	tests/test_training_practice.py::test_ema_validation_checkpoints_and_final_model_carry_the_average \
+	tests/test_training_practice.py::test_monitoring_callbacks_profiler_and_early_stopping
 
-.PHONY: run test bench clean
+.PHONY: run test test-min bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -13,11 +27,23 @@ $(STAMP): pyproject.toml
 	$(PY) -m pip install -e ".[test]"
 	touch $(STAMP)
 
+$(MIN_STAMP): pyproject.toml $(MIN_CONSTRAINTS)
+	test -x $(MIN_PY) || $(PYTHON) -m venv $(MIN_VENV)
+	$(MIN_PY) -m pip install --upgrade pip
+	# the constraints pin each direct dependency at its floor; torch and torchvision as a released pair
+	$(MIN_PY) -m pip install -c $(MIN_CONSTRAINTS) -e ".[test]"
+	touch $(MIN_STAMP)
+
 run: $(STAMP)
 	$(VENV)/bin/train fit --config configs/experiment/digits.yaml
 
-test: $(STAMP)
+# the full suite on the newest versions, then the subset on the floors
+test: $(STAMP) $(MIN_STAMP)
 	$(PY) -m pytest -q
+	$(MIN_PY) -m pytest -q $(MIN_TESTS)
+
+test-min: $(MIN_STAMP)
+	$(MIN_PY) -m pytest -q $(MIN_TESTS)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

@@ -1,4 +1,5 @@
-"""The wheel carries configs/ and slurm/: an installed ``train`` finds them from any directory."""
+"""The wheel carries configs/ and slurm/: an installed ``train`` finds them from any directory; the
+floor venv's constraints pin exactly the floors pyproject.toml declares."""
 
 from __future__ import annotations
 
@@ -7,6 +8,8 @@ import subprocess
 import sys
 import zipfile
 from pathlib import Path
+
+import pytest
 
 from support import REPO
 
@@ -41,3 +44,26 @@ def test_installed_wheel_finds_its_bundled_configs(tmp_path: Path) -> None:
         cwd=elsewhere, env=env, capture_output=True, text=True, timeout=600,
     )
     assert fit.returncode == 0, fit.stderr[-3000:]
+
+
+def test_floor_constraints_match_the_declared_floors() -> None:
+    """tests/constraints-min.txt (the floor venv, `make test-min`) pins every direct dependency at
+    exactly the lower bound pyproject.toml declares: the range stated is the range tested."""
+    tomllib = pytest.importorskip("tomllib")  # Python >= 3.11
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+    from packaging.version import Version
+
+    declared = {}
+    for line in tomllib.loads((REPO / "pyproject.toml").read_text())["project"]["dependencies"]:
+        req = Requirement(line)
+        floors = [Version(s.version) for s in req.specifier if s.operator == ">="]
+        assert floors, f"{line}: no floor"
+        declared[canonicalize_name(req.name)] = floors[0]
+    pinned = {}
+    for line in (REPO / "tests" / "constraints-min.txt").read_text().splitlines():
+        req = line.split("#")[0].strip()
+        if "==" in req:
+            name, version = req.split("==")
+            pinned[canonicalize_name(name)] = Version(version)
+    assert {name: pinned.get(name) for name in declared} == declared

@@ -49,6 +49,19 @@ def module_all(path: Path) -> list[str]:
     return []
 
 
+def module_imports(path: Path) -> list[str]:
+    """The public names a module file imports at top level (``from .adamw import AdamW``): what it
+    exports when it states no ``__all__`` (``torch.optim`` before torch 2.5)."""
+    tree = _parse(path)
+    return [
+        alias.asname or alias.name
+        for node in (tree.body if tree else [])
+        if isinstance(node, ast.ImportFrom)
+        for alias in node.names
+        if not (alias.asname or alias.name).startswith("_")
+    ]
+
+
 def _first_line(doc: str | None) -> str:
     """The first paragraph of a docstring on one line."""
     paragraph = (doc or "").strip().split("\n\n")[0]
@@ -105,9 +118,11 @@ def torchvision_models() -> list[str]:
 
 
 def torch_optimizers() -> list[str]:
-    """Optimizer classes ``torch.optim`` exports (its ``__all__``, less the ``Optimizer`` base)."""
+    """Optimizer classes ``torch.optim`` exports (its ``__all__``, or its imports where it has none;
+    less the ``Optimizer`` base)."""
     root = package_dir("torch")
-    names = module_all(root / "optim" / "__init__.py") if root else []
+    init = root / "optim" / "__init__.py" if root else None
+    names = (module_all(init) or module_imports(init)) if init else []
     return sorted(n for n in names if n[:1].isupper() and n != "Optimizer")
 
 
