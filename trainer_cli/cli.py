@@ -5,7 +5,8 @@ importable LightningModule / LightningDataModule plugs in through ``class_path``
 and scheduler are chosen by name (``--optimizer AdamW``, ``--lr_scheduler OneCycleLR``) and built
 lazily, so a step-wise scheduler learns the run's total steps from the trainer. Every run gets
 its own directory (:mod:`trainer_cli.rundir`) holding the resolved ``config.yaml``, the git
-commit, TensorBoard logs and checkpoints.
+commit, the run id every logger logs under (``run.json``, :mod:`trainer_cli.loggers`), the logger
+files and checkpoints.
 """
 
 from __future__ import annotations
@@ -347,7 +348,11 @@ class TrainerCLI(LightningCLI):
     # -- end of a run ----------------------------------------------------------------------------
     def after_fit(self) -> None:
         if rank_zero_only.rank == 0 and self.run_dir is not None:
-            print(f"\nRun directory: {self.run_dir}\nTensorBoard:   tensorboard --logdir {self.run_dir}", flush=True)
+            from lightning.pytorch.loggers import TensorBoardLogger
+
+            tensorboard = any(isinstance(logger, TensorBoardLogger) for logger in self.trainer.loggers)
+            hint = f"\nTensorBoard:   tensorboard --logdir {self.run_dir}" if tensorboard else ""
+            print(f"\nRun directory: {self.run_dir}{hint}", flush=True)
 
 
 def _is_finished(trainer: Namespace, ckpt: rundir.RunCheckpoint) -> bool:
