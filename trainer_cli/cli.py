@@ -5,7 +5,8 @@ importable LightningModule / LightningDataModule plugs in through ``class_path``
 and scheduler are chosen by name (``--optimizer AdamW``, ``--lr_scheduler OneCycleLR``) and built
 lazily, so a step-wise scheduler learns the run's total steps from the trainer. Every run gets
 its own directory (:mod:`trainer_cli.rundir`) holding the resolved ``config.yaml``, the git
-commit, TensorBoard logs and checkpoints.
+commit, the run id every logger logs under (``run.json``, :mod:`trainer_cli.loggers`), the logger
+files and checkpoints.
 """
 
 from __future__ import annotations
@@ -33,6 +34,7 @@ import trainer_cli.callbacks  # noqa: F401 - registers the project's callbacks f
 import trainer_cli.data  # noqa: F401 - registers the project's data modules for short names
 import trainer_cli.models.classifier  # noqa: F401 - registers the project's models for short names
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
+from trainer_cli import loggers as loggers_mod
 from trainer_cli import quiet, rundir
 from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
 from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue, requeue_in_progress
@@ -226,19 +228,17 @@ class TrainerCLI(LightningCLI):
         return newest.path
 
     def _point_loggers_at(self, cfg: Namespace, run_dir: Path) -> None:
+        """Every logger logs this run's identity (``run.json``, :mod:`trainer_cli.loggers`)."""
         logger = cfg.trainer.logger
         if logger is True or logger is None:  # None: stock LightningCLI's "the default logger"; off is `false`
             logger = cfg.trainer.logger = Namespace(DEFAULT_LOGGER | {"init_args": Namespace(DEFAULT_LOGGER["init_args"])})
         loggers = logger if isinstance(logger, list) else [logger]
         for item in loggers:
-            if not isinstance(item, Namespace) or "class_path" not in item:
-                continue
-            params = inspect.signature(import_class(item.class_path)).parameters
-            if item.get("init_args") is None:
+            if isinstance(item, Namespace) and "class_path" in item and item.get("init_args") is None:
                 item.init_args = Namespace()
-            for key, value in (("save_dir", str(run_dir.parent)), ("name", ""), ("version", run_dir.name)):
-                if key in params:
-                    item.init_args[key] = value
+        identity = loggers_mod.run_identity(run_dir, f"{cfg.name}/{run_dir.name}")
+        root = Path(cfg.trainer.default_root_dir or DEFAULT_ROOT_DIR)
+        loggers_mod.point_loggers_at([i for i in loggers if isinstance(i, Namespace)], run_dir, root, identity)
 
     def before_instantiate_classes(self) -> None:
         cfg = self._subconfig()
@@ -291,7 +291,12 @@ class TrainerCLI(LightningCLI):
             callbacks.append(self._interrupt_checkpoint)
         trainer_config["plugins"] = with_atomic_checkpoint_io(trainer_config.get("plugins"))
         callbacks += default_progress_bar(trainer_config, callbacks)
-        return self._instantiate_trainer(drop_switched_off(trainer_config), callbacks)
+        if self.run_dir is not None:  # whatever the logger (Lightning's default dir follows it)
+            loggers_mod.checkpoints_in_run_dir([*callbacks, *configured], self.run_dir)
+        trainer = self._instantiate_trainer(drop_switched_off(trainer_config), callbacks)
+        if self.run_dir is not None and rank_zero_only.rank == 0:
+            loggers_mod.record_logger_runs(trainer.loggers, self.run_dir)  # MLflow's run id, for a resume
+        return trainer
 
     def _run_subcommand(self, subcommand: str) -> None:
         """LightningCLI's, plus: a resume hint and a non-zero exit after SIGTERM / Ctrl-C (a run
@@ -343,7 +348,11 @@ class TrainerCLI(LightningCLI):
     # -- end of a run ----------------------------------------------------------------------------
     def after_fit(self) -> None:
         if rank_zero_only.rank == 0 and self.run_dir is not None:
-            print(f"\nRun directory: {self.run_dir}\nTensorBoard:   tensorboard --logdir {self.run_dir}", flush=True)
+            from lightning.pytorch.loggers import TensorBoardLogger
+
+            tensorboard = any(isinstance(logger, TensorBoardLogger) for logger in self.trainer.loggers)
+            hint = f"\nTensorBoard:   tensorboard --logdir {self.run_dir}" if tensorboard else ""
+            print(f"\nRun directory: {self.run_dir}{hint}", flush=True)
 
 
 def _is_finished(trainer: Namespace, ckpt: rundir.RunCheckpoint) -> bool:

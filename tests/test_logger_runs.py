@@ -1,0 +1,122 @@
+"""One run identity in every logger (``<run>/run.json``): W&B (offline) and MLflow (a local ``file:``
+store) through the shipped ``configs/logger/`` files. Two experiments are two logger runs; a run
+killed mid-training and resumed with ``--ckpt_path last`` is one logger run whose steps continue;
+checkpoints stay in ``<run>/checkpoints/`` whatever the logger.
+
+Skipped when the package is missing (both are in the ``test`` extra: ``make test`` installs them).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+import struct
+from pathlib import Path
+
+import pytest
+from resume_support import global_step, start_train, wait_for
+from support import DIGITS, quiet_args, run_train
+
+SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2"]  # 5 steps per epoch
+EPOCHS = 4
+
+
+def _fit(root: Path, logger: str, *extra: str) -> list[str]:
+    return ["fit", "--config", DIGITS, "--config", f"logger/{logger}", *quiet_args(root, EPOCHS), *SHORT, *extra]
+
+
+def _killed_then_resumed(root: Path, logger: str) -> Path:
+    """``digits/version_0``: killed (SIGKILL) after its first epoch's checkpoint, then resumed with
+    ``--ckpt_path last`` to the end; plus ``other/version_0``, a second experiment's first run."""
+    run = root / "digits" / "version_0"
+    proc = start_train(*_fit(root, logger))
+    wait_for(proc, lambda: (global_step(run / "checkpoints" / "last.ckpt") or 0) >= 5)
+    proc.send_signal(signal.SIGKILL)
+    proc.communicate()
+    resumed = run_train(*_fit(root, logger, "--ckpt_path", "last"))
+    assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
+    assert f"Resuming {run}" in resumed.stdout
+    other = run_train(*_fit(root, logger, "--name", "other", "--trainer.max_epochs", "1"))
+    assert other.returncode == 0, other.stderr[-3000:]
+    for run_dir in (run, root / "other" / "version_0"):  # whatever the logger: the run's own checkpoints/
+        assert (run_dir / "checkpoints" / "last.ckpt").is_file()
+    assert {p.parent.parent for p in root.rglob("*.ckpt")} == {run, root / "other" / "version_0"}
+    assert global_step(run / "checkpoints" / "last.ckpt") == EPOCHS * 5
+    return run
+
+
+def _run_json(run: Path) -> dict:
+    return json.loads((run / "run.json").read_text())
+
+
+# -- W&B, offline ----------------------------------------------------------------------------------------
+def wandb_records(path: Path) -> list[object]:
+    """The records of an offline W&B run file (``run-<id>.wandb``): LevelDB-log blocks of
+    ``wandb_internal_pb2.Record`` protobufs after a 7-byte header. A torn tail (killed) is dropped."""
+    from wandb.proto import wandb_internal_pb2
+
+    data, block, pos = path.read_bytes(), 32768, 7
+    records, pending = [], b""
+    while pos + 7 <= len(data):
+        if block - pos % block < 7:  # a block's trailer: padding
+            pos += block - pos % block
+            continue
+        _crc, length, kind = struct.unpack("<IHB", data[pos:pos + 7])
+        if kind == 0 or pos + 7 + length > len(data):
+            break
+        pending += data[pos + 7:pos + 7 + length]
+        pos += 7 + length
+        if kind in (1, 4):  # FULL or LAST piece of a record
+            record = wandb_internal_pb2.Record()
+            record.ParseFromString(pending)
+            records.append(record)
+            pending = b""
+    return records
+
+
+def wandb_runs(run: Path) -> list[tuple[str, list[int]]]:
+    """``(W&B run id, logged trainer/global_step values)`` of each offline W&B run directory of ``run``
+    (``wandb/offline-run-<time>-<id>/``, one per process; the id from its name and, once written,
+    its run record)."""
+    found = []
+    for folder in sorted(run.glob("wandb/offline-run-*")):
+        run_id = folder.name.rsplit("-", 1)[1]
+        records = [r for path in folder.glob("run-*.wandb") for r in wandb_records(path)]
+        assert {r.run.run_id for r in records if r.WhichOneof("record_type") == "run"} <= {run_id}, folder
+        steps = [int(json.loads(i.value_json)) for r in records if r.WhichOneof("record_type") == "history"
+                 for i in r.history.item if (i.key or "/".join(i.nested_key)) == "trainer/global_step"]
+        found.append((run_id, steps))
+    return found
+
+
+def test_wandb_one_run_per_run_dir_continued_on_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("wandb", reason="wandb is not installed (pip install 'trainer-cli[wandb]')")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    run = _killed_then_resumed(tmp_path, "wandb")
+    run_id = _run_json(run)["run_id"]
+    runs = wandb_runs(run)  # the killed process's (what W&B had flushed: maybe nothing), the resume's
+    assert len(runs) == 2 and {r[0] for r in runs} == {run_id}  # one W&B run
+    resumed = runs[-1][1]
+    assert min(resumed) >= 5 and max(resumed) == EPOCHS * 5 - 1  # its steps continue from the checkpoint
+    other = tmp_path / "other" / "version_0"
+    assert [r[0] for r in wandb_runs(other)] == [_run_json(other)["run_id"]] and run_id != _run_json(other)["run_id"]
+
+
+# -- MLflow, local file store ------------------------------------------------------------------------------
+def test_mlflow_one_run_per_run_dir_continued_on_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("mlflow", reason="mlflow is not installed (pip install 'trainer-cli[mlflow]')")
+    from mlflow.tracking import MlflowClient
+
+    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # for this process's client too
+    monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
+    run = _killed_then_resumed(tmp_path, "mlflow")
+    store = f"file:{tmp_path / 'mlruns'}"  # the default store: <default_root_dir>/mlruns
+    (run_id,) = _run_json(run)["mlflow"].values()
+    (other_id,) = _run_json(tmp_path / "other" / "version_0")["mlflow"].values()
+    client = MlflowClient(store)
+    experiment = client.get_experiment_by_name("trainer-cli")
+    assert {r.info.run_id for r in client.search_runs([experiment.experiment_id])} == {run_id, other_id}  # two runs
+    assert client.get_run(run_id).info.run_name == "digits/version_0"
+    steps = sorted({m.step for m in client.get_metric_history(run_id, "val/acc")})
+    assert steps == [5 * e + 4 for e in range(EPOCHS)]  # one series, continued after the kill

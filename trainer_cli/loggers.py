@@ -1,0 +1,154 @@
+"""One run identity in every logger.
+
+Each run directory holds ``run.json``, written once when the run starts in it:
+``{"run_id": "<32 hex digits>", "name": "<name>/version_<N>", "created": ...}``. Every logger is
+pointed at the run from it, so a resume (``--ckpt_path last``, a Slurm requeue, a resubmission into
+the run) continues the same logger run:
+
+- loggers with a ``version`` (TensorBoard, CSV): ``save_dir``/``name``/``version`` put their files
+  straight into the run directory (``version`` = its name, as before);
+- W&B (``WandbLogger``, it has ``id``): ``id`` = the run id (Lightning resumes it with
+  ``resume="allow"``), display name ``<name>/version_<N>``, files under ``<run>/wandb/``;
+- MLflow (``MLFlowLogger``, it has ``run_id``): MLflow makes its own run id on the first start;
+  it is recorded in ``run.json`` (``"mlflow": {tracking_uri: mlflow run id}``) and passed back as
+  ``run_id`` when the run resumes; run name ``<name>/version_<N>``. Without a ``tracking_uri``
+  (and no ``MLFLOW_TRACKING_URI``) the store is ``<default_root_dir>/mlruns``, shared by the runs of
+  that root (``mlflow ui --backend-store-uri <root>/mlruns``); a ``file:`` store is allowed on
+  MLflow 3 (``MLFLOW_ALLOW_FILE_STORE=true`` unless set otherwise).
+
+Checkpoints do not follow the logger: ``<run>/checkpoints/`` whatever the logger
+(:func:`checkpoints_in_run_dir`).
+"""
+
+from __future__ import annotations
+
+import inspect
+import json
+import os
+import uuid
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trainer_cli.imports import import_class
+
+RUN_FILE = "run.json"
+MLFLOW_KEY = "mlflow"  # in run.json: {tracking_uri: MLflow run id}
+
+
+# -- run.json --------------------------------------------------------------------------------------
+def read_identity(run_dir: Path) -> dict[str, Any]:
+    """``run_dir/run.json``; empty when there is none or it cannot be read."""
+    try:
+        data = json.loads((Path(run_dir) / RUN_FILE).read_text())
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) and data.get("run_id") else {}
+
+
+def run_identity(run_dir: Path, label: str) -> dict[str, Any]:
+    """The run's identity from ``run_dir/run.json``, created (with ``run_dir``) when missing.
+
+    Creation is atomic (a complete file linked into place, never replaced): processes starting
+    together in one directory (``srun`` tasks) all get the one that was written first.
+
+    Args:
+        run_dir: The run directory.
+        label: The run's human name, ``<name>/version_<N>`` (kept from the first start).
+    """
+    found = read_identity(run_dir)
+    if found:
+        return found
+    run_dir.mkdir(parents=True, exist_ok=True)
+    created = {"run_id": uuid.uuid4().hex, "name": label, "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
+    tmp = run_dir / f".{RUN_FILE}.{os.getpid()}.tmp"
+    tmp.write_text(json.dumps(created, indent=2) + "\n")
+    try:
+        os.link(tmp, run_dir / RUN_FILE)
+    except FileExistsError:
+        pass
+    finally:
+        tmp.unlink(missing_ok=True)
+    return read_identity(run_dir) or created
+
+
+def update_identity(run_dir: Path, **fields: Any) -> None:
+    """Merge ``fields`` into ``run_dir/run.json`` (global rank 0 only; replaced atomically)."""
+    path = Path(run_dir) / RUN_FILE
+    tmp = path.with_name(f".{RUN_FILE}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(read_identity(run_dir) | fields, indent=2) + "\n")
+    os.replace(tmp, path)
+
+
+# -- logger configs --------------------------------------------------------------------------------
+def point_loggers_at(loggers: list[Any], run_dir: Path, root: Path, identity: dict[str, Any]) -> None:
+    """Set the init args of the logger configs (``class_path``/``init_args`` namespaces) so each
+    logs the run ``identity`` of ``run_dir`` (see the module's description)."""
+    for item in loggers:
+        if not hasattr(item, "get") or "class_path" not in item:
+            continue
+        params = inspect.signature(import_class(item.class_path)).parameters
+        args = item.init_args
+        if "id" in params:  # W&B: the run id is the W&B run id
+            # name: the display name (a name left from another logger's config is no W&B name)
+            _set(args, params, save_dir=str(run_dir), dir=None, version=None, id=identity["run_id"], name=identity["name"])
+            args.resume = "allow"  # a wandb.init argument: continue the run of that id (None would not)
+        elif "run_id" in params:  # MLflow: its own run id, recorded at the first start
+            if not args.get("tracking_uri"):
+                args.save_dir = str(root.absolute() / "mlruns")
+            if mlflow_tracking_uri(args).startswith("file:"):  # MLflow 3 refuses its file store unless told
+                os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+            args.run_id = _live_mlflow_run(identity, mlflow_tracking_uri(args))
+            if not args.get("run_name"):
+                args.run_name = identity["name"]
+        else:  # TensorBoard, CSV, ...: <save_dir>/<name>/<version> is the run directory
+            _set(args, params, save_dir=str(run_dir.parent), name="", version=run_dir.name)
+
+
+def _set(args: Any, params: Any, **values: Any) -> None:
+    for key, value in values.items():
+        if key in params:
+            args[key] = value
+
+
+def mlflow_tracking_uri(args: Any) -> str:
+    """The tracking URI an ``MLFlowLogger`` built from ``args`` uses (Lightning's rule)."""
+    return args.get("tracking_uri") or f"file:{args.get('save_dir') or './mlruns'}"
+
+
+def _live_mlflow_run(identity: dict[str, Any], tracking_uri: str) -> str | None:
+    """The MLflow run id recorded for ``tracking_uri``, when that store still has the run."""
+    run_id = identity.get(MLFLOW_KEY, {}).get(tracking_uri)
+    if run_id is None:
+        return None
+    from mlflow.tracking import MlflowClient
+
+    try:
+        MlflowClient(tracking_uri).get_run(run_id)
+    except Exception as err:  # deleted, or the store moved: a new MLflow run
+        print(f"MLflow run {run_id} of this run is gone from {tracking_uri} ({type(err).__name__}); starting a new one", flush=True)
+        return None
+    return run_id
+
+
+def record_logger_runs(loggers: list[Any], run_dir: Path) -> None:
+    """Record in ``run.json`` the MLflow run id each ``MLFlowLogger`` got (it makes the run now),
+    so that a resume continues that MLflow run. Global rank 0 only."""
+    from lightning.pytorch.loggers import MLFlowLogger
+
+    runs = dict(read_identity(run_dir).get(MLFLOW_KEY, {}))
+    for logger in loggers:
+        if isinstance(logger, MLFlowLogger):  # the URI as given (= mlflow_tracking_uri of its config)
+            runs[logger._tracking_uri] = logger.run_id
+    if runs != read_identity(run_dir).get(MLFLOW_KEY, {}):
+        update_identity(run_dir, **{MLFLOW_KEY: runs})
+
+
+def checkpoints_in_run_dir(callbacks: list[Any], run_dir: Path) -> None:
+    """Every ``ModelCheckpoint`` without a ``dirpath`` saves to ``<run>/checkpoints`` (Lightning's
+    default follows the first logger: W&B's or MLflow's would be outside the run directory)."""
+    from lightning.pytorch.callbacks import ModelCheckpoint
+
+    for callback in callbacks:
+        if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
+            callback.dirpath = str(run_dir / "checkpoints")
