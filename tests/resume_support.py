@@ -30,11 +30,13 @@ def start_train(*args: str, cwd: Path = REPO, own_group: bool = False) -> subpro
 
 
 def kill_group(proc: subprocess.Popen[str]) -> None:
-    """SIGKILL a process started with ``own_group=True`` and everything in its group, then reap it."""
-    try:
-        os.killpg(proc.pid, signal.SIGKILL)
-    except ProcessLookupError:
-        pass
+    """SIGKILL a process started with ``own_group=True`` and everything in its group, then reap it
+    (nothing is sent once it has ended and been reaped: its id may belong to another process by then)."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
     proc.wait()
 
 

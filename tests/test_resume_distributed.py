@@ -34,29 +34,31 @@ def fit_args(root: Path, tmp: Path, setup: str) -> list[str]:
 
 @pytest.mark.parametrize("setup", list(SETUPS))
 def test_sigkill_mid_epoch_then_resume_is_bitwise_equal(tmp_path: Path, setup: str) -> None:
+    # the run left alone goes on beside the one that is killed and resumed
     reference_root = tmp_path / "reference"
-    done = run_train(*fit_args(reference_root, tmp_path, setup), timeout=300)
-    assert done.returncode == 0, done.stderr[-3000:]
-    reference = final_state(reference_root / "digits" / "version_0")
-    assert reference["step"] == 2 * STEPS_PER_EPOCH
-
-    root = tmp_path / "runs"
-    last = root / "digits" / "version_0" / "checkpoints" / "last.ckpt"
-    proc = start_train(*fit_args(root, tmp_path, setup), own_group=True)
+    reference_proc = start_train(*fit_args(reference_root, tmp_path, setup), own_group=True)
     try:
-        wait_for(proc, lambda: (lambda s: s is not None and s > STEPS_PER_EPOCH and s % STEPS_PER_EPOCH != 0)(global_step(last)))
-    finally:
-        kill_group(proc)  # SIGKILL: the other rank / the workers too
-    step = global_step(last)
-    assert step is not None and STEPS_PER_EPOCH < step < 2 * STEPS_PER_EPOCH and step % STEPS_PER_EPOCH, f"killed at step {step}"
-    loader_state = load(last)["DigitsDataModule"]["train_loader"]
-    assert loader_state, "the checkpoint holds no training loader position"
+        root = tmp_path / "runs"
+        last = root / "digits" / "version_0" / "checkpoints" / "last.ckpt"
+        proc = start_train(*fit_args(root, tmp_path, setup), own_group=True)
+        try:
+            wait_for(proc, lambda: (lambda s: s is not None and s > STEPS_PER_EPOCH and s % STEPS_PER_EPOCH != 0)(global_step(last)))
+        finally:
+            kill_group(proc)  # SIGKILL: the other rank / the workers too
+        step = global_step(last)
+        assert step is not None and STEPS_PER_EPOCH < step < 2 * STEPS_PER_EPOCH and step % STEPS_PER_EPOCH, f"killed at step {step}"
+        assert load(last)["DigitsDataModule"]["train_loader"], "the checkpoint holds no training loader position"
 
-    resumed = run_train(*fit_args(root, tmp_path, setup), "--ckpt_path", "last", timeout=300)
-    assert resumed.returncode == 0, resumed.stderr[-3000:]
+        resumed = run_train(*fit_args(root, tmp_path, setup), "--ckpt_path", "last", timeout=300)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        out, _ = reference_proc.communicate(timeout=300)
+        assert reference_proc.returncode == 0, out[-3000:]
+    finally:
+        kill_group(reference_proc)
+    reference = final_state(reference_root / "digits" / "version_0")
     assert sorted(p.name for p in (root / "digits").iterdir()) == ["version_0"]  # resumed in place
     state = final_state(root / "digits" / "version_0")
-    assert state["step"] == 2 * STEPS_PER_EPOCH
+    assert state["step"] == reference["step"] == 2 * STEPS_PER_EPOCH
     assert same_tensors(state["model"], reference["model"]), f"{setup}: weights differ after a resume at step {step}"
     assert same_tensors(state["optimizer"], reference["optimizer"]), f"{setup}: optimizer state differs"
     assert same_tensors(state["scheduler"], reference["scheduler"]), f"{setup}: scheduler state differs"
