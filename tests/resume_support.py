@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import subprocess
 import sys
 import time
@@ -11,17 +12,52 @@ from typing import Any, Callable
 
 import torch
 
-from support import REPO
+from support import CONFIGS, REPO
 
 
-def start_train(*args: str, cwd: Path = REPO) -> subprocess.Popen[str]:
-    """Start ``python -m trainer_cli ARGS`` in the background (output collected on exit)."""
+def start_train(*args: str, cwd: Path = REPO, own_group: bool = False) -> subprocess.Popen[str]:
+    """Start ``python -m trainer_cli ARGS`` in the background (output collected on exit).
+
+    ``own_group``: in a process group of its own, so that :func:`kill_group` also ends what it
+    started (DDP's other ranks, DataLoader workers).
+    """
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("TRAINER_CLI_RUN_DIR", None)
     return subprocess.Popen(
         [sys.executable, "-m", "trainer_cli", *args], cwd=cwd, env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=own_group,
     )
+
+
+def kill_group(proc: subprocess.Popen[str]) -> None:
+    """SIGKILL a process started with ``own_group=True`` and everything in its group, then reap it
+    (nothing is sent once it has ended and been reaped: its id may belong to another process by then)."""
+    if proc.poll() is None:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+    proc.wait()
+
+
+def every_n_steps_config(tmp: Path, n: int | None) -> str:
+    """A callbacks layer checkpointing every ``n`` optimizer steps; None: the digits default
+    (``configs/callbacks/default.yaml``: best and last at each validation)."""
+    if n is None:
+        return str(CONFIGS / "callbacks" / "default.yaml")
+    path = tmp / f"ckpt_every_{n}.yaml"
+    path.write_text(
+        "trainer:\n  callbacks:\n    - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
+        f"      init_args:\n        every_n_train_steps: {n}\n        save_last: true\n        save_top_k: 0\n"
+    )
+    return str(path)
+
+
+def final_state(run: Path) -> dict[str, Any]:
+    """Step, epoch, weights, optimizer and scheduler state of the run's ``last.ckpt``."""
+    ckpt = load(run / "checkpoints" / "last.ckpt")
+    return {"step": ckpt["global_step"], "epoch": ckpt["epoch"], "model": ckpt["state_dict"],
+            "optimizer": ckpt["optimizer_states"], "scheduler": ckpt["lr_schedulers"]}
 
 
 def load(path: Path) -> dict[str, Any]:

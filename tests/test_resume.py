@@ -17,23 +17,10 @@ from pathlib import Path
 
 import pytest
 
-from resume_support import global_step, load, same_tensors, start_train, wait_for
-from support import CONFIGS, DIGITS, REPO, quiet_args, run_train, scalars
+from resume_support import every_n_steps_config, final_state, global_step, load, same_tensors, start_train, wait_for
+from support import DIGITS, REPO, quiet_args, run_train, scalars
 
 STEPS_PER_EPOCH = 10  # limit_train_batches (the full epoch is 20 batches of 64)
-
-
-def every_n_steps_config(tmp: Path, n: int | None) -> str:
-    """A callbacks layer checkpointing every ``n`` optimizer steps; None: the digits default
-    (``configs/callbacks/default.yaml``: best and last at each validation)."""
-    if n is None:
-        return str(CONFIGS / "callbacks" / "default.yaml")
-    path = tmp / f"ckpt_every_{n}.yaml"
-    path.write_text(
-        "trainer:\n  callbacks:\n    - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
-        f"      init_args:\n        every_n_train_steps: {n}\n        save_last: true\n        save_top_k: 0\n"
-    )
-    return str(path)
 
 
 def fit_args(root: Path, ckpt_config: str, epochs: int = 2) -> list[str]:
@@ -41,12 +28,6 @@ def fit_args(root: Path, ckpt_config: str, epochs: int = 2) -> list[str]:
         "fit", "--config", DIGITS, "--config", ckpt_config, *quiet_args(root, epochs), "--trainer.deterministic", "true",
         "--trainer.limit_train_batches", str(STEPS_PER_EPOCH), "--trainer.limit_val_batches", "2",
     ]
-
-
-def final_state(run: Path) -> dict:
-    ckpt = load(run / "checkpoints" / "last.ckpt")
-    return {"step": ckpt["global_step"], "epoch": ckpt["epoch"], "model": ckpt["state_dict"],
-            "optimizer": ckpt["optimizer_states"], "scheduler": ckpt["lr_schedulers"]}
 
 
 def final_val_acc(run: Path) -> float:

@@ -195,7 +195,7 @@ def test_one_task_ddp_resumes_mid_epoch(tmp_path: Path) -> None:
         assert exit_code("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(tmp_path), "--trainer.max_epochs", "1", *TINY, *ddp, *stop]) == 143
         run = tmp_path / "digits" / "version_0"
         assert load(run / rundir.LAST_CKPT)["global_step"] == 2  # stopped mid-epoch
-        run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])  # Lightning's DistributedSamplerWrapper
+        run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])  # the resumable sampler, as a DistributedSampler of one replica
         assert load(run / rundir.LAST_CKPT)["global_step"] == 4
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():

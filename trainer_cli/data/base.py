@@ -1,5 +1,6 @@
-"""What every image-classification data module of the project shares: loader settings and the
-shape facts (``num_classes``, ``in_channels``, ``image_size``) that flow to the model."""
+"""What every image-classification data module of the project shares: loader settings, the
+resumable training loader and the shape facts (``num_classes``, ``in_channels``, ``image_size``)
+that flow to the model."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ from typing import Any
 import lightning.pytorch as pl
 import torch
 from torch.utils.data import DataLoader, Dataset, Sampler
+from torchdata.stateful_dataloader import StatefulDataLoader
 
 from trainer_cli.data.sampler import ResumableShuffleSampler
+
+TRAIN_LOADER_KEY = "train_loader"
 
 
 class ClassificationDataModule(pl.LightningDataModule):
@@ -43,11 +47,14 @@ class ClassificationDataModule(pl.LightningDataModule):
         self.train_set: Dataset[Any] | None = None
         self.val_set: Dataset[Any] | None = None
         self.test_set: Dataset[Any] | None = None
+        self._train_loader: StatefulDataLoader | None = None
+        self._train_loader_state: dict[str, Any] | None = None
 
     def _loader(self, dataset: Dataset[Any] | None, shuffle: bool, sampler: Sampler[int] | None = None) -> DataLoader[Any]:
+        """A loader of ``dataset``; with a ``sampler`` (training) a ``StatefulDataLoader``."""
         if dataset is None:
             raise RuntimeError(f"{type(self).__name__}.setup() has not made this split")
-        return DataLoader(
+        return (DataLoader if sampler is None else StatefulDataLoader)(
             dataset,
             batch_size=self.batch_size,
             shuffle=shuffle,
@@ -69,12 +76,55 @@ class ClassificationDataModule(pl.LightningDataModule):
 
         return self.trainer is not None and isinstance(self.trainer.accelerator, CUDAAccelerator)
 
-    def train_dataloader(self) -> DataLoader[Any]:
-        """Shuffled by (seed, epoch) and resumable mid-epoch (:class:`ResumableShuffleSampler`)."""
+    def train_sampler(self, sampler_class: type[ResumableShuffleSampler] = ResumableShuffleSampler) -> ResumableShuffleSampler:
+        """The training order: shuffled by (seed, epoch), this process's share under a distributed
+        strategy (``trainer.distributed_sampler_kwargs``), resumable mid-epoch."""
         if self.train_set is None:
             raise RuntimeError(f"{type(self).__name__}.setup() has not made this split")
-        sampler = ResumableShuffleSampler(len(self.train_set), self.batch_size, getattr(self, "seed", 0), self)  # type: ignore[arg-type]
-        return self._loader(self.train_set, shuffle=False, sampler=sampler)
+        trainer = self.trainer
+        split = (trainer.distributed_sampler_kwargs if trainer is not None else None) or {}
+        return sampler_class(
+            len(self.train_set),  # type: ignore[arg-type]
+            seed=getattr(self, "seed", 0),
+            num_replicas=split.get("num_replicas", 1),
+            rank=split.get("rank", 0),
+            batch_size=self.batch_size,
+            limit_train_batches=trainer.limit_train_batches if trainer is not None else None,
+        )
+
+    def train_dataloader(self) -> DataLoader[Any]:
+        """A ``StatefulDataLoader`` over :meth:`train_sampler`: its position (epoch, batches done,
+        worker snapshots) is saved with every checkpoint (:meth:`state_dict`) and a resumed run
+        continues the interrupted epoch where it stopped."""
+        loader = self._loader(self.train_set, shuffle=False, sampler=self.train_sampler())
+        self._train_loader = self._resume_train_loader(loader)  # type: ignore[assignment]
+        return loader
+
+    def _resume_train_loader(self, loader: DataLoader[Any]) -> DataLoader[Any]:
+        """Give ``loader`` the position loaded from the checkpoint being resumed, if any (once)."""
+        state, self._train_loader_state = self._train_loader_state, None
+        trainer = self.trainer
+        if state and trainer is not None and trainer.ckpt_path is not None and isinstance(loader, StatefulDataLoader):
+            loader.load_state_dict(state)
+        return loader
+
+    def state_dict(self) -> dict[str, Any]:
+        """The training loader's position, saved in each checkpoint (every rank computes it; the
+        checkpoint holds rank 0's, which is every rank's: see :mod:`trainer_cli.data.sampler`).
+
+        Lightning also keeps a stateful loader's state in its fit loop, but restores it only when
+        the training loader is first built after the checkpoint's loops were restored; a step-wise
+        scheduler asks for ``trainer.estimated_stepping_batches`` earlier (in
+        ``configure_optimizers``) and Lightning then never gives the state back. The data module's
+        own state is restored before that, so the loader is built at its saved position.
+        """
+        if self._train_loader is None:
+            return {}
+        return {TRAIN_LOADER_KEY: self._train_loader.state_dict()}
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        """Keep the checkpoint's loader position for the next :meth:`train_dataloader` call."""
+        self._train_loader_state = state_dict.get(TRAIN_LOADER_KEY)
 
     def val_dataloader(self) -> DataLoader[Any]:
         return self._loader(self.val_set, shuffle=False)

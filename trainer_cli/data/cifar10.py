@@ -18,9 +18,11 @@ from typing import Any
 import numpy as np
 import torch
 from torch.utils.data import BatchSampler, DataLoader, Dataset, RandomSampler, SequentialSampler, Subset, TensorDataset
+from torchdata.stateful_dataloader import StatefulDataLoader
 
 from trainer_cli.data.base import ClassificationDataModule
 from trainer_cli.data.batch_augment import crop_flip_normalize
+from trainer_cli.data.sampler import ResumableBatchSampler, ResumableShuffleSampler
 from trainer_cli.errors import UserError
 
 CIFAR10_MEAN = (0.4914, 0.4822, 0.4465)
@@ -112,7 +114,7 @@ class CIFAR10DataModule(ClassificationDataModule):
         batched: Hold the uint8 dataset as one tensor and augment whole batches on the training
             device (GPU) after the transfer, instead of per-sample PIL transforms in workers.
             Much faster; ``num_workers`` and ``persistent_workers`` are then unused. Under DDP,
-            Lightning wraps the batch sampler so that each rank draws different batches.
+            each rank cuts its batches from its own share of the epoch's order.
         channels_last: Batched path only: deliver batches in ``torch.channels_last`` memory
             format (pair with the model's ``channels_last``).
         num_workers: DataLoader worker processes (per-sample path).
@@ -181,13 +183,19 @@ class CIFAR10DataModule(ClassificationDataModule):
         self.val_set = Subset(eval_full, val_idx.tolist())
         self.test_set = UInt8ImageDataset(x_test, y_test, self.transforms(train=False))
 
+    def train_sampler(self, sampler_class: type[ResumableShuffleSampler] = ResumableShuffleSampler) -> ResumableShuffleSampler:
+        """Batched path: the resumable order already cut into batches (:class:`ResumableBatchSampler`)."""
+        return super().train_sampler(ResumableBatchSampler if self.batched else sampler_class)
+
     def _loader(self, dataset: Dataset[Any] | None, shuffle: bool, sampler: Any = None) -> DataLoader[Any]:
         if not self.batched:
             return super()._loader(dataset, shuffle, sampler)
         if not isinstance(dataset, TensorDataset):
             raise RuntimeError(f"{type(self).__name__}.setup() has not made this split")
-        # whole batches by one fancy index each (TensorDataset accepts a list of indices); the
-        # resumable per-sample order (``sampler``) becomes the order the batches are cut from
+        # whole batches by one fancy index each (TensorDataset accepts a list of indices): training
+        # takes the resumable batches of ``sampler``, evaluation batches the samples in order
+        if isinstance(sampler, ResumableBatchSampler):
+            return StatefulDataLoader(dataset, sampler=sampler, batch_size=None, pin_memory=self.use_pin_memory())
         order = sampler if sampler is not None else RandomSampler(dataset) if shuffle else SequentialSampler(dataset)
         return DataLoader(
             dataset,

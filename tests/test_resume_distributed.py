@@ -1,0 +1,64 @@
+"""Exact mid-epoch resume beyond one single-process loader: 2-process CPU DDP (gloo) and a
+loader with 2 worker processes.
+
+Digits, deterministic, 2 epochs of 8 batches per process (``limit_train_batches``), a checkpoint
+every 2 optimizer steps. The run is SIGKILLed (with its other rank or its workers) once its
+newest checkpoint lies in the middle of the second epoch, resumed with ``--ckpt_path last``, and
+must end bitwise equal to the same run left alone: weights, optimizer and scheduler state.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from resume_support import every_n_steps_config, final_state, global_step, kill_group, load, same_tensors, start_train, wait_for
+from support import CONFIGS, DIGITS, quiet_args, run_train
+
+STEPS_PER_EPOCH = 8  # limit_train_batches: digits has 10 batches of 64 per process under 2-process DDP, 20 in one
+EVERY = 2
+SETUPS = {
+    "ddp_cpu_sim": ["--config", str(CONFIGS / "strategy" / "ddp_cpu_sim.yaml")],
+    "num_workers=2": ["--data.init_args.num_workers", "2"],
+}
+
+
+def fit_args(root: Path, tmp: Path, setup: str) -> list[str]:
+    return [
+        "fit", "--config", DIGITS, *SETUPS[setup], "--config", every_n_steps_config(tmp, EVERY), *quiet_args(root, 2),
+        "--trainer.deterministic", "true", "--trainer.limit_train_batches", str(STEPS_PER_EPOCH),
+        "--trainer.limit_val_batches", "2",
+    ]
+
+
+@pytest.mark.parametrize("setup", list(SETUPS))
+def test_sigkill_mid_epoch_then_resume_is_bitwise_equal(tmp_path: Path, setup: str) -> None:
+    # the run left alone goes on beside the one that is killed and resumed
+    reference_root = tmp_path / "reference"
+    reference_proc = start_train(*fit_args(reference_root, tmp_path, setup), own_group=True)
+    try:
+        root = tmp_path / "runs"
+        last = root / "digits" / "version_0" / "checkpoints" / "last.ckpt"
+        proc = start_train(*fit_args(root, tmp_path, setup), own_group=True)
+        try:
+            wait_for(proc, lambda: (lambda s: s is not None and s > STEPS_PER_EPOCH and s % STEPS_PER_EPOCH != 0)(global_step(last)))
+        finally:
+            kill_group(proc)  # SIGKILL: the other rank / the workers too
+        step = global_step(last)
+        assert step is not None and STEPS_PER_EPOCH < step < 2 * STEPS_PER_EPOCH and step % STEPS_PER_EPOCH, f"killed at step {step}"
+        assert load(last)["DigitsDataModule"]["train_loader"], "the checkpoint holds no training loader position"
+
+        resumed = run_train(*fit_args(root, tmp_path, setup), "--ckpt_path", "last", timeout=300)
+        assert resumed.returncode == 0, resumed.stderr[-3000:]
+        out, _ = reference_proc.communicate(timeout=300)
+        assert reference_proc.returncode == 0, out[-3000:]
+    finally:
+        kill_group(reference_proc)
+    reference = final_state(reference_root / "digits" / "version_0")
+    assert sorted(p.name for p in (root / "digits").iterdir()) == ["version_0"]  # resumed in place
+    state = final_state(root / "digits" / "version_0")
+    assert state["step"] == reference["step"] == 2 * STEPS_PER_EPOCH
+    assert same_tensors(state["model"], reference["model"]), f"{setup}: weights differ after a resume at step {step}"
+    assert same_tensors(state["optimizer"], reference["optimizer"]), f"{setup}: optimizer state differs"
+    assert same_tensors(state["scheduler"], reference["scheduler"]), f"{setup}: scheduler state differs"
