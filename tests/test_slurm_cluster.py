@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import time
 from pathlib import Path
 
 import pytest
@@ -450,7 +451,7 @@ def test_the_job_runs_the_code_submitted_not_the_code_edited_after(slurm_cluster
     monkeypatch.chdir(repo)
     monkeypatch.syspath_prepend(str(repo))  # as `PYTHONPATH=. train submit` from the repository
     job_id, run_dir, out = _submit(
-        tmp_path / "runs", 1, 1, "--model", "snapmodels.tiny.TinyNet", "--trainer.max_epochs", "6", "--slurm.extra_sbatch", '["--hold"]',
+        tmp_path / "runs", 1, 1, "--model", "snapmodels.tiny.TinyNet", "--trainer.max_epochs", "150", "--slurm.extra_sbatch", '["--hold"]',
     )
     assert f"Code:          {run_dir / 'code'} (" in out and "with uncommitted changes" in out, out
     record = json.loads((run_dir / "code.json").read_text())
@@ -468,3 +469,17 @@ def test_the_job_runs_the_code_submitted_not_the_code_edited_after(slurm_cluster
     assert "edited after submit" not in log and "restart 1 on" in log
     state = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["state_dict"]
     assert state["net.1.weight"].shape == (24, 64), "the submitted (uncommitted) version of the module ran"
+
+
+def test_usr1_after_training_ended_leaves_the_job_completed(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """SIGUSR1 once training has finished (the time limit's warning as a run ends; Python gives
+    caught signals their default action back while it shuts down, and SIGUSR1's kills): the job
+    still ends COMPLETED."""
+    job_id, run_dir, _ = _submit(tmp_path, 1, 1)
+    log = run_dir / f"slurm-{job_id}.log"
+    deadline = time.monotonic() + 300
+    while not (log.is_file() and "Run directory:" in log.read_text()):
+        assert time.monotonic() < deadline, "the run did not finish"
+        time.sleep(0.05)
+    subprocess.run(["scancel", "-s", "USR1", job_id], capture_output=True, timeout=30)  # the job may be gone already
+    assert wait_for_state(job_id, timeout_s=120) == "COMPLETED", log.read_text()[-3000:]

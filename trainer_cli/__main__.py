@@ -94,9 +94,17 @@ def _dispatch(argv: list[str] | None) -> int:
     if workdir:  # (trainer_cli.launch.snapshot): its imports come from there, paths from here
         os.chdir(workdir)
     if verb in REQUEUE_VERBS:  # before anything slow: SIGUSR1 from Slurm must not kill a starting job
-        from trainer_cli.launch.requeue_signal import install
+        from trainer_cli.launch import requeue_signal
 
-        install()
+        requeue_signal.install()
+        try:
+            return _run_verb(verb, rest)
+        finally:  # nor a finished one, while Python shuts down
+            requeue_signal.ignore_from_now()
+    return _run_verb(verb, rest)
+
+
+def _run_verb(verb: str, rest: list[str]) -> int:
     if verb not in VERBS:
         import difflib
 

@@ -53,6 +53,11 @@ WARNINGS: tuple[Silenced, ...] = (
         "nothing the user can change.",
     ),
     Silenced(
+        r"'set_vital' is deprecated",
+        "torchdata's StatefulDataLoader (the training loaders) calls a torch API deprecated under it "
+        "(torchdata/stateful_dataloader/stateful_dataloader.py); nothing the user can change.",
+    ),
+    Silenced(
         r"The dirpath has changed from",
         "A run directory is never reused: a checkpoint from another run starts a new run whose "
         "ModelCheckpoint keeps its own top-k bookkeeping, as intended (resuming in place keeps the dirpath).",

@@ -45,6 +45,15 @@ def uninstall() -> None:
         _state["installed"] = False
 
 
+def ignore_from_now() -> None:
+    """Once the verb is done: ignore the signal from here to the process's end. Python gives caught
+    signals their default action back while it shuts down, and SIGUSR1's kills the process, so a
+    late signal (the time limit's warning right as training ends) would fail a finished job."""
+    if _state["installed"]:
+        signal.signal(REQUEUE_SIGNAL, signal.SIG_IGN)
+        _state["installed"] = False
+
+
 def installed() -> bool:
     """Whether :func:`install` installed the recording handler (and it was not uninstalled)."""
     return bool(_state["installed"])
