@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -468,3 +469,19 @@ def test_the_job_runs_the_code_submitted_not_the_code_edited_after(slurm_cluster
     assert "edited after submit" not in log and "restart 1 on" in log
     state = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["state_dict"]
     assert state["net.1.weight"].shape == (24, 64), "the submitted (uncommitted) version of the module ran"
+
+
+def test_raw_setup_block_activates_the_python_the_job_runs(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """A site's own shell in --slurm.setup_raw ($VAR, &&, PATH changes) runs in the job, and without
+    --slurm.python the job runs the `python` it put on PATH (an activated environment)."""
+    env_bin = tmp_path / "site_env" / "bin"
+    env_bin.mkdir(parents=True)
+    python = env_bin / "python"
+    python.write_text(f'#!/bin/sh\necho "site env python" >&2\nexec "{os.path.abspath(sys.executable)}" "$@"\n')
+    python.chmod(0o755)
+    raw = f'export PATH="{env_bin}:$PATH" && echo "site block ran in job $SLURM_JOB_ID"'
+    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--slurm.setup_raw", raw)
+    assert wait_for_state(job_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{job_id}.log").read_text()[-3000:]
+    log = (run_dir / f"slurm-{job_id}.log").read_text()
+    assert f"site block ran in job {job_id}" in log and "site env python" in log
+    assert "srun --kill-on-bad-exit=1 python -m trainer_cli fit" in (run_dir / "submit.sbatch").read_text()
