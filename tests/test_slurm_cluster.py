@@ -13,6 +13,7 @@ import os
 import re
 import shutil
 import subprocess
+import sys
 import time
 from pathlib import Path
 
@@ -483,3 +484,17 @@ def test_usr1_after_training_ended_leaves_the_job_completed(slurm_cluster: None,
         time.sleep(0.05)
     subprocess.run(["scancel", "-s", "USR1", job_id], capture_output=True, timeout=30)  # the job may be gone already
     assert wait_for_state(job_id, timeout_s=120) == "COMPLETED", log.read_text()[-3000:]
+def test_raw_setup_block_activates_the_python_the_job_runs(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """A site's own shell in --slurm.setup_raw ($VAR, &&, PATH changes) runs in the job, and without
+    --slurm.python the job runs the `python` it put on PATH (an activated environment)."""
+    env_bin = tmp_path / "site_env" / "bin"
+    env_bin.mkdir(parents=True)
+    python = env_bin / "python"
+    python.write_text(f'#!/bin/sh\necho "site env python" >&2\nexec "{os.path.abspath(sys.executable)}" "$@"\n')
+    python.chmod(0o755)
+    raw = f'export PATH="{env_bin}:$PATH" && echo "site block ran in job $SLURM_JOB_ID"'
+    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--slurm.setup_raw", raw)
+    assert wait_for_state(job_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{job_id}.log").read_text()[-3000:]
+    log = (run_dir / f"slurm-{job_id}.log").read_text()
+    assert f"site block ran in job {job_id}" in log and "site env python" in log
+    assert "srun --kill-on-bad-exit=1 python -m trainer_cli fit" in (run_dir / "submit.sbatch").read_text()

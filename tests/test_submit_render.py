@@ -12,6 +12,7 @@ from __future__ import annotations
 import difflib
 import os
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -232,3 +233,19 @@ def test_job_record_keeps_a_requeue_past_the_script_end(tmp_path: Path, monkeypa
     jobstate.main([str(tmp_path), "start"])
     jobstate.main([str(tmp_path), "end", "0"])
     assert {k: jobstate.read(tmp_path)[k] for k in ("state", "restarts", "exit_code")} == {"state": "COMPLETED", "restarts": 2, "exit_code": 0}
+
+
+def test_site_defaults_cpus_from_workers_raw_setup_and_python(tmp_path: Path) -> None:
+    """Without --slurm.cpus_per_task a task gets the data module's num_workers + 1 cores; a raw setup
+    block is rendered verbatim between labels; with setup lines and no --slurm.python the job runs
+    the `python` they put on PATH; --slurm.mem and --slurm.mem_per_cpu exclude each other."""
+    base = ["--config", CIFAR, "--trainer.default_root_dir", str(tmp_path), "--trainer.accelerator", "cpu", "--trainer.strategy", "ddp", "--trainer.devices", "1"]
+    job = plan([*base, "--data.init_args.num_workers", "3", "--slurm.mem_per_cpu", "4G"], dry_run=True)
+    assert "#SBATCH --cpus-per-task=4\n" in job.script_text and "#SBATCH --mem-per-cpu=4G\n" in job.script_text
+    assert f"srun --kill-on-bad-exit=1 {os.path.abspath(sys.executable)} -m trainer_cli fit" in job.script_text
+    raw = 'conda activate "my env" && export DATA=$SCRATCH/data'
+    job = plan([*base, "--slurm.setup_raw", raw], dry_run=True)
+    assert f"not quoted ----\n{raw}\n# ---- end of site setup block" in job.script_text
+    assert "srun --kill-on-bad-exit=1 python -m trainer_cli fit" in job.script_text
+    with pytest.raises(UserError, match="--slurm.mem 4G and --slurm.mem_per_cpu 1G: sbatch takes one of them"):
+        plan([*base, "--slurm.mem", "4G", "--slurm.mem_per_cpu", "1G"], dry_run=True)

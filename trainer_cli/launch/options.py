@@ -37,8 +37,11 @@ class SlurmOptions:
     """Wall-clock limit, as sbatch takes it: MINUTES, HH:MM:SS or D-HH:MM:SS."""
     mem: Optional[str] = None
     """Memory per node, as sbatch takes it (e.g. 64G); empty: the partition's default."""
-    cpus_per_task: int = 1
-    """CPU cores per task (per device); data loader workers run on them. Exported as SRUN_CPUS_PER_TASK."""
+    mem_per_cpu: Optional[str] = None
+    """Memory per CPU (sbatch --mem-per-cpu, e.g. 4G), instead of mem."""
+    cpus_per_task: Optional[int] = None
+    """CPU cores per task (per device); data loader workers run on them. Empty: the data module's
+    num_workers + 1 (1 without num_workers). Exported as SRUN_CPUS_PER_TASK."""
     constraint: Optional[str] = None
     """Node features required (sbatch --constraint), e.g. a100."""
     exclusive: bool = False
@@ -73,6 +76,10 @@ class SlurmOptions:
     setup: list[str] = field(default_factory=list)
     """Commands run before training, one per entry (module load cuda/12.4, source /path/venv/bin/activate).
     Each is split into words like a shell does and run as one command: no pipes, `;`, `$VAR` or `$(...)`."""
+    setup_raw: Optional[str] = None
+    """Your site's own shell, run verbatim before training, after setup (conda activate env,
+    module load $MODULES, export X=$SCRATCH/y && ...). Not quoted: it is labelled as such in the script.
+    With setup or setup_raw and no python, the job runs the `python` they put on PATH."""
     env: dict[str, str] = field(default_factory=dict)
     """Environment variables exported in the job (values taken literally)."""
     nccl_debug: Optional[str] = None
@@ -80,7 +87,8 @@ class SlurmOptions:
     nccl_socket_ifname: Optional[str] = None
     """Opt-in NCCL_SOCKET_IFNAME preset: the network interface(s) NCCL uses, e.g. ib0 or ^lo,docker."""
     python: Optional[str] = None
-    """Python that runs `-m trainer_cli` in the job; empty: the one running `train submit`."""
+    """Python that runs `-m trainer_cli` in the job. Empty: `python` from PATH when setup or
+    setup_raw is given (the environment they activate), else the one running `train submit`."""
     snapshot: bool = True
     """Copy the git work tree you submit from (tracked and untracked-not-ignored files, uncommitted
     changes included) into <run>/code; the job and every requeue import your code from there, so
@@ -90,8 +98,10 @@ class SlurmOptions:
 
     def __post_init__(self) -> None:
         problems = []
+        if self.mem and self.mem_per_cpu:
+            problems.append(f"--slurm.mem {self.mem} and --slurm.mem_per_cpu {self.mem_per_cpu}: sbatch takes one of them, choose one")
         for key in ("cpus_per_task", "signal_delay_s"):
-            if getattr(self, key) < 1:
+            if getattr(self, key) is not None and getattr(self, key) < 1:
                 problems.append(f"--slurm.{key} {getattr(self, key)}: must be 1 or more")
         if str(self.time).strip().upper() not in NO_TIME_LIMIT and time_limit_s(self.time) is None:
             problems.append(f"--slurm.time {self.time}: not a time limit sbatch takes; use {TIME_FORMATS}, e.g. 04:00:00")
@@ -121,10 +131,13 @@ class SlurmOptions:
 
     @property
     def python_executable(self) -> str:
-        """The Python of the job: :attr:`python`, else the absolute path of the one running now."""
+        """The Python of the job: :attr:`python`; else ``python`` when setup lines activate an
+        environment (:attr:`setup`, :attr:`setup_raw`); else the absolute path of the one running now."""
         import sys
 
-        return self.python or os.path.abspath(sys.executable)
+        if self.python:
+            return self.python
+        return "python" if self.setup or self.setup_raw else os.path.abspath(sys.executable)
 
 
 TIME_FORMATS = "MINUTES, MINUTES:SECONDS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"

@@ -69,6 +69,19 @@ def quote_command(value: Any) -> Quoted:
     return Quoted(" ".join(shlex.quote(w) for w in words))
 
 
+def verbatim(value: Any) -> Quoted:
+    """A site's own shell block (``slurm.setup_raw``), unchanged: the one value a template may put
+    in the script unquoted, by naming this filter. Ends with a newline.
+
+    Raises:
+        UserError: for a NUL byte (bash cannot run it).
+    """
+    text = str(value)
+    if "\0" in text:
+        raise UserError("--slurm.setup_raw holds a NUL byte: remove it")
+    return Quoted(text.rstrip("\n"))
+
+
 def check_env_name(value: Any) -> Quoted:
     """An environment variable name, unchanged.
 
@@ -123,7 +136,7 @@ def render(template: str, context: dict[str, Any]) -> str:
         lstrip_blocks=True,
         autoescape=False,
     )
-    env.filters.update(q=quote_shell, directive=quote_directive, command=quote_command, envname=check_env_name)
+    env.filters.update(q=quote_shell, directive=quote_directive, command=quote_command, envname=check_env_name, verbatim=verbatim)
     try:
         return env.get_template(path.name).render(**context)
     except jinja2.UndefinedError as err:

@@ -239,6 +239,11 @@ def plan(args: list[str], dry_run: bool) -> Plan:
 
     parser, config = parse_config("fit", fit_args, expand=False)
     resources = derive(config.trainer, slurm)
+    if slurm.cpus_per_task is None:  # a core per loader worker, plus the training process
+        data = config.get("data")
+        init = data.get("init_args") if hasattr(data, "get") else None
+        workers = init.get("num_workers") if hasattr(init, "get") else None
+        slurm.cpus_per_task = (workers if isinstance(workers, int) and workers > 0 else 0) + 1
     if not dry_run:  # a dry run may be for another cluster: `--check` asks this one
         warning = check_against_cluster(slurm, resources)
         if warning:
