@@ -484,6 +484,8 @@ def test_usr1_after_training_ended_leaves_the_job_completed(slurm_cluster: None,
         time.sleep(0.05)
     subprocess.run(["scancel", "-s", "USR1", job_id], capture_output=True, timeout=30)  # the job may be gone already
     assert wait_for_state(job_id, timeout_s=120) == "COMPLETED", log.read_text()[-3000:]
+
+
 def test_raw_setup_block_activates_the_python_the_job_runs(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     """A site's own shell in --slurm.setup_raw ($VAR, &&, PATH changes) runs in the job, and without
     --slurm.python the job runs the `python` it put on PATH (an activated environment)."""
