@@ -262,7 +262,9 @@ def parse_slurm_options(layers: list[dict[str, Any] | list[str]]) -> SlurmOption
     try:
         cfg = parser.parse_args(argv)
     except Exception as err:  # jsonargparse's ArgumentError and type errors: the message is the point
-        raise UserError("Slurm options: " + " ".join(str(err).split())) from None
+        from trainer_cli.explain import explain_parse_error
+
+        raise UserError("Slurm options: " + " ".join(explain_parse_error(str(err), parser).split())) from None
     values = {k: v for k, v in cfg[SECTION].as_dict().items() if k in SlurmOptions.__dataclass_fields__}
     return SlurmOptions(**values)
 
