@@ -73,11 +73,12 @@ class Partition:
     nodes: list[Node] = field(default_factory=list)
 
 
-def _fields(line: str) -> dict[str, str]:
-    out = {}
+def scontrol_fields(line: str) -> dict[str, str]:
+    """One line of ``scontrol show ... -o`` as ``{key: value}`` (the first of a repeated key wins)."""
+    out: dict[str, str] = {}
     for word in line.split():
         key, sep, value = word.partition("=")
-        if sep:
+        if sep and key not in out:
             out[key] = value
     return out
 
@@ -86,7 +87,7 @@ def _query(*args: str) -> list[dict[str, str]]:
     proc = subprocess.run(["scontrol", "show", *args, "-o"], capture_output=True, text=True, timeout=20)
     if proc.returncode != 0:
         raise RuntimeError((proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1])
-    return [_fields(line) for line in proc.stdout.splitlines() if line.strip()]
+    return [scontrol_fields(line) for line in proc.stdout.splitlines() if line.strip()]
 
 
 def _limit(value: str | None) -> int | None:

@@ -30,6 +30,7 @@ from typing import Any
 
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobstate
+from trainer_cli.launch.cluster import scontrol_fields
 from trainer_cli.launch.options import time_limit_s
 
 REGISTRY_NAME = "submissions.jsonl"
@@ -85,15 +86,6 @@ class JobStatus:
     """Where the figures came from: scontrol, sacct, job.json or none."""
 
 
-def _fields(line: str) -> dict[str, str]:
-    out = {}
-    for word in line.split():
-        key, sep, value = word.partition("=")
-        if sep and key not in out:
-            out[key] = value
-    return out
-
-
 def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus]:
     """Status of each ``(job id, script it runs)``, keyed so: one ``scontrol show job -o`` call for
     all, and one ``sacct`` call for the ids the controller has forgotten (where accounting is on).
@@ -103,7 +95,7 @@ def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus
     ids = {job_id for job_id, _ in wanted}
     found: dict[tuple[str, str], list[dict[str, str]]] = {}
     for line in _run(["scontrol", "show", "job", "-o"]).splitlines():
-        f = _fields(line)
+        f = scontrol_fields(line)
         key = (f.get("ArrayJobId") if f.get("ArrayJobId") in ids else f.get("JobId", ""), f.get("Command", ""))
         if key in wanted:
             found.setdefault(key, []).append(f)
