@@ -69,6 +69,10 @@ def test_config_changes_are_summarised_one_short_line_each() -> None:
                      "trainer.max_epochs: 1 -> 3"]
     with pytest.raises(UserError, match=r"trainer.precision: '32-true' -> 'bf16-mixed'"):
         compare_for_resume({"trainer": {"precision": "32-true"}}, {"trainer": {"precision": "bf16-mixed"}}, Path("run"))
+    # a setting the model declares as not shaping its weights (MixUp) may change on resume
+    mixing = {"model": {"class_path": "trainer_cli.models.ImageClassifier", "init_args": {"backbone": "cnn", "mixup_alpha": 0.2}}}
+    plain = {"model": {"class_path": "trainer_cli.models.ImageClassifier", "init_args": {"backbone": "cnn", "mixup_alpha": 0.0}}}
+    assert compare_for_resume(mixing, plain, Path("run")) == ["model.init_args.mixup_alpha: 0.2 -> 0.0"]
     # another model class: one line for the class, none for the init_args that come with it
     tiny = {"model": {"class_path": "mymodels.TinyNet", "init_args": {"hidden": 32}}}
     ours = {"model": {"class_path": "trainer_cli.models.ImageClassifier", "init_args": {"backbone": "cnn", "mixup_alpha": 0.0}}}

@@ -89,6 +89,21 @@ def describe_change(key: str, old: Any, new: Any) -> str:
     return f"{key}: {_short(old)} -> {_short(new)}"
 
 
+def _free_model_keys(stored_class: Any, current_class: Any) -> tuple[str, ...]:
+    """``model.init_args.<key>`` for the settings the (unchanged) model class declares as not
+    shaping its weights (``NON_ARCHITECTURE_HPARAMS``: loss, augmentation, speed); empty when the
+    class changed or cannot be imported."""
+    if not isinstance(stored_class, str) or stored_class != current_class:
+        return ()
+    try:
+        from trainer_cli.imports import import_class
+
+        names = getattr(import_class(stored_class), "NON_ARCHITECTURE_HPARAMS", ())
+    except Exception:  # noqa: BLE001 - an unimportable class is reported where it is built
+        return ()
+    return tuple(f"model.init_args.{name}" for name in names)
+
+
 def compare_for_resume(stored: dict[str, Any], current: dict[str, Any], run_dir: Path) -> list[str]:
     """Check a resumed run's config against the one it started with.
 
@@ -96,7 +111,8 @@ def compare_for_resume(stored: dict[str, Any], current: dict[str, Any], run_dir:
         One short line per allowed change (:func:`describe_change`).
 
     Raises:
-        UserError: naming every architecture key (:data:`ARCHITECTURE_KEYS`) that differs, or every
+        UserError: naming every architecture key (:data:`ARCHITECTURE_KEYS`, less the model class's
+            ``NON_ARCHITECTURE_HPARAMS``: augmentation, loss, speed settings) that differs, or every
             change of what the checkpoint restores state into (:data:`STATE_KEYS`: the optimizer or
             scheduler class, the precision, callbacks that keep state).
     """
@@ -105,7 +121,8 @@ def compare_for_resume(stored: dict[str, Any], current: dict[str, Any], run_dir:
     # another class: its init_args differ as a matter of course, the class_path line says it all
     other_class = tuple(k[: -len("class_path")] + "init_args" for k in changed if k.endswith("class_path"))
     changed = [k for k in changed if not _matches(k, other_class)]
-    fatal = [k for k in changed if _matches(k, ARCHITECTURE_KEYS)]
+    free = _free_model_keys(old.get("model.class_path"), new.get("model.class_path"))
+    fatal = [k for k in changed if _matches(k, ARCHITECTURE_KEYS) and not _matches(k, free)]
     if fatal:
         details = "; ".join(describe_change(k, old.get(k), new.get(k)) for k in fatal)
         raise UserError(
