@@ -264,9 +264,11 @@ def test_resume_never_goes_back(slurm_cluster: None, tmp_path: Path) -> None:  #
     try:
         _scontrol("update", f"NodeName={node}", "State=DOWN", "Reason=test")
         wait_for_requeue(job_id)
-    finally:  # ReturnToService=2 may have brought it back already
+        # the restart runs on the other nodes: brought back at once, the downed node may still be
+        # killing this job id's old tasks and kill the restarted ones too (seen: the job FAILED)
+        node_down = wait_for_step(run_dir, newest_step(run_dir) + batches, job_id=job_id)
+    finally:
         resume_node(node)
-    node_down = wait_for_step(run_dir, newest_step(run_dir) + batches, job_id=job_id)
     after_failure = log.read_text().split("Node failure", 1)[1].split("restart 2 on", 1)[0]
     assert "Resume with" not in after_failure, after_failure  # at most "Slurm requeued job ...: it resumes on its own"
 
