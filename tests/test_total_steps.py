@@ -30,4 +30,5 @@ def test_resume_with_more_epochs_stretches_the_schedule(tmp_path: Path) -> None:
     proc = run_train("fit", *common, *quiet_args(root, epochs=2), "--ckpt_path", "last")
     assert proc.returncode == 0, proc.stderr[-3000:]
     scheduler = torch.load(root / "digits" / "version_0" / "checkpoints" / "last.ckpt", weights_only=False)["lr_schedulers"][0]
-    assert scheduler["total_steps"] == 8 and scheduler["_step_count"] == 9
+    # the resumed schedule is 8 steps long and went on from step 4 (last_epoch: steps taken after the initial one)
+    assert scheduler["total_steps"] == 8 and scheduler["last_epoch"] == 8 and scheduler["_step_count"] == 9

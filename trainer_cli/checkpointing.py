@@ -18,25 +18,27 @@
 from __future__ import annotations
 
 import errno
+import functools
 import os
+import random
 import shutil
 import zipfile
 from pathlib import Path
 from typing import Any, Optional
 
 import lightning.pytorch as pl
+import numpy as np
 from lightning.pytorch.trainer.states import TrainerFn
 import torch
 from lightning.fabric.plugins import CheckpointIO
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
-from lightning.fabric.utilities.seed import _collect_rng_states, _set_rng_states
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from trainer_cli.errors import UserError
 
 TMP_MARK = ".tmp-"
 RNG_KEY = "trainer_cli_rng_states"
-# what a step-wise scheduler (OneCycleLR, the project's warmup schedules) derives from total_steps
+TOTAL_STEPS_KEY = "total_steps"  # in the state of a step-wise scheduler (trainer_cli.optim.configure)
 CTRL_C: list[int] = []  # non-empty once Ctrl-C asked training to stop (see InterruptCheckpoint._on_sigint)
 
 
@@ -131,30 +133,71 @@ def check_checkpoint_file(path: str) -> None:
 
 
 class ResumeState(pl.Callback):
-    """Saves the global RNG states (torch, numpy, Python) with each checkpoint and restores them on resume.
+    """Saves the global RNG states (torch, CUDA, numpy, Python) with each checkpoint and restores
+    them on resume, through each library's public getters and setters; and makes a step-wise
+    scheduler resume its progress on the schedule built for this run.
 
-    (A step-wise scheduler keeping the length of the resumed run is
-    :func:`trainer_cli.optim.configure.keep_shape_on_restore`'s job.)
+    RNG states are stored as tensors and plain Python values (the keys Lightning's Fabric uses),
+    so the checkpoint still loads with ``weights_only=True``.
 
-    Stored as tensors and plain Python values, so the checkpoint still loads with ``weights_only=True``.
+    Step-wise schedulers (a ``total_steps`` argument: OneCycleLR, the project's warm-up
+    schedules) are built with the total steps of this run (:mod:`trainer_cli.optim.configure`).
+    On resume only their position (``last_epoch`` and the rest of the state every torch scheduler
+    has) is taken from the checkpoint; the shape
+    (``total_steps`` and everything derived from it) stays as built, so a run resumed with a
+    larger ``max_epochs`` follows a schedule of its new length from the step it reached, instead
+    of the stored one (which would end early, or fail: "Tried to step N times"). This edits the
+    checkpoint in ``on_load_checkpoint``, which Lightning calls before it restores schedulers.
     """
 
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
-        states = _collect_rng_states(include_cuda=torch.cuda.is_available())
-        kind, keys, pos, has_gauss, cached = states["numpy"]
-        states["numpy"] = [kind, torch.from_numpy(keys.astype("int64")), int(pos), int(has_gauss), float(cached)]
+        kind, keys, pos, has_gauss, cached = np.random.get_state()
+        version, python_state, gauss = random.getstate()
+        states: dict[str, Any] = {
+            "torch": torch.get_rng_state(),
+            "numpy": [kind, torch.from_numpy(keys.astype("int64")), int(pos), int(has_gauss), float(cached)],
+            "python": [version, list(python_state), gauss],
+        }
+        if torch.cuda.is_available():
+            states["torch.cuda"] = torch.cuda.get_rng_state_all()
         checkpoint[RNG_KEY] = states
 
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
+        checkpoint["lr_schedulers"] = [_position_only(s) for s in checkpoint.get("lr_schedulers") or []]
         states = checkpoint.get(RNG_KEY)
         if states is None:
             return
-        states = dict(states)
+        torch.set_rng_state(states["torch"])
+        if torch.cuda.is_available() and states.get("torch.cuda"):
+            torch.cuda.set_rng_state_all(states["torch.cuda"])
         kind, keys, pos, has_gauss, cached = states["numpy"]
-        states["numpy"] = (kind, keys.numpy().astype("uint32"), pos, has_gauss, cached)
-        if not torch.cuda.is_available():
-            states.pop("torch.cuda", None)
-        _set_rng_states(states)
+        np.random.set_state((kind, keys.numpy().astype("uint32"), pos, has_gauss, cached))
+        version, python_state, gauss = states["python"]
+        random.setstate((version, tuple(python_state), gauss))
+
+
+@functools.cache
+def _position_keys() -> frozenset[str]:
+    """The state every torch scheduler has, whatever its schedule: what a minimal ``LRScheduler``
+    subclass's ``state_dict`` holds (its position: ``last_epoch``, the step count, the last and
+    base learning rates). Asked of torch, so it follows torch's version."""
+    from torch.optim.lr_scheduler import LRScheduler
+
+    class Constant(LRScheduler):
+        def get_lr(self) -> list[float]:
+            return [group["lr"] for group in self.optimizer.param_groups]
+
+    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
+    return frozenset(Constant(optimizer).state_dict())
+
+
+def _position_only(state: Any) -> Any:
+    """A stored scheduler state reduced to its position (:func:`_position_keys`) when the scheduler
+    is step-wise (its state holds ``total_steps``); other schedulers' states are restored whole."""
+    if isinstance(state, dict) and TOTAL_STEPS_KEY in state:
+        keep = _position_keys() | {"lr_lambdas"}  # LambdaLR's load_state_dict needs its lr_lambdas entry
+        return {key: value for key, value in state.items() if key in keep}
+    return state
 
 
 class InterruptCheckpoint(pl.Callback):

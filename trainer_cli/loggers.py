@@ -81,9 +81,14 @@ def update_identity(run_dir: Path, **fields: Any) -> None:
 
 
 # -- logger configs --------------------------------------------------------------------------------
-def point_loggers_at(loggers: list[Any], run_dir: Path, root: Path, identity: dict[str, Any]) -> None:
+def point_loggers_at(loggers: list[Any], run_dir: Path, root: Path, identity: dict[str, Any]) -> list[str]:
     """Set the init args of the logger configs (``class_path``/``init_args`` namespaces) so each
-    logs the run ``identity`` of ``run_dir`` (see the module's description)."""
+    logs the run ``identity`` of ``run_dir`` (see the module's description).
+
+    Returns:
+        The tracking URI of each MLflow logger, in order (for :func:`record_logger_runs`).
+    """
+    mlflow_uris = []
     for item in loggers:
         if not hasattr(item, "get") or "class_path" not in item:
             continue
@@ -101,8 +106,10 @@ def point_loggers_at(loggers: list[Any], run_dir: Path, root: Path, identity: di
             args.run_id = _live_mlflow_run(identity, mlflow_tracking_uri(args))
             if not args.get("run_name"):
                 args.run_name = identity["name"]
+            mlflow_uris.append(mlflow_tracking_uri(args))
         else:  # TensorBoard, CSV, ...: <save_dir>/<name>/<version> is the run directory
             _set(args, params, save_dir=str(run_dir.parent), name="", version=run_dir.name)
+    return mlflow_uris
 
 
 def _set(args: Any, params: Any, **values: Any) -> None:
@@ -131,15 +138,21 @@ def _live_mlflow_run(identity: dict[str, Any], tracking_uri: str) -> str | None:
     return run_id
 
 
-def record_logger_runs(loggers: list[Any], run_dir: Path) -> None:
+def record_logger_runs(loggers: list[Any], run_dir: Path, mlflow_uris: list[str]) -> None:
     """Record in ``run.json`` the MLflow run id each ``MLFlowLogger`` got (it makes the run now),
-    so that a resume continues that MLflow run. Global rank 0 only."""
+    so that a resume continues that MLflow run. Global rank 0 only.
+
+    Args:
+        loggers: The trainer's loggers.
+        run_dir: The run directory.
+        mlflow_uris: The tracking URI of each MLflow logger in ``loggers``, in order (what
+            :func:`point_loggers_at` returned for their configs).
+    """
     from lightning.pytorch.loggers import MLFlowLogger
 
     runs = dict(read_identity(run_dir).get(MLFLOW_KEY, {}))
-    for logger in loggers:
-        if isinstance(logger, MLFlowLogger):  # the URI as given (= mlflow_tracking_uri of its config)
-            runs[logger._tracking_uri] = logger.run_id
+    for logger, uri in zip([lg for lg in loggers if isinstance(lg, MLFlowLogger)], mlflow_uris):
+        runs[uri] = logger.run_id
     if runs != read_identity(run_dir).get(MLFLOW_KEY, {}):
         update_identity(run_dir, **{MLFLOW_KEY: runs})
 

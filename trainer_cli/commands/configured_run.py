@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import yaml
 
@@ -20,10 +20,18 @@ from trainer_cli.errors import UserError
 FIT_HELP = "Every other option is `train fit`'s: --config FILE (repeatable) and --key.sub value overrides (`train fit --help`)."
 
 
+class VerbParser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` whose errors are :class:`UserError` (one ``error:`` line,
+    exit 2, from ``train``'s main) instead of argparse's usage text and exit."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        raise UserError(f"{self.prog}: {message}")
+
+
 def verb_parser(verb: str, description: str, epilog: str) -> argparse.ArgumentParser:
-    """An :class:`argparse.ArgumentParser` for ``train <verb>``'s own options (no abbreviations,
-    so no ``train fit`` flag is mistaken for one of the verb's)."""
-    return argparse.ArgumentParser(
+    """A :class:`VerbParser` for ``train <verb>``'s own options (no abbreviations, so no
+    ``train fit`` flag is mistaken for one of the verb's)."""
+    return VerbParser(
         prog=f"train {verb}",
         description=f"{description}\n\n{FIT_HELP}",
         epilog=epilog,
@@ -36,13 +44,8 @@ def parse_verb_args(parser: argparse.ArgumentParser, args: Sequence[str]) -> tup
     """Split ``args`` into the verb's own options and the rest (for :func:`build_run`).
 
     Raises:
-        UserError: for a bad value of one of the verb's own options.
+        UserError: for a bad value of one of the verb's own options (with a :class:`VerbParser`).
     """
-
-    def error(message: str) -> None:
-        raise UserError(f"{parser.prog}: {message}")
-
-    parser.error = error  # type: ignore[method-assign]
     return parser.parse_known_args(list(args))
 
 
@@ -50,8 +53,9 @@ def build_run(args: Sequence[str]) -> Any:
     """The :class:`trainer_cli.cli.TrainerCLI` of ``train fit ARGS``, built but not run.
 
     Its ``.model``, ``.datamodule`` and ``.trainer`` are instantiated and ``.run_dir`` (with the
-    resolved ``config.yaml``) exists. ``TRAINER_CLI_RUN_DIR`` is cleared again afterwards, so
-    several runs can be built in one process.
+    resolved ``config.yaml``) exists; ``.run.ckpt_path`` is the checkpoint to start from
+    (``--ckpt_path``, with ``last``/``best`` resolved in the run directory, :class:`trainer_cli.run.Run`).
+    ``TRAINER_CLI_RUN_DIR`` is cleared again afterwards, so several runs can be built in one process.
 
     Raises:
         UserError: for a bad config file or a value a constructor rejects.
@@ -59,8 +63,8 @@ def build_run(args: Sequence[str]) -> Any:
     from trainer_cli.cli import TrainerCLI, building_cli
     from trainer_cli.compose import expand_config_args
 
-    with building_cli():
-        cli = TrainerCLI(args=expand_config_args(list(args)), run=False)
+    with building_cli() as run:
+        cli = TrainerCLI(args=expand_config_args(list(args)), run=False, run_directory=run)
     return cli
 
 

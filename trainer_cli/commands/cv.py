@@ -145,12 +145,12 @@ def run_fold(cv_dir: Path, fold: int, folds: int, cv_seed: int, fit_args: list[s
     existed = fold_dir.exists()
     cli = build_run([*fit_args, "--run_dir", str(fold_dir)])
     try:
-        sizes = use_fold(cli.datamodule, folds, fold, cv_seed)
+        sizes = use_fold(cli.trainer, cli.datamodule, folds, fold, cv_seed)
     except UserError:
         if not existed and cli.trainer.is_global_zero:
             remove_untrained(fold_dir)
         raise
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule)
+    cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.run.ckpt_path)  # a requeued fold resumes
     results = cli.trainer.validate(cli.model, datamodule=cli.datamodule, verbose=False)
     metrics = {k: float(v) for k, v in (results[0] if results else {}).items()}
     record = {"fold": fold, "folds": folds, "cv_seed": cv_seed, **sizes, "metrics": metrics}

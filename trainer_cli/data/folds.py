@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
+from lightning.pytorch import Callback
 from torch.utils.data import ConcatDataset, Dataset, Subset, TensorDataset
 
 from trainer_cli.errors import UserError
@@ -104,12 +105,28 @@ def fold_indices(labels: np.ndarray, folds: int, fold: int, seed: int) -> tuple[
     raise ValueError(f"fold {fold} out of range for {folds} folds")
 
 
-def use_fold(datamodule: Any, folds: int, fold: int, seed: int) -> dict[str, int]:
+class FoldSplit(Callback):
+    """Puts a fold's training and validation subsets into the data module each time Lightning sets
+    it up (a callback's ``setup`` runs right after the data module's own)."""
+
+    def __init__(self, train_set: Dataset[Any], val_set: Dataset[Any]) -> None:
+        self.train_set, self.val_set = train_set, val_set
+
+    def apply(self, datamodule: Any) -> None:
+        datamodule.train_set, datamodule.val_set = self.train_set, self.val_set
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if trainer.datamodule is not None:
+            self.apply(trainer.datamodule)
+
+
+def use_fold(trainer: Any, datamodule: Any, folds: int, fold: int, seed: int) -> dict[str, int]:
     """Make ``datamodule`` train on the other folds and validate on fold ``fold``; returns the sizes.
 
     The data module is set up for fitting, its ``train_set`` and ``val_set`` are pooled
-    (:func:`pooled_views`) and replaced by the fold's; ``setup`` re-applies the fold when Lightning
-    calls it again. ``test_set`` is untouched (held out).
+    (:func:`pooled_views`) and replaced by the fold's; a :class:`FoldSplit` callback added to
+    ``trainer`` re-applies the fold whenever Lightning sets the data module up again.
+    ``test_set`` is untouched (held out).
 
     Raises:
         UserError: for a data module that does not keep its splits in ``train_set`` and ``val_set``,
@@ -124,13 +141,7 @@ def use_fold(datamodule: Any, folds: int, fold: int, seed: int) -> dict[str, int
     train_view, eval_view, labels = pooled_views(train_set, val_set)
     labels = class_labels(labels, type(datamodule).__name__)
     train_idx, val_idx = fold_indices(labels, folds, fold, seed)
-    fold_train, fold_val = Subset(train_view, train_idx.tolist()), Subset(eval_view, val_idx.tolist())
-    original_setup = datamodule.setup
-
-    def setup(stage: str | None = None) -> None:
-        original_setup(stage)
-        datamodule.train_set, datamodule.val_set = fold_train, fold_val
-
-    datamodule.setup = setup
-    datamodule.train_set, datamodule.val_set = fold_train, fold_val
+    split = FoldSplit(Subset(train_view, train_idx.tolist()), Subset(eval_view, val_idx.tolist()))
+    split.apply(datamodule)
+    trainer.callbacks.append(split)
     return {"train_size": len(train_idx), "val_size": len(val_idx)}

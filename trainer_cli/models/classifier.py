@@ -148,8 +148,8 @@ class ImageClassifier(pl.LightningModule):
         and on the other steps its value would only be overwritten: so ``train/loss`` reaches the
         logger exactly as before, and the progress bar shows it refreshed at that rate.
         """
-        connector = getattr(self._trainer, "_logger_connector", None)
-        return bool(getattr(connector, "should_update_logs", True))  # unknown Lightning: log every step
+        trainer = self.trainer  # Lightning's rule (its logger connector's should_update_logs), from public counters
+        return (trainer.global_step + 1) % trainer.log_every_n_steps == 0 or trainer.should_stop
 
     def on_train_epoch_end(self) -> None:
         if self.train_acc.update_called:  # no batch this epoch: resumed at its end

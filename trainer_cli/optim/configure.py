@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import inspect
 import math
-from functools import cache
 from typing import Any
 
 import lightning.pytorch as pl
@@ -42,30 +41,6 @@ def total_optimizer_steps(trainer: pl.Trainer) -> int:
     return int(steps)
 
 
-# a scheduler's progress; everything else in its state is the shape of the schedule
-PROGRESS_KEYS = frozenset({"last_epoch", "_step_count", "_last_lr", "base_lrs", "_is_initial", "_get_lr_called_within_step"})
-
-
-@cache
-def _shape_keeping(cls: type) -> type:
-    def load_state_dict(self: Any, state_dict: dict[str, Any]) -> None:
-        shape = {k: v for k, v in self.__dict__.items() if k not in PROGRESS_KEYS}
-        cls.load_state_dict(self, state_dict)
-        self.__dict__.update(shape)
-
-    return type(cls.__name__, (cls,), {"load_state_dict": load_state_dict, "__module__": cls.__module__, "__qualname__": cls.__qualname__})
-
-
-def keep_shape_on_restore(scheduler: Any) -> None:
-    """Make ``scheduler.load_state_dict`` restore only its progress (step count, last lr), keeping
-    the schedule's shape (``total_steps`` and what derives from it) as built for this run.
-
-    So a run resumed with a different ``max_epochs`` follows a schedule of its new length from
-    the step it reached, rather than the stored one (which would end, or fail, early).
-    """
-    scheduler.__class__ = _shape_keeping(type(scheduler))
-
-
 def build_scheduler(optimizer: Optimizer, init: dict[str, Any], trainer: pl.Trainer) -> dict[str, Any]:
     """The ``lr_scheduler`` config dict Lightning takes, with ``total_steps`` filled in when empty."""
     cls = import_class(init["class_path"])
@@ -76,9 +51,7 @@ def build_scheduler(optimizer: Optimizer, init: dict[str, Any], trainer: pl.Trai
     for key in PER_GROUP_LR_ARGS:
         if key in kwargs:
             kwargs[key] = scale_per_group(kwargs[key], optimizer.param_groups)
-    scheduler = cls(optimizer, **kwargs)
-    if step_wise:
-        keep_shape_on_restore(scheduler)
+    scheduler = cls(optimizer, **kwargs)  # on resume only its position is restored (checkpointing.ResumeState)
     config: dict[str, Any] = {"scheduler": scheduler, "interval": "step" if step_wise else "epoch"}
     if isinstance(scheduler, ReduceLROnPlateau):
         config["monitor"] = getattr(scheduler, "monitor", DEFAULT_PLATEAU_MONITOR)
@@ -99,7 +72,10 @@ def build_optimizer(module: pl.LightningModule, optimizer_init: dict[str, Any], 
     """
     cls = import_class(optimizer_init["class_path"])
     kwargs = dict(optimizer_init.get("init_args") or {})
-    trainer = module._trainer
+    try:
+        trainer = module.trainer
+    except RuntimeError:  # not attached to a Trainer
+        trainer = None
     if issubclass(cls, SAM) and trainer is not None and trainer.accumulate_grad_batches > 1:
         raise UserError("SAM cannot be combined with gradient accumulation: set --trainer.accumulate_grad_batches 1")
     spec = param_groups or ParamGroups()

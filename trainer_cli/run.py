@@ -1,0 +1,289 @@
+"""One run's directory, from start to end: the policy in one place.
+
+A run of ``train fit|validate|test|predict`` (and of the verbs built on ``fit``: ``cv``,
+``lr-find``, ``scale-batch-size``) lives in one directory, ``<trainer.default_root_dir>/<name>/
+version_<N>``. :class:`Run` decides which, and what happens in it; :class:`trainer_cli.cli.TrainerCLI`
+calls it at four points (after parsing, before building, after building, when the verb stops).
+
+The rules, in the order they are applied (:meth:`Run.prepare`):
+
+1. **New run** (no ``--run_dir``, no ``--ckpt_path last|best``): a fresh ``version_<N>`` is made
+   atomically (``mkdir``; never reused). Tasks that ``srun`` started together (several Slurm
+   tasks, no ``--run_dir``) share ``<name>/job_<SLURM_JOB_ID>``. DDP processes that Lightning
+   launches inherit the directory through ``TRAINER_CLI_RUN_DIR``.
+2. **Resume** (``--ckpt_path last`` or ``best``): without ``--run_dir``, the newest run of
+   ``<name>`` with a checkpoint; ``last`` is the checkpoint with the highest global step
+   (``last.ckpt`` or a Slurm ``hpc_ckpt_<N>.ckpt``; an hpc one is retired, renamed ``.used``, once
+   chosen, so Lightning never picks it again), ``best`` the best monitored score. A run that
+   already reached ``max_epochs``/``max_steps`` is not trained again (one line, exit 0). Settings
+   changed since the run started are listed (``resume: ...``), and refused when they would not
+   resume correctly (:mod:`trainer_cli.resume`).
+3. **Explicit ``--run_dir``** (``train submit`` sets it): exactly that directory. If it already holds
+   a checkpoint, ``fit`` refuses to start over in it unless told ``--ckpt_path last``, except in a
+   Slurm job: a (re)started or resubmitted job of that run continues from its newest checkpoint
+   (the Slurm requeue rule: a run never goes back).
+4. **Identity**: ``run.json`` (written once) holds the run id every logger uses
+   (:mod:`trainer_cli.loggers`): TensorBoard/CSV version, W&B run id, MLflow run id. Loggers and
+   checkpoints are pointed into the directory whatever the logger.
+5. **Freeze** (:meth:`Run.freeze`): the resolved ``config.yaml`` and ``git.txt`` are written once,
+   by global rank 0; a resumed run keeps the config it started with.
+6. **Stop** (:meth:`Run.stopped`): after SIGTERM or Ctrl-C during training, a checkpoint is saved
+   (``InterruptCheckpoint``), one line says how to resume, and the exit code is 143 or 130.
+7. **Cleanup** (:meth:`Run.remove_if_untrained`): a directory this run made is removed again when
+   the run fails on a user error or is stopped before it saved a checkpoint. Nothing a run saved
+   is ever removed.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+from jsonargparse import Namespace
+from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+from trainer_cli import loggers as loggers_mod
+from trainer_cli import rundir
+from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, check_checkpoint_file
+from trainer_cli.errors import UserError
+from trainer_cli.resume import compare_for_resume, stored_config
+
+DEFAULT_ROOT_DIR = "runs"
+DEFAULT_LOGGER = {"class_path": "lightning.pytorch.loggers.TensorBoardLogger", "init_args": {"save_dir": "runs", "default_hp_metric": False}}
+FIT_LIKE = ("fit", None)  # None: built without running a verb (cv folds, lr-find): they train too
+RUN_CHOICES = ("last", "best")  # --ckpt_path values that name a checkpoint of a run
+LIGHTNING_CHOICES = ("last", "best", "hpc", "registry")  # --ckpt_path values Lightning resolves itself
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+EXIT_SIGTERM = 143  # 128 + SIGTERM
+
+
+def is_checkpoint_file(ckpt_path: Optional[str]) -> bool:
+    """Whether ``--ckpt_path`` names a local file (not ``last``/``best``/... nor a URL)."""
+    return bool(ckpt_path) and ckpt_path not in LIGHTNING_CHOICES and "://" not in str(ckpt_path)
+
+
+class Run:
+    """The run directory of one ``train <verb>`` (see the module's description for the rules).
+
+    Args:
+        verb: ``fit``, ``validate``, ``test``, ``predict``, or None for a run built without a verb
+            (``cv``, ``lr-find``, ``scale-batch-size``: they train like ``fit``).
+
+    Attributes:
+        path: The run directory (absolute), once :meth:`prepare` chose it.
+        created: Whether this run made the directory (only then is it ever removed).
+        ckpt_path: The checkpoint the verb starts from: ``--ckpt_path`` as given, and after
+            :meth:`prepare` a ``last``/``best`` resolved to the file in the run directory.
+        interrupt_checkpoint: The callback that saves on SIGTERM / Ctrl-C (:meth:`callbacks`).
+        trainer: The verb's Trainer, once built.
+    """
+
+    def __init__(self, verb: Optional[str]) -> None:
+        self.verb = verb
+        self.path: Path | None = None
+        self.created = False
+        self.ckpt_path: Optional[str] = None
+        self.interrupt_checkpoint: InterruptCheckpoint | None = None
+        self.trainer: Any = None
+        self._checked: set[str] = set()
+        self._config_text = ""
+        self._mlflow_uris: list[str] = []
+
+    @property
+    def trains(self) -> bool:
+        return self.verb in FIT_LIKE
+
+    # -- after parsing ---------------------------------------------------------------------------
+    def check_checkpoint(self, cfg: Namespace, model_keys: tuple[str, ...]) -> None:
+        """Check an explicit ``--ckpt_path`` file is a complete checkpoint of the configured model
+        (before LightningCLI reads the model's hyperparameters from it).
+
+        Raises:
+            UserError: for a truncated, corrupt or foreign checkpoint.
+        """
+        from trainer_cli.preflight import check_checkpoint_model
+
+        self.ckpt_path = cfg.get("ckpt_path")
+        if is_checkpoint_file(self.ckpt_path):
+            check_checkpoint_file(self.ckpt_path)
+            check_checkpoint_model(self.ckpt_path, cfg.get("model"), model_keys)
+            self._checked.add(str(self.ckpt_path))
+
+    # -- before building -------------------------------------------------------------------------
+    def prepare(self, cfg: Namespace, config_text: str) -> Path:
+        """Choose the directory (rules 1-3), resolve ``--ckpt_path last|best`` in ``cfg``, point the
+        loggers and checkpoints at it (rule 4); returns the directory. ``config_text`` is the
+        resolved config as YAML (what :meth:`freeze` writes, and what a resume compares with).
+
+        Raises:
+            UserError: for a bad ``--name``, an unwritable root, nothing to resume, a checkpoint that
+                cannot be read, or a run directory that would be reused.
+            SystemExit: 0 when ``--ckpt_path last`` names a finished run (nothing to train).
+        """
+        self._config_text = config_text
+        self.path = self._choose(cfg).absolute()
+        self.ckpt_path = cfg.get("ckpt_path")
+        retired_by_rank_0 = rank_zero_only.rank != 0 and str(self.ckpt_path).endswith(rundir.USED_SUFFIX)  # renamed any moment now
+        if is_checkpoint_file(self.ckpt_path) and str(self.ckpt_path) not in self._checked and not retired_by_rank_0:
+            check_checkpoint_file(self.ckpt_path)
+        os.environ[rundir.ENV_RUN_DIR] = str(self.path)  # DDP processes launched from here share it
+        self._point_loggers(cfg)
+        cfg.trainer.default_root_dir = str(self.path)  # where hpc (Slurm requeue) checkpoints go
+        return self.path
+
+    def _choose(self, cfg: Namespace) -> Path:
+        root = Path(cfg.trainer.default_root_dir or DEFAULT_ROOT_DIR)
+        name = cfg.name
+        ckpt = cfg.get("ckpt_path")
+        child = bool(os.environ.get(rundir.ENV_RUN_DIR))  # a DDP process launched by the rank that chose it
+        if child or cfg.run_dir:  # rule 3 (or a DDP child of any rule)
+            run_dir = Path(os.environ[rundir.ENV_RUN_DIR] if child else cfg.run_dir)
+            if cfg.run_dir and not ckpt and self.trains and rundir.newest_checkpoint(run_dir) is not None:
+                if not os.environ.get("SLURM_JOB_ID"):
+                    raise UserError(
+                        f"--run_dir {run_dir} already holds a trained run (a checkpoint); a run directory is never "
+                        "reused: add --ckpt_path last to resume it, or drop --run_dir to start a new run"
+                    )
+                ckpt = "last"  # a (re)started Slurm job of this run: continue from its newest checkpoint
+        elif ckpt in RUN_CHOICES:  # rule 2
+            found = rundir.newest_resumable(root, name)
+            if found is None:
+                raise UserError(
+                    f"--ckpt_path {ckpt}: no run of {name!r} under {root} has a checkpoint ({rundir.LAST_CKPT} or hpc_ckpt_*.ckpt); "
+                    "start one with `train fit` first, or give a checkpoint file"
+                )
+            run_dir = found
+        else:  # rule 1
+            shared = rundir.slurm_shared_run_dir(root, name)
+            if shared is not None:
+                return shared
+            self.created = True
+            return rundir.allocate(root, name)
+        if ckpt and self.trains and not child:  # before anything is chosen or renamed
+            stored = stored_config(run_dir)
+            for change in compare_for_resume(stored, yaml.safe_load(self._config_text), run_dir) if stored else []:
+                print(f"resume: {change} (changed since the run started)", flush=True)
+        if ckpt in RUN_CHOICES:
+            cfg.ckpt_path = str(self._checkpoint_of(cfg, run_dir, ckpt, announce=not child))
+        return run_dir
+
+    def _checkpoint_of(self, cfg: Namespace, run_dir: Path, which: str, announce: bool) -> Path:
+        """The file ``--ckpt_path last|best`` means in ``run_dir`` (rule 2)."""
+        if which == "best":
+            best = rundir.best_checkpoint(run_dir)
+            if best is None:
+                raise UserError(
+                    f"--ckpt_path best: {run_dir} has no best checkpoint (no ModelCheckpoint with a monitor saved one); "
+                    "use --ckpt_path last or give a checkpoint file"
+                )
+            if announce:
+                print(f"Using the best checkpoint of {run_dir}: {best}", flush=True)
+            return best
+        newest = rundir.newest_checkpoint(run_dir)
+        if newest is None:
+            raise UserError(f"--run_dir {run_dir} --ckpt_path last: no complete checkpoint in {run_dir}; nothing to resume")
+        if self.trains and is_finished(cfg.trainer, newest):
+            print(
+                f"{run_dir} is finished ({newest.epochs_done} epochs, step {newest.global_step}; "
+                f"max_epochs={cfg.trainer.max_epochs}, max_steps={cfg.trainer.max_steps}): nothing to train. "
+                "Pass a larger --trainer.max_epochs (or max_steps) to continue it.",
+                flush=True,
+            )
+            raise SystemExit(0)
+        if self.trains:  # global rank 0 renames; the other ranks load it by its new name
+            newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)
+        if announce and rank_zero_only.rank == 0:
+            print(f"Resuming {run_dir} from {newest.path} (step {newest.global_step}, {newest.epochs_done} epochs done)", flush=True)
+        self._checked.add(str(newest.path))  # read (its progress) just now
+        return newest.path
+
+    def _point_loggers(self, cfg: Namespace) -> None:
+        """Every logger logs this run's identity (``run.json``, :mod:`trainer_cli.loggers`)."""
+        assert self.path is not None
+        logger = cfg.trainer.logger
+        if logger is True or logger is None:  # None: stock LightningCLI's "the default logger"; off is `false`
+            logger = cfg.trainer.logger = Namespace(DEFAULT_LOGGER | {"init_args": Namespace(DEFAULT_LOGGER["init_args"])})
+        loggers = logger if isinstance(logger, list) else [logger]
+        for item in loggers:
+            if isinstance(item, Namespace) and "class_path" in item and item.get("init_args") is None:
+                item.init_args = Namespace()
+        identity = loggers_mod.run_identity(self.path, f"{cfg.name}/{self.path.name}")
+        root = Path(cfg.trainer.default_root_dir or DEFAULT_ROOT_DIR)
+        self._mlflow_uris = loggers_mod.point_loggers_at([i for i in loggers if isinstance(i, Namespace)], self.path, root, identity)
+
+    def callbacks(self, configured: list[Any], added: list[Any]) -> list[Any]:
+        """The callbacks the run directory needs (the checkpoint on SIGTERM / Ctrl-C); and every
+        ``ModelCheckpoint`` of ``configured`` + ``added`` without a ``dirpath`` saves into it."""
+        if self.path is None:
+            return []
+        self.interrupt_checkpoint = InterruptCheckpoint(str(self.path / rundir.LAST_CKPT.parent))
+        loggers_mod.checkpoints_in_run_dir([*configured, *added, self.interrupt_checkpoint], self.path)
+        return [self.interrupt_checkpoint]
+
+    # -- after building --------------------------------------------------------------------------
+    def freeze(self) -> None:
+        """Write ``config.yaml`` and ``git.txt`` unless the run has them (rule 5), and record the
+        logger runs made now (MLflow's run id, for a resume). Global rank 0 only."""
+        if self.path is None or rank_zero_only.rank != 0:
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        config_file = self.path / "config.yaml"
+        if not config_file.exists():  # a resumed run keeps the config it started with
+            config_file.write_text(self._config_text)
+            rundir.write_git_info(self.path)
+        if self.trainer is not None:
+            loggers_mod.record_logger_runs(self.trainer.loggers, self.path, self._mlflow_uris)
+
+    # -- when the verb stops ---------------------------------------------------------------------
+    def stopped(self, stop: BaseException, requeued: bool) -> int | None:
+        """The exit code after ``stop`` (SystemExit or KeyboardInterrupt) ended the verb, with the
+        resume line printed (rule 6); None when ``stop`` is not an interrupted training (re-raise it).
+
+        Args:
+            stop: What ended the verb.
+            requeued: Whether the Slurm job is being requeued (it resumes on its own: no hint).
+        """
+        from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+        trainer = self.trainer
+        if trainer is None or not trainer.interrupted:
+            return None
+        ctrl_c = bool(CTRL_C) or not isinstance(stop, SIGTERMException)
+        code = EXIT_INTERRUPTED if ctrl_c else EXIT_SIGTERM
+        if rank_zero_only.rank == 0 and not requeued:
+            import sys
+
+            print(self._resume_hint("Ctrl-C" if ctrl_c else "SIGTERM", trainer), file=sys.stderr, flush=True)
+        return code
+
+    def _resume_hint(self, cause: str, trainer: Any) -> str:
+        saved = self.interrupt_checkpoint
+        stopped = f"\nTraining stopped by {cause} at epoch {trainer.current_epoch}, step {trainer.global_step}"
+        if saved is not None and saved.saved:
+            where = f"checkpoint saved: {saved.saved}"
+        elif self.path is not None and any(self.path.rglob("*.ckpt")):  # kept: it saved something
+            where = "nothing trained since its last checkpoint"
+        else:
+            if rank_zero_only.rank == 0:
+                self.remove_if_untrained()
+            return f"{stopped}, before any batch was trained; nothing was saved (run directory {self.path} removed)."
+        return f"{stopped}; {where}.\nResume with:  train fit --run_dir {self.path} --ckpt_path last"
+
+    def remove_if_untrained(self) -> None:
+        """Remove the directory if this run made it and nothing in it is a checkpoint (rule 7)."""
+        if not self.created or self.path is None or not self.path.is_dir() or any(self.path.rglob("*.ckpt")):
+            return
+        shutil.rmtree(self.path, ignore_errors=True)
+
+
+def is_finished(trainer: Namespace, ckpt: rundir.RunCheckpoint) -> bool:
+    """Whether ``ckpt`` already reached the trainer config's ``max_epochs`` or ``max_steps``."""
+    max_epochs, max_steps = trainer.get("max_epochs"), trainer.get("max_steps")
+    if max_epochs is None and (max_steps is None or max_steps == -1):
+        max_epochs = 1000  # Lightning's default
+    return (max_epochs not in (None, -1) and ckpt.epochs_done >= max_epochs) or (
+        max_steps not in (None, -1) and ckpt.global_step >= max_steps
+    )
