@@ -70,3 +70,26 @@ def test_folds_are_stratified_disjoint_and_seeded() -> None:
         assert np.abs(share - np.bincount(labels) / len(labels)).max() < 0.01  # every class in proportion
     assert np.array_equal(fold_indices(labels, k, 2, seed=7)[1], val_parts[2])
     assert not np.array_equal(fold_indices(labels, k, 2, seed=8)[1], val_parts[2])
+
+
+def test_an_interrupted_fold_resumes_from_its_checkpoint(tmp_path: Path) -> None:
+    """SIGTERM in a fold: exit 143, a checkpoint, the resume line; the same command again resumes that
+    fold (its run directory, its step) and finishes it, as a requeued fold job does."""
+    root, cv_dir = tmp_path / "runs", tmp_path / "runs" / "cv1"
+    stop = '{"class_path": "resume_signals.SignalAt", "init_args": {"hook": "on_train_batch_end", "epoch": 1, "batch": 1}}'
+    args = ["cv", "--folds", "2", "--fold", "0", "--cv_dir", str(cv_dir), "--config", DIGITS, "--trainer.default_root_dir", str(root),
+            "--trainer.max_epochs", "3", "--trainer.limit_train_batches", "4", "--trainer.limit_val_batches", "1", f"--trainer.callbacks+={stop}"]
+    env = {"PYTHONPATH": str(Path(__file__).parent)}
+    first = run_train(*args, env=env)
+    assert first.returncode == 143, first.stderr[-3000:]
+    assert "checkpoint saved" in first.stderr and "the same `train cv` command" in first.stderr
+    assert not (cv_dir / "fold_0" / "cv_fold.json").exists()
+    again = run_train(*args, env=env)
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert f"Restoring states from the checkpoint path at {cv_dir / 'fold_0' / 'checkpoints' / 'last.ckpt'}" in again.stdout + again.stderr
+    record = json.loads((cv_dir / "fold_0" / "cv_fold.json").read_text())
+    assert record["fold"] == 0 and 0.0 <= record["metrics"]["val/acc"] <= 1.0
+    assert sorted(p.name for p in cv_dir.iterdir()) == ["cv.json", "fold_0"]  # one run directory for the fold
+    # the resumed epoch's time is its own (not counted from an epoch start that never happened here)
+    resumed_epoch = next(line for line in again.stdout.splitlines() if line.startswith("epoch 2/3"))
+    assert float(resumed_epoch.split()[-2]) < 300

@@ -33,7 +33,7 @@ import trainer_cli.models.classifier  # noqa: F401 - registers the project's mod
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
 from trainer_cli import quiet, rundir
 from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
-from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue, requeue_in_progress
+from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
 from trainer_cli.callbacks.switches import drop_switched_off
 from trainer_cli.callbacks.progress import default_progress_bar
 from trainer_cli.compat import check_compatible
@@ -252,14 +252,8 @@ def run_subcommand(verb: str, args: list[str]) -> int:
             checkpoint that does not fit the model.
     """
     args = with_stored_config(expand_config_args(args))
-    with building_cli(verb) as run:
-        try:
-            TrainerCLI(args=[verb, *args], run_directory=run)
-        except (SystemExit, KeyboardInterrupt) as stop:
-            code = run.stopped(stop, requeued=requeue_in_progress())
-            if code is None:
-                raise
-            raise SystemExit(code) from None
+    with building_cli(verb) as run, run.stops_with_exit_code():
+        TrainerCLI(args=[verb, *args], run_directory=run)
     return 0
 
 

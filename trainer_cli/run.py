@@ -38,6 +38,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
@@ -79,6 +81,7 @@ class Run:
             :meth:`prepare` a ``last``/``best`` resolved to the file in the run directory.
         interrupt_checkpoint: The callback that saves on SIGTERM / Ctrl-C (:meth:`callbacks`).
         trainer: The verb's Trainer, once built.
+        resume_command: The command the resume line after a stop shows.
     """
 
     def __init__(self, verb: Optional[str]) -> None:
@@ -88,6 +91,7 @@ class Run:
         self.ckpt_path: Optional[str] = None
         self.interrupt_checkpoint: InterruptCheckpoint | None = None
         self.trainer: Any = None
+        self.resume_command = "train fit --run_dir {path} --ckpt_path last"
         self._checked: set[str] = set()
         self._config_text = ""
         self._mlflow_uris: list[str] = []
@@ -238,6 +242,21 @@ class Run:
             loggers_mod.record_logger_runs(self.trainer.loggers, self.path, self._mlflow_uris)
 
     # -- when the verb stops ---------------------------------------------------------------------
+    @contextmanager
+    def stops_with_exit_code(self) -> Iterator[None]:
+        """Around running the verb: SIGTERM or Ctrl-C during training ends the process with exit
+        code 143 or 130 and the resume line (:meth:`stopped`), not Lightning's ``SystemExit``
+        (whose code 0 would read as success to a shell or Slurm)."""
+        from trainer_cli.launch.requeue_signal import requeue_in_progress
+
+        try:
+            yield
+        except (SystemExit, KeyboardInterrupt) as stop:
+            code = self.stopped(stop, requeued=requeue_in_progress())
+            if code is None:
+                raise
+            raise SystemExit(code) from None
+
     def stopped(self, stop: BaseException, requeued: bool) -> int | None:
         """The exit code after ``stop`` (SystemExit or KeyboardInterrupt) ended the verb, with the
         resume line printed (rule 6); None when ``stop`` is not an interrupted training (re-raise it).
@@ -270,7 +289,7 @@ class Run:
             if rank_zero_only.rank == 0:
                 self.remove_if_untrained()
             return f"{stopped}, before any batch was trained; nothing was saved (run directory {self.path} removed)."
-        return f"{stopped}; {where}.\nResume with:  train fit --run_dir {self.path} --ckpt_path last"
+        return f"{stopped}; {where}.\nResume with:  {self.resume_command.format(path=self.path)}"
 
     def remove_if_untrained(self) -> None:
         """Remove the directory if this run made it and nothing in it is a checkpoint (rule 7)."""

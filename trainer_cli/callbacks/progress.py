@@ -81,6 +81,9 @@ class EpochLineProgress(ProgressBar):
     def enable(self) -> None:
         self._enabled = True
 
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._epoch_start = time.monotonic()  # a resume in the middle of an epoch starts no epoch
+
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._print_finished(trainer)
         self._epoch_start = time.monotonic()

@@ -135,6 +135,7 @@ def run_fold(cv_dir: Path, fold: int, folds: int, cv_seed: int, fit_args: list[s
     """Train fold ``fold`` in ``cv_dir/fold_<fold>`` and write its ``cv_fold.json``; returns that record.
     A fold whose record exists is not run again."""
     from trainer_cli.data.folds import use_fold
+    from trainer_cli.rundir import newest_checkpoint
 
     fold_dir = cv_dir / f"fold_{fold}"
     done = fold_dir / FOLD_FILE
@@ -143,15 +144,18 @@ def run_fold(cv_dir: Path, fold: int, folds: int, cv_seed: int, fit_args: list[s
         return json.loads(done.read_text())
     print(f"\n=== fold {fold} of {folds} (0-based) -> {fold_dir}", flush=True)
     existed = fold_dir.exists()
-    cli = build_run([*fit_args, "--run_dir", str(fold_dir)])
+    interrupted = existed and newest_checkpoint(fold_dir) is not None  # stopped before its record: resume it
+    cli = build_run([*fit_args, "--run_dir", str(fold_dir), *(["--ckpt_path", "last"] if interrupted else [])])
+    cli.run.resume_command = "the same `train cv` command (finished folds are skipped, this one resumes)"
     try:
         sizes = use_fold(cli.trainer, cli.datamodule, folds, fold, cv_seed)
     except UserError:
         if not existed and cli.trainer.is_global_zero:
             remove_untrained(fold_dir)
         raise
-    cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.run.ckpt_path)  # a requeued fold resumes
-    results = cli.trainer.validate(cli.model, datamodule=cli.datamodule, verbose=False)
+    with cli.run.stops_with_exit_code():
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.run.ckpt_path)
+        results = cli.trainer.validate(cli.model, datamodule=cli.datamodule, verbose=False)
     metrics = {k: float(v) for k, v in (results[0] if results else {}).items()}
     record = {"fold": fold, "folds": folds, "cv_seed": cv_seed, **sizes, "metrics": metrics}
     if cli.trainer.is_global_zero:
