@@ -103,6 +103,22 @@ def test_wandb_one_run_per_run_dir_continued_on_resume(tmp_path: Path, monkeypat
     assert [r[0] for r in wandb_runs(other)] == [_run_json(other)["run_id"]] and run_id != _run_json(other)["run_id"]
 
 
+def test_wandb_cv_folds_in_one_process_are_one_run_each(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`train cv` trains its folds in one process: each fold is its own W&B run (W&B keeps a current
+    run per process, which the next fold's logger would otherwise join)."""
+    pytest.importorskip("wandb", reason="wandb is not installed (pip install 'trainer-cli[wandb]')")
+    monkeypatch.setenv("WANDB_MODE", "offline")
+    monkeypatch.setenv("WANDB_SILENT", "true")
+    proc = run_train("cv", "--folds", "2", "--config", DIGITS, "--config", "logger/wandb", *quiet_args(tmp_path), *SHORT)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    folds = sorted((tmp_path / "digits" / "cv").glob("version_*/fold_*"))
+    assert len(folds) == 2
+    for fold in folds:
+        ((run_id, steps),) = wandb_runs(fold)
+        assert run_id == _run_json(fold)["run_id"] and steps  # its own run, with its own steps
+    assert _run_json(folds[0])["run_id"] != _run_json(folds[1])["run_id"]
+
+
 # -- MLflow, local file store ------------------------------------------------------------------------------
 def test_mlflow_one_run_per_run_dir_continued_on_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("mlflow", reason="mlflow is not installed (pip install 'trainer-cli[mlflow]')")

@@ -291,6 +291,16 @@ class Run:
             return f"{stopped}, before any batch was trained; nothing was saved (run directory {self.path} removed)."
         return f"{stopped}; {where}.\nResume with:  {self.resume_command.format(path=self.path)}"
 
+    def finish_loggers(self) -> None:
+        """End the logger runs held by this process (W&B's current run, which a new ``WandbLogger``
+        in the same process would otherwise join), so that the next run built here (the next
+        ``train cv`` fold) logs to its own."""
+        from lightning.pytorch.loggers import WandbLogger
+
+        for logger in self.trainer.loggers if self.trainer is not None else []:
+            if isinstance(logger, WandbLogger) and rank_zero_only.rank == 0:
+                logger.experiment.finish()
+
     def remove_if_untrained(self) -> None:
         """Remove the directory if this run made it and nothing in it is a checkpoint (rule 7)."""
         if not self.created or self.path is None or not self.path.is_dir() or any(self.path.rglob("*.ckpt")):

@@ -156,6 +156,7 @@ def run_fold(cv_dir: Path, fold: int, folds: int, cv_seed: int, fit_args: list[s
     with cli.run.stops_with_exit_code():
         cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.run.ckpt_path)
         results = cli.trainer.validate(cli.model, datamodule=cli.datamodule, verbose=False)
+    cli.run.finish_loggers()  # the next fold in this process gets its own logger runs
     metrics = {k: float(v) for k, v in (results[0] if results else {}).items()}
     record = {"fold": fold, "folds": folds, "cv_seed": cv_seed, **sizes, "metrics": metrics}
     if cli.trainer.is_global_zero:
