@@ -136,3 +136,22 @@ def test_mlflow_one_run_per_run_dir_continued_on_resume(tmp_path: Path, monkeypa
     assert client.get_run(run_id).info.run_name == "digits/version_0"
     steps = sorted({m.step for m in client.get_metric_history(run_id, "val/acc")})
     assert steps == [5 * e + 4 for e in range(EPOCHS)]  # one series, continued after the kill
+
+
+# -- CSV -----------------------------------------------------------------------------------------------------
+def test_csv_metrics_file_continued_on_resume(tmp_path: Path) -> None:
+    """Lightning's CSVLogger deletes the metrics.csv it finds when it starts: a resumed run keeps it and
+    appends, so the file holds every epoch, once, in order, and no warning says files will be deleted."""
+    import csv
+
+    run = _killed_then_resumed(tmp_path, "csv")
+    with (run / "metrics.csv").open(newline="") as f:
+        rows = [r for r in csv.DictReader(f) if r.get("val/acc")]
+    # the epochs before the kill (as far as the killed process wrote them), then the resume's: each once
+    steps = [int(r["step"]) for r in rows]
+    assert steps == sorted(set(steps)) and steps[-1] == 5 * EPOCHS - 1 and steps[0] == 4
+    resumed = run_train(*_fit(tmp_path, "csv", "--ckpt_path", "last", "--trainer.max_epochs", str(EPOCHS + 1)))
+    assert resumed.returncode == 0 and "will be deleted" not in resumed.stderr, resumed.stderr[-3000:]
+    with (run / "metrics.csv").open(newline="") as f:
+        after = [int(r["step"]) for r in csv.DictReader(f) if r.get("val/acc")]
+    assert after == [*steps, 5 * EPOCHS + 4]

@@ -22,6 +22,7 @@ Checkpoints do not follow the logger: ``<run>/checkpoints/`` whatever the logger
 
 from __future__ import annotations
 
+import csv
 import inspect
 import json
 import os
@@ -165,3 +166,29 @@ def checkpoints_in_run_dir(callbacks: list[Any], run_dir: Path) -> None:
     for callback in callbacks:
         if isinstance(callback, ModelCheckpoint) and callback.dirpath is None:
             callback.dirpath = str(run_dir / "checkpoints")
+
+
+
+def keep_csv_metrics(loggers: list[Any]) -> None:
+    """Keep a resumed run's ``metrics.csv``: Lightning's ``CSVLogger`` deletes the file it finds when
+    its writer starts (the writer then appends to the file). The file is set aside while the writer
+    starts (``logger.experiment``) and put back, so the rows of the resumed run follow the earlier
+    ones. Global rank 0 only, before anything is logged."""
+    from lightning.pytorch.loggers import CSVLogger
+    from lightning.pytorch.loggers.csv_logs import ExperimentWriter
+
+    for logger in loggers:
+        if not isinstance(logger, CSVLogger):
+            continue
+        metrics = Path(logger.log_dir) / ExperimentWriter.NAME_METRICS_FILE
+        if not metrics.is_file():
+            continue
+        aside = metrics.with_name(f".{metrics.name}.resumed")
+        os.replace(metrics, aside)
+        try:
+            writer = logger.experiment  # starts the writer (its clean-up finds nothing to delete)
+        finally:
+            os.replace(aside, metrics)
+        with metrics.open(newline="") as f:
+            header = next(csv.reader(f), [])
+        writer.metrics_keys = [k for k in header if k]  # the columns so far: new ones widen the file

@@ -58,6 +58,11 @@ WARNINGS: tuple[Silenced, ...] = (
         "(torchdata/stateful_dataloader/stateful_dataloader.py); nothing the user can change.",
     ),
     Silenced(
+        r"Experiment logs directory .* exists and is not empty. Previous log files",
+        "CSVLogger writes into the run directory, which already holds config.yaml and run.json; a resumed "
+        "run's metrics.csv is kept and continued (trainer_cli.loggers.keep_csv_metrics), nothing is deleted.",
+    ),
+    Silenced(
         r"The dirpath has changed from",
         "A run directory is never reused: a checkpoint from another run starts a new run whose "
         "ModelCheckpoint keeps its own top-k bookkeeping, as intended (resuming in place keeps the dirpath).",

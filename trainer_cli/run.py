@@ -240,6 +240,7 @@ class Run:
             rundir.write_git_info(self.path)
         if self.trainer is not None:
             loggers_mod.record_logger_runs(self.trainer.loggers, self.path, self._mlflow_uris)
+            loggers_mod.keep_csv_metrics(self.trainer.loggers)
 
     # -- when the verb stops ---------------------------------------------------------------------
     @contextmanager
