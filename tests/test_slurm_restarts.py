@@ -100,3 +100,25 @@ def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_p
     with contextlib.redirect_stdout(out):
         assert jobs.main(["--root", str(tmp_path), "--tail", job_id]) == 0
     assert "restart 1 on" in out.getvalue()
+
+
+def test_refused_requeue_resubmits_instead(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """A job Slurm will not requeue (`--no-requeue`, as a site's JobRequeue=0 or a PreemptMode that
+    cancels makes it): `scontrol requeue` fails, and the job resubmits itself instead; the new job
+    resumes from the hpc checkpoint and completes."""
+    epochs, batches = 4, 5
+    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--trainer.max_epochs", str(epochs), "--slurm.extra_sbatch", '["--no-requeue"]')
+    wait_for_step(run_dir, batches, job_id=job_id)
+    subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
+    wait_for_state(job_id, timeout_s=120)
+    text = (run_dir / f"slurm-{job_id}.log").read_text()
+    assert f"`scontrol requeue {job_id}` failed: " in text and "resubmitting instead" in text, text[-3000:]
+    record = json.loads((run_dir / "job.json").read_text())
+    new_id = str(record["job_id"])
+    assert record["resubmitted_from"] == [job_id] and new_id != job_id, record
+    new_log = run_dir / f"slurm-{new_id}.log"
+    assert wait_for_state(new_id, timeout_s=300) == "COMPLETED", new_log.read_text()[-3000:] if new_log.is_file() else record
+    assert f"from {run_dir / 'hpc_ckpt_1.ckpt.used'} (step" in new_log.read_text()
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == epochs * batches
+    assert [(e["action"], e["restart"]) for e in restarts.read(run_dir)] == [("requeue", 1), ("resubmit", 1)]
+    assert "1 (1 preempted)" in _train_jobs(tmp_path)[new_id]
