@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
-    newest_step, scontrol_job, slurm_cluster, wait_for_file, wait_for_requeue, wait_for_state, wait_for_step,
+    job_id_from, newest_step, scontrol_job, slurm_cluster, wait_for_file, wait_for_requeue, wait_for_state, wait_for_step,
 )
 from test_slurm_cluster import _submit
 from trainer_cli.launch import jobs, restarts
@@ -63,10 +63,14 @@ def test_preemption_then_time_limit_and_the_cap_names_the_cause(slurm_cluster: N
 def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     """`--slurm.requeue_mode resubmit`: SIGUSR1 ends the job after the hpc checkpoint and the job
     queues its own script again; the new job (a new id) resumes in the same run directory, the
-    global step never going back, and completes. `train jobs`, `--tail` and `train cancel` follow
-    the run to the new id."""
+    global step never going back, and completes; the test job (`--slurm.test_after_fit`) waits for
+    it, not for the job that ended. `train jobs`, `--tail` and `train cancel` follow the run to the
+    new id."""
     epochs, batches = 6, 5
-    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--trainer.max_epochs", str(epochs), "--slurm.requeue_mode", "resubmit")
+    job_id, run_dir, out = _submit(
+        tmp_path, 1, 1, "--trainer.max_epochs", str(epochs), "--slurm.requeue_mode", "resubmit", "--slurm.test_after_fit", "true",
+    )
+    test_id = job_id_from(out, "Test job id:")
     wait_for_step(run_dir, batches, job_id=job_id)
     subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
     old_log = run_dir / f"slurm-{job_id}.log"
@@ -77,7 +81,10 @@ def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_p
     assert new_id != job_id and record["resubmitted_from"] == [job_id], record
     saved = newest_step(run_dir)
     assert 0 < saved < epochs * batches
+    assert scontrol_job(test_id)["JobState"] == "PENDING", "the test job waits for the new job"
     assert wait_for_state(new_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{new_id}.log").read_text()[-3000:]
+    assert wait_for_state(test_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{test_id}.log").read_text()[-3000:]
+    assert f"testing {run_dir / 'checkpoints' / 'best-'}" in (run_dir / f"slurm-{test_id}.log").read_text()
 
     text = old_log.read_text()
     assert text.count("it resumes on its own") == 1 and f"resubmitted {run_dir} as job {new_id} (restart 1)" in text, text[-3000:]
@@ -100,6 +107,10 @@ def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_p
     with contextlib.redirect_stdout(out):
         assert jobs.main(["--root", str(tmp_path), "--tail", job_id]) == 0
     assert "restart 1 on" in out.getvalue()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):  # the jobs have ended: scancel accepts them and does nothing
+        assert jobs.cancel([job_id, "--root", str(tmp_path)]) == 0
+    assert f"cancelled job(s) {new_id}, {test_id} of {run_dir}" in out.getvalue()
 
 
 def test_refused_requeue_resubmits_instead(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811

@@ -144,7 +144,7 @@ class SynchronizedRequeue(pl.Callback):
             proc = subprocess.run(["scontrol", "requeue", str(job_id)], capture_output=True, text=True)
             if proc.returncode != 0:  # the other ranks are stopped by srun --kill-on-bad-exit
                 _say(f"`scontrol requeue {job_id}` failed: {proc.stderr.strip() or proc.stdout.strip()}; resubmitting instead")
-                _resubmit(run_dir, path, said, restarts + 1, event)
+                _resubmit(run_dir, path, None, restarts + 1, event)
                 os._exit(1)
         _wait_for_slurm()
 
@@ -154,12 +154,14 @@ class SynchronizedRequeue(pl.Callback):
         self._active = self._installed_here = False
 
 
-def _resubmit(run_dir: Path, checkpoint: str, said: str, restart: int, event: dict[str, Any]) -> None:
+def _resubmit(run_dir: Path, checkpoint: str, said: str | None, restart: int, event: dict[str, Any]) -> None:
     """Rank 0: record that the job resubmits itself (``--slurm.requeue_mode resubmit``, or a failed
-    requeue); the batch script's ``jobstate end`` then queues the same script into the same run."""
+    requeue); the batch script's ``jobstate end`` then queues the same script into the same run.
+    ``said``: the start of the line (the signal and step), None when a line said so already."""
     restarts_log.record(run_dir, restart=restart, action="resubmit", **event)
     jobstate.resubmit_requested(run_dir, checkpoint)
-    _say(f"{said}: saved {checkpoint}; the job resubmits itself into {run_dir} once its tasks have ended (restart {restart})")
+    start = f"{said}: saved {checkpoint}; the job" if said else "The job"
+    _say(f"{start} resubmits itself into {run_dir} once its tasks have ended (restart {restart})")
 
 
 def _wait_for_slurm() -> None:

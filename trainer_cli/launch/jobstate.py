@@ -138,6 +138,11 @@ def resubmit(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
         return update(run_dir, job_id=old_id, state="FAILED", error=f"resubmission failed: {error}", ended=_now())
     new_id = proc.stdout.strip().split(";")[0]
     print(f"trainer-cli: resubmitted {run_dir} as job {new_id} (restart {restarts}), it resumes on its own", flush=True)
+    if record.get("test_job_id"):  # --slurm.test_after_fit: the test waits for the new job, not this one (ending now)
+        test_id = str(record["test_job_id"])
+        done = subprocess.run(["scontrol", "update", f"JobId={test_id}", f"Dependency=afterok:{new_id}"], capture_output=True, text=True, timeout=60, env=env)
+        if done.returncode != 0:
+            print(f"trainer-cli: test job {test_id} not moved after job {new_id}: {done.stderr.strip()}", flush=True)
     now = read(run_dir)
     if str(now.get("job_id")) == new_id:  # the new job has started and recorded itself already
         return now
