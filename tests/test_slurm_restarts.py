@@ -1,7 +1,8 @@
 """Restarts on a real local Slurm cluster (scripts/local-slurm): time limit and preemption told apart
 (Slurm's own `--signal` before the time limit, `scancel -s USR1` for a preemption), the cap naming
 the cause that ended the run, and `--slurm.requeue_mode resubmit`: the job queues its own script
-again into the same run, which resumes under the new job id that `train jobs` follows.
+again into the same run, which resumes under the new job id that `train jobs` follows; and a real
+preemption by Slurm (the `urgent` partition of scripts/local-slurm), in both modes.
 
 Skipped with the reason where the cluster cannot start, failed instead under CI=true.
 """
@@ -15,6 +16,7 @@ import re
 import subprocess
 from pathlib import Path
 
+import pytest
 import torch
 
 from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
@@ -133,3 +135,49 @@ def test_refused_requeue_resubmits_instead(slurm_cluster: None, tmp_path: Path) 
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == epochs * batches
     assert [(e["action"], e["restart"]) for e in restarts.read(run_dir)] == [("requeue", 1), ("resubmit", 1)]
     assert "1 (1 preempted)" in _train_jobs(tmp_path)[new_id]
+
+
+def _urgent_partition() -> bool:
+    """Whether the cluster has the preempting partition `urgent` (scripts/local-slurm since it has one)."""
+    out = subprocess.run(["scontrol", "show", "partition", "urgent", "-o"], capture_output=True, text=True, timeout=30)
+    config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
+    return out.returncode == 0 and "PriorityTier=2" in out.stdout and "preempt_send_user_signal" in config
+
+
+@pytest.mark.parametrize("mode", ["requeue", "resubmit"])
+def test_a_real_preemption_is_told_from_the_time_limit(slurm_cluster: None, tmp_path: Path, mode: str) -> None:  # noqa: F811
+    """Slurm itself preempts the job (a job of the higher-tier partition `urgent` needs its node;
+    PreemptMode=CANCEL with a 60 s GraceTime, the --signal sent at once): the job tells it from the
+    time limit (Slurm set its PreemptTime and moved its EndTime to 60 s from now, well within
+    --slurm.signal_delay_s), checkpoints and restarts by `mode`, and the run completes."""
+    if not _urgent_partition():
+        pytest.skip("the running local cluster has no preempting partition `urgent`: it was started by an older "
+                    "scripts/local-slurm; restart it (scripts/local-slurm stop; scripts/local-slurm start) to run this test")
+    epochs, batches = 6, 5
+    job_id, run_dir, _ = _submit(
+        tmp_path, 1, 1, "--trainer.max_epochs", str(epochs), "--slurm.requeue_mode", mode,
+        "--slurm.extra_sbatch", '["--nodelist=node4", "--exclusive"]',  # alone on node4: nobody else's job is preempted
+    )
+    wait_for_step(run_dir, batches, job_id=job_id)
+    urgent = subprocess.run(
+        ["sbatch", "--parsable", "-p", "urgent", "--nodelist=node4", "--exclusive", "--time=1", f"--output={tmp_path}/urgent-%j.log", "--wrap", "sleep 1"],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout.strip()
+    try:
+        assert wait_for_state(urgent, timeout_s=120) == "COMPLETED"
+        log = run_dir / f"slurm-{job_id}.log"
+        text = log.read_text()
+        assert re.search(r"SIGUSR1 at step \d+ \(preempted, \d+ s left\): saved ", text), text[-3000:]
+        event = restarts.read(run_dir)[-1]
+        assert (event["cause"], event["action"]) == ("preempted", mode), event
+        current = str(json.loads((run_dir / "job.json").read_text())["job_id"])
+        if mode == "requeue":
+            assert current == job_id
+            wait_for_requeue(job_id)
+        else:
+            assert current != job_id
+        assert wait_for_state(current, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{current}.log").read_text()[-3000:]
+        assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == epochs * batches
+        assert "1 (1 preempted)" in _train_jobs(tmp_path)[current]
+    finally:
+        subprocess.run(["scancel", urgent], capture_output=True, timeout=30)
