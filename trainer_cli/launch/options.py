@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional
+from typing import Any, Optional
 
 import yaml
 
@@ -64,7 +64,7 @@ class SlurmOptions:
     """Seconds before the time limit at which the job gets SIGUSR1 (checkpoint and requeue)."""
     max_restarts: int = 3
     """How many times a preempted or timed-out job may requeue itself and resume."""
-    requeue_mode: Literal["requeue", "resubmit"] = "requeue"
+    requeue_mode: str = "requeue"
     """How the job restarts after SIGUSR1: requeue (scontrol requeue, same job id) or resubmit (sbatch
     of the same script into the same run, a new job id), for sites whose PreemptMode or JobRequeue
     make a requeue a no-op or refuse it. A failed requeue resubmits too."""
@@ -113,6 +113,8 @@ class SlurmOptions:
             problems.append(f"--slurm.max_restarts {self.max_restarts}: must be 0 or more")
         if self.cv_folds is not None and self.cv_folds < 2:
             problems.append(f"--slurm.cv_folds {self.cv_folds}: must be 2 or more")
+        if self.requeue_mode not in REQUEUE_MODES:
+            problems.append(f"--slurm.requeue_mode {self.requeue_mode}: choose {' or '.join(REQUEUE_MODES)}")
         if self.cv_folds is not None and self.requeue_mode == "resubmit":
             problems.append("--slurm.requeue_mode resubmit and --slurm.cv_folds: the tasks of a job array requeue; drop one")
         if self.cv_folds is not None and self.test_after_fit:
@@ -146,6 +148,7 @@ class SlurmOptions:
         return "python" if self.setup or self.setup_raw else os.path.abspath(sys.executable)
 
 
+REQUEUE_MODES = ("requeue", "resubmit")
 TIME_FORMATS = "MINUTES, MINUTES:SECONDS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
 NO_TIME_LIMIT = ("INFINITE", "UNLIMITED")
 
