@@ -14,6 +14,7 @@ import io
 import json
 import re
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +23,7 @@ import torch
 from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
     job_id_from, newest_step, scontrol_job, slurm_cluster, wait_for_file, wait_for_requeue, wait_for_state, wait_for_step,
 )
+from support import REPO
 from test_slurm_cluster import _submit
 from trainer_cli.launch import jobs, restarts
 
@@ -74,6 +76,10 @@ def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_p
     )
     test_id = job_id_from(out, "Test job id:")
     wait_for_step(run_dir, batches, job_id=job_id)
+    tailed = subprocess.Popen(  # `train jobs --tail RUN` started on the first job follows the run into the new one
+        [sys.executable, "-m", "trainer_cli", "jobs", "--root", str(tmp_path), "--tail", str(run_dir)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
     subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
     old_log = run_dir / f"slurm-{job_id}.log"
     assert wait_for_state(job_id, timeout_s=120) == "COMPLETED", old_log.read_text()[-3000:]
@@ -87,6 +93,9 @@ def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_p
     assert wait_for_state(new_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{new_id}.log").read_text()[-3000:]
     assert wait_for_state(test_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{test_id}.log").read_text()[-3000:]
     assert f"testing {run_dir / 'checkpoints' / 'best-'}" in (run_dir / f"slurm-{test_id}.log").read_text()
+    followed, notes = tailed.communicate(timeout=60)
+    assert f"[train jobs --tail: the run goes on as job {new_id}]" in notes and f"job {new_id} is COMPLETED" in notes, notes
+    assert f"job {job_id} restart 0 on" in followed and f"job {new_id} restart 1 on" in followed, followed[-3000:]
 
     text = old_log.read_text()
     assert text.count("it resumes on its own") == 1 and f"resubmitted {run_dir} as job {new_id} (restart 1)" in text, text[-3000:]

@@ -215,7 +215,8 @@ def find_run(root: Path, run: str) -> dict[str, Any]:
 
 
 def tail(root: Path, run: str, poll_s: float = 1.0) -> int:
-    """Print the log of ``run``'s fit job and follow it while the job is queued or running."""
+    """Print the log of ``run``'s fit job and follow it while the job is queued or running (into
+    the job it resubmits itself as, if it does)."""
     rec = find_run(root, run)
     job_id, run_dir = _current_id(rec, "job_id"), Path(rec["run_dir"])
     log, script = run_dir / f"slurm-{job_id}.log", run_dir / "submit.sbatch"
@@ -231,7 +232,12 @@ def tail(root: Path, run: str, poll_s: float = 1.0) -> int:
         status = with_run_record(query_slurm([(job_id, script)]).get((job_id, str(script))), job_id, run_dir)
         if not any(state in ACTIVE_STATES for state in re.findall(r"[A-Z_]+", status.state)):
             print(f"[train jobs --tail: job {job_id} is {status.state}]", file=sys.stderr)
-            return 0
+            if _current_id(rec, "job_id") == job_id:
+                return 0
+            job_id, position = _current_id(rec, "job_id"), 0  # resubmitted (its script said so as it ended)
+            log = run_dir / f"slurm-{job_id}.log"
+            print(f"[train jobs --tail: the run goes on as job {job_id}]", file=sys.stderr)
+            continue
         time.sleep(poll_s)
 
 
