@@ -66,8 +66,8 @@ class SlurmOptions:
     """How many times a preempted or timed-out job may requeue itself and resume."""
     requeue_mode: str = "requeue"
     """How the job restarts after SIGUSR1: requeue (scontrol requeue, same job id) or resubmit (sbatch
-    of the same script into the same run, a new job id), for sites whose PreemptMode or JobRequeue
-    make a requeue a no-op or refuse it. A failed requeue resubmits too."""
+    of the same script into the same run, a new job id), for sites where a requeue does not bring
+    the job back (preempted jobs cancelled, requeues refused). A failed requeue resubmits too."""
     dependency: Optional[str] = None
     """Start after other jobs (sbatch --dependency), e.g. afterok:1234."""
     test_after_fit: bool = False

@@ -2,11 +2,13 @@
 ``<run>/restarts.jsonl``.
 
 Slurm sends the same SIGUSR1 before the time limit (``#SBATCH --signal=SIGUSR1@<signal_delay_s>``)
-and when an operator or the scheduler preempts a job (``scancel -s USR1``, or
-``PreemptParameters=send_user_signal``). They are told apart when the signal is acted on, from
-``scontrol show job`` of the job itself:
+and when an operator or the scheduler preempts a job (``scancel -s USR1``, or a preemption with
+``SlurmctldParameters=preempt_send_user_signal``, ``PreemptParameters=send_user_signal`` from Slurm
+23.02). They are told apart when the signal is acted on, from ``scontrol show job`` of the job itself:
 
-- ``PreemptTime`` set: Slurm preempted the job (preempted);
+- ``PreemptTime`` set: Slurm preempted the job (preempted). Seen on Slurm 22.05 with
+  ``PreemptMode=CANCEL`` and ``GraceTime=60``: the signal at once, ``PreemptTime`` set, ``EndTime``
+  moved to 60 s later while ``TimeLimit`` stays (so ``EndTime`` alone would read as a time limit);
 - else the time the job had left when the signal came (``TimeLimit - RunTime``, so independent of
   clocks and time zones, and of time spent suspended) within ``signal_delay_s +``
   :data:`EARLY_MARGIN_S`: Slurm's warning before the time limit (time limit). Slurm checks time
