@@ -53,6 +53,8 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "slurm_time_negative": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--slurm.time", "-5", "--dry-run"], ["--slurm.time -5: not a time limit sbatch takes", "HH:MM:SS"]),
         "slurm_time_malformed": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--slurm.time", "1:99", "--dry-run"], ["--slurm.time 1:99: not a time limit"]),
         "slurm_zero_nodes": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.num_nodes", "0", "--dry-run"], ["--trainer.num_nodes 0: must be a whole number of nodes, 1 or more"]),
+        "slurm_requeue_mode_unknown": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--slurm.requeue_mode", "rerun", "--dry-run"], ["--slurm.requeue_mode rerun: choose requeue or resubmit"]),
+        "slurm_resubmit_job_array": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--slurm.requeue_mode", "resubmit", "--slurm.cv_folds", "2", "--dry-run"], ["--slurm.requeue_mode resubmit and --slurm.cv_folds"]),
         "slurm_name_escapes_root": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--name", "../../esc", "--dry-run"], ["--name '../../esc'", "no '..'"]),
     } if "submit" in VERBS else {}
     return slurm | {

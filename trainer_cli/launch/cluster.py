@@ -13,13 +13,22 @@ naming each value and what the cluster offers:
 - CPUs per task x tasks per node above the CPUs of the partition's largest node;
 - ``--slurm.mem`` above the memory of the partition's largest node.
 
-Where the queries fail (no Slurm here, the controller unreachable) the checks are skipped with
-one warning: sbatch, if it can run, still judges the job. Accounts and QOS are not checked (they
-need ``sacctmgr`` and accounting, which many clusters do not expose to users).
+With ``--slurm.account`` or ``--slurm.qos`` it also asks the accounting database (``sacctmgr -P -n
+show assoc`` of this user, ``sacctmgr -P -n show qos``) and refuses:
+
+- an account that is not one of the user's (their accounts are listed);
+- a QOS the cluster does not have, or that the account may not use (the allowed ones are listed);
+- a time limit over the QOS's ``MaxWall``.
+
+Where the queries fail (no Slurm here, the controller unreachable, no accounting: ``sacctmgr``
+refuses without ``accounting_storage/slurmdbd``, as on the local test cluster) those checks are
+skipped with one warning: sbatch, if it can run, still judges the job.
 """
 
 from __future__ import annotations
 
+import os
+import pwd
 import re
 import shutil
 import subprocess
@@ -183,20 +192,105 @@ def problems_with(partitions: list[Partition], slurm: SlurmOptions, resources: R
     return problems
 
 
+@dataclass(frozen=True)
+class Association:
+    """One account association of the user, as ``sacctmgr show assoc`` reports it."""
+
+    account: str
+    partition: str
+    """The partition it is limited to; empty: every partition."""
+    qos: tuple[str, ...]
+    """The QOS the association may use; empty: not listed (not checked)."""
+
+
+def parse_associations(text: str) -> list[Association]:
+    """``sacctmgr -P -n show assoc format=Account,Partition,QOS`` output, one association a line."""
+    out = []
+    for line in text.splitlines():
+        fields = line.strip().split("|")
+        if len(fields) >= 3 and fields[0]:
+            out.append(Association(fields[0], fields[1], tuple(q for q in fields[2].split(",") if q)))
+    return out
+
+
+def parse_qos(text: str) -> dict[str, int | None]:
+    """``sacctmgr -P -n show qos format=Name,MaxWall`` output as ``{name: MaxWall in seconds}``
+    (None: no limit)."""
+    out: dict[str, int | None] = {}
+    for line in text.splitlines():
+        name, _, max_wall = line.strip().partition("|")
+        if name:
+            out[name] = time_limit_s(max_wall) if max_wall else None
+    return out
+
+
+def _sacctmgr(*args: str) -> str:
+    if shutil.which("sacctmgr") is None:
+        raise RuntimeError("sacctmgr not found")
+    proc = subprocess.run(["sacctmgr", "-P", "-n", "show", *args], capture_output=True, text=True, timeout=20)
+    if proc.returncode != 0:
+        raise RuntimeError((proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[0])
+    return proc.stdout
+
+
+def read_accounting(user: str) -> tuple[list[Association], dict[str, int | None]]:
+    """``user``'s associations and the cluster's QOS with their ``MaxWall``.
+
+    Raises:
+        RuntimeError: when the accounting database cannot be asked (no ``sacctmgr``, no
+            accounting, or it lists no association for ``user``).
+    """
+    associations = parse_associations(_sacctmgr("assoc", f"where user={user}", "format=Account,Partition,QOS"))
+    if not associations:
+        raise RuntimeError(f"sacctmgr lists no association for user {user}")
+    return associations, parse_qos(_sacctmgr("qos", "format=Name,MaxWall"))
+
+
+def accounting_problems(associations: list[Association], qos: dict[str, int | None], slurm: SlurmOptions, user: str) -> list[str]:
+    """What the accounting refuses of ``slurm.account``, ``slurm.qos`` and ``slurm.time``, one line each."""
+    mine = [a for a in associations if not a.partition or not slurm.partition or a.partition == slurm.partition]
+    accounts = sorted({a.account for a in mine})
+    if slurm.account and slurm.account not in accounts:
+        return [f"--slurm.account {slurm.account}: not an account of user {user} here; yours: {', '.join(accounts) or 'none'}"]
+    if not slurm.qos:
+        return []
+    if slurm.qos not in qos:
+        return [f"--slurm.qos {slurm.qos}: this cluster has no such QOS; it has {', '.join(sorted(qos)) or 'none'}"]
+    allowed = sorted({q for a in mine if not slurm.account or a.account == slurm.account for q in a.qos})
+    if allowed and slurm.qos not in allowed:
+        whose = f"account {slurm.account}" if slurm.account else f"user {user}"
+        return [f"--slurm.qos {slurm.qos}: not allowed for {whose}; allowed: {', '.join(allowed)}"]
+    max_wall_s, limit_s = qos[slurm.qos], time_limit_s(slurm.time)
+    if max_wall_s is not None and limit_s is not None and limit_s > max_wall_s:
+        return [f"--slurm.time {slurm.time}: over the MaxWall of QOS {slurm.qos} ({max_wall_s // 60} min); use a shorter time or another QOS"]
+    return []
+
+
 def check_against_cluster(slurm: SlurmOptions, resources: Resources) -> str | None:
     """Refuse a job the cluster cannot run (see the module docstring).
 
     Returns:
-        A warning when Slurm could not be asked (the checks were skipped), else None.
+        One warning naming what Slurm could not be asked (those checks were skipped), else None.
 
     Raises:
         UserError: naming every value the cluster cannot give, with what it offers.
     """
+    problems: list[str] = []
+    unasked: list[str] = []
     try:
-        partitions = read_cluster()
+        problems += problems_with(read_cluster(), slurm, resources)
     except (RuntimeError, OSError, subprocess.SubprocessError, ValueError) as err:
-        return f"could not ask Slurm about its partitions and nodes ({err}): the job is not checked against the cluster"
-    problems = problems_with(partitions, slurm, resources)
+        unasked.append(f"{UNCHECKED} ({err}): the job is not checked against the cluster")
+    if slurm.account or slurm.qos:
+        user = pwd.getpwuid(os.getuid()).pw_name
+        try:
+            problems += accounting_problems(*read_accounting(user), slurm, user)
+        except (RuntimeError, OSError, subprocess.SubprocessError, ValueError) as err:
+            given = " and ".join(f"--slurm.{k} {getattr(slurm, k)}" for k in ("account", "qos") if getattr(slurm, k))
+            unasked.append(f"could not ask Slurm's accounting ({err}): {given} not checked")
     if problems:
         raise UserError("the cluster cannot run this job:\n  " + "\n  ".join(problems))
-    return None
+    return "; ".join(unasked) or None
+
+
+UNCHECKED = "could not ask Slurm about its partitions and nodes"

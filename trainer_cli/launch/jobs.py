@@ -7,8 +7,10 @@ for ``MinJobAge``, 300 s by default) and, only for the jobs it no longer knows, 
 ``sacct -j id1,id2,...`` where accounting is on. A job id Slurm reuses (a fresh state directory
 counts from 1 again) is matched on the script the job runs (``<run>/submit.sbatch``), never on the
 id alone. Once Slurm has forgotten a job, its state and restarts are the ones the job recorded in
-``<run>/job.json`` (:mod:`trainer_cli.launch.jobstate`). Per job the table shows state, restarts,
-elapsed time, the last epoch line of its log (``epoch 3/10 ... val/acc 0.9850``) and the log path.
+``<run>/job.json`` (:mod:`trainer_cli.launch.jobstate`); a job that resubmitted itself is followed
+to its new id there. Per job the table shows state, restarts (with their causes, from
+``<run>/restarts.jsonl``: ``2 (1 time limit, 1 preempted)``), elapsed time, the last epoch line of
+its log (``epoch 3/10 ... val/acc 0.9850``) and the log path.
 
 ``train jobs --tail RUN`` prints a run's log and follows it while the job is queued or running;
 ``train cancel RUN`` cancels every job of a run (fit, test, a cross-validation array and its
@@ -30,6 +32,7 @@ from typing import Any
 
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobstate
+from trainer_cli.launch import restarts as restarts_log
 from trainer_cli.launch.cluster import scontrol_fields
 from trainer_cli.launch.options import time_limit_s
 
@@ -164,19 +167,35 @@ def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     for rec in records:
         for key, script, _ in JOB_KEYS:
             if rec.get(key):
-                jobs.append((str(rec[key]), Path(rec["run_dir"]) / script))
+                jobs.append((_current_id(rec, key), Path(rec["run_dir"]) / script))
     slurm = query_slurm(jobs)
     rows = []
     for rec in records:
         run_dir = Path(rec["run_dir"])
         for key, script, label in JOB_KEYS:
-            job_id = str(rec.get(key) or "")
-            if not job_id:
+            if not rec.get(key):
                 continue
+            job_id = _current_id(rec, key)
             log = run_dir / f"slurm-{job_id}.log"
             status = with_run_record(slurm.get((job_id, str(run_dir / script))), job_id, run_dir)
-            rows.append((job_id, status.state, str(status.restarts), status.elapsed, last_epoch_line(log), f"{rec.get('job_name')}{label}", str(log)))
+            restarts = restarts_cell(status, job_id, run_dir) if key == "job_id" else str(status.restarts)
+            rows.append((job_id, status.state, restarts, status.elapsed, last_epoch_line(log), f"{rec.get('job_name')}{label}", str(log)))
     return rows
+
+
+def _current_id(rec: dict[str, Any], key: str) -> str:
+    """The job id of ``rec[key]`` now: for the fit job, the job it resubmitted itself as (if it did)."""
+    return jobstate.follow(Path(rec["run_dir"]), str(rec[key])) if key == "job_id" else str(rec[key])
+
+
+def restarts_cell(status: JobStatus, job_id: str, run_dir: Path) -> str:
+    """The RESTARTS of a fit job with their causes (:func:`trainer_cli.launch.restarts.summary`):
+    Slurm's count of the job plus those of the jobs it was resubmitted from."""
+    recorded = jobstate.read(run_dir)
+    recorded = recorded if str(recorded.get("job_id")) == job_id else {}
+    total = status.restarts + (0 if status.source == "job.json" else int(recorded.get("prior_restarts") or 0))
+    chain = [*map(str, recorded.get("resubmitted_from") or []), job_id]
+    return restarts_log.summary(restarts_log.read(run_dir), chain, total)
 
 
 def find_run(root: Path, run: str) -> dict[str, Any]:
@@ -188,7 +207,7 @@ def find_run(root: Path, run: str) -> dict[str, Any]:
     records = read_registry(root)
     target = Path(run).resolve() if not run.isdigit() else None
     for rec in reversed(records):
-        ids = {str(rec.get(k)) for k, _, _ in JOB_KEYS if rec.get(k)}
+        ids = {str(rec.get(k)) for k, _, _ in JOB_KEYS if rec.get(k)} | {_current_id(rec, "job_id")}
         if run in ids or (target is not None and Path(rec["run_dir"]).resolve() == target):
             return rec
     known = ", ".join(sorted({str(r.get("job_id")) for r in records[-10:]})) or "none"
@@ -196,9 +215,10 @@ def find_run(root: Path, run: str) -> dict[str, Any]:
 
 
 def tail(root: Path, run: str, poll_s: float = 1.0) -> int:
-    """Print the log of ``run``'s fit job and follow it while the job is queued or running."""
+    """Print the log of ``run``'s fit job and follow it while the job is queued or running (into
+    the job it resubmits itself as, if it does)."""
     rec = find_run(root, run)
-    job_id, run_dir = str(rec["job_id"]), Path(rec["run_dir"])
+    job_id, run_dir = _current_id(rec, "job_id"), Path(rec["run_dir"])
     log, script = run_dir / f"slurm-{job_id}.log", run_dir / "submit.sbatch"
     position = 0
     while True:
@@ -212,7 +232,12 @@ def tail(root: Path, run: str, poll_s: float = 1.0) -> int:
         status = with_run_record(query_slurm([(job_id, script)]).get((job_id, str(script))), job_id, run_dir)
         if not any(state in ACTIVE_STATES for state in re.findall(r"[A-Z_]+", status.state)):
             print(f"[train jobs --tail: job {job_id} is {status.state}]", file=sys.stderr)
-            return 0
+            if _current_id(rec, "job_id") == job_id:
+                return 0
+            job_id, position = _current_id(rec, "job_id"), 0  # resubmitted (its script said so as it ended)
+            log = run_dir / f"slurm-{job_id}.log"
+            print(f"[train jobs --tail: the run goes on as job {job_id}]", file=sys.stderr)
+            continue
         time.sleep(poll_s)
 
 
@@ -227,7 +252,7 @@ def cancel(args: list[str]) -> int:
     parser.add_argument("--root", default=DEFAULT_ROOT, help="trainer.default_root_dir the run was submitted with (default: runs)")
     opts = parser.parse_args(args)
     rec = find_run(Path(opts.root), opts.run)
-    ids = [str(rec[k]) for k, _, _ in JOB_KEYS if rec.get(k)]
+    ids = [_current_id(rec, k) for k, _, _ in JOB_KEYS if rec.get(k)]
     if shutil.which("scancel") is None:
         raise UserError("scancel not found: run `train cancel` where Slurm is installed")
     proc = subprocess.run(["scancel", *ids], capture_output=True, text=True, timeout=60)

@@ -64,6 +64,10 @@ class SlurmOptions:
     """Seconds before the time limit at which the job gets SIGUSR1 (checkpoint and requeue)."""
     max_restarts: int = 3
     """How many times a preempted or timed-out job may requeue itself and resume."""
+    requeue_mode: str = "requeue"
+    """How the job restarts after SIGUSR1: requeue (scontrol requeue, same job id) or resubmit (sbatch
+    of the same script into the same run, a new job id), for sites where a requeue does not bring
+    the job back (preempted jobs cancelled, requeues refused). A failed requeue resubmits too."""
     dependency: Optional[str] = None
     """Start after other jobs (sbatch --dependency), e.g. afterok:1234."""
     test_after_fit: bool = False
@@ -109,6 +113,10 @@ class SlurmOptions:
             problems.append(f"--slurm.max_restarts {self.max_restarts}: must be 0 or more")
         if self.cv_folds is not None and self.cv_folds < 2:
             problems.append(f"--slurm.cv_folds {self.cv_folds}: must be 2 or more")
+        if self.requeue_mode not in REQUEUE_MODES:
+            problems.append(f"--slurm.requeue_mode {self.requeue_mode}: choose {' or '.join(REQUEUE_MODES)}")
+        if self.cv_folds is not None and self.requeue_mode == "resubmit":
+            problems.append("--slurm.requeue_mode resubmit and --slurm.cv_folds: the tasks of a job array requeue; drop one")
         if self.cv_folds is not None and self.test_after_fit:
             problems.append("--slurm.cv_folds and --slurm.test_after_fit: choose one (cross-validation has no test job)")
         if self.mail_type and not self.mail_user:
@@ -140,6 +148,7 @@ class SlurmOptions:
         return "python" if self.setup or self.setup_raw else os.path.abspath(sys.executable)
 
 
+REQUEUE_MODES = ("requeue", "resubmit")
 TIME_FORMATS = "MINUTES, MINUTES:SECONDS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
 NO_TIME_LIMIT = ("INFINITE", "UNLIMITED")
 

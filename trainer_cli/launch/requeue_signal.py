@@ -7,17 +7,25 @@ between killed every rank with nothing saved. :func:`install` is called first th
 ``train``'s ``main()``, before anything slow is imported; its handler only records the signal.
 :class:`trainer_cli.callbacks.slurm_requeue.SynchronizedRequeue` acts on the record once the
 trainer can (a checkpoint, then ``scontrol requeue``). Standard library only: importing it is free.
+
+No private Lightning member is touched for this. Lightning's signal connector installs its SIGUSR1
+handler (a checkpoint and ``scontrol requeue`` inside the handler) only when the signal has none
+yet, ``signal.getsignal(SIGUSR1)`` being ``SIG_DFL`` (Lightning-AI/pytorch-lightning PR #9566,
+kept by PR #14626 that made the signal configurable; still so in 2.6). Installing ours first, with
+the standard ``signal`` module, is what keeps Lightning's out: ``tests/test_restarts.py`` checks it
+against the installed Lightning through a real ``Trainer.fit``.
 """
 
 from __future__ import annotations
 
 import os
 import signal
+import time
 from typing import Any
 
 REQUEUE_SIGNAL = signal.SIGUSR1
 _INTERACTIVE_JOB_NAMES = {"bash", "interactive"}  # as Lightning's SLURMEnvironment.detect() judges them
-_state = {"installed": False, "received": False, "requeued": False}
+_state: dict[str, Any] = {"installed": False, "received": False, "requeued": False, "at": None}
 
 
 def under_slurm_batch() -> bool:
@@ -27,6 +35,7 @@ def under_slurm_batch() -> bool:
 
 def _record(signum: int, frame: Any) -> None:
     _state["received"] = True
+    _state["at"] = time.time()
 
 
 def install() -> bool:
@@ -63,6 +72,13 @@ def take() -> bool:
     """Whether the signal arrived since the last call (the record is cleared)."""
     received, _state["received"] = _state["received"], False
     return bool(received)
+
+
+def received_at() -> float | None:
+    """``time.time()`` when the signal last arrived (None: never); kept by :func:`take`. How much
+    time the job had left then tells the time limit's warning from a preemption
+    (:mod:`trainer_cli.launch.restarts`)."""
+    return _state["at"]
 
 
 def mark_requeued() -> None:

@@ -28,7 +28,7 @@ from typing import Any
 
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobstate, snapshot
-from trainer_cli.launch.cluster import check_against_cluster
+from trainer_cli.launch.cluster import UNCHECKED, check_against_cluster
 from trainer_cli.launch.options import SlurmOptions, parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.render import render
 from trainer_cli.launch.resources import Resources, derive
@@ -330,7 +330,7 @@ def check(args: list[str]) -> int:
         print(f"warning: {warning}", file=sys.stderr)
     res = job.resources
     print(
-        f"check passed{' (config and resources only)' if warning else ''}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), "
+        f"check passed{' (config and resources only)' if warning and warning.startswith(UNCHECKED) else ''}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), "
         f"{res.gpus_per_node} GPU(s) and {job.slurm.cpus_per_task * res.ntasks_per_node} CPU(s) per node, "
         f"partition {job.slurm.partition or '(default)'}, time {job.slurm.time}; nothing written or queued"
     )

@@ -1,0 +1,143 @@
+"""Restart causes (trainer_cli.launch.restarts) from real `scontrol show job -o` lines, the
+`train jobs` RESTARTS cell from an event log, the job record of a resubmitted job, and that the
+installed Lightning leaves the SIGUSR1 handler `train` installs first in place (no private
+Lightning member is needed for the Slurm signal).
+"""
+
+from __future__ import annotations
+
+import json
+import signal
+from pathlib import Path
+
+import pytest
+
+from trainer_cli.launch import jobstate, requeue_signal, restarts
+from trainer_cli.launch.cluster import scontrol_fields
+from trainer_cli.launch.jobs import JobStatus, restarts_cell
+
+# `scontrol show job -o` of a running job on the local cluster (Slurm 22.05.8), paths shortened:
+# `sbatch --time=10 --signal=USR1@120`, 4 s after it started
+RUNNING_4S = (
+    "JobId=430 JobName=wrap UserId=root(0) GroupId=root(0) MCS_label=N/A Priority=4294901361 Nice=0 Account=(null) "
+    "QOS=(null) JobState=RUNNING Reason=None Dependency=(null) Requeue=1 Restarts=0 BatchFlag=1 Reboot=0 ExitCode=0:0 "
+    "RunTime=00:00:04 TimeLimit=00:10:00 TimeMin=N/A SubmitTime=2026-11-23T08:01:44 EligibleTime=2026-11-23T08:01:44 "
+    "AccrueTime=2026-11-23T08:01:44 StartTime=2026-11-23T08:01:44 EndTime=2026-11-23T08:11:44 Deadline=N/A "
+    "SuspendTime=None SecsPreSuspend=0 LastSchedEval=2026-11-23T08:01:44 Scheduler=Backfill Partition=debug "
+    "NodeList=node1 BatchHost=node1 NumNodes=1 NumCPUs=1 NumTasks=1 CPUs/Task=1 Command=(null) WorkDir=/home/u/proj"
+)
+
+
+@pytest.mark.parametrize(
+    "changes,delay_s,since_s,expected",
+    [
+        ({}, 120, 0, ("preempted", 596)),  # 10 minutes left: not the time limit's warning
+        ({"RunTime": "00:07:30"}, 120, 0, ("time limit", 150)),  # --signal=USR1@120 may come up to 60 s early
+        ({"RunTime": "00:07:30"}, 120, 70, ("preempted", 220)),  # acted on 70 s after the signal came
+        ({"RunTime": "00:07:30"}, 30, 0, ("preempted", 150)),  # a lead time of 30 s: too early for it
+        ({"TimeLimit": "UNLIMITED"}, 120, 0, ("preempted", None)),  # no time limit to warn of
+        ({"RunTime": "00:09:00", "PreemptTime": "2026-11-23T08:10:44"}, 120, 0, ("preempted", 60)),  # Slurm preempted it
+        ({"TimeLimit": "1-00:00:00", "RunTime": "23:58:30"}, 120, 0, ("time limit", 90)),
+    ],
+)
+def test_cause_from_the_time_the_job_had_left(changes: dict[str, str], delay_s: int, since_s: float, expected: tuple[str, int | None]) -> None:
+    job = scontrol_fields(RUNNING_4S) | changes
+    assert restarts.classify(job, delay_s, since_s) == expected
+
+
+def test_cause_unknown_without_scontrol() -> None:
+    assert restarts.classify({}, 120) == ("unknown", None)
+    assert restarts.cause_of_signal(None, 120, None) == ("unknown", None)
+
+
+def _event(job_id: str, restart: int, cause: str, action: str) -> dict[str, object]:
+    return {"job_id": job_id, "restart": restart, "cause": cause, "action": action}
+
+
+def test_restarts_cell_counts_causes_of_the_jobs_chain(tmp_path: Path) -> None:
+    """Requeues and resubmissions of this submission's jobs by cause; restarts Slurm made itself
+    (counted by Slurm, never signalled) as "requeued by Slurm"; the cap's stop names its cause;
+    another submission's events (job 7) do not count."""
+    for event in (
+        _event("7", 1, "time limit", "requeue"),
+        _event("11", 1, "time limit", "requeue"),
+        _event("11", 2, "preempted", "requeue"),  # a failed requeue ...
+        _event("11", 2, "preempted", "resubmit"),  # ... resubmitted: one restart
+        _event("12", 4, "time limit", "stop"),
+    ):
+        restarts.record(tmp_path, **event)
+    (tmp_path / restarts.EVENTS_FILE).open("a").write("not json\n")
+    events = restarts.read(tmp_path)
+    assert len(events) == 5
+    assert restarts.summary(events, ["11"], 2) == "2 (1 time limit, 1 preempted)"
+    assert restarts.summary(events, ["11"], 3) == "3 (1 time limit, 1 preempted, 1 requeued by Slurm)"
+    restarts.record(tmp_path, **_event("12", 3, "time limit", "requeue"))
+    assert restarts.summary(restarts.read(tmp_path), ["11", "12"], 3) == "3 (2 time limit, 1 preempted; stopped by time limit)"
+    assert restarts.summary(events, ["13"], 0) == "0"
+
+    # train jobs: Slurm counts the restarts of the job it knows (12: 1), the record the ones before (2)
+    jobstate.write(tmp_path, {"job_id": "12", "resubmitted_from": ["11"], "prior_restarts": 2, "restarts": 3})
+    cell = restarts_cell(JobStatus("RUNNING", 1, "00:01:00", "scontrol"), "12", tmp_path)
+    assert cell == "3 (2 time limit, 1 preempted; stopped by time limit)"
+    assert restarts_cell(JobStatus("COMPLETED", 3, "-", "job.json"), "12", tmp_path) == cell  # the record's count has them
+
+
+def test_resubmitted_job_counts_and_is_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    monkeypatch.setenv(jobstate.ENV_PRIOR_RESTARTS, "2")
+    monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
+    assert jobstate.restart_count() == 3
+    jobstate.write(tmp_path, {"job_id": "11", "state": "PENDING"})
+    assert jobstate.follow(tmp_path, "11") == "11"
+    jobstate.update(tmp_path, job_id="12", resubmitted_from=["10", "11"])
+    assert [jobstate.follow(tmp_path, j) for j in ("10", "11", "12", "9")] == ["12", "12", "12", "9"]
+    jobstate.resubmit_requested(tmp_path, "hpc_ckpt_1.ckpt")
+    record = json.loads((tmp_path / jobstate.JOB_FILE).read_text())
+    assert (record["state"], record["restarts"], record["checkpoint"]) == ("RESUBMIT", 3, "hpc_ckpt_1.ckpt")
+
+
+class _HandlerAtTrainStart:
+    """Notes the SIGUSR1 handler in place once Lightning has registered its signal handlers."""
+
+    def __init__(self) -> None:
+        import lightning.pytorch as pl
+
+        class Probe(pl.Callback):
+            def on_train_start(probe, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:  # noqa: N805
+                self.handler = signal.getsignal(signal.SIGUSR1)
+
+        self.handler: object = None
+        self.callback = Probe()
+
+
+def test_lightning_leaves_the_handler_train_installs_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a Slurm batch job with auto-requeue, Lightning's signal connector would install its own
+    SIGUSR1 handler (checkpoint and requeue inside the handler); it does not replace one that is
+    there already (Lightning-AI/pytorch-lightning PR #9566, #14626). `train` installs its recording
+    handler first, so the Slurm requeue needs no private Lightning member. Checked through a real
+    `Trainer.fit` of the installed Lightning."""
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+    from lightning.pytorch import Trainer
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    slurm_env = {
+        "SLURM_JOB_ID": "1", "SLURM_JOB_NAME": "probe", "SLURM_NTASKS": "1", "SLURM_NTASKS_PER_NODE": "1",
+        "SLURM_PROCID": "0", "SLURM_LOCALID": "0", "SLURM_NODEID": "0", "SLURM_NODELIST": "localhost",
+    }
+    for key, value in slurm_env.items():
+        monkeypatch.setenv(key, value)
+    previous = signal.getsignal(signal.SIGUSR1)
+    probe = _HandlerAtTrainStart()
+    try:
+        assert requeue_signal.install()
+        ours = signal.getsignal(signal.SIGUSR1)
+        trainer = Trainer(
+            plugins=[SLURMEnvironment(auto_requeue=True)], accelerator="cpu", devices=1, max_steps=1, logger=False,
+            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, callbacks=[probe.callback],
+        )
+        trainer.fit(BoringModel())
+        assert probe.handler is ours, f"Lightning replaced the SIGUSR1 handler of train with {probe.handler!r}"
+    finally:
+        requeue_signal.uninstall()
+        signal.signal(signal.SIGUSR1, previous)

@@ -1,0 +1,192 @@
+"""Restarts on a real local Slurm cluster (scripts/local-slurm): time limit and preemption told apart
+(Slurm's own `--signal` before the time limit, `scancel -s USR1` for a preemption), the cap naming
+the cause that ended the run, and `--slurm.requeue_mode resubmit`: the job queues its own script
+again into the same run, which resumes under the new job id that `train jobs` follows; and a real
+preemption by Slurm (the `urgent` partition of scripts/local-slurm), in both modes.
+
+Skipped with the reason where the cluster cannot start, failed instead under CI=true.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+
+from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
+    job_id_from, newest_step, scontrol_job, slurm_cluster, wait_for_file, wait_for_requeue, wait_for_state, wait_for_step,
+)
+from support import REPO
+from test_slurm_cluster import _submit
+from trainer_cli.launch import jobs, restarts
+
+
+def _train_jobs(root: Path) -> dict[str, str]:
+    """``train jobs --root ROOT``: its rows by job id."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert jobs.main(["--root", str(root)]) == 0
+    return {line.split()[0]: line for line in out.getvalue().splitlines()[1:]}
+
+
+def test_preemption_then_time_limit_and_the_cap_names_the_cause(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """`scancel -s USR1` with 10 minutes left is a preemption (requeued); the restart, its time limit
+    cut to 2 minutes, gets Slurm's own `--signal=SIGUSR1@100` warning: a time limit, and past
+    `--slurm.max_restarts 1` the run stops there, saying so; `train jobs` shows both."""
+    job_id, run_dir, _ = _submit(
+        tmp_path, 1, 1, "--trainer.max_epochs", "400", "--slurm.max_restarts", "1", "--slurm.signal_delay_s", "100",
+    )
+    wait_for_file(run_dir / "checkpoints" / "last.ckpt", timeout_s=300)
+    subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
+    assert wait_for_state(job_id, {"PENDING", "COMPLETED", "FAILED", "CANCELLED"}, timeout_s=120) == "PENDING"
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", "TimeLimit=00:02:00"], check=True, timeout=30)
+    wait_for_requeue(job_id)
+    log = run_dir / f"slurm-{job_id}.log"
+    assert wait_for_state(job_id, timeout_s=150) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    assert re.search(r"SIGUSR1 at step \d+ \(preempted, \d+ s left\): saved .*; requeueing job", text), text[-3000:]
+    assert re.search(
+        r"SIGUSR1 at step \d+ \(time limit, \d+ s left\): saved .*; not requeued, restart 1 is the last that "
+        r"--slurm.max_restarts 1 allows: the run stops here, ended by the time limit", text,
+    ), text[-3000:]
+    events = restarts.read(run_dir)
+    assert [(e["cause"], e["action"], e["restart"]) for e in events] == [("preempted", "requeue", 1), ("time limit", "stop", 1)]
+    assert events[1]["seconds_left"] <= 100 + restarts.EARLY_MARGIN_S < events[0]["seconds_left"]
+    row = _train_jobs(tmp_path)[job_id]
+    assert "COMPLETED" in row and "1 (1 preempted; stopped by time limit)" in row, row
+    assert json.loads((run_dir / "job.json").read_text())["ended_by"] == "time limit"
+
+
+def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """`--slurm.requeue_mode resubmit`: SIGUSR1 ends the job after the hpc checkpoint and the job
+    queues its own script again; the new job (a new id) resumes in the same run directory, the
+    global step never going back, and completes; the test job (`--slurm.test_after_fit`) waits for
+    it, not for the job that ended. `train jobs`, `--tail` and `train cancel` follow the run to the
+    new id."""
+    epochs, batches = 6, 5
+    job_id, run_dir, out = _submit(
+        tmp_path, 1, 1, "--trainer.max_epochs", str(epochs), "--slurm.requeue_mode", "resubmit", "--slurm.test_after_fit", "true",
+    )
+    test_id = job_id_from(out, "Test job id:")
+    wait_for_step(run_dir, batches, job_id=job_id)
+    tailed = subprocess.Popen(  # `train jobs --tail RUN` started on the first job follows the run into the new one
+        [sys.executable, "-m", "trainer_cli", "jobs", "--root", str(tmp_path), "--tail", str(run_dir)],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+    )
+    subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
+    old_log = run_dir / f"slurm-{job_id}.log"
+    assert wait_for_state(job_id, timeout_s=120) == "COMPLETED", old_log.read_text()[-3000:]
+    assert scontrol_job(job_id)["Restarts"] == "0", "resubmitted, not requeued"
+    record = json.loads((run_dir / "job.json").read_text())
+    new_id = str(record["job_id"])
+    assert new_id != job_id and record["resubmitted_from"] == [job_id], record
+    saved = newest_step(run_dir)
+    assert 0 < saved < epochs * batches
+    assert scontrol_job(test_id)["JobState"] == "PENDING", "the test job waits for the new job"
+    assert wait_for_state(new_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{new_id}.log").read_text()[-3000:]
+    assert wait_for_state(test_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{test_id}.log").read_text()[-3000:]
+    assert f"testing {run_dir / 'checkpoints' / 'best-'}" in (run_dir / f"slurm-{test_id}.log").read_text()
+    followed, notes = tailed.communicate(timeout=60)
+    assert f"[train jobs --tail: the run goes on as job {new_id}]" in notes and f"job {new_id} is COMPLETED" in notes, notes
+    assert f"job {job_id} restart 0 on" in followed and f"job {new_id} restart 1 on" in followed, followed[-3000:]
+
+    text = old_log.read_text()
+    assert text.count("it resumes on its own") == 1 and f"resubmitted {run_dir} as job {new_id} (restart 1)" in text, text[-3000:]
+    assert "Traceback" not in text and "Resume with" not in text, text[-3000:]
+    new_log = (run_dir / f"slurm-{new_id}.log").read_text()
+    assert f"job {new_id} restart 1 on" in new_log, new_log[-3000:]
+    resumed = re.search(r"^Resuming .* from (\S+) \(step (\d+),", new_log, re.M)
+    assert resumed and resumed.group(1) == str(run_dir / "hpc_ckpt_1.ckpt.used") and int(resumed.group(2)) == saved, new_log[-3000:]
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == epochs * batches
+    assert [p.name for p in run_dir.parent.iterdir()] == [run_dir.name], "the same run directory"
+    events = restarts.read(run_dir)
+    assert [(e["job_id"], e["cause"], e["action"], e["restart"]) for e in events] == [(job_id, "preempted", "resubmit", 1)]
+    final = json.loads((run_dir / "job.json").read_text())
+    assert (final["job_id"], final["state"], final["restarts"]) == (new_id, "COMPLETED", 1)
+
+    rows = _train_jobs(tmp_path)
+    assert job_id not in rows and "COMPLETED" in rows[new_id] and "1 (1 preempted)" in rows[new_id], rows
+    assert jobs.find_run(tmp_path, job_id) == jobs.find_run(tmp_path, new_id) == jobs.find_run(tmp_path, str(run_dir))
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert jobs.main(["--root", str(tmp_path), "--tail", job_id]) == 0
+    assert "restart 1 on" in out.getvalue()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):  # the jobs have ended: scancel accepts them and does nothing
+        assert jobs.cancel([job_id, "--root", str(tmp_path)]) == 0
+    assert f"cancelled job(s) {new_id}, {test_id} of {run_dir}" in out.getvalue()
+
+
+def test_refused_requeue_resubmits_instead(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """A job Slurm will not requeue (`--no-requeue`, as a site's JobRequeue=0 or a PreemptMode that
+    cancels makes it): `scontrol requeue` fails, and the job resubmits itself instead; the new job
+    resumes from the hpc checkpoint and completes."""
+    epochs, batches = 4, 5
+    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--trainer.max_epochs", str(epochs), "--slurm.extra_sbatch", '["--no-requeue"]')
+    wait_for_step(run_dir, batches, job_id=job_id)
+    subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
+    wait_for_state(job_id, timeout_s=120)
+    text = (run_dir / f"slurm-{job_id}.log").read_text()
+    assert f"`scontrol requeue {job_id}` failed: " in text and "resubmitting instead" in text, text[-3000:]
+    record = json.loads((run_dir / "job.json").read_text())
+    new_id = str(record["job_id"])
+    assert record["resubmitted_from"] == [job_id] and new_id != job_id, record
+    new_log = run_dir / f"slurm-{new_id}.log"
+    assert wait_for_state(new_id, timeout_s=300) == "COMPLETED", new_log.read_text()[-3000:] if new_log.is_file() else record
+    assert f"from {run_dir / 'hpc_ckpt_1.ckpt.used'} (step" in new_log.read_text()
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == epochs * batches
+    assert [(e["action"], e["restart"]) for e in restarts.read(run_dir)] == [("requeue", 1), ("resubmit", 1)]
+    assert "1 (1 preempted)" in _train_jobs(tmp_path)[new_id]
+
+
+def _urgent_partition() -> bool:
+    """Whether the cluster has the preempting partition `urgent` (scripts/local-slurm since it has one)."""
+    out = subprocess.run(["scontrol", "show", "partition", "urgent", "-o"], capture_output=True, text=True, timeout=30)
+    config = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
+    return out.returncode == 0 and "PriorityTier=2" in out.stdout and "preempt_send_user_signal" in config
+
+
+@pytest.mark.parametrize("mode", ["requeue", "resubmit"])
+def test_a_real_preemption_is_told_from_the_time_limit(slurm_cluster: None, tmp_path: Path, mode: str) -> None:  # noqa: F811
+    """Slurm itself preempts the job (a job of the higher-tier partition `urgent` needs its node;
+    PreemptMode=CANCEL with a 60 s GraceTime, the --signal sent at once): the job tells it from the
+    time limit (Slurm set its PreemptTime and moved its EndTime to 60 s from now, well within
+    --slurm.signal_delay_s), checkpoints and restarts by `mode`, and the run completes."""
+    if not _urgent_partition():
+        pytest.skip("the running local cluster has no preempting partition `urgent`: it was started by an older "
+                    "scripts/local-slurm; restart it (scripts/local-slurm stop; scripts/local-slurm start) to run this test")
+    epochs, batches = 6, 5
+    job_id, run_dir, _ = _submit(
+        tmp_path, 1, 1, "--trainer.max_epochs", str(epochs), "--slurm.requeue_mode", mode,
+        "--slurm.extra_sbatch", '["--nodelist=node4", "--exclusive"]',  # alone on node4: nobody else's job is preempted
+    )
+    wait_for_step(run_dir, batches, job_id=job_id)
+    urgent = subprocess.run(
+        ["sbatch", "--parsable", "-p", "urgent", "--nodelist=node4", "--exclusive", "--time=1", f"--output={tmp_path}/urgent-%j.log", "--wrap", "sleep 1"],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout.strip()
+    try:
+        assert wait_for_state(urgent, timeout_s=120) == "COMPLETED"
+        log = run_dir / f"slurm-{job_id}.log"
+        text = log.read_text()
+        assert re.search(r"SIGUSR1 at step \d+ \(preempted, \d+ s left\): saved ", text), text[-3000:]
+        event = restarts.read(run_dir)[-1]
+        assert (event["cause"], event["action"]) == ("preempted", mode), event
+        current = str(json.loads((run_dir / "job.json").read_text())["job_id"])
+        if mode == "requeue":
+            assert current == job_id
+            wait_for_requeue(job_id)
+        else:
+            assert current != job_id
+        assert wait_for_state(current, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{current}.log").read_text()[-3000:]
+        assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == epochs * batches
+        assert "1 (1 preempted)" in _train_jobs(tmp_path)[current]
+    finally:
+        subprocess.run(["scancel", urgent], capture_output=True, timeout=30)

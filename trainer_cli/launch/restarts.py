@@ -1,0 +1,143 @@
+"""Why a run's Slurm job restarted: its time limit, or a preemption. One JSON line per event in
+``<run>/restarts.jsonl``.
+
+Slurm sends the same SIGUSR1 before the time limit (``#SBATCH --signal=SIGUSR1@<signal_delay_s>``)
+and when an operator or the scheduler preempts a job (``scancel -s USR1``, or a preemption with
+``SlurmctldParameters=preempt_send_user_signal``, ``PreemptParameters=send_user_signal`` from Slurm
+23.02). They are told apart when the signal is acted on, from ``scontrol show job`` of the job itself:
+
+- ``PreemptTime`` set: Slurm preempted the job (preempted). Seen on Slurm 22.05 with
+  ``PreemptMode=CANCEL`` and ``GraceTime=60``: the signal at once, ``PreemptTime`` set, ``EndTime``
+  moved to 60 s later while ``TimeLimit`` stays (so ``EndTime`` alone would read as a time limit);
+- else the time the job had left when the signal came (``TimeLimit - RunTime``, so independent of
+  clocks and time zones, and of time spent suspended) within ``signal_delay_s +``
+  :data:`EARLY_MARGIN_S`: Slurm's warning before the time limit (time limit). Slurm checks time
+  limits every 30 s and may signal up to 60 s early, seen here: ``--signal=USR1@60`` arrived with
+  77 s left;
+- else (more time left, or no time limit): someone or something else sent it (preempted).
+
+A signal sent by hand in the last ``signal_delay_s + 90`` seconds of a job counts as the time limit:
+the job was about to hit it anyway. Where ``scontrol`` cannot be asked the cause is ``unknown``.
+
+The log is written by global rank 0 of the job (:class:`trainer_cli.callbacks.slurm_requeue.SynchronizedRequeue`)
+and read by ``train jobs``: ``RESTARTS 2 (1 time limit, 1 preempted)``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import time
+from collections import Counter
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trainer_cli.launch.cluster import scontrol_fields
+from trainer_cli.launch.options import time_limit_s
+
+EVENTS_FILE = "restarts.jsonl"
+TIME_LIMIT = "time limit"
+PREEMPTED = "preempted"
+UNKNOWN = "unknown"
+BY_SLURM = "requeued by Slurm"
+"""Restarts Slurm made itself (a node failure, ``PreemptMode=REQUEUE``, ``scontrol requeue`` by
+hand): counted by Slurm, never seen by the job as a signal."""
+EARLY_MARGIN_S = 90
+"""Seconds past ``signal_delay_s`` that still count as the time limit's warning (Slurm: up to 60 s early)."""
+RESTART_ACTIONS = ("requeue", "resubmit")
+ENDED_BY = {TIME_LIMIT: "the time limit", PREEMPTED: "a preemption", UNKNOWN: "a SIGUSR1 of unknown cause"}
+
+
+def classify(job: dict[str, str], signal_delay_s: int, since_signal_s: float = 0.0) -> tuple[str, int | None]:
+    """The cause of a SIGUSR1 from the job's ``scontrol show job -o`` fields.
+
+    Args:
+        job: ``scontrol show job -o`` of the job, as :func:`trainer_cli.launch.cluster.scontrol_fields` reads it.
+        signal_delay_s: The job's ``--signal`` lead time in seconds (``--slurm.signal_delay_s``).
+        since_signal_s: Seconds between the signal and the moment ``job`` was read.
+
+    Returns:
+        ``(cause, seconds left when the signal came)``: cause :data:`TIME_LIMIT`, :data:`PREEMPTED`
+        or :data:`UNKNOWN` (``job`` empty); seconds None without a time limit.
+    """
+    if not job:
+        return UNKNOWN, None
+    limit_s, run_s = time_limit_s(job.get("TimeLimit", "")), time_limit_s(job.get("RunTime", ""))
+    left_s = None if limit_s is None or run_s is None else max(limit_s - run_s, 0) + round(since_signal_s)
+    if job.get("PreemptTime", "None") not in ("None", "Unknown", ""):
+        return PREEMPTED, left_s
+    if left_s is not None and left_s <= signal_delay_s + EARLY_MARGIN_S:
+        return TIME_LIMIT, left_s
+    return PREEMPTED, left_s
+
+
+def cause_of_signal(job_id: str | None, signal_delay_s: int, signalled_at: float | None) -> tuple[str, int | None]:
+    """:func:`classify` for this job, asking ``scontrol show job -o JOB_ID`` now.
+
+    Args:
+        job_id: The Slurm job id (``SLURM_JOB_ID``).
+        signal_delay_s: The job's ``--signal`` lead time in seconds.
+        signalled_at: ``time.time()`` when the signal arrived (None: now).
+    """
+    job: dict[str, str] = {}
+    if job_id:
+        try:
+            proc = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=20)
+            job = scontrol_fields(proc.stdout) if proc.returncode == 0 else {}
+        except (OSError, subprocess.SubprocessError):
+            job = {}
+    since = max(time.time() - signalled_at, 0.0) if signalled_at else 0.0
+    return classify(job, signal_delay_s, since)
+
+
+def record(run_dir: Path, **event: Any) -> None:
+    """Append one event (``job_id``, ``restart``, ``cause``, ``action``, ``step``, ...) to the run's log."""
+    line = {"time": datetime.now(timezone.utc).isoformat(timespec="seconds"), **event}
+    with open(Path(run_dir) / EVENTS_FILE, "a") as log:
+        log.write(json.dumps(line) + "\n")
+        log.flush()
+        os.fsync(log.fileno())
+
+
+def read(run_dir: Path) -> list[dict[str, Any]]:
+    """The run's events, oldest first (an unreadable line is skipped; no file: none)."""
+    try:
+        text = (Path(run_dir) / EVENTS_FILE).read_text()
+    except OSError:
+        return []
+    events = []
+    for line in text.splitlines():
+        try:
+            event = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if isinstance(event, dict):
+            events.append(event)
+    return events
+
+
+def summary(events: list[dict[str, Any]], job_ids: list[str], restarts: int) -> str:
+    """``restarts`` with their causes, for ``train jobs``: ``2 (1 time limit, 1 preempted)``.
+
+    Args:
+        events: The run's events (:func:`read`).
+        job_ids: The jobs of this submission: the job and those it resubmitted itself from.
+        restarts: How many times the job restarted (Slurm's count plus earlier resubmissions).
+
+    Returns:
+        The count, the causes of the restarts the jobs made themselves, the rest as
+        :data:`BY_SLURM`, and ``stopped by <cause>`` when ``--slurm.max_restarts`` ended the run.
+    """
+    mine = [e for e in events if str(e.get("job_id")) in job_ids]
+    by_restart = {e.get("restart"): e["cause"] for e in mine if e.get("action") in RESTART_ACTIONS and e.get("cause")}
+    causes = Counter(by_restart.values())
+    if restarts > len(by_restart):
+        causes[BY_SLURM] += restarts - len(by_restart)
+    restarts = max(restarts, len(by_restart))
+    text = ", ".join(f"{n} {cause}" for cause, n in causes.items())
+    stops = [e for e in mine if e.get("action") == "stop"]
+    if stops:
+        text += ("; " if text else "") + f"stopped by {stops[-1].get('cause', UNKNOWN)}"
+    return f"{restarts} ({text})" if text else str(restarts)
