@@ -102,3 +102,21 @@ def test_fit_and_cv_train_a_users_module_from_a_user_folder(user: Path, tmp_path
     assert reloaded.hparams.hidden == 24 and reloaded.net[3].weight.shape == (10, 24)
     assert main(["cv", "--folds", "2", "--config_root", str(user), "--config", "experiment/mine", *limits]) == 0
     assert (tmp_path / "runs" / "mine" / "cv" / "version_0" / "cv_results.csv").is_file()
+
+
+def test_an_experiment_naming_another_model_class_is_told_how_to_drop_the_groups_options(
+    user: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Extending /experiment/digits with `model: class_path: mymodels.TinyNet`: Hydra merges the /model
+    default's init_args into it; the error says so and how to drop them, and that way parses."""
+    body = "model:\n  class_path: mymodels.TinyNet\n  init_args:\n    hidden: 24\n"
+    write(user / "experiment" / "tiny_over_digits.yaml", f"# @package _global_\ndefaults:\n  - /experiment/digits\n  - _self_\n\n{body}")
+    with pytest.raises(SystemExit) as exit_info:
+        fit_config("--config_root", str(user), "--config", "experiment/tiny_over_digits")
+    assert exit_info.value.code == 2
+    err = capsys.readouterr().err
+    assert "from group file" in err and "add `- override /model: null` to the experiment's defaults list" in err
+    write(user / "experiment" / "tiny_over_digits.yaml",
+          f"# @package _global_\ndefaults:\n  - /experiment/digits\n  - override /model: null\n  - _self_\n\n{body}")
+    config = fit_config("--config_root", str(user), "--config", "experiment/tiny_over_digits")
+    assert config.model.class_path == "mymodels.TinyNet" and config.model.init_args.hidden == 24

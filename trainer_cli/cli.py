@@ -79,8 +79,21 @@ class TrainerArgumentParser(LightningArgumentParser):
         verb = (getattr(ex, "subcommand_parser", None) or self).prog.split()[-1]
         verb = verb if verb in LightningCLI.subcommands() else "fit"  # lr-find, cv, ...: fit's options
         where = locate_in_files(message)  # a value from a --config file: name the file and line
-        print(f"error: {where + ': ' if where else ''}{message}\n  (`train {verb} --help` lists every option)", file=sys.stderr)
+        hint = _replaced_class_hint(where, message)
+        print(f"error: {where + ': ' if where else ''}{message}{hint}\n  (`train {verb} --help` lists every option)", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
+
+
+def _replaced_class_hint(where: str, message: str) -> str:
+    """For an experiment that names another class than its group default (``model: class_path:
+    mymodels.TinyNet`` over ``/experiment/digits``): Hydra merged the group file's init_args into
+    it. Say how to drop them."""
+    marker = ", from group file "
+    if marker not in where or "Problem with given class_path" not in message:
+        return ""
+    group = Path(where.split(marker, 1)[1].rsplit(" line ", 1)[0]).parent.name
+    return (f"\n  (the option comes from the default /{group} of a defaults list; an experiment that names another "
+            f"class keeps its init_args: add `- override /{group}: null` to the experiment's defaults list)")
 
 
 class TrainerCLI(LightningCLI):

@@ -58,6 +58,11 @@ WARNINGS: tuple[Silenced, ...] = (
         "(torchdata/stateful_dataloader/stateful_dataloader.py); nothing the user can change.",
     ),
     Silenced(
+        r"Checkpoint directory .*/checkpoints exists and is not empty",
+        "A run directory is never reused, so its checkpoints/ holds files only when the run resumes in "
+        "place, which is the point (a ModelCheckpoint dirpath of another name is still warned about).",
+    ),
+    Silenced(
         r"Experiment logs directory .* exists and is not empty. Previous log files",
         "CSVLogger writes into the run directory, which already holds config.yaml and run.json; a resumed "
         "run's metrics.csv is kept and continued (trainer_cli.loggers.keep_csv_metrics), nothing is deleted.",
