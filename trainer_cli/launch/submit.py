@@ -64,14 +64,6 @@ Every `train fit` option is accepted (`train fit --help`). Slurm options (a `slu
 """
 
 
-def _next_run_dir(root: Path, name: str) -> Path:
-    """The directory :func:`trainer_cli.rundir.allocate` would create next, without creating it."""
-    from trainer_cli.rundir import _versions, experiment_dir
-
-    versions = _versions(experiment_dir(root, name))
-    return root / name / f"version_{versions[-1][0] + 1 if versions else 0}"
-
-
 def _env(slurm: SlurmOptions) -> dict[str, str]:
     env: dict[str, str] = {}
     if slurm.nccl_debug:
@@ -118,6 +110,25 @@ def script_context(
         "python": slurm.python_executable,
         "env": _env(slurm),
     }
+
+
+def check_resources(slurm: SlurmOptions, resources: Resources, config: Any, dry_run: bool) -> None:
+    """Fill in ``slurm.cpus_per_task`` when not given (a core per data loader worker of ``config``,
+    plus the training process) and, unless ``dry_run`` (a dry run may be for another cluster), check
+    the job against this cluster (:func:`trainer_cli.launch.cluster.check_against_cluster`).
+
+    Raises:
+        UserError: naming every value the cluster cannot give.
+    """
+    if slurm.cpus_per_task is None:
+        data = config.get("data")
+        init = data.get("init_args") if hasattr(data, "get") else None
+        workers = init.get("num_workers") if hasattr(init, "get") else None
+        slurm.cpus_per_task = (workers if isinstance(workers, int) and workers > 0 else 0) + 1
+    if not dry_run:
+        warning = check_against_cluster(slurm, resources)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
 
 
 def _sbatch(script: Path, *options: str) -> str:
@@ -239,15 +250,7 @@ def plan(args: list[str], dry_run: bool) -> Plan:
 
     parser, config = parse_config("fit", fit_args, expand=False)
     resources = derive(config.trainer, slurm)
-    if slurm.cpus_per_task is None:  # a core per loader worker, plus the training process
-        data = config.get("data")
-        init = data.get("init_args") if hasattr(data, "get") else None
-        workers = init.get("num_workers") if hasattr(init, "get") else None
-        slurm.cpus_per_task = (workers if isinstance(workers, int) and workers > 0 else 0) + 1
-    if not dry_run:  # a dry run may be for another cluster: `--check` asks this one
-        warning = check_against_cluster(slurm, resources)
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
+    check_resources(slurm, resources, config, dry_run)
     root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
     job_name = slurm.job_name or config.name
     context = {"slurm": slurm, "resources": resources, "root": root, "job_name": job_name}
@@ -262,7 +265,9 @@ def plan(args: list[str], dry_run: bool) -> Plan:
     if config.run_dir:  # resubmitting into an existing run (resume in place)
         run_dir, created = Path(config.run_dir).absolute(), False
     elif dry_run:
-        run_dir, created = _next_run_dir(root, config.name).absolute(), False
+        from trainer_cli.rundir import next_dir
+
+        run_dir, created = next_dir(root, config.name).absolute(), False
     else:
         from trainer_cli.rundir import allocate
 
