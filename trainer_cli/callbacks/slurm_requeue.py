@@ -118,7 +118,7 @@ class SynchronizedRequeue(pl.Callback):
         if trainer.is_global_zero:  # said and recorded first: the SIGTERM may come before scontrol returns
             jobstate.requeued(run_dir, path)
             _say(f"SIGUSR1 at step {step}: saved {path}; requeueing job {job_id} (restart {restarts + 1}), it resumes on its own")
-            proc = subprocess.run(["scontrol", "requeue", str(job_id)], capture_output=True, text=True)
+            proc = subprocess.run(["scontrol", "requeue", str(jobstate.scontrol_id())], capture_output=True, text=True)  # this array task alone
             if proc.returncode != 0:  # the other ranks are stopped by srun --kill-on-bad-exit
                 jobstate.update(run_dir, state="FAILED")
                 _say(f"`scontrol requeue {job_id}` failed: {proc.stderr.strip()}; resume with: train submit --config {run_dir / 'config.yaml'}")

@@ -45,7 +45,7 @@ TAIL_BYTES = 16384  # of a log read for its last epoch line
 def register(root: Path, record: dict[str, Any]) -> None:
     """Append a submitted job to ``root``'s registry."""
     root.mkdir(parents=True, exist_ok=True)
-    keep = ("job_id", "test_job_id", "aggregate_job_id", "job_name", "run_dir", "log", "submitted")
+    keep = ("job_id", "test_job_id", "aggregate_job_id", "job_name", "run_dir", "log", "submitted", "trials")
     with open(root / REGISTRY_NAME, "a") as registry:
         registry.write(json.dumps({k: record.get(k) for k in keep}) + "\n")
 
@@ -96,11 +96,16 @@ def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus
     found: dict[tuple[str, str], list[dict[str, str]]] = {}
     for line in _run(["scontrol", "show", "job", "-o"]).splitlines():
         f = scontrol_fields(line)
-        key = (f.get("ArrayJobId") if f.get("ArrayJobId") in ids else f.get("JobId", ""), f.get("Command", ""))
-        if key in wanted:
-            found.setdefault(key, []).append(f)
+        array, task = f.get("ArrayJobId"), f.get("ArrayTaskId", "")
+        keys = [(array if array in ids else f.get("JobId", ""), f.get("Command", ""))]
+        if array and task.isdigit():  # one task of an array, asked for as "<array id>_<task id>" (a sweep's trial)
+            keys.append((f"{array}_{task}", f.get("Command", "")))
+        for key in keys:
+            if key in wanted:
+                found.setdefault(key, []).append(f)
     out = {key: _summarise(entries) for key, entries in found.items()}
-    missing = {job_id: script for job_id, script in wanted if (job_id, script) not in out}
+    # sacct's rows name array tasks by their own ids: a task not in scontrol is read from its job.json
+    missing = {job_id: script for job_id, script in wanted if (job_id, script) not in out and "_" not in job_id}
     if missing:  # sacct has no script to match on: its rows are taken for ids scontrol no longer knows
         text = _run(["sacct", "-X", "-n", "-P", "-j", ",".join(sorted(missing)), "-o", "JobIDRaw,State,Elapsed"])
         rows: dict[str, list[dict[str, str]]] = {}
@@ -165,10 +170,14 @@ def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
         for key, script, _ in JOB_KEYS:
             if rec.get(key):
                 jobs.append((str(rec[key]), Path(rec["run_dir"]) / script))
+        jobs += [(f"{rec['job_id']}_{i}", Path(rec["run_dir"]) / JOB_KEYS[0][1]) for i in range(int(rec.get("trials") or 0))]
     slurm = query_slurm(jobs)
     rows = []
     for rec in records:
         run_dir = Path(rec["run_dir"])
+        if rec.get("trials"):  # a sweep (train submit --sweep): one row per trial, its own task of the array
+            rows += _trial_rows(rec, slurm)
+            continue
         for key, script, label in JOB_KEYS:
             job_id = str(rec.get(key) or "")
             if not job_id:
@@ -176,6 +185,21 @@ def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
             log = run_dir / f"slurm-{job_id}.log"
             status = with_run_record(slurm.get((job_id, str(run_dir / script))), job_id, run_dir)
             rows.append((job_id, status.state, str(status.restarts), status.elapsed, last_epoch_line(log), f"{rec.get('job_name')}{label}", str(log)))
+    return rows
+
+
+def _trial_rows(rec: dict[str, Any], slurm: dict[tuple[str, str], JobStatus]) -> list[tuple[str, ...]]:
+    """A sweep's rows: per trial ``<array id>_<i>``, its task's state (its ``job.json`` once Slurm
+    forgot it), progress and log in ``<sweep>/trial_<i>``."""
+    from trainer_cli.launch.sweep import task_log
+
+    sweep_dir, job_id = Path(rec["run_dir"]), str(rec["job_id"])
+    script = str(sweep_dir / JOB_KEYS[0][1])
+    rows = []
+    for i in range(int(rec["trials"])):
+        log = task_log(sweep_dir, job_id, i)
+        status = with_run_record(slurm.get((f"{job_id}_{i}", script)), job_id, log.parent)
+        rows.append((f"{job_id}_{i}", status.state, str(status.restarts), status.elapsed, last_epoch_line(log), f"{rec.get('job_name')} (trial {i})", str(log)))
     return rows
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import logging
 import shutil
 import sys
 from dataclasses import dataclass, field
@@ -98,7 +99,10 @@ def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> Tria
 
     label = f"trial {index} ({', '.join(f'{k}={v}' for k, v in overrides.items())})"
     err = io.StringIO()
+    seed_log = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to 42" once, not once per trial
+    level = seed_log.level
     try:
+        seed_log.setLevel(logging.WARNING)
         with contextlib.redirect_stderr(err):
             parser, config = parse_config("fit", args, expand=False)
     except SystemExit as stop:  # the parser printed `error: ...` and exited (trainer_cli.cli.TrainerArgumentParser)
@@ -108,6 +112,9 @@ def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> Tria
         raise UserError(f"sweep {label}: {' '.join(message.split())}") from None
     except UserError as failed:
         raise UserError(f"sweep {label}: {failed}") from None
+    finally:
+        seed_log.setLevel(level)
+    sys.stderr.write(err.getvalue())  # warnings of a trial that parsed
     return Trial(index, overrides, parser, config)
 
 
