@@ -96,7 +96,11 @@ def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> Tria
         UserError: ``trial I (KEY=VALUE, ...): <the parser's message>`` for any bad value or key.
     """
     from trainer_cli.cli import parse_config
+    from trainer_cli.compose import LAYERS, note_flag
 
+    layers_before = len(LAYERS)
+    for key in overrides:  # an error about a swept key names no config file: the value is the trial's
+        note_flag(f"--{key}")
     label = f"trial {index} ({', '.join(f'{k}={v}' for k, v in overrides.items())})"
     err = io.StringIO()
     seed_log = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to 42" once, not once per trial
@@ -114,6 +118,7 @@ def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> Tria
         raise UserError(f"sweep {label}: {failed}") from None
     finally:
         seed_log.setLevel(level)
+        del LAYERS[layers_before:]
     sys.stderr.write(err.getvalue())  # warnings of a trial that parsed
     return Trial(index, overrides, parser, config)
 
