@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -69,38 +70,65 @@ def _script(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, 
     return render(TEMPLATE if slurm.template == "ddp" else slurm.template, context)
 
 
-def main(args: list[str]) -> int:
-    """``train submit FIT_ARGS --sweep KEY=VALUES ... [--slurm.KEY value ...] [--dry-run | --check]``.
+@dataclass
+class SweepJob:
+    """A sweep ready to queue: its trials and directory, the shared resources and the rendered script."""
+
+    sweep: sweep_plan.Sweep
+    slurm: SlurmOptions
+    resources: Resources
+    job_name: str
+    script_text: str
+    """The rendered script for the sweep directory planned (re-rendered if another one is allocated)."""
+
+
+def plan(args: list[str], dry_run: bool) -> SweepJob:
+    """Parse and check ``train submit ARGS`` with ``--sweep`` flags; writes nothing.
+
+    Args:
+        args: The command line after ``submit``.
+        dry_run: Do not ask this cluster about the job (the script may be for another one).
 
     Raises:
         UserError: for a bad sweep flag, a trial's bad value (named), trials with different
-            resources, what the cluster cannot run, or a refused job; nothing is left on disk then.
+            resources, what the cluster cannot run, or a template error.
     """
     space, rest = take_sweep_args(args)
     if space is None:
         raise UserError("no --sweep flag: nothing to sweep")
-    fit_args, layers, own = split_args(rest)
+    fit_args, layers, _ = split_args(rest)
     slurm = parse_slurm_options(layers)
     if slurm.cv_folds or slurm.test_after_fit:
         raise UserError("--sweep with --slurm.cv_folds or --slurm.test_after_fit: a sweep runs plain fits; choose one")
-    dry_run = "--dry-run" in own or "--check" in own
     sweep = sweep_plan.plan(space, fit_args)
     resources = _shared_resources(sweep, slurm)
-    check_resources(slurm, resources, sweep.trials[0].config, dry_run and "--check" not in own)
+    check_resources(slurm, resources, sweep.trials[0].config, dry_run)
     job_name = slurm.job_name or sweep.name
-    script_text = _script(sweep, slurm, resources, job_name)  # a template error shows before anything is written
+    return SweepJob(sweep, slurm, resources, job_name, _script(sweep, slurm, resources, job_name))
+
+
+def main(args: list[str]) -> int:
+    """``train submit FIT_ARGS --sweep KEY=VALUES ... [--slurm.KEY value ...] [--dry-run | --check]``.
+
+    Raises:
+        UserError: as :func:`plan`, or for a refused job; nothing is left on disk then.
+    """
+    check = "--check" in args
+    dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
+    job = plan(args, dry_run=dry_run and not check)
+    sweep, res = job.sweep, job.resources
     n = len(sweep.trials)
-    if "--check" in own:
-        print(f"check passed: {n} trial(s), each {resources.nodes} node(s) x {resources.ntasks_per_node} task(s); nothing written or queued")
+    if check:
+        print(f"check passed: {n} trial(s), each {res.nodes} node(s) x {res.ntasks_per_node} task(s); nothing written or queued")
         return 0
     if dry_run:
         print(f"# sweep directory (not created): {sweep.sweep_dir}")
         for trial in sweep.trials:
             print(f"#   {sweep_plan.trial_name(trial.index)}: {' '.join(f'--{k} {v}' for k, v in trial.overrides.items())}")
-        print(f"# {sweep.sweep_dir / SCRIPT_NAME}:\n{script_text}")
+        print(f"# {sweep.sweep_dir / SCRIPT_NAME}:\n{job.script_text}")
         print(f"# the sbatch command (not run):\n{shlex.join(['sbatch', '--parsable', str(sweep.sweep_dir / SCRIPT_NAME)])}")
         return 0
-    return submit(sweep, slurm, resources, job_name)
+    return submit(sweep, job.slurm, res, job.job_name)
 
 
 def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, job_name: str) -> int:
