@@ -14,6 +14,9 @@ import os
 import subprocess
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+
+import trainer_cli
 
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobstate
@@ -42,6 +45,8 @@ def main(args: Sequence[str]) -> int:
     n = len(sweep.trials)
     print(f"Sweep directory: {sweep.sweep_dir} ({n} trial(s), one after another)", flush=True)
     env = {k: v for k, v in os.environ.items() if k != ENV_RUN_DIR}
+    package_root = str(Path(trainer_cli.__file__).resolve().parents[1])  # each trial imports this trainer_cli
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     failed = []
     for trial in sweep.trials:
         run_dir = sweep.trial_dir(trial)
