@@ -96,9 +96,9 @@ def test_one_bad_trial_value_fails_the_submission_naming_it(slurm_cluster: None,
     assert errors == ["error: sweep trial 1 (optimizer.init_args.lr=1e-3, trainer.max_epochs=abc): trainer.max_epochs: expected int, got 'abc'"], bad.stderr
     assert not root.exists(), "nothing written"
     assert _queued(name) == [], "nothing queued"
-    differ = run_train("submit", "--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(root),
-                       "--sweep", "trainer.devices=1,2")
-    assert differ.returncode == 2 and "share one resource request" in differ.stderr and not root.exists(), differ.stderr[-3000:]
+    with pytest.raises(UserError, match=r"sweep trial 1 \(trainer.devices=2\): 1 node\(s\) x 2 task\(s\).*share one resource request"):
+        train_submit("--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(root), "--sweep", "trainer.devices=1,2")
+    assert not root.exists()
 
 
 # -- train fit --sweep, here -------------------------------------------------------------------
@@ -124,6 +124,8 @@ def test_fit_sweep_runs_trials_here_then_the_table(tmp_path: Path) -> None:
     table = json.loads((sweep_dir / "sweep_results.json").read_text())
     assert table["monitor"] == "val/acc" and table["mode"] == "max" and len(table["rows"]) == 2
     assert "trial  optimizer.init_args.lr  val/acc (max)  state" in out.getvalue()
+    best = next(r for r in table["rows"] if r["trial"] == 0)["score"]
+    assert results.logged_best(sweep_dir / "trial_000", "val/acc", "max") == pytest.approx(best), "TensorBoard agrees (read before a checkpoint has a score)"
 
 
 def test_sweep_results_of_a_folder_that_is_not_a_sweep(tmp_path: Path) -> None:
@@ -183,6 +185,9 @@ def test_one_array_task_requeues_alone_and_resumes(slurm_cluster: None, tmp_path
     wait_for_requeue(task)
     preempted = newest_step(trial)
     assert json.loads((trial / "job.json").read_text())["state"] == "REQUEUED"
+    while_running = results.collect(sweep_dir)  # read from disk while the trials still run
+    by_trial = {r["trial"]: r for r in while_running["rows"]}
+    assert by_trial[1]["state"] != "COMPLETED" and by_trial[1]["score"] is not None and by_trial[1]["epochs"] >= 1, while_running
     assert wait_for_state(task, timeout_s=400) == "COMPLETED", (trial / f"slurm-{job_id}_1.log").read_text()[-3000:]
     assert wait_for_state(f"{job_id}_0", timeout_s=400) == "COMPLETED"
     assert scontrol_job(task)["Restarts"] == "1"

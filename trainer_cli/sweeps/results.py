@@ -1,7 +1,8 @@
 """``train sweep-results SWEEP_DIR``: one row per trial, best first, also while trials still run.
 
 Read from what is on disk, nothing is loaded into a model: each trial's best monitored score from
-its newest checkpoint's ``ModelCheckpoint`` state (:func:`trainer_cli.rundir.best_score`), its
+its newest checkpoint's ``ModelCheckpoint`` state (:func:`trainer_cli.rundir.best_score`; before
+its first such checkpoint, from its TensorBoard event files), its
 state from Slurm for a submitted sweep (one ``scontrol`` call for all tasks, as ``train jobs``)
 completed by the trial's ``job.json``, and its progress from the last epoch line of its log. Rows
 are sorted by the score (``mode`` max: highest first; min: lowest first; trials without a score
@@ -66,6 +67,30 @@ def monitor_of(config_file: Path) -> tuple[str, str] | None:
     return None
 
 
+def logged_best(run_dir: Path, monitor: str | None, mode: str) -> float | None:
+    """The best value of ``monitor`` in the run's TensorBoard event files (a trial that has logged
+    it but saved no checkpoint with a score yet); None without one."""
+    if not monitor or not any(run_dir.glob("events.out.tfevents.*")):
+        return None
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    values = []
+    for events in sorted(run_dir.glob("events.out.tfevents.*")):
+        try:
+            for event in EventFileLoader(str(events)).Load():
+                values += [v.simple_value if v.HasField("simple_value") else _tensor_value(v) for v in event.summary.value if v.tag == monitor]
+        except Exception:  # a file being written: what was read so far counts
+            continue
+    values = [v for v in values if not math.isnan(v)]
+    return (max(values) if mode == "max" else min(values)) if values else None
+
+
+def _tensor_value(value: Any) -> float:
+    from tensorboard.util import tensor_util
+
+    return float(tensor_util.make_ndarray(value.tensor)) if value.HasField("tensor") else math.nan
+
+
 def trial_states(record: dict[str, Any]) -> list[tuple[str, int]]:
     """``(state, restarts)`` per trial: Slurm's (per array task) for a submitted sweep, completed
     from each trial's ``job.json`` (:func:`trainer_cli.launch.jobs.with_run_record`); a local
@@ -108,9 +133,10 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
     for trial, (state, restarts) in zip(trials, trial_states(record)):
         run_dir = Path(trial["run_dir"])
         best = rundir.best_score(run_dir, monitor)
+        score = best.score if best and best.score is not None else logged_best(run_dir, monitor, mode)
         logs = sorted(run_dir.glob("slurm-*.log"), key=lambda p: p.stat().st_mtime)
         rows.append({
-            "trial": trial["index"], "values": trial.get("values", {}), "score": best.score if best else None,
+            "trial": trial["index"], "values": trial.get("values", {}), "score": score,
             "state": state, "restarts": restarts, "epochs": best.epochs_done if best else 0,
             "progress": last_epoch_line(logs[-1]) if logs else "-", "run_dir": str(run_dir),
         })
