@@ -110,6 +110,15 @@ def test_sweep_golden_one_array_task_per_trial(tmp_path: Path) -> None:
     assert not any(tmp_path.iterdir())
 
 
+def test_sbatch_test_only_accepts_the_sweep(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    from trainer_cli.launch.sweep import plan as plan_sweep
+
+    script = tmp_path / "sweep.sbatch"
+    script.write_text(plan_sweep(_args(SWEEP_CASE, tmp_path / "runs"), dry_run=True).script_text)
+    proc = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "to start at" in proc.stderr, proc.stderr
+
+
 def test_sbatch_test_only_accepts_each(slurm_cluster: None, rendered: dict[str, tuple[str, Path]], tmp_path: Path) -> None:  # noqa: F811
     for name, (text, _) in rendered.items():
         script = tmp_path / f"{name}.sbatch"

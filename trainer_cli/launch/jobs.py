@@ -223,6 +223,11 @@ def tail(root: Path, run: str, poll_s: float = 1.0) -> int:
     """Print the log of ``run``'s fit job and follow it while the job is queued or running."""
     rec = find_run(root, run)
     job_id, run_dir = str(rec["job_id"]), Path(rec["run_dir"])
+    if rec.get("trials"):
+        from trainer_cli.launch.sweep import task_log
+
+        raise UserError(f"{run}: a sweep of {rec['trials']} trials, one log each (e.g. {task_log(run_dir, job_id, 0)}); "
+                        f"`train sweep-results {run_dir}` tells how each trial is doing")
     log, script = run_dir / f"slurm-{job_id}.log", run_dir / "submit.sbatch"
     position = 0
     while True:

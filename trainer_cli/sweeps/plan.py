@@ -41,6 +41,11 @@ def trial_name(index: int) -> str:
     return f"trial_{index:03d}"
 
 
+def trial_label(index: int, overrides: dict[str, str]) -> str:
+    """``trial 1 (trainer.max_epochs=abc)``: a trial as messages name it."""
+    return f"trial {index} ({', '.join(f'{k}={v}' for k, v in overrides.items())})"
+
+
 @dataclass
 class Trial:
     """One trial: its values and its parsed, type-checked ``train fit`` config."""
@@ -63,7 +68,7 @@ class Trial:
 
     def label(self) -> str:
         """``trial 1 (trainer.max_epochs=abc)``: how messages name the trial."""
-        return f"trial {self.index} ({', '.join(f'{k}={v}' for k, v in self.overrides.items())})"
+        return trial_label(self.index, self.overrides)
 
     def frozen(self, run_dir: Path) -> str:
         """The resolved config with ``run_dir`` set: what ``train fit --config <trial>/config.yaml`` runs."""
@@ -101,7 +106,7 @@ def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> Tria
     layers_before = len(LAYERS)
     for key in overrides:  # an error about a swept key names no config file: the value is the trial's
         note_flag(f"--{key}")
-    label = f"trial {index} ({', '.join(f'{k}={v}' for k, v in overrides.items())})"
+    label = trial_label(index, overrides)
     err = io.StringIO()
     seed_log = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to 42" once, not once per trial
     level = seed_log.level
