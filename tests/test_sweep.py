@@ -101,6 +101,18 @@ def test_one_bad_trial_value_fails_the_submission_naming_it(slurm_cluster: None,
     assert not root.exists()
 
 
+def test_values_are_typed_by_the_parser() -> None:
+    """As `--KEY VALUE` would be: `1e-3` a float, `32` an int; `init_args` may be left out."""
+    from trainer_cli.compose import expand_config_args
+    from trainer_cli.sweeps.plan import plan
+
+    space, rest = take_sweep_args(["--config", DIGITS, "--sweep", "optimizer.lr=1e-3", "--sweep", "data.init_args.batch_size=32",
+                                   "--sweep", "trainer.max_epochs=range(2,3)"])
+    trial = plan(space, expand_config_args(rest)).trials[0]
+    assert trial.values == {"optimizer.lr": 0.001, "data.init_args.batch_size": 32, "trainer.max_epochs": 2}
+    assert trial.config.optimizer.init_args.lr == 0.001
+
+
 # -- train fit --sweep, here -------------------------------------------------------------------
 def test_fit_sweep_runs_trials_here_then_the_table(tmp_path: Path) -> None:
     done = run_train("fit", "--config", DIGITS, *quiet_args(tmp_path, epochs=1), *SHORT, "--sweep", "optimizer.init_args.lr=1e-3,2e-2")

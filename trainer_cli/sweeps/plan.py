@@ -41,6 +41,19 @@ def trial_name(index: int) -> str:
     return f"trial_{index:03d}"
 
 
+def _lookup(config: Any, parts: list[str]) -> Any:
+    """``config``'s value at the dotted key ``parts``; ``init_args`` may be left out, as on the
+    command line (``optimizer.lr`` is ``optimizer.init_args.lr``). None when there is none."""
+    node = config
+    for part in parts:
+        if not hasattr(node, "get"):
+            return None
+        if part not in node and "init_args" in node and hasattr(node["init_args"], "get"):
+            node = node["init_args"]
+        node = node.get(part) if part in node else None
+    return node
+
+
 def trial_label(index: int, overrides: dict[str, str]) -> str:
     """``trial 1 (trainer.max_epochs=abc)``: a trial as messages name it."""
     return f"trial {index} ({', '.join(f'{k}={v}' for k, v in overrides.items())})"
@@ -62,7 +75,7 @@ class Trial:
         """``{key: value}`` as the parser typed them (``1e-3`` -> ``0.001``, ``'2'`` -> ``2``)."""
         out = {}
         for key in self.overrides:
-            value = self.config.get(key)
+            value = _lookup(self.config, key.split("."))
             out[key] = value.as_dict() if hasattr(value, "as_dict") else value
         return out
 
