@@ -182,6 +182,11 @@ def test_grid_of_ddp_trials_completes_as_one_job_array(slurm_cluster: None, tmp_
         assert jobs.main(["--root", str(tmp_path)]) == 0
     rows = [line.split() for line in out.getvalue().splitlines()[1:]]
     assert sorted(r[0] for r in rows) == [f"{job_id}_{i}" for i in range(4)] and all(r[1] == "COMPLETED" for r in rows), out.getvalue()
+    (sweep_dir / "sweep_results.csv").unlink()
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert jobs.main([str(sweep_dir)]) == 0  # `train jobs SWEEP_DIR`: the same table
+    assert out.getvalue().count("COMPLETED") == 4 and (sweep_dir / "sweep_results.csv").is_file()
 
 
 def test_one_array_task_requeues_alone_and_resumes(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811

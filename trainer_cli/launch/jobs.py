@@ -10,6 +10,8 @@ id alone. Once Slurm has forgotten a job, its state and restarts are the ones th
 ``<run>/job.json`` (:mod:`trainer_cli.launch.jobstate`). Per job the table shows state, restarts,
 elapsed time, the last epoch line of its log (``epoch 3/10 ... val/acc 0.9850``) and the log path.
 
+A sweep (``train submit --sweep``) is listed one row per trial (``<array id>_<i>``), and ``train
+jobs SWEEP_DIR`` prints its table of trials (:mod:`trainer_cli.sweeps.results`).
 ``train jobs --tail RUN`` prints a run's log and follows it while the job is queued or running;
 ``train cancel RUN`` cancels every job of a run (fit, test, a cross-validation array and its
 aggregate job). RUN is a run directory or a job id.
@@ -267,8 +269,8 @@ def cancel(args: list[str]) -> int:
 
 
 def main(args: list[str]) -> int:
-    """``train jobs [--root DIR] [--last N] [--tail RUN]``: print a table of submitted jobs (or
-    follow one run's log); returns the exit code.
+    """``train jobs [--root DIR] [--last N] [--tail RUN] [SWEEP_DIR]``: print a table of submitted jobs
+    (or follow one run's log, or print a sweep's table of trials); returns the exit code.
 
     Raises:
         UserError: when ``--root`` is not a directory, or ``--tail`` names no submitted run.
@@ -277,7 +279,13 @@ def main(args: list[str]) -> int:
     parser.add_argument("--root", default=DEFAULT_ROOT, help="trainer.default_root_dir the jobs were submitted with (default: runs)")
     parser.add_argument("--last", type=int, default=20, help="show the newest N runs (default: 20)")
     parser.add_argument("--tail", metavar="RUN", help="print RUN's log (a run directory or job id) and follow it while the job runs")
+    parser.add_argument("sweep", nargs="?", metavar="SWEEP_DIR", help="a sweep directory: its table of trials, as `train sweep-results` (CSV and JSON written)")
     opts = parser.parse_args(args)
+    if opts.sweep:
+        from trainer_cli.sweeps.results import report
+
+        report(Path(opts.sweep))
+        return 0
     root = Path(opts.root)
     if not root.is_dir():
         raise UserError(f"--root {root}: no such directory (submit a job first, or name the trainer.default_root_dir you used)")
