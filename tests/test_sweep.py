@@ -93,7 +93,8 @@ def test_one_bad_trial_value_fails_the_submission_naming_it(slurm_cluster: None,
                     "--sweep", "optimizer.init_args.lr=1e-3,1e-2", "--sweep", "trainer.max_epochs=2,abc")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stderr[-3000:]
     errors = [line for line in bad.stderr.splitlines() if line.startswith("error:")]
-    assert errors == ["error: sweep trial 1 (optimizer.init_args.lr=1e-3, trainer.max_epochs=abc): trainer.max_epochs: expected int, got 'abc'"], bad.stderr
+    assert errors == ["error: sweep trial 1 (optimizer.init_args.lr=1e-3, trainer.max_epochs=abc), trial 3 (optimizer.init_args.lr=1e-2, "
+                      "trainer.max_epochs=abc): trainer.max_epochs: expected int, got 'abc'"], bad.stderr
     assert not root.exists(), "nothing written"
     assert _queued(name) == [], "nothing queued"
     with pytest.raises(UserError, match=r"sweep trial 1 \(trainer.devices=2\): 1 node\(s\) x 2 task\(s\).*share one resource request"):

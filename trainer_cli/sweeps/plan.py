@@ -107,11 +107,15 @@ class Sweep:
         return self.sweep_dir / trial_name(trial.index)
 
 
+class _TrialRefused(Exception):
+    """A trial's config does not parse: the parser's message, on one line."""
+
+
 def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> Trial:
-    """Parse ``train fit ARGS`` for one trial; its errors name the trial.
+    """Parse ``train fit ARGS`` for one trial.
 
     Raises:
-        UserError: ``trial I (KEY=VALUE, ...): <the parser's message>`` for any bad value or key.
+        _TrialRefused: with the parser's message, for any bad value or key.
     """
     from trainer_cli.cli import parse_config
     from trainer_cli.compose import LAYERS, note_flag
@@ -119,7 +123,6 @@ def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> Tria
     layers_before = len(LAYERS)
     for key in overrides:  # an error about a swept key names no config file: the value is the trial's
         note_flag(f"--{key}")
-    label = trial_label(index, overrides)
     err = io.StringIO()
     seed_log = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to 42" once, not once per trial
     level = seed_log.level
@@ -131,9 +134,9 @@ def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> Tria
         text = err.getvalue()
         message = text.split("error:", 1)[1] if "error:" in text else f"the parser stopped (exit {stop.code})"
         message = message.split("(`train", 1)[0]
-        raise UserError(f"sweep {label}: {' '.join(message.split())}") from None
+        raise _TrialRefused(" ".join(message.split())) from None
     except UserError as failed:
-        raise UserError(f"sweep {label}: {failed}") from None
+        raise _TrialRefused(str(failed)) from None
     finally:
         seed_log.setLevel(level)
         del LAYERS[layers_before:]
@@ -154,7 +157,8 @@ def check_trials(space: Space, fit_args: list[str]) -> tuple[Any, list[Trial]]:
 
     Raises:
         UserError: for a bad base config, ``--run_dir`` or ``--ckpt_path last|best`` (a sweep makes
-            its own run directories), or the first trial with a bad value (named).
+            its own run directories), or trials with bad values: one line naming every refused
+            trial, those refused for the same reason together.
     """
     from trainer_cli.cli import parse_config
 
@@ -163,12 +167,17 @@ def check_trials(space: Space, fit_args: list[str]) -> tuple[Any, list[Trial]]:
         raise UserError("--run_dir and --sweep: a sweep makes a run directory per trial (<root>/<name>/sweep_<N>/trial_<i>); drop --run_dir")
     if base.get("ckpt_path") in ("last", "best"):
         raise UserError(f"--ckpt_path {base.get('ckpt_path')} and --sweep: every trial starts a new run; give a checkpoint file to start each from it")
-    trials = []
+    trials, refused = [], {}
     for index, overrides in enumerate(space.trials()):
         args = [*fit_args]
         for key, value in overrides.items():
             args += [f"--{key}", value]
-        trials.append(_parse_trial(index, overrides, args))
+        try:
+            trials.append(_parse_trial(index, overrides, args))
+        except _TrialRefused as why:  # every trial is checked: all refused ones are named at once
+            refused.setdefault(str(why), []).append(trial_label(index, overrides))
+    if refused:
+        raise UserError("sweep " + "; ".join(f"{', '.join(labels)}: {why}" for why, labels in refused.items()))
     return base, trials
 
 
