@@ -21,6 +21,7 @@ import json
 import logging
 import shutil
 import sys
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -111,8 +112,8 @@ class _TrialRefused(Exception):
     """A trial's config does not parse: the parser's message, on one line."""
 
 
-def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> Trial:
-    """Parse ``train fit ARGS`` for one trial.
+def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> tuple[Trial, str]:
+    """Parse ``train fit ARGS`` for one trial; returns it with what the parse wrote to stderr (warnings).
 
     Raises:
         _TrialRefused: with the parser's message, for any bad value or key.
@@ -124,10 +125,7 @@ def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> Tria
     for key in overrides:  # an error about a swept key names no config file: the value is the trial's
         note_flag(f"--{key}")
     err = io.StringIO()
-    seed_log = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to 42" once, not once per trial
-    level = seed_log.level
     try:
-        seed_log.setLevel(logging.WARNING)
         with contextlib.redirect_stderr(err):
             parser, config = parse_config("fit", args, expand=False)
     except SystemExit as stop:  # the parser printed `error: ...` and exited (trainer_cli.cli.TrainerArgumentParser)
@@ -138,10 +136,20 @@ def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> Tria
     except UserError as failed:
         raise _TrialRefused(str(failed)) from None
     finally:
-        seed_log.setLevel(level)
         del LAYERS[layers_before:]
-    sys.stderr.write(err.getvalue())  # warnings of a trial that parsed
-    return Trial(index, overrides, parser, config)
+    return Trial(index, overrides, parser, config), err.getvalue()
+
+
+@contextlib.contextmanager
+def _seed_not_announced() -> Iterator[None]:
+    """Lightning's "Seed set to 42", said by every parse: each trial says it when it runs."""
+    seed_log = logging.getLogger("lightning.fabric.utilities.seed")
+    level = seed_log.level
+    seed_log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        seed_log.setLevel(level)
 
 
 def check_trials(space: Space, fit_args: list[str]) -> tuple[Any, list[Trial]]:
@@ -162,20 +170,28 @@ def check_trials(space: Space, fit_args: list[str]) -> tuple[Any, list[Trial]]:
     """
     from trainer_cli.cli import parse_config
 
-    _, base = parse_config("fit", fit_args, expand=False)  # errors of the command itself read as `train fit`'s
+    with _seed_not_announced():
+        _, base = parse_config("fit", fit_args, expand=False)  # errors of the command itself read as `train fit`'s
     if base.get("run_dir"):
         raise UserError("--run_dir and --sweep: a sweep makes a run directory per trial (<root>/<name>/sweep_<N>/trial_<i>); drop --run_dir")
     if base.get("ckpt_path") in ("last", "best"):
         raise UserError(f"--ckpt_path {base.get('ckpt_path')} and --sweep: every trial starts a new run; give a checkpoint file to start each from it")
-    trials, refused = [], {}
+    trials, refused, warned = [], {}, set()
     for index, overrides in enumerate(space.trials()):
         args = [*fit_args]
         for key, value in overrides.items():
             args += [f"--{key}", value]
         try:
-            trials.append(_parse_trial(index, overrides, args))
+            with _seed_not_announced():
+                trial, said = _parse_trial(index, overrides, args)
         except _TrialRefused as why:  # every trial is checked: all refused ones are named at once
             refused.setdefault(str(why), []).append(trial_label(index, overrides))
+            continue
+        trials.append(trial)
+        for line in said.splitlines(keepends=True):  # a warning once, not once per trial
+            if line not in warned:
+                warned.add(line)
+                sys.stderr.write(line)
     if refused:
         raise UserError("sweep " + "; ".join(f"{', '.join(labels)}: {why}" for why, labels in refused.items()))
     return base, trials
