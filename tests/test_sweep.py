@@ -115,9 +115,13 @@ def test_values_are_typed_by_the_parser() -> None:
 
 
 # -- train fit --sweep, here -------------------------------------------------------------------
-def test_fit_sweep_runs_trials_here_then_the_table(tmp_path: Path) -> None:
-    done = run_train("fit", "--config", DIGITS, *quiet_args(tmp_path, epochs=1), *SHORT, "--sweep", "optimizer.init_args.lr=1e-3,2e-2")
-    assert done.returncode == 0, done.stderr[-3000:]
+def test_fit_sweep_runs_trials_here_then_the_table(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """`train fit --sweep` (the entry point, in this process; each trial runs as a `train fit` process)."""
+    from trainer_cli.__main__ import main
+
+    code = main(["fit", "--config", DIGITS, *quiet_args(tmp_path, epochs=1), *SHORT, "--sweep", "optimizer.init_args.lr=1e-3,2e-2"])
+    done = capfd.readouterr()
+    assert code == 0, done.err[-3000:]
     sweep_dir = tmp_path / "digits" / "sweep_0"
     record = json.loads((sweep_dir / "sweep.json").read_text())
     assert [t["values"] for t in record["trials"]] == [{"optimizer.init_args.lr": 0.001}, {"optimizer.init_args.lr": 0.02}]
@@ -125,7 +129,7 @@ def test_fit_sweep_runs_trials_here_then_the_table(tmp_path: Path) -> None:
         trial = sweep_dir / f"trial_{i:03d}"
         assert (trial / "checkpoints" / "last.ckpt").is_file() and (trial / "config.yaml").is_file()
         assert f"run_dir: {trial}" in (trial / "config.yaml").read_text()
-    assert "val/acc (max)" in done.stdout and (sweep_dir / "sweep_results.csv").is_file()
+    assert "val/acc (max)" in done.out and (sweep_dir / "sweep_results.csv").is_file()
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
