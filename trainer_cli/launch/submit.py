@@ -52,7 +52,7 @@ examples:
       --trainer.num_nodes 2 --trainer.devices 2 --dry-run
   train submit --config configs/experiment/cifar10_resnet18.yaml --config configs/slurm/example_gpu.yaml \\
       --trainer.num_nodes 4 --trainer.devices 8 --slurm.time 04:00:00 --slurm.test_after_fit true
-  train submit --config configs/experiment/digits.yaml --config configs/slurm/local.yaml \
+  train submit --config configs/experiment/digits.yaml --config configs/slurm/local.yaml \\
       --sweep optimizer.init_args.lr=1e-3,1e-2 --sweep 'trainer.max_epochs=range(1,4)' --slurm.array_parallelism 2
   train jobs
 
