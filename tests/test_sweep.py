@@ -10,6 +10,7 @@ import contextlib
 import csv
 import io
 import json
+import os
 import subprocess
 from pathlib import Path
 
@@ -112,6 +113,20 @@ def test_values_are_typed_by_the_parser() -> None:
     trial = plan(space, expand_config_args(rest)).trials[0]
     assert trial.values == {"optimizer.lr": 0.001, "data.init_args.batch_size": 32, "trainer.max_epochs": 2}
     assert trial.config.optimizer.init_args.lr == 0.001
+
+
+def test_a_refused_sweep_leaves_nothing(slurm_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+    """sbatch refusing the array (an `sbatch` in front of the real one that says no): the sweep
+    directory, trials and the folders made for them are removed again."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text('#!/bin/sh\necho "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2\nexit 1\n')
+    (fake / "sbatch").chmod(0o755)
+    monkeypatch.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+    root = tmp_path / "runs"
+    with pytest.raises(UserError, match="sbatch refused .*sweep_0/submit.sbatch: sbatch: error: QOSMaxSubmitJobPerUserLimit"):
+        train_submit("--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(root), "--sweep", "trainer.max_epochs=1,2")
+    assert not root.exists()
 
 
 # -- train fit --sweep, here -------------------------------------------------------------------

@@ -103,6 +103,8 @@ class Sweep:
     sweep_dir: Path
     """``<root>/<name>/sweep_<N>`` (absolute); made by :func:`write` (or :func:`allocate`)."""
     created: bool = False
+    made_parents: list[Path] = field(default_factory=list)
+    """The folders above ``sweep_dir`` that :func:`write` created (removed again with it)."""
 
     def trial_dir(self, trial: Trial) -> Path:
         return self.sweep_dir / trial_name(trial.index)
@@ -217,6 +219,7 @@ def write(sweep: Sweep, extra: dict[str, Any] | None = None) -> None:
     Raises:
         UserError: when the directory cannot be created (nothing is left of it).
     """
+    sweep.made_parents = [p for p in (sweep.root / sweep.name, sweep.root) if not p.exists()]
     sweep.sweep_dir = rundir.allocate(sweep.root, sweep.name, SWEEP_PREFIX).absolute()
     sweep.created = True
     try:
@@ -255,6 +258,11 @@ def remove(sweep: Sweep) -> None:
     if sweep.created:
         shutil.rmtree(sweep.sweep_dir, ignore_errors=True)
         sweep.created = False
+        for parent in sweep.made_parents:  # <root>/<name>, then <root>, when this made them and they are empty
+            try:
+                parent.rmdir()
+            except OSError:
+                break
 
 
 def read_record(sweep_dir: Path) -> dict[str, Any]:
