@@ -117,7 +117,8 @@ def test_values_are_typed_by_the_parser() -> None:
 
 def test_a_refused_sweep_leaves_nothing(slurm_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """sbatch refusing the array (an `sbatch` in front of the real one that says no): the sweep
-    directory, trials and the folders made for them are removed again."""
+    directory, trials and the folders made for them are removed again. More trials than the
+    cluster's MaxArraySize: refused before anything is written."""
     fake = tmp_path / "bin"
     fake.mkdir()
     (fake / "sbatch").write_text('#!/bin/sh\necho "sbatch: error: QOSMaxSubmitJobPerUserLimit" >&2\nexit 1\n')
@@ -126,6 +127,11 @@ def test_a_refused_sweep_leaves_nothing(slurm_cluster: None, tmp_path: Path, mon
     root = tmp_path / "runs"
     with pytest.raises(UserError, match="sbatch refused .*sweep_0/submit.sbatch: sbatch: error: QOSMaxSubmitJobPerUserLimit"):
         train_submit("--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(root), "--sweep", "trainer.max_epochs=1,2")
+    assert not root.exists()
+    monkeypatch.undo()
+    with pytest.raises(UserError, match=r"the sweep has 1200 trials; this cluster's job arrays hold at most 1001 tasks \(MaxArraySize\)"):
+        train_submit("--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(root),
+                     "--sweep", "trainer.max_epochs=range(1,1201)")
     assert not root.exists()
 
 

@@ -56,6 +56,25 @@ def _shared_resources(sweep: sweep_plan.Sweep, slurm: SlurmOptions) -> Resources
     return first
 
 
+def max_array_size() -> int | None:
+    """This cluster's ``MaxArraySize`` (task ids run 0..MaxArraySize-1), from ``scontrol show config``;
+    None when Slurm cannot be asked."""
+    import shutil
+    import subprocess
+
+    if shutil.which("scontrol") is None:
+        return None
+    try:
+        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "MaxArraySize" and value.strip().isdigit():
+            return int(value.strip())
+    return None
+
+
 def _array(n: int, slurm: SlurmOptions) -> str:
     return f"0-{n - 1}" + (f"%{slurm.array_parallelism}" if slurm.array_parallelism else "")
 
@@ -100,6 +119,10 @@ def plan(args: list[str], dry_run: bool) -> SweepJob:
     slurm = parse_slurm_options(layers)
     if slurm.cv_folds or slurm.test_after_fit:
         raise UserError("--sweep with --slurm.cv_folds or --slurm.test_after_fit: a sweep runs plain fits; choose one")
+    count, limit = len(space.trials()), None if dry_run else max_array_size()
+    if limit is not None and count > limit:  # before parsing every trial (a quarter second each)
+        raise UserError(f"the sweep has {count} trials; this cluster's job arrays hold at most {limit} tasks (MaxArraySize): "
+                        "sweep fewer values, or split the sweep")
     sweep = sweep_plan.plan(space, fit_args)
     resources = _shared_resources(sweep, slurm)
     check_resources(slurm, resources, sweep.trials[0].config, dry_run)
