@@ -108,6 +108,10 @@ def test_sweep_golden_one_array_task_per_trial(tmp_path: Path) -> None:
     _check_golden("sweep_cpu_1x2", _normalise(job.script_text, tmp_path))
     assert [t.overrides for t in job.sweep.trials][1] == {"optimizer.init_args.lr": "1e-3", "trainer.max_epochs": "2"}
     assert not any(tmp_path.iterdir())
+    own = tmp_path / "own.sbatch.j2"  # a site template made for single jobs
+    own.write_text('{% extends "ddp.sbatch.j2" %}\n')
+    with pytest.raises(UserError, match='renders no `#SBATCH --array` line.*extends "sweep.sbatch.j2"'):
+        plan_sweep(_args([*SWEEP_CASE, "--slurm.template", str(own)], tmp_path / "runs"), dry_run=True)
 
 
 def test_sbatch_test_only_accepts_the_sweep(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811

@@ -80,13 +80,22 @@ def _array(n: int, slurm: SlurmOptions) -> str:
 
 
 def _script(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, job_name: str) -> str:
+    """The sweep's sbatch script (``slurm/sweep.sbatch.j2``, or ``--slurm.template``).
+
+    Raises:
+        UserError: for a template error, or a template that renders no ``#SBATCH --array`` line.
+    """
     context = script_context(slurm, resources, sweep.sweep_dir, job_name, Path.cwd(), slurm.dependency)
     context |= {
         "sweep_dir": str(sweep.sweep_dir),
         "array": _array(len(sweep.trials), slurm),
         "log_pattern": slurm_filename_pattern(sweep.sweep_dir) + "/" + LOG_PATTERN,
     }
-    return render(TEMPLATE if slurm.template == "ddp" else slurm.template, context)
+    text = render(TEMPLATE if slurm.template == "ddp" else slurm.template, context)
+    if f"#SBATCH --array={context['array']}" not in text:
+        raise UserError(f"--slurm.template {slurm.template}: renders no `#SBATCH --array` line, so a sweep would run as one job; "
+                        'a sweep\'s template starts {% extends "sweep.sbatch.j2" %}')
+    return text
 
 
 @dataclass
