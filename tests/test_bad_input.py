@@ -55,6 +55,10 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "slurm_zero_nodes": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.num_nodes", "0", "--dry-run"], ["--trainer.num_nodes 0: must be a whole number of nodes, 1 or more"]),
         "slurm_requeue_mode_unknown": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--slurm.requeue_mode", "rerun", "--dry-run"], ["--slurm.requeue_mode rerun: choose requeue or resubmit"]),
         "slurm_resubmit_job_array": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--slurm.requeue_mode", "resubmit", "--slurm.cv_folds", "2", "--dry-run"], ["--slurm.requeue_mode resubmit and --slurm.cv_folds"]),
+        "slurm_sweep_resubmit": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--sweep", "trainer.max_epochs=1,2", "--slurm.requeue_mode", "resubmit", "--dry-run"],
+                                 ["--sweep with --slurm.requeue_mode resubmit"]),
+        "slurm_sweep_resources_differ": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--sweep", "trainer.devices=1,2", "--dry-run"],
+                                         ["sweep trial 1 (trainer.devices=2)", "share one resource request"]),
         "slurm_name_escapes_root": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--name", "../../esc", "--dry-run"], ["--name '../../esc'", "no '..'"]),
     } if "submit" in VERBS else {}
     return slurm | {
@@ -105,6 +109,11 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "root_is_a_file": (["fit", "--config", DIGITS, "--trainer.default_root_dir", write(tmp / "a_file", "x")], ["cannot create the run directory", "Not a directory"]),
         "root_under_a_file": (["fit", "--config", DIGITS, "--trainer.default_root_dir", str(tmp / "a_file" / "sub")], ["cannot create the run directory", "Not a directory"]),
         "config_root_missing": (["fit", "--config_root", str(tmp / "no_root"), "--config", DIGITS], ["--config_root", "no_root: not a directory"]),
+        # sweeps: every trial is checked before anything is written, the bad one named
+        "sweep_bad_trial_value": ([*base, "--sweep", "trainer.max_epochs=2,abc"], ["sweep trial 1 (trainer.max_epochs=abc): trainer.max_epochs: expected int, got 'abc'"]),
+        "sweep_unknown_key": ([*base, "--sweep", "trainer.max_epohcs=1,2"], ["sweep trial 0 (trainer.max_epohcs=1)", "Did you mean: trainer.max_epochs"]),
+        "sweep_bad_distribution": ([*base, "--sweep", "optimizer.init_args.lr=loguniform(0,1)"], ["--sweep optimizer.init_args.lr=loguniform(0,1)", "0 < low < high"]),
+        "sweep_results_not_a_sweep": (["sweep-results", str(run)], ["not a sweep directory", "sweep.json"]),
         # wrong types
         "wrong_type_flag": ([*base, "--trainer.max_epochs", "ten"], ["trainer.max_epochs: expected int, got 'ten'"]),
         "wrong_type_in_file": ([*base, "--config", write(cfg / "type.yaml", "data:\n  init_args:\n    batch_size: big\n")], ["batch_size", "big"]),

@@ -93,6 +93,36 @@ def test_site_profile_golden_with_test_after_fit(tmp_path: Path) -> None:
     assert job.resources.world_size == 32 and job.resources.gpus_per_node == 8
 
 
+SWEEP_CASE = [
+    DIGITS, LOCAL_PROFILE, "--trainer.devices", "2", "--slurm.array_parallelism", "2",
+    "--sweep", "optimizer.init_args.lr=1e-3,1e-2", "--sweep", "trainer.max_epochs=range(1,3)",
+]
+
+
+def test_sweep_golden_one_array_task_per_trial(tmp_path: Path) -> None:
+    """`--sweep`: one script for the whole array (`--array=0-3%2`), each task's log and run directory
+    its own trial's; nothing written by a dry run."""
+    from trainer_cli.launch.sweep import plan as plan_sweep
+
+    job = plan_sweep(_args(SWEEP_CASE, tmp_path), dry_run=True)
+    _check_golden("sweep_cpu_1x2", _normalise(job.script_text, tmp_path))
+    assert [t.overrides for t in job.sweep.trials][1] == {"optimizer.init_args.lr": "1e-3", "trainer.max_epochs": "2"}
+    assert not any(tmp_path.iterdir())
+    own = tmp_path / "own.sbatch.j2"  # a site template made for single jobs
+    own.write_text('{% extends "ddp.sbatch.j2" %}\n')
+    with pytest.raises(UserError, match='renders no `#SBATCH --array` line.*extends "sweep.sbatch.j2"'):
+        plan_sweep(_args([*SWEEP_CASE, "--slurm.template", str(own)], tmp_path / "runs"), dry_run=True)
+
+
+def test_sbatch_test_only_accepts_the_sweep(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    from trainer_cli.launch.sweep import plan as plan_sweep
+
+    script = tmp_path / "sweep.sbatch"
+    script.write_text(plan_sweep(_args(SWEEP_CASE, tmp_path / "runs"), dry_run=True).script_text)
+    proc = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0 and "to start at" in proc.stderr, proc.stderr
+
+
 def test_sbatch_test_only_accepts_each(slurm_cluster: None, rendered: dict[str, tuple[str, Path]], tmp_path: Path) -> None:  # noqa: F811
     for name, (text, _) in rendered.items():
         script = tmp_path / f"{name}.sbatch"

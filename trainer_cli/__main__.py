@@ -11,6 +11,7 @@ import os
 import sys
 
 from trainer_cli.errors import UserError, report_user_error
+from trainer_cli.sweeps.space import requested as sweep_requested
 
 # verb -> (module:function, one-line help). Each function takes the argument list after the verb
 # and returns an exit code.
@@ -26,6 +27,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "submit": ("trainer_cli.launch.submit:main", "Queue `fit` as a Slurm job (multi-node DDP, requeue and resume)."),
     "jobs": ("trainer_cli.launch.jobs:main", "List the Slurm jobs submitted from here: state, restarts, progress, log (--tail RUN follows one)."),
     "cancel": ("trainer_cli.launch.jobs:cancel", "Cancel the Slurm jobs of a submitted run (fit, test, cv array and aggregate)."),
+    "sweep-results": ("trainer_cli.sweeps.results:main", "The table of a sweep (`--sweep` on fit or submit): swept values, best metric, state; writes CSV/JSON."),
     "ls": ("trainer_cli.listing:main", "List what can be named: models, data, callbacks, optimizers, schedulers, configs."),
 }
 
@@ -45,6 +47,7 @@ examples:
   train fit --config configs/experiment/digits.yaml
   train fit --config configs/experiment/digits.yaml --trainer.max_epochs 3 --optimizer.lr 0.01
   train fit --config configs/experiment/digits.yaml --config configs/precision/bf16-mixed.yaml
+  train fit --config configs/experiment/digits.yaml --sweep optimizer.init_args.lr=1e-3,1e-2   # one run per value
   train ls models
   train fit --config_root myconfigs --config experiment/mine   # your own configs, laid out like configs/
 
@@ -112,6 +115,8 @@ def _run_verb(verb: str, rest: list[str]) -> int:
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         return report_user_error(UserError(f"unknown verb {verb!r}.{hint} Verbs: {', '.join(VERBS)}."))
     target, _ = VERBS[verb]
+    if verb == "fit" and sweep_requested(rest):  # trials one after another, each a plain `fit` process
+        target, verb = "trainer_cli.sweeps.local:main", "fit-sweep"
     module_name, func_name = target.split(":")
     try:
         if verb in LIGHTNING_VERBS:

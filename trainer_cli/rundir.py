@@ -38,18 +38,25 @@ def experiment_dir(root: Path, name: str) -> Path:
     return root / name
 
 
-def _versions(parent: Path) -> list[tuple[int, Path]]:
+def _versions(parent: Path, prefix: str = VERSION_PREFIX) -> list[tuple[int, Path]]:
     found = []
     if parent.is_dir():
         for child in parent.iterdir():
-            match = re.fullmatch(rf"{VERSION_PREFIX}(\d+)", child.name)
+            match = re.fullmatch(rf"{prefix}(\d+)", child.name)
             if match and child.is_dir():
                 found.append((int(match.group(1)), child))
     return sorted(found)
 
 
-def allocate(root: Path, name: str) -> Path:
-    """Create and return a new ``root/name/version_N`` (N one past the highest); race-free (mkdir is atomic)."""
+def next_dir(root: Path, name: str, prefix: str = VERSION_PREFIX) -> Path:
+    """The directory :func:`allocate` would create next, without creating it (for a dry run)."""
+    versions = _versions(experiment_dir(root, name), prefix)
+    return root / name / f"{prefix}{versions[-1][0] + 1 if versions else 0}"
+
+
+def allocate(root: Path, name: str, prefix: str = VERSION_PREFIX) -> Path:
+    """Create and return a new ``root/name/<prefix>N`` (N one past the highest; ``version_N`` by
+    default, ``sweep_N`` for a sweep); race-free (mkdir is atomic)."""
     parent = experiment_dir(root, name)
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -58,10 +65,10 @@ def allocate(root: Path, name: str) -> Path:
             f"cannot create the run directory under --trainer.default_root_dir {root}: {parent}: {err.strerror or err}; "
             "choose a writable folder with --trainer.default_root_dir DIR"
         ) from None
-    versions = _versions(parent)
+    versions = _versions(parent, prefix)
     n = versions[-1][0] + 1 if versions else 0
     while True:
-        candidate = parent / f"{VERSION_PREFIX}{n}"
+        candidate = parent / f"{prefix}{n}"
         try:
             candidate.mkdir()
             return candidate
@@ -229,6 +236,40 @@ def best_checkpoint(run_dir: Path) -> Path | None:
                 scored.append((sign * float(score), file))
                 break
     return max(scored)[1] if scored else None
+
+
+@dataclass(frozen=True)
+class BestScore:
+    """The best monitored score a run reached, as its newest checkpoint's ``ModelCheckpoint`` holds it."""
+
+    monitor: str
+    """The metric, e.g. ``val/acc``."""
+    mode: str
+    """``max`` or ``min``: which way is better."""
+    score: float | None
+    """The best value so far; None before the first checkpoint with one."""
+    epochs_done: int
+    """Epochs finished at that checkpoint."""
+
+
+def best_score(run_dir: Path, monitor: str | None = None) -> BestScore | None:
+    """The best score of ``run_dir``'s monitored ``ModelCheckpoint`` (of ``monitor`` when given),
+    read from its newest complete checkpoint (memory-mapped: cheap while the run still trains).
+
+    Returns:
+        None when the run has no checkpoint yet, or none of its checkpoint callbacks monitors a metric.
+    """
+    import torch
+
+    newest = newest_checkpoint(run_dir)
+    if newest is None:
+        return None
+    for state in _checkpoint_states(newest.path):
+        if state.get("monitor") and (monitor is None or state["monitor"] == monitor):
+            score = state.get("best_model_score")
+            value = float(score) if isinstance(score, (torch.Tensor, float, int)) else None
+            return BestScore(str(state["monitor"]), state["mode"], value, newest.epochs_done)
+    return None
 
 
 def _checkpoint_states(path: Path) -> list[dict]:

@@ -141,7 +141,7 @@ class SynchronizedRequeue(pl.Callback):
             restarts_log.record(run_dir, restart=restarts + 1, action="requeue", **event)
             jobstate.requeued(run_dir, path)
             _say(f"{said}: saved {path}; requeueing job {job_id} (restart {restarts + 1}), it resumes on its own")
-            proc = subprocess.run(["scontrol", "requeue", str(job_id)], capture_output=True, text=True)
+            proc = subprocess.run(["scontrol", "requeue", str(jobstate.scontrol_id())], capture_output=True, text=True)  # this array task alone
             if proc.returncode != 0:  # the other ranks are stopped by srun --kill-on-bad-exit
                 _say(f"`scontrol requeue {job_id}` failed: {proc.stderr.strip() or proc.stdout.strip()}; resubmitting instead")
                 _resubmit(run_dir, path, None, restarts + 1, event)

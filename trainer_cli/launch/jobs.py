@@ -12,6 +12,8 @@ to its new id there. Per job the table shows state, restarts (with their causes,
 ``<run>/restarts.jsonl``: ``2 (1 time limit, 1 preempted)``), elapsed time, the last epoch line of
 its log (``epoch 3/10 ... val/acc 0.9850``) and the log path.
 
+A sweep (``train submit --sweep``) is listed one row per trial (``<array id>_<i>``), and ``train
+jobs SWEEP_DIR`` prints its table of trials (:mod:`trainer_cli.sweeps.results`).
 ``train jobs --tail RUN`` prints a run's log and follows it while the job is queued or running;
 ``train cancel RUN`` cancels every job of a run (fit, test, a cross-validation array and its
 aggregate job). RUN is a run directory or a job id.
@@ -48,7 +50,7 @@ TAIL_BYTES = 16384  # of a log read for its last epoch line
 def register(root: Path, record: dict[str, Any]) -> None:
     """Append a submitted job to ``root``'s registry."""
     root.mkdir(parents=True, exist_ok=True)
-    keep = ("job_id", "test_job_id", "aggregate_job_id", "job_name", "run_dir", "log", "submitted")
+    keep = ("job_id", "test_job_id", "aggregate_job_id", "job_name", "run_dir", "log", "submitted", "trials")
     with open(root / REGISTRY_NAME, "a") as registry:
         registry.write(json.dumps({k: record.get(k) for k in keep}) + "\n")
 
@@ -99,11 +101,16 @@ def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus
     found: dict[tuple[str, str], list[dict[str, str]]] = {}
     for line in _run(["scontrol", "show", "job", "-o"]).splitlines():
         f = scontrol_fields(line)
-        key = (f.get("ArrayJobId") if f.get("ArrayJobId") in ids else f.get("JobId", ""), f.get("Command", ""))
-        if key in wanted:
-            found.setdefault(key, []).append(f)
+        array, task = f.get("ArrayJobId"), f.get("ArrayTaskId", "")
+        keys = [(array if array in ids else f.get("JobId", ""), f.get("Command", ""))]
+        if array and task.isdigit():  # one task of an array, asked for as "<array id>_<task id>" (a sweep's trial)
+            keys.append((f"{array}_{task}", f.get("Command", "")))
+        for key in keys:
+            if key in wanted:
+                found.setdefault(key, []).append(f)
     out = {key: _summarise(entries) for key, entries in found.items()}
-    missing = {job_id: script for job_id, script in wanted if (job_id, script) not in out}
+    # sacct's rows name array tasks by their own ids: a task not in scontrol is read from its job.json
+    missing = {job_id: script for job_id, script in wanted if (job_id, script) not in out and "_" not in job_id}
     if missing:  # sacct has no script to match on: its rows are taken for ids scontrol no longer knows
         text = _run(["sacct", "-X", "-n", "-P", "-j", ",".join(sorted(missing)), "-o", "JobIDRaw,State,Elapsed"])
         rows: dict[str, list[dict[str, str]]] = {}
@@ -168,10 +175,14 @@ def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
         for key, script, _ in JOB_KEYS:
             if rec.get(key):
                 jobs.append((_current_id(rec, key), Path(rec["run_dir"]) / script))
+        jobs += [(f"{rec['job_id']}_{i}", Path(rec["run_dir"]) / JOB_KEYS[0][1]) for i in range(int(rec.get("trials") or 0))]
     slurm = query_slurm(jobs)
     rows = []
     for rec in records:
         run_dir = Path(rec["run_dir"])
+        if rec.get("trials"):  # a sweep (train submit --sweep): one row per trial, its own task of the array
+            rows += _trial_rows(rec, slurm)
+            continue
         for key, script, label in JOB_KEYS:
             if not rec.get(key):
                 continue
@@ -198,6 +209,21 @@ def restarts_cell(status: JobStatus, job_id: str, run_dir: Path) -> str:
     return restarts_log.summary(restarts_log.read(run_dir), chain, total)
 
 
+def _trial_rows(rec: dict[str, Any], slurm: dict[tuple[str, str], JobStatus]) -> list[tuple[str, ...]]:
+    """A sweep's rows: per trial ``<array id>_<i>``, its task's state (its ``job.json`` once Slurm
+    forgot it), progress and log in ``<sweep>/trial_<i>``."""
+    from trainer_cli.launch.sweep import task_log
+
+    sweep_dir, job_id = Path(rec["run_dir"]), str(rec["job_id"])
+    script = str(sweep_dir / JOB_KEYS[0][1])
+    rows = []
+    for i in range(int(rec["trials"])):
+        log = task_log(sweep_dir, job_id, i)
+        status = with_run_record(slurm.get((f"{job_id}_{i}", script)), job_id, log.parent)
+        rows.append((f"{job_id}_{i}", status.state, str(status.restarts), status.elapsed, last_epoch_line(log), f"{rec.get('job_name')} (trial {i})", str(log)))
+    return rows
+
+
 def find_run(root: Path, run: str) -> dict[str, Any]:
     """The newest registry record of ``run`` (a run directory or one of its job ids).
 
@@ -219,6 +245,11 @@ def tail(root: Path, run: str, poll_s: float = 1.0) -> int:
     the job it resubmits itself as, if it does)."""
     rec = find_run(root, run)
     job_id, run_dir = _current_id(rec, "job_id"), Path(rec["run_dir"])
+    if rec.get("trials"):
+        from trainer_cli.launch.sweep import task_log
+
+        raise UserError(f"{run}: a sweep of {rec['trials']} trials, one log each (e.g. {task_log(run_dir, job_id, 0)}); "
+                        f"`train sweep-results {run_dir}` tells how each trial is doing")
     log, script = run_dir / f"slurm-{job_id}.log", run_dir / "submit.sbatch"
     position = 0
     while True:
@@ -263,8 +294,8 @@ def cancel(args: list[str]) -> int:
 
 
 def main(args: list[str]) -> int:
-    """``train jobs [--root DIR] [--last N] [--tail RUN]``: print a table of submitted jobs (or
-    follow one run's log); returns the exit code.
+    """``train jobs [--root DIR] [--last N] [--tail RUN] [SWEEP_DIR]``: print a table of submitted jobs
+    (or follow one run's log, or print a sweep's table of trials); returns the exit code.
 
     Raises:
         UserError: when ``--root`` is not a directory, or ``--tail`` names no submitted run.
@@ -273,7 +304,13 @@ def main(args: list[str]) -> int:
     parser.add_argument("--root", default=DEFAULT_ROOT, help="trainer.default_root_dir the jobs were submitted with (default: runs)")
     parser.add_argument("--last", type=int, default=20, help="show the newest N runs (default: 20)")
     parser.add_argument("--tail", metavar="RUN", help="print RUN's log (a run directory or job id) and follow it while the job runs")
+    parser.add_argument("sweep", nargs="?", metavar="SWEEP_DIR", help="a sweep directory: its table of trials, as `train sweep-results` (CSV and JSON written)")
     opts = parser.parse_args(args)
+    if opts.sweep:
+        from trainer_cli.sweeps.results import report
+
+        report(Path(opts.sweep))
+        return 0
     root = Path(opts.root)
     if not root.is_dir():
         raise UserError(f"--root {root}: no such directory (submit a job first, or name the trainer.default_root_dir you used)")

@@ -64,6 +64,13 @@ def this_job_id() -> str | None:
     return os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID")
 
 
+def scontrol_id() -> str | None:
+    """The id that names this job alone to ``scontrol`` (``requeue``, ``show job``): ``<array id>_<task id>``
+    for a task of a job array (a bare id that is the array's names every task of it), else ``SLURM_JOB_ID``."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
+
+
 def restart_count() -> int:
     """How many times this run's job has restarted: Slurm's requeues of this job
     (``SLURM_RESTART_COUNT``) plus the restarts before it was resubmitted (:data:`ENV_PRIOR_RESTARTS`);

@@ -75,6 +75,8 @@ class SlurmOptions:
     cv_folds: Optional[int] = None
     """Queue `train cv` instead of `fit`: a job array of one task per fold (0..K-1), then a job that
     aggregates the folds' metrics when every task has succeeded. Empty: a plain fit job."""
+    array_parallelism: Optional[int] = None
+    """Sweeps (`--sweep`): at most this many trials of the job array run at once (sbatch --array=0-N%P). Empty: no limit."""
     extra_sbatch: list[str] = field(default_factory=list)
     """Further sbatch options, one per #SBATCH line, e.g. --reservation=big."""
     setup: list[str] = field(default_factory=list)
@@ -104,7 +106,7 @@ class SlurmOptions:
         problems = []
         if self.mem and self.mem_per_cpu:
             problems.append(f"--slurm.mem {self.mem} and --slurm.mem_per_cpu {self.mem_per_cpu}: sbatch takes one of them, choose one")
-        for key in ("cpus_per_task", "signal_delay_s"):
+        for key in ("cpus_per_task", "signal_delay_s", "array_parallelism"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 problems.append(f"--slurm.{key} {getattr(self, key)}: must be 1 or more")
         if str(self.time).strip().upper() not in NO_TIME_LIMIT and time_limit_s(self.time) is None:

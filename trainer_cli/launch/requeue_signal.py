@@ -97,7 +97,9 @@ def requeue_in_progress() -> bool:
         return False
     import subprocess
 
-    job_id = os.environ["SLURM_JOB_ID"]
+    from trainer_cli.launch.jobstate import scontrol_id  # standard library only, too
+
+    job_id = scontrol_id() or os.environ["SLURM_JOB_ID"]  # an array task: its own record, not every task's
     try:
         out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=10).stdout
     except (OSError, subprocess.SubprocessError):

@@ -52,8 +52,12 @@ examples:
       --trainer.num_nodes 2 --trainer.devices 2 --dry-run
   train submit --config configs/experiment/cifar10_resnet18.yaml --config configs/slurm/example_gpu.yaml \\
       --trainer.num_nodes 4 --trainer.devices 8 --slurm.time 04:00:00 --slurm.test_after_fit true
+  train submit --config configs/experiment/digits.yaml --config configs/slurm/local.yaml \\
+      --sweep optimizer.init_args.lr=1e-3,1e-2 --sweep 'trainer.max_epochs=range(1,4)' --slurm.array_parallelism 2
   train jobs
 
+  --sweep KEY=VALUES    a sweep: one job array, a task per trial, each its own run directory under
+                        <root>/<name>/sweep_<N>/ (the syntax: `train sweep-results --help`)
   --dry-run             print the script and the sbatch command; create nothing, queue nothing
   --check               only check: config, resources and what this cluster's partitions and nodes
                         offer (scontrol); create nothing, queue nothing
@@ -62,14 +66,6 @@ Every `train fit` option is accepted (`train fit --help`). Slurm options (a `slu
 --config file, e.g. configs/slurm/<site>.yaml, or --slurm.KEY flags):
 
 """
-
-
-def _next_run_dir(root: Path, name: str) -> Path:
-    """The directory :func:`trainer_cli.rundir.allocate` would create next, without creating it."""
-    from trainer_cli.rundir import _versions, experiment_dir
-
-    versions = _versions(experiment_dir(root, name))
-    return root / name / f"version_{versions[-1][0] + 1 if versions else 0}"
 
 
 def _env(slurm: SlurmOptions) -> dict[str, str]:
@@ -120,7 +116,26 @@ def script_context(
     }
 
 
-def _sbatch(script: Path, *options: str) -> str:
+def check_resources(slurm: SlurmOptions, resources: Resources, config: Any, dry_run: bool) -> None:
+    """Fill in ``slurm.cpus_per_task`` when not given (a core per data loader worker of ``config``,
+    plus the training process) and, unless ``dry_run`` (a dry run may be for another cluster), check
+    the job against this cluster (:func:`trainer_cli.launch.cluster.check_against_cluster`).
+
+    Raises:
+        UserError: naming every value the cluster cannot give.
+    """
+    if slurm.cpus_per_task is None:
+        data = config.get("data")
+        init = data.get("init_args") if hasattr(data, "get") else None
+        workers = init.get("num_workers") if hasattr(init, "get") else None
+        slurm.cpus_per_task = (workers if isinstance(workers, int) and workers > 0 else 0) + 1
+    if not dry_run:
+        warning = check_against_cluster(slurm, resources)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
+
+
+def run_sbatch(script: Path, *options: str) -> str:
     """Queue ``script`` (with extra sbatch ``options``); returns the job id.
 
     Raises:
@@ -239,15 +254,7 @@ def plan(args: list[str], dry_run: bool) -> Plan:
 
     parser, config = parse_config("fit", fit_args, expand=False)
     resources = derive(config.trainer, slurm)
-    if slurm.cpus_per_task is None:  # a core per loader worker, plus the training process
-        data = config.get("data")
-        init = data.get("init_args") if hasattr(data, "get") else None
-        workers = init.get("num_workers") if hasattr(init, "get") else None
-        slurm.cpus_per_task = (workers if isinstance(workers, int) and workers > 0 else 0) + 1
-    if not dry_run:  # a dry run may be for another cluster: `--check` asks this one
-        warning = check_against_cluster(slurm, resources)
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
+    check_resources(slurm, resources, config, dry_run)
     root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
     job_name = slurm.job_name or config.name
     context = {"slurm": slurm, "resources": resources, "root": root, "job_name": job_name}
@@ -262,7 +269,9 @@ def plan(args: list[str], dry_run: bool) -> Plan:
     if config.run_dir:  # resubmitting into an existing run (resume in place)
         run_dir, created = Path(config.run_dir).absolute(), False
     elif dry_run:
-        run_dir, created = _next_run_dir(root, config.name).absolute(), False
+        from trainer_cli.rundir import next_dir
+
+        run_dir, created = next_dir(root, config.name).absolute(), False
     else:
         from trainer_cli.rundir import allocate
 
@@ -295,6 +304,12 @@ def main(args: list[str]) -> int:
     if any(a in ("-h", "--help") for a in args):
         print(HELP + slurm_help())
         return 0
+    from trainer_cli.sweeps.space import requested
+
+    if requested(args):  # one job array, a task per trial (trainer_cli.launch.sweep)
+        from trainer_cli.launch.sweep import main as submit_sweep
+
+        return submit_sweep(args)
     if "--check" in args:
         return check(args)
     dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
@@ -358,7 +373,7 @@ def submit(job: Plan) -> int:
             previous = _rewrite_config(run_dir, job.frozen_config)
         code = snapshot.take(Path.cwd(), run_dir) if job.slurm.snapshot else None
         job.script.write_text(job.script_text)
-        job_id = _sbatch(job.script, *job.sbatch_options)
+        job_id = run_sbatch(job.script, *job.sbatch_options)
     except BaseException:
         if job.created:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused submission is left
@@ -389,12 +404,12 @@ def submit(job: Plan) -> int:
     if job.slurm.test_after_fit:
         test_script = run_dir / TEST_SCRIPT_NAME
         test_script.write_text(job.test_script_text(f"afterok:{job_id}"))
-        record["test_job_id"] = _sbatch(test_script)
+        record["test_job_id"] = run_sbatch(test_script)
         print(f"Test job id:   {record['test_job_id']} (starts when {job_id} succeeds)")
     if job.slurm.cv_folds:
         aggregate_script = run_dir / AGGREGATE_SCRIPT_NAME
         aggregate_script.write_text(job.aggregate_script_text(f"afterok:{job_id}"))
-        record["aggregate_job_id"] = _sbatch(aggregate_script)
+        record["aggregate_job_id"] = run_sbatch(aggregate_script)
         print(f"Folds:         job array {job_id}_[0-{job.slurm.cv_folds - 1}] -> {run_dir / 'cv'}/fold_<i>")
         print(f"Aggregate:     job {record['aggregate_job_id']} (starts when every fold succeeds) -> {run_dir / 'cv'}/cv_results.csv")
     started = jobstate.read(run_dir)  # the job may have started already and recorded itself

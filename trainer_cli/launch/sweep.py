@@ -1,0 +1,211 @@
+"""``train submit ... --sweep KEY=VALUES``: a sweep queued as one Slurm job array, a task per trial.
+
+1. Every trial is composed and type-checked here (:mod:`trainer_cli.sweeps.plan`); one bad value
+   fails the submission, naming the trial, before anything is written or queued.
+2. The trials share one resource request (nodes, tasks, GPUs from the trainer, as
+   ``train submit``), checked against the cluster.
+3. The sweep directory is written (``sweep.json``, ``trial_<i>/config.yaml`` with its ``run_dir``)
+   and the script rendered from ``slurm/sweep.sbatch.j2`` (``#SBATCH --array=0-<N-1>[%P]``, P from
+   ``--slurm.array_parallelism``): task ``i`` trains ``trial_<i>`` as a plain fit job would, logs to
+   ``trial_<i>/slurm-<array id>_<i>.log`` and, preempted, requeues itself alone and resumes.
+4. ``sweep.json``, each trial's ``job.json`` and the registry of ``train jobs`` get the array's id.
+"""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trainer_cli.errors import UserError
+from trainer_cli.launch import jobstate, snapshot
+from trainer_cli.launch.options import SlurmOptions, parse_slurm_options, split_args
+from trainer_cli.launch.render import render
+from trainer_cli.launch.resources import Resources, derive
+from trainer_cli.launch.submit import SCRIPT_NAME, check_resources, run_sbatch, script_context, slurm_filename_pattern
+from trainer_cli.sweeps import plan as sweep_plan
+from trainer_cli.sweeps.space import take_sweep_args
+
+TEMPLATE = "sweep"
+LOG_PATTERN = "trial_%3a/slurm-%A_%a.log"  # %3a: the task id padded to 3 digits, as trial_name()
+
+
+def task_log(sweep_dir: Path, job_id: str, index: int) -> Path:
+    """Where array task ``index`` of job ``job_id`` logs (the script's ``--output``, expanded)."""
+    return sweep_dir / sweep_plan.trial_name(index) / f"slurm-{job_id}_{index}.log"
+
+
+def _shared_resources(sweep: sweep_plan.Sweep, slurm: SlurmOptions) -> Resources:
+    """The one resource request of every trial.
+
+    Raises:
+        UserError: when trials ask for different nodes, tasks or GPUs (one job array has one shape),
+            or the trainer and the Slurm options disagree.
+    """
+    found = [(derive(t.config.trainer, slurm), t) for t in sweep.trials]
+    first, _ = found[0]
+    for resources, trial in found[1:]:
+        if resources != first:
+            raise UserError(
+                f"sweep {trial.label()}: {resources.nodes} node(s) x {resources.ntasks_per_node} task(s), {resources.gpus_per_node} GPU(s) "
+                f"per node, but trial 0 has {first.nodes} x {first.ntasks_per_node}, {first.gpus_per_node}: the trials of one job array "
+                "share one resource request; sweep other options, or submit separate sweeps"
+            )
+    return first
+
+
+def max_array_size() -> int | None:
+    """This cluster's ``MaxArraySize`` (task ids run 0..MaxArraySize-1), from ``scontrol show config``;
+    None when Slurm cannot be asked."""
+    import shutil
+    import subprocess
+
+    if shutil.which("scontrol") is None:
+        return None
+    try:
+        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    for line in out.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() == "MaxArraySize" and value.strip().isdigit():
+            return int(value.strip())
+    return None
+
+
+def _array(n: int, slurm: SlurmOptions) -> str:
+    return f"0-{n - 1}" + (f"%{slurm.array_parallelism}" if slurm.array_parallelism else "")
+
+
+def _script(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, job_name: str) -> str:
+    """The sweep's sbatch script (``slurm/sweep.sbatch.j2``, or ``--slurm.template``).
+
+    Raises:
+        UserError: for a template error, or a template that renders no ``#SBATCH --array`` line.
+    """
+    context = script_context(slurm, resources, sweep.sweep_dir, job_name, Path.cwd(), slurm.dependency)
+    context |= {
+        "sweep_dir": str(sweep.sweep_dir),
+        "array": _array(len(sweep.trials), slurm),
+        "log_pattern": slurm_filename_pattern(sweep.sweep_dir) + "/" + LOG_PATTERN,
+    }
+    text = render(TEMPLATE if slurm.template == "ddp" else slurm.template, context)
+    if f"#SBATCH --array={context['array']}" not in text:
+        raise UserError(f"--slurm.template {slurm.template}: renders no `#SBATCH --array` line, so a sweep would run as one job; "
+                        'a sweep\'s template starts {% extends "sweep.sbatch.j2" %}')
+    return text
+
+
+@dataclass
+class SweepJob:
+    """A sweep ready to queue: its trials and directory, the shared resources and the rendered script."""
+
+    sweep: sweep_plan.Sweep
+    slurm: SlurmOptions
+    resources: Resources
+    job_name: str
+    script_text: str
+    """The rendered script for the sweep directory planned (re-rendered if another one is allocated)."""
+
+
+def plan(args: list[str], dry_run: bool) -> SweepJob:
+    """Parse and check ``train submit ARGS`` with ``--sweep`` flags; writes nothing.
+
+    Args:
+        args: The command line after ``submit``.
+        dry_run: Do not ask this cluster about the job (the script may be for another one).
+
+    Raises:
+        UserError: for a bad sweep flag, a trial's bad value (named), trials with different
+            resources, what the cluster cannot run, or a template error.
+    """
+    space, rest = take_sweep_args(args)
+    if space is None:
+        raise UserError("no --sweep flag: nothing to sweep")
+    fit_args, layers, _ = split_args(rest)
+    slurm = parse_slurm_options(layers)
+    if slurm.cv_folds or slurm.test_after_fit:
+        raise UserError("--sweep with --slurm.cv_folds or --slurm.test_after_fit: a sweep runs plain fits; choose one")
+    if slurm.requeue_mode == "resubmit":
+        raise UserError("--sweep with --slurm.requeue_mode resubmit: the tasks of a job array requeue one by one; drop one")
+    count, limit = len(space.trials()), None if dry_run else max_array_size()
+    if limit is not None and count > limit:  # before parsing every trial (a quarter second each)
+        raise UserError(f"the sweep has {count} trials; this cluster's job arrays hold at most {limit} tasks (MaxArraySize): "
+                        "sweep fewer values, or split the sweep")
+    sweep = sweep_plan.plan(space, fit_args)
+    resources = _shared_resources(sweep, slurm)
+    check_resources(slurm, resources, sweep.trials[0].config, dry_run)
+    job_name = slurm.job_name or sweep.name
+    return SweepJob(sweep, slurm, resources, job_name, _script(sweep, slurm, resources, job_name))
+
+
+def main(args: list[str]) -> int:
+    """``train submit FIT_ARGS --sweep KEY=VALUES ... [--slurm.KEY value ...] [--dry-run | --check]``.
+
+    Raises:
+        UserError: as :func:`plan`, or for a refused job; nothing is left on disk then.
+    """
+    check = "--check" in args
+    dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
+    job = plan(args, dry_run=dry_run and not check)
+    sweep, res = job.sweep, job.resources
+    n = len(sweep.trials)
+    if check:
+        print(f"check passed: {n} trial(s), each {res.nodes} node(s) x {res.ntasks_per_node} task(s); nothing written or queued")
+        return 0
+    if dry_run:
+        print(f"# sweep directory (not created): {sweep.sweep_dir}")
+        for trial in sweep.trials:
+            print(f"#   {sweep_plan.trial_name(trial.index)}: {' '.join(f'--{k} {v}' for k, v in trial.overrides.items())}")
+        print(f"# {sweep.sweep_dir / SCRIPT_NAME}:\n{job.script_text}")
+        print(f"# the sbatch command (not run):\n{shlex.join(['sbatch', '--parsable', str(sweep.sweep_dir / SCRIPT_NAME)])}")
+        return 0
+    return submit(sweep, job.slurm, res, job.job_name)
+
+
+def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, job_name: str) -> int:
+    """Write the sweep directory, queue its job array and record the job id; returns 0.
+
+    Raises:
+        UserError: when sbatch is missing or refuses the job (the sweep directory is removed again).
+    """
+    sweep_plan.write(sweep)
+    try:
+        script_text = _script(sweep, slurm, resources, job_name)  # the directory allocated may be a later one
+        code = snapshot.take(Path.cwd(), sweep.sweep_dir) if slurm.snapshot else None
+        script = sweep.sweep_dir / SCRIPT_NAME
+        script.write_text(script_text)
+        job_id = run_sbatch(script)
+    except BaseException:
+        sweep_plan.remove(sweep)
+        raise
+    n = len(sweep.trials)
+    submitted = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    sweep_plan.write_record(sweep, {"job_id": job_id, "array": _array(n, slurm), "script": str(script), "submitted": submitted})
+    for trial in sweep.trials:
+        run_dir = sweep.trial_dir(trial)
+        started = jobstate.read(run_dir)  # a task may have started already and recorded itself
+        fresh = {"state": "PENDING", "restarts": 0} if started.get("job_id") != job_id else {}
+        jobstate.write(run_dir, started | fresh | {
+            "job_id": job_id, "array_task": trial.index, "job_name": job_name, "run_dir": str(run_dir), "script": str(script),
+            "log": str(task_log(sweep.sweep_dir, job_id, trial.index)), "nodes": resources.nodes,
+            "ntasks_per_node": resources.ntasks_per_node, "gpus_per_node": resources.gpus_per_node, "submitted": submitted,
+        })
+    print(f"Sweep directory: {sweep.sweep_dir} ({n} trial(s): trial_000 .. {sweep_plan.trial_name(n - 1)})")
+    print(f"Script:          {script}")
+    print(f"Job id:          {job_id} (array {job_id}_[{_array(n, slurm)}], one task per trial)")
+    print(f"Logs:            {sweep.sweep_dir}/trial_<i>/slurm-{job_id}_<i>.log")
+    if code is not None:
+        state = "with uncommitted changes" if code.dirty else "clean"
+        print(f"Code:            {code.root} ({code.files} files at {code.commit[:12]}, {state})")
+    print(f"Results:         train sweep-results {sweep.sweep_dir}")
+    from trainer_cli.launch.jobs import register
+
+    record: dict[str, Any] = {
+        "job_id": job_id, "job_name": job_name, "run_dir": str(sweep.sweep_dir), "trials": n, "submitted": submitted,
+        "log": str(sweep.sweep_dir / LOG_PATTERN.replace("%3a", "<i>").replace("%A", job_id).replace("%a", "<i>")),
+    }
+    register(sweep.root, record)
+    return 0

@@ -1,0 +1,282 @@
+"""A sweep's trials composed and type-checked before any runs, and its directory.
+
+Every trial is parsed exactly as ``train fit`` parses its command line
+(:func:`trainer_cli.cli.parse_config`: compose, then jsonargparse type-checks every key), with the
+trial's values appended as ``--KEY VALUE`` overrides, so one bad value fails the whole sweep
+before anything is written or queued, naming the trial. The layout::
+
+    <trainer.default_root_dir>/<name>/sweep_<N>/
+        sweep.json            the axes, each trial's values (as given and as parsed) and run directory
+        trial_000/            a normal run directory: frozen config.yaml (run_dir set), checkpoints/, logs
+        trial_001/ ...
+        sweep_results.csv     written by `train sweep-results` (and at the end of `train fit --sweep`)
+        sweep_results.json
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import logging
+import shutil
+import sys
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trainer_cli import rundir
+from trainer_cli.errors import UserError
+from trainer_cli.sweeps.space import Space
+
+SWEEP_FILE = "sweep.json"
+SWEEP_PREFIX = "sweep_"
+CONFIG_FILE = "config.yaml"
+
+
+def trial_name(index: int) -> str:
+    """``trial_000``: the run directory of trial ``index`` inside the sweep directory (the sbatch
+    template's ``printf 'trial_%03d'`` and the log's ``%3a`` pad the same way)."""
+    return f"trial_{index:03d}"
+
+
+def _lookup(config: Any, parts: list[str]) -> Any:
+    """``config``'s value at the dotted key ``parts``; ``init_args`` may be left out, as on the
+    command line (``optimizer.lr`` is ``optimizer.init_args.lr``). None when there is none."""
+    node = config
+    for part in parts:
+        if not hasattr(node, "get"):
+            return None
+        if part not in node and "init_args" in node and hasattr(node["init_args"], "get"):
+            node = node["init_args"]
+        node = node.get(part) if part in node else None
+    return node
+
+
+def trial_label(index: int, overrides: dict[str, str]) -> str:
+    """``trial 1 (trainer.max_epochs=abc)``: a trial as messages name it."""
+    return f"trial {index} ({', '.join(f'{k}={v}' for k, v in overrides.items())})"
+
+
+@dataclass
+class Trial:
+    """One trial: its values and its parsed, type-checked ``train fit`` config."""
+
+    index: int
+    overrides: dict[str, str]
+    """``{key: value text}`` as the sweep gave it (``--KEY VALUE``)."""
+    parser: Any = field(repr=False)
+    config: Any = field(repr=False)
+    """The parsed config (a jsonargparse Namespace)."""
+
+    @property
+    def values(self) -> dict[str, Any]:
+        """``{key: value}`` as the parser typed them (``1e-3`` -> ``0.001``, ``'2'`` -> ``2``)."""
+        out = {}
+        for key in self.overrides:
+            value = _lookup(self.config, key.split("."))
+            out[key] = value.as_dict() if hasattr(value, "as_dict") else value
+        return out
+
+    def label(self) -> str:
+        """``trial 1 (trainer.max_epochs=abc)``: how messages name the trial."""
+        return trial_label(self.index, self.overrides)
+
+    def frozen(self, run_dir: Path) -> str:
+        """The resolved config with ``run_dir`` set: what ``train fit --config <trial>/config.yaml`` runs."""
+        self.config.run_dir = str(run_dir)
+        return self.parser.dump(self.config, skip_none=False)
+
+
+@dataclass
+class Sweep:
+    """A sweep ready to write: its trials, where it goes, and its search space."""
+
+    space: Space
+    trials: list[Trial]
+    root: Path
+    """``trainer.default_root_dir``."""
+    name: str
+    """The experiment name (``--name``)."""
+    sweep_dir: Path
+    """``<root>/<name>/sweep_<N>`` (absolute); made by :func:`write` (or :func:`allocate`)."""
+    created: bool = False
+    made_parents: list[Path] = field(default_factory=list)
+    """The folders above ``sweep_dir`` that :func:`write` created (removed again with it)."""
+
+    def trial_dir(self, trial: Trial) -> Path:
+        return self.sweep_dir / trial_name(trial.index)
+
+
+class _TrialRefused(Exception):
+    """A trial's config does not parse: the parser's message, on one line."""
+
+
+def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> tuple[Trial, str]:
+    """Parse ``train fit ARGS`` for one trial; returns it with what the parse wrote to stderr (warnings).
+
+    Raises:
+        _TrialRefused: with the parser's message, for any bad value or key.
+    """
+    from trainer_cli.cli import parse_config
+    from trainer_cli.compose import LAYERS, note_flag
+
+    layers_before = len(LAYERS)
+    for key in overrides:  # an error about a swept key names no config file: the value is the trial's
+        note_flag(f"--{key}")
+    err = io.StringIO()
+    try:
+        with contextlib.redirect_stderr(err):
+            parser, config = parse_config("fit", args, expand=False)
+    except SystemExit as stop:  # the parser printed `error: ...` and exited (trainer_cli.cli.TrainerArgumentParser)
+        text = err.getvalue()
+        message = text.split("error:", 1)[1] if "error:" in text else f"the parser stopped (exit {stop.code})"
+        message = message.split("(`train", 1)[0]
+        raise _TrialRefused(" ".join(message.split())) from None
+    except UserError as failed:
+        raise _TrialRefused(str(failed)) from None
+    finally:
+        del LAYERS[layers_before:]
+    return Trial(index, overrides, parser, config), err.getvalue()
+
+
+@contextlib.contextmanager
+def _seed_not_announced() -> Iterator[None]:
+    """Lightning's "Seed set to 42", said by every parse: each trial says it when it runs."""
+    seed_log = logging.getLogger("lightning.fabric.utilities.seed")
+    level = seed_log.level
+    seed_log.setLevel(logging.WARNING)
+    try:
+        yield
+    finally:
+        seed_log.setLevel(level)
+
+
+def check_trials(space: Space, fit_args: list[str]) -> tuple[Any, list[Trial]]:
+    """Compose and type-check the base command and every trial of ``space``; nothing is written.
+
+    Args:
+        space: The search space (:func:`trainer_cli.sweeps.space.take_sweep_args`).
+        fit_args: The ``train fit`` arguments without the sweep flags, ``--config`` values already
+            expanded (:func:`trainer_cli.compose.expand_config_args`).
+
+    Returns:
+        ``(base config, trials)``: the config without any sweep value, and one :class:`Trial` per trial.
+
+    Raises:
+        UserError: for a bad base config, ``--run_dir`` or ``--ckpt_path last|best`` (a sweep makes
+            its own run directories), or trials with bad values: one line naming every refused
+            trial, those refused for the same reason together.
+    """
+    from trainer_cli.cli import parse_config
+
+    with _seed_not_announced():
+        _, base = parse_config("fit", fit_args, expand=False)  # errors of the command itself read as `train fit`'s
+    if base.get("run_dir"):
+        raise UserError("--run_dir and --sweep: a sweep makes a run directory per trial (<root>/<name>/sweep_<N>/trial_<i>); drop --run_dir")
+    if base.get("ckpt_path") in ("last", "best"):
+        raise UserError(f"--ckpt_path {base.get('ckpt_path')} and --sweep: every trial starts a new run; give a checkpoint file to start each from it")
+    trials, refused, warned = [], {}, set()
+    for index, overrides in enumerate(space.trials()):
+        args = [*fit_args]
+        for key, value in overrides.items():
+            args += [f"--{key}", value]
+        try:
+            with _seed_not_announced():
+                trial, said = _parse_trial(index, overrides, args)
+        except _TrialRefused as why:  # every trial is checked: all refused ones are named at once
+            refused.setdefault(str(why), []).append(trial_label(index, overrides))
+            continue
+        trials.append(trial)
+        for line in said.splitlines(keepends=True):  # a warning once, not once per trial
+            if line not in warned:
+                warned.add(line)
+                sys.stderr.write(line)
+    if refused:
+        raise UserError("sweep " + "; ".join(f"{', '.join(labels)}: {why}" for why, labels in refused.items()))
+    return base, trials
+
+
+def plan(space: Space, fit_args: list[str]) -> Sweep:
+    """Check every trial (:func:`check_trials`) and choose the sweep directory, creating nothing.
+
+    Raises:
+        UserError: as :func:`check_trials`.
+    """
+    from trainer_cli.cli import DEFAULT_ROOT_DIR
+
+    base, trials = check_trials(space, fit_args)
+    root = Path(base.trainer.default_root_dir or DEFAULT_ROOT_DIR)
+    return Sweep(space, trials, root, base.name, rundir.next_dir(root, base.name, SWEEP_PREFIX).absolute())
+
+
+def write(sweep: Sweep, extra: dict[str, Any] | None = None) -> None:
+    """Create the sweep directory: every trial's run directory with its frozen ``config.yaml`` and
+    ``git.txt``, and ``sweep.json`` (with ``extra`` fields, e.g. the job id).
+
+    Raises:
+        UserError: when the directory cannot be created (nothing is left of it).
+    """
+    sweep.made_parents = [p for p in (sweep.root / sweep.name, sweep.root) if not p.exists()]
+    sweep.sweep_dir = rundir.allocate(sweep.root, sweep.name, SWEEP_PREFIX).absolute()
+    sweep.created = True
+    try:
+        for trial in sweep.trials:
+            run_dir = sweep.trial_dir(trial)
+            run_dir.mkdir()
+            (run_dir / CONFIG_FILE).write_text(trial.frozen(run_dir))
+            rundir.write_git_info(run_dir)
+        write_record(sweep, extra or {})
+    except BaseException:
+        remove(sweep)
+        raise
+
+
+def write_record(sweep: Sweep, extra: dict[str, Any]) -> None:
+    """(Re)write ``sweep.json``: axes, seed, each trial's values and run directory, plus ``extra``."""
+    record = {
+        "sweep_dir": str(sweep.sweep_dir),
+        "name": sweep.name,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": sys.argv,
+        "axes": sweep.space.describe(),
+        "trials_per_point": sweep.space.trials_per_point,
+        "seed": sweep.space.seed,
+        "trials": [
+            {"index": t.index, "run_dir": str(sweep.trial_dir(t)), "overrides": t.overrides, "values": t.values}
+            for t in sweep.trials
+        ],
+        **extra,
+    }
+    (sweep.sweep_dir / SWEEP_FILE).write_text(json.dumps(record, indent=2, default=str) + "\n")
+
+
+def remove(sweep: Sweep) -> None:
+    """Remove a sweep directory this process created (a refused submission leaves nothing)."""
+    if sweep.created:
+        shutil.rmtree(sweep.sweep_dir, ignore_errors=True)
+        sweep.created = False
+        for parent in sweep.made_parents:  # <root>/<name>, then <root>, when this made them and they are empty
+            try:
+                parent.rmdir()
+            except OSError:
+                break
+
+
+def read_record(sweep_dir: Path) -> dict[str, Any]:
+    """``sweep_dir/sweep.json``.
+
+    Raises:
+        UserError: when ``sweep_dir`` holds no readable ``sweep.json``.
+    """
+    path = Path(sweep_dir) / SWEEP_FILE
+    try:
+        record = json.loads(path.read_text())
+    except (OSError, ValueError) as err:
+        raise UserError(f"{sweep_dir}: not a sweep directory ({SWEEP_FILE}: {getattr(err, 'strerror', None) or err}); "
+                        "`train fit --sweep ...` or `train submit --sweep ...` makes one") from None
+    if not isinstance(record, dict) or not isinstance(record.get("trials"), list):
+        raise UserError(f"{path}: not a sweep record (no trials)")
+    return record

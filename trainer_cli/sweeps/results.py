@@ -1,0 +1,203 @@
+"""``train sweep-results SWEEP_DIR``: one row per trial, best first, also while trials still run.
+
+Read from what is on disk, nothing is loaded into a model: each trial's best monitored score from
+its newest checkpoint's ``ModelCheckpoint`` state (:func:`trainer_cli.rundir.best_score`; before
+its first such checkpoint, from its TensorBoard event files), its
+state from Slurm for a submitted sweep (one ``scontrol`` call for all tasks, as ``train jobs``)
+completed by the trial's ``job.json``, and its progress from the last epoch line of its log. Rows
+are sorted by the score (``mode`` max: highest first; min: lowest first; trials without a score
+last) and written as ``sweep_results.csv`` and ``sweep_results.json`` in the sweep directory.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import json
+import math
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from trainer_cli import rundir
+from trainer_cli.errors import UserError
+from trainer_cli.launch import jobstate
+from trainer_cli.sweeps.plan import read_record
+
+RESULTS_CSV = "sweep_results.csv"
+RESULTS_JSON = "sweep_results.json"
+NOT_STARTED = "PENDING"
+
+HELP_EPILOG = """\
+examples:
+  train fit --config configs/experiment/digits.yaml --sweep optimizer.init_args.lr=1e-3,1e-2 --sweep data.init_args.batch_size=32,64
+  train submit --config configs/experiment/digits.yaml --config configs/slurm/local.yaml \\
+      --sweep optimizer.init_args.lr=loguniform(1e-4,1e-1) --sweep_trials 8 --sweep_seed 0 --slurm.array_parallelism 2
+  train sweep-results runs/digits/sweep_0
+
+--sweep KEY=VALUES (repeatable; KEY is any `train fit` option, dotted), VALUES one of:
+  v1,v2,...              a grid axis; each value as after --KEY (a YAML scalar or [..]/{..})
+  range(start,stop[,step])  a grid axis of integers, stop excluded (Python's range)
+  uniform(low,high)      random: a float drawn uniformly
+  loguniform(low,high)   random: a float drawn uniformly in log space (learning rates)
+  randint(low,high)      random: an integer low..high-1
+  choice(v1,v2,...)      random: one of the values
+Grid axes are crossed; each grid point gets --sweep_trials N trials (default 1) drawing the random
+axes from --sweep_seed S (default 0): the same command gives the same trials. Every trial is
+composed and type-checked (as if each value were given as --KEY VALUE) before anything is written
+or queued. `train fit --sweep` runs the trials one after another here; `train submit --sweep`
+queues one Slurm job array, one task per trial (--slurm.array_parallelism N: at most N at once).
+"""
+
+
+def monitor_of(config_file: Path) -> tuple[str, str] | None:
+    """``(monitor, mode)`` of the first ``ModelCheckpoint`` with a monitor in a run's config.yaml."""
+    import yaml
+
+    try:
+        config = yaml.safe_load(config_file.read_text()) or {}
+    except (OSError, yaml.YAMLError):
+        return None
+    callbacks = (config.get("trainer") or {}).get("callbacks") or []
+    for callback in callbacks if isinstance(callbacks, list) else [callbacks]:
+        if isinstance(callback, dict) and str(callback.get("class_path", "")).endswith("ModelCheckpoint"):
+            init = callback.get("init_args") or {}
+            if init.get("monitor"):
+                return str(init["monitor"]), str(init.get("mode") or "min")
+    return None
+
+
+def logged_best(run_dir: Path, monitor: str | None, mode: str) -> float | None:
+    """The best value of ``monitor`` in the run's TensorBoard event files (a trial that has logged
+    it but saved no checkpoint with a score yet); None without one."""
+    if not monitor or not any(run_dir.glob("events.out.tfevents.*")):
+        return None
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    values = []
+    for events in sorted(run_dir.glob("events.out.tfevents.*")):
+        try:
+            for event in EventFileLoader(str(events)).Load():
+                values += [v.simple_value if v.HasField("simple_value") else _tensor_value(v) for v in event.summary.value if v.tag == monitor]
+        except Exception:  # a file being written: what was read so far counts
+            continue
+    values = [v for v in values if not math.isnan(v)]
+    return (max(values) if mode == "max" else min(values)) if values else None
+
+
+def _tensor_value(value: Any) -> float:
+    from tensorboard.util import tensor_util
+
+    return float(tensor_util.make_ndarray(value.tensor)) if value.HasField("tensor") else math.nan
+
+
+def trial_states(record: dict[str, Any]) -> list[tuple[str, int]]:
+    """``(state, restarts)`` per trial: Slurm's (per array task) for a submitted sweep, completed
+    from each trial's ``job.json`` (:func:`trainer_cli.launch.jobs.with_run_record`); a local
+    sweep's from ``job.json`` alone (PENDING before the trial starts)."""
+    trials = record["trials"]
+    job_id = str(record.get("job_id") or "")
+    if not job_id:
+        out = []
+        for trial in trials:
+            recorded = jobstate.read(Path(trial["run_dir"]))
+            out.append((str(recorded.get("state") or NOT_STARTED), int(recorded.get("restarts") or 0)))
+        return out
+    from trainer_cli.launch.jobs import query_slurm, with_run_record
+
+    script = Path(record["sweep_dir"]) / "submit.sbatch"
+    tasks = [(f"{job_id}_{t['index']}", script) for t in trials]
+    slurm = query_slurm(tasks)
+    statuses = [with_run_record(slurm.get((task, str(script))), job_id, Path(t["run_dir"])) for (task, _), t in zip(tasks, trials)]
+    return [(s.state, s.restarts) for s in statuses]
+
+
+def collect(sweep_dir: Path) -> dict[str, Any]:
+    """Every trial's values, best score, state and progress, best first.
+
+    Returns:
+        ``{"sweep_dir", "monitor", "mode", "keys", "rows"}``; each row ``{"trial", "values", "score",
+        "state", "restarts", "epochs", "progress", "run_dir"}`` (``score`` None without a checkpoint yet).
+
+    Raises:
+        UserError: when ``sweep_dir`` is not a sweep directory.
+    """
+    from trainer_cli.launch.jobs import last_epoch_line
+
+    record = read_record(sweep_dir)
+    trials = record["trials"]
+    keys = [axis["key"] for axis in record.get("axes", [])]
+    found = monitor_of(Path(trials[0]["run_dir"]) / "config.yaml") if trials else None
+    monitor, mode = found or (None, "min")
+    rows = []
+    for trial, (state, restarts) in zip(trials, trial_states(record)):
+        run_dir = Path(trial["run_dir"])
+        best = rundir.best_score(run_dir, monitor)
+        score = best.score if best and best.score is not None else logged_best(run_dir, monitor, mode)
+        logs = sorted(run_dir.glob("slurm-*.log"), key=lambda p: p.stat().st_mtime)
+        rows.append({
+            "trial": trial["index"], "values": trial.get("values", {}), "score": score,
+            "state": state, "restarts": restarts, "epochs": best.epochs_done if best else 0,
+            "progress": last_epoch_line(logs[-1]) if logs else "-", "run_dir": str(run_dir),
+        })
+    sign = -1.0 if mode == "max" else 1.0
+    rows.sort(key=lambda r: (r["score"] is None or math.isnan(r["score"]), sign * (r["score"] or 0.0), r["trial"]))
+    return {"sweep_dir": str(Path(sweep_dir).absolute()), "monitor": monitor, "mode": mode, "keys": keys, "rows": rows}
+
+
+def write(results: dict[str, Any]) -> tuple[Path, Path]:
+    """Write ``sweep_results.csv`` (one row per trial, best first) and ``sweep_results.json``; returns both paths."""
+    sweep_dir = Path(results["sweep_dir"])
+    json_path, csv_path = sweep_dir / RESULTS_JSON, sweep_dir / RESULTS_CSV
+    json_path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    metric = results["monitor"] or "score"
+    with csv_path.open("w", newline="") as f:
+        writer = csv.writer(f)
+        writer.writerow(["trial", *results["keys"], metric, "state", "restarts", "epochs", "run_dir"])
+        for row in results["rows"]:
+            values = [row["values"].get(k, "") for k in results["keys"]]
+            writer.writerow([row["trial"], *values, "" if row["score"] is None else row["score"], row["state"], row["restarts"], row["epochs"], row["run_dir"]])
+    return csv_path, json_path
+
+
+def format_table(results: dict[str, Any]) -> str:
+    """The results as an aligned text table, best first."""
+    metric = results["monitor"] or "score"
+    header = ["trial", *results["keys"], f"{metric} ({results['mode']})", "state", "restarts", "epochs", "progress"]
+    rows = [header]
+    for row in results["rows"]:
+        score = "-" if row["score"] is None else f"{row['score']:.4f}"
+        values = [str(row["values"].get(k, "")) for k in results["keys"]]
+        rows.append([str(row["trial"]), *values, score, row["state"], str(row["restarts"]), str(row["epochs"]), row["progress"]])
+    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
+    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows)
+
+
+def report(sweep_dir: Path) -> dict[str, Any]:
+    """Print the table of ``sweep_dir`` and write its CSV and JSON; returns the results.
+
+    Raises:
+        UserError: when ``sweep_dir`` is not a sweep directory.
+    """
+    results = collect(sweep_dir)
+    print(f"sweep {results['sweep_dir']}: {len(results['rows'])} trial(s), best {results['monitor'] or '(no monitored metric)'} first")
+    print(format_table(results))
+    csv_path, json_path = write(results)
+    print(f"written: {csv_path}, {json_path}", flush=True)
+    return results
+
+
+def main(args: Sequence[str]) -> int:
+    """``train sweep-results SWEEP_DIR``: print and write the table of a sweep; returns 0.
+
+    Raises:
+        UserError: when SWEEP_DIR is not a sweep directory.
+    """
+    parser = argparse.ArgumentParser(
+        prog="train sweep-results", description="The table of a sweep's trials: swept values, best monitored metric, state; best first.",
+        epilog=HELP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("sweep_dir", help="the sweep directory, <trainer.default_root_dir>/<name>/sweep_<N>")
+    opts = parser.parse_args(list(args))
+    report(Path(opts.sweep_dir))
+    return 0

@@ -1,0 +1,236 @@
+"""The search space of ``--sweep``: its syntax, and its expansion into trials.
+
+One ``--sweep KEY=VALUES`` flag per swept option (repeatable); ``KEY`` is any ``train fit`` option
+in dotted form (``optimizer.init_args.lr``, ``trainer.max_epochs``). ``VALUES`` is one of:
+
+- a list ``v1,v2,...`` (a grid axis): each value as you would write it after ``--KEY`` (a YAML
+  scalar, or a ``[...]``/``{...}`` flow value; commas inside brackets or quotes do not split);
+- ``range(start,stop[,step])`` (a grid axis): integers as Python's ``range`` (stop excluded);
+- ``uniform(low,high)``, ``loguniform(low,high)`` (floats), ``randint(low,high)`` (integers,
+  high excluded, as ``range``) or ``choice(v1,v2,...)``: a random axis, drawn per trial.
+
+Grid axes are crossed (the first axis varies slowest). With random axes every grid point gets
+``--sweep_trials N`` trials (default 1), each drawing every random axis from one
+``random.Random(--sweep_seed)`` stream in trial order, so the same command gives the same trials.
+Values are text here; :mod:`trainer_cli.sweeps.plan` type-checks each trial with jsonargparse,
+exactly as if every value had been given as ``--KEY VALUE``. Standard library only.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+import random
+import re
+from dataclasses import dataclass
+from typing import Any
+
+from trainer_cli.errors import UserError
+
+SWEEP_FLAG = "--sweep"
+TRIALS_FLAG = "--sweep_trials"
+SEED_FLAG = "--sweep_seed"
+RANDOM_KINDS = ("uniform", "loguniform", "randint", "choice")
+GRID_KINDS = ("list", "range")
+# options a trial may not vary: they say where the sweep itself lives
+NOT_SWEPT = ("name", "run_dir", "trainer.default_root_dir", "config", "ckpt_path")
+_CALL = re.compile(r"([a-z_]+)\((.*)\)", re.S)
+_KEY = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*")
+
+
+@dataclass(frozen=True)
+class Axis:
+    """One ``--sweep KEY=VALUES``: a grid axis (``values``) or a random one (``kind`` + ``args``)."""
+
+    key: str
+    """The dotted ``train fit`` option, e.g. ``optimizer.init_args.lr``."""
+    kind: str
+    """``list``, ``range`` (grid) or one of :data:`RANDOM_KINDS`."""
+    values: tuple[str, ...]
+    """Grid axes: every value, as text; random axes: the arguments (``choice``: the values)."""
+    spec: str
+    """The flag's value as given (``1e-3,3e-3``), for messages and ``sweep.json``."""
+
+    @property
+    def is_random(self) -> bool:
+        return self.kind in RANDOM_KINDS
+
+    def draw(self, rng: random.Random) -> str:
+        """One value of a random axis, as text (floats with 6 significant digits)."""
+        if self.kind == "choice":
+            return self.values[rng.randrange(len(self.values))]
+        low, high = (float(v) for v in self.values)
+        if self.kind == "randint":
+            return str(rng.randrange(int(low), int(high)))
+        value = math.exp(rng.uniform(math.log(low), math.log(high))) if self.kind == "loguniform" else rng.uniform(low, high)
+        return repr(float(f"{value:.6g}"))
+
+
+@dataclass(frozen=True)
+class Space:
+    """Every ``--sweep`` flag of a command line, with ``--sweep_trials`` and ``--sweep_seed``."""
+
+    axes: tuple[Axis, ...]
+    trials_per_point: int = 1
+    seed: int = 0
+
+    def trials(self) -> list[dict[str, str]]:
+        """The trials in order: each ``{key: value text}`` over every axis.
+
+        Returns:
+            ``len(grid points) * trials_per_point`` dicts (grid points: the product of the grid axes' sizes).
+        """
+        grid = [a for a in self.axes if not a.is_random]
+        drawn = [a for a in self.axes if a.is_random]
+        rng = random.Random(self.seed)
+        out = []
+        for point in itertools.product(*(a.values for a in grid)):
+            for _ in range(self.trials_per_point):
+                values = dict(zip((a.key for a in grid), point))
+                values |= {a.key: a.draw(rng) for a in drawn}
+                out.append({a.key: values[a.key] for a in self.axes})  # in the order the flags were given
+        return out
+
+    def describe(self) -> list[dict[str, Any]]:
+        """The axes for ``sweep.json``: key, kind and the values or arguments."""
+        return [{"key": a.key, "kind": a.kind, "spec": a.spec, "values": list(a.values)} for a in self.axes]
+
+
+def split_values(text: str) -> list[str]:
+    """Split ``text`` at the commas outside brackets, braces, parentheses and quotes; items stripped.
+
+    Raises:
+        UserError: for unbalanced brackets or quotes.
+    """
+    items, depth, quote, current = [], 0, "", []
+    for char in text:
+        if quote:
+            quote = "" if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char in "([{":
+            depth += 1
+        elif char in ")]}":
+            depth -= 1
+            if depth < 0:
+                raise UserError(f"{text!r}: a closing {char!r} without its opening one")
+        elif char == "," and depth == 0:
+            items.append("".join(current).strip())
+            current = []
+            continue
+        current.append(char)
+    if quote or depth:
+        raise UserError(f"{text!r}: unbalanced {'quotes' if quote else 'brackets'}")
+    items.append("".join(current).strip())
+    return items
+
+
+def parse_axis(flag_value: str) -> Axis:
+    """One ``--sweep KEY=VALUES`` value as an :class:`Axis`.
+
+    Raises:
+        UserError: naming the flag, for a missing ``=``, a key that is not a dotted option name or
+            may not be swept, an empty value, or a bad range or distribution.
+    """
+    where = f"{SWEEP_FLAG} {flag_value}"
+    key, sep, spec = flag_value.partition("=")
+    key, spec = key.strip().removeprefix("--"), spec.strip()
+    if not sep or not spec:
+        raise UserError(f"{where}: write KEY=VALUES, e.g. {SWEEP_FLAG} optimizer.init_args.lr=1e-3,3e-3 (see `train sweep-results --help`)")
+    if not _KEY.fullmatch(key):
+        raise UserError(f"{where}: {key!r} is not an option name (dotted, like trainer.max_epochs)")
+    if key in NOT_SWEPT:
+        raise UserError(f"{where}: {key} says where the sweep lives and cannot vary between trials")
+    call = _CALL.fullmatch(spec)
+    if call is None or call.group(1) not in (*RANDOM_KINDS, "range"):
+        values = split_values(spec)
+        if any(v == "" for v in values):
+            raise UserError(f"{where}: an empty value in the list (two commas, or one at an end)")
+        return Axis(key, "list", tuple(values), spec)
+    kind, args = call.group(1), split_values(call.group(2))
+    if kind == "choice":
+        if not args or any(a == "" for a in args):
+            raise UserError(f"{where}: choice(...) needs one or more values, e.g. choice(adam,sgd)")
+        return Axis(key, kind, tuple(args), spec)
+    if kind in ("range", "randint"):
+        numbers = _numbers(where, args, int, "integers", (1, 3) if kind == "range" else (2, 2))
+        if kind == "range":
+            values = tuple(str(v) for v in range(*numbers))
+            if not values:
+                raise UserError(f"{where}: the range is empty; range(start,stop[,step]) excludes stop, like Python's")
+            return Axis(key, kind, values, spec)
+        if numbers[0] >= numbers[1]:
+            raise UserError(f"{where}: randint(low,high) draws low..high-1: high must be above low")
+        return Axis(key, kind, tuple(args), spec)
+    low, high = _numbers(where, args, float, "numbers", (2, 2))
+    if not low < high or (kind == "loguniform" and low <= 0):
+        need = "0 < low < high" if kind == "loguniform" else "low < high"
+        raise UserError(f"{where}: {kind}(low,high) needs {need}")
+    return Axis(key, kind, tuple(args), spec)
+
+
+def _numbers(where: str, args: list[str], kind: type, noun: str, count: tuple[int, int]) -> list[Any]:
+    if not count[0] <= len(args) <= count[1]:
+        wanted = str(count[0]) if count[0] == count[1] else f"{count[0]} to {count[1]}"
+        raise UserError(f"{where}: takes {wanted} {noun}, got {len(args)}")
+    try:
+        return [kind(a) for a in args]
+    except ValueError:
+        raise UserError(f"{where}: the arguments must be {noun}, got {', '.join(args)}") from None
+
+
+def take_sweep_args(args: list[str]) -> tuple[Space | None, list[str]]:
+    """Take ``--sweep``, ``--sweep_trials`` and ``--sweep_seed`` (``--flag value`` or ``--flag=value``)
+    out of ``args``.
+
+    Returns:
+        ``(space, rest)``: the search space (None when no ``--sweep`` is given) and the other arguments.
+
+    Raises:
+        UserError: for a flag without a value, a bad axis, a key swept twice, ``--sweep_trials``
+            below 1 or above 1 without a random axis, or ``--sweep_trials``/``--sweep_seed`` alone.
+    """
+    found: dict[str, list[str]] = {SWEEP_FLAG: [], TRIALS_FLAG: [], SEED_FLAG: []}
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        flag, sep, value = args[i].partition("=")
+        if flag in found:
+            if not sep:
+                if i + 1 >= len(args):
+                    raise UserError(f"{flag} needs a value")
+                value, i = args[i + 1], i + 1
+            found[flag].append(value)
+        else:
+            rest.append(args[i])
+        i += 1
+    if not found[SWEEP_FLAG]:
+        extra = [f for f in (TRIALS_FLAG, SEED_FLAG) if found[f]]
+        if extra:
+            raise UserError(f"{' and '.join(extra)} without {SWEEP_FLAG}: nothing to sweep")
+        return None, rest
+    axes = tuple(parse_axis(v) for v in found[SWEEP_FLAG])
+    keys = [a.key for a in axes]
+    twice = sorted({k for k in keys if keys.count(k) > 1})
+    if twice:
+        raise UserError(f"{SWEEP_FLAG} {twice[0]} is given twice: put every value in one flag ({twice[0]}=v1,v2,...)")
+    trials, seed = (_one_int(flag, found[flag], default) for flag, default in ((TRIALS_FLAG, 1), (SEED_FLAG, 0)))
+    if trials < 1:
+        raise UserError(f"{TRIALS_FLAG} {trials}: must be 1 or more")
+    if trials > 1 and not any(a.is_random for a in axes):
+        raise UserError(f"{TRIALS_FLAG} {trials}: needs a random axis (e.g. {SWEEP_FLAG} optimizer.init_args.lr=loguniform(1e-4,1e-1)); a grid runs each point once")
+    return Space(axes, trials, seed), rest
+
+
+def _one_int(flag: str, values: list[str], default: int) -> int:
+    if not values:
+        return default
+    try:
+        return int(values[-1])
+    except ValueError:
+        raise UserError(f"{flag} {values[-1]}: expected an integer") from None
+
+
+def requested(args: list[str]) -> bool:
+    """Whether ``args`` hold a ``--sweep`` flag (cheap: nothing is parsed)."""
+    return any(a == SWEEP_FLAG or a.startswith(SWEEP_FLAG + "=") for a in args)
