@@ -60,7 +60,9 @@ DATA_TO_MODEL = ("num_classes", "in_channels", "image_size")
 CONFIG_HELP = (
     "--config FILE is repeatable (later layers win; short forms like experiment/digits work). "
     "--config_root DIR (repeatable) and $TRAINER_CLI_CONFIG_PATH add user config roots, folders laid out like "
-    "configs/, searched before the bundled configs."
+    "configs/, searched before the bundled configs. "
+    "train fit --sweep KEY=V1,V2 (repeatable; range(), uniform(), loguniform(), randint(), choice() with "
+    "--sweep_trials N --sweep_seed S) runs one fit per trial in a sweep directory (`train sweep-results --help`)."
 )
 
 
