@@ -134,7 +134,7 @@ def test_usr1_checkpoints_requeues_and_resumes(slurm_cluster: None, tmp_path: Pa
     one-task DDP job: an hpc checkpoint mid-epoch, a requeue; the restart resumes from it (one-task
     DDP mid-epoch resume used to die with an IndexError), in the same run directory and TensorBoard
     version, and completes."""
-    epochs, batches = 6, 5
+    epochs, batches = 30, 5  # seconds of training left after the first checkpoint: the signal comes before the end
     job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--trainer.max_epochs", str(epochs), "--trainer.log_every_n_steps", "1")
     wait_for_file(run_dir / "checkpoints" / "last.ckpt", timeout_s=300)  # training is under way
     subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)

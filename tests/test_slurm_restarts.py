@@ -70,7 +70,7 @@ def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_p
     global step never going back, and completes; the test job (`--slurm.test_after_fit`) waits for
     it, not for the job that ended. `train jobs`, `--tail` and `train cancel` follow the run to the
     new id."""
-    epochs, batches = 6, 5
+    epochs, batches = 30, 5  # seconds of training left after the first checkpoint: the signal comes before the end
     job_id, run_dir, out = _submit(
         tmp_path, 1, 1, "--trainer.max_epochs", str(epochs), "--slurm.requeue_mode", "resubmit", "--slurm.test_after_fit", "true",
     )
@@ -128,7 +128,7 @@ def test_refused_requeue_resubmits_instead(slurm_cluster: None, tmp_path: Path) 
     """A job Slurm will not requeue (`--no-requeue`, as a site's JobRequeue=0 or a PreemptMode that
     cancels makes it): `scontrol requeue` fails, and the job resubmits itself instead; the new job
     resumes from the hpc checkpoint and completes."""
-    epochs, batches = 4, 5
+    epochs, batches = 30, 5  # seconds of training left after the first checkpoint: the signal comes before the end
     job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--trainer.max_epochs", str(epochs), "--slurm.extra_sbatch", '["--no-requeue"]')
     wait_for_step(run_dir, batches, job_id=job_id)
     subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
@@ -162,7 +162,7 @@ def test_a_real_preemption_is_told_from_the_time_limit(slurm_cluster: None, tmp_
     if not _urgent_partition():
         pytest.skip("the running local cluster has no preempting partition `urgent`: it was started by an older "
                     "scripts/local-slurm; restart it (scripts/local-slurm stop; scripts/local-slurm start) to run this test")
-    epochs, batches = 6, 5
+    epochs, batches = 60, 5  # long enough (seconds) that Slurm's preemption comes before the end, on a loaded machine too
     job_id, run_dir, _ = _submit(
         tmp_path, 1, 1, "--trainer.max_epochs", str(epochs), "--slurm.requeue_mode", mode,
         "--slurm.extra_sbatch", '["--nodelist=node4", "--exclusive"]',  # alone on node4: nobody else's job is preempted

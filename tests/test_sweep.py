@@ -220,7 +220,7 @@ def test_one_array_task_requeues_alone_and_resumes(slurm_cluster: None, tmp_path
     other task is never restarted) and resumes from its checkpoint; both complete. Task 1 is the one
     whose SLURM_JOB_ID is the array's id (Slurm keeps the array's record on the highest index), where
     `scontrol requeue <SLURM_JOB_ID>` would requeue every task: the task requeues `<array>_<task>`."""
-    epochs, batches = 6, 5
+    epochs, batches = 30, 5  # seconds of training left after the first checkpoint: the signal comes before the end
     job_id, sweep_dir = _submit_sweep(tmp_path, "--trainer.max_epochs", str(epochs), "--sweep", "optimizer.init_args.lr=1e-3,1e-2")
     task, trial = f"{job_id}_1", sweep_dir / "trial_001"
     wait_for_file(trial / "checkpoints" / "last.ckpt", timeout_s=300)  # training is under way

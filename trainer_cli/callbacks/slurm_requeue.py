@@ -115,7 +115,7 @@ class SynchronizedRequeue(pl.Callback):
         cause, left_s = ("", None)
         if trainer.is_global_zero:  # time limit or preemption, from the time the job had left (trainer_cli.launch.restarts)
             delay_s = int(os.environ.get(ENV_SIGNAL_DELAY_S) or 0)
-            cause, left_s = restarts_log.cause_of_signal(os.environ.get("SLURM_JOB_ID"), delay_s, requeue_signal.received_at())
+            cause, left_s = restarts_log.cause_of_signal(jobstate.scontrol_id(), delay_s, requeue_signal.received_at())
         said = f"SIGUSR1 at step {step} ({cause}{'' if left_s is None else f', {left_s} s left'})"
         event = {"job_id": job_id, "cause": cause, "seconds_left": left_s, "step": step, "checkpoint": path}
         if max_restarts >= 0 and restarts >= max_restarts:

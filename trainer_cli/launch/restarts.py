@@ -77,7 +77,7 @@ def cause_of_signal(job_id: str | None, signal_delay_s: int, signalled_at: float
     """:func:`classify` for this job, asking ``scontrol show job -o JOB_ID`` now.
 
     Args:
-        job_id: The Slurm job id (``SLURM_JOB_ID``).
+        job_id: The job as scontrol names it alone (:func:`trainer_cli.launch.jobstate.scontrol_id`: `<array id>_<task>` for an array task).
         signal_delay_s: The job's ``--signal`` lead time in seconds.
         signalled_at: ``time.time()`` when the signal arrived (None: now).
     """
