@@ -11,6 +11,7 @@ files and checkpoints.
 
 from __future__ import annotations
 
+import logging
 import os
 import sys
 import warnings
@@ -329,10 +330,15 @@ def parse_config(verb: str, args: list[str], expand: bool = True) -> tuple[Light
             captured["config"] = self._subconfig()
             raise _Parsed
 
+    seed_log = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to 42": said by the run, not the parse
+    level = seed_log.level
+    seed_log.setLevel(logging.WARNING)
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
             _ParseOnlyCLI(args=[verb, *(expand_config_args(args) if expand else args)])
     except _Parsed:
         pass
+    finally:
+        seed_log.setLevel(level)
     return captured["parser"], captured["config"]

@@ -18,10 +18,8 @@ from __future__ import annotations
 import contextlib
 import io
 import json
-import logging
 import shutil
 import sys
-from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -142,18 +140,6 @@ def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> tupl
     return Trial(index, overrides, parser, config), err.getvalue()
 
 
-@contextlib.contextmanager
-def _seed_not_announced() -> Iterator[None]:
-    """Lightning's "Seed set to 42", said by every parse: each trial says it when it runs."""
-    seed_log = logging.getLogger("lightning.fabric.utilities.seed")
-    level = seed_log.level
-    seed_log.setLevel(logging.WARNING)
-    try:
-        yield
-    finally:
-        seed_log.setLevel(level)
-
-
 def check_trials(space: Space, fit_args: list[str]) -> tuple[Any, list[Trial]]:
     """Compose and type-check the base command and every trial of ``space``; nothing is written.
 
@@ -172,8 +158,7 @@ def check_trials(space: Space, fit_args: list[str]) -> tuple[Any, list[Trial]]:
     """
     from trainer_cli.cli import parse_config
 
-    with _seed_not_announced():
-        _, base = parse_config("fit", fit_args, expand=False)  # errors of the command itself read as `train fit`'s
+    _, base = parse_config("fit", fit_args, expand=False)  # errors of the command itself read as `train fit`'s
     if base.get("run_dir"):
         raise UserError("--run_dir and --sweep: a sweep makes a run directory per trial (<root>/<name>/sweep_<N>/trial_<i>); drop --run_dir")
     if base.get("ckpt_path") in ("last", "best"):
@@ -184,8 +169,7 @@ def check_trials(space: Space, fit_args: list[str]) -> tuple[Any, list[Trial]]:
         for key, value in overrides.items():
             args += [f"--{key}", value]
         try:
-            with _seed_not_announced():
-                trial, said = _parse_trial(index, overrides, args)
+            trial, said = _parse_trial(index, overrides, args)
         except _TrialRefused as why:  # every trial is checked: all refused ones are named at once
             refused.setdefault(str(why), []).append(trial_label(index, overrides))
             continue
