@@ -11,6 +11,8 @@ files and checkpoints.
 
 from __future__ import annotations
 
+import importlib
+import inspect
 import logging
 import os
 import sys
@@ -50,8 +52,6 @@ from trainer_cli.optim.configure import configure_optimizers
 from trainer_cli.optim.param_groups import ParamGroups
 from trainer_cli.run import DEFAULT_LOGGER, DEFAULT_ROOT_DIR, EXIT_INTERRUPTED, EXIT_SIGTERM, FIT_LIKE, Run  # noqa: F401 - re-exported
 
-# configs say ${optimizer.init_args.lr}; under a subcommand the key is fit.optimizer...: resolve relative
-set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
 
 DEFAULT_NAME = "run"
 # what flows from the data module to the model, stated once (links on instantiation)
@@ -75,6 +75,12 @@ class TrainerArgumentParser(LightningArgumentParser):
         kwargs.setdefault("epilog", CONFIG_HELP)  # `train fit --help`
         super().__init__(*args, **kwargs)
 
+    def link_arguments(self, source: Any, target: str, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+        """jsonargparse's; the target is remembered, so the launcher's own data->model links leave
+        a key the user's CLI links alone."""
+        super().link_arguments(source, target, *args, **kwargs)
+        self.link_targets = getattr(self, "link_targets", set()) | {target}
+
     def error(self, message: str, ex: Optional[Exception] = None) -> Any:  # type: ignore[override]
         message = explain_parse_error(message, getattr(ex, "subcommand_parser", None) or self)
         if not self.exit_on_error:
@@ -85,6 +91,72 @@ class TrainerArgumentParser(LightningArgumentParser):
         hint = _replaced_class_hint(where, message)
         print(f"error: {where + ': ' if where else ''}{message}{hint}\n  (`train {verb} --help` lists every option)", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
+
+
+@contextmanager
+def _process_state_restored() -> Iterator[None]:
+    """Around building and running a :class:`TrainerCLI`: the launcher's process-global settings
+    (jsonargparse's ``omegaconf_absolute_to_relative_paths``, the quiet warning and log filters of
+    :mod:`trainer_cli.quiet`, ``TRAINER_CLI_RUN_DIR``) apply inside and are put back afterwards, so a
+    plain LightningCLI built later in the same process behaves as it would alone."""
+    env_before = os.environ.get(rundir.ENV_RUN_DIR)
+    try:
+        from jsonargparse import get_parsing_setting
+
+        relative_before = get_parsing_setting("omegaconf_absolute_to_relative_paths")
+    except (ImportError, ValueError):  # pragma: no cover - an older jsonargparse
+        relative_before = False
+    # configs say ${optimizer.init_args.lr}; under a subcommand the key is fit.optimizer...: resolve relative
+    set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
+    try:
+        with warnings.catch_warnings(), quiet.installed():
+            yield
+    finally:
+        set_parsing_settings(omegaconf_absolute_to_relative_paths=relative_before)
+        if env_before is None:
+            os.environ.pop(rundir.ENV_RUN_DIR, None)
+        else:
+            os.environ[rundir.ENV_RUN_DIR] = env_before
+
+
+def _has_key(parser: LightningArgumentParser, key: str) -> bool:
+    """Whether ``parser`` has an option ``key`` (``trainer.default_root_dir``, ``optimizer``)."""
+    try:
+        parser.get_default(key)
+    except KeyError:
+        return False
+    return True
+
+
+def _parameters(target: Any) -> dict[str, Any]:
+    """The keyword parameters of a class's ``__init__`` (or a callable) with their defaults."""
+    try:
+        signature = inspect.signature(target)
+    except (TypeError, ValueError):
+        return {}
+    return {name: p.default for name, p in signature.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+
+
+def _class_of(model_cfg: Any, fixed: Any, subclass_mode: bool) -> Any:
+    """The model class a parsed ``model`` config builds (its ``class_path`` in subclass mode)."""
+    if not subclass_mode:
+        return fixed
+    class_path = model_cfg.get("class_path") if isinstance(model_cfg, Namespace) else None
+    if not class_path:
+        return None
+    module, _, name = class_path.rpartition(".")
+    try:
+        return getattr(importlib.import_module(module), name)
+    except (ImportError, AttributeError):
+        return None
+
+
+def _declares(cls: type, key: str) -> bool:
+    """Whether a data module class declares ``key``: a class attribute, an annotation or an ``__init__`` argument."""
+    annotations: dict[str, Any] = {}
+    for klass in getattr(cls, "__mro__", ()):
+        annotations.update(getattr(klass, "__annotations__", {}))
+    return hasattr(cls, key) or key in annotations or key in _parameters(cls)
 
 
 def _replaced_class_hint(where: str, message: str) -> str:
@@ -102,12 +174,24 @@ def _replaced_class_hint(where: str, message: str) -> str:
 class TrainerCLI(LightningCLI):
     """LightningCLI with layered configs, run directories and optimizers built from the trainer.
 
-    Built on LightningCLI's public hooks only: ``parse_arguments`` (checks an explicit
-    ``--ckpt_path`` file before LightningCLI reads the model's hyperparameters from it),
-    ``add_arguments_to_parser`` (the optimizer and scheduler groups, added with
-    ``auto_configure_optimizers=False`` so that they are built lazily, see
-    :mod:`trainer_cli.optim.configure`), ``before_instantiate_classes`` / ``after_instantiate_classes``
+    A drop-in for ``LightningCLI`` in a user's own script: every constructor argument and hook of
+    LightningCLI keeps its meaning (positional model/data classes in either mode, ``trainer_class``,
+    ``trainer_defaults``, ``seed_everything_default``, ``parser_kwargs``, ``args`` as a list or a dict,
+    ``run=False``, ``auto_configure_optimizers``, the model's own ``configure_optimizers``, subclasses
+    that add arguments and links). Constructing it leaves no process-global state behind
+    (environment variables, parsing settings, warning filters, log filters).
+
+    Built on LightningCLI's public hooks only: ``init_parser`` and ``add_core_arguments_to_parser``
+    (the launcher's own options: ``--name``, ``--run_dir``, ``--param_groups``, ...),
+    ``parse_arguments`` (after the user's ``add_arguments_to_parser``: the ``--optimizer`` /
+    ``--lr_scheduler`` groups when ``auto_configure_optimizers``, the data->model links; an explicit
+    ``--ckpt_path`` file is checked), ``before_instantiate_classes`` / ``after_instantiate_classes``
     and ``instantiate_trainer`` (the run directory, :class:`trainer_cli.run.Run`).
+
+    The data->model links (:data:`DATA_TO_MODEL`: ``num_classes``, ``in_channels``, ``image_size``)
+    apply only where the model declares the argument, the data module has the attribute, the model's
+    value was not set by the user (it equals the signature default) and the user's CLI does not link
+    the same key itself. The value used is recorded in the run's ``config.yaml``.
 
     Args:
         run_directory: The run's directory policy (:class:`trainer_cli.run.Run`); one for the verb
@@ -118,37 +202,36 @@ class TrainerCLI(LightningCLI):
     def __init__(self, *args: Any, run_directory: Run | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("parser_class", TrainerArgumentParser)
         kwargs.setdefault("save_config_callback", None)  # config.yaml is written into the run directory
-        kwargs["auto_configure_optimizers"] = False  # added in add_arguments_to_parser, built lazily
+        self._auto_optimizers = kwargs.get("auto_configure_optimizers", True)
+        kwargs["auto_configure_optimizers"] = False  # added in parse_arguments, built lazily
         self.config: Any = None
         self._subcommands = kwargs.get("run", True)
-        argv = kwargs.get("args")
-        self._verb = argv[0] if isinstance(argv, list) and argv and argv[0] in LightningCLI.subcommands() else None
-        self.run = run_directory if run_directory is not None else Run(self._verb)
+        self.run = run_directory if run_directory is not None else Run(None)
         self.verb_parser: LightningArgumentParser | None = None  # the parser of the verb being run
-        super().__init__(*args, **kwargs)
+        self._core_parsers: list[LightningArgumentParser] = []
+        self._data_links: dict[str, str] = {}  # DATA_TO_MODEL key -> model target key it links to
+        self.applied_links: dict[str, Any] = {}  # model target key -> the value the link gave
+        with _process_state_restored():
+            super().__init__(*args, **kwargs)
 
     @property
     def run_dir(self) -> Path | None:
         """The run directory (:attr:`trainer_cli.run.Run.path`)."""
         return self.run.path
 
-    def subcommands(self) -> dict[str, set[str]]:  # type: ignore[override]
-        """Only the verb being run: building the parsers of all four costs start-up time."""
-        every = LightningCLI.subcommands()
-        return {self._verb: every[self._verb]} if self._verb else every
-
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         kwargs.setdefault("parser_mode", "omegaconf+")  # ${...} resolved after every layer and flag
         kwargs.setdefault("allow_abbrev", False)  # a misspelt --trainer.max_epoch is an error, not a prefix match
         return super().init_parser(**kwargs)
 
-    def add_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
-        self.verb_parser = parser  # called for the verb's parser only (subcommands()), or the one parser
+    def add_core_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
+        """LightningCLI's (trainer, model, data), then the launcher's own options. Here, not in
+        ``add_arguments_to_parser``: a user's subclass overrides that without calling ``super()``."""
+        super().add_core_arguments_to_parser(parser)
+        self._core_parsers.append(parser)
         if not self._subcommands:  # built without fit (lr-find, cv, ...): fit's own options (ckpt_path,
             # weights_only) are accepted, so that a run's config.yaml reads here as it is
             parser.add_method_arguments(pl.Trainer, "fit", skip=set(LightningCLI.subcommands()["fit"]))
-        parser.add_optimizer_args((Optimizer,))  # --optimizer NAME, as LightningCLI's automatic one
-        parser.add_lr_scheduler_args(LRSchedulerTypeTuple)
         parser.add_argument(
             "--name",
             type=str,
@@ -168,15 +251,77 @@ class TrainerCLI(LightningCLI):
             default=None,
             help="torch.set_float32_matmul_precision: 'high' lets float32 matmuls use TF32 tensor cores. Empty: torch's default.",
         )
-        parser.set_defaults({"trainer.default_root_dir": DEFAULT_ROOT_DIR, "trainer.logger": DEFAULT_LOGGER})
-        for key in DATA_TO_MODEL:
-            parser.link_arguments(f"data.{key}", f"model.init_args.{key}", apply_on="instantiate")
+        defaults = {"trainer.default_root_dir": DEFAULT_ROOT_DIR, "trainer.logger": DEFAULT_LOGGER}
+        for key, value in defaults.items():  # the user's trainer_defaults and trainer class come first
+            if key.split(".", 1)[1] not in self.trainer_defaults and _has_key(parser, key):
+                parser.set_defaults({key: value})
+
+    def _add_after_user_arguments(self, parser: LightningArgumentParser) -> None:
+        """What LightningCLI adds after ``add_arguments_to_parser``: the optimizer and scheduler groups
+        (when ``auto_configure_optimizers`` and the user added none), and the data->model links the
+        user's CLI does not make itself."""
+        if self._auto_optimizers:
+            if not _has_key(parser, "optimizer"):
+                parser.add_optimizer_args((Optimizer,))  # --optimizer NAME, as LightningCLI's automatic one
+            if not _has_key(parser, "lr_scheduler"):
+                parser.add_lr_scheduler_args(LRSchedulerTypeTuple)
+        if not self.subclass_mode_model:
+            return  # a fixed model class: linked after parsing, where the user left the value unset
+        user_targets = getattr(parser, "link_targets", set())
+        for key in DATA_TO_MODEL:  # a class without the argument: jsonargparse skips the missing target
+            target = f"model.init_args.{key}"
+            if target in user_targets or f"model.{key}" in user_targets:
+                continue  # the user's own link on the same key wins
+            parser.link_arguments("data", target, compute_fn=partial(self._linked_value, key, target), apply_on="instantiate")
+            self._data_links[key] = target
+
+    def _linked_value(self, key: str, target: str, data: Any) -> Any:
+        """The value a data->model link gives ``target``: the data module's ``key`` attribute where the
+        user left the model's value at its default, else the model's own value."""
+        model_cfg = self._subconfig().get("model")
+        current = model_cfg.get(target.split(".", 1)[1]) if isinstance(model_cfg, Namespace) else None
+        model_class = _class_of(model_cfg, self._model_class, self.subclass_mode_model)
+        default = _parameters(model_class).get(key, inspect.Parameter.empty) if model_class else inspect.Parameter.empty
+        if data is None or not hasattr(data, key) or (default is not inspect.Parameter.empty and current != default):
+            value = current
+        else:
+            value = getattr(data, key)
+        self.applied_links[target] = value
+        return value
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
-        """LightningCLI's; then an explicit ``--ckpt_path`` file is checked to be a complete
-        checkpoint of the configured model before LightningCLI reads its hyperparameters."""
+        """LightningCLI's, after the launcher's arguments that follow the user's (optimizers, links);
+        then an explicit ``--ckpt_path`` file is checked to be a complete checkpoint of the configured
+        model before LightningCLI reads its hyperparameters."""
+        for core in self._core_parsers:
+            self._add_after_user_arguments(core)
+        if args is None and self._subcommands and len(sys.argv) > 1 and sys.argv[1] in self.subcommands():
+            # a user's script (`python main.py fit ...`): config short forms and Hydra composition,
+            # `--run_dir DIR` alone resumes with the run's own config.yaml, as under `train`
+            args = [sys.argv[1], *with_stored_config(expand_config_args(sys.argv[2:]))]
         super().parse_arguments(parser, args)
+        verb = self.config.get("subcommand") if self._subcommands else None
+        self.verb_parser = self._parser(verb) if verb else parser
+        if self.run.verb is None:
+            self.run.verb = verb
+        if not self.subclass_mode_model:  # a fixed model class: link what the user left unset, now
+            self._link_unset_fixed_model_args(self.verb_parser)
         self.run.check_checkpoint(self._subconfig(), DATA_TO_MODEL)
+
+    def _link_unset_fixed_model_args(self, parser: LightningArgumentParser) -> None:
+        params = _parameters(self._model_class)
+        model_cfg = self._subconfig().get("model")
+        user_targets = getattr(parser, "link_targets", set())
+        for key in DATA_TO_MODEL:
+            target = f"model.{key}"
+            if key not in params or target in user_targets or not isinstance(model_cfg, Namespace):
+                continue
+            if params[key] is not inspect.Parameter.empty and model_cfg.get(key) != params[key]:
+                continue  # set by the user: their value stays
+            if self.datamodule_class is None or not _declares(self.datamodule_class, key):
+                continue
+            parser.link_arguments("data", target, compute_fn=partial(self._linked_value, key, target), apply_on="instantiate")
+            self._data_links[key] = target
 
     def _subconfig(self) -> Namespace:
         verb = self.config.get("subcommand") if self.config is not None else None
@@ -195,19 +340,21 @@ class TrainerCLI(LightningCLI):
             torch.set_float32_matmul_precision(cfg.float32_matmul_precision)
         check_backbone_kwargs(cfg)  # before the dump: config.yaml holds the options the backbone gets
         assert self.verb_parser is not None
-        config_text = self.verb_parser.dump(cfg, skip_none=False)
         check_optimizer_config(cfg)
         check_trainer_minimums(cfg)
-        self.run.prepare(cfg, config_text)
+        self.run.link_targets = set(self._data_links.values())
+        self.run.prepare(cfg, lambda: self.verb_parser.dump(cfg, skip_none=False, skip_link_targets=False))
 
     def after_instantiate_classes(self) -> None:
         self._add_configure_optimizers()
-        self.run.freeze()
+        self.run.freeze(self.applied_links)
 
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
         """LightningCLI's, with the run's callbacks and checkpoint plugin added (the run summary,
         RNG states, last.ckpt, Slurm requeue, the checkpoint on SIGTERM, atomic checkpoint files)."""
         trainer_config = {**self._subconfig_init().get("trainer", {}), **kwargs}
+        if "callbacks" not in trainer_config:  # a trainer class without callbacks: LightningCLI's warning
+            return self._remember_trainer(super().instantiate_trainer(**kwargs))
         configured = trainer_config.get("callbacks") or []
         configured = list(configured) if isinstance(configured, list) else [configured]
         added: list[Any] = [RunSummary(str(self.run_dir) if self.run_dir else None)]
@@ -221,9 +368,14 @@ class TrainerCLI(LightningCLI):
         added += self.run.callbacks(configured, added)
         added += default_progress_bar(trainer_config, added)
         callbacks = drop_switched_off({**trainer_config, "callbacks": configured + added})["callbacks"]
-        plugins = with_atomic_checkpoint_io(trainer_config.get("plugins"))
-        self.run.trainer = super().instantiate_trainer(**{**kwargs, "callbacks": callbacks, "plugins": plugins})
-        return self.run.trainer
+        extra = {"callbacks": callbacks}
+        if "plugins" in trainer_config:
+            extra["plugins"] = with_atomic_checkpoint_io(trainer_config.get("plugins"))
+        return self._remember_trainer(super().instantiate_trainer(**{**kwargs, **extra}))
+
+    def _remember_trainer(self, trainer: pl.Trainer) -> pl.Trainer:
+        self.run.trainer = trainer
+        return trainer
 
     # -- optimizers ------------------------------------------------------------------------------
     def _add_configure_optimizers(self) -> None:
@@ -269,8 +421,16 @@ def run_subcommand(verb: str, args: list[str]) -> int:
     """
     args = with_stored_config(expand_config_args(args))
     with building_cli(verb) as run, run.stops_with_exit_code():
-        TrainerCLI(args=[verb, *args], run_directory=run)
+        verb_cli(verb)(args=[verb, *args], run_directory=run)
     return 0
+
+
+def verb_cli(verb: str, base: type[TrainerCLI] | None = None) -> type[TrainerCLI]:
+    """``base`` (TrainerCLI) with the parser of ``verb`` alone: building the parsers of all four
+    subcommands costs start-up time. ``subcommands`` stays a staticmethod, as LightningCLI's."""
+    base = base or TrainerCLI
+    every = LightningCLI.subcommands()
+    return type(base.__name__, (base,), {"subcommands": staticmethod(lambda: {verb: every[verb]}), "__module__": base.__module__})
 
 
 @contextmanager
@@ -336,7 +496,7 @@ def parse_config(verb: str, args: list[str], expand: bool = True) -> tuple[Light
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-            _ParseOnlyCLI(args=[verb, *(expand_config_args(args) if expand else args)])
+            verb_cli(verb, _ParseOnlyCLI)(args=[verb, *(expand_config_args(args) if expand else args)])
     except _Parsed:
         pass
     finally:

@@ -13,7 +13,8 @@ import logging
 import os
 import re
 import warnings
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 
@@ -116,12 +117,29 @@ class _DropSilencedLines(logging.Filter):
         return not any(p.match(message) for p in self.patterns)
 
 
-def install() -> None:
-    """Silence the messages of :data:`WARNINGS` and :data:`LOG_LINES` (idempotent)."""
+def install() -> list[tuple[logging.Logger, logging.Filter]]:
+    """Silence the messages of :data:`WARNINGS` and :data:`LOG_LINES` (idempotent); returns the log
+    filters it added (for :func:`installed` to remove again)."""
     for silenced in WARNINGS:
         if silenced.applies():
             warnings.filterwarnings("ignore", message=silenced.pattern)
+    added = []
     for name in LIGHTNING_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropSilencedLines) for f in logger.filters):
-            logger.addFilter(_DropSilencedLines())
+            added.append((logger, _DropSilencedLines()))
+            logger.addFilter(added[-1][1])
+    return added
+
+
+@contextmanager
+def installed() -> Iterator[None]:
+    """:func:`install` for the duration of a block: the warning filters and log filters are put back
+    afterwards (a TrainerCLI in a user's script leaves the process as it found it)."""
+    with warnings.catch_warnings():
+        added = install()
+        try:
+            yield
+        finally:
+            for logger, log_filter in added:
+                logger.removeFilter(log_filter)

@@ -38,7 +38,7 @@ from __future__ import annotations
 
 import os
 import shutil
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
@@ -94,6 +94,8 @@ class Run:
         self.resume_command = "train fit --run_dir {path} --ckpt_path last"
         self._checked: set[str] = set()
         self._config_text = ""
+        self._launcher_set: dict[str, Any] = {}
+        self.link_targets: set[str] = set()  # model keys the data->model links fill (TrainerCLI)
         self._mlflow_uris: list[str] = []
 
     @property
@@ -117,25 +119,36 @@ class Run:
             self._checked.add(str(self.ckpt_path))
 
     # -- before building -------------------------------------------------------------------------
-    def prepare(self, cfg: Namespace, config_text: str) -> Path:
+    def prepare(self, cfg: Namespace, dump: Callable[[], str]) -> Path:
         """Choose the directory (rules 1-3), resolve ``--ckpt_path last|best`` in ``cfg``, point the
-        loggers and checkpoints at it (rule 4); returns the directory. ``config_text`` is the
-        resolved config as YAML (what :meth:`freeze` writes, and what a resume compares with).
+        loggers and checkpoints at it (rule 4); returns the directory. ``dump`` gives the resolved
+        config as YAML: before pointing (what a resume compares with) and after it (what
+        :meth:`freeze` writes: the values the Trainer is built from).
 
         Raises:
             UserError: for a bad ``--name``, an unwritable root, nothing to resume, a checkpoint that
                 cannot be read, or a run directory that would be reused.
             SystemExit: 0 when ``--ckpt_path last`` names a finished run (nothing to train).
         """
-        self._config_text = config_text
+        self._config_text = dump()
         self.path = self._choose(cfg).absolute()
         self.ckpt_path = cfg.get("ckpt_path")
         retired_by_rank_0 = rank_zero_only.rank != 0 and str(self.ckpt_path).endswith(rundir.USED_SUFFIX)  # renamed any moment now
         if is_checkpoint_file(self.ckpt_path) and str(self.ckpt_path) not in self._checked and not retired_by_rank_0:
             check_checkpoint_file(self.ckpt_path)
         os.environ[rundir.ENV_RUN_DIR] = str(self.path)  # DDP processes launched from here share it
+        before = yaml.safe_load(self._config_text)
         self._point_loggers(cfg)
-        cfg.trainer.default_root_dir = str(self.path)  # where hpc (Slurm requeue) checkpoints go
+        self._config_text = dump()  # the record keeps the root: re-running it makes a new run beside this one
+        self._launcher_set = _changed_keys(before, yaml.safe_load(self._config_text))
+        if "default_root_dir" in cfg.trainer:
+            self._launcher_set["trainer.default_root_dir (the Trainer's: this run directory)"] = cfg.trainer.default_root_dir
+            cfg.trainer.default_root_dir = str(self.path)  # where hpc (Slurm requeue) checkpoints go
+        root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR).absolute()
+        moved = {k: v for k, v in self._launcher_set.items()
+                 if ".logger" in k and k.endswith(("save_dir", ".name")) and isinstance(v, str) and not Path(v).absolute().is_relative_to(root.parent)}
+        if moved and rank_zero_only.rank == 0:
+            print(f"Logs go to the run directory {self.path} (" + ", ".join(f"{k} was {v!r}" for k, v in moved.items()) + ")", flush=True)
         return self.path
 
     def _choose(self, cfg: Namespace) -> Path:
@@ -168,7 +181,11 @@ class Run:
             return rundir.allocate(root, name)
         if ckpt and self.trains and not child:  # before anything is chosen or renamed
             stored = stored_config(run_dir)
-            for change in compare_for_resume(stored, yaml.safe_load(self._config_text), run_dir) if stored else []:
+            current = yaml.safe_load(self._config_text)
+            for key in self.link_targets:  # filled from the data module when built: compared by the checkpoint's tensors
+                for tree in (stored or {}, current or {}):
+                    _pop_dotted(tree, key)
+            for change in compare_for_resume(stored, current, run_dir) if stored else []:
                 print(f"resume: {change} (changed since the run started)", flush=True)
         if ckpt in RUN_CHOICES:
             cfg.ckpt_path = str(self._checkpoint_of(cfg, run_dir, ckpt, announce=not child))
@@ -228,15 +245,21 @@ class Run:
         return [self.interrupt_checkpoint]
 
     # -- after building --------------------------------------------------------------------------
-    def freeze(self) -> None:
+    def freeze(self, linked: dict[str, Any] | None = None) -> None:
         """Write ``config.yaml`` and ``git.txt`` unless the run has them (rule 5), and record the
-        logger runs made now (MLflow's run id, for a resume). Global rank 0 only."""
+        logger runs made now (MLflow's run id, for a resume). Global rank 0 only.
+
+        Args:
+            linked: Values the data->model links gave (``{"model.init_args.num_classes": 4}``): the
+                record holds every value the model was built with, so re-running it, resuming and
+                ``train test --run_dir`` build the identical model.
+        """
         if self.path is None or rank_zero_only.rank != 0:
             return
         self.path.mkdir(parents=True, exist_ok=True)
         config_file = self.path / "config.yaml"
         if not config_file.exists():  # a resumed run keeps the config it started with
-            config_file.write_text(self._config_text)
+            config_file.write_text(self.record(linked or {}))
             rundir.write_git_info(self.path)
         if self.trainer is not None:
             loggers_mod.record_logger_runs(self.trainer.loggers, self.path, self._mlflow_uris)
@@ -302,11 +325,57 @@ class Run:
             if isinstance(logger, WandbLogger) and rank_zero_only.rank == 0:
                 logger.experiment.finish()
 
+    def record(self, linked: dict[str, Any]) -> str:
+        """The text of ``config.yaml``: the resolved config the Trainer, model, data, callbacks and
+        loggers were built from, the data->model link values filled in, and a header naming the
+        values the launcher set."""
+        body = self._config_text
+        tree = yaml.safe_load(body) or {}
+        for key, value in linked.items():
+            node = tree
+            *parents, leaf = key.split(".")
+            for part in parents:
+                node = node.setdefault(part, {}) if isinstance(node, dict) else {}
+            if isinstance(node, dict):
+                node[leaf] = value
+        header = ["# The resolved config of this run: `train fit --config <this file>` builds it again."]
+        if self._launcher_set:
+            header.append("# Set by trainer-cli for this run directory (was -> now in the values below):")
+            header += [f"#   {key}: {value!r}" for key, value in sorted(self._launcher_set.items())]
+        if linked:
+            header.append("# Linked from the data module: " + ", ".join(f"{k}={v!r}" for k, v in linked.items()))
+        if linked:
+            body = yaml.safe_dump(tree, sort_keys=False)
+        return "\n".join(header) + "\n" + body
+
     def remove_if_untrained(self) -> None:
         """Remove the directory if this run made it and nothing in it is a checkpoint (rule 7)."""
         if not self.created or self.path is None or not self.path.is_dir() or any(self.path.rglob("*.ckpt")):
             return
         shutil.rmtree(self.path, ignore_errors=True)
+
+
+def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(tree, dict):
+        return {prefix: tree}
+    flat: dict[str, Any] = {}
+    for key, value in tree.items():
+        flat.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
+    return flat
+
+
+def _pop_dotted(tree: dict[str, Any], key: str) -> None:
+    *parents, leaf = key.split(".")
+    for part in parents:
+        tree = tree.get(part) if isinstance(tree, dict) else None  # type: ignore[assignment]
+    if isinstance(tree, dict):
+        tree.pop(leaf, None)
+
+
+def _changed_keys(before: Any, after: Any) -> dict[str, Any]:
+    """The dotted keys whose value differs between two config trees, with the value before."""
+    old, new = _flatten(before), _flatten(after)
+    return {key: old.get(key) for key in new if old.get(key) != new[key]}
 
 
 def is_finished(trainer: Namespace, ckpt: rundir.RunCheckpoint) -> bool:
