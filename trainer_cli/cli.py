@@ -128,6 +128,13 @@ def _has_key(parser: LightningArgumentParser, key: str) -> bool:
     return True
 
 
+def _added_any(parser: LightningArgumentParser, kind: str) -> bool:
+    """Whether the user's ``add_arguments_to_parser`` added optimizers (``kind="optimizers"``) or
+    schedulers: LightningArgumentParser's record of ``add_optimizer_args``/``add_lr_scheduler_args``,
+    read, as LightningCLI reads it, to add the automatic ones only when there are none."""
+    return bool(vars(parser).get("_" + kind))
+
+
 def _parameters(target: Any) -> dict[str, Any]:
     """The keyword parameters of a class's ``__init__`` (or a callable) with their defaults."""
     try:
@@ -207,6 +214,8 @@ class TrainerCLI(LightningCLI):
         self.config: Any = None
         self._subcommands = kwargs.get("run", True)
         self.run = run_directory if run_directory is not None else Run(None)
+        if run_directory is None:  # a user's script: a missing --ckpt_path file fails where LightningCLI's does
+            self.run.missing_is_error = False
         self.verb_parser: LightningArgumentParser | None = None  # the parser of the verb being run
         self._core_parsers: list[LightningArgumentParser] = []
         self._data_links: dict[str, str] = {}  # DATA_TO_MODEL key -> model target key it links to
@@ -260,10 +269,10 @@ class TrainerCLI(LightningCLI):
         """What LightningCLI adds after ``add_arguments_to_parser``: the optimizer and scheduler groups
         (when ``auto_configure_optimizers`` and the user added none), and the data->model links the
         user's CLI does not make itself."""
-        if self._auto_optimizers:
-            if not _has_key(parser, "optimizer"):
+        if self._auto_optimizers:  # as LightningCLI: unless the user's add_arguments_to_parser added one
+            if not _has_key(parser, "optimizer") and "optimizer" not in parser.groups and not _added_any(parser, "optimizers"):
                 parser.add_optimizer_args((Optimizer,))  # --optimizer NAME, as LightningCLI's automatic one
-            if not _has_key(parser, "lr_scheduler"):
+            if not _has_key(parser, "lr_scheduler") and "lr_scheduler" not in parser.groups and not _added_any(parser, "lr_schedulers"):
                 parser.add_lr_scheduler_args(LRSchedulerTypeTuple)
         if not self.subclass_mode_model:
             return  # a fixed model class: linked after parsing, where the user left the value unset

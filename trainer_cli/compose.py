@@ -287,6 +287,8 @@ def config_text(value: str, roots: Sequence[Path] = ()) -> str:
     ``roots`` are the user config roots (:func:`take_config_roots`); the layer is recorded in
     :data:`LAYERS` for error messages.
     """
+    if value.lstrip().startswith("{") or "\n" in value:  # a config given inline (JSON/YAML text), as jsonargparse takes it
+        return value
     path = resolve_config_path(value, roots)
     data = load_yaml_file(path)
     if data is None:

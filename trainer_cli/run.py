@@ -95,6 +95,7 @@ class Run:
         self._checked: set[str] = set()
         self._config_text = ""
         self._launcher_set: dict[str, Any] = {}
+        self.missing_is_error = True  # a missing --ckpt_path file: our message (False: Lightning's, when it loads)
         self.link_targets: set[str] = set()  # model keys the data->model links fill (TrainerCLI)
         self._mlflow_uris: list[str] = []
 
@@ -113,7 +114,7 @@ class Run:
         from trainer_cli.preflight import check_checkpoint_model
 
         self.ckpt_path = cfg.get("ckpt_path")
-        if is_checkpoint_file(self.ckpt_path):
+        if is_checkpoint_file(self.ckpt_path) and (self.missing_is_error or Path(str(self.ckpt_path)).exists()):
             check_checkpoint_file(self.ckpt_path)
             check_checkpoint_model(self.ckpt_path, cfg.get("model"), model_keys)
             self._checked.add(str(self.ckpt_path))
@@ -134,7 +135,8 @@ class Run:
         self.path = self._choose(cfg).absolute()
         self.ckpt_path = cfg.get("ckpt_path")
         retired_by_rank_0 = rank_zero_only.rank != 0 and str(self.ckpt_path).endswith(rundir.USED_SUFFIX)  # renamed any moment now
-        if is_checkpoint_file(self.ckpt_path) and str(self.ckpt_path) not in self._checked and not retired_by_rank_0:
+        missing_left_to_lightning = not self.missing_is_error and not Path(str(self.ckpt_path)).exists()
+        if is_checkpoint_file(self.ckpt_path) and str(self.ckpt_path) not in self._checked and not retired_by_rank_0 and not missing_left_to_lightning:
             check_checkpoint_file(self.ckpt_path)
         os.environ[rundir.ENV_RUN_DIR] = str(self.path)  # DDP processes launched from here share it
         before = yaml.safe_load(self._config_text)

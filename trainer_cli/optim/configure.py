@@ -41,12 +41,12 @@ def total_optimizer_steps(trainer: pl.Trainer) -> int:
     return int(steps)
 
 
-def build_scheduler(optimizer: Optimizer, init: dict[str, Any], trainer: pl.Trainer) -> dict[str, Any]:
+def build_scheduler(optimizer: Optimizer, init: dict[str, Any], trainer: pl.Trainer | None) -> dict[str, Any]:
     """The ``lr_scheduler`` config dict Lightning takes, with ``total_steps`` filled in when empty."""
     cls = import_class(init["class_path"])
     kwargs = dict(init.get("init_args") or {})
     step_wise = is_step_wise(cls)
-    if step_wise and kwargs.get(TOTAL_STEPS_ARG) is None:
+    if step_wise and kwargs.get(TOTAL_STEPS_ARG) is None and trainer is not None:
         kwargs[TOTAL_STEPS_ARG] = total_optimizer_steps(trainer)
     for key in PER_GROUP_LR_ARGS:
         if key in kwargs:
@@ -99,4 +99,8 @@ def configure_optimizers(
     optimizer = build_optimizer(module, optimizer_init, param_groups)
     if not lr_scheduler_init:
         return optimizer
-    return {"optimizer": optimizer, "lr_scheduler": build_scheduler(optimizer, lr_scheduler_init, module.trainer)}
+    try:
+        trainer = module.trainer
+    except RuntimeError:  # called outside a Trainer (as LightningCLI allows): a step-wise scheduler needs total_steps given
+        trainer = None
+    return {"optimizer": optimizer, "lr_scheduler": build_scheduler(optimizer, lr_scheduler_init, trainer)}
