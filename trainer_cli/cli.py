@@ -100,12 +100,7 @@ def _process_state_restored() -> Iterator[None]:
     :mod:`trainer_cli.quiet`, ``TRAINER_CLI_RUN_DIR``) apply inside and are put back afterwards, so a
     plain LightningCLI built later in the same process behaves as it would alone."""
     env_before = os.environ.get(rundir.ENV_RUN_DIR)
-    try:
-        from jsonargparse import get_parsing_setting
-
-        relative_before = get_parsing_setting("omegaconf_absolute_to_relative_paths")
-    except (ImportError, ValueError):  # pragma: no cover - an older jsonargparse
-        relative_before = False
+    relative_before = False  # jsonargparse's default; it has no public getter to read another value back
     # configs say ${optimizer.init_args.lr}; under a subcommand the key is fit.optimizer...: resolve relative
     set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
     try:
@@ -290,7 +285,10 @@ class TrainerCLI(LightningCLI):
         model_cfg = self._subconfig().get("model")
         current = model_cfg.get(target.split(".", 1)[1]) if isinstance(model_cfg, Namespace) else None
         model_class = _class_of(model_cfg, self._model_class, self.subclass_mode_model)
-        default = _parameters(model_class).get(key, inspect.Parameter.empty) if model_class else inspect.Parameter.empty
+        params = _parameters(model_class) if model_class else {}
+        default = params.get(key, inspect.Parameter.empty)
+        if key not in params:
+            return current  # the model does not take it: jsonargparse leaves the link out
         if data is None or not hasattr(data, key) or (default is not inspect.Parameter.empty and current != default):
             value = current
         else:

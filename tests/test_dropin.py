@@ -1,0 +1,116 @@
+"""TrainerCLI as a drop-in LightningCLI, tried on a user's own project (``tests/foreign``: its own
+package, argument names, logger, link and ``trainer_defaults``; no launcher import but ``main.py``'s)."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+from support import REPO
+
+FOREIGN = REPO / "tests" / "foreign"
+
+
+def _env() -> dict[str, str]:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1", "PYTHONPATH": os.pathsep.join([str(FOREIGN), os.environ.get("PYTHONPATH", "")])}
+    env.pop("TRAINER_CLI_RUN_DIR", None)
+    return env
+
+
+def _script(cwd: Path, *args: str, script: str = "main.py") -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, str(FOREIGN / script), *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=600)
+
+
+def _train(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "trainer_cli", *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=600)
+
+
+def _config(run: Path) -> dict:
+    return yaml.safe_load((run / "config.yaml").read_text())
+
+
+def test_users_script_gains_run_directory_record_and_resume(tmp_path: Path) -> None:
+    """``python main.py fit`` with TrainerCLI swapped in: the user's link and trainer_defaults hold,
+    config.yaml records the values the model was built with, and --run_dir resumes exactly."""
+    first = _script(tmp_path, "fit", "--data.n_labels", "5", "--trainer.max_epochs", "1")
+    assert first.returncode == 0, first.stderr[-3000:]
+    run = tmp_path / "runs" / "run" / "version_0"
+    cfg = _config(run)
+    assert cfg["model"]["num_classes"] == 5  # the user's own link (data.n_labels -> model.num_classes)
+    assert cfg["seed_everything"] == 7 and cfg["trainer"]["log_every_n_steps"] == 2  # the script's defaults
+    assert cfg["trainer"]["logger"]["class_path"] == "lightning.pytorch.loggers.CSVLogger"  # the user's logger kept
+    header = (run / "config.yaml").read_text().split("seed_everything")[0]
+    assert "trainer.logger.init_args.save_dir: 'foreign_logs'" in header  # says what the launcher moved
+    assert "Logs go to the run directory" in first.stdout
+    assert (run / "metrics.csv").is_file() and not (tmp_path / "foreign_logs").exists()
+    steps = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"]
+    assert steps == 8  # 128 samples / 16 per batch
+
+    again = _script(tmp_path, "fit", "--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2")
+    assert again.returncode == 0, again.stderr[-3000:]
+    resumed = torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)
+    assert resumed["global_step"] == 2 * steps and resumed["hyper_parameters"]["num_classes"] == 5
+
+    rerun = _script(tmp_path, "fit", "--config", str(run / "config.yaml"), "--trainer.max_epochs", "1")
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert _config(tmp_path / "runs" / "run" / "version_1")["model"]["num_classes"] == 5  # re-run: a new run beside it
+
+
+def test_model_value_set_by_user_is_kept_recorded_and_tested(tmp_path: Path) -> None:
+    """A user model with its own num_classes and a data module without that attribute: the value
+    the user gave is built, recorded, and rebuilt by `train test --run_dir`."""
+    fit = _train(tmp_path, "fit", "--model", "lit_foreign.model.SmallNet", "--data", "lit_foreign.data.BlobData",
+                 "--model.num_classes", "8", "--data.n_labels", "4", "--trainer.max_epochs", "1", "--optimizer", "SGD",
+                 "--optimizer.lr", "0.1")
+    assert fit.returncode == 0, fit.stderr[-3000:]
+    run = next((tmp_path / "runs" / "run").iterdir())
+    assert _config(run)["model"]["init_args"]["num_classes"] == 8
+    test = _train(tmp_path, "test", "--run_dir", str(run), "--ckpt_path", "last")
+    assert test.returncode == 0, test.stderr[-3000:]
+    assert "does not fit the model" not in test.stderr
+
+
+def test_trainercli_in_process_leaves_no_global_state(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Built in-process with run=False: the user's link wins over the launcher's, subcommands() is a
+    staticmethod, and nothing process-global is left behind for a plain LightningCLI."""
+    from lightning.pytorch.cli import LightningCLI
+
+    from trainer_cli import TrainerCLI
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(FOREIGN))
+    from lit_foreign.cli import build
+
+    cli = build(TrainerCLI, args=["--data.n_labels", "3"], run=False)
+    assert cli.model.hparams.num_classes == 3 and cli.trainer.max_epochs == 2
+    assert "TRAINER_CLI_RUN_DIR" not in os.environ
+    assert set(TrainerCLI.subcommands()) == {"fit", "validate", "test", "predict"}
+    plain = build(LightningCLI, args=["--data.n_labels", "6"], run=False)
+    assert plain.model.hparams.num_classes == 6
+
+
+def test_launcher_link_fills_only_unset_values(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The launcher's data->model link (num_classes from the data module) fills a model value the user
+    left at its default, and leaves one the user set."""
+    from trainer_cli import TrainerCLI
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(FOREIGN))
+    from lit_foreign.data import BlobData
+    from lit_foreign.model import SmallNet
+
+    class WithNumClasses(BlobData):
+        @property
+        def num_classes(self) -> int:
+            return self.n_labels
+
+    filled = TrainerCLI(SmallNet, WithNumClasses, args=["--data.n_labels", "3"], run=False)
+    assert filled.model.hparams.num_classes == 3
+    kept = TrainerCLI(SmallNet, WithNumClasses, args=["--data.n_labels", "3", "--model.num_classes", "7"], run=False)
+    assert kept.model.hparams.num_classes == 7
