@@ -139,9 +139,10 @@ def check_outcome(name: str, code: int, stderr: str, root: Path, group_file: str
         assert any(lines[-1].startswith(r) or r in lines[-1] for r in refusals()), f"{name}: refused, not as declared: {lines[-1]}"
         assert not runs and not any(root.rglob("*")) if root.is_dir() else True, f"{name}: left {list(root.rglob('*'))}"
         return lines[-1]
-    assert len(runs) == 1 and (runs[0] / "config.yaml").is_file(), f"{name}: run directories {runs}"
-    if group_file == "debug/fast_dev_run.yaml":  # Lightning saves no checkpoint under fast_dev_run
+    if group_file == "debug/fast_dev_run.yaml":  # a smoke test: no run directory (Lightning saves nothing under it)
+        assert not runs, f"{name}: run directories {runs}"
         return None
+    assert len(runs) == 1 and (runs[0] / "config.yaml").is_file(), f"{name}: run directories {runs}"
     last = runs[0] / "checkpoints" / "last.ckpt"
     assert last.is_file(), f"{name}: no last.ckpt in {runs[0]}"
     state = torch.load(last, map_location="cpu", weights_only=False)

@@ -27,7 +27,7 @@ import lightning.pytorch as pl
 from jsonargparse import Namespace, set_parsing_settings
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
-from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, LRSchedulerTypeTuple
+from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, LRSchedulerTypeTuple, SaveConfigCallback
 from torch.optim import Optimizer
 
 import trainer_cli.callbacks  # noqa: F401 - registers the project's callbacks for short names
@@ -50,7 +50,7 @@ from trainer_cli.preflight import check_backbone_kwargs, check_optimizer_config,
 from trainer_cli.resume import with_stored_config
 from trainer_cli.optim.configure import configure_optimizers
 from trainer_cli.optim.param_groups import ParamGroups
-from trainer_cli.run import DEFAULT_LOGGER, DEFAULT_ROOT_DIR, EXIT_INTERRUPTED, EXIT_SIGTERM, FIT_LIKE, Run  # noqa: F401 - re-exported
+from trainer_cli.run import DEFAULT_LOGGER, DEFAULT_ROOT_DIR, EXIT_INTERRUPTED, EXIT_SIGTERM, FIT_LIKE, Run, RunRecord  # noqa: F401 - re-exported
 
 
 DEFAULT_NAME = "run"
@@ -173,6 +173,37 @@ def _replaced_class_hint(where: str, message: str) -> str:
             f"class keeps its init_args: add `- override /{group}: null` to the experiment's defaults list)")
 
 
+class RunConfig(SaveConfigCallback):
+    """LightningCLI's ``SaveConfigCallback`` for a run directory: the run's record (the resolved
+    config with the data->model link values and the values the launcher set, :meth:`Run.record`)
+    is ``<run>/config.yaml``, written once by global rank 0 (a resumed run keeps its own);
+    where the Trainer's ``log_dir`` is elsewhere, a copy goes there as LightningCLI would put it.
+    ``save_config_kwargs`` (``config_filename``, ``overwrite``, ``save_to_log_dir``) keep their meaning;
+    ``save_config`` is called as LightningCLI calls it. No collective: it runs on rank 0 alone."""
+
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        if self.already_saved or not trainer.is_global_zero:
+            return
+        record = next((c for c in trainer.callbacks if isinstance(c, RunRecord)), None)
+        run = record.run if record is not None else None
+        if run is not None:
+            run.freeze()
+        if self.save_to_log_dir and trainer.log_dir is not None:
+            target = Path(trainer.log_dir) / self.config_filename
+            if run is None or run.path is None or target.absolute() != (run.path / "config.yaml").absolute():
+                if target.exists() and not self.overwrite:
+                    raise RuntimeError(
+                        f"{target} exists already: delete it, or set save_config_kwargs={{'overwrite': True}}"
+                    )
+                target.parent.mkdir(parents=True, exist_ok=True)
+                if run is not None and run.path is not None:
+                    target.write_text(run.record(run.linked))
+                else:
+                    self.parser.save(self.config, str(target), skip_none=False, overwrite=self.overwrite, multifile=self.multifile)
+        self.save_config(trainer, pl_module, stage)
+        self.already_saved = True
+
+
 class TrainerCLI(LightningCLI):
     """LightningCLI with layered configs, run directories and optimizers built from the trainer.
 
@@ -203,9 +234,7 @@ class TrainerCLI(LightningCLI):
 
     def __init__(self, *args: Any, run_directory: Run | None = None, **kwargs: Any) -> None:
         kwargs.setdefault("parser_class", TrainerArgumentParser)
-        kwargs.setdefault("save_config_callback", None)  # config.yaml is written into the run directory
-        self._auto_optimizers = kwargs.get("auto_configure_optimizers", True)
-        kwargs["auto_configure_optimizers"] = False  # added in parse_arguments, built lazily
+        kwargs.setdefault("save_config_callback", RunConfig)  # config.yaml: the run's record (run.Run.record)
         self.config: Any = None
         self._subcommands = kwargs.get("run", True)
         self.run = run_directory if run_directory is not None else Run(None)
@@ -216,7 +245,11 @@ class TrainerCLI(LightningCLI):
         self._data_links: dict[str, str] = {}  # DATA_TO_MODEL key -> model target key it links to
         self.applied_links: dict[str, Any] = {}  # model target key -> the value the link gave
         with _process_state_restored():
-            super().__init__(*args, **kwargs)
+            try:
+                super().__init__(*args, **kwargs)
+            finally:
+                if run_directory is None:  # a user script whose Trainer did not run (run=False, a mock): nothing left
+                    self.run.release_if_unused()
 
     @property
     def run_dir(self) -> Path | None:
@@ -260,73 +293,55 @@ class TrainerCLI(LightningCLI):
             if key.split(".", 1)[1] not in self.trainer_defaults and _has_key(parser, key):
                 parser.set_defaults({key: value})
 
-    def _add_after_user_arguments(self, parser: LightningArgumentParser) -> None:
-        """What LightningCLI adds after ``add_arguments_to_parser``: the optimizer and scheduler groups
-        (when ``auto_configure_optimizers`` and the user added none), and the data->model links the
-        user's CLI does not make itself."""
-        if self._auto_optimizers:  # as LightningCLI: unless the user's add_arguments_to_parser added one
-            if not _has_key(parser, "optimizer") and "optimizer" not in parser.groups and not _added_any(parser, "optimizers"):
-                parser.add_optimizer_args((Optimizer,))  # --optimizer NAME, as LightningCLI's automatic one
-            if not _has_key(parser, "lr_scheduler") and "lr_scheduler" not in parser.groups and not _added_any(parser, "lr_schedulers"):
-                parser.add_lr_scheduler_args(LRSchedulerTypeTuple)
-        if not self.subclass_mode_model:
-            return  # a fixed model class: linked after parsing, where the user left the value unset
-        user_targets = getattr(parser, "link_targets", set())
-        for key in DATA_TO_MODEL:  # a class without the argument: jsonargparse skips the missing target
-            target = f"model.init_args.{key}"
-            if target in user_targets or f"model.{key}" in user_targets:
-                continue  # the user's own link on the same key wins
-            parser.link_arguments("data", target, compute_fn=partial(self._linked_value, key, target), apply_on="instantiate")
-            self._data_links[key] = target
-
     def _linked_value(self, key: str, target: str, data: Any) -> Any:
-        """The value a data->model link gives ``target``: the data module's ``key`` attribute where the
-        user left the model's value at its default, else the model's own value."""
-        model_cfg = self._subconfig().get("model")
-        current = model_cfg.get(target.split(".", 1)[1]) if isinstance(model_cfg, Namespace) else None
-        model_class = _class_of(model_cfg, self._model_class, self.subclass_mode_model)
-        params = _parameters(model_class) if model_class else {}
-        default = params.get(key, inspect.Parameter.empty)
-        if key not in params:
-            return current  # the model does not take it: jsonargparse leaves the link out
-        if data is None or not hasattr(data, key) or (default is not inspect.Parameter.empty and current != default):
-            value = current
-        else:
-            value = getattr(data, key)
-        self.applied_links[target] = value
-        return value
+        """The value a data->model link gives ``target``: the data module's ``key`` attribute (the
+        model's own value when the data module was not built or lacks it); recorded for config.yaml."""
+        if data is None or not hasattr(data, key):
+            model_cfg = self._subconfig().get("model")
+            return model_cfg.get(target.split(".", 1)[1]) if isinstance(model_cfg, Namespace) else None
+        self.applied_links[target] = getattr(data, key)
+        return self.applied_links[target]
 
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """LightningCLI's, after the launcher's arguments that follow the user's (optimizers, links);
         then an explicit ``--ckpt_path`` file is checked to be a complete checkpoint of the configured
         model before LightningCLI reads its hyperparameters."""
-        for core in self._core_parsers:
-            self._add_after_user_arguments(core)
         if args is None and self._subcommands and len(sys.argv) > 1 and sys.argv[1] in self.subcommands():
             # a user's script (`python main.py fit ...`): config short forms and Hydra composition,
             # `--run_dir DIR` alone resumes with the run's own config.yaml, as under `train`
-            args = [sys.argv[1], *with_stored_config(expand_config_args(sys.argv[2:]))]
+            try:
+                args = [sys.argv[1], *with_stored_config(expand_config_args(sys.argv[2:]))]
+            except UserError:  # not a YAML file (jsonnet, ...): the parser reads it as LightningCLI would
+                args = None
         super().parse_arguments(parser, args)
         verb = self.config.get("subcommand") if self._subcommands else None
         self.verb_parser = self._parser(verb) if verb else parser
         if self.run.verb is None:
             self.run.verb = verb
-        if not self.subclass_mode_model:  # a fixed model class: link what the user left unset, now
-            self._link_unset_fixed_model_args(self.verb_parser)
+        self._link_unset_model_args(self.verb_parser)
         self.run.check_checkpoint(self._subconfig(), DATA_TO_MODEL)
 
-    def _link_unset_fixed_model_args(self, parser: LightningArgumentParser) -> None:
-        params = _parameters(self._model_class)
-        model_cfg = self._subconfig().get("model")
+    def _link_unset_model_args(self, parser: LightningArgumentParser) -> None:
+        """Add the data->model links (:data:`DATA_TO_MODEL`) that apply to the parsed classes: the
+        model declares the argument and the user left it at its default, the data module declares
+        the attribute, and the user's CLI does not link the key itself. After parsing, when the
+        classes are known: a model without the argument gets nothing (not even in its hparams)."""
+        cfg = self._subconfig()
+        model_cfg, data_cfg = cfg.get("model"), cfg.get("data")
+        model_class = _class_of(model_cfg, self._model_class, self.subclass_mode_model)
+        data_class = _class_of(data_cfg, self.datamodule_class, self.subclass_mode_data)
+        if model_class is None or data_class is None or not isinstance(model_cfg, Namespace):
+            return
+        params = _parameters(model_class)
         user_targets = getattr(parser, "link_targets", set())
         for key in DATA_TO_MODEL:
-            target = f"model.{key}"
-            if key not in params or target in user_targets or not isinstance(model_cfg, Namespace):
+            target = f"model.init_args.{key}" if self.subclass_mode_model else f"model.{key}"
+            if key not in params or not _declares(data_class, key):
                 continue
-            if params[key] is not inspect.Parameter.empty and model_cfg.get(key) != params[key]:
+            if target in user_targets or f"model.{key}" in user_targets or f"model.init_args.{key}" in user_targets:
+                continue  # the user's own link on the same key wins
+            if params[key] is not inspect.Parameter.empty and model_cfg.get(target.split(".", 1)[1]) != params[key]:
                 continue  # set by the user: their value stays
-            if self.datamodule_class is None or not _declares(self.datamodule_class, key):
-                continue
             parser.link_arguments("data", target, compute_fn=partial(self._linked_value, key, target), apply_on="instantiate")
             self._data_links[key] = target
 
@@ -339,6 +354,8 @@ class TrainerCLI(LightningCLI):
 
     def before_instantiate_classes(self) -> None:
         cfg = self._subconfig()
+        if not isinstance(cfg.get("trainer"), Namespace):  # a trainer_class without arguments: nothing to check or place
+            return
         check_extras(cfg.trainer)  # a missing optional package (deepspeed, wandb, mlflow) before building
         check_compatible(cfg)  # declared incompatible pairs (trainer_cli.compat.INCOMPATIBLE)
         if cfg.get("float32_matmul_precision"):
@@ -354,7 +371,7 @@ class TrainerCLI(LightningCLI):
 
     def after_instantiate_classes(self) -> None:
         self._add_configure_optimizers()
-        self.run.freeze(self.applied_links)
+        self.run.linked = self.applied_links  # config.yaml is written when the verb starts (run.RunRecord)
 
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
         """LightningCLI's, with the run's callbacks and checkpoint plugin added (the run summary,
@@ -375,7 +392,9 @@ class TrainerCLI(LightningCLI):
         added += self.run.callbacks(configured, added)
         added += default_progress_bar(trainer_config, added)
         callbacks = drop_switched_off({**trainer_config, "callbacks": configured + added})["callbacks"]
-        extra = {"callbacks": callbacks}
+        extra: dict[str, Any] = {"callbacks": callbacks}
+        if self.run_dir is not None and "default_root_dir" in trainer_config:
+            extra["default_root_dir"] = str(self.run_dir)  # where hpc (Slurm requeue) checkpoints go
         if "plugins" in trainer_config:
             extra["plugins"] = with_atomic_checkpoint_io(trainer_config.get("plugins"))
         return self._remember_trainer(super().instantiate_trainer(**{**kwargs, **extra}))
@@ -392,8 +411,9 @@ class TrainerCLI(LightningCLI):
         is configured."""
         init = self._subconfig_init()
         optimizer_init = init.get("optimizer")
-        if not optimizer_init:
-            return
+        overridden = type(self).configure_optimizers is not LightningCLI.configure_optimizers  # the user's CLI builds them
+        if not self.auto_configure_optimizers or overridden or not isinstance(optimizer_init, (dict, Namespace)) or "class_path" not in optimizer_init:
+            return  # LightningCLI's own (a user's optimizer group, a class without class_path) or the model's
         to_dict = lambda v: v.as_dict() if isinstance(v, Namespace) else v  # noqa: E731
         # a partial holding the model, not a bound method: it pickles whole (ddp_spawn sends the
         # model to its processes; a bound method would come back as the class's configure_optimizers)

@@ -36,6 +36,7 @@ The rules, in the order they are applied (:meth:`Run.prepare`):
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 from collections.abc import Callable, Iterator
@@ -46,6 +47,7 @@ from typing import Any, Optional
 import yaml
 from jsonargparse import Namespace
 from lightning.fabric.utilities.rank_zero import rank_zero_only
+from lightning.pytorch import Callback
 
 from trainer_cli import loggers as loggers_mod
 from trainer_cli import rundir
@@ -95,6 +97,8 @@ class Run:
         self._checked: set[str] = set()
         self._config_text = ""
         self._launcher_set: dict[str, Any] = {}
+        self._identity: dict[str, Any] = {}
+        self.linked: dict[str, Any] = {}  # values the data->model links gave (TrainerCLI), for the record
         self.missing_is_error = True  # a missing --ckpt_path file: our message (False: Lightning's, when it loads)
         self.link_targets: set[str] = set()  # model keys the data->model links fill (TrainerCLI)
         self._mlflow_uris: list[str] = []
@@ -120,7 +124,7 @@ class Run:
             self._checked.add(str(self.ckpt_path))
 
     # -- before building -------------------------------------------------------------------------
-    def prepare(self, cfg: Namespace, dump: Callable[[], str]) -> Path:
+    def prepare(self, cfg: Namespace, dump: Callable[[], str]) -> Path | None:
         """Choose the directory (rules 1-3), resolve ``--ckpt_path last|best`` in ``cfg``, point the
         loggers and checkpoints at it (rule 4); returns the directory. ``dump`` gives the resolved
         config as YAML: before pointing (what a resume compares with) and after it (what
@@ -132,6 +136,8 @@ class Run:
             SystemExit: 0 when ``--ckpt_path last`` names a finished run (nothing to train).
         """
         self._config_text = dump()
+        if cfg.trainer.get("fast_dev_run"):  # a smoke test: Lightning logs and saves nothing for it, nor do we
+            return None
         self.path = self._choose(cfg).absolute()
         self.ckpt_path = cfg.get("ckpt_path")
         retired_by_rank_0 = rank_zero_only.rank != 0 and str(self.ckpt_path).endswith(rundir.USED_SUFFIX)  # renamed any moment now
@@ -143,18 +149,17 @@ class Run:
         self._point_loggers(cfg)
         self._config_text = dump()  # the record keeps the root: re-running it makes a new run beside this one
         self._launcher_set = _changed_keys(before, yaml.safe_load(self._config_text))
-        if "default_root_dir" in cfg.trainer:
+        if "default_root_dir" in cfg.trainer:  # the Trainer gets the run directory (TrainerCLI.instantiate_trainer)
             self._launcher_set["trainer.default_root_dir (the Trainer's: this run directory)"] = cfg.trainer.default_root_dir
-            cfg.trainer.default_root_dir = str(self.path)  # where hpc (Slurm requeue) checkpoints go
         root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR).absolute()
         moved = {k: v for k, v in self._launcher_set.items()
-                 if ".logger" in k and k.endswith(("save_dir", ".name")) and isinstance(v, str) and not Path(v).absolute().is_relative_to(root.parent)}
+                 if ".logger" in k and k.endswith(("save_dir", ".name")) and isinstance(v, str) and not Path(v).absolute().is_relative_to(root)}
         if moved and rank_zero_only.rank == 0:
             print(f"Logs go to the run directory {self.path} (" + ", ".join(f"{k} was {v!r}" for k, v in moved.items()) + ")", flush=True)
         return self.path
 
     def _choose(self, cfg: Namespace) -> Path:
-        root = Path(cfg.trainer.default_root_dir or DEFAULT_ROOT_DIR)
+        root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR)
         name = cfg.name
         ckpt = cfg.get("ckpt_path")
         child = bool(os.environ.get(rundir.ENV_RUN_DIR))  # a DDP process launched by the rank that chose it
@@ -233,8 +238,8 @@ class Run:
         for item in loggers:
             if isinstance(item, Namespace) and "class_path" in item and item.get("init_args") is None:
                 item.init_args = Namespace()
-        identity = loggers_mod.run_identity(self.path, f"{cfg.name}/{self.path.name}")
-        root = Path(cfg.trainer.default_root_dir or DEFAULT_ROOT_DIR)
+        identity = self._identity = loggers_mod.run_identity(self.path, f"{cfg.name}/{self.path.name}")
+        root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR)
         self._mlflow_uris = loggers_mod.point_loggers_at([i for i in loggers if isinstance(i, Namespace)], self.path, root, identity)
 
     def callbacks(self, configured: list[Any], added: list[Any]) -> list[Any]:
@@ -244,24 +249,21 @@ class Run:
             return []
         self.interrupt_checkpoint = InterruptCheckpoint(str(self.path / rundir.LAST_CKPT.parent))
         loggers_mod.checkpoints_in_run_dir([*configured, *added, self.interrupt_checkpoint], self.path)
-        return [self.interrupt_checkpoint]
+        return [RunRecord(self), self.interrupt_checkpoint]
 
     # -- after building --------------------------------------------------------------------------
-    def freeze(self, linked: dict[str, Any] | None = None) -> None:
+    def freeze(self) -> None:
         """Write ``config.yaml`` and ``git.txt`` unless the run has them (rule 5), and record the
-        logger runs made now (MLflow's run id, for a resume). Global rank 0 only.
-
-        Args:
-            linked: Values the data->model links gave (``{"model.init_args.num_classes": 4}``): the
-                record holds every value the model was built with, so re-running it, resuming and
-                ``train test --run_dir`` build the identical model.
-        """
+        logger runs made now (MLflow's run id, for a resume). Global rank 0 only; called when the
+        verb starts (:class:`RunRecord`), so a CLI built with ``run=False`` and never run leaves nothing."""
         if self.path is None or rank_zero_only.rank != 0:
             return
         self.path.mkdir(parents=True, exist_ok=True)
+        if self._identity and not (self.path / loggers_mod.RUN_FILE).exists():  # released unused (run=False), now used
+            (self.path / loggers_mod.RUN_FILE).write_text(json.dumps(self._identity, indent=2) + "\n")
         config_file = self.path / "config.yaml"
         if not config_file.exists():  # a resumed run keeps the config it started with
-            config_file.write_text(self.record(linked or {}))
+            config_file.write_text(self.record(self.linked))
             rundir.write_git_info(self.path)
         if self.trainer is not None:
             loggers_mod.record_logger_runs(self.trainer.loggers, self.path, self._mlflow_uris)
@@ -350,6 +352,14 @@ class Run:
             body = yaml.safe_dump(tree, sort_keys=False)
         return "\n".join(header) + "\n" + body
 
+    def release_if_unused(self) -> None:
+        """Remove the directory this run made when nothing but its identity was written into it
+        (a CLI built with ``run=False`` whose Trainer has not run: :class:`RunRecord` writes it
+        again when it does)."""
+        if self.created and self.path is not None and self.path.is_dir():
+            if {p.name for p in self.path.iterdir()} <= {loggers_mod.RUN_FILE}:
+                shutil.rmtree(self.path, ignore_errors=True)
+
     def remove_if_untrained(self) -> None:
         """Remove the directory if this run made it and nothing in it is a checkpoint (rule 7)."""
         if not self.created or self.path is None or not self.path.is_dir() or any(self.path.rglob("*.ckpt")):
@@ -378,6 +388,18 @@ def _changed_keys(before: Any, after: Any) -> dict[str, Any]:
     """The dotted keys whose value differs between two config trees, with the value before."""
     old, new = _flatten(before), _flatten(after)
     return {key: old.get(key) for key in new if old.get(key) != new[key]}
+
+
+class RunRecord(Callback):
+    """Writes the run's record (:meth:`Run.freeze`: config.yaml, git.txt, the logger runs) when the
+    Trainer starts a verb, on global rank 0 only (no collective)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if trainer.is_global_zero:
+            self.run.freeze()
 
 
 def is_finished(trainer: Namespace, ckpt: rundir.RunCheckpoint) -> bool:
