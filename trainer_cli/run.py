@@ -145,10 +145,10 @@ class Run:
         if is_checkpoint_file(self.ckpt_path) and str(self.ckpt_path) not in self._checked and not retired_by_rank_0 and not missing_left_to_lightning:
             check_checkpoint_file(self.ckpt_path)
         os.environ[rundir.ENV_RUN_DIR] = str(self.path)  # DDP processes launched from here share it
-        before = yaml.safe_load(self._config_text)
+        before = _tree(self._config_text)
         self._point_loggers(cfg)
         self._config_text = dump()  # the record keeps the root: re-running it makes a new run beside this one
-        self._launcher_set = _changed_keys(before, yaml.safe_load(self._config_text))
+        self._launcher_set = _changed_keys(before, _tree(self._config_text))
         if "default_root_dir" in cfg.trainer:  # the Trainer gets the run directory (TrainerCLI.instantiate_trainer)
             self._launcher_set["trainer.default_root_dir (the Trainer's: this run directory)"] = cfg.trainer.default_root_dir
         root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR).absolute()
@@ -231,6 +231,8 @@ class Run:
     def _point_loggers(self, cfg: Namespace) -> None:
         """Every logger logs this run's identity (``run.json``, :mod:`trainer_cli.loggers`)."""
         assert self.path is not None
+        if "logger" not in cfg.trainer:  # a trainer class without a logger argument
+            return
         logger = cfg.trainer.logger
         if logger is True or logger is None:  # None: stock LightningCLI's "the default logger"; off is `false`
             logger = cfg.trainer.logger = Namespace(DEFAULT_LOGGER | {"init_args": Namespace(DEFAULT_LOGGER["init_args"])})
@@ -374,6 +376,14 @@ def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
     for key, value in tree.items():
         flat.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
     return flat
+
+
+def _tree(text: str) -> Any:
+    """The config text as a tree; {} for a dump that is not YAML (a parser in jsonnet mode)."""
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        return {}
 
 
 def _pop_dotted(tree: dict[str, Any], key: str) -> None:
