@@ -114,3 +114,14 @@ def test_launcher_link_fills_only_unset_values(tmp_path: Path, monkeypatch: pyte
     assert filled.model.hparams.num_classes == 3
     kept = TrainerCLI(SmallNet, WithNumClasses, args=["--data.n_labels", "3", "--model.num_classes", "7"], run=False)
     assert kept.model.hparams.num_classes == 7
+
+
+def test_users_script_submits_itself_dry_run(tmp_path: Path) -> None:
+    """``python main.py submit``: the script's own CLI parses (its link, its defaults) and the job runs
+    the script with the frozen config."""
+    out = _script(tmp_path, "submit", "--data.n_labels", "3", "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--dry-run")
+    assert out.returncode == 0, out.stderr[-3000:]
+    assert f"python {FOREIGN / 'main.py'} fit --config {tmp_path}/runs/run/version_0/config.yaml" in out.stdout.replace(sys.executable, "python")
+    assert not (tmp_path / "runs").exists()  # a dry run writes nothing
+    bad = _script(tmp_path, "submit", "--data.n_labels", "3", "--dry-run")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--trainer.devices" in bad.stderr

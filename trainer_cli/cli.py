@@ -233,6 +233,8 @@ class TrainerCLI(LightningCLI):
     """
 
     def __init__(self, *args: Any, run_directory: Run | None = None, **kwargs: Any) -> None:
+        if run_directory is None and kwargs.get("args") is None and len(sys.argv) > 1 and sys.argv[1] == "submit":
+            raise SystemExit(_submit_from_script(type(self), args, kwargs, sys.argv[0], sys.argv[2:]))
         kwargs.setdefault("parser_class", TrainerArgumentParser)
         kwargs.setdefault("save_config_callback", RunConfig)  # config.yaml: the run's record (run.Run.record)
         self.config: Any = None
@@ -244,10 +246,15 @@ class TrainerCLI(LightningCLI):
         self._core_parsers: list[LightningArgumentParser] = []
         self._data_links: dict[str, str] = {}  # DATA_TO_MODEL key -> model target key it links to
         self.applied_links: dict[str, Any] = {}  # model target key -> the value the link gave
+        from trainer_cli.launch import requeue_signal
+
+        requeue_from_here = run_directory is None and requeue_signal.install()  # a user's script in a Slurm job
         with _process_state_restored():
             try:
                 super().__init__(*args, **kwargs)
             finally:
+                if requeue_from_here:
+                    requeue_signal.ignore_from_now()
                 if run_directory is None:  # a user script whose Trainer did not run (run=False, a mock): nothing left
                     self.run.release_if_unused()
 
@@ -496,7 +503,22 @@ class _Parsed(Exception):
     """Raised to stop a :class:`TrainerCLI` right after parsing (see :func:`parse_config`)."""
 
 
-def parse_config(verb: str, args: list[str], expand: bool = True) -> tuple[LightningArgumentParser, Namespace]:
+def _submit_from_script(cli_class: type, args: tuple[Any, ...], kwargs: dict[str, Any], script: str, rest: list[str]) -> int:
+    """``python main.py submit ARGS`` for a user's script with TrainerCLI: ``train submit`` with the
+    script's own CLI (its classes, links and defaults) parsing the fit arguments, and the job
+    running ``python main.py fit --config <frozen config>``; returns the exit code."""
+    from trainer_cli.errors import report_user_error
+    from trainer_cli.launch.submit import main as submit_main
+
+    try:
+        return submit_main(rest, cli=(cli_class, args, kwargs), script=str(Path(script).absolute()))
+    except UserError as err:
+        return report_user_error(err)
+
+
+def parse_config(
+    verb: str, args: list[str], expand: bool = True, cli: tuple[type, tuple[Any, ...], dict[str, Any]] | None = None
+) -> tuple[LightningArgumentParser, Namespace]:
     """Compose and type-check ``train <verb> ARGS`` exactly as the verb would, building nothing.
 
     Returns the subcommand's parser and its parsed (resolved) config; ``parser.dump(config)``
@@ -504,14 +526,17 @@ def parse_config(verb: str, args: list[str], expand: bool = True) -> tuple[Light
     no run directory is made, so it is quick (used by ``train submit``).
 
     With ``expand=False`` the ``--config`` values are taken as already expanded by
-    :func:`trainer_cli.compose.expand_config_args` (file paths or composed YAML text).
+    :func:`trainer_cli.compose.expand_config_args` (file paths or composed YAML text). ``cli`` is a
+    user's TrainerCLI subclass with its constructor arguments (``python main.py submit``): it parses.
 
     Raises:
         UserError: for a bad config file; a bad key or value exits 2 with jsonargparse's message.
     """
     captured: dict[str, Any] = {}
 
-    class _ParseOnlyCLI(TrainerCLI):
+    cli_class, cli_args, cli_kwargs = cli or (TrainerCLI, (), {})
+
+    class _ParseOnlyCLI(cli_class):  # type: ignore[misc, valid-type]
         def before_instantiate_classes(self) -> None:
             captured["parser"] = self.verb_parser
             captured["config"] = self._subconfig()
@@ -523,7 +548,9 @@ def parse_config(verb: str, args: list[str], expand: bool = True) -> tuple[Light
     try:
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-            verb_cli(verb, _ParseOnlyCLI)(args=[verb, *(expand_config_args(args) if expand else args)])
+            verb_cli(verb, _ParseOnlyCLI)(
+                *cli_args, **{**cli_kwargs, "args": [verb, *(expand_config_args(args) if expand else args)], "run_directory": Run(verb)}
+            )
     except _Parsed:
         pass
     finally:

@@ -112,6 +112,7 @@ def script_context(
         "log_pattern": slurm_filename_pattern(run_dir) + "/" + LOG_PATTERN,
         "config": str(run_dir / "config.yaml"),
         "python": slurm.python_executable,
+        "entry": ["-m", "trainer_cli"],  # what python runs: `train`, or a user's script (plan)
         "env": _env(slurm),
     }
 
@@ -241,7 +242,7 @@ def _rewrite_config(run_dir: Path, text: str) -> Path:
     return previous
 
 
-def plan(args: list[str], dry_run: bool) -> Plan:
+def plan(args: list[str], dry_run: bool, cli: Any = None, script: str | None = None) -> Plan:
     """Parse, check and render ``train submit ARGS``; allocates the run directory unless ``dry_run``.
 
     Raises:
@@ -252,7 +253,7 @@ def plan(args: list[str], dry_run: bool) -> Plan:
     slurm = parse_slurm_options(layers)
     from trainer_cli.cli import DEFAULT_ROOT_DIR, parse_config
 
-    parser, config = parse_config("fit", fit_args, expand=False)
+    parser, config = parse_config("fit", fit_args, expand=False, cli=cli)
     resources = derive(config.trainer, slurm)
     check_resources(slurm, resources, config, dry_run)
     root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
@@ -280,7 +281,10 @@ def plan(args: list[str], dry_run: bool) -> Plan:
         config.run_dir = str(run_dir)
         frozen = parser.dump(config, skip_none=False)
         template = "cv" if slurm.cv_folds and slurm.template == "ddp" else slurm.template
-        script_text = render(template, script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency))
+        context_values = script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency)
+        if script:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it
+            context_values["entry"] = [script]
+        script_text = render(template, context_values)
         changes, frozen = _resubmit_changes(run_dir, frozen) if not created else ([], frozen)
         job = Plan(run_dir, created, frozen, script_text, **context, changes=changes)
         if slurm.test_after_fit:
@@ -294,8 +298,9 @@ def plan(args: list[str], dry_run: bool) -> Plan:
     return job
 
 
-def main(args: list[str]) -> int:
-    """``train submit ARGS``; returns the exit code.
+def main(args: list[str], cli: Any = None, script: str | None = None) -> int:
+    """``train submit ARGS``; returns the exit code. ``cli`` and ``script``: a user's TrainerCLI
+    subclass with its constructor arguments, and its script (``python main.py submit ARGS``).
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; the run
@@ -313,7 +318,9 @@ def main(args: list[str]) -> int:
     if "--check" in args:
         return check(args)
     dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
-    job = plan(args, dry_run)
+    if script and (requested(args) or "--check" in args or any(a.startswith("--slurm.cv_folds") for a in args)):
+        raise UserError("from a script, submit takes a fit run only (no --sweep, --check or --slurm.cv_folds yet): use `train submit` for those")
+    job = plan(args, dry_run, cli=cli, script=script)
     warning = job.slurm.signal_delay_warning()
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
