@@ -13,9 +13,11 @@ Commands run in-process through ``trainer_cli.__main__.main`` (no interpreter st
 
 from __future__ import annotations
 
+import os
 import re
 import shlex
 import subprocess
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -71,7 +73,7 @@ def readme_sections() -> dict[str, tuple[list[str], list[str]]]:
 def _collect(commands: list[str], pending: str, line: str) -> str:
     """Add ``line`` to ``pending`` (a command continued with ``\\``); append finished commands."""
     text = line.strip()
-    if not pending and not text.startswith(("train ", "cp ")):
+    if not pending and not text.startswith(("train ", "cp ", "python ")):
         return ""
     text = pending + " " + text if pending else text
     if text.endswith("\\"):
@@ -116,12 +118,17 @@ def test_readme_section_runs(title: str, tmp_path: Path, monkeypatch: pytest.Mon
     """
     from trainer_cli.__main__ import main
 
-    for folder in ("configs", "slurm"):
+    for folder in ("configs", "slurm", "tests"):
         (tmp_path / folder).symlink_to(REPO / folder)
     monkeypatch.chdir(tmp_path)
     for argv in _commands(title):
         if argv[0] == "cp":  # a shell step the README shows (copy a profile to edit)
             subprocess.run(argv, check=True)
+            continue
+        if argv[0] == "python":  # a user's script with TrainerCLI (Bring your own script)
+            env = {k: v for k, v in os.environ.items() if k != "TRAINER_CLI_RUN_DIR"}
+            done = subprocess.run([sys.executable, *argv[1:], *LIMITS.get(argv[2], [])], capture_output=True, text=True, env=env, timeout=600)
+            assert done.returncode == 0, f"README command failed ({done.returncode}): {shlex.join(argv)}\n{done.stderr[-3000:]}"
             continue
         try:
             code = main(argv)
