@@ -47,6 +47,28 @@ def check_checkpoint_model(ckpt_path: str, model: Any, linked: Iterable[str] = (
         )
 
 
+def with_checkpoint_class(obj: Any, base: Any) -> Any:
+    """A checkpoint's model hyperparameters as LightningCLI parses them after ``--ckpt_path``
+    (``{verb: {"model": hparams}}``), with the configured model's ``class_path`` when they name none.
+
+    A checkpoint written by a stock ``LightningCLI(MyModel, ...)`` (the model class fixed in code)
+    stores its hyperparameters without ``_class_path``. In subclass mode (``train``) jsonargparse
+    parses such a mapping on top of the base class ``LightningModule``, not of the configured class,
+    and fails; named after the configured class (as Lightning names a ``_class_path`` one) they
+    apply to it. Anything else is returned unchanged.
+    """
+    if not isinstance(obj, dict) or len(obj) != 1 or not isinstance(base, Namespace):
+        return obj
+    verb, section = next(iter(obj.items()))
+    if not isinstance(section, dict) or set(section) != {"model"} or not isinstance(section["model"], dict):
+        return obj
+    hparams = section["model"]
+    configured = base.get(f"{verb}.model") if verb in base else None
+    if "class_path" in hparams or not isinstance(configured, Namespace) or not configured.get("class_path"):
+        return obj
+    return {verb: {"model": {"class_path": configured.class_path, "dict_kwargs": hparams}}}
+
+
 # trainer integers Lightning accepts at construction but fails on later (e.g. a division by zero)
 TRAINER_MINIMUMS = {"accumulate_grad_batches": 1, "num_nodes": 1, "check_val_every_n_epoch": 1, "log_every_n_steps": 1}
 
