@@ -14,7 +14,7 @@ import re
 import sys
 from typing import Any
 
-from trainer_cli.errors import UserError, did_you_mean
+from trainer_cli.errors import UserCodeError, UserError, did_you_mean, user_code_report
 from trainer_cli.imports import import_class
 
 
@@ -49,7 +49,14 @@ def _short_names() -> list[str]:
 
 
 def explain_parse_error(message: str, parser: Any) -> str:
-    """Add close matches to jsonargparse's messages about unknown keys, options or class names."""
+    """Add close matches to jsonargparse's messages about unknown keys, options or class names; a
+    class whose module fails to import in the user's own code is reported with the user's frames."""
+    for match in re.finditer(r'(?:Parser key "([\w.]+)":\s+|([\w.]+): )?Problem with given class_path \'([\w.]+)\'', message):
+        report = _import_report(match.group(3))
+        if report:
+            head = re.match(r'Parser key "([\w.]+)"', message)
+            key = match.group(1) or match.group(2) or (head.group(1) if head else "")
+            return f"{key + ': ' if key else ''}cannot import {match.group(3)}: {report}"
     extra = ""
     message = _plain_type_error(message)
     unknown = re.findall(r"(?:[Uu]nrecognized arguments:?|Key) ['\"]?--?([\w.]+)", message)
@@ -87,6 +94,23 @@ def explain_parse_error(message: str, parser: Any) -> str:
         hint = did_you_mean(name, _short_names())
         extra += f"\n  unknown class {name!r}.{hint or ' See `train ls`.'}"
     return summary + extra
+
+
+def _import_report(class_path: str) -> str | None:
+    """The user's frames (:func:`trainer_cli.errors.user_code_report`) of the error importing
+    ``class_path``, or None when it imports or its error is not in the user's code."""
+    try:
+        import_class(class_path)
+    except Exception as err:  # noqa: BLE001 - any error the user's module raises on import
+        return user_code_report(err)
+    return None
+
+
+def user_code_error(err: Exception) -> UserCodeError | None:
+    """A :class:`UserCodeError` showing the user's own frames when ``err`` (or what it was raised
+    from) was raised in the user's code, else None (see :func:`trainer_cli.errors.user_code_report`)."""
+    report = user_code_report(err)
+    return UserCodeError(report) if report else None
 
 
 def _public_classes(module: str) -> list[str]:
