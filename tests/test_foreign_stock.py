@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import csv
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -19,20 +18,10 @@ from pathlib import Path
 import pytest
 import yaml
 
+from foreign_support import DATA, FOREIGN, MODEL, SUPPORT, foreign_env
 from support import REPO, run_train
 
-FOREIGN = REPO / "tests" / "foreign"
-MODEL, DATA = "lit_foreign.model.SmallNet", "lit_foreign.data.BlobData"
-SUPPORT = Path(__file__).with_name("bad_input_support.py")
 STEPS_PER_EPOCH = 8  # BlobData: 128 samples, batches of 16
-
-
-def foreign_env() -> dict[str, str]:
-    """The environment with ``lit_foreign`` importable, as the user's own project is."""
-    path = os.pathsep.join(p for p in (str(FOREIGN), os.environ.get("PYTHONPATH")) if p)
-    env = {**os.environ, "PYTHONPATH": path, "PYTHONUNBUFFERED": "1"}
-    env.pop("TRAINER_CLI_RUN_DIR", None)
-    return env
 
 
 def user_script(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -130,26 +119,38 @@ def test_stock_checkpoint_resumes_and_tests(stock: dict[str, Path], kind: str, t
     assert float(row["test_loss"]) == pytest.approx(expected_test_loss(stock[kind]), rel=1e-4)
 
 
-def test_stock_config_without_classes_says_which_flag(stock: dict[str, Path], tmp_path: Path) -> None:
-    """Without ``--model`` (or ``--data``): one line naming the config's line and the flag, exit 2,
-    nothing made on disk."""
+def test_stock_mistakes_say_what_to_add(stock: dict[str, Path], tmp_path: Path) -> None:
+    """Without ``--model`` (or ``--data``): one line naming the config's line and the flag; a stock
+    checkpoint given with a model it does not fit: one line naming the arguments. Exit 2, nothing
+    made on disk."""
     cfg = str(stock["cfg"])
     cases = {
         "no_model": {"argv": ["fit", "--config", cfg, "--data", DATA], "cwd": str(tmp_path)},
         "no_data": {"argv": ["fit", "--config", cfg, "--model", MODEL], "cwd": str(tmp_path)},
+        "ckpt_of_another_model": {
+            "argv": ["test", "--model", "lit_foreign.broken.CheckedNet", "--data", DATA, "--ckpt_path", str(stock["pos"])],
+            "cwd": str(tmp_path),
+        },
     }
     (tmp_path / "cases.json").write_text(json.dumps(cases))
     subprocess.run([sys.executable, str(SUPPORT), str(tmp_path / "cases.json"), str(tmp_path / "out.json")],
                    cwd=REPO, env=foreign_env(), check=True, timeout=600)
     results = json.loads((tmp_path / "out.json").read_text())
     text = stock["cfg"].read_text().splitlines()
-    for name, key in (("no_model", "model"), ("no_data", "data")):
+    expected = {
+        key: f"error: in {cfg} line {text.index(f'{key}:') + 1}: the config's {key}: has no class_path (a config printed "
+        f"by a LightningCLI script with a fixed {key} class?): add --{key} pkg.Class (anywhere on the command line) or "
+        f"{key}.class_path: pkg.Class to the config"
+        for key in ("model", "data")
+    }
+    expected["ckpt_of_another_model"] = (
+        f"error: --ckpt_path {stock['pos']} does not fit the model lit_foreign.broken.CheckedNet: its hyperparameters "
+        "hidden_dim, in_features, lr, loss_weight are not arguments of it (a checkpoint of another model? its class is "
+        "not recorded: --model names it)"
+    )
+    for name, line in (("no_model", expected["model"]), ("no_data", expected["data"]),
+                       ("ckpt_of_another_model", expected["ckpt_of_another_model"])):
         result = results[name]
         assert result["code"] == 2 and "Traceback" not in result["stderr"], result["stderr"][-2000:]
-        line = text.index(f"{key}:") + 1
-        assert result["stderr"].strip() == (
-            f"error: in {cfg} line {line}: the config's {key}: has no class_path (a config printed by a LightningCLI "
-            f"script with a fixed {key} class?): add --{key} pkg.Class (anywhere on the command line) or "
-            f"{key}.class_path: pkg.Class to the config"
-        )
+        assert result["stderr"].strip() == line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.json", "out.json"]

@@ -12,9 +12,10 @@ import importlib
 import inspect
 import re
 import sys
+import traceback
 from typing import Any
 
-from trainer_cli.errors import UserCodeError, UserError, did_you_mean, user_code_report
+from trainer_cli.errors import UserCodeError, UserError, did_you_mean, is_user_file, user_code_report
 from trainer_cli.imports import import_class
 
 
@@ -226,6 +227,8 @@ def as_user_error(err: Exception, ckpt_path: str | None = None) -> UserError | N
         return UserError(f"checkpoint {ckpt_path} does not fit the model (from another model?): {' '.join(lines[1:3])[:400]}")
     if isinstance(err, (ValueError, TypeError)) and _raised_by_user_config(err):
         where = locate_named_key(str(err))  # a constructor's check of a value from a config file
+        if not where and (not _raised_in_user_file(err) or _CALL_MISMATCH.search(str(err))):  # the user's code calls wrongly
+            return user_code_error(err) or UserError(str(err))
         return UserError(f"{where}: {err}" if where else str(err))
     return None
 
@@ -246,6 +249,15 @@ def omegaconf_message(err: Exception) -> str:
     key = getattr(err, "full_key", None)
     key = re.sub(r"^(fit|validate|test|predict)\.", "", key) if key else None
     return f"{message} (at {key})" if key else message
+
+
+_CALL_MISMATCH = re.compile(r"\(\) (?:missing \d+ required|got an unexpected keyword|got multiple values|takes \d+ positional)")
+
+
+def _raised_in_user_file(err: Exception) -> bool:
+    """Whether the innermost frame of ``err`` is in the user's own code (their check of a value)."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return bool(frames) and is_user_file(frames[-1].filename)
 
 
 def _raised_by_user_config(err: Exception) -> bool:

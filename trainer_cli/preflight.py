@@ -32,6 +32,8 @@ def check_checkpoint_model(ckpt_path: str, model: Any, linked: Iterable[str] = (
     stored_class = hparams.get("_class_path")
     if stored_class and stored_class != model.class_path:
         raise UserError(f"--ckpt_path {ckpt_path} is a checkpoint of {stored_class}, not of the configured model {model.class_path}")
+    if not stored_class:  # written by a script with the model class fixed in code: its arguments must fit
+        _check_arguments_fit(ckpt_path, hparams, model.class_path)
     init_args = model.get("init_args") or Namespace()
     changed = [key for key in init_args.keys() if key in hparams and key not in linked and hparams[key] != init_args[key]]
     # settings a model class declares as not shaping its weights (loss, augmentation, speed) may change
@@ -44,6 +46,22 @@ def check_checkpoint_model(ckpt_path: str, model: Any, linked: Iterable[str] = (
             f"--ckpt_path {ckpt_path} does not fit the model (a checkpoint from another model): "
             + "; ".join(f"model.init_args.{d}" for d in differ)
             + ". Use the checkpoint's config (its run directory's config.yaml) or another checkpoint"
+        )
+
+
+def _check_arguments_fit(ckpt_path: str, hparams: dict[str, Any], class_path: str) -> None:
+    """Raise UserError when a checkpoint's hyperparameters name arguments ``class_path`` does not take."""
+    try:
+        params = inspect.signature(import_class(class_path)).parameters
+    except Exception:  # noqa: BLE001 - an unimportable class is reported where it is built
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    foreign = [key for key in hparams if not key.startswith("_") and key not in params]
+    if foreign:
+        raise UserError(
+            f"--ckpt_path {ckpt_path} does not fit the model {class_path}: its hyperparameters {', '.join(foreign)} are "
+            f"not arguments of it (a checkpoint of another model? its class is not recorded: --model names it)"
         )
 
 
