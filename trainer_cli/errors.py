@@ -15,15 +15,12 @@ EXIT_USER_ERROR = 2
 class UserError(Exception):
     """A mistake in the user's input (config, flag, file, data): reported without a traceback."""
 
-    exit_code = EXIT_USER_ERROR
-
 
 class UserCodeError(UserError):
     """An exception raised by the user's own code (their model, data module, callback) while it was
-    imported or built: reported with the user's frames only (:func:`user_code_report`), exit code 1
-    as Python's own for an uncaught exception."""
-
-    exit_code = 1
+    imported or built: reported with the user's frames only (:func:`user_code_report`), exit code 2
+    as for any other mistake the user fixes (a traceback of this project's or a library's frames
+    alone is a bug: exit code 1)."""
 
 
 def close_matches(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
@@ -43,7 +40,7 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
 def report_user_error(err: BaseException) -> int:
     """Print ``err`` as one ``error:`` message on stderr and return the user-error exit code."""
     print(f"error: {err}", file=sys.stderr)
-    return getattr(err, "exit_code", EXIT_USER_ERROR)
+    return EXIT_USER_ERROR
 
 
 def _library_dirs() -> list[Path]:

@@ -3,7 +3,9 @@
 jsonargparse reports a value no type of a key accepts with every Union member's complaint;
 :func:`summarize_union_error` keeps the one that matters. :func:`explain_parse_error` adds close
 matches for unknown keys, options and class names; :func:`as_user_error` maps Lightning,
-OmegaConf and constructor errors caused by the user's input to a :class:`UserError`.
+OmegaConf and constructor errors caused by the user's input to a :class:`UserError`. An exception
+raised in the user's own code (their model's ``__init__``, their module's imports, ``setup``) is
+shown as the user's frames and the exception (:func:`user_code_error`), not as a config error.
 """
 
 from __future__ import annotations
