@@ -4,7 +4,8 @@ config error nor the library's frames (exit code 2, as any mistake the user fixe
 line naming the config file and line; a start that fails before the first step leaves no run
 directory.
 
-The models are in ``tests/foreign/lit_foreign/broken.py``, ``stale.py`` and ``broken_import.py``
+The models are in ``tests/foreign/lit_foreign/broken.py``, ``stale.py``, ``broken_import.py`` and
+``broken_toplevel.py``
 (the user's package); all cases run through the real entry point in one helper process.
 """
 
@@ -33,7 +34,7 @@ def frame(file: Path, text: str, function: str) -> str:
     return f'File "{file}", line {line_of(file, text)}, in {function}'
 
 
-BROKEN, STALE, IMPORT = PACKAGE / "broken.py", PACKAGE / "stale.py", PACKAGE / "broken_import.py"
+BROKEN, STALE, IMPORT, TOPLEVEL = (PACKAGE / f"{name}.py" for name in ("broken", "stale", "broken_import", "broken_toplevel"))
 # name -> (model class, what stderr must hold)
 CASES: dict[str, tuple[str, list[str]]] = {
     "name_error_in_init": ("lit_foreign.broken.TypoNet", [
@@ -57,6 +58,11 @@ CASES: dict[str, tuple[str, list[str]]] = {
         "error: model: cannot import lit_foreign.broken_import.ImportNet: exception in your code: ModuleNotFoundError: "
         "No module named 'lit_foreign.helpers_that_were_renamed'",
         frame(IMPORT, "helpers_that_were_renamed", "<module>"),
+    ]),
+    "name_error_at_module_level": ("lit_foreign.broken_toplevel.TopNet", [
+        "error: model: cannot import lit_foreign.broken_toplevel.TopNet: exception in your code: NameError: "
+        "name 'DEFAULT_WIDHT' is not defined",
+        frame(TOPLEVEL, "= DEFAULT_WIDHT", "<module>"),
     ]),
 }
 

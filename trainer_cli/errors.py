@@ -79,7 +79,7 @@ def user_code_report(err: BaseException) -> str | None:
         if not frames:
             continue
         shown = "".join(traceback.format_list(frames)).rstrip()
-        message = "".join(traceback.format_exception_only(type(exc), exc)).strip()
+        message = f"{type(exc).__name__}: {exc.msg}" if isinstance(exc, SyntaxError) else traceback.format_exception_only(type(exc), exc)[-1].strip()
         return f"exception in your code: {message}\n  Traceback (your code only, most recent call last):\n{shown}"
     return None
 

@@ -54,12 +54,12 @@ def _short_names() -> list[str]:
 def explain_parse_error(message: str, parser: Any) -> str:
     """Add close matches to jsonargparse's messages about unknown keys, options or class names; a
     class whose module fails to import in the user's own code is reported with the user's frames."""
-    for match in re.finditer(r'(?:Parser key "([\w.]+)":\s+|([\w.]+): )?Problem with given class_path \'([\w.]+)\'', message):
-        report = _import_report(match.group(3))
+    head = re.match(r'Parser key "([\w.]+)"', message)
+    for key, class_path in _given_classes(message):
+        report = _import_report(class_path)
         if report:
-            head = re.match(r'Parser key "([\w.]+)"', message)
-            key = match.group(1) or match.group(2) or (head.group(1) if head else "")
-            return f"{key + ': ' if key else ''}cannot import {match.group(3)}: {report}"
+            key = key or (head.group(1) if head else "")
+            return f"{key + ': ' if key else ''}cannot import {class_path}: {report}"
     extra = ""
     message = _plain_type_error(message)
     unknown = re.findall(r"(?:[Uu]nrecognized arguments:?|Key) ['\"]?--?([\w.]+)", message)
@@ -97,6 +97,20 @@ def explain_parse_error(message: str, parser: Any) -> str:
         hint = did_you_mean(name, _short_names())
         extra += f"\n  unknown class {name!r}.{hint or ' See `train ls`.'}"
     return summary + extra
+
+
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+"
+
+
+def _given_classes(message: str) -> list[tuple[str, str]]:
+    """``(key or "", class path)`` for every class a parse error is about: ``Problem with given
+    class_path 'X'``, a ``Given value: X`` that is a dotted path, or one holding ``class_path='X'``."""
+    found = [(m.group(1) or m.group(2) or "", m.group(3)) for m in re.finditer(
+        rf'(?:Parser key "([\w.]+)":\s+|([\w.]+): )?Problem with given class_path \'({_DOTTED})\'', message)]
+    for line in re.findall(r"^\s*Given value: (.*)$", message, re.M):
+        plain = re.fullmatch(_DOTTED, line.strip())
+        found += [("", plain.group(0))] if plain else [("", c) for c in re.findall(rf"class_path['\"]?[=:] ?['\"]({_DOTTED})['\"]", line)]
+    return list(dict.fromkeys(found))
 
 
 def _import_report(class_path: str) -> str | None:
