@@ -43,10 +43,10 @@ from trainer_cli.compat import check_compatible
 from trainer_cli.compose import expand_config_args
 from trainer_cli.checkpointing import ResumeState, with_atomic_checkpoint_io
 from trainer_cli.errors import EXIT_USER_ERROR, UserError
-from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate_in_files  # noqa: F401 - re-exported
+from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate_in_files, user_code_error  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
 from trainer_cli.launch.requeue_signal import under_slurm_batch
-from trainer_cli.preflight import check_backbone_kwargs, check_optimizer_config, check_trainer_minimums
+from trainer_cli.preflight import check_backbone_kwargs, check_optimizer_config, check_trainer_minimums, with_checkpoint_class
 from trainer_cli.resume import with_stored_config
 from trainer_cli.optim.configure import configure_optimizers
 from trainer_cli.optim.param_groups import ParamGroups
@@ -91,6 +91,12 @@ class TrainerArgumentParser(LightningArgumentParser):
         hint = _replaced_class_hint(where, message)
         print(f"error: {where + ': ' if where else ''}{message}{hint}\n  (`train {verb} --help` lists every option)", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
+
+
+    def parse_object(self, obj: Any, namespace: Optional[Namespace] = None, *args: Any, **kwargs: Any) -> Namespace:  # type: ignore[override]
+        """jsonargparse's; a stock checkpoint's hyperparameters apply to the configured model
+        (:func:`trainer_cli.preflight.with_checkpoint_class`)."""
+        return super().parse_object(with_checkpoint_class(obj, namespace), namespace, *args, **kwargs)
 
 
 @contextmanager
@@ -489,10 +495,12 @@ def building_cli(verb: Optional[str] = None) -> Iterator[Run]:
         print("\nStopped by Ctrl-C before training started; nothing was saved.", file=sys.stderr, flush=True)
         raise SystemExit(EXIT_INTERRUPTED) from None
     except Exception as err:
-        user_error = as_user_error(err, run.ckpt_path)
+        started = run.trainer is not None and run.trainer.global_step > 0  # a crash in training keeps its logs
+        user_error = as_user_error(err, run.ckpt_path) or (None if started else user_code_error(err))
+        if not started or user_error is not None:
+            run.remove_if_untrained()
         if user_error is None:
             raise
-        run.remove_if_untrained()
         raise user_error from None
     finally:
         if env_before is None:

@@ -355,7 +355,80 @@ def expand_config_args(args: list[str]) -> list[str]:
             note_flag(arg)
             out.append(arg)
         i += 1
+    return place_class_flags(out)
+
+
+CLASS_KEYS = ("model", "data")  # sections whose class a stock LightningCLI script fixes in code
+
+
+def _class_flag(args: Sequence[str], i: int) -> tuple[str, list[str]] | None:
+    """``(key, flag)`` when ``args[i]`` names the class of a :data:`CLASS_KEYS` section
+    (``--model pkg.Class``, ``--model=...``, ``--model.class_path pkg.Class``), else None."""
+    name, eq, _ = args[i].partition("=")
+    for key in CLASS_KEYS:
+        if name in (f"--{key}", f"--{key}.class_path"):
+            if eq:
+                return key, [args[i]]
+            return (key, [args[i], args[i + 1]]) if i + 1 < len(args) else None
+    return None
+
+
+def _config_section(value: str, key: str) -> Any:
+    """The ``key`` section of one expanded ``--config`` value (a file path or composed YAML text)."""
+    try:
+        data = load_yaml_file(Path(value)) if "\n" not in value and Path(value).is_file() else yaml.safe_load(value)
+    except (UserError, yaml.YAMLError):
+        return None
+    return data.get(key) if isinstance(data, dict) else None
+
+
+def place_class_flags(args: list[str]) -> list[str]:
+    """Let ``--model pkg.Class`` / ``--data pkg.Class`` stand anywhere on an expanded command line.
+
+    A config printed by a stock ``LightningCLI(MyModel, MyData)`` script has no ``class_path``
+    (``model: {hidden_dim: 32}``): its values only parse on top of a class given before it. Such a
+    flag given after the config is also put (copied, so that it still wins where it stands) right
+    before the first config that needs it.
+
+    Raises:
+        UserError: for a config section without ``class_path`` and no class for it anywhere, saying
+            which flag or key to add.
+    """
+    out = list(args)
+    for key in CLASS_KEYS:
+        has_class = False
+        i = 0
+        while i < len(out):
+            flag = _class_flag(out, i)
+            if flag is not None and flag[0] == key:
+                has_class = True
+                i += len(flag[1])
+                continue
+            if out[i] == "--config" and i + 1 < len(out):
+                section = _config_section(out[i + 1], key)
+                if isinstance(section, dict) and section and "class_path" not in section and not has_class:
+                    later = next((f[1] for j in range(i + 2, len(out)) if (f := _class_flag(out, j)) and f[0] == key), None)
+                    if later is None:
+                        raise UserError(_no_class_message(key, out[:i].count("--config")))
+                    out[i:i] = later
+                    i += len(later)
+                has_class = has_class or isinstance(section, str) or (isinstance(section, dict) and "class_path" in section)
+                i += 2
+                continue
+            i += 1
     return out
+
+
+def _no_class_message(key: str, ordinal: int) -> str:
+    """The error for a ``key:`` section without ``class_path`` in the ``ordinal``-th ``--config``
+    (0-based) and no ``--key`` class flag."""
+    files = [layer for layer in LAYERS if not layer.label.startswith("-")]
+    file, line = files[ordinal].keys.get(key, (None, None)) if ordinal < len(files) else (None, None)
+    where = f"in {file}{f' line {line}' if line else ''}: " if file else ""
+    return (
+        f"{where}the config's {key}: has no class_path (a config printed by a LightningCLI script with a fixed "
+        f"{key} class?): add --{key} pkg.Class (anywhere on the command line) or {key}.class_path: pkg.Class to the config"
+    )
 
 
 def note_flag(arg: str) -> None:

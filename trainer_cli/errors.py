@@ -4,13 +4,23 @@ from __future__ import annotations
 
 import difflib
 import sys
-from collections.abc import Iterable
+import sysconfig
+import traceback
+from collections.abc import Iterable, Iterator
+from pathlib import Path
 
 EXIT_USER_ERROR = 2
 
 
 class UserError(Exception):
     """A mistake in the user's input (config, flag, file, data): reported without a traceback."""
+
+
+class UserCodeError(UserError):
+    """An exception raised by the user's own code (their model, data module, callback) while it was
+    imported or built: reported with the user's frames only (:func:`user_code_report`), exit code 2
+    as for any other mistake the user fixes (a traceback of this project's or a library's frames
+    alone is a bug: exit code 1)."""
 
 
 def close_matches(name: str, candidates: Iterable[str], n: int = 3) -> list[str]:
@@ -31,3 +41,45 @@ def report_user_error(err: BaseException) -> int:
     """Print ``err`` as one ``error:`` message on stderr and return the user-error exit code."""
     print(f"error: {err}", file=sys.stderr)
     return EXIT_USER_ERROR
+
+
+def _library_dirs() -> list[Path]:
+    """Where Python, the installed packages and this project live: no frame there is the user's."""
+    paths = sysconfig.get_paths()
+    dirs = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib", "scripts") if k in paths]
+    return [Path(d).resolve() for d in dict.fromkeys(dirs)] + [Path(__file__).resolve().parent]
+
+
+def is_user_file(filename: str) -> bool:
+    """Whether ``filename`` (of a traceback frame) is the user's code, not Python's, a package's or this project's."""
+    if not filename or filename.startswith("<"):
+        return False
+    path = Path(filename).resolve()
+    return not any(path.is_relative_to(d) for d in _library_dirs())
+
+
+def _chain(err: BaseException) -> Iterator[BaseException]:
+    """``err`` and the exceptions it was raised from or during, outermost first."""
+    seen: set[int] = set()
+    current: BaseException | None = err
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        yield current
+        current = current.__cause__ or (None if current.__suppress_context__ else current.__context__)
+
+
+def user_code_report(err: BaseException) -> str | None:
+    """The exception of ``err``'s chain raised in the user's own code (the innermost with a frame in
+    a user file, :func:`is_user_file`) as the user's frames and the exception, or None when no
+    frame is the user's (a library's or this project's own error)."""
+    for exc in reversed(list(_chain(err))):
+        frames = [f for f in traceback.extract_tb(exc.__traceback__) if is_user_file(f.filename)]
+        if isinstance(exc, SyntaxError) and exc.filename and is_user_file(exc.filename):
+            frames.append(traceback.FrameSummary(exc.filename, exc.lineno or 0, "<module>", line=(exc.text or "").strip()))
+        if not frames:
+            continue
+        shown = "".join(traceback.format_list(frames)).rstrip()
+        message = f"{type(exc).__name__}: {exc.msg}" if isinstance(exc, SyntaxError) else traceback.format_exception_only(type(exc), exc)[-1].strip()
+        return f"exception in your code: {message}\n  Traceback (your code only, most recent call last):\n{shown}"
+    return None
+

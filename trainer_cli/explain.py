@@ -3,7 +3,9 @@
 jsonargparse reports a value no type of a key accepts with every Union member's complaint;
 :func:`summarize_union_error` keeps the one that matters. :func:`explain_parse_error` adds close
 matches for unknown keys, options and class names; :func:`as_user_error` maps Lightning,
-OmegaConf and constructor errors caused by the user's input to a :class:`UserError`.
+OmegaConf and constructor errors caused by the user's input to a :class:`UserError`. An exception
+raised in the user's own code (their model's ``__init__``, their module's imports, ``setup``) is
+shown as the user's frames and the exception (:func:`user_code_error`), not as a config error.
 """
 
 from __future__ import annotations
@@ -12,9 +14,10 @@ import importlib
 import inspect
 import re
 import sys
+import traceback
 from typing import Any
 
-from trainer_cli.errors import UserError, did_you_mean
+from trainer_cli.errors import UserCodeError, UserError, did_you_mean, is_user_file, user_code_report
 from trainer_cli.imports import import_class
 
 
@@ -49,7 +52,14 @@ def _short_names() -> list[str]:
 
 
 def explain_parse_error(message: str, parser: Any) -> str:
-    """Add close matches to jsonargparse's messages about unknown keys, options or class names."""
+    """Add close matches to jsonargparse's messages about unknown keys, options or class names; a
+    class whose module fails to import in the user's own code is reported with the user's frames."""
+    head = re.match(r'Parser key "([\w.]+)"', message)
+    for key, class_path in _given_classes(message):
+        report = _import_report(class_path)
+        if report:
+            key = key or (head.group(1) if head else "")
+            return f"{key + ': ' if key else ''}cannot import {class_path}: {report}"
     extra = ""
     message = _plain_type_error(message)
     unknown = re.findall(r"(?:[Uu]nrecognized arguments:?|Key) ['\"]?--?([\w.]+)", message)
@@ -87,6 +97,37 @@ def explain_parse_error(message: str, parser: Any) -> str:
         hint = did_you_mean(name, _short_names())
         extra += f"\n  unknown class {name!r}.{hint or ' See `train ls`.'}"
     return summary + extra
+
+
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+"
+
+
+def _given_classes(message: str) -> list[tuple[str, str]]:
+    """``(key or "", class path)`` for every class a parse error is about: ``Problem with given
+    class_path 'X'``, a ``Given value: X`` that is a dotted path, or one holding ``class_path='X'``."""
+    found = [(m.group(1) or m.group(2) or "", m.group(3)) for m in re.finditer(
+        rf'(?:Parser key "([\w.]+)":\s+|([\w.]+): )?Problem with given class_path \'({_DOTTED})\'', message)]
+    for line in re.findall(r"^\s*Given value: (.*)$", message, re.M):
+        plain = re.fullmatch(_DOTTED, line.strip())
+        found += [("", plain.group(0))] if plain else [("", c) for c in re.findall(rf"class_path['\"]?[=:] ?['\"]({_DOTTED})['\"]", line)]
+    return list(dict.fromkeys(found))
+
+
+def _import_report(class_path: str) -> str | None:
+    """The user's frames (:func:`trainer_cli.errors.user_code_report`) of the error importing
+    ``class_path``, or None when it imports or its error is not in the user's code."""
+    try:
+        import_class(class_path)
+    except Exception as err:  # noqa: BLE001 - any error the user's module raises on import
+        return user_code_report(err)
+    return None
+
+
+def user_code_error(err: Exception) -> UserCodeError | None:
+    """A :class:`UserCodeError` showing the user's own frames when ``err`` (or what it was raised
+    from) was raised in the user's code, else None (see :func:`trainer_cli.errors.user_code_report`)."""
+    report = user_code_report(err)
+    return UserCodeError(report) if report else None
 
 
 def _public_classes(module: str) -> list[str]:
@@ -202,6 +243,8 @@ def as_user_error(err: Exception, ckpt_path: str | None = None) -> UserError | N
         return UserError(f"checkpoint {ckpt_path} does not fit the model (from another model?): {' '.join(lines[1:3])[:400]}")
     if isinstance(err, (ValueError, TypeError)) and _raised_by_user_config(err):
         where = locate_named_key(str(err))  # a constructor's check of a value from a config file
+        if not where and (not _raised_in_user_file(err) or _CALL_MISMATCH.search(str(err))):  # the user's code calls wrongly
+            return user_code_error(err) or UserError(str(err))
         return UserError(f"{where}: {err}" if where else str(err))
     return None
 
@@ -222,6 +265,15 @@ def omegaconf_message(err: Exception) -> str:
     key = getattr(err, "full_key", None)
     key = re.sub(r"^(fit|validate|test|predict)\.", "", key) if key else None
     return f"{message} (at {key})" if key else message
+
+
+_CALL_MISMATCH = re.compile(r"\(\) (?:missing \d+ required|got an unexpected keyword|got multiple values|takes \d+ positional)")
+
+
+def _raised_in_user_file(err: Exception) -> bool:
+    """Whether the innermost frame of ``err`` is in the user's own code (their check of a value)."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return bool(frames) and is_user_file(frames[-1].filename)
 
 
 def _raised_by_user_config(err: Exception) -> bool:

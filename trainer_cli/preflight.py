@@ -32,6 +32,8 @@ def check_checkpoint_model(ckpt_path: str, model: Any, linked: Iterable[str] = (
     stored_class = hparams.get("_class_path")
     if stored_class and stored_class != model.class_path:
         raise UserError(f"--ckpt_path {ckpt_path} is a checkpoint of {stored_class}, not of the configured model {model.class_path}")
+    if not stored_class:  # written by a script with the model class fixed in code: its arguments must fit
+        _check_arguments_fit(ckpt_path, hparams, model.class_path)
     init_args = model.get("init_args") or Namespace()
     changed = [key for key in init_args.keys() if key in hparams and key not in linked and hparams[key] != init_args[key]]
     # settings a model class declares as not shaping its weights (loss, augmentation, speed) may change
@@ -45,6 +47,44 @@ def check_checkpoint_model(ckpt_path: str, model: Any, linked: Iterable[str] = (
             + "; ".join(f"model.init_args.{d}" for d in differ)
             + ". Use the checkpoint's config (its run directory's config.yaml) or another checkpoint"
         )
+
+
+def _check_arguments_fit(ckpt_path: str, hparams: dict[str, Any], class_path: str) -> None:
+    """Raise UserError when a checkpoint's hyperparameters name arguments ``class_path`` does not take."""
+    try:
+        params = inspect.signature(import_class(class_path)).parameters
+    except Exception:  # noqa: BLE001 - an unimportable class is reported where it is built
+        return
+    if any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values()):
+        return
+    foreign = [key for key in hparams if not key.startswith("_") and key not in params]
+    if foreign:
+        raise UserError(
+            f"--ckpt_path {ckpt_path} does not fit the model {class_path}: its hyperparameters {', '.join(foreign)} are "
+            f"not arguments of it (a checkpoint of another model? its class is not recorded: --model names it)"
+        )
+
+
+def with_checkpoint_class(obj: Any, base: Any) -> Any:
+    """A checkpoint's model hyperparameters as LightningCLI parses them after ``--ckpt_path``
+    (``{verb: {"model": hparams}}``), with the configured model's ``class_path`` when they name none.
+
+    A checkpoint written by a stock ``LightningCLI(MyModel, ...)`` (the model class fixed in code)
+    stores its hyperparameters without ``_class_path``. In subclass mode (``train``) jsonargparse
+    parses such a mapping on top of the base class ``LightningModule``, not of the configured class,
+    and fails; named after the configured class (as Lightning names a ``_class_path`` one) they
+    apply to it. Anything else is returned unchanged.
+    """
+    if not isinstance(obj, dict) or len(obj) != 1 or not isinstance(base, Namespace):
+        return obj
+    verb, section = next(iter(obj.items()))
+    if not isinstance(section, dict) or set(section) != {"model"} or not isinstance(section["model"], dict):
+        return obj
+    hparams = section["model"]
+    configured = base.get(f"{verb}.model") if verb in base else None
+    if "class_path" in hparams or not isinstance(configured, Namespace) or not configured.get("class_path"):
+        return obj
+    return {verb: {"model": {"class_path": configured.class_path, "dict_kwargs": hparams}}}
 
 
 # trainer integers Lightning accepts at construction but fails on later (e.g. a division by zero)

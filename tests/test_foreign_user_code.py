@@ -1,0 +1,110 @@
+"""Errors in a user's own code under `train` (issue 18, defect 5): an exception their model raises
+while it is imported or built shows their own frames (file, line, the exception), not a rewritten
+config error nor the library's frames (exit code 2, as any mistake the user fixes); a value of their config that their code refuses stays one
+line naming the config file and line; a start that fails before the first step leaves no run
+directory.
+
+The models are in ``tests/foreign/lit_foreign/broken.py``, ``stale.py``, ``broken_import.py`` and
+``broken_toplevel.py``
+(the user's package); all cases run through the real entry point in one helper process.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from support import REPO
+from foreign_support import DATA, FOREIGN, SUPPORT, foreign_env
+
+PACKAGE = FOREIGN / "lit_foreign"
+
+
+def line_of(file: Path, text: str) -> int:
+    """The 1-based line of ``file`` that holds ``text``."""
+    return next(i for i, line in enumerate(file.read_text().splitlines(), 1) if text in line)
+
+
+def frame(file: Path, text: str, function: str) -> str:
+    """How a traceback names the line of ``file`` holding ``text``."""
+    return f'File "{file}", line {line_of(file, text)}, in {function}'
+
+
+BROKEN, STALE, IMPORT, TOPLEVEL = (PACKAGE / f"{name}.py" for name in ("broken", "stale", "broken_import", "broken_toplevel"))
+# name -> (model class, what stderr must hold)
+CASES: dict[str, tuple[str, list[str]]] = {
+    "name_error_in_init": ("lit_foreign.broken.TypoNet", [
+        "error: exception in your code: NameError: name 'num_clases' is not defined",
+        frame(BROKEN, "num_clases)", "__init__"),
+    ]),
+    "library_called_wrongly": ("lit_foreign.broken.ArgNet", [
+        "error: exception in your code: TypeError: Linear.__init__() missing 1 required positional argument",
+        frame(BROKEN, "nn.Linear(hidden_dim)", "__init__"),
+    ]),
+    "error_in_setup": ("lit_foreign.broken.SetupNet", [
+        "error: exception in your code: RuntimeError: cannot set up for",
+        frame(BROKEN, "lookup table missing", "setup"),
+    ]),
+    "stale_annotation": ("lit_foreign.stale.StaleNet", [
+        "error: model: cannot import lit_foreign.stale.StaleNet: exception in your code: AttributeError: "
+        "module 'torch.nn' has no attribute 'NoSuchActivation'",
+        frame(STALE, "nn.NoSuchActivation", "StaleNet"),
+    ]),
+    "import_error_in_module": ("lit_foreign.broken_import.ImportNet", [
+        "error: model: cannot import lit_foreign.broken_import.ImportNet: exception in your code: ModuleNotFoundError: "
+        "No module named 'lit_foreign.helpers_that_were_renamed'",
+        frame(IMPORT, "helpers_that_were_renamed", "<module>"),
+    ]),
+    "name_error_at_module_level": ("lit_foreign.broken_toplevel.TopNet", [
+        "error: model: cannot import lit_foreign.broken_toplevel.TopNet: exception in your code: NameError: "
+        "name 'DEFAULT_WIDHT' is not defined",
+        frame(TOPLEVEL, "= DEFAULT_WIDHT", "<module>"),
+    ]),
+}
+
+
+@pytest.fixture(scope="module")
+def outcome(tmp_path_factory: pytest.TempPathFactory) -> dict:
+    tmp = tmp_path_factory.mktemp("user_code")
+    config = tmp / "checked.yaml"
+    config.write_text("model:\n  class_path: lit_foreign.broken.CheckedNet\n  init_args:\n    dropout: 1.5\n")
+    common = ["--data", DATA, "--trainer.default_root_dir", "runs", "--trainer.max_epochs", "1"]
+    argvs = {name: ["fit", "--model", model, *common] for name, (model, _) in CASES.items()}
+    argvs["value_refused_by_user_check"] = ["fit", "--config", str(config), *common]
+    cases = {}
+    for name, argv in argvs.items():
+        (tmp / name).mkdir()
+        cases[name] = {"argv": argv, "cwd": str(tmp / name)}
+    (tmp / "cases.json").write_text(json.dumps(cases))
+    subprocess.run([sys.executable, str(SUPPORT), str(tmp / "cases.json"), str(tmp / "out.json")],
+                   cwd=REPO, env=foreign_env(), check=True, timeout=600)
+    return {"tmp": tmp, "config": config, "results": json.loads((tmp / "out.json").read_text())}
+
+
+@pytest.mark.parametrize("name", list(CASES))
+def test_user_code_error_shows_the_users_frames(outcome: dict, name: str) -> None:
+    _, fragments = CASES[name]
+    result = outcome["results"][name]
+    stderr = result["stderr"]
+    assert result["code"] == 2, stderr[-3000:]
+    for fragment in fragments:
+        assert fragment in stderr, f"{fragment!r} not in:\n{stderr[-3000:]}"
+    shown = stderr[stderr.index("error:"):]
+    assert "site-packages" not in shown and "trainer_cli" not in shown  # the user's frames only
+    assert "Traceback (most recent call last)" not in stderr + result["stdout"]
+
+
+def test_value_refused_by_the_users_check_stays_one_line(outcome: dict) -> None:
+    result = outcome["results"]["value_refused_by_user_check"]
+    assert result["code"] == 2
+    assert result["stderr"].splitlines()[-1] == f"error: in {outcome['config']} line 4: dropout must be in [0, 1), got 1.5"
+
+
+def test_a_failed_start_leaves_no_run_directory(outcome: dict) -> None:
+    for name in outcome["results"]:
+        left = list((outcome["tmp"] / name).rglob("version_*"))
+        assert not left, f"{name}: {left}"
