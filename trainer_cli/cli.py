@@ -92,7 +92,6 @@ class TrainerArgumentParser(LightningArgumentParser):
         print(f"error: {where + ': ' if where else ''}{message}{hint}\n  (`train {verb} --help` lists every option)", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
 
-
     def parse_object(self, obj: Any, namespace: Optional[Namespace] = None, *args: Any, **kwargs: Any) -> Namespace:  # type: ignore[override]
         """jsonargparse's; a stock checkpoint's hyperparameters apply to the configured model
         (:func:`trainer_cli.preflight.with_checkpoint_class`)."""
