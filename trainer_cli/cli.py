@@ -135,6 +135,23 @@ def _added_any(parser: LightningArgumentParser, kind: str) -> bool:
     return bool(vars(parser).get("_" + kind))
 
 
+def _automatic(parser: Any, kind: str) -> list[tuple[str, Any]]:
+    """The ``(key, class)`` of each optimizer (``kind="optimizers"``) or scheduler group added with
+    ``link_to="AUTOMATIC"`` (LightningArgumentParser's record, read as LightningCLI reads it)."""
+    return [(key, cls) for key, (cls, link_to) in (vars(parser).get("_" + kind) or {}).items() if link_to == "AUTOMATIC"]
+
+
+def _with_class_path(cls: Any, value: Any) -> dict[str, Any] | None:
+    """A group's instantiated config as ``{"class_path", "init_args"}`` (a group of one class holds
+    only its init args)."""
+    if not value:
+        return None
+    value = value.as_dict() if isinstance(value, Namespace) else dict(value)
+    if not isinstance(cls, tuple) and "class_path" not in value:
+        return {"class_path": f"{cls.__module__}.{cls.__qualname__}", "init_args": value}
+    return value
+
+
 def _parameters(target: Any) -> dict[str, Any]:
     """The keyword parameters of a class's ``__init__`` (or a callable) with their defaults."""
     try:
@@ -242,6 +259,10 @@ class TrainerCLI(LightningCLI):
             raise SystemExit(_submit_from_script(type(self), args, kwargs, sys.argv[0], sys.argv[2:]))
         kwargs.setdefault("parser_class", TrainerArgumentParser)
         kwargs.setdefault("save_config_callback", RunConfig)  # config.yaml: the run's record (run.Run.record)
+        self._auto_optimizers = kwargs.get("auto_configure_optimizers", True)
+        # LightningCLI's automatic optimizers are built when the model is (a step-wise scheduler cannot learn
+        # its total steps then): the same groups are added and built lazily here (_add_configure_optimizers)
+        kwargs["auto_configure_optimizers"] = False
         self.config: Any = None
         self._subcommands = kwargs.get("run", True)
         self.run = run_directory if run_directory is not None else Run(None)
@@ -318,6 +339,11 @@ class TrainerCLI(LightningCLI):
         """LightningCLI's, after the launcher's arguments that follow the user's (optimizers, links);
         then an explicit ``--ckpt_path`` file is checked to be a complete checkpoint of the configured
         model before LightningCLI reads its hyperparameters."""
+        for core in self._core_parsers:  # after the user's add_arguments_to_parser, as LightningCLI adds them
+            if self._auto_optimizers and not _added_any(core, "optimizers"):
+                core.add_optimizer_args((Optimizer,))  # --optimizer NAME
+            if self._auto_optimizers and not _added_any(core, "lr_schedulers"):
+                core.add_lr_scheduler_args(LRSchedulerTypeTuple)
         if args is None and self._subcommands and len(sys.argv) > 1 and sys.argv[1] in self.subcommands():
             # a user's script (`python main.py fit ...`): config short forms and Hydra composition,
             # `--run_dir DIR` alone resumes with the run's own config.yaml, as under `train`
@@ -417,21 +443,59 @@ class TrainerCLI(LightningCLI):
 
     # -- optimizers ------------------------------------------------------------------------------
     def _add_configure_optimizers(self) -> None:
-        """The model's ``configure_optimizers`` built from the ``optimizer`` / ``lr_scheduler`` configs
-        when Lightning asks (so ``total_steps`` can come from ``trainer.estimated_stepping_batches``),
-        as LightningCLI's automatic one sets it on the model; a model's own stays when no optimizer
-        is configured."""
+        """The model's ``configure_optimizers`` from the optimizer and scheduler groups, by
+        LightningCLI's rule (``auto_configure_optimizers``: the one optimizer and at most one scheduler
+        group added with ``link_to="AUTOMATIC"``; the model's own stays when none is configured), built
+        when Lightning asks: a step-wise scheduler gets ``total_steps`` from
+        ``trainer.estimated_stepping_batches``. A CLI subclass that overrides ``configure_optimizers``
+        gets the built optimizer and scheduler, as LightningCLI gives them.
+
+        Raises:
+            MisconfigurationException: for more than one automatic optimizer or scheduler group (LightningCLI's rule).
+        """
+        if not self._auto_optimizers:
+            return
+        parser = self.verb_parser
+        optimizers = _automatic(parser, "optimizers")
+        schedulers = _automatic(parser, "lr_schedulers")
+        if not optimizers:
+            return
+        if len(optimizers) > 1 or len(schedulers) > 1:
+            from lightning.pytorch.utilities.exceptions import MisconfigurationException
+
+            raise MisconfigurationException(
+                f"{type(self).__name__} builds configure_optimizers from one optimizer and at most one lr_scheduler "
+                f"group added as 'AUTOMATIC', found {optimizers + schedulers}: link the groups and implement configure_optimizers"
+            )
         init = self._subconfig_init()
-        optimizer_init = init.get("optimizer")
-        overridden = type(self).configure_optimizers is not LightningCLI.configure_optimizers  # the user's CLI builds them
-        if not self.auto_configure_optimizers or overridden or not isinstance(optimizer_init, (dict, Namespace)) or "class_path" not in optimizer_init:
-            return  # LightningCLI's own (a user's optimizer group, a class without class_path) or the model's
-        to_dict = lambda v: v.as_dict() if isinstance(v, Namespace) else v  # noqa: E731
+        optimizer_init = _with_class_path(optimizers[0][1], init.get(optimizers[0][0]))
+        if not optimizer_init:
+            return  # registered automatically, not given: the model's own configure_optimizers
+        scheduler_init = _with_class_path(schedulers[0][1], init.get(schedulers[0][0])) if schedulers else None
+        from lightning.pytorch.utilities import rank_zero_warn
+        from lightning.pytorch.utilities.model_helpers import is_overridden
+
+        if is_overridden("configure_optimizers", self.model):
+            rank_zero_warn(
+                f"`{self.model.__class__.__name__}.configure_optimizers` will be overridden by "
+                f"`{self.__class__.__name__}.configure_optimizers`."
+            )
+        if type(self).configure_optimizers is not LightningCLI.configure_optimizers:  # the user's CLI builds them
+            from types import MethodType
+
+            from lightning.pytorch.cli import instantiate_class
+
+            optimizer = instantiate_class(self.model.parameters(), optimizer_init)
+            scheduler = instantiate_class(optimizer, scheduler_init) if scheduler_init else None
+            user_fn = partial(self.configure_optimizers, optimizer=optimizer, lr_scheduler=scheduler)
+            update_wrapper(user_fn, self.configure_optimizers)
+            self.model.configure_optimizers = MethodType(user_fn, self.model)
+            return
         # a partial holding the model, not a bound method: it pickles whole (ddp_spawn sends the
         # model to its processes; a bound method would come back as the class's configure_optimizers)
         fn = partial(
-            configure_optimizers, self.model, optimizer_init=to_dict(optimizer_init),
-            lr_scheduler_init=to_dict(init.get("lr_scheduler")), param_groups=init.get("param_groups"),
+            configure_optimizers, self.model, optimizer_init=optimizer_init,
+            lr_scheduler_init=scheduler_init, param_groups=init.get("param_groups"),
         )
         update_wrapper(fn, configure_optimizers)
         self.model.configure_optimizers = fn

@@ -153,7 +153,7 @@ class Run:
             self._launcher_set["trainer.default_root_dir (the Trainer's: this run directory)"] = cfg.trainer.default_root_dir
         root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR).absolute()
         moved = {k: v for k, v in self._launcher_set.items()
-                 if ".logger" in k and k.endswith(("save_dir", ".name")) and isinstance(v, str) and not Path(v).absolute().is_relative_to(root)}
+                 if ".logger" in k and k.endswith(("save_dir", ".name")) and isinstance(v, str) and v not in ("", DEFAULT_ROOT_DIR, "lightning_logs") and not Path(v).absolute().is_relative_to(root)}
         if moved and rank_zero_only.rank == 0:
             print(f"Logs go to the run directory {self.path} (" + ", ".join(f"{k} was {v!r}" for k, v in moved.items()) + ")", flush=True)
         return self.path

@@ -46,7 +46,9 @@ def build_scheduler(optimizer: Optimizer, init: dict[str, Any], trainer: pl.Trai
     cls = import_class(init["class_path"])
     kwargs = dict(init.get("init_args") or {})
     step_wise = is_step_wise(cls)
-    if step_wise and kwargs.get(TOTAL_STEPS_ARG) is None and trainer is not None:
+    if step_wise and kwargs.get(TOTAL_STEPS_ARG) is None:
+        if trainer is None:
+            raise RuntimeError(f"{cls.__name__} takes {TOTAL_STEPS_ARG} from the Trainer: call configure_optimizers from a Trainer, or give {TOTAL_STEPS_ARG}")
         kwargs[TOTAL_STEPS_ARG] = total_optimizer_steps(trainer)
     for key in PER_GROUP_LR_ARGS:
         if key in kwargs:
@@ -103,4 +105,8 @@ def configure_optimizers(
         trainer = module.trainer
     except RuntimeError:  # called outside a Trainer (as LightningCLI allows): a step-wise scheduler needs total_steps given
         trainer = None
-    return {"optimizer": optimizer, "lr_scheduler": build_scheduler(optimizer, lr_scheduler_init, trainer)}
+    config = build_scheduler(optimizer, lr_scheduler_init, trainer)
+    if "monitor" in config:  # ReduceLROnPlateau: the dict form, as LightningCLI returns it
+        return {"optimizer": optimizer, "lr_scheduler": config}
+    # LightningCLI's shape ([optimizer], [scheduler]); a step-wise one keeps its interval in the config dict
+    return [optimizer], [config if config["interval"] == "step" else config["scheduler"]]
