@@ -279,7 +279,7 @@ def plan(args: list[str], dry_run: bool, cli: Any = None, script: str | None = N
         run_dir, created = allocate(root, config.name).absolute(), True
     try:
         config.run_dir = str(run_dir)
-        frozen = parser.dump(config, skip_none=False)
+        frozen = parser.dump(config, skip_none=False, skip_link_targets=False)  # as config.yaml records a run
         template = "cv" if slurm.cv_folds and slurm.template == "ddp" else slurm.template
         context_values = script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency)
         if script:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it

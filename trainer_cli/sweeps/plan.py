@@ -85,7 +85,7 @@ class Trial:
     def frozen(self, run_dir: Path) -> str:
         """The resolved config with ``run_dir`` set: what ``train fit --config <trial>/config.yaml`` runs."""
         self.config.run_dir = str(run_dir)
-        return self.parser.dump(self.config, skip_none=False)
+        return self.parser.dump(self.config, skip_none=False, skip_link_targets=False)
 
 
 @dataclass
