@@ -63,7 +63,10 @@ CONFIG_HELP = (
     "--config_root DIR (repeatable) and $TRAINER_CLI_CONFIG_PATH add user config roots, folders laid out like "
     "configs/, searched before the bundled configs. "
     "train fit --sweep KEY=V1,V2 (repeatable; range(), uniform(), loguniform(), randint(), choice() with "
-    "--sweep_trials N --sweep_seed S) runs one fit per trial in a sweep directory (`train sweep-results --help`)."
+    "--sweep_trials N --sweep_seed S) runs one fit per trial in a sweep directory (`train sweep-results --help`). "
+    "Data->model links: the model's num_classes, in_channels and image_size take the data module's value where the "
+    "model takes the argument, it was left at its default and the data module declares it (a value you set is kept); "
+    "config.yaml records the value used."
 )
 
 
