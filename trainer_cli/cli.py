@@ -86,7 +86,6 @@ class TrainerArgumentParser(LightningArgumentParser):
         print(f"error: {where + ': ' if where else ''}{message}{hint}\n  (`train {verb} --help` lists every option)", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
 
-
     def parse_object(self, obj: Any, namespace: Optional[Namespace] = None, *args: Any, **kwargs: Any) -> Namespace:  # type: ignore[override]
         """jsonargparse's; a stock checkpoint's hyperparameters apply to the configured model
         (:func:`trainer_cli.preflight.with_checkpoint_class`)."""
@@ -283,7 +282,8 @@ def run_subcommand(verb: str, args: list[str]) -> int:
 def building_cli(verb: Optional[str] = None) -> Iterator[Run]:
     """Around building a :class:`TrainerCLI` (give it the :class:`trainer_cli.run.Run` this yields):
     LightningCLI's warning about ``args`` silenced, errors of the user's input reported as
-    :class:`UserError` (a run directory this created removed again when it saved no checkpoint),
+    :class:`UserError` and exceptions of the user's own code before the first step with their
+    frames (a run directory this created removed again when it saved no checkpoint),
     and ``TRAINER_CLI_RUN_DIR`` cleared again afterwards when it was not set before (so one process
     can build several runs)."""
     env_before = os.environ.get(rundir.ENV_RUN_DIR)
