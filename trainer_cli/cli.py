@@ -543,7 +543,8 @@ def verb_cli(verb: str, base: type[TrainerCLI] | None = None) -> type[TrainerCLI
 def building_cli(verb: Optional[str] = None) -> Iterator[Run]:
     """Around building a :class:`TrainerCLI` (give it the :class:`trainer_cli.run.Run` this yields):
     LightningCLI's warning about ``args`` silenced, errors of the user's input reported as
-    :class:`UserError` (a run directory this created removed again when it saved no checkpoint),
+    :class:`UserError` and exceptions of the user's own code before the first step with their
+    frames (a run directory this created removed again when it saved no checkpoint),
     and ``TRAINER_CLI_RUN_DIR`` cleared again afterwards when it was not set before (so one process
     can build several runs)."""
     env_before = os.environ.get(rundir.ENV_RUN_DIR)

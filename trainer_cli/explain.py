@@ -107,6 +107,8 @@ def _given_classes(message: str) -> list[tuple[str, str]]:
     class_path 'X'``, a ``Given value: X`` that is a dotted path, or one holding ``class_path='X'``."""
     found = [(m.group(1) or m.group(2) or "", m.group(3)) for m in re.finditer(
         rf'(?:Parser key "([\w.]+)":\s+|([\w.]+): )?Problem with given class_path \'({_DOTTED})\'', message)]
+    if "Subtypes: [<class" not in message:  # a value given to a class-typed key only
+        return list(dict.fromkeys(found))
     for line in re.findall(r"^\s*Given value: (.*)$", message, re.M):
         plain = re.fullmatch(_DOTTED, line.strip())
         found += [("", plain.group(0))] if plain else [("", c) for c in re.findall(rf"class_path['\"]?[=:] ?['\"]({_DOTTED})['\"]", line)]
