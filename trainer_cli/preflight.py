@@ -30,7 +30,8 @@ def check_checkpoint_model(ckpt_path: str, model: Any, linked: Iterable[str] = (
     except Exception as err:  # noqa: BLE001 - any unpickling problem is a bad file
         raise UserError(f"--ckpt_path {ckpt_path}: cannot read the checkpoint ({str(err).splitlines()[0]})") from None
     stored_class = hparams.get("_class_path")
-    if stored_class and stored_class != model.class_path:
+    if stored_class and stored_class != model.class_path and not _is_subclass(stored_class, model.class_path):
+        # (a subclass of the configured model: LightningCLI builds the checkpoint's class, as it does here)
         raise UserError(f"--ckpt_path {ckpt_path} is a checkpoint of {stored_class}, not of the configured model {model.class_path}")
     if not stored_class:  # written by a script with the model class fixed in code: its arguments must fit
         _check_arguments_fit(ckpt_path, hparams, model.class_path)
@@ -208,3 +209,18 @@ def _backbone_options(name: str) -> list[str]:
 
     cls = own_backbones().get(name)
     return [p for p in inspect.signature(cls).parameters if p not in LINKED_SHAPES] if cls else []
+
+
+def _is_subclass(class_path: str, base_path: str) -> bool:
+    """Whether the class at ``class_path`` subclasses the one at ``base_path`` (False when either does not import)."""
+    import importlib
+
+    def load(path: str) -> Any:
+        module, _, name = path.rpartition(".")
+        return getattr(importlib.import_module(module), name)
+
+    try:
+        cls, base = load(class_path), load(base_path)
+    except (ImportError, AttributeError, ValueError):
+        return False
+    return isinstance(cls, type) and isinstance(base, type) and issubclass(cls, base)

@@ -228,7 +228,9 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
             note_flag(arg)  # for error messages: a later flag wins over an earlier file
             fit_args.append(arg)
         i += 1
-    return fit_args, layers, own
+    from trainer_cli.compose import place_class_flags
+
+    return place_class_flags(fit_args), layers, own  # a stock config's --model/--data anywhere, as train fit
 
 
 def _strip_section(text: str, source: str, layers: list[dict[str, Any] | list[str]]) -> str:
