@@ -15,7 +15,7 @@ from typing import Any, Optional
 
 import yaml
 
-from trainer_cli.compose import CONFIG_FLAGS, config_text, load_yaml_file, note_flag, take_config_roots
+from trainer_cli.compose import CONFIG_FLAGS, config_text, load_yaml_file, note_flag, place_class_flags, take_config_roots
 from trainer_cli.errors import UserError, did_you_mean
 
 SECTION = "slurm"
@@ -228,8 +228,6 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
             note_flag(arg)  # for error messages: a later flag wins over an earlier file
             fit_args.append(arg)
         i += 1
-    from trainer_cli.compose import place_class_flags
-
     return place_class_flags(fit_args), layers, own  # a stock config's --model/--data anywhere, as train fit
 
 
