@@ -36,6 +36,17 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP))
 
 
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On an xdist worker under ``--dist loadgroup``: fail the run unless every cluster test's node
+    id carries the group (xdist schedules by it; pytest 9.2 with pytest-xdist 3.8 drops it
+    silently, and the cluster tests would then run beside each other)."""
+    if not (os.environ.get("PYTEST_XDIST_WORKER") and session.config.getvalue("loadgroup")):
+        return
+    lost = [item.nodeid for item in session.items if CLUSTER_GROUP in getattr(item, "fixturenames", ()) and not item.nodeid.endswith(f"@{CLUSTER_GROUP}")]
+    if lost:
+        raise pytest.UsageError(f"the xdist group {CLUSTER_GROUP!r} did not reach the scheduler (pytest {pytest.__version__}): {lost[:3]}")
+
+
 @pytest.fixture(autouse=True)
 def _restore_global_state(monkeypatch: pytest.MonkeyPatch) -> None:
     """Each test starts without a run directory inherited through the environment."""
