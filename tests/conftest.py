@@ -34,6 +34,7 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if CLUSTER_GROUP in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP))
+            item.add_marker(pytest.mark.slurm_cluster)  # `-m "not slurm_cluster"`: the rest alone
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
