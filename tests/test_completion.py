@@ -68,8 +68,29 @@ def test_bash_completes_verbs_configs_options_and_class_names(script: Path, tmp_
     assert complete(script, "train", "fit", "--config", str(tmp_path / "mi"))[1] == [str(tmp_path / "mine.yaml")]
 
 
-def test_zsh_script_and_a_bad_shell() -> None:
+@pytest.mark.skipif(shutil.which("zsh") is None, reason="no zsh")
+def test_zsh_runs_the_same_function_through_bashcompinit(tmp_path: Path) -> None:
     done = run_train("completion", "zsh")
-    assert done.returncode == 0 and done.stdout.startswith("#compdef train") and "bashcompinit" in done.stdout
+    assert done.returncode == 0, done.stderr[-2000:]
+    (tmp_path / "train.zsh").write_text(done.stdout)
+    (tmp_path / "root" / "experiment").mkdir(parents=True)
+    (tmp_path / "root" / "experiment" / "mine.yaml").write_text("{}\n")
+    # zsh numbers arrays from 1 and its compgen leaves the filtering by prefix to compadd
+    program = 'source "$1"; shift; COMP_WORDS=("$@"); COMP_CWORD=$(( ${#COMP_WORDS} - 1 )); _train; printf "%s\\n" "${COMPREPLY[@]}"'
+
+    def complete_zsh(*words: str) -> list[str]:
+        run = subprocess.run(["zsh", "-c", program, "zsh", str(tmp_path / "train.zsh"), *words], capture_output=True, text=True,
+                             env={**os.environ, "TRAINER_CLI_CONFIG_PATH": str(tmp_path / "root")}, timeout=60)
+        assert run.returncode == 0, run.stderr
+        return run.stdout.split()
+
+    assert "fit" in complete_zsh("train", "f")
+    assert "--trainer.max_epochs" in complete_zsh("train", "fit", "--trainer.max_")
+    assert "--slurm.time" in complete_zsh("train", "submit", "--slurm.t")
+    assert complete_zsh("train", "fit", "--model", "") == ["ImageClassifier"]
+    assert {"experiment/mine", "experiment/digits"} <= set(complete_zsh("train", "fit", "--config", "experiment/"))
+
+
+def test_a_bad_shell_is_one_clear_error() -> None:
     bad = run_train("completion", "fish")
     assert bad.returncode == 2 and "invalid choice: 'fish'" in bad.stderr and "Traceback" not in bad.stderr

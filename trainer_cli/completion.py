@@ -114,18 +114,20 @@ _train_configs={configs}
 {classes}
 _train_config_roots() {{
     # user config roots: --config_root DIR on the line, then $TRAINER_CLI_CONFIG_PATH
-    local i
+    local i o=${{ZSH_VERSION:+1}} rest=$TRAINER_CLI_CONFIG_PATH
     for ((i = 1; i < ${{#COMP_WORDS[@]}} - 1; i++)); do
-        [[ ${{COMP_WORDS[i]}} == --config_root ]] && printf '%s\n' "${{COMP_WORDS[i+1]}}"
+        [[ ${{COMP_WORDS[i+o]}} == --config_root ]] && printf '%s\n' "${{COMP_WORDS[i+1+o]}}"
     done
-    local IFS=:
-    local root
-    for root in $TRAINER_CLI_CONFIG_PATH; do [[ -n $root ]] && printf '%s\n' "$root"; done
+    while [[ -n $rest ]]; do
+        printf '%s\n' "${{rest%%:*}}"
+        [[ $rest == *:* ]] && rest=${{rest#*:}} || rest=
+    done
 }}
 _train_user_configs() {{
+    [[ -n $ZSH_VERSION ]] && setopt localoptions nullglob
     local root f
     while IFS= read -r root; do
-        [[ -d $root ]] || continue
+        [[ -n $root && -d $root ]] || continue
         for f in "$root"/*/*.yaml; do
             [[ -f $f ]] || continue
             f=${{f#"$root"/}}
@@ -134,20 +136,22 @@ _train_user_configs() {{
     done < <(_train_config_roots)
 }}
 _train() {{
-    local cur=${{COMP_WORDS[COMP_CWORD]}} prev=${{COMP_WORDS[COMP_CWORD-1]}}
+    # zsh (bashcompinit) numbers COMP_WORDS from 1, bash from 0; COMP_CWORD counts from 0 in both
+    local o=${{ZSH_VERSION:+1}}
+    local cur=${{COMP_WORDS[COMP_CWORD+o]}} prev=${{COMP_WORDS[COMP_CWORD-1+o]}}
     COMPREPLY=()
     if ((COMP_CWORD == 1)); then
         COMPREPLY=($(compgen -W "$_train_verbs" -- "$cur"))
         return
     fi
-    local verb=${{COMP_WORDS[1]}}
+    local verb=${{COMP_WORDS[1+o]}} opts
+    eval "opts=\$_train_opts_${{verb//[^a-zA-Z0-9]/_}}"
     # bash splits `--opt=value` at "=" (COMP_WORDBREAKS): complete the value of the option before it
     if [[ $cur == = ]]; then
-        prev=${{COMP_WORDS[COMP_CWORD-1]}} cur=
+        prev=${{COMP_WORDS[COMP_CWORD-1+o]}} cur=
     elif [[ $prev == = ]] && ((COMP_CWORD > 2)); then
-        prev=${{COMP_WORDS[COMP_CWORD-2]}}
+        prev=${{COMP_WORDS[COMP_CWORD-2+o]}}
     fi
-    local optvar=_train_opts_${{verb//[^a-zA-Z0-9]/_}}
     case $prev in
         --config|-c)
             compopt -o filenames 2>/dev/null
@@ -165,7 +169,7 @@ _train() {{
         return
     fi
     if [[ $cur == -* ]]; then
-        COMPREPLY=($(compgen -W "${{!optvar}}" -- "$cur"))
+        COMPREPLY=($(compgen -W "$opts" -- "$cur"))
         return
     fi
     compopt -o filenames 2>/dev/null
@@ -174,10 +178,9 @@ _train() {{
 complete -F _train train
 '''
 
-ZSH = r'''#compdef train
-# zsh completion for `train` (trainer-cli), written by `train completion zsh`: the bash script,
-# run through zsh's bashcompinit.
-# Install: train completion zsh > "${{fpath[1]}}/_train"   (or: source <(train completion zsh) in ~/.zshrc)
+ZSH = r'''# zsh completion for `train` (trainer-cli), written by `train completion zsh`: the bash script,
+# run by zsh's bashcompinit.
+# Install: source <(train completion zsh)     (in ~/.zshrc)
 autoload -U +X compinit && compinit
 autoload -U +X bashcompinit && bashcompinit
 {bash}'''
@@ -204,7 +207,7 @@ def main(args: list[str]) -> int:
             "examples:\n"
             "  train completion bash > ~/.local/share/bash-completion/completions/train\n"
             "  echo 'source <(train completion bash)' >> ~/.bashrc\n"
-            "  train completion zsh > \"${fpath[1]}/_train\""
+            "  echo 'source <(train completion zsh)' >> ~/.zshrc"
         ),
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
