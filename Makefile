@@ -37,13 +37,17 @@ $(MIN_STAMP): pyproject.toml $(MIN_CONSTRAINTS)
 run: $(STAMP)
 	$(VENV)/bin/train fit --config configs/experiment/digits.yaml
 
+# Two pytest-xdist workers; every test on the real Slurm cluster is in one xdist group
+# (tests/conftest.py), so the cluster tests run one after another on one worker, beside the rest.
+XDIST := -n 2 --dist loadgroup
+
 # the full suite on the newest versions, then the subset on the floors
 test: $(STAMP) $(MIN_STAMP)
-	$(PY) -m pytest -q
-	$(MIN_PY) -m pytest -q $(MIN_TESTS)
+	$(PY) -m pytest -q $(XDIST)
+	$(MIN_PY) -m pytest -q $(XDIST) $(MIN_TESTS)
 
 test-min: $(MIN_STAMP)
-	$(MIN_PY) -m pytest -q $(MIN_TESTS)
+	$(MIN_PY) -m pytest -q $(XDIST) $(MIN_TESTS)
 
 bench: $(STAMP)
 	$(PY) -m benchmarks

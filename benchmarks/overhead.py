@@ -1,9 +1,12 @@
-"""Framework overhead per optimizer step: ``train fit`` versus a hand-written PyTorch loop.
+"""Framework overhead per optimizer step: a hand-written PyTorch loop, a hand-written Lightning
+Trainer with Lightning's defaults, and ``train fit``.
 
-Both sides run in this process, alternately, on the same model, data, optimizer, scheduler, batch
-size and number of steps, with validation off on both (the loop has none). ``train fit`` keeps
-the launcher's defaults: the callbacks of ``configs/callbacks/default.yaml`` (checkpointing,
-learning-rate monitor, model summary), the TensorBoard logger and the progress bar.
+The three sides run in this process, alternately, on the same model, data, optimizer, scheduler,
+batch size and number of steps, with validation off on all (the loop has none). The Lightning side
+is what a user writes by hand: a LightningModule logging its loss every step, ``pl.Trainer`` with
+its defaults (its logger, a checkpoint every epoch, the model summary), the progress bar off.
+``train fit`` keeps the launcher's defaults: the callbacks of ``configs/callbacks/default.yaml``
+(checkpointing, learning-rate monitor, model summary), the TensorBoard logger and the progress bar.
 
 Workloads: the digits MLP (tiny steps: overhead shows) and torchvision ResNet-18 on synthetic
 CIFAR-shaped tensors (compute-bound).
@@ -19,6 +22,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import lightning.pytorch as pl
 import torch
 from torch import nn
 
@@ -64,6 +68,40 @@ def run_fit(args: list[str]) -> list[tuple[float, float]]:
     return list(clock.STAMPS)
 
 
+class _HandWritten(pl.LightningModule):
+    """The Lightning side: the same network, loss, optimizer and per-step OneCycleLR, written the
+    way Lightning's documentation shows (the loss logged every step)."""
+
+    def __init__(self, model: nn.Module, make_optimizer: Any, make_scheduler: Any) -> None:
+        super().__init__()
+        self.model = model
+        self.loss_fn = nn.CrossEntropyLoss()
+        self._make_optimizer, self._make_scheduler = make_optimizer, make_scheduler
+
+    def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+        x, y = batch
+        loss = self.loss_fn(self.model(x), y)
+        self.log("train_loss", loss)
+        return loss
+
+    def configure_optimizers(self) -> Any:
+        optimizer = self._make_optimizer(self.model.parameters())
+        return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self._make_scheduler(optimizer), "interval": "step"}}
+
+
+def run_lightning(module: pl.LightningModule, loader: Any, steps: int, device: torch.device) -> list[tuple[float, float]]:
+    """``pl.Trainer`` with Lightning's defaults (progress bar off) for ``steps`` steps; its step times."""
+    with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+        for name in ("lightning", "lightning.pytorch", "lightning.fabric"):  # its handlers hold the real stderr
+            logging.getLogger(name).setLevel(logging.ERROR)
+        trainer = pl.Trainer(
+            max_steps=steps, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0, enable_progress_bar=False,
+            accelerator=device.type, devices=1, default_root_dir=tmp, callbacks=[clock.StepClock()],
+        )
+        trainer.fit(module, train_dataloaders=loader)
+    return list(clock.STAMPS)
+
+
 NO_VAL = ["--trainer.limit_val_batches", "0", "--trainer.num_sanity_val_steps", "0", "--trainer.max_epochs", "-1"]
 
 
@@ -71,20 +109,32 @@ def digits_sides(steps: int, warmup: int) -> dict[str, Any]:
     from trainer_cli.data import DigitsDataModule
     from trainer_cli.registry import build_backbone
 
-    def loop() -> dict[str, float]:
+    def optimizer(params: Any) -> torch.optim.Optimizer:
+        return torch.optim.AdamW(params, lr=DIGITS_LR, weight_decay=DIGITS_WD)
+
+    def scheduler(opt: torch.optim.Optimizer) -> Any:
+        return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=DIGITS_LR, total_steps=steps)
+
+    def parts() -> tuple[nn.Module, Any]:
         dm = DigitsDataModule(batch_size=DIGITS_BATCH)
         dm.setup("fit")
         model = build_backbone("mlp", num_classes=10, in_channels=1, image_size=8)
-        opt = torch.optim.AdamW(model.parameters(), lr=DIGITS_LR, weight_decay=DIGITS_WD)
-        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=DIGITS_LR, total_steps=steps)
-        loader = torch.utils.data.DataLoader(dm.train_set, batch_size=DIGITS_BATCH, shuffle=True)
-        return clock.step_stats(plain_loop(model, loader, opt, sched, steps, torch.device("cpu")), warmup, DIGITS_BATCH)
+        return model, torch.utils.data.DataLoader(dm.train_set, batch_size=DIGITS_BATCH, shuffle=True)
+
+    def loop() -> dict[str, float]:
+        model, loader = parts()
+        opt = optimizer(model.parameters())
+        return clock.step_stats(plain_loop(model, loader, opt, scheduler(opt), steps, torch.device("cpu")), warmup, DIGITS_BATCH)
+
+    def lightning() -> dict[str, float]:
+        model, loader = parts()
+        return clock.step_stats(run_lightning(_HandWritten(model, optimizer, scheduler), loader, steps, torch.device("cpu")), warmup, DIGITS_BATCH)
 
     def fit() -> dict[str, float]:
         args = ["--config", DIGITS, "--config", str(CONFIGS / "model" / "mlp.yaml"), "--trainer.max_steps", str(steps), *NO_VAL]
         return clock.step_stats(run_fit(args), warmup, DIGITS_BATCH)
 
-    return {"plain_loop": loop, "train_fit": fit}
+    return {"plain_loop": loop, "lightning": lightning, "train_fit": fit}
 
 
 def resnet_sides(steps: int, warmup: int, batch_size: int, cifar_stem: bool) -> dict[str, Any]:
@@ -92,13 +142,25 @@ def resnet_sides(steps: int, warmup: int, batch_size: int, cifar_stem: bool) -> 
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 
+    def optimizer(params: Any) -> torch.optim.Optimizer:
+        return torch.optim.SGD(params, **SGD)
+
+    def scheduler(opt: torch.optim.Optimizer) -> Any:
+        return torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=RESNET_MAX_LR, total_steps=steps)
+
+    def parts() -> tuple[nn.Module, Any]:
+        model = build_backbone("resnet18", num_classes=10, in_channels=3, image_size=32, cifar_stem=cifar_stem)
+        return model, SyntheticImages(batch_size=batch_size, steps=steps).train_dataloader()
+
     def loop() -> dict[str, float]:
-        dm = SyntheticImages(batch_size=batch_size, steps=steps)
-        model = build_backbone("resnet18", num_classes=10, in_channels=3, image_size=32, cifar_stem=cifar_stem).to(device)
-        opt = torch.optim.SGD(model.parameters(), **SGD)
-        sched = torch.optim.lr_scheduler.OneCycleLR(opt, max_lr=RESNET_MAX_LR, total_steps=steps)
-        loader = dm.train_dataloader()
-        return clock.step_stats(plain_loop(model, loader, opt, sched, steps, device), warmup, batch_size)
+        model, loader = parts()
+        model = model.to(device)
+        opt = optimizer(model.parameters())
+        return clock.step_stats(plain_loop(model, loader, opt, scheduler(opt), steps, device), warmup, batch_size)
+
+    def lightning() -> dict[str, float]:
+        model, loader = parts()
+        return clock.step_stats(run_lightning(_HandWritten(model, optimizer, scheduler), loader, steps, device), warmup, batch_size)
 
     def fit() -> dict[str, float]:
         data = json.dumps({"class_path": "benchmarks.synthetic.SyntheticImages", "init_args": {"batch_size": batch_size, "steps": steps}})
@@ -109,15 +171,19 @@ def resnet_sides(steps: int, warmup: int, batch_size: int, cifar_stem: bool) -> 
         ]
         return clock.step_stats(run_fit(args), warmup, batch_size)
 
-    return {"plain_loop": loop, "train_fit": fit}
+    return {"plain_loop": loop, "lightning": lightning, "train_fit": fit}
 
 
 def compare(sides: dict[str, Any], repeats: int) -> dict[str, Any]:
     runs = alternate(sides, repeats)
-    loop, fit = medians(runs["plain_loop"]), medians(runs["train_fit"])
+    loop, lightning, fit = medians(runs["plain_loop"]), medians(runs["lightning"]), medians(runs["train_fit"])
     return {
         "plain_loop": loop,
+        "lightning": lightning,
         "train_fit": fit,
+        # step time over the plain loop's (1.0: no overhead), for Lightning's defaults and train fit
+        "lightning_over_loop": lightning["ms_per_step"] / loop["ms_per_step"],
+        "fit_over_loop": fit["ms_per_step"] / loop["ms_per_step"],
         "overhead_ms_per_step": fit["ms_per_step"] - loop["ms_per_step"],
         "overhead_median_step_ms": fit["median_step_ms"] - loop["median_step_ms"],
         "overhead_cpu_ms_per_step": fit["cpu_ms_per_step"] - loop["cpu_ms_per_step"],

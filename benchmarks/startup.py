@@ -21,6 +21,7 @@ from benchmarks.common import alternate, medians
 from tests.support import DIGITS, REPO
 
 FIRST_STEP_MARK = "BENCH_FIRST_STEP_DONE_AT"
+LIGHTNING_IMPORT = 'python -c "import lightning.pytorch"'
 TORCH_IMPORT = re.compile(r"^import time:.*\|\s*torch$", re.M)  # python -X importtime's line for torch
 
 
@@ -72,7 +73,9 @@ def run(smoke: bool = False) -> dict[str, Any]:
             envs["train fit --help (built)"]["TRAINER_CLI_HELP_CACHE"] = "0"
         wall_time([*train, "fit", "--help"], envs["train fit --help (cached)"])  # fills the cache
         sides = {name: (lambda a=argv, e=envs[name]: wall_time([*train, *a], e)) for name, argv in verbs.items()}
+        sides[LIGHTNING_IMPORT] = lambda: wall_time([sys.executable, "-c", "import lightning.pytorch"])
         launcher = {name: medians(r) for name, r in alternate(sides, repeats).items()}
+        lightning_s = launcher.pop(LIGHTNING_IMPORT)["wall_s"]
         for name, argv in verbs.items():
             launcher[name]["available"] = launcher[name].pop("returncode") == 0
             launcher[name]["imports_torch"] = imports_torch(argv, envs[name]) if launcher[name]["available"] else None
@@ -83,8 +86,12 @@ def run(smoke: bool = False) -> dict[str, Any]:
         plain = [sys.executable, str(REPO / "benchmarks" / "plain_first_step.py")]
         runs = alternate({"plain_script": lambda: time_to_first_step(plain), "train_fit": lambda: time_to_first_step(fit)}, repeats)
     first = {name: medians(r) for name, r in runs.items()}
+    # the verbs that must import Lightning, against the import alone, measured in the same rounds
+    ratios = {name: launcher[name]["wall_s"] / lightning_s for name in ("train fit --help (built)", "train submit --dry-run") if name in launcher}
     return {
         "repeats": repeats,
         "launcher_verbs": launcher,
+        "import_lightning_s": lightning_s,
+        "over_import_lightning": ratios,
         "first_step": first | {"ratio": first["train_fit"]["first_step_s"] / first["plain_script"]["first_step_s"], "runs": runs},
     }

@@ -1,9 +1,51 @@
-"""Fixtures every test gets. The shared helpers (paths, ``run_train``, fake datasets, TensorBoard
-scalars) live in :mod:`support`."""
+"""Fixtures and hooks every test gets. The shared helpers (paths, ``run_train``, fake datasets,
+TensorBoard scalars) live in :mod:`support`.
+
+``make test`` runs the suite on two pytest-xdist workers (``-n 2 --dist loadgroup``). Every test
+that uses the real local Slurm cluster (the ``slurm_cluster`` fixture) is put in one xdist group,
+``slurm_cluster``, so all of them run one after the other on a single worker: a test that sets a
+node DOWN, requeues or preempts a job never runs beside another cluster test. The other worker
+runs the rest meanwhile.
+"""
 
 from __future__ import annotations
 
+import os
+
 import pytest
+
+CLUSTER_GROUP = "slurm_cluster"
+
+if os.environ.get("PYTEST_XDIST_WORKER"):
+    # Two workers on a 2-core machine: each test's training processes (and the cluster's jobs,
+    # which inherit this environment) get one intra-op thread, not one per core, so the workers do
+    # not oversubscribe the cores. Set before anything in this worker imports torch.
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Put every test that needs the real cluster in the one xdist group ``slurm_cluster``.
+
+    ``tryfirst``: pytest-xdist reads the ``xdist_group`` marker in its own
+    ``pytest_collection_modifyitems`` on each worker (it appends ``@<group>`` to the node id the
+    scheduler groups by); a mark added after it would never reach the scheduler.
+    """
+    for item in items:
+        if CLUSTER_GROUP in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP))
+            item.add_marker(pytest.mark.slurm_cluster)  # `-m "not slurm_cluster"`: the rest alone
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    """On an xdist worker under ``--dist loadgroup``: fail the run unless every cluster test's node
+    id carries the group (xdist schedules by it; pytest 9.2 with pytest-xdist 3.8 drops it
+    silently, and the cluster tests would then run beside each other)."""
+    if not (os.environ.get("PYTEST_XDIST_WORKER") and session.config.getvalue("loadgroup")):
+        return
+    lost = [item.nodeid for item in session.items if CLUSTER_GROUP in getattr(item, "fixturenames", ()) and not item.nodeid.endswith(f"@{CLUSTER_GROUP}")]
+    if lost:
+        raise pytest.UsageError(f"the xdist group {CLUSTER_GROUP!r} did not reach the scheduler (pytest {pytest.__version__}): {lost[:3]}")
 
 
 @pytest.fixture(autouse=True)

@@ -344,7 +344,7 @@ def test_cluster_refuses_what_it_cannot_run_before_anything_is_written(slurm_clu
         message = str(refused.value)
         assert message.startswith("the cluster cannot run this job:") and all(f in message for f in fragments), message
     assert not root.exists(), "nothing written"
-    assert _queued() == queued, "nothing queued"
+    assert set(_queued()) <= set(queued), "nothing queued"  # (a job of an earlier test may end meanwhile)
 
 
 def test_check_alone_exits_0_or_2_and_writes_nothing(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811

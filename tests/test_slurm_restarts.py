@@ -80,6 +80,8 @@ def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_p
         [sys.executable, "-m", "trainer_cli", "jobs", "--root", str(tmp_path), "--tail", str(run_dir)],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
     )
+    assert tailed.stdout is not None
+    first_line = tailed.stdout.readline()  # it follows the first job (a loaded machine starts it late)
     subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
     old_log = run_dir / f"slurm-{job_id}.log"
     assert wait_for_state(job_id, timeout_s=120) == "COMPLETED", old_log.read_text()[-3000:]
@@ -94,6 +96,7 @@ def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_p
     assert wait_for_state(test_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{test_id}.log").read_text()[-3000:]
     assert f"testing {run_dir / 'checkpoints' / 'best-'}" in (run_dir / f"slurm-{test_id}.log").read_text()
     followed, notes = tailed.communicate(timeout=60)
+    followed = first_line + followed
     assert f"[train jobs --tail: the run goes on as job {new_id}]" in notes and f"job {new_id} is COMPLETED" in notes, notes
     assert f"job {job_id} restart 0 on" in followed and f"job {new_id} restart 1 on" in followed, followed[-3000:]
 

@@ -29,6 +29,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "cancel": ("trainer_cli.launch.jobs:cancel", "Cancel the Slurm jobs of a submitted run (fit, test, cv array and aggregate)."),
     "sweep-results": ("trainer_cli.sweeps.results:main", "The table of a sweep (`--sweep` on fit or submit): swept values, best metric, state; writes CSV/JSON."),
     "ls": ("trainer_cli.listing:main", "List what can be named: models, data, callbacks, optimizers, schedulers, configs."),
+    "completion": ("trainer_cli.completion:main", "Print a bash or zsh completion script (verbs, --config files, option keys, class names)."),
 }
 
 LIGHTNING_VERBS = {"fit", "validate", "test", "predict"}
