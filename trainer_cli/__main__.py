@@ -96,14 +96,22 @@ def _dispatch(argv: list[str] | None) -> int:
     workdir = os.environ.get("TRAINER_CLI_WORKDIR")  # a Slurm job started in its code snapshot
     if workdir:  # (trainer_cli.launch.snapshot): its imports come from there, paths from here
         os.chdir(workdir)
-    if verb in REQUEUE_VERBS:  # before anything slow: SIGUSR1 from Slurm must not kill a starting job
-        from trainer_cli.launch import requeue_signal
+    if verb in REQUEUE_VERBS:  # before anything slow: SIGUSR1 from Slurm must not kill a starting job,
+        from trainer_cli.launch import requeue_signal, stop_signals  # and SIGTERM / Ctrl-C stop every rank at one step
 
         requeue_signal.install()
+        stop_signals.install()
+        code = None
         try:
-            return _run_verb(verb, rest)
+            code = _run_verb(verb, rest)
+            return code
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else 1
+            raise
         finally:  # nor a finished one, while Python shuts down
             requeue_signal.ignore_from_now()
+            stop_signals.disarm(finished=True)
+            stop_signals.note(f"exit {code}" if code is not None else "error")  # None: an exception of its own
     return _run_verb(verb, rest)
 
 
