@@ -160,7 +160,7 @@ def step_verdict(exit_code: int, records: list[tuple[float, str, str]]) -> str:
     """
     if exit_code == 0:
         return "completed"
-    if any(what == f"exit {EXIT_REQUEUE}" for _, _, what in records):
+    if exit_code == EXIT_REQUEUE or any(what == f"exit {EXIT_REQUEUE}" for _, _, what in records):
         return "requeue"
     stopped_by_signal = {f"exit {code}" for code in (0, 130, 143)}
     errors = [at for at, _, what in records if what == "error" or (what.startswith("exit ") and what not in stopped_by_signal)]
@@ -175,11 +175,16 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
     (``scontrol requeue`` with a timeout, or a resubmission with ``--slurm.requeue_mode resubmit``)
     when the step asked for it (SIGUSR1: :data:`EXIT_REQUEUE`) or Slurm killed it, within
     ``--slurm.max_restarts``; past the cap the run stops there, saying so. Returns the script's
-    exit code: 0 after a restart or a stop at the cap that followed a SIGUSR1, else srun's."""
+    exit code: 0 after a restart or a stop at the cap that followed a SIGUSR1, else srun's.
+
+    ``records_dir`` None (a site template without ``TRAINER_CLI_TASK_RECORDS``): only srun's exit
+    code is known, so only 0 and :data:`EXIT_REQUEUE` are told apart from a failure."""
     verdict = step_verdict(exit_code, task_records(records_dir))
+    if records_dir is None and verdict == "killed":  # a script without the tasks' records: srun's code alone
+        verdict = "failed"
     if verdict in ("completed", "failed"):
-        ended(run_dir, exit_code)
-        return exit_code
+        state = ended(run_dir, exit_code).get("state")
+        return 0 if state in (REQUEUED, "PENDING", "RUNNING") else exit_code  # requeued or resubmitted: not a failure
     from trainer_cli.launch import restarts as restarts_log
 
     record = read(run_dir)
