@@ -79,15 +79,17 @@ def _records(*lines: str) -> list[tuple[float, str, str]]:
         # rank 0 failed by itself; srun --kill-on-bad-exit then ended rank 1 (srun reports 143 either way)
         (143, _records("5 0 exit 1", "5.5 1 signal SIGTERM", "6 1 exit 143"), "failed"),
         (2, _records("1 0 exit 2", "1 1 exit 2"), "failed"),
-        (1, _records("3 0 error"), "failed"),
+        (1, _records("3 0 error", "3.5 1 signal SIGTERM"), "failed"),
         # Slurm stopped rank 1 (a node's cleanup); rank 0 then failed in its collective
         (143, _records("5 1 signal SIGTERM", "6 0 exit 1", "7 1 exit 143"), "killed"),
         (137, [], "killed"),  # killed before Python noted anything (SIGKILL, a SIGUSR1 in the first instant)
         (138, _records("1 1 signal SIGTERM"), "killed"),
+        # rank 1 vanished without a note (SIGKILL), rank 0 then failed in its collective
+        (143, _records("6 0 exit 1"), "killed"),
     ],
 )
 def test_step_verdict_tells_slurm_killing_the_step_from_the_training_failing(code: int, records: list, verdict: str) -> None:
-    assert jobstate.step_verdict(code, records) == verdict
+    assert jobstate.step_verdict(code, records, tasks=2) == verdict
 
 
 def test_task_records_are_read_back_in_time_order(tmp_path: Path) -> None:

@@ -144,7 +144,7 @@ def task_records(folder: Path | None) -> list[tuple[float, str, str]]:
     return sorted(found)
 
 
-def step_verdict(exit_code: int, records: list[tuple[float, str, str]]) -> str:
+def step_verdict(exit_code: int, records: list[tuple[float, str, str]], tasks: int = 0) -> str:
     """What ended the ``srun`` step of the job, from its exit code and the tasks' records.
 
     srun's exit code alone cannot tell: with ``--kill-on-bad-exit`` one task failing ends the
@@ -153,10 +153,16 @@ def step_verdict(exit_code: int, records: list[tuple[float, str, str]]) -> str:
 
     Returns:
         ``completed`` (exit 0); ``requeue``: a task ended with :data:`EXIT_REQUEUE` (SIGUSR1, the
-        checkpoint saved); ``failed``: a task's own error came before any signal (the training
-        failed: bad input, a bug); ``killed``: a signal came first, or no task noted anything (the
-        step was killed before Python ran, or by SIGKILL): Slurm stopped it (a node failure, the
-        cleanup of an earlier run's tasks, a SIGUSR1 in the first instant of a task).
+        checkpoint saved); ``failed``: a task's own error came before any signal and every task
+        noted something (the training failed: bad input, a bug); ``killed``: a signal came first,
+        or a task noted nothing at all (killed before Python ran, or by SIGKILL; the others then
+        fail in their collectives): Slurm stopped the step (a node failure, the cleanup of an
+        earlier run's tasks, a SIGUSR1 in the first instant of a task).
+
+    Args:
+        exit_code: srun's exit code.
+        records: The tasks' notes (:func:`task_records`).
+        tasks: How many tasks the step had (``SLURM_NTASKS``; 0: unknown).
     """
     if exit_code == 0:
         return "completed"
@@ -165,7 +171,8 @@ def step_verdict(exit_code: int, records: list[tuple[float, str, str]]) -> str:
     stopped_by_signal = {f"exit {code}" for code in (0, 130, 143)}
     errors = [at for at, _, what in records if what == "error" or (what.startswith("exit ") and what not in stopped_by_signal)]
     signals = [at for at, _, what in records if what.startswith("signal ")]
-    if errors and (not signals or min(errors) < min(signals)):
+    silent = tasks > len({task for _, task, _ in records})
+    if errors and (not signals or min(errors) < min(signals)) and not silent:
         return "failed"
     return "killed"
 
@@ -179,7 +186,8 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
 
     ``records_dir`` None (a site template without ``TRAINER_CLI_TASK_RECORDS``): only srun's exit
     code is known, so only 0 and :data:`EXIT_REQUEUE` are told apart from a failure."""
-    verdict = step_verdict(exit_code, task_records(records_dir))
+    tasks = os.environ.get("SLURM_NTASKS") or "0"
+    verdict = step_verdict(exit_code, task_records(records_dir), int(tasks) if tasks.isdigit() else 0)
     if records_dir is None and verdict == "killed":  # a script without the tasks' records: srun's code alone
         verdict = "failed"
     if verdict in ("completed", "failed"):
