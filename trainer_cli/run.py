@@ -256,6 +256,8 @@ class Run:
         try:
             yield
         except (SystemExit, KeyboardInterrupt) as stop:
+            if requeue_signal.requested():
+                raise SystemExit(EXIT_REQUEUE) from None
             code = self.stopped(stop, requeued=requeue_signal.requeue_in_progress())
             if code is None:
                 raise

@@ -100,8 +100,10 @@ class SynchronizedRequeue(pl.Callback):
             request = {"cause": cause, "seconds_left": left_s, "step": trainer.global_step, "checkpoint": path}
             jobstate.update(run_dir, requeue_request=request)  # read by the batch script's `jobstate end`
             _say(f"SIGUSR1 at step {trainer.global_step}: saved {path}; training stops, the batch script restarts the job")
-        requeue_signal.mark_requeued()  # the process exits jobstate.EXIT_REQUEUE (trainer_cli.run.Run.stops_with_exit_code)
-        trainer.should_stop = True
+        requeue_signal.mark_requeued()
+        # Stop here, on every rank: no other checkpoint may follow this one (`should_stop` would end
+        # the epoch early and save it as complete: its remaining batches would be skipped on resume)
+        raise SystemExit(jobstate.EXIT_REQUEUE)
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if self._installed_here:  # built in-process (tests, notebooks): leave the signal as it was
