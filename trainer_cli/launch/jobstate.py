@@ -7,6 +7,12 @@ RESUBMIT) and at its end (COMPLETED or FAILED with the exit code). ``train jobs`
 Slurm has forgotten the job (``MinJobAge``, 300 s by default, with accounting off). Standard library
 only: the sbatch script runs ``python -m trainer_cli.launch.jobstate RUN_DIR start|end [RC]``.
 
+``end`` is where the batch script decides, once ``srun`` returned (:func:`end_of_step`): the job
+completed, failed by itself, or restarts (``scontrol requeue`` with a timeout, a resubmission, or
+the end of the run at ``--slurm.max_restarts``), from srun's exit code and what each task noted
+(:func:`step_verdict`): a SIGUSR1 that saved its checkpoint (exit :data:`EXIT_REQUEUE`), or a step
+that Slurm killed, is restarted; a step that failed by itself is not.
+
 A job that resubmits itself (``--slurm.requeue_mode resubmit``, or a failed ``scontrol requeue``)
 does so at its ``end``: ``sbatch`` of the run's own script (``<run>/submit.sbatch``), so the new job
 runs in the same run directory and resumes from its newest checkpoint. The record then names the
@@ -27,6 +33,7 @@ JOB_FILE = "job.json"
 REQUEUED = "REQUEUED"
 RESUBMIT = "RESUBMIT"
 ENV_PRIOR_RESTARTS = "TRAINER_CLI_PRIOR_RESTARTS"
+"""Set by a resubmission for the new job: the restarts of the jobs of the run before it."""
 ENV_MAX_RESTARTS = "TRAINER_CLI_MAX_RESTARTS"  # exported by the sbatch template (--slurm.max_restarts)
 ENV_REQUEUE_MODE = "TRAINER_CLI_REQUEUE_MODE"  # (--slurm.requeue_mode: requeue or resubmit)
 EXIT_REQUEUE = 75
@@ -34,7 +41,6 @@ EXIT_REQUEUE = 75
 training for a restart (EX_TEMPFAIL of sysexits.h: try again later); the batch script then
 requeues, resubmits, or stops at the cap (:func:`end_of_step`)."""
 SLURM_TIMEOUT_S = 60  # for scontrol requeue / show job: a slow controller must not hold the job
-"""Set by a resubmission for the new job: the restarts of the jobs of the run before it."""
 _JOB_ENV_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")  # this job's; not passed to the one it submits
 
 
