@@ -83,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(argv: list[str] | None) -> int:
+    whole_process = argv is None  # `train` / `python -m trainer_cli` itself, not a call from Python (tests, notebooks)
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in {"-h", "--help", "help"}:
         print(usage())
@@ -100,7 +101,8 @@ def _dispatch(argv: list[str] | None) -> int:
         from trainer_cli.launch import requeue_signal, stop_signals  # and SIGTERM / Ctrl-C stop every rank at one step
 
         requeue_signal.install()
-        stop_signals.install()
+        if whole_process:  # the signals of the process: a caller's own process keeps its handling (Lightning's)
+            stop_signals.install()
         code = None
         try:
             code = _run_verb(verb, rest)
