@@ -211,3 +211,20 @@ def test_usr1_in_the_first_instant_of_a_task_ends_in_a_requeue(slurm_cluster: No
     assert f"job {job_id} restart 1 on" in text and "Resume with" not in text, text[-3000:]
     assert [(e["action"], e["restart"]) for e in restarts.read(run_dir)] == [("requeue", 1)]
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == 10
+
+
+def test_a_step_slurm_cancels_is_requeued_not_failed(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """Slurm kills the training step but not the job (`scancel <job>.0`, as the cleanup after a node
+    failure killed a restart's step): the tasks note the SIGTERM before anything fails, so the batch
+    script requeues the job within the cap instead of ending it FAILED; it resumes and completes."""
+    epochs, batches = 12, 5
+    job_id, run_dir, _ = _submit(tmp_path, 2, 1, "--trainer.max_epochs", str(epochs))
+    wait_for_step(run_dir, batches, job_id=job_id)
+    subprocess.run(["scancel", f"{job_id}.0"], check=True, timeout=30)
+    wait_for_requeue(job_id)
+    log = run_dir / f"slurm-{job_id}.log"
+    assert wait_for_state(job_id, timeout_s=300) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    assert re.search(rf"stopped by Slurm \(a signal or a kill, not an error of the training\); requeueing job {job_id} \(restart 1\)", text), text[-3000:]
+    assert [(e["cause"], e["action"], e["restart"]) for e in restarts.read(run_dir)] == [(restarts.STEP_KILLED, "requeue", 1)]
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == epochs * batches
