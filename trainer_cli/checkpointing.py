@@ -234,8 +234,8 @@ class InterruptCheckpoint(pl.Callback):
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         self.trained = True
-        if not stop_signals.installed():
-            return
+        if not stop_signals.installed() or batch_idx + 1 >= trainer.num_training_batches:
+            return  # the epoch's last batch: saved before its end, Lightning would resume it one batch off (61 of 60 steps)
         stop = stop_signals.agree(trainer, (trainer.current_epoch, batch_idx, trainer.global_step))
         if stop is not None:  # every rank, at this same step
             if stop == signal.SIGINT:

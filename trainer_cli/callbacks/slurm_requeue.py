@@ -78,6 +78,8 @@ class SynchronizedRequeue(pl.Callback):
         self._check(trainer, ("start", trainer.current_epoch, trainer.global_step))  # a signal while starting or restoring
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if batch_idx + 1 >= trainer.num_training_batches:
+            return  # the epoch's last batch: a checkpoint before the epoch's end resumes one batch off; the next batch acts
         if trainer.global_step % self.check_every_n_steps == 0:
             self._check(trainer, (trainer.current_epoch, batch_idx, trainer.global_step))
 
