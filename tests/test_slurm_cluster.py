@@ -292,7 +292,10 @@ def test_resume_never_goes_back(slurm_cluster: None, tmp_path: Path) -> None:  #
 
     text = log.read_text() + new_log
     resumed_at = [int(m) for m in re.findall(r"^Resuming .* \(step (\d+),", text, re.M)]
-    assert len(resumed_at) == 3 and all(at >= event for at, event in zip(resumed_at, [preempted, ran_on, crashed])), resumed_at
+    # a restart after the node failure may itself be killed by Slurm (the downed node's cleanup): the
+    # batch script then requeues it once more, one more "Resuming" line, never from an older step
+    assert len(resumed_at) >= 3 and resumed_at == sorted(resumed_at), resumed_at
+    assert resumed_at[0] >= preempted and resumed_at[1] >= ran_on and resumed_at[-1] >= crashed, resumed_at
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == epochs * batches
     assert not list(run_dir.glob("checkpoints/*-v1.ckpt")), "no duplicate checkpoint of a rolled-back run"
 

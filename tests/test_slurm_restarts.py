@@ -15,13 +15,14 @@ import json
 import re
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 import torch
 
 from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
-    job_id_from, newest_step, scontrol_job, slurm_cluster, wait_for_file, wait_for_requeue, wait_for_state, wait_for_step,
+    _job_processes, job_id_from, newest_step, scontrol_job, slurm_cluster, wait_for_file, wait_for_requeue, wait_for_state, wait_for_step,
 )
 from support import REPO
 from test_slurm_cluster import _submit
@@ -193,3 +194,40 @@ def test_a_real_preemption_is_told_from_the_time_limit(slurm_cluster: None, tmp_
         assert "1 (1 preempted)" in _train_jobs(tmp_path)[current]
     finally:
         subprocess.run(["scancel", urgent], capture_output=True, timeout=30)
+
+
+def test_usr1_in_the_first_instant_of_a_task_ends_in_a_requeue(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """SIGUSR1 the moment the task's process exists (before Python installed anything: the signal's
+    default action may kill it, exit 138): the batch script counts a step that no error of its own
+    ended as stopped by Slurm and requeues the job, which resumes and completes."""
+    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--trainer.max_epochs", "2")
+    deadline = time.monotonic() + 300
+    while not _job_processes(job_id):
+        assert time.monotonic() < deadline, f"job {job_id}: no task process in 300 s"
+        time.sleep(0.005)
+    subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
+    wait_for_requeue(job_id)
+    log = run_dir / f"slurm-{job_id}.log"
+    assert wait_for_state(job_id, timeout_s=300) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    assert f"requeueing job {job_id} (restart 1), it resumes on its own" in text, text[-3000:]
+    assert f"job {job_id} restart 1 on" in text and "Resume with" not in text, text[-3000:]
+    assert [(e["action"], e["restart"]) for e in restarts.read(run_dir)] == [("requeue", 1)]
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == 10
+
+
+def test_a_step_slurm_cancels_is_requeued_not_failed(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """Slurm kills the training step but not the job (`scancel <job>.0`, as the cleanup after a node
+    failure killed a restart's step): the tasks note the SIGTERM before anything fails, so the batch
+    script requeues the job within the cap instead of ending it FAILED; it resumes and completes."""
+    epochs, batches = 12, 5
+    job_id, run_dir, _ = _submit(tmp_path, 2, 1, "--trainer.max_epochs", str(epochs))
+    wait_for_step(run_dir, batches, job_id=job_id)
+    subprocess.run(["scancel", f"{job_id}.0"], check=True, timeout=30)
+    wait_for_requeue(job_id)
+    log = run_dir / f"slurm-{job_id}.log"
+    assert wait_for_state(job_id, timeout_s=300) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    assert re.search(rf"stopped by Slurm \(a signal or a kill, not an error of the training\); requeueing job {job_id} \(restart 1\)", text), text[-3000:]
+    assert [(e["cause"], e["action"], e["restart"]) for e in restarts.read(run_dir)] == [(restarts.STEP_KILLED, "requeue", 1)]
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == epochs * batches

@@ -257,7 +257,7 @@ def test_job_record_keeps_a_requeue_past_the_script_end(tmp_path: Path, monkeypa
     assert jobstate.main([str(tmp_path), "start"]) == 0
     assert {k: jobstate.read(tmp_path)[k] for k in ("state", "restarts")} == {"state": "RUNNING", "restarts": 1}
     jobstate.requeued(tmp_path, "hpc_ckpt_1.ckpt")
-    assert jobstate.main([str(tmp_path), "end", "143"]) == 0  # killed by the requeue: still REQUEUED
+    assert jobstate.main([str(tmp_path), "end", "143"]) == 0  # killed by the requeue: still REQUEUED, the script ends 0
     assert jobstate.read(tmp_path)["state"] == "REQUEUED"
     monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
     jobstate.main([str(tmp_path), "start"])

@@ -84,6 +84,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _dispatch(argv: list[str] | None) -> int:
+    whole_process = argv is None  # `train` / `python -m trainer_cli` itself, not a call from Python (tests, notebooks)
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in {"-h", "--help", "help"}:
         print(usage())
@@ -97,14 +98,23 @@ def _dispatch(argv: list[str] | None) -> int:
     workdir = os.environ.get("TRAINER_CLI_WORKDIR")  # a Slurm job started in its code snapshot
     if workdir:  # (trainer_cli.launch.snapshot): its imports come from there, paths from here
         os.chdir(workdir)
-    if verb in REQUEUE_VERBS:  # before anything slow: SIGUSR1 from Slurm must not kill a starting job
-        from trainer_cli.launch import requeue_signal
+    if verb in REQUEUE_VERBS:  # before anything slow: SIGUSR1 from Slurm must not kill a starting job,
+        from trainer_cli.launch import requeue_signal, stop_signals  # and SIGTERM / Ctrl-C stop every rank at one step
 
         requeue_signal.install()
+        if whole_process:  # the signals of the process: a caller's own process keeps its handling (Lightning's)
+            stop_signals.install()
+        code = None
         try:
-            return _run_verb(verb, rest)
+            code = _run_verb(verb, rest)
+            return code
+        except SystemExit as stop:
+            code = stop.code if isinstance(stop.code, int) else 1
+            raise
         finally:  # nor a finished one, while Python shuts down
             requeue_signal.ignore_from_now()
+            stop_signals.disarm(finished=True)
+            stop_signals.note(f"exit {code}" if code is not None else "error")  # None: an exception of its own
     return _run_verb(verb, rest)
 
 

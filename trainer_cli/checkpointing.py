@@ -10,7 +10,7 @@
 * :class:`ResumeState` stores the global random number generator states in every checkpoint and
   puts them back on resume, so dropout and augmentation draw the same numbers as a run left alone.
 * :class:`InterruptCheckpoint` saves ``checkpoints/last.ckpt`` when training is stopped by SIGTERM
-  or Ctrl-C (what Lightning's ``OnExceptionCheckpoint`` does, restricted to those two).
+  or Ctrl-C, on every rank at the step they agreed on (:mod:`trainer_cli.launch.stop_signals`).
 * :func:`check_checkpoint_file` tells a truncated or corrupt ``--ckpt_path`` apart before anything
   is built.
 """
@@ -22,6 +22,7 @@ import functools
 import os
 import random
 import shutil
+import signal
 import zipfile
 from pathlib import Path
 from typing import Any, Optional
@@ -35,11 +36,12 @@ from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from trainer_cli.errors import UserError
+from trainer_cli.launch import stop_signals
 
 TMP_MARK = ".tmp-"
 RNG_KEY = "trainer_cli_rng_states"
 TOTAL_STEPS_KEY = "total_steps"  # in the state of a step-wise scheduler (trainer_cli.optim.configure)
-CTRL_C: list[int] = []  # non-empty once Ctrl-C asked training to stop (see InterruptCheckpoint._on_sigint)
+CTRL_C: list[int] = []  # non-empty once Ctrl-C stopped training (see InterruptCheckpoint.on_train_batch_end)
 
 
 def _is_local(path: str | os.PathLike[str]) -> bool:
@@ -207,50 +209,46 @@ class InterruptCheckpoint(pl.Callback):
     but not a subclass of it: Lightning makes every ``fit`` with an ``OnExceptionCheckpoint`` and no
     ``ckpt_path`` resume from ``"last"``, and that callback deletes its file at teardown.
 
-    Lightning turns SIGTERM into ``SIGTERMException`` at the next batch boundary. Once training has
-    started the first Ctrl-C is routed the same way (so the checkpoint holds a finished optimizer
-    step); before that (data setup, sanity check) it stops at once, and a second Ctrl-C raises
-    ``KeyboardInterrupt`` at once. Nothing is saved when no batch was trained since the start (or
-    the resume: its checkpoint still holds that state), nor on other exceptions (bugs, bad values).
-
-    A signal that lands during a validation run of ``fit`` (e.g. the one at an epoch's end) saves
-    that validation as not begun, so the resumed run runs it in full (saved as it is, Lightning
-    would take the epoch's validation as done and skip it).
+    In a ``train`` process the signals are recorded, never handled
+    (:mod:`trainer_cli.launch.stop_signals`): at the end of every training batch the ranks agree
+    on the records with one all-reduce, and on a stop every rank raises Lightning's
+    ``SIGTERMException`` at that same step, so ``on_exception`` saves on every rank together (the
+    checkpoint holds a finished optimizer step). Elsewhere (a trainer built in a notebook or a
+    test) Lightning's own SIGTERM handling raises it, possibly in a validation run of ``fit``: that
+    validation is then saved as not begun, so the resumed run runs it in full (saved as it is,
+    Lightning would take the epoch's validation as done and skip it). Nothing is saved when no
+    batch was trained since the start (or the resume: its checkpoint still holds that state), nor
+    on other exceptions (bugs, bad values, a second Ctrl-C that aborts).
     """
 
     def __init__(self, dirpath: str) -> None:
         self.ckpt_path = os.path.join(dirpath, "last.ckpt")
         self.saved: str | None = None
         self.trained = False  # a batch was trained by this process
-        self._started = False  # Lightning's SIGTERM handler is in place: Ctrl-C can wait for a batch end
         self._in_validation = False  # saving from inside a validation run of fit
-        self._previous_sigint: Any = None
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        import signal
-        import threading
-
         CTRL_C.clear()  # a Ctrl-C of an earlier run in this process is not this one's
-        if stage == "fit" and threading.current_thread() is threading.main_thread():
-            self._previous_sigint = signal.signal(signal.SIGINT, self._on_sigint)
-
-    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._started = True
+        if stage == "fit" and stop_signals.installed():
+            stop_signals.arm()  # a signal from now on waits for the step all ranks agree on
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         self.trained = True
+        if not stop_signals.installed() or batch_idx + 1 >= trainer.num_training_batches:
+            return  # the epoch's last batch: saved before its end, Lightning would resume it one batch off (61 of 60 steps)
+        stop = stop_signals.agree(trainer, (trainer.current_epoch, batch_idx, trainer.global_step))
+        if stop is not None:  # every rank, at this same step
+            if stop == signal.SIGINT:
+                CTRL_C.append(stop)
+            raise SIGTERMException
 
     def teardown(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
-        import signal
-
-        self._started = False
-        if self._previous_sigint is not None:
-            signal.signal(signal.SIGINT, self._previous_sigint)
-            self._previous_sigint = None
+        if stage == "fit" and stop_signals.installed():
+            stop_signals.disarm(finished=True)  # the next fit in this process (a cv fold) arms again
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         # during fit, its validation loop included (a signal may land there: trainer.training is False)
-        if not isinstance(exception, (SIGTERMException, KeyboardInterrupt)) or trainer.state.fn != TrainerFn.FITTING:
+        if not isinstance(exception, SIGTERMException) or trainer.state.fn != TrainerFn.FITTING:
             return
         if not self.trained:
             return
@@ -264,19 +262,6 @@ class InterruptCheckpoint(pl.Callback):
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
         if self._in_validation:
             _as_validation_not_begun(checkpoint)
-
-    def _on_sigint(self, signum: int, frame: Any) -> None:
-        """First Ctrl-C: ask Lightning to stop at the next batch boundary (as SIGTERM does); before
-        training started, or a second one: stop at once."""
-        import signal
-
-        CTRL_C.append(signum)
-        signal.signal(signal.SIGINT, signal.default_int_handler)
-        if not self._started:
-            print("\nCtrl-C: stopping (no batch trained yet, nothing to save)", flush=True)
-            raise KeyboardInterrupt
-        print("\nCtrl-C: saving a checkpoint at the end of this batch (press Ctrl-C again to abort at once)", flush=True)
-        os.kill(os.getpid(), signal.SIGTERM)
 
 
 def _as_validation_not_begun(checkpoint: dict[str, Any]) -> None:

@@ -557,10 +557,13 @@ def building_cli(verb: Optional[str] = None) -> Iterator[Run]:
     except UserError:
         run.remove_if_untrained()
         raise
-    except KeyboardInterrupt:  # Ctrl-C while building, before training started
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while building, before training started
+        from trainer_cli.launch import stop_signals
+
         run.remove_if_untrained()
-        print("\nStopped by Ctrl-C before training started; nothing was saved.", file=sys.stderr, flush=True)
-        raise SystemExit(EXIT_INTERRUPTED) from None
+        cause = stop_signals.cause()
+        print(f"\nStopped by {stop_signals.NAMES.get(cause, 'Ctrl-C')} before training started; nothing was saved.", file=sys.stderr, flush=True)
+        raise SystemExit(stop_signals.EXIT_CODES.get(cause, EXIT_INTERRUPTED)) from None
     except Exception as err:
         started = run.trainer is not None and run.trainer.global_step > 0  # a crash in training keeps its logs
         user_error = as_user_error(err, run.ckpt_path) or (None if started else user_code_error(err))

@@ -276,16 +276,23 @@ class Run:
     def stops_with_exit_code(self) -> Iterator[None]:
         """Around running the verb: SIGTERM or Ctrl-C during training ends the process with exit
         code 143 or 130 and the resume line (:meth:`stopped`), not Lightning's ``SystemExit``
-        (whose code 0 would read as success to a shell or Slurm)."""
-        from trainer_cli.launch.requeue_signal import requeue_in_progress
+        (whose code 0 would read as success to a shell or Slurm); a Slurm SIGUSR1 that saved its
+        checkpoint and stopped training ends it with ``EXIT_REQUEUE`` (75), for the batch script
+        to restart the job (:func:`trainer_cli.launch.jobstate.end_of_step`)."""
+        from trainer_cli.launch import requeue_signal
+        from trainer_cli.launch.jobstate import EXIT_REQUEUE
 
         try:
             yield
         except (SystemExit, KeyboardInterrupt) as stop:
-            code = self.stopped(stop, requeued=requeue_in_progress())
+            if requeue_signal.requested():
+                raise SystemExit(EXIT_REQUEUE) from None
+            code = self.stopped(stop, requeued=requeue_signal.requeue_in_progress())
             if code is None:
                 raise
             raise SystemExit(code) from None
+        if requeue_signal.requested():
+            raise SystemExit(EXIT_REQUEUE)
 
     def stopped(self, stop: BaseException, requeued: bool) -> int | None:
         """The exit code after ``stop`` (SystemExit or KeyboardInterrupt) ended the verb, with the
@@ -295,22 +302,29 @@ class Run:
             stop: What ended the verb.
             requeued: Whether the Slurm job is being requeued (it resumes on its own: no hint).
         """
+        import signal
+
         from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+        from trainer_cli.launch import stop_signals
 
         trainer = self.trainer
         if trainer is None or not trainer.interrupted:
             return None
-        ctrl_c = bool(CTRL_C) or not isinstance(stop, SIGTERMException)
-        code = EXIT_INTERRUPTED if ctrl_c else EXIT_SIGTERM
+        cause = stop_signals.cause()  # the signal the ranks agreed on, or the one this process got
+        if cause is None:
+            cause = signal.SIGINT if CTRL_C or not isinstance(stop, SIGTERMException) else signal.SIGTERM
+        code = stop_signals.EXIT_CODES[cause]
         if rank_zero_only.rank == 0 and not requeued:
             import sys
 
-            print(self._resume_hint("Ctrl-C" if ctrl_c else "SIGTERM", trainer), file=sys.stderr, flush=True)
+            print(self._resume_hint(stop_signals.NAMES[cause], trainer), file=sys.stderr, flush=True)
         return code
 
     def _resume_hint(self, cause: str, trainer: Any) -> str:
         saved = self.interrupt_checkpoint
-        stopped = f"\nTraining stopped by {cause} at epoch {trainer.current_epoch}, step {trainer.global_step}"
+        # epochs counted from 1, as the progress lines count them
+        stopped = f"\nTraining stopped by {cause} at epoch {trainer.current_epoch + 1}, step {trainer.global_step}"
         if saved is not None and saved.saved:
             where = f"checkpoint saved: {saved.saved}"
         elif self.path is not None and any(self.path.rglob("*.ckpt")):  # kept: it saved something

@@ -7,6 +7,12 @@ RESUBMIT) and at its end (COMPLETED or FAILED with the exit code). ``train jobs`
 Slurm has forgotten the job (``MinJobAge``, 300 s by default, with accounting off). Standard library
 only: the sbatch script runs ``python -m trainer_cli.launch.jobstate RUN_DIR start|end [RC]``.
 
+``end`` is where the batch script decides, once ``srun`` returned (:func:`end_of_step`): the job
+completed, failed by itself, or restarts (``scontrol requeue`` with a timeout, a resubmission, or
+the end of the run at ``--slurm.max_restarts``), from srun's exit code and what each task noted
+(:func:`step_verdict`): a SIGUSR1 that saved its checkpoint (exit :data:`EXIT_REQUEUE`), or a step
+that Slurm killed, is restarted; a step that failed by itself is not.
+
 A job that resubmits itself (``--slurm.requeue_mode resubmit``, or a failed ``scontrol requeue``)
 does so at its ``end``: ``sbatch`` of the run's own script (``<run>/submit.sbatch``), so the new job
 runs in the same run directory and resumes from its newest checkpoint. The record then names the
@@ -28,6 +34,13 @@ REQUEUED = "REQUEUED"
 RESUBMIT = "RESUBMIT"
 ENV_PRIOR_RESTARTS = "TRAINER_CLI_PRIOR_RESTARTS"
 """Set by a resubmission for the new job: the restarts of the jobs of the run before it."""
+ENV_MAX_RESTARTS = "TRAINER_CLI_MAX_RESTARTS"  # exported by the sbatch template (--slurm.max_restarts)
+ENV_REQUEUE_MODE = "TRAINER_CLI_REQUEUE_MODE"  # (--slurm.requeue_mode: requeue or resubmit)
+EXIT_REQUEUE = 75
+"""The exit code of a ``train fit`` task that saved its checkpoint on Slurm's SIGUSR1 and stopped
+training for a restart (EX_TEMPFAIL of sysexits.h: try again later); the batch script then
+requeues, resubmits, or stops at the cap (:func:`end_of_step`)."""
+SLURM_TIMEOUT_S = 60  # for scontrol requeue / show job: a slow controller must not hold the job
 _JOB_ENV_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")  # this job's; not passed to the one it submits
 
 
@@ -119,6 +132,150 @@ def ended(run_dir: Path, exit_code: int) -> dict[str, Any]:
     return update(run_dir, job_id=this_job_id(), state="COMPLETED" if exit_code == 0 else "FAILED", exit_code=exit_code, ended=_now())
 
 
+def task_records(folder: Path | None) -> list[tuple[float, str, str]]:
+    """What the tasks of the step noted (:func:`trainer_cli.launch.stop_signals.note`): ``(time,
+    task, what)``, oldest first; none without the folder."""
+    found = []
+    for path in sorted(Path(folder).glob("*")) if folder else []:
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            at, _, what = line.partition(" ")
+            try:
+                found.append((float(at), path.name, what))
+            except ValueError:
+                continue
+    return sorted(found)
+
+
+def step_verdict(exit_code: int, records: list[tuple[float, str, str]], tasks: int = 0) -> str:
+    """What ended the ``srun`` step of the job, from its exit code and the tasks' records.
+
+    srun's exit code alone cannot tell: with ``--kill-on-bad-exit`` one task failing ends the
+    others with SIGTERM and srun reports 143, as when Slurm kills the step. The tasks' records can:
+    each notes a stop signal when it arrives and, when it ends, its exit code (an exception: error).
+
+    Returns:
+        ``completed`` (exit 0); ``requeue``: a task ended with :data:`EXIT_REQUEUE` (SIGUSR1, the
+        checkpoint saved); ``failed``: a task's own error came before any signal and every task
+        noted something (the training failed: bad input, a bug); ``killed``: a signal came first,
+        or a task noted nothing at all (killed before Python ran, or by SIGKILL; the others then
+        fail in their collectives): Slurm stopped the step (a node failure, the cleanup of an
+        earlier run's tasks, a SIGUSR1 in the first instant of a task).
+
+    Args:
+        exit_code: srun's exit code.
+        records: The tasks' notes (:func:`task_records`).
+        tasks: How many tasks the step had (``SLURM_NTASKS``; 0: unknown).
+    """
+    if exit_code == 0:
+        return "completed"
+    if exit_code == EXIT_REQUEUE or any(what == f"exit {EXIT_REQUEUE}" for _, _, what in records):
+        return "requeue"
+    stopped_by_signal = {f"exit {code}" for code in (0, 130, 143)}
+    errors = [at for at, _, what in records if what == "error" or (what.startswith("exit ") and what not in stopped_by_signal)]
+    signals = [at for at, _, what in records if what.startswith("signal ")]
+    silent = tasks > len({task for _, task, _ in records})
+    if errors and (not signals or min(errors) < min(signals)) and not silent:
+        return "failed"
+    return "killed"
+
+
+def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
+    """The batch script's decision once ``srun`` returned: record the end, and restart the job
+    (``scontrol requeue`` with a timeout, or a resubmission with ``--slurm.requeue_mode resubmit``)
+    when the step asked for it (SIGUSR1: :data:`EXIT_REQUEUE`) or Slurm killed it, within
+    ``--slurm.max_restarts``; past the cap the run stops there, saying so. Returns the script's
+    exit code: 0 after a restart or a stop at the cap that followed a SIGUSR1, else srun's.
+
+    ``records_dir`` None (a site template without ``TRAINER_CLI_TASK_RECORDS``): only srun's exit
+    code is known, so only 0 and :data:`EXIT_REQUEUE` are told apart from a failure."""
+    tasks = os.environ.get("SLURM_NTASKS") or "0"
+    verdict = step_verdict(exit_code, task_records(records_dir), int(tasks) if tasks.isdigit() else 0)
+    if records_dir is None and verdict == "killed":  # a script without the tasks' records: srun's code alone
+        verdict = "failed"
+    if verdict in ("completed", "failed"):
+        state = ended(run_dir, exit_code).get("state")
+        return 0 if state in (REQUEUED, "PENDING", "RUNNING") else exit_code  # requeued or resubmitted: not a failure
+    from trainer_cli.launch import restarts as restarts_log
+
+    record = read(run_dir)
+    request = record.get("requeue_request") or {}
+    if record.get("requeue_request"):
+        update(run_dir, requeue_request=None)
+    job_id, restarts = this_job_id(), restart_count()
+    max_restarts = int(os.environ.get(ENV_MAX_RESTARTS) or -1)
+    if verdict == "requeue":
+        cause, left_s = request.get("cause") or restarts_log.UNKNOWN, request.get("seconds_left")
+        checkpoint = request.get("checkpoint")
+        said = f"SIGUSR1 at step {request.get('step', '?')} ({cause}{'' if left_s is None else f', {left_s} s left'}): saved {checkpoint}"
+    else:
+        if _requeued_by_slurm():
+            print(f"trainer-cli: Slurm requeued job {job_id} itself: it resumes on its own", flush=True)
+            return 0
+        cause, left_s, checkpoint = restarts_log.STEP_KILLED, None, None
+        said = f"the step ended with exit code {exit_code}, stopped by Slurm (a signal or a kill, not an error of the training)"
+    event = {"job_id": job_id, "cause": cause, "seconds_left": left_s, "step": request.get("step"), "checkpoint": checkpoint}
+    if max_restarts >= 0 and restarts >= max_restarts:
+        restarts_log.record(run_dir, restart=restarts, action="stop", **event)
+        update(run_dir, ended_by=cause)
+        print(
+            f"trainer-cli: {said}; not requeued, restart {restarts} is the last that --slurm.max_restarts "
+            f"{max_restarts} allows: the run stops here, ended by {restarts_log.ENDED_BY.get(cause, cause)}. "
+            f"Resume with: train submit --config {Path(run_dir) / 'config.yaml'}", flush=True,
+        )
+        code = 0 if verdict == "requeue" else exit_code
+        ended(run_dir, code)
+        return code
+    if os.environ.get(ENV_REQUEUE_MODE) == "resubmit":
+        return _resubmit(run_dir, said, restarts + 1, event)
+    restarts_log.record(run_dir, restart=restarts + 1, action="requeue", **event)
+    requeued(run_dir, checkpoint or "")
+    print(f"trainer-cli: {said}; requeueing job {job_id} (restart {restarts + 1}), it resumes on its own", flush=True)
+    error = _slurm(["scontrol", "requeue", str(scontrol_id())])  # an array task alone
+    if error:
+        print(f"trainer-cli: `scontrol requeue {job_id}` failed: {error}; resubmitting instead", flush=True)
+        return _resubmit(run_dir, None, restarts + 1, event)
+    return 0
+
+
+def _resubmit(run_dir: Path, said: str | None, restart: int, event: dict[str, Any]) -> int:
+    """Queue the run's script again (:func:`resubmit`), recorded as restart ``restart``; 0, or 1 when sbatch refused."""
+    from trainer_cli.launch import restarts as restarts_log
+
+    restarts_log.record(run_dir, restart=restart, action="resubmit", **event)
+    record = resubmit_requested(run_dir, event.get("checkpoint") or "")
+    start = f"{said}; the job" if said else "The job"
+    print(f"trainer-cli: {start} resubmits itself into {run_dir} once its tasks have ended (restart {restart})", flush=True)
+    return 1 if resubmit(run_dir, record).get("state") == "FAILED" else 0
+
+
+def _slurm(command: list[str], timeout_s: float = SLURM_TIMEOUT_S) -> str:
+    """Run a Slurm command with a timeout; its error ('' when it succeeded)."""
+    import subprocess
+
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.SubprocessError) as err:
+        return str(err) or type(err).__name__
+    return "" if proc.returncode == 0 else (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}")
+
+
+def _requeued_by_slurm() -> bool:
+    """Whether Slurm is requeueing this job already (a node failure): its restart count is past ours."""
+    import subprocess
+
+    try:
+        out = subprocess.run(["scontrol", "show", "job", "-o", str(scontrol_id())], capture_output=True, text=True, timeout=SLURM_TIMEOUT_S).stdout
+    except (OSError, subprocess.SubprocessError):
+        return False
+    fields = dict(word.partition("=")[::2] for word in out.split())
+    restarts = fields.get("Restarts", "")
+    return restarts.isdigit() and int(restarts) > int(os.environ.get("SLURM_RESTART_COUNT") or 0)
+
+
 def resubmit(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
     """Queue the run's own script again (``sbatch <run>/submit.sbatch``) as the next restart of
     this job, with the environment of this job's script less its Slurm variables; record the new job.
@@ -158,18 +315,23 @@ def resubmit(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: list[str]) -> int:
-    """``python -m trainer_cli.launch.jobstate RUN_DIR start|end [EXIT_CODE]``; never fails the job."""
+    """``python -m trainer_cli.launch.jobstate RUN_DIR start|end [EXIT_CODE]``: ``start`` returns 0
+    (a record that cannot be written never fails the job); ``end`` returns the exit code for the
+    batch script (:func:`end_of_step`; srun's exit code when the decision itself fails)."""
+    exit_code = 0
     try:
         run_dir, event = Path(argv[0]), argv[1]
         if event == "start":
             started(run_dir)
         elif event == "end":
-            ended(run_dir, int(argv[2]) if len(argv) > 2 else 0)
+            exit_code = int(argv[2]) if len(argv) > 2 else 0
+            records = os.environ.get("TRAINER_CLI_TASK_RECORDS")
+            return end_of_step(run_dir, exit_code, Path(records) if records else None)
         else:
             raise ValueError(f"unknown event {event!r}")
     except (IndexError, ValueError, OSError) as err:
         print(f"trainer-cli: job.json not updated: {err}", file=sys.stderr)
-    return 0
+    return exit_code
 
 
 if __name__ == "__main__":

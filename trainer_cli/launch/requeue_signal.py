@@ -6,7 +6,7 @@ Lightning installs its own handler only once the trainer runs, seconds after sta
 between killed every rank with nothing saved. :func:`install` is called first thing in
 ``train``'s ``main()``, before anything slow is imported; its handler only records the signal.
 :class:`trainer_cli.callbacks.slurm_requeue.SynchronizedRequeue` acts on the record once the
-trainer can (a checkpoint, then ``scontrol requeue``). Standard library only: importing it is free.
+trainer can (a checkpoint, then the batch script requeues the job). Standard library only: importing it is free.
 
 No private Lightning member is touched for this. Lightning's signal connector installs its SIGUSR1
 handler (a checkpoint and ``scontrol requeue`` inside the handler) only when the signal has none
@@ -82,8 +82,14 @@ def received_at() -> float | None:
 
 
 def mark_requeued() -> None:
-    """Note that this job has requeued itself: the SIGTERM Slurm sends next ends a run that resumes."""
+    """Note that this job restarts (its batch script requeues or resubmits it): the run resumes."""
     _state["requeued"] = True
+
+
+def requested() -> bool:
+    """Whether this process saved its checkpoint on SIGUSR1 and stopped training for a restart
+    (:func:`mark_requeued`): it exits :data:`trainer_cli.launch.jobstate.EXIT_REQUEUE`."""
+    return bool(_state["requeued"])
 
 
 def requeue_in_progress() -> bool:

@@ -19,7 +19,8 @@ and when an operator or the scheduler preempts a job (``scancel -s USR1``, or a 
 A signal sent by hand in the last ``signal_delay_s + 90`` seconds of a job counts as the time limit:
 the job was about to hit it anyway. Where ``scontrol`` cannot be asked the cause is ``unknown``.
 
-The log is written by global rank 0 of the job (:class:`trainer_cli.callbacks.slurm_requeue.SynchronizedRequeue`)
+The cause is found by global rank 0 of the job (:class:`trainer_cli.callbacks.slurm_requeue.SynchronizedRequeue`), the log
+written by the batch script once the step ended (:func:`trainer_cli.launch.jobstate.end_of_step`)
 and read by ``train jobs``: ``RESTARTS 2 (1 time limit, 1 preempted)``.
 """
 
@@ -44,10 +45,13 @@ UNKNOWN = "unknown"
 BY_SLURM = "requeued by Slurm"
 """Restarts Slurm made itself (a node failure, ``PreemptMode=REQUEUE``, ``scontrol requeue`` by
 hand): counted by Slurm, never seen by the job as a signal."""
+STEP_KILLED = "step killed by Slurm"
+"""A step that Slurm stopped (the cleanup after a node failure, a SIGUSR1 in the first instant of a
+task) and the batch script requeued (:func:`trainer_cli.launch.jobstate.step_verdict`)."""
 EARLY_MARGIN_S = 90
 """Seconds past ``signal_delay_s`` that still count as the time limit's warning (Slurm: up to 60 s early)."""
 RESTART_ACTIONS = ("requeue", "resubmit")
-ENDED_BY = {TIME_LIMIT: "the time limit", PREEMPTED: "a preemption", UNKNOWN: "a SIGUSR1 of unknown cause"}
+ENDED_BY = {TIME_LIMIT: "the time limit", PREEMPTED: "a preemption", UNKNOWN: "a SIGUSR1 of unknown cause", STEP_KILLED: "Slurm killing the step"}
 
 
 def classify(job: dict[str, str], signal_delay_s: int, since_signal_s: float = 0.0) -> tuple[str, int | None]:
