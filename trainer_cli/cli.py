@@ -155,6 +155,16 @@ def _with_class_path(cls: Any, value: Any) -> dict[str, Any] | None:
     return value
 
 
+def _linked_value(key: str, target: str, current: Any, applied: dict[str, Any], data: Any) -> Any:
+    """The value a data->model link gives ``target``: the data module's ``key`` attribute (the
+    model's own ``current`` value when the data module was not built or lacks it); the value used
+    is recorded in ``applied`` (for config.yaml)."""
+    if data is None or not hasattr(data, key):
+        return current
+    applied[target] = getattr(data, key)
+    return applied[target]
+
+
 def _parameters(target: Any) -> dict[str, Any]:
     """The keyword parameters of a class's ``__init__`` (or a callable) with their defaults."""
     try:
@@ -329,15 +339,6 @@ class TrainerCLI(LightningCLI):
             if key.split(".", 1)[1] not in self.trainer_defaults and _has_key(parser, key):
                 parser.set_defaults({key: value})
 
-    def _linked_value(self, key: str, target: str, data: Any) -> Any:
-        """The value a data->model link gives ``target``: the data module's ``key`` attribute (the
-        model's own value when the data module was not built or lacks it); recorded for config.yaml."""
-        if data is None or not hasattr(data, key):
-            model_cfg = self._subconfig().get("model")
-            return model_cfg.get(target.split(".", 1)[1]) if isinstance(model_cfg, Namespace) else None
-        self.applied_links[target] = getattr(data, key)
-        return self.applied_links[target]
-
     def parse_arguments(self, parser: LightningArgumentParser, args: Any) -> None:
         """LightningCLI's, after the launcher's arguments that follow the user's (optimizers, links);
         then an explicit ``--ckpt_path`` file is checked to be a complete checkpoint of the configured
@@ -383,7 +384,9 @@ class TrainerCLI(LightningCLI):
                 continue  # the user's own link on the same key wins
             if params[key] is not inspect.Parameter.empty and model_cfg.get(target.split(".", 1)[1]) != params[key]:
                 continue  # set by the user: their value stays
-            parser.link_arguments("data", target, compute_fn=partial(self._linked_value, key, target), apply_on="instantiate")
+            current = model_cfg.get(target.split(".", 1)[1])
+            # a plain function, not a bound method: the parser travels with the Trainer to ddp_spawn's processes
+            parser.link_arguments("data", target, compute_fn=partial(_linked_value, key, target, current, self.applied_links), apply_on="instantiate")
             self._data_links[key] = target
 
     def _subconfig(self) -> Namespace:
@@ -536,7 +539,17 @@ def verb_cli(verb: str, base: type[TrainerCLI] | None = None) -> type[TrainerCLI
     subcommands costs start-up time. ``subcommands`` stays a staticmethod, as LightningCLI's."""
     base = base or TrainerCLI
     every = LightningCLI.subcommands()
-    return type(base.__name__, (base,), {"subcommands": staticmethod(lambda: {verb: every[verb]}), "__module__": base.__module__})
+    name = f"{base.__name__}_{verb}"
+    if base is TrainerCLI and name in globals():
+        return globals()[name]  # type: ignore[no-any-return]
+    cls = type(name, (base,), {"subcommands": staticmethod(partial(_one_verb, verb)), "__module__": base.__module__, "__qualname__": name})
+    if base is TrainerCLI:  # a module global: the CLI pickles (ddp_spawn sends the config callback's parser along)
+        globals()[name] = cls
+    return cls
+
+
+def _one_verb(verb: str) -> dict[str, set[str]]:
+    return {verb: LightningCLI.subcommands()[verb]}
 
 
 @contextmanager
@@ -634,3 +647,7 @@ def parse_config(
     finally:
         seed_log.setLevel(level)
     return captured["parser"], captured["config"]
+
+
+for _verb in LightningCLI.subcommands():  # TrainerCLI_fit, ...: made at import, so a spawned process unpickles them
+    verb_cli(_verb)
