@@ -212,7 +212,8 @@ class RunConfig(SaveConfigCallback):
     """LightningCLI's ``SaveConfigCallback`` for a run directory: the run's record (the resolved
     config with the data->model link values and the values the launcher set, :meth:`Run.record`)
     is ``<run>/config.yaml``, written once by global rank 0 (a resumed run keeps its own);
-    where the Trainer's ``log_dir`` is elsewhere, a copy goes there as LightningCLI would put it.
+    without a run directory (``fast_dev_run``) the config goes to the Trainer's ``log_dir``, as
+    LightningCLI puts it.
     ``save_config_kwargs`` (``config_filename``, ``overwrite``, ``save_to_log_dir``) keep their meaning;
     ``save_config`` is called as LightningCLI calls it. No collective: it runs on rank 0 alone."""
 
@@ -221,20 +222,14 @@ class RunConfig(SaveConfigCallback):
             return
         record = next((c for c in trainer.callbacks if isinstance(c, RunRecord)), None)
         run = record.run if record is not None else None
-        if run is not None:
-            run.freeze()
-        if self.save_to_log_dir and trainer.log_dir is not None:
+        if run is not None and run.path is not None:
+            run.freeze()  # the record is the run directory's (a log_dir elsewhere is a shared store: MLflow's, W&B's)
+        elif self.save_to_log_dir and trainer.log_dir is not None:  # no run directory (fast_dev_run): LightningCLI's
             target = Path(trainer.log_dir) / self.config_filename
-            if run is None or run.path is None or target.absolute() != (run.path / "config.yaml").absolute():
-                if target.exists() and not self.overwrite:
-                    raise RuntimeError(
-                        f"{target} exists already: delete it, or set save_config_kwargs={{'overwrite': True}}"
-                    )
-                target.parent.mkdir(parents=True, exist_ok=True)
-                if run is not None and run.path is not None:
-                    target.write_text(run.record(run.linked))
-                else:
-                    self.parser.save(self.config, str(target), skip_none=False, overwrite=self.overwrite, multifile=self.multifile)
+            if target.exists() and not self.overwrite:
+                raise RuntimeError(f"{target} exists already: delete it, or set save_config_kwargs={{'overwrite': True}}")
+            target.parent.mkdir(parents=True, exist_ok=True)
+            self.parser.save(self.config, str(target), skip_none=False, overwrite=self.overwrite, multifile=self.multifile)
         self.save_config(trainer, pl_module, stage)
         self.already_saved = True
 
@@ -416,6 +411,7 @@ class TrainerCLI(LightningCLI):
     def after_instantiate_classes(self) -> None:
         self._add_configure_optimizers()
         self.run.linked = self.applied_links  # config.yaml is written when the verb starts (run.RunRecord)
+        self.run.keep_logs()
 
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
         """LightningCLI's, with the run's callbacks and checkpoint plugin added (the run summary,

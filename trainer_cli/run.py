@@ -269,7 +269,6 @@ class Run:
             rundir.write_git_info(self.path)
         if self.trainer is not None:
             loggers_mod.record_logger_runs(self.trainer.loggers, self.path, self._mlflow_uris)
-            loggers_mod.keep_csv_metrics(self.trainer.loggers)
 
     # -- when the verb stops ---------------------------------------------------------------------
     @contextmanager
@@ -367,6 +366,12 @@ class Run:
         if linked:
             body = yaml.safe_dump(tree, sort_keys=False)
         return "\n".join(header) + "\n" + body
+
+    def keep_logs(self) -> None:
+        """Before the Trainer runs (global rank 0): a resumed run's CSV metrics file is kept
+        (:func:`trainer_cli.loggers.keep_csv_metrics`; the writer must not have started)."""
+        if self.path is not None and self.trainer is not None and rank_zero_only.rank == 0:
+            loggers_mod.keep_csv_metrics(self.trainer.loggers)
 
     def release_if_unused(self) -> None:
         """Remove the directory this run made when nothing but its identity was written into it
