@@ -276,6 +276,7 @@ class TrainerCLI(LightningCLI):
         self.run = run_directory if run_directory is not None else Run(None)
         if run_directory is None:  # a user's script: a missing --ckpt_path file fails where LightningCLI's does
             self.run.missing_is_error = False
+            self.run.checkpoint_hparams_win = True
         self.verb_parser: LightningArgumentParser | None = None  # the parser of the verb being run
         self._core_parsers: list[LightningArgumentParser] = []
         self._data_links: dict[str, str] = {}  # DATA_TO_MODEL key -> model target key it links to

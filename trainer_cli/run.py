@@ -100,6 +100,9 @@ class Run:
         self._identity: dict[str, Any] = {}
         self.linked: dict[str, Any] = {}  # values the data->model links gave (TrainerCLI), for the record
         self.missing_is_error = True  # a missing --ckpt_path file: our message (False: Lightning's, when it loads)
+        # a user's script (LightningCLI's rule): the checkpoint's hyperparameters replace the config's
+        # model arguments, so a difference is not refused
+        self.checkpoint_hparams_win = False
         self.link_targets: set[str] = set()  # model keys the data->model links fill (TrainerCLI)
         self._mlflow_uris: list[str] = []
 
@@ -120,7 +123,8 @@ class Run:
         self.ckpt_path = cfg.get("ckpt_path")
         if is_checkpoint_file(self.ckpt_path) and (self.missing_is_error or Path(str(self.ckpt_path)).exists()):
             check_checkpoint_file(self.ckpt_path)
-            check_checkpoint_model(self.ckpt_path, cfg.get("model"), model_keys)
+            if not self.checkpoint_hparams_win:
+                check_checkpoint_model(self.ckpt_path, cfg.get("model"), model_keys)
             self._checked.add(str(self.ckpt_path))
 
     # -- before building -------------------------------------------------------------------------
