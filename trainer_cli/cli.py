@@ -166,12 +166,26 @@ def _linked_value(key: str, target: str, current: Any, applied: dict[str, Any], 
 
 
 def _parameters(target: Any) -> dict[str, Any]:
-    """The keyword parameters of a class's ``__init__`` (or a callable) with their defaults."""
-    try:
-        signature = inspect.signature(target)
-    except (TypeError, ValueError):
-        return {}
-    return {name: p.default for name, p in signature.parameters.items() if p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)}
+    """The keyword parameters of a class's ``__init__`` (or a callable) with their defaults; a class
+    whose ``__init__`` takes ``**kwargs`` also has its base classes' (as jsonargparse resolves them)."""
+    params: dict[str, Any] = {}
+    for klass in getattr(target, "__mro__", (target,)):
+        init = klass.__dict__.get("__init__") if isinstance(klass, type) else klass
+        if init is None:
+            continue
+        try:
+            signature = inspect.signature(init)
+        except (TypeError, ValueError):
+            break
+        forwards = False
+        for name, p in signature.parameters.items():
+            if p.kind == p.VAR_KEYWORD:
+                forwards = True
+            elif p.kind != p.VAR_POSITIONAL and name != "self":
+                params.setdefault(name, p.default)
+        if not forwards:
+            break
+    return params
 
 
 def _class_of(model_cfg: Any, fixed: Any, subclass_mode: bool) -> Any:
