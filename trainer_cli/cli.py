@@ -440,7 +440,8 @@ class TrainerCLI(LightningCLI):
         if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in configured):
             added.append(PredictionCSVWriter())  # predictions.csv in the run directory
         added.append(ResumeState())
-        if trainer_config.get("enable_checkpointing") is not False and not any(isinstance(c, ModelCheckpoint) for c in configured):
+        if (trainer_config.get("enable_checkpointing") is not False and not trainer_config.get("fast_dev_run")
+                and not any(isinstance(c, ModelCheckpoint) for c in configured)):
             added.append(ModelCheckpoint(save_last=True))  # a config without one (stock LightningCLI's): Lightning's default, plus last.ckpt
         if under_slurm_batch():  # SIGUSR1 -> checkpoint + requeue (trainer_cli.launch.requeue_signal)
             added.append(SynchronizedRequeue())
