@@ -125,3 +125,18 @@ def test_users_script_submits_itself_dry_run(tmp_path: Path) -> None:
     assert not (tmp_path / "runs").exists()  # a dry run writes nothing
     bad = _script(tmp_path, "submit", "--data.n_labels", "3", "--dry-run")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--trainer.devices" in bad.stderr
+
+
+def test_users_script_outside_the_repo_reports_and_cleans_up(tmp_path: Path) -> None:
+    """From a user's own folder: `train fit` imports the user's modules from the working directory, and a
+    script's start that fails on a user error says one line, exits 2 and leaves no run directory."""
+    import shutil
+
+    shutil.copytree(FOREIGN / "lit_foreign", tmp_path / "lit_foreign")
+    env = {k: v for k, v in _env().items() if k != "PYTHONPATH"}
+    fit = subprocess.run([str(Path(sys.executable).parent / "train"), "fit", "--model", "lit_foreign.model.SmallNet", "--data",
+                          "lit_foreign.data.BlobData", "--trainer.max_epochs", "1"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600)
+    assert fit.returncode == 0, fit.stderr[-3000:]
+    bad = _script(tmp_path, "fit", "--run_dir", str(tmp_path / "runs" / "run" / "version_9"), "--ckpt_path", "last")
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr and "nothing to resume" in bad.stderr
+    assert sorted(p.name for p in (tmp_path / "runs" / "run").iterdir()) == ["version_0"]

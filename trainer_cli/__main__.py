@@ -95,6 +95,8 @@ def _dispatch(argv: list[str] | None) -> int:
         print(f"trainer-cli {__version__}")
         return 0
     verb, rest = argv[0], argv[1:]
+    if "" not in sys.path and os.getcwd() not in sys.path:  # as `python -m trainer_cli` and `python main.py`:
+        sys.path.insert(0, os.getcwd())  # the user's own modules in the working directory import by class_path
     workdir = os.environ.get("TRAINER_CLI_WORKDIR")  # a Slurm job started in its code snapshot
     if workdir:  # (trainer_cli.launch.snapshot): its imports come from there, paths from here
         os.chdir(workdir)

@@ -301,6 +301,14 @@ class TrainerCLI(LightningCLI):
         with _process_state_restored():
             try:
                 super().__init__(*args, **kwargs)
+            except Exception as err:
+                if run_directory is None:  # a user's script: a start that failed before a checkpoint leaves nothing
+                    self.run.remove_if_untrained()
+                if run_directory is None and kwargs.get("args") is None and isinstance(err, UserError):
+                    from trainer_cli.errors import report_user_error
+
+                    raise SystemExit(report_user_error(err)) from None  # from the command line: one line, exit 2
+                raise
             finally:
                 if requeue_from_here:
                     requeue_signal.ignore_from_now()
