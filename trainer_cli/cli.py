@@ -11,7 +11,6 @@ files and checkpoints.
 
 from __future__ import annotations
 
-import importlib
 import inspect
 import logging
 import os
@@ -45,6 +44,7 @@ from trainer_cli.checkpointing import ResumeState, with_atomic_checkpoint_io
 from trainer_cli.errors import EXIT_USER_ERROR, UserError
 from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate_in_files, user_code_error  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
+from trainer_cli.imports import import_class
 from trainer_cli.launch.requeue_signal import under_slurm_batch
 from trainer_cli.preflight import check_backbone_kwargs, check_optimizer_config, check_trainer_minimums, with_checkpoint_class
 from trainer_cli.resume import with_stored_config
@@ -195,10 +195,9 @@ def _class_of(model_cfg: Any, fixed: Any, subclass_mode: bool) -> Any:
     class_path = model_cfg.get("class_path") if isinstance(model_cfg, Namespace) else None
     if not class_path:
         return None
-    module, _, name = class_path.rpartition(".")
     try:
-        return getattr(importlib.import_module(module), name)
-    except (ImportError, AttributeError):
+        return import_class(class_path)
+    except (ImportError, AttributeError, ValueError):
         return None
 
 

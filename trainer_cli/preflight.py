@@ -213,14 +213,10 @@ def _backbone_options(name: str) -> list[str]:
 
 def _is_subclass(class_path: str, base_path: str) -> bool:
     """Whether the class at ``class_path`` subclasses the one at ``base_path`` (False when either does not import)."""
-    import importlib
-
-    def load(path: str) -> Any:
-        module, _, name = path.rpartition(".")
-        return getattr(importlib.import_module(module), name)
+    from trainer_cli.imports import import_class
 
     try:
-        cls, base = load(class_path), load(base_path)
+        cls, base = import_class(class_path), import_class(base_path)
     except (ImportError, AttributeError, ValueError):
         return False
     return isinstance(cls, type) and isinstance(base, type) and issubclass(cls, base)

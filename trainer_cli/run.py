@@ -53,7 +53,7 @@ from trainer_cli import loggers as loggers_mod
 from trainer_cli import rundir
 from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, check_checkpoint_file
 from trainer_cli.errors import UserError
-from trainer_cli.resume import compare_for_resume, stored_config
+from trainer_cli.resume import compare_for_resume, flatten, stored_config
 
 DEFAULT_ROOT_DIR = "runs"
 DEFAULT_LOGGER = {"class_path": "lightning.pytorch.loggers.TensorBoardLogger", "init_args": {"save_dir": "runs", "default_hp_metric": False}}
@@ -392,15 +392,6 @@ class Run:
         shutil.rmtree(self.path, ignore_errors=True)
 
 
-def _flatten(tree: Any, prefix: str = "") -> dict[str, Any]:
-    if not isinstance(tree, dict):
-        return {prefix: tree}
-    flat: dict[str, Any] = {}
-    for key, value in tree.items():
-        flat.update(_flatten(value, f"{prefix}.{key}" if prefix else str(key)))
-    return flat
-
-
 def _tree(text: str) -> Any:
     """The config text as a tree; {} for a dump that is not YAML (a parser in jsonnet mode)."""
     try:
@@ -419,7 +410,7 @@ def _pop_dotted(tree: dict[str, Any], key: str) -> None:
 
 def _changed_keys(before: Any, after: Any) -> dict[str, Any]:
     """The dotted keys whose value differs between two config trees, with the value before."""
-    old, new = _flatten(before), _flatten(after)
+    old, new = flatten(before), flatten(after)
     return {key: old.get(key) for key in new if old.get(key) != new[key]}
 
 
