@@ -41,9 +41,10 @@ def fit(*args: str, verb: str = "fit") -> Any:
     (``.trainer``, ``.model``, ``.run_dir``)."""
     from trainer_cli.cli import TrainerCLI
     from trainer_cli.compose import expand_config_args
+    from trainer_cli.run import Run
 
-    try:
-        return TrainerCLI(args=[verb, *expand_config_args(list(args))])
+    try:  # the run directory policy of `train <verb>` (a user's script follows Lightning's log_dir instead)
+        return TrainerCLI(args=[verb, *expand_config_args(list(args))], run_directory=Run(verb))
     finally:
         os.environ.pop(rundir.ENV_RUN_DIR, None)
 

@@ -50,10 +50,9 @@ from trainer_cli.preflight import check_backbone_kwargs, check_optimizer_config,
 from trainer_cli.resume import with_stored_config
 from trainer_cli.optim.configure import configure_optimizers
 from trainer_cli.optim.param_groups import ParamGroups
-from trainer_cli.run import DEFAULT_LOGGER, DEFAULT_ROOT_DIR, EXIT_INTERRUPTED, EXIT_SIGTERM, FIT_LIKE, Run, RunRecord  # noqa: F401 - re-exported
+from trainer_cli.run import DEFAULT_LOGGER, DEFAULT_NAME, DEFAULT_ROOT_DIR, EXIT_INTERRUPTED, EXIT_SIGTERM, FIT_LIKE, Run, RunRecord  # noqa: F401 - re-exported
 
 
-DEFAULT_NAME = "run"
 # what flows from the data module to the model, stated once (links on instantiation)
 DATA_TO_MODEL = ("num_classes", "in_channels", "image_size")
 
@@ -94,6 +93,19 @@ class TrainerArgumentParser(LightningArgumentParser):
         hint = _replaced_class_hint(where, message)
         print(f"error: {where + ': ' if where else ''}{message}{hint}\n  (`train {verb} --help` lists every option)", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
+
+    def save(self, cfg: Namespace, path: Any, *args: Any, overwrite: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
+        """jsonargparse's; in a user's script the run's record (:meth:`trainer_cli.run.Run.record`:
+        the resolved config with the linked values and a header) is what LightningCLI's
+        SaveConfigCallback saves."""
+        record = getattr(self, "run_record", None)
+        if record is None:
+            return super().save(cfg, path, *args, overwrite=overwrite, **kwargs)
+        target = Path(path)
+        if target.exists() and not overwrite:
+            raise ValueError(f"Refusing to overwrite existing file: {target}")  # jsonargparse's rule
+        target.write_text(record)
+        return None
 
     def parse_object(self, obj: Any, namespace: Optional[Namespace] = None, *args: Any, **kwargs: Any) -> Namespace:  # type: ignore[override]
         """jsonargparse's; a stock checkpoint's hyperparameters apply to the configured model
@@ -279,7 +291,9 @@ class TrainerCLI(LightningCLI):
         if run_directory is None and kwargs.get("args") is None and len(sys.argv) > 1 and sys.argv[1] == "submit":
             raise SystemExit(_submit_from_script(type(self), args, kwargs, sys.argv[0], sys.argv[2:]))
         kwargs.setdefault("parser_class", TrainerArgumentParser)
-        kwargs.setdefault("save_config_callback", RunConfig)  # config.yaml: the run's record (run.Run.record)
+        # config.yaml: the run's record (run.Run.record); in a user's script LightningCLI's own callback
+        # writes it where LightningCLI does (the Trainer's log_dir: the run directory there)
+        kwargs.setdefault("save_config_callback", RunConfig if run_directory is not None else SaveConfigCallback)
         self._auto_optimizers = kwargs.get("auto_configure_optimizers", True)
         # LightningCLI's automatic optimizers are built when the model is (a step-wise scheduler cannot learn
         # its total steps then): the same groups are added and built lazily here (_add_configure_optimizers)
@@ -290,6 +304,8 @@ class TrainerCLI(LightningCLI):
         if run_directory is None:  # a user's script: a missing --ckpt_path file fails where LightningCLI's does
             self.run.missing_is_error = False
             self.run.checkpoint_hparams_win = True
+            self.run.follows_lightning = True  # files where LightningCLI puts them (run.Run.bind_to_log_dir)
+            self.run.resume_command = f"python {sys.argv[0]} fit --run_dir {{path}} --ckpt_path last"
         self.verb_parser: LightningArgumentParser | None = None  # the parser of the verb being run
         self._core_parsers: list[LightningArgumentParser] = []
         self._data_links: dict[str, str] = {}  # DATA_TO_MODEL key -> model target key it links to
@@ -352,6 +368,8 @@ class TrainerCLI(LightningCLI):
             help="torch.set_float32_matmul_precision: 'high' lets float32 matmuls use TF32 tensor cores. Empty: torch's default.",
         )
         defaults = {"trainer.default_root_dir": DEFAULT_ROOT_DIR, "trainer.logger": DEFAULT_LOGGER}
+        if self.run.follows_lightning:  # a user's script keeps Lightning's defaults (lightning_logs/version_<N>)
+            defaults = {}
         for key, value in defaults.items():  # the user's trainer_defaults and trainer class come first
             if key.split(".", 1)[1] not in self.trainer_defaults and _has_key(parser, key):
                 parser.set_defaults({key: value})
@@ -433,6 +451,8 @@ class TrainerCLI(LightningCLI):
     def after_instantiate_classes(self) -> None:
         self._add_configure_optimizers()
         self.run.linked = self.applied_links  # config.yaml is written when the verb starts (run.RunRecord)
+        if self.run.follows_lightning and self.verb_parser is not None:  # the script's SaveConfigCallback saves the record
+            self.verb_parser.run_record = self.run.record(self.applied_links)
         self.run.keep_logs()
 
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
@@ -460,11 +480,30 @@ class TrainerCLI(LightningCLI):
             extra["default_root_dir"] = str(self.run_dir)  # where hpc (Slurm requeue) checkpoints go
         if "plugins" in trainer_config:
             extra["plugins"] = with_atomic_checkpoint_io(trainer_config.get("plugins"))
-        return self._remember_trainer(super().instantiate_trainer(**{**kwargs, **extra}))
+        trainer = super().instantiate_trainer(**{**kwargs, **extra})
+        if self.run.follows_lightning:
+            self._as_lightning_cli_does(trainer, added)
+        return self._remember_trainer(trainer)
 
     def _remember_trainer(self, trainer: pl.Trainer) -> pl.Trainer:
         self.run.trainer = trainer
         return trainer
+
+    def _as_lightning_cli_does(self, trainer: pl.Trainer, added: list[Any]) -> None:
+        """A user's script: the run directory is the Trainer's ``log_dir`` (a new run), the run's own
+        callbacks come after the script's and LightningCLI's (its SaveConfigCallback first, as
+        LightningCLI orders them; checkpoint callbacks last, as Lightning orders them), and a run
+        resumed in its own directory keeps the config.yaml it started with."""
+        from lightning.pytorch.callbacks import Checkpoint
+
+        self.run.bind_to_log_dir(trainer)
+        ours = {id(c) for c in added}
+        order = sorted(trainer.callbacks, key=lambda c: (isinstance(c, Checkpoint), id(c) in ours))  # stable
+        trainer.callbacks = order
+        if self.run.path is not None and not self.run.created:
+            for callback in trainer.callbacks:
+                if isinstance(callback, SaveConfigCallback) and (self.run.path / callback.config_filename).is_file() and self.run.ckpt_path:
+                    callback.already_saved = True
 
     # -- optimizers ------------------------------------------------------------------------------
     def _add_configure_optimizers(self) -> None:

@@ -56,6 +56,7 @@ from trainer_cli.errors import UserError
 from trainer_cli.resume import compare_for_resume, flatten, stored_config
 
 DEFAULT_ROOT_DIR = "runs"
+DEFAULT_NAME = "run"  # --name: runs go to <trainer.default_root_dir>/<name>/version_<N>
 DEFAULT_LOGGER = {"class_path": "lightning.pytorch.loggers.TensorBoardLogger", "init_args": {"save_dir": "runs", "default_hp_metric": False}}
 FIT_LIKE = ("fit", None)  # None: built without running a verb (cv folds, lr-find): they train too
 RUN_CHOICES = ("last", "best")  # --ckpt_path values that name a checkpoint of a run
@@ -105,6 +106,12 @@ class Run:
         self.checkpoint_hparams_win = False
         self.link_targets: set[str] = set()  # model keys the data->model links fill (TrainerCLI)
         self._mlflow_uris: list[str] = []
+        # a user's script (TrainerCLI as LightningCLI): a new run's directory is the Trainer's log_dir,
+        # where LightningCLI puts config.yaml, chosen by Lightning (its logger's version) and bound
+        # when the Trainer is built (:meth:`bind_to_log_dir`); config.yaml is written by the
+        # script's SaveConfigCallback
+        self.follows_lightning = False
+        self.late = False  # the directory is the Trainer's log_dir, bound once the Trainer is built
 
     @property
     def trains(self) -> bool:
@@ -142,7 +149,11 @@ class Run:
         self._config_text = dump()
         if cfg.trainer.get("fast_dev_run"):  # a smoke test: Lightning logs and saves nothing for it, nor do we
             return None
-        self.path = self._choose(cfg).absolute()
+        chosen = self._choose(cfg)
+        if chosen is None:  # a user's script's new run: the Trainer's log_dir (bind_to_log_dir)
+            self.late = True
+            return None
+        self.path = chosen.absolute()
         self.ckpt_path = cfg.get("ckpt_path")
         retired_by_rank_0 = rank_zero_only.rank != 0 and str(self.ckpt_path).endswith(rundir.USED_SUFFIX)  # renamed any moment now
         missing_left_to_lightning = not self.missing_is_error and not Path(str(self.ckpt_path)).exists()
@@ -150,21 +161,24 @@ class Run:
             check_checkpoint_file(self.ckpt_path)
         os.environ[rundir.ENV_RUN_DIR] = str(self.path)  # DDP processes launched from here share it
         before = _tree(self._config_text)
+        root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR).absolute()
+        # a script's logger that logs to <save_dir>/<name>/<version> already is not moved
+        logs_here = self.follows_lightning and self.path.is_relative_to(Path(*lightning_log_root(cfg)).absolute())
         self._point_loggers(cfg)
         self._config_text = dump()  # the record keeps the root: re-running it makes a new run beside this one
         self._launcher_set = _changed_keys(before, _tree(self._config_text))
         if "default_root_dir" in cfg.trainer:  # the Trainer gets the run directory (TrainerCLI.instantiate_trainer)
             self._launcher_set["trainer.default_root_dir (the Trainer's: this run directory)"] = cfg.trainer.default_root_dir
-        root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR).absolute()
-        moved = {k: v for k, v in self._launcher_set.items()
-                 if ".logger" in k and k.endswith(("save_dir", ".name")) and isinstance(v, str) and v not in ("", DEFAULT_ROOT_DIR, "lightning_logs") and not Path(v).absolute().is_relative_to(root)}
+        moved = {k: v for k, v in self._launcher_set.items() if not logs_here and ".logger" in k and k.endswith(("save_dir", ".name")) and isinstance(v, str) and v not in ("", DEFAULT_ROOT_DIR, "lightning_logs") and not Path(v).absolute().is_relative_to(root)}
         if moved and rank_zero_only.rank == 0:
             print(f"Logs go to the run directory {self.path} (" + ", ".join(f"{k} was {v!r}" for k, v in moved.items()) + ")", flush=True)
         return self.path
 
-    def _choose(self, cfg: Namespace) -> Path:
+    def _choose(self, cfg: Namespace) -> Path | None:
         root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR)
         name = cfg.name
+        if self.follows_lightning:
+            root, name = lightning_log_root(cfg)
         ckpt = cfg.get("ckpt_path")
         child = bool(os.environ.get(rundir.ENV_RUN_DIR))  # a DDP process launched by the rank that chose it
         if child or cfg.run_dir:  # rule 3 (or a DDP child of any rule)
@@ -188,6 +202,8 @@ class Run:
             shared = rundir.slurm_shared_run_dir(root, name)
             if shared is not None:
                 return shared
+            if self.follows_lightning:
+                return None  # Lightning chooses: its logger's next version (bind_to_log_dir)
             self.created = True
             return rundir.allocate(root, name)
         if ckpt and self.trains and not child:  # before anything is chosen or renamed
@@ -251,11 +267,33 @@ class Run:
     def callbacks(self, configured: list[Any], added: list[Any]) -> list[Any]:
         """The callbacks the run directory needs (the checkpoint on SIGTERM / Ctrl-C); and every
         ``ModelCheckpoint`` of ``configured`` + ``added`` without a ``dirpath`` saves into it."""
+        if self.late:  # Lightning's own ModelCheckpoint dirpath is the log_dir's checkpoints/ (bind_to_log_dir)
+            self.interrupt_checkpoint = InterruptCheckpoint(str(rundir.LAST_CKPT.parent))
+            return [RunRecord(self), self.interrupt_checkpoint]
         if self.path is None:
             return []
         self.interrupt_checkpoint = InterruptCheckpoint(str(self.path / rundir.LAST_CKPT.parent))
         loggers_mod.checkpoints_in_run_dir([*configured, *added, self.interrupt_checkpoint], self.path)
         return [RunRecord(self), self.interrupt_checkpoint]
+
+    def bind_to_log_dir(self, trainer: Any) -> None:
+        """A user's script's new run (:attr:`late`): the run directory is ``trainer.log_dir``, where
+        LightningCLI puts config.yaml (``<save_dir>/<name>/version_<N>`` of a TensorBoard or CSV
+        logger, the default root without a logger); DDP processes launched from here share it."""
+        if not self.late or self.path is not None:
+            return
+        self.path = Path(trainer.log_dir or trainer.default_root_dir).absolute()
+        self.created = not self.path.exists()
+        os.environ[rundir.ENV_RUN_DIR] = str(self.path)
+        if self.interrupt_checkpoint is not None:
+            self.interrupt_checkpoint.ckpt_path = str(self.path / rundir.LAST_CKPT)
+        # Lightning's own dirpath (log_dir/checkpoints), made absolute: a resume with --run_dir finds them
+        loggers_mod.checkpoints_in_run_dir(trainer.callbacks, self.path)
+        from trainer_cli.callbacks.run_summary import RunSummary
+
+        for callback in trainer.callbacks:
+            if isinstance(callback, RunSummary) and callback.run_dir is None:
+                callback.run_dir = str(self.path)
 
     # -- after building --------------------------------------------------------------------------
     def freeze(self) -> None:
@@ -268,7 +306,10 @@ class Run:
         if self._identity and not (self.path / loggers_mod.RUN_FILE).exists():  # released unused (run=False), now used
             (self.path / loggers_mod.RUN_FILE).write_text(json.dumps(self._identity, indent=2) + "\n")
         config_file = self.path / "config.yaml"
-        if not config_file.exists():  # a resumed run keeps the config it started with
+        if self.follows_lightning:  # the script's SaveConfigCallback writes config.yaml (TrainerArgumentParser.save)
+            if self.created and not (self.path / "git.txt").exists():
+                rundir.write_git_info(self.path)
+        elif not config_file.exists():  # a resumed run keeps the config it started with
             config_file.write_text(self.record(self.linked))
             rundir.write_git_info(self.path)
         if self.trainer is not None:
@@ -353,7 +394,7 @@ class Run:
         loggers were built from, the data->model link values filled in, and a header naming the
         values the launcher set."""
         body = self._config_text
-        tree = yaml.safe_load(body) or {}
+        tree = _tree(body)  # {} for a dump that is not YAML (jsonnet mode): the body is kept as dumped
         for key, value in linked.items():
             node = tree
             *parents, leaf = key.split(".")
@@ -367,7 +408,7 @@ class Run:
             header += [f"#   {key}: {value!r}" for key, value in sorted(self._launcher_set.items())]
         if linked:
             header.append("# Linked from the data module: " + ", ".join(f"{k}={v!r}" for k, v in linked.items()))
-        if linked:
+        if linked and tree:
             body = yaml.safe_dump(tree, sort_keys=False)
         return "\n".join(header) + "\n" + body
 
@@ -424,6 +465,21 @@ class RunRecord(Callback):
     def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
         if trainer.is_global_zero:
             self.run.freeze()
+
+
+def lightning_log_root(cfg: Namespace) -> tuple[Path, str]:
+    """Where Lightning keeps a script's runs: ``(save_dir, name)`` of its first logger when that is
+    configured by class (``name`` defaults to ``lightning_logs``), else ``(default_root_dir or the
+    working directory, "lightning_logs")``; a ``--name`` other than the default replaces the name."""
+    logger = cfg.trainer.get("logger") if "logger" in cfg.trainer else None
+    first = logger[0] if isinstance(logger, list) and logger else logger
+    args = first.get("init_args") if isinstance(first, Namespace) and "class_path" in first else None
+    args = args if isinstance(args, Namespace) else Namespace()
+    root = Path(args.get("save_dir") or cfg.trainer.get("default_root_dir") or ".")
+    name = args.get("name") if isinstance(args.get("name"), str) else "lightning_logs"
+    if cfg.get("name") and cfg.name != DEFAULT_NAME:
+        name = cfg.name
+    return root, name or ""
 
 
 def is_finished(trainer: Namespace, ckpt: rundir.RunCheckpoint) -> bool:
