@@ -139,3 +139,23 @@ def test_users_script_outside_the_repo_reports_and_cleans_up(tmp_path: Path) -> 
     bad = _script(tmp_path, "fit", "--run_dir", str(tmp_path / "runs" / "run" / "version_9"), "--ckpt_path", "last")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "nothing to resume" in bad.stderr
     assert sorted(p.name for p in (tmp_path / "runs" / "run").iterdir()) == ["version_0"]
+
+
+def test_run_made_by_train_resumes_and_tests_under_the_users_script(tmp_path: Path) -> None:
+    """A run made with `train fit` (config.yaml in subclass form: class_path + init_args) resumes and
+    tests under the user's script, whose CLI fixes the classes; a config naming another class is one line."""
+    fit = _train(tmp_path, "fit", "--model", "lit_foreign.model.SmallNet", "--data", "lit_foreign.data.BlobData",
+                 "--model.num_classes", "3", "--data.n_labels", "3", "--trainer.max_epochs", "1")
+    assert fit.returncode == 0, fit.stderr[-3000:]
+    run = tmp_path / "runs" / "run" / "version_0"
+    again = _script(tmp_path, "fit", "--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert "args parameter" not in again.stderr  # the script's own args, rebuilt from sys.argv: no LightningCLI warning
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=False)["global_step"] == 2 * 8
+    test = _script(tmp_path, "test", "--run_dir", str(run), "--ckpt_path", "last")
+    assert test.returncode == 0 and "test_acc" in test.stdout, test.stderr[-3000:]
+    other = tmp_path / "other.yaml"
+    other.write_text("model:\n  class_path: lightning.pytorch.demos.boring_classes.BoringModel\n")
+    bad = _script(tmp_path, "fit", "--config", str(other))
+    assert bad.returncode == 2 and "Traceback" not in bad.stderr
+    assert "model.class_path is lightning.pytorch.demos.boring_classes.BoringModel, but this script builds lit_foreign.model.SmallNet" in bad.stderr

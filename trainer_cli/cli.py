@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any, Literal, Optional
 
 import lightning.pytorch as pl
+import yaml
 from jsonargparse import Namespace, set_parsing_settings
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
@@ -221,6 +222,46 @@ def _declares(cls: type, key: str) -> bool:
     return hasattr(cls, key) or key in annotations or key in _parameters(cls)
 
 
+def _fixed_class_configs(args: list[str], fixed: dict[str, type]) -> list[str]:
+    """In a script whose model or data class is fixed (LightningCLI's ``subclass_mode_*=False``), a
+    ``--config`` written in subclass form (``train fit``'s config.yaml: ``class_path`` + ``init_args``)
+    naming that same class reads as its ``init_args``, so a run made with ``train`` resumes and tests
+    under the script.
+
+    Raises:
+        UserError: for a config naming another class than the one the script builds.
+    """
+    out = list(args)
+    for i in range(len(out) - 1):
+        if out[i] != "--config":
+            continue
+        value = out[i + 1]
+        try:
+            tree = yaml.safe_load(Path(value).read_text() if "\n" not in value and Path(value).is_file() else value)
+        except (OSError, ValueError, yaml.YAMLError):
+            continue
+        changed = False
+        for key, cls in fixed.items():
+            node = tree.get(key) if isinstance(tree, dict) else None
+            if not isinstance(node, dict) or "class_path" not in node:
+                continue
+            try:
+                named = import_class(str(node["class_path"]))
+            except (ImportError, AttributeError, ValueError):
+                named = None
+            if named is not cls:
+                raise UserError(
+                    f"{value}: {key}.class_path is {node['class_path']}, but this script builds {cls.__module__}.{cls.__qualname__} "
+                    f"(its CLI takes that class's arguments only): run the config with `train fit --config {value}`, "
+                    f"or build the CLI with subclass_mode_{'model' if key == 'model' else 'data'}=True"
+                )
+            tree[key] = node.get("init_args") or {}
+            changed = True
+        if changed:
+            out[i + 1] = yaml.safe_dump(tree, sort_keys=False)
+    return out
+
+
 def _replaced_class_hint(where: str, message: str) -> str:
     """For an experiment that names another class than its group default (``model: class_path:
     mymodels.TinyNet`` over ``/experiment/digits``): Hydra merged the group file's init_args into
@@ -390,7 +431,13 @@ class TrainerCLI(LightningCLI):
                 args = [sys.argv[1], *with_stored_config(expand_config_args(sys.argv[2:]))]
             except UserError:  # not a YAML file (jsonnet, ...): the parser reads it as LightningCLI would
                 args = None
-        super().parse_arguments(parser, args)
+            if args is not None:
+                fixed = {"model": None if self.subclass_mode_model else self._model_class,
+                         "data": None if self.subclass_mode_data else self.datamodule_class}
+                args = _fixed_class_configs(args, {k: v for k, v in fixed.items() if v is not None})
+        with warnings.catch_warnings():  # the args built here from sys.argv: not the mistake LightningCLI warns of
+            warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+            super().parse_arguments(parser, args)
         verb = self.config.get("subcommand") if self._subcommands else None
         self.verb_parser = self._parser(verb) if verb else parser
         if self.run.verb is None:
