@@ -92,7 +92,8 @@ class TrainerArgumentParser(LightningArgumentParser):
         verb = verb if verb in LightningCLI.subcommands() else "fit"  # lr-find, cv, ...: fit's options
         where = locate_in_files(message)  # a value from a --config file: name the file and line
         hint = _replaced_class_hint(where, message)
-        print(f"error: {where + ': ' if where else ''}{message}{hint}\n  (`train {verb} --help` lists every option)", file=sys.stderr)
+        command = getattr(self, "help_command", "train")  # or the user's script (TrainerCLI.init_parser)
+        print(f"error: {where + ': ' if where else ''}{message}{hint}\n  (`{command} {verb} --help` lists every option)", file=sys.stderr)
         sys.exit(EXIT_USER_ERROR)
 
     def save(self, cfg: Namespace, path: Any, *args: Any, overwrite: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
@@ -379,7 +380,10 @@ class TrainerCLI(LightningCLI):
     def init_parser(self, **kwargs: Any) -> LightningArgumentParser:
         kwargs.setdefault("parser_mode", "omegaconf+")  # ${...} resolved after every layer and flag
         kwargs.setdefault("allow_abbrev", False)  # a misspelt --trainer.max_epoch is an error, not a prefix match
-        return super().init_parser(**kwargs)
+        parser = super().init_parser(**kwargs)
+        if self.run.follows_lightning:  # a user's script: its errors point at its own --help
+            parser.help_command = f"python {sys.argv[0]}"  # type: ignore[attr-defined]
+        return parser
 
     def add_core_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
         """LightningCLI's (trainer, model, data), then the launcher's own options. Here, not in

@@ -209,6 +209,7 @@ class Run:
         if ckpt and self.trains and not child:  # before anything is chosen or renamed
             stored = stored_config(run_dir)
             current = yaml.safe_load(self._config_text)
+            stored = _in_form_of(current, stored)  # a `train fit` run (subclass form) resumed by a script fixing the classes
             for key in self.link_targets:  # filled from the data module when built: compared by the checkpoint's tensors
                 for tree in (stored or {}, current or {}):
                     _pop_dotted(tree, key)
@@ -439,6 +440,19 @@ def _tree(text: str) -> Any:
         return yaml.safe_load(text) or {}
     except yaml.YAMLError:
         return {}
+
+
+def _in_form_of(current: Any, stored: Any) -> Any:
+    """``stored`` with each ``model``/``data`` section in ``class_path``/``init_args`` form unwrapped to
+    its init args where ``current`` has that section without a ``class_path`` (a fixed class)."""
+    if not isinstance(stored, dict) or not isinstance(current, dict):
+        return stored
+    out = dict(stored)
+    for key in ("model", "data"):
+        old, new = stored.get(key), current.get(key)
+        if isinstance(old, dict) and "class_path" in old and isinstance(new, dict) and "class_path" not in new:
+            out[key] = old.get("init_args") or {}
+    return out
 
 
 def _pop_dotted(tree: dict[str, Any], key: str) -> None:
