@@ -159,3 +159,28 @@ def test_run_made_by_train_resumes_and_tests_under_the_users_script(tmp_path: Pa
     bad = _script(tmp_path, "fit", "--config", str(other))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "model.class_path is lightning.pytorch.demos.boring_classes.BoringModel, but this script builds lit_foreign.model.SmallNet" in bad.stderr
+
+
+def test_users_script_stops_on_sigterm_with_checkpoint_exit_code_and_resume_line(tmp_path: Path) -> None:
+    """SIGTERM to ``python main.py fit`` during training: last.ckpt saved, exit 143, the resume line
+    names the script; the printed command resumes the run."""
+    import signal
+    import time
+
+    proc = subprocess.Popen([sys.executable, str(FOREIGN / "main.py"), "fit", "--trainer.max_epochs", "5000"], cwd=tmp_path,
+                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    last = tmp_path / "foreign_logs" / "blobs" / "version_0" / "checkpoints" / "last.ckpt"
+    deadline = time.monotonic() + 120
+    while not last.exists() and time.monotonic() < deadline and proc.poll() is None:
+        time.sleep(0.2)
+    time.sleep(0.5)
+    proc.send_signal(signal.SIGTERM)
+    _, err = proc.communicate(timeout=60)
+    assert proc.returncode == 143, err[-3000:]
+    assert "Training stopped by SIGTERM" in err and "Traceback" not in err
+    resume = err.strip().splitlines()[-1].split("Resume with:", 1)[1].split()
+    assert resume[:2] == ["python", str(FOREIGN / "main.py")]
+    stopped_at = torch.load(last, weights_only=False)["global_step"]
+    again = _script(tmp_path, *resume[2:], "--trainer.max_epochs", str(stopped_at // 8 + 1))
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert torch.load(last, weights_only=False)["global_step"] == (stopped_at // 8 + 1) * 8

@@ -355,9 +355,11 @@ class TrainerCLI(LightningCLI):
         from trainer_cli.launch import requeue_signal
 
         requeue_from_here = run_directory is None and requeue_signal.install()  # a user's script in a Slurm job
+        whole_process = run_directory is None and kwargs.get("args") is None and _runs_as_script()
         with _process_state_restored():
             try:
-                super().__init__(*args, **kwargs)
+                with _stop_contract(self.run, whole_process):
+                    super().__init__(*args, **kwargs)
             except Exception as err:
                 if run_directory is None:  # a user's script: a start that failed before a checkpoint leaves nothing
                     self.run.remove_if_untrained()
@@ -680,12 +682,7 @@ def building_cli(verb: Optional[str] = None) -> Iterator[Run]:
         run.remove_if_untrained()
         raise
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM while building, before training started
-        from trainer_cli.launch import stop_signals
-
-        run.remove_if_untrained()
-        cause = stop_signals.cause()
-        print(f"\nStopped by {stop_signals.NAMES.get(cause, 'Ctrl-C')} before training started; nothing was saved.", file=sys.stderr, flush=True)
-        raise SystemExit(stop_signals.EXIT_CODES.get(cause, EXIT_INTERRUPTED)) from None
+        raise SystemExit(_stopped_before_training(run)) from None
     except Exception as err:
         started = run.trainer is not None and run.trainer.global_step > 0  # a crash in training keeps its logs
         user_error = as_user_error(err, run.ckpt_path) or (None if started else user_code_error(err))
@@ -697,6 +694,57 @@ def building_cli(verb: Optional[str] = None) -> Iterator[Run]:
     finally:
         if env_before is None:
             os.environ.pop(rundir.ENV_RUN_DIR, None)
+
+
+def _stopped_before_training(run: Run) -> int:
+    """After Ctrl-C or SIGTERM while building, before training started: the run directory this made
+    is removed, one line says so; returns the exit code (130 or 143)."""
+    from trainer_cli.launch import stop_signals
+
+    run.remove_if_untrained()
+    cause = stop_signals.cause()
+    print(f"\nStopped by {stop_signals.NAMES.get(cause, 'Ctrl-C')} before training started; nothing was saved.", file=sys.stderr, flush=True)
+    return stop_signals.EXIT_CODES.get(cause, EXIT_INTERRUPTED)
+
+
+def _runs_as_script() -> bool:
+    """Whether this process is the user's script run from the command line (``python main.py fit``,
+    or a DDP rank Lightning started the same way): ``sys.argv[0]`` is the ``__main__`` module's file."""
+    main_file = getattr(sys.modules.get("__main__"), "__file__", None)
+    try:
+        return bool(main_file) and bool(sys.argv) and Path(sys.argv[0]).resolve() == Path(str(main_file)).resolve()
+    except OSError:
+        return False
+
+
+@contextmanager
+def _stop_contract(run: Run, whole_process: bool) -> Iterator[None]:
+    """Around a user's script run as a program (``whole_process``): SIGTERM or Ctrl-C during training
+    saves ``last.ckpt`` and ends the process with exit code 143 or 130 and the resume line, as under
+    ``train``; before training, one line and nothing left. The signals themselves are Lightning's to
+    handle here: the script imported Lightning (and torch started threads) before TrainerCLI could
+    block them as ``train`` does first thing (:mod:`trainer_cli.launch.stop_signals`). A script
+    called from Python (a test, a notebook) is left as it is."""
+    if not whole_process:
+        yield
+        return
+    from trainer_cli.launch import stop_signals
+
+    code: int | None = None
+    try:
+        try:
+            with run.stops_with_exit_code():
+                yield
+            code = 0
+        except KeyboardInterrupt:
+            code = _stopped_before_training(run)
+            raise SystemExit(code) from None
+    except SystemExit as stop:
+        code = stop.code if isinstance(stop.code, int) else code if code is not None else 1
+        raise
+    finally:
+        stop_signals.disarm(finished=True)
+        stop_signals.note(f"exit {code}" if code is not None else "error")
 
 
 class _Parsed(Exception):

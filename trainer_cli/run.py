@@ -373,7 +373,10 @@ class Run:
         if saved is not None and saved.saved:
             where = f"checkpoint saved: {saved.saved}"
         elif self.path is not None and any(self.path.rglob("*.ckpt")):  # kept: it saved something
-            where = "nothing trained since its last checkpoint"
+            # trained but not saved: a KeyboardInterrupt inside a step (a user's script, where the
+            # signals are Lightning's) leaves no consistent state to save
+            lost = saved is not None and saved.trained
+            where = "the steps since its last checkpoint were not saved" if lost else "nothing trained since its last checkpoint"
         else:
             if rank_zero_only.rank == 0:
                 self.remove_if_untrained()
