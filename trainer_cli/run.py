@@ -270,7 +270,8 @@ class Run:
 
     # -- after building --------------------------------------------------------------------------
     def freeze(self) -> None:
-        """Write ``config.yaml`` and ``git.txt`` unless the run has them (rule 5), and record the
+        """Write ``config.yaml`` and ``git.txt`` unless the run has them (rule 5), rewrite ``config.yaml``
+        when a resume changed it and append this start to ``history.jsonl`` (once), and record the
         logger runs made now (MLflow's run id, for a resume). Global rank 0 only; called when the
         verb starts (:class:`RunRecord`), so a CLI built with ``run=False`` and never run leaves nothing."""
         if self.path is None or rank_zero_only.rank != 0:
@@ -279,7 +280,7 @@ class Run:
         if self._identity and not (self.path / loggers_mod.RUN_FILE).exists():  # released unused (run=False), now used
             (self.path / loggers_mod.RUN_FILE).write_text(json.dumps(self._identity, indent=2) + "\n")
         config_file = self.path / "config.yaml"
-        if not config_file.exists():  # a resumed run keeps the config it started with
+        if not config_file.exists():  # the run's first start (a resume that changes it rewrites it: history.record_start)
             config_file.write_text(self.record(self.linked))
             rundir.write_git_info(self.path)
         if not self._history_written:  # config.yaml rewritten when the config changed on resume, history.jsonl
