@@ -434,7 +434,7 @@ class TrainerCLI(LightningCLI):
 
     def after_instantiate_classes(self) -> None:
         if self.run.trains and self.run.path is not None:  # the checkpoint's tensors decide what a resume may change
-            check_weights_fit(self.model, self.run.ckpt_path, force=bool(self._subconfig().get("resume_force")))
+            check_weights_fit(self.model, self.run.ckpt_path, bool(self._subconfig().get("resume_force")), self.run.changes)
         self._add_configure_optimizers()
         self.run.linked = self.applied_links  # config.yaml is written when the verb starts (run.RunRecord)
         self.run.keep_logs()

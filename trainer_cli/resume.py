@@ -19,6 +19,7 @@ that does not fit still fails the load, unless the model's ``on_load_checkpoint`
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -144,12 +145,15 @@ def compare_for_resume(stored: dict[str, Any], current: dict[str, Any], run_dir:
     return [("forced: " if k in refused else "") + describe_change(k, old.get(k), new.get(k)) for k in changed]
 
 
-def check_weights_fit(model: Any, ckpt_path: Any, force: bool = False) -> None:
+def check_weights_fit(model: Any, ckpt_path: Any, force: bool = False, changes: Iterable[str] = ()) -> None:
     """Check that the configured (built) LightningModule takes the checkpoint's tensors: every
     parameter and buffer name and shape of ``model.state_dict()`` against the checkpoint's
     ``state_dict`` (read memory-mapped, weights only). Tensors not made yet (lazy modules, a model
     that makes them in ``configure_model``) are not compared; names are compared only where the
     model loads strictly (``strict_loading``, Lightning's switch).
+
+    Args:
+        changes: The model's config changes on this resume (``resume:`` lines), named in the error.
 
     Raises:
         UserError: (unless ``force``: then one ``resume: forced: ...`` line) naming each tensor that
@@ -179,9 +183,11 @@ def check_weights_fit(model: Any, ckpt_path: Any, force: bool = False) -> None:
     if force:
         print(f"resume: forced: the checkpoint's weights do not fit the configured model ({named})", flush=True)
         return
+    cause = "; ".join(c for c in changes if c.startswith("model."))
     raise UserError(
         f"cannot resume from {ckpt_path}: its weights do not fit the configured model ({named}). "
-        f"Drop the model change (the run's config.yaml fits), or start a new run without --ckpt_path; {FORCE_HINT}"
+        f"Drop the model change{f' ({cause})' if cause else ''} (the run's config.yaml fits), or start a new run "
+        f"without --ckpt_path; {FORCE_HINT}"
     )
 
 
