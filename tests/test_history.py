@@ -8,9 +8,13 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import shutil
+import signal
 from pathlib import Path
+from typing import Any
 
+import lightning.pytorch as pl
 import pytest
 import torch
 import yaml
@@ -18,6 +22,7 @@ import yaml
 from support import CONFIGS, DIGITS
 from trainer_cli import history
 from trainer_cli.cli import parse_config, run_subcommand
+from trainer_cli.schedule_resume import PLANNED_KEY
 
 STEPS_PER_EPOCH = 3
 TINY = [
@@ -88,10 +93,43 @@ def test_extended_one_cycle_prints_its_schedule_and_follows_resume_schedule(
     rates = lr_by_step(run)
     assert [rates[s] for s in range(done, total)] == pytest.approx(expected, rel=1e-6)
     assert [rates[s] for s in range(done)] == pytest.approx(one_cycle(done), rel=1e-6)  # the first segment, as it ran
+    # what a requeue of this run finds: the schedule it is on, and the total its config planned (so it goes on with it)
+    checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)
+    on = {"restretch": total, "keep": done, "restart": total - done}[mode]
+    assert (checkpoint["lr_schedulers"][0]["total_steps"], checkpoint[PLANNED_KEY]) == (on, [total])
     lines = [line for line in capsys.readouterr().out.splitlines() if "schedule was" in line]
     assert len(lines) == 1, lines
     assert f"the OneCycleLR schedule was {done} total steps, this run's is {total}" in lines[0]
     assert f"lr {expected[0]:.3g}" in lines[0] and f"--resume_schedule {mode}" in lines[0]
+
+
+class StopAtStep(pl.Callback):
+    """SIGTERM to this process when the global step reaches ``step`` (as a preemption would stop it)."""
+
+    def __init__(self, step: int = 0) -> None:
+        self.step = step
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if trainer.global_step == self.step:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+
+def test_a_kept_schedule_stays_kept_when_the_run_is_resumed_again(finished_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """An extension with --resume_schedule keep, stopped mid-epoch (SIGTERM), then resumed as a
+    requeue resumes (the run's config, no flags): the kept schedule goes on, held at its final rate."""
+    run = tmp_path / "run"
+    shutil.copytree(finished_run, run)
+    stop = ["--trainer.callbacks+", f"{__name__}.StopAtStep", "--trainer.callbacks+.init_args.step", "7"]
+    with pytest.raises(SystemExit) as ended:  # a callback added on resume: forced
+        run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "4", *TINY, *stop,
+                               "--resume_schedule", "keep", "--resume_force", "true"])
+    assert ended.value.code == 143
+    capsys.readouterr()
+    run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])
+    assert "schedule was" not in capsys.readouterr().out  # the schedule its config planned: nothing changed
+    rates = lr_by_step(run)
+    assert [rates[s] for s in range(6, 12)] == pytest.approx([one_cycle(6)[-1]] * 6, rel=1e-6)
+    assert [r["kind"] for r in history.read(run)] == ["new", "extension", "resume"]
 
 
 def test_start_kinds_under_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
