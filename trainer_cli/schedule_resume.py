@@ -10,8 +10,8 @@ the learning rate the first resumed step uses:
 ``restretch`` (the default)
     The schedule of the new length, continued from the step reached: the run follows the schedule
     it would have had had it been started with the new config. The learning rate jumps there (a
-    finished OneCycle run extended from 20 to 25 epochs goes from its final ~4e-8 back to where a
-    25-epoch cycle is at step 600, ~1.5e-3). The default because the config then describes the
+    finished OneCycle digits run extended from 20 to 25 epochs goes from its final 4e-8 back to where
+    a 25-epoch cycle is at step 400 of 500, 1.85e-3). The default because the config then describes the
     schedule (``max_epochs`` is the run's length, as in a new run), a requeue or a mid-run extension
     changes little, and an extension of a finished run trains: kept, it would train the added epochs
     at the final, near-zero learning rate.
