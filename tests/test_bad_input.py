@@ -140,7 +140,8 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "ckpt_other_model": ([*base, "--model.init_args.backbone", "mlp", "--ckpt_path", ckpt], ["last.ckpt", "does not fit the model"]),
         "ckpt_last_none": (["fit", "--config", DIGITS, "--trainer.default_root_dir", str(tmp / "empty_root"), "--ckpt_path", "last"], ["no run of 'digits'", "last.ckpt"]),
         # resume and run directories
-        "resume_architecture_changed": (["fit", "--run_dir", str(run), "--ckpt_path", "last", "--model.init_args.backbone", "mlp"], ["cannot resume", "model.init_args.backbone", "'cnn' -> 'mlp'"]),
+        "resume_architecture_changed": (["fit", "--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2", "--model.init_args.backbone", "mlp"],
+                                        ["cannot resume", "weights do not fit", "model.init_args.backbone: 'cnn' -> 'mlp'"]),
         "run_dir_reused": (["fit", "--run_dir", str(run)], ["never reused", "--ckpt_path last"]),
     }
 

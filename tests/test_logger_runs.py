@@ -74,6 +74,16 @@ def wandb_records(path: Path) -> list[object]:
     return records
 
 
+def wandb_rows(folder: Path) -> list[dict[str, int]]:
+    """``{"_step": W&B's step, "trainer/global_step": ...}`` of each history row of one offline W&B run folder."""
+    rows = []
+    for record in (r for path in folder.glob("run-*.wandb") for r in wandb_records(path)):
+        if record.WhichOneof("record_type") == "history":
+            items = {(i.key or "/".join(i.nested_key)): json.loads(i.value_json) for i in record.history.item}
+            rows.append({k: int(items[k]) for k in ("_step", "trainer/global_step") if k in items})
+    return rows
+
+
 def wandb_runs(run: Path) -> list[tuple[str, list[int]]]:
     """``(W&B run id, logged trainer/global_step values)`` of each offline W&B run directory of ``run``
     (``wandb/offline-run-<time>-<id>/``, one per process; the id from its name and, once written,
@@ -99,6 +109,10 @@ def test_wandb_one_run_per_run_dir_continued_on_resume(tmp_path: Path, monkeypat
     assert len(runs) == 2 and {r[0] for r in runs} == {run_id}  # one W&B run
     resumed = runs[-1][1]
     assert min(resumed) >= 5 and max(resumed) == EPOCHS * 5 - 1  # its steps continue from the checkpoint
+    # W&B's own step is the global step, in both parts: it goes on from the checkpoint, never from 0
+    rows = [wandb_rows(folder) for folder in sorted(run.glob("wandb/offline-run-*"))]
+    assert all(r["_step"] == r["trainer/global_step"] for part in rows for r in part if "trainer/global_step" in r), rows
+    assert min(r["_step"] for r in rows[-1]) >= 5
     other = tmp_path / "other" / "version_0"
     assert [r[0] for r in wandb_runs(other)] == [_run_json(other)["run_id"]] and run_id != _run_json(other)["run_id"]
 

@@ -159,6 +159,9 @@ def test_usr1_checkpoints_requeues_and_resumes(slurm_cluster: None, tmp_path: Pa
     assert last["global_step"] == epochs * batches, "the resumed run completed every step"
     record = json.loads((run_dir / "job.json").read_text())
     assert (record["state"], record["restarts"], record["exit_code"]) == ("COMPLETED", 1, 0)
+    starts = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]  # each start, once
+    assert [(r["kind"], r["global_step"], r["slurm"]) for r in starts] == [
+        ("new", 0, {"job_id": job_id, "restart_count": 0}), ("requeue", saved_at, {"job_id": job_id, "restart_count": 1})]
 
 
 def _quiet_requeue(log: str, requeues: int) -> None:

@@ -223,8 +223,8 @@ def test_resubmission_reports_and_checks_changes_before_sbatch(tmp_path: Path) -
     assert "#SBATCH --nodes=2" in out and config.read_text() == job.frozen_config
     with pytest.raises(UserError, match="holds no complete checkpoint; nothing to resume"):
         plan([*again, "--ckpt_path", "last"], dry_run=False)
-    with pytest.raises(UserError, match="the architecture changed"):
-        plan([*again, "--model.init_args.backbone", "resnet18"], dry_run=False)
+    with pytest.raises(UserError, match="the architecture changed"):  # (a model argument: the checkpoint's tensors decide)
+        plan([*again, "--data.init_args.rgb", "true"], dry_run=False)
     with pytest.raises(UserError, match="--ckpt_path last: no run of 'digits' under .* has a checkpoint"):  # as `train fit`
         plan([*_args(CASES["cpu_1x1"], tmp_path), "--ckpt_path", "last"], dry_run=False)
     assert sorted(p.name for p in job.run_dir.iterdir()) == ["config.yaml"]

@@ -18,7 +18,6 @@
 from __future__ import annotations
 
 import errno
-import functools
 import os
 import random
 import shutil
@@ -40,7 +39,6 @@ from trainer_cli.launch import stop_signals
 
 TMP_MARK = ".tmp-"
 RNG_KEY = "trainer_cli_rng_states"
-TOTAL_STEPS_KEY = "total_steps"  # in the state of a step-wise scheduler (trainer_cli.optim.configure)
 CTRL_C: list[int] = []  # non-empty once Ctrl-C stopped training (see InterruptCheckpoint.on_train_batch_end)
 
 
@@ -136,20 +134,11 @@ def check_checkpoint_file(path: str) -> None:
 
 class ResumeState(pl.Callback):
     """Saves the global RNG states (torch, CUDA, numpy, Python) with each checkpoint and restores
-    them on resume, through each library's public getters and setters; and makes a step-wise
-    scheduler resume its progress on the schedule built for this run.
+    them on resume, through each library's public getters and setters.
 
     RNG states are stored as tensors and plain Python values (the keys Lightning's Fabric uses),
-    so the checkpoint still loads with ``weights_only=True``.
-
-    Step-wise schedulers (a ``total_steps`` argument: OneCycleLR, the project's warm-up
-    schedules) are built with the total steps of this run (:mod:`trainer_cli.optim.configure`).
-    On resume only their position (``last_epoch`` and the rest of the state every torch scheduler
-    has) is taken from the checkpoint; the shape
-    (``total_steps`` and everything derived from it) stays as built, so a run resumed with a
-    larger ``max_epochs`` follows a schedule of its new length from the step it reached, instead
-    of the stored one (which would end early, or fail: "Tried to step N times"). This edits the
-    checkpoint in ``on_load_checkpoint``, which Lightning calls before it restores schedulers.
+    so the checkpoint still loads with ``weights_only=True``. (A step-wise scheduler's schedule
+    across a resume: :mod:`trainer_cli.schedule_resume`.)
     """
 
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
@@ -165,7 +154,6 @@ class ResumeState(pl.Callback):
         checkpoint[RNG_KEY] = states
 
     def on_load_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
-        checkpoint["lr_schedulers"] = [_position_only(s) for s in checkpoint.get("lr_schedulers") or []]
         states = checkpoint.get(RNG_KEY)
         if states is None:
             return
@@ -176,30 +164,6 @@ class ResumeState(pl.Callback):
         np.random.set_state((kind, keys.numpy().astype("uint32"), pos, has_gauss, cached))
         version, python_state, gauss = states["python"]
         random.setstate((version, tuple(python_state), gauss))
-
-
-@functools.cache
-def _position_keys() -> frozenset[str]:
-    """The state every torch scheduler has, whatever its schedule: what a minimal ``LRScheduler``
-    subclass's ``state_dict`` holds (its position: ``last_epoch``, the step count, the last and
-    base learning rates). Asked of torch, so it follows torch's version."""
-    from torch.optim.lr_scheduler import LRScheduler
-
-    class Constant(LRScheduler):
-        def get_lr(self) -> list[float]:
-            return [group["lr"] for group in self.optimizer.param_groups]
-
-    optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)
-    return frozenset(Constant(optimizer).state_dict())
-
-
-def _position_only(state: Any) -> Any:
-    """A stored scheduler state reduced to its position (:func:`_position_keys`) when the scheduler
-    is step-wise (its state holds ``total_steps``); other schedulers' states are restored whole."""
-    if isinstance(state, dict) and TOTAL_STEPS_KEY in state:
-        keep = _position_keys() | {"lr_lambdas"}  # LambdaLR's load_state_dict needs its lr_lambdas entry
-        return {key: value for key, value in state.items() if key in keep}
-    return state
 
 
 class InterruptCheckpoint(pl.Callback):

@@ -48,7 +48,8 @@ from trainer_cli.extras import check_extras
 from trainer_cli.imports import import_class
 from trainer_cli.launch.requeue_signal import under_slurm_batch
 from trainer_cli.preflight import check_backbone_kwargs, check_optimizer_config, check_trainer_minimums, with_checkpoint_class
-from trainer_cli.resume import with_stored_config
+from trainer_cli.resume import add_resume_arguments, check_weights_fit, with_stored_config
+from trainer_cli.schedule_resume import ScheduleOnResume
 from trainer_cli.optim.configure import configure_optimizers
 from trainer_cli.optim.param_groups import ParamGroups
 from trainer_cli.run import DEFAULT_LOGGER, DEFAULT_NAME, DEFAULT_ROOT_DIR, EXIT_INTERRUPTED, EXIT_SIGTERM, FIT_LIKE, Run, RunRecord  # noqa: F401 - re-exported
@@ -407,6 +408,7 @@ class TrainerCLI(LightningCLI):
             default=None,
             help="Use exactly this run directory (resume in place; `train submit` sets it). Empty: a new one.",
         )
+        add_resume_arguments(parser)  # --resume_schedule, --resume_force (trainer_cli.schedule_resume, trainer_cli.resume)
         parser.add_class_arguments(ParamGroups, "param_groups")  # optimizer parameter groups (trainer_cli.optim.param_groups)
         parser.add_argument(
             "--float32_matmul_precision",
@@ -502,6 +504,8 @@ class TrainerCLI(LightningCLI):
         self.run.prepare(cfg, lambda: self.verb_parser.dump(cfg, skip_none=False, skip_link_targets=False))
 
     def after_instantiate_classes(self) -> None:
+        if self.run.trains and self.run.path is not None:  # the checkpoint's tensors decide what a resume may change
+            check_weights_fit(self.model, self.run.ckpt_path, bool(self._subconfig().get("resume_force")), self.run.changes)
         self._add_configure_optimizers()
         self.run.linked = self.applied_links  # config.yaml is written when the verb starts (run.RunRecord)
         if self.run.follows_lightning and self.verb_parser is not None:  # the script's SaveConfigCallback saves the record
@@ -519,7 +523,7 @@ class TrainerCLI(LightningCLI):
         added: list[Any] = [RunSummary(str(self.run_dir) if self.run_dir else None)]
         if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in configured):
             added.append(PredictionCSVWriter())  # predictions.csv in the run directory
-        added.append(ResumeState())
+        added += [ResumeState(), ScheduleOnResume(self._subconfig().get("resume_schedule"))]
         if (trainer_config.get("enable_checkpointing") is not False and not trainer_config.get("fast_dev_run")
                 and not any(isinstance(c, ModelCheckpoint) for c in configured)):
             added.append(ModelCheckpoint(save_last=True))  # a config without one (stock LightningCLI's): Lightning's default, plus last.ckpt

@@ -8,7 +8,9 @@ the run) continues the same logger run:
 - loggers with a ``version`` (TensorBoard, CSV): ``save_dir``/``name``/``version`` put their files
   straight into the run directory (``version`` = its name, as before);
 - W&B (``WandbLogger``, it has ``id``): ``id`` = the run id (Lightning resumes it with
-  ``resume="allow"``), display name ``<name>/version_<N>``, files under ``<run>/wandb/``;
+  ``resume="allow"``), display name ``<name>/version_<N>``, files under ``<run>/wandb/``; Lightning's
+  class is replaced by its subclass :class:`trainer_cli.wandb_logger.WandbLogger`, whose W&B step is
+  the global step (it goes on from the checkpoint on resume, where Lightning's starts at 0 again);
 - MLflow (``MLFlowLogger``, it has ``run_id``): MLflow makes its own run id on the first start;
   it is recorded in ``run.json`` (``"mlflow": {tracking_uri: mlflow run id}``) and passed back as
   ``run_id`` when the run resumes; run name ``<name>/version_<N>``. Without a ``tracking_uri``
@@ -96,6 +98,8 @@ def point_loggers_at(loggers: list[Any], run_dir: Path, root: Path, identity: di
         params = inspect.signature(import_class(item.class_path)).parameters
         args = item.init_args
         if "id" in params:  # W&B: the run id is the W&B run id
+            if item.class_path == "lightning.pytorch.loggers.WandbLogger":  # its step follows the global step
+                item.class_path = "trainer_cli.wandb_logger.WandbLogger"
             # name: the display name (a name left from another logger's config is no W&B name)
             _set(args, params, save_dir=str(run_dir), dir=None, version=None, id=identity["run_id"], name=identity["name"])
             args.resume = "allow"  # a wandb.init argument: continue the run of that id (None would not)

@@ -1,13 +1,25 @@
 """Resuming a run: the config stored with it, and which changes a resume may make.
 
-A resumed run restores the model's weights, so anything that shapes the network must be what the
-run started with; it restores the optimizer, scheduler and callback states too, so their classes,
-the precision and the callbacks that keep state must also be the run's. The rest (learning rate,
-number of epochs, logging, display callbacks) may change and each change is reported on one line.
+A resumed run restores the model's weights, so the configured model must take the checkpoint's
+tensors: that is decided by the tensors themselves (:func:`check_weights_fit`: every parameter and
+buffer name and shape of the configured model against the checkpoint's ``state_dict``), not by a
+list of keys, so a model argument that leaves them as they are (a loss weight, a dropout rate, a
+debug flag) may change, one line each. The model class and the data's class, image size and colour
+mode are still compared as config keys (the same tensors can mean other inputs). The run restores
+the optimizer, scheduler and callback states too, so their classes, the precision and the
+callbacks that keep state must also be the run's. The rest (learning rate, number of epochs,
+logging, display callbacks) may change and each change is reported on one line.
+
+``--resume_force true`` lets a refused change through: the launcher's refusal becomes a
+``resume: forced: ...`` line, and the checkpoint is loaded as plain LightningCLI loads it (the
+model's own ``on_load_checkpoint`` first, then every tensor strictly; the optimizer, scheduler and
+callback states into whatever the new config built). It never loads part of the weights: a tensor
+that does not fit still fails the load, unless the model's ``on_load_checkpoint`` converts it.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +28,15 @@ import yaml
 from trainer_cli.errors import UserError
 
 CONFIG_FILE = "config.yaml"
-# keys (dotted prefixes) that decide the network's shape or the meaning of its outputs
-ARCHITECTURE_KEYS = ("model", "data.class_path", "data.init_args.image_size", "data.init_args.rgb")
+# keys (dotted prefixes) that decide the meaning of the network's inputs or outputs beyond its tensors
+# (the model's other arguments are decided by the checkpoint's tensors: check_weights_fit)
+ARCHITECTURE_KEYS = ("model.class_path", "data.class_path", "data.init_args.image_size", "data.init_args.rgb")
+# keys that say how this start of the run resumes (recorded in history.jsonl, not kept in config.yaml)
+RESUME_OPTIONS = ("ckpt_path", "run_dir", "resume_force", "resume_schedule")
 # keys that say where or how to resume, never compared
-IGNORED_KEYS = ("ckpt_path", "run_dir", "config", "trainer.default_root_dir", "trainer.logger", "name")
+IGNORED_KEYS = (*RESUME_OPTIONS, "config", "trainer.default_root_dir", "trainer.logger", "name")
+FORCE_HINT = "--resume_force true lets it through (the checkpoint then loads as plain LightningCLI loads it)"
+MAX_TENSORS_NAMED = 4
 # keys whose change would restore a checkpoint's state into something else (a OneCycle state onto
 # a FlatCos schedule, float32 optimizer state into bf16 training, EarlyStopping silently dropped)
 STATE_KEYS = ("optimizer.class_path", "lr_scheduler.class_path", "trainer.precision")
@@ -89,57 +106,89 @@ def describe_change(key: str, old: Any, new: Any) -> str:
     return f"{key}: {_short(old)} -> {_short(new)}"
 
 
-def _free_model_keys(stored_class: Any, current_class: Any) -> tuple[str, ...]:
-    """``model.init_args.<key>`` for the settings the (unchanged) model class declares as not
-    shaping its weights (``NON_ARCHITECTURE_HPARAMS``: loss, augmentation, speed); empty when the
-    class changed or cannot be imported."""
-    if not isinstance(stored_class, str) or stored_class != current_class:
-        return ()
-    try:
-        from trainer_cli.imports import import_class
-
-        names = getattr(import_class(stored_class), "NON_ARCHITECTURE_HPARAMS", ())
-    except Exception:  # noqa: BLE001 - an unimportable class is reported where it is built
-        return ()
-    return tuple(f"model.init_args.{name}" for name in names)
-
-
-def compare_for_resume(stored: dict[str, Any], current: dict[str, Any], run_dir: Path) -> list[str]:
+def compare_for_resume(stored: dict[str, Any], current: dict[str, Any], run_dir: Path, force: bool = False) -> list[str]:
     """Check a resumed run's config against the one it started with.
 
     Returns:
-        One short line per allowed change (:func:`describe_change`).
+        One short line per allowed change (:func:`describe_change`); with ``force``, a refused
+        change is one more line, ``forced: ...``.
 
     Raises:
-        UserError: naming every architecture key (:data:`ARCHITECTURE_KEYS`, less the model class's
-            ``NON_ARCHITECTURE_HPARAMS``: augmentation, loss, speed settings) that differs, or every
-            change of what the checkpoint restores state into (:data:`STATE_KEYS`: the optimizer or
-            scheduler class, the precision, callbacks that keep state).
+        UserError: (unless ``force``) naming every architecture key (:data:`ARCHITECTURE_KEYS`)
+            that differs, or every change of what the checkpoint restores state into
+            (:data:`STATE_KEYS`: the optimizer or scheduler class, the precision, callbacks that
+            keep state). Other model arguments are decided by the tensors (:func:`check_weights_fit`).
     """
     old, new = flatten(stored), flatten(current)
     changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k) and not _matches(k, IGNORED_KEYS)]
     # another class: its init_args differ as a matter of course, the class_path line says it all
     other_class = tuple(k[: -len("class_path")] + "init_args" for k in changed if k.endswith("class_path"))
     changed = [k for k in changed if not _matches(k, other_class)]
-    free = _free_model_keys(old.get("model.class_path"), new.get("model.class_path"))
-    fatal = [k for k in changed if _matches(k, ARCHITECTURE_KEYS) and not _matches(k, free)]
-    if fatal:
+    fatal = [k for k in changed if _matches(k, ARCHITECTURE_KEYS)]
+    if fatal and not force:
         details = "; ".join(describe_change(k, old.get(k), new.get(k)) for k in fatal)
         raise UserError(
             f"cannot resume {run_dir}: the architecture changed ({details}). The checkpoint's weights fit "
-            f"the run's {run_dir / CONFIG_FILE}: drop the change, or start a new run without --ckpt_path"
+            f"the run's {run_dir / CONFIG_FILE}: drop the change, or start a new run without --ckpt_path; {FORCE_HINT}"
         )
     state = [k for k in changed if k in STATE_KEYS]
     if "trainer.callbacks" in changed and _state_callbacks(old.get("trainer.callbacks")) != _state_callbacks(new.get("trainer.callbacks")):
         state.append("trainer.callbacks")
-    if state:
+    if state and not force:
         details = "; ".join(describe_change(k, old.get(k), new.get(k)) for k in state)
         raise UserError(
             f"cannot resume {run_dir} with another optimizer, scheduler, precision or callbacks ({details}): "
             f"its checkpoint holds their state. Resume with the run's own config: "
-            f"`train fit --run_dir {run_dir} --ckpt_path last` (without these changes), or start a new run"
+            f"`train fit --run_dir {run_dir} --ckpt_path last` (without these changes), or start a new run; {FORCE_HINT}"
         )
-    return [describe_change(k, old.get(k), new.get(k)) for k in changed]
+    refused = set(fatal) | set(state)
+    return [("forced: " if k in refused else "") + describe_change(k, old.get(k), new.get(k)) for k in changed]
+
+
+def check_weights_fit(model: Any, ckpt_path: Any, force: bool = False, changes: Iterable[str] = ()) -> None:
+    """Check that the configured (built) LightningModule takes the checkpoint's tensors: every
+    parameter and buffer name and shape of ``model.state_dict()`` against the checkpoint's
+    ``state_dict`` (read memory-mapped, weights only). Tensors not made yet (lazy modules, a model
+    that makes them in ``configure_model``) are not compared; names are compared only where the
+    model loads strictly (``strict_loading``, Lightning's switch).
+
+    Args:
+        changes: The model's config changes on this resume (``resume:`` lines), named in the error.
+
+    Raises:
+        UserError: (unless ``force``: then one ``resume: forced: ...`` line) naming each tensor that
+            does not fit, e.g. ``backbone.features.0.weight: checkpoint [32, 1, 3, 3], configured [64, 1, 3, 3]``.
+    """
+    import torch
+    from torch.nn.parameter import UninitializedParameter
+
+    if not ckpt_path or not Path(str(ckpt_path)).is_file():
+        return
+    configured = {k: v for k, v in model.state_dict().items() if not isinstance(v, UninitializedParameter)}
+    if not configured:
+        return
+    try:
+        stored = torch.load(str(ckpt_path), weights_only=True, map_location="cpu", mmap=True).get("state_dict") or {}
+    except Exception:  # noqa: BLE001 - an unreadable file is reported where Lightning loads it
+        return
+    strict = getattr(model, "strict_loading", True)
+    problems = [f"{k}: checkpoint {list(stored[k].shape)}, configured {list(v.shape)}"
+                for k, v in configured.items() if k in stored and hasattr(stored[k], "shape") and stored[k].shape != v.shape]
+    if strict:
+        problems += [f"{k}: not in the checkpoint" for k in configured if k not in stored]
+        problems += [f"{k}: in the checkpoint, not in the configured model" for k in stored if k not in configured]
+    if not problems:
+        return
+    named = "; ".join(problems[:MAX_TENSORS_NAMED]) + (f"; and {len(problems) - MAX_TENSORS_NAMED} more" if len(problems) > MAX_TENSORS_NAMED else "")
+    if force:
+        print(f"resume: forced: the checkpoint's weights do not fit the configured model ({named})", flush=True)
+        return
+    cause = "; ".join(c for c in changes if c.startswith("model."))
+    raise UserError(
+        f"cannot resume from {ckpt_path}: its weights do not fit the configured model ({named}). "
+        f"Drop the model change{f' ({cause})' if cause else ''} (the run's config.yaml fits), or start a new run "
+        f"without --ckpt_path; {FORCE_HINT}"
+    )
 
 
 def with_stored_config(args: list[str]) -> list[str]:
@@ -155,3 +204,43 @@ def with_stored_config(args: list[str]) -> list[str]:
     if run_dir and (Path(run_dir) / "config.yaml").is_file():
         return ["--config", str(Path(run_dir) / "config.yaml"), *args]
     return args
+
+
+def check_config_weights_fit(model_config: Any, ckpt_path: Any, force: bool = False) -> None:
+    """:func:`check_weights_fit` for a model given as its config (``{class_path, init_args}``, as
+    config.yaml holds it, the data->model link values included): built here, on the CPU, to check
+    a resubmission on the submitting machine. A model that cannot be built here is left to the job.
+
+    Raises:
+        UserError: as :func:`check_weights_fit`.
+    """
+    if not isinstance(model_config, dict) or not model_config.get("class_path"):
+        return
+    try:
+        from trainer_cli.imports import import_class
+
+        model = import_class(model_config["class_path"])(**(model_config.get("init_args") or {}))
+    except Exception:  # noqa: BLE001 - built (and any error reported) in the job
+        return
+    check_weights_fit(model, ckpt_path, force)
+
+
+def add_resume_arguments(parser: Any) -> None:
+    """The launcher's options for how a start resumes (recorded in history.jsonl, not kept in config.yaml)."""
+    from typing import Literal
+
+    parser.add_argument(
+        "--resume_schedule",
+        type=Literal["restretch", "keep", "restart"],
+        default="restretch",
+        help="On a resume that changes a step-wise schedule's total steps (a longer max_epochs): restretch (the "
+             "schedule of the new length from the step reached), keep (the old schedule, then its final lr held) "
+             "or restart (a new cycle over the remaining steps).",
+    )
+    parser.add_argument(
+        "--resume_force",
+        type=bool,
+        default=False,
+        help="Resume although the check refuses a change (weights that do not fit, another model or optimizer "
+             "class): the checkpoint then loads as plain LightningCLI loads it, strictly; no partial loading.",
+    )

@@ -25,8 +25,16 @@ The rules, in the order they are applied (:meth:`Run.prepare`):
 4. **Identity**: ``run.json`` (written once) holds the run id every logger uses
    (:mod:`trainer_cli.loggers`): TensorBoard/CSV version, W&B run id, MLflow run id. Loggers and
    checkpoints are pointed into the directory whatever the logger.
-5. **Freeze** (:meth:`Run.freeze`): the resolved ``config.yaml`` and ``git.txt`` are written once,
-   by global rank 0; a resumed run keeps the config it started with.
+5. **Freeze** (:meth:`Run.freeze`): the resolved ``config.yaml`` and ``git.txt`` are written by
+   global rank 0 when the run starts. ``config.yaml`` describes the run as it is now: a resume that
+   changes the config keeps the earlier one as ``config.prev-<N>.yaml`` and rewrites it atomically
+   with the new values (how that start resumed, ``ckpt_path``/``resume_*``, is not carried over).
+   Every start (new, resume, extension, requeue, resubmission, an evaluation) appends one record
+   to ``history.jsonl``: time, kind, checkpoint, global step, Slurm job and restart, the changes
+   (:mod:`trainer_cli.history`). A model argument may change on resume when the checkpoint's
+   tensors still fit the model (:func:`trainer_cli.resume.check_weights_fit`); a changed length
+   of a step-wise schedule prints one line and follows ``--resume_schedule``
+   (:mod:`trainer_cli.schedule_resume`); ``--resume_force true`` lets a refused change through.
 6. **Stop** (:meth:`Run.stopped`): after SIGTERM or Ctrl-C during training, a checkpoint is saved
    (``InterruptCheckpoint``), one line says how to resume, and the exit code is 143 or 130.
 7. **Cleanup** (:meth:`Run.remove_if_untrained`): a directory this run made is removed again when
@@ -49,8 +57,8 @@ from jsonargparse import Namespace
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch import Callback
 
+from trainer_cli import history, rundir
 from trainer_cli import loggers as loggers_mod
-from trainer_cli import rundir
 from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, check_checkpoint_file
 from trainer_cli.errors import UserError
 from trainer_cli.resume import compare_for_resume, flatten, stored_config
@@ -112,6 +120,8 @@ class Run:
         # script's SaveConfigCallback
         self.follows_lightning = False
         self.late = False  # the directory is the Trainer's log_dir, bound once the Trainer is built
+        self.changes: list[str] = []  # the config changes this resume makes (trainer_cli.resume), for history.jsonl
+        self._history_written = False
 
     @property
     def trains(self) -> bool:
@@ -213,7 +223,8 @@ class Run:
             for key in self.link_targets:  # filled from the data module when built: compared by the checkpoint's tensors
                 for tree in (stored or {}, current or {}):
                     _pop_dotted(tree, key)
-            for change in compare_for_resume(stored, current, run_dir) if stored else []:
+            self.changes = compare_for_resume(stored, current, run_dir, force=bool(cfg.get("resume_force"))) if stored else []
+            for change in self.changes:
                 print(f"resume: {change} (changed since the run started)", flush=True)
         if ckpt in RUN_CHOICES:
             cfg.ckpt_path = str(self._checkpoint_of(cfg, run_dir, ckpt, announce=not child))
@@ -298,7 +309,8 @@ class Run:
 
     # -- after building --------------------------------------------------------------------------
     def freeze(self) -> None:
-        """Write ``config.yaml`` and ``git.txt`` unless the run has them (rule 5), and record the
+        """Write ``config.yaml`` and ``git.txt`` unless the run has them (rule 5), rewrite ``config.yaml``
+        when a resume changed it and append this start to ``history.jsonl`` (once), and record the
         logger runs made now (MLflow's run id, for a resume). Global rank 0 only; called when the
         verb starts (:class:`RunRecord`), so a CLI built with ``run=False`` and never run leaves nothing."""
         if self.path is None or rank_zero_only.rank != 0:
@@ -310,9 +322,13 @@ class Run:
         if self.follows_lightning:  # the script's SaveConfigCallback writes config.yaml (TrainerArgumentParser.save)
             if self.created and not (self.path / "git.txt").exists():
                 rundir.write_git_info(self.path)
-        elif not config_file.exists():  # a resumed run keeps the config it started with
+        elif not config_file.exists():  # the run's first start (a resume that changes it rewrites it: history.record_start)
             config_file.write_text(self.record(self.linked))
             rundir.write_git_info(self.path)
+        shared_folder = self.late and not self.created  # a script's default root without a logger: the user's folder
+        if not self._history_written and not shared_folder:  # config.yaml rewritten when the config changed on resume, history.jsonl
+            self._history_written = True
+            history.record_start(self.path, self.verb, self.ckpt_path, self.changes, self.record(self.linked))
         if self.trainer is not None:
             loggers_mod.record_logger_runs(self.trainer.loggers, self.path, self._mlflow_uris)
 

@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
+from trainer_cli.history import read_json_lines
 from trainer_cli.launch import jobstate
 from trainer_cli.launch import restarts as restarts_log
 from trainer_cli.launch.cluster import scontrol_fields
@@ -57,16 +58,7 @@ def register(root: Path, record: dict[str, Any]) -> None:
 
 def read_registry(root: Path) -> list[dict[str, Any]]:
     """The jobs submitted under ``root``, oldest first (an unreadable line is skipped)."""
-    path = root / REGISTRY_NAME
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
+    return read_json_lines(root / REGISTRY_NAME)
 
 
 def _run(cmd: list[str]) -> str:

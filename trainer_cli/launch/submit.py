@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
+from trainer_cli.history import rewrite_config
 from trainer_cli.launch import jobstate, snapshot
 from trainer_cli.launch.cluster import UNCHECKED, check_against_cluster
 from trainer_cli.launch.options import SlurmOptions, parse_slurm_options, slurm_help, split_args
@@ -210,7 +211,7 @@ def _resubmit_changes(run_dir: Path, frozen: str) -> tuple[list[str], str]:
     """
     import yaml
 
-    from trainer_cli.resume import compare_for_resume
+    from trainer_cli.resume import check_config_weights_fit, compare_for_resume
     from trainer_cli.rundir import newest_checkpoint
 
     config_file = run_dir / CONFIG_FILE
@@ -222,24 +223,13 @@ def _resubmit_changes(run_dir: Path, frozen: str) -> tuple[list[str], str]:
         raise UserError(f"--ckpt_path last: {run_dir} holds no complete checkpoint; nothing to resume (drop --ckpt_path to start it again)")
     if not new.get("ckpt_path") and has_checkpoint:
         new["ckpt_path"] = "last"
-    changes = compare_for_resume(old, new, run_dir)
+    changes = compare_for_resume(old, new, run_dir, force=bool(new.get("resume_force")))
+    newest = newest_checkpoint(run_dir) if any(c.startswith("model.") for c in changes) else None
+    if newest is not None:  # the checkpoint's tensors decide a model change, checked here rather than in the queue
+        check_config_weights_fit(new.get("model"), newest.path, force=bool(new.get("resume_force")))
     if old.get("ckpt_path") != new.get("ckpt_path"):
         changes.append(f"ckpt_path: {old.get('ckpt_path')} -> {new.get('ckpt_path')}")
     return changes, yaml.safe_dump(new, sort_keys=False) if changes else frozen
-
-
-def _rewrite_config(run_dir: Path, text: str) -> Path:
-    """Write ``text`` as ``run_dir/config.yaml``; returns where the previous one was kept."""
-    config_file = run_dir / CONFIG_FILE
-    n = 1
-    while (run_dir / f"config.prev-{n}.yaml").exists():
-        n += 1
-    previous = run_dir / f"config.prev-{n}.yaml"
-    shutil.copy2(config_file, previous)
-    tmp = config_file.with_name(f".{CONFIG_FILE}.tmp")
-    tmp.write_text(text)
-    tmp.replace(config_file)
-    return previous
 
 
 def plan(args: list[str], dry_run: bool, cli: Any = None, script: str | None = None) -> Plan:
@@ -377,7 +367,7 @@ def submit(job: Plan) -> int:
             config_file.write_text(job.frozen_config)
             write_git_info(run_dir)
         elif job.changes:  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
-            previous = _rewrite_config(run_dir, job.frozen_config)
+            previous = rewrite_config(run_dir, job.frozen_config)
         code = snapshot.take(Path.cwd(), run_dir) if job.slurm.snapshot else None
         job.script.write_text(job.script_text)
         job_id = run_sbatch(job.script, *job.sbatch_options)

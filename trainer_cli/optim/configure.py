@@ -18,6 +18,7 @@ from trainer_cli.errors import UserError
 from trainer_cli.imports import import_class
 from trainer_cli.optim.sam import SAM
 from trainer_cli.optim.param_groups import ParamGroups, build_param_groups, scale_per_group
+from trainer_cli.schedule_resume import steps_to_build
 
 TOTAL_STEPS_ARG = "total_steps"
 PER_GROUP_LR_ARGS = ("max_lr", "base_lr")  # scheduler arguments scaled by each group's lr_mult
@@ -49,7 +50,7 @@ def build_scheduler(optimizer: Optimizer, init: dict[str, Any], trainer: pl.Trai
     if step_wise and kwargs.get(TOTAL_STEPS_ARG) is None:
         if trainer is None:
             raise RuntimeError(f"{cls.__name__} takes {TOTAL_STEPS_ARG} from the Trainer: call configure_optimizers from a Trainer, or give {TOTAL_STEPS_ARG}")
-        kwargs[TOTAL_STEPS_ARG] = total_optimizer_steps(trainer)
+        kwargs[TOTAL_STEPS_ARG] = steps_to_build(trainer, total_optimizer_steps(trainer))  # --resume_schedule restart: fewer
     for key in PER_GROUP_LR_ARGS:
         if key in kwargs:
             kwargs[key] = scale_per_group(kwargs[key], optimizer.param_groups)
