@@ -432,7 +432,8 @@ class TrainerCLI(LightningCLI):
                 core.add_optimizer_args((Optimizer,))  # --optimizer NAME
             if self._auto_optimizers and not _added_any(core, "lr_schedulers"):
                 core.add_lr_scheduler_args(LRSchedulerTypeTuple)
-        if args is None and self._subcommands and len(sys.argv) > 1 and sys.argv[1] in self.subcommands():
+        rebuilt = args is None and self._subcommands and len(sys.argv) > 1 and sys.argv[1] in self.subcommands()
+        if rebuilt:
             # a user's script (`python main.py fit ...`): config short forms and Hydra composition,
             # `--run_dir DIR` alone resumes with the run's own config.yaml, as under `train`
             try:
@@ -443,8 +444,9 @@ class TrainerCLI(LightningCLI):
                 fixed = {"model": None if self.subclass_mode_model else self._model_class,
                          "data": None if self.subclass_mode_data else self.datamodule_class}
                 args = _fixed_class_configs(args, {k: v for k, v in fixed.items() if v is not None})
-        with warnings.catch_warnings():  # the args built here from sys.argv: not the mistake LightningCLI warns of
-            warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+        with warnings.catch_warnings():
+            if args is not None and rebuilt:  # the args built here from sys.argv: not the mistake LightningCLI warns of
+                warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
             super().parse_arguments(parser, args)
         verb = self.config.get("subcommand") if self._subcommands else None
         self.verb_parser = self._parser(verb) if verb else parser

@@ -416,19 +416,20 @@ class Run:
         body = self._config_text
         tree = _tree(body)  # {} for a dump that is not YAML (jsonnet mode): the body is kept as dumped
         for key, value in linked.items():
-            node = tree
-            *parents, leaf = key.split(".")
-            for part in parents:
-                node = node.setdefault(part, {}) if isinstance(node, dict) else {}
-            if isinstance(node, dict):
-                node[leaf] = value
+            _set_dotted(tree, key, value)
+        # a user's script's record keeps the script's own logger settings: re-running it logs where the script does
+        own = {k: v for k, v in self._launcher_set.items() if " " not in k} if self.follows_lightning else {}
+        for key, value in own.items():
+            _set_dotted(tree, key, value)
         header = ["# The resolved config of this run: `train fit --config <this file>` builds it again."]
-        if self._launcher_set:
+        if own:
+            header.append("# Pointed at this run directory by trainer-cli for this run (the values below are the script's own): " + ", ".join(sorted(own)))
+        elif self._launcher_set:
             header.append("# Set by trainer-cli for this run directory (was -> now in the values below):")
             header += [f"#   {key}: {value!r}" for key, value in sorted(self._launcher_set.items())]
         if linked:
             header.append("# Linked from the data module: " + ", ".join(f"{k}={v!r}" for k, v in linked.items()))
-        if linked and tree:
+        if (linked or own) and tree:
             body = yaml.safe_dump(tree, sort_keys=False)
         return "\n".join(header) + "\n" + body
 
@@ -472,6 +473,15 @@ def _in_form_of(current: Any, stored: Any) -> Any:
         if isinstance(old, dict) and "class_path" in old and isinstance(new, dict) and "class_path" not in new:
             out[key] = old.get("init_args") or {}
     return out
+
+
+def _set_dotted(tree: Any, key: str, value: Any) -> None:
+    """``tree["a"]["b"] = value`` for ``key`` ``"a.b"`` (missing dicts made)."""
+    *parents, leaf = key.split(".")
+    for part in parents:
+        tree = tree.setdefault(part, {}) if isinstance(tree, dict) else {}
+    if isinstance(tree, dict):
+        tree[leaf] = value
 
 
 def _pop_dotted(tree: dict[str, Any], key: str) -> None:
