@@ -183,3 +183,30 @@ def test_master_port_is_the_job_port_or_the_next_free_one() -> None:
         port = taken.getsockname()[1]
         assert not jobstate._port_is_free(port)
     assert all(jobstate.master_port(j) in jobstate.MASTER_PORTS for j in (0, 1, 987654))
+
+
+def test_a_restarted_job_goes_on_from_what_it_saved_not_its_ckpt_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job submitted with --ckpt_path (best, a file) starts from it; restarted (a requeue, a
+    resubmission) it goes on from the checkpoint it saved since `train submit`, not from the
+    --ckpt_path again; a checkpoint older than the submission does not count."""
+    import torch
+
+    from trainer_cli.run import _restarted_past
+
+    for name in ("SLURM_ARRAY_JOB_ID", restarts.ENV_PRIOR_RESTARTS):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    monkeypatch.setenv("SLURM_JOB_NAME", "digits")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    jobstate.write(tmp_path, {"job_id": "12", "submitted": "2026-01-01T00:00:00+00:00"})
+    assert not _restarted_past(tmp_path), "no checkpoint yet"
+    torch.save({"global_step": 7, "epoch": 1}, tmp_path / "hpc_ckpt_1.ckpt")
+    assert _restarted_past(tmp_path)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
+    assert not _restarted_past(tmp_path), "the first start takes its --ckpt_path"
+    monkeypatch.setenv(restarts.ENV_PRIOR_RESTARTS, "1")
+    assert _restarted_past(tmp_path), "a resubmission by the job itself is a restart too"
+    jobstate.update(tmp_path, submitted="2999-01-01T00:00:00+00:00")
+    assert not _restarted_past(tmp_path), "a checkpoint from before the submission"
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert not _restarted_past(tmp_path), "not under Slurm"

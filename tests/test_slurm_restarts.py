@@ -244,7 +244,7 @@ def test_preempted_ddp_job_resumes_bitwise_equal_to_the_job_left_alone(slurm_clu
     state (torch.equal on every tensor) as the same job run beside it without interruption."""
     from resume_support import final_state, same_tensors
 
-    epochs, batches = 4, 4
+    epochs, batches = 3, 4
     exact = ["--trainer.max_epochs", str(epochs), "--trainer.limit_train_batches", str(batches), "--trainer.limit_val_batches", "1",
              "--trainer.deterministic", "true", "--data.init_args.num_workers", "2"]
     reference_id, reference_dir, _ = _submit(tmp_path / "reference", 2, 1, *exact)
@@ -267,23 +267,17 @@ def test_preempted_ddp_job_resumes_bitwise_equal_to_the_job_left_alone(slurm_clu
     assert same_tensors(resumed["scheduler"], reference["scheduler"]), "scheduler state differs"
 
 
-def test_submit_ckpt_path_best_then_test_runs_in_the_queue(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+def test_submit_ckpt_path_best_runs_in_the_queue(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     """`train submit --ckpt_path best` continues the experiment's newest run from its best
-    checkpoint, chosen in the job as `train fit --ckpt_path best` chooses it, and the test job it
-    queues (`--slurm.test_after_fit`, afterok on the fit job) tests that run's best checkpoint."""
+    checkpoint, chosen in the job as `train fit --ckpt_path best` chooses it (it used to pass the
+    checks here and fail in the queue: the job looked for a best checkpoint in a new run)."""
     first_id, run_dir, _ = _submit(tmp_path, 1, 1)
     assert wait_for_state(first_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{first_id}.log").read_text()[-3000:]
     best = next((run_dir / "checkpoints").glob("best-*.ckpt"))
-    job_id, again, out = _submit(tmp_path, 1, 1, "--ckpt_path", "best", "--trainer.max_epochs", "2", "--slurm.test_after_fit", "true")
+    job_id, again, out = _submit(tmp_path, 1, 1, "--ckpt_path", "best", "--trainer.max_epochs", "2")
     assert again == run_dir and "resubmit: ckpt_path: None -> best" in out, out
-    test_id = job_id_from(out, "Test job id:")
-    assert f"afterok:{job_id}" in (run_dir / "test.sbatch").read_text()
     log = run_dir / f"slurm-{job_id}.log"
     assert wait_for_state(job_id, timeout_s=300) == "COMPLETED", log.read_text()[-3000:]
     assert f"Using the best checkpoint of {run_dir}: {best}" in log.read_text(), log.read_text()[-3000:]
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == 10
-    test_log = run_dir / f"slurm-{test_id}.log"
-    assert wait_for_state(test_id, timeout_s=300) == "COMPLETED", test_log.read_text()[-3000:]
-    text = test_log.read_text()
-    assert f"Using the best checkpoint of {run_dir}: {run_dir / 'checkpoints' / 'best-'}" in text and "test/acc" in text, text[-3000:]
     assert [p.name for p in tmp_path.joinpath("digits").iterdir()] == [run_dir.name], "the same run directory"
