@@ -168,20 +168,28 @@ def test_preemptions_do_not_consume_the_cap(tmp_path: Path) -> None:
     assert restarts.RestartPolicy.of_job(None, environ={}).allows(restarts.TIME_LIMIT), "a site template without the cap: no cap"
 
 
-def test_master_port_is_the_job_port_or_the_next_free_one() -> None:
-    """MASTER_PORT: 10000 + job id % 20000, the next port of the range when it is taken (wrapping
-    round), never in Linux's ephemeral range; a real listening socket is seen as taken."""
+def test_master_port_is_the_job_port_or_a_free_one_drawn_from_the_job_id() -> None:
+    """MASTER_PORT: 10000 + job id % 20000; when that is taken, a free port of the range drawn from
+    the job id (always the same for a job, and not the next job's own port), never in Linux's
+    ephemeral range; a listening socket holds its port, a connection of it left in TIME_WAIT does not."""
     import socket
 
     assert jobstate.master_port(123, lambda port: True) == 10123
     assert jobstate.master_port(20123, lambda port: True) == 10123
-    assert jobstate.master_port(123, lambda port: port not in (10123, 10124)) == 10125
-    assert jobstate.master_port(19999, lambda port: port != 29999) == 10000
+    other = jobstate.master_port(123, lambda port: port != 10123)
+    assert other in jobstate.MASTER_PORTS and other not in (10123, 10124) and other == jobstate.master_port(123, lambda port: port != 10123)
+    assert jobstate.master_port(123, lambda port: False) == 10123, "nothing free: the job's own port"
     with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's TCPStore listens
         taken.bind(("", 0))
         taken.listen()
         port = taken.getsockname()[1]
         assert not jobstate._port_is_free(port)
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            server, _ = taken.accept()
+            server.close()  # the server side closes first: its port goes into TIME_WAIT
+            client.recv(1)
+    assert jobstate._port_is_free(port), "a port in TIME_WAIT does not stop a listener with SO_REUSEADDR"
     assert all(jobstate.master_port(j) in jobstate.MASTER_PORTS for j in (0, 1, 987654))
 
 

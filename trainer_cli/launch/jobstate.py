@@ -9,9 +9,11 @@ only: the sbatch script runs ``python -m trainer_cli.launch.jobstate RUN_DIR sta
 
 ``end`` is where the batch script decides, once ``srun`` returned (:func:`end_of_step`): the job
 completed, failed by itself, or restarts (``scontrol requeue`` with a timeout, a resubmission, or
-the end of the run at ``--slurm.max_restarts``), from srun's exit code and what each task noted
-(:func:`step_verdict`): a SIGUSR1 that saved its checkpoint (exit :data:`EXIT_REQUEUE`), or a step
-that Slurm killed, is restarted; a step that failed by itself is not.
+the end of the run at ``--slurm.max_restarts``: :class:`trainer_cli.launch.restarts.RestartPolicy`,
+which preemptions do not consume), from srun's exit code and what each task noted
+(:func:`step_verdict`): a SIGUSR1 that saved its checkpoint (exit :data:`EXIT_REQUEUE`) or killed a
+task before its handler (srun's :data:`EXIT_USR1`), or a step that Slurm killed, is restarted; a
+step that failed by itself is not.
 
 A job that resubmits itself (``--slurm.requeue_mode resubmit``, or a failed ``scontrol requeue``)
 does so at its ``end``: ``sbatch`` of the run's own script (``<run>/submit.sbatch``), so the new job
@@ -161,11 +163,11 @@ def step_verdict(exit_code: int, records: list[tuple[float, str, str]], tasks: i
     Returns:
         ``completed`` (exit 0); ``requeue``: a task ended with :data:`EXIT_REQUEUE` (SIGUSR1, the
         checkpoint saved), or SIGUSR1 killed a task before its handler was there and no task
-        noted an error (srun's :data:`EXIT_USR1`: the requeue signal of Slurm, nothing saved); ``failed``: a task's own error came before any signal and every task
-        noted something (the training failed: bad input, a bug); ``killed``: a signal came first,
-        or a task noted nothing at all (killed before Python ran, or by SIGKILL; the others then
-        fail in their collectives): Slurm stopped the step (a node failure, the cleanup of an
-        earlier run's tasks, a SIGUSR1 in the first instant of a task).
+        noted an error (srun's :data:`EXIT_USR1`: Slurm's requeue signal, nothing saved);
+        ``failed``: a task's own error came before any signal and every task noted something
+        (the training failed: bad input, a bug); ``killed``: a signal came first, or a task noted
+        nothing at all (killed before Python ran, or by SIGKILL; the others then fail in their
+        collectives): Slurm stopped the step (a node failure, the cleanup of an earlier run's tasks).
 
     Args:
         exit_code: srun's exit code.
@@ -307,9 +309,12 @@ outgoing connection of the node holds it by chance."""
 
 
 def _port_is_free(port: int) -> bool:
+    """Whether a listener can bind ``port`` here as torch's TCPStore binds it (``SO_REUSEADDR``: a
+    connection of an ended job still in TIME_WAIT does not hold the port, a listening socket does)."""
     import socket
 
     with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         try:
             probe.bind(("", port))
         except OSError:
@@ -317,18 +322,15 @@ def _port_is_free(port: int) -> bool:
     return True
 
 
-def master_port(job_id: int, is_free: Any = _port_is_free) -> int:
+def master_port(job_id: int, is_free: Any = _port_is_free, tries: int = 64) -> int:
     """The ``MASTER_PORT`` of job ``job_id``, chosen on the first node of its allocation (where the
     batch script runs and global rank 0 listens): ``10000 + job_id % 20000`` (jobs sharing a node
-    do not collide), else the next free port of :data:`MASTER_PORTS` after it."""
-    first = job_id % len(MASTER_PORTS)
-    for offset in range(len(MASTER_PORTS)):
-        port = MASTER_PORTS[(first + offset) % len(MASTER_PORTS)]
-        if is_free(port):
-            return port
-    return MASTER_PORTS[first]
+    do not collide); when that is taken, a port of :data:`MASTER_PORTS` drawn from the job id
+    (not the next one: that is the next job's own port), the first of ``tries`` that is free."""
+    import random
 
-
+    ports = [MASTER_PORTS[job_id % len(MASTER_PORTS)], *random.Random(job_id).sample(MASTER_PORTS, tries)]
+    return next((port for port in ports if is_free(port)), ports[0])
 def main(argv: list[str]) -> int:
     """``python -m trainer_cli.launch.jobstate RUN_DIR start|end [EXIT_CODE]``: ``start`` returns 0
     (a record that cannot be written never fails the job); ``end`` returns the exit code for the
@@ -336,7 +338,11 @@ def main(argv: list[str]) -> int:
     ``python -m trainer_cli.launch.jobstate port``: prints this job's ``MASTER_PORT`` (:func:`master_port`)."""
     if argv[:1] == ["port"]:
         job_id = os.environ.get("SLURM_JOB_ID") or "0"
-        print(master_port(int(job_id) if job_id.isdigit() else 0))
+        number = int(job_id) if job_id.isdigit() else 0
+        port = master_port(number)
+        if port != MASTER_PORTS[number % len(MASTER_PORTS)]:
+            print(f"trainer-cli: MASTER_PORT {MASTER_PORTS[number % len(MASTER_PORTS)]} is taken on this node: using {port}", file=sys.stderr)
+        print(port)
         return 0
     exit_code = 0
     try:
