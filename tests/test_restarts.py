@@ -87,7 +87,7 @@ def test_resubmitted_job_counts_and_is_followed(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
     monkeypatch.setenv(jobstate.ENV_PRIOR_RESTARTS, "2")
     monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
-    assert jobstate.restart_count() == 3
+    assert jobstate.policy().count == 3
     jobstate.write(tmp_path, {"job_id": "11", "state": "PENDING"})
     assert jobstate.follow(tmp_path, "11") == "11"
     jobstate.update(tmp_path, job_id="12", resubmitted_from=["10", "11"])
@@ -141,3 +141,80 @@ def test_lightning_leaves_the_handler_train_installs_first(monkeypatch: pytest.M
     finally:
         requeue_signal.uninstall()
         signal.signal(signal.SIGUSR1, previous)
+
+
+def test_preemptions_do_not_consume_the_cap(tmp_path: Path) -> None:
+    """The restart policy (submitit's rule): --slurm.max_restarts caps the restarts after a time
+    limit or a failure of this submission's jobs; preemptions and Slurm's own requeues do not count,
+    nor the events of another submission into the run (job 7)."""
+    for event in (
+        _event("7", 1, restarts.TIME_LIMIT, "requeue"),  # an earlier submission
+        _event("11", 1, restarts.PREEMPTED, "requeue"),
+        _event("11", 2, restarts.TIME_LIMIT, "requeue"),
+        _event("11", 3, restarts.STEP_KILLED, "requeue"),  # a refused requeue then resubmitted: one restart
+        _event("11", 3, restarts.STEP_KILLED, "resubmit"),
+        _event("12", 4, restarts.PREEMPTED, "resubmit"),
+    ):
+        restarts.record(tmp_path, **event)
+    env = {"SLURM_JOB_ID": "12", "SLURM_RESTART_COUNT": "1", restarts.ENV_PRIOR_RESTARTS: "4", restarts.ENV_MAX_RESTARTS: "2"}
+    policy = restarts.RestartPolicy.of_job(tmp_path, ["11", "12"], environ=env)
+    assert (policy.count, policy.capped, policy.cap) == (5, 2, 2)
+    assert policy.allows(restarts.PREEMPTED) and not policy.allows(restarts.TIME_LIMIT)
+    assert not policy.allows(restarts.STEP_KILLED) and not policy.allows(restarts.UNKNOWN)
+    assert "--slurm.max_restarts 2 allows (preemptions do not count)" in policy.refusal(restarts.TIME_LIMIT)
+    assert restarts.RestartPolicy.of_job(tmp_path, ["11", "12"], environ=env | {restarts.ENV_MAX_RESTARTS: "3"}).allows(restarts.TIME_LIMIT)
+    zero = restarts.RestartPolicy.of_job(None, environ={restarts.ENV_MAX_RESTARTS: "0"})
+    assert (zero.count, zero.capped, zero.cap) == (0, 0, 0) and zero.allows(restarts.PREEMPTED) and not zero.allows(restarts.TIME_LIMIT)
+    assert restarts.RestartPolicy.of_job(None, environ={}).allows(restarts.TIME_LIMIT), "a site template without the cap: no cap"
+
+
+def test_master_port_is_the_job_port_or_a_free_one_drawn_from_the_job_id() -> None:
+    """MASTER_PORT: 10000 + job id % 20000; when that is taken, a free port of the range drawn from
+    the job id (always the same for a job, and not the next job's own port), never in Linux's
+    ephemeral range; a listening socket holds its port, a connection of it left in TIME_WAIT does not."""
+    import socket
+
+    assert jobstate.master_port(123, lambda port: True) == 10123
+    assert jobstate.master_port(20123, lambda port: True) == 10123
+    other = jobstate.master_port(123, lambda port: port != 10123)
+    assert other in jobstate.MASTER_PORTS and other not in (10123, 10124) and other == jobstate.master_port(123, lambda port: port != 10123)
+    assert jobstate.master_port(123, lambda port: False) == 10123, "nothing free: the job's own port"
+    with socket.socket() as taken:
+        taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's TCPStore listens
+        taken.bind(("", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        assert not jobstate._port_is_free(port)
+        with socket.create_connection(("127.0.0.1", port)) as client:
+            server, _ = taken.accept()
+            server.close()  # the server side closes first: its port goes into TIME_WAIT
+            client.recv(1)
+    assert jobstate._port_is_free(port), "a port in TIME_WAIT does not stop a listener with SO_REUSEADDR"
+    assert all(jobstate.master_port(j) in jobstate.MASTER_PORTS for j in (0, 1, 987654))
+
+
+def test_a_restarted_job_goes_on_from_what_it_saved_not_its_ckpt_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A job submitted with --ckpt_path (best, a file) starts from it; restarted (a requeue, a
+    resubmission) it goes on from the checkpoint it saved since `train submit`, not from the
+    --ckpt_path again; a checkpoint older than the submission does not count."""
+    import torch
+
+    from trainer_cli.run import _restarted_past
+
+    for name in ("SLURM_ARRAY_JOB_ID", restarts.ENV_PRIOR_RESTARTS):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("SLURM_JOB_ID", "12")
+    monkeypatch.setenv("SLURM_JOB_NAME", "digits")
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    jobstate.write(tmp_path, {"job_id": "12", "submitted": "2026-01-01T00:00:00+00:00"})
+    assert not _restarted_past(tmp_path), "no checkpoint yet"
+    torch.save({"global_step": 7, "epoch": 1}, tmp_path / "hpc_ckpt_1.ckpt")
+    assert _restarted_past(tmp_path)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
+    assert not _restarted_past(tmp_path), "the first start takes its --ckpt_path"
+    monkeypatch.setenv(restarts.ENV_PRIOR_RESTARTS, "1")
+    assert _restarted_past(tmp_path), "a resubmission by the job itself is a restart too"
+    jobstate.update(tmp_path, submitted="2999-01-01T00:00:00+00:00")
+    assert not _restarted_past(tmp_path), "a checkpoint from before the submission"
+    monkeypatch.delenv("SLURM_JOB_ID")
+    assert not _restarted_past(tmp_path), "not under Slurm"

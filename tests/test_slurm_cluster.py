@@ -78,7 +78,7 @@ def test_test_job_runs_after_fit_on_best_checkpoint(ddp_jobs: dict[str, tuple[st
     assert wait_for_state(test_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{test_id}.log").read_text()[-3000:]
     assert f"afterok:{fit_id}" in (run_dir / "test.sbatch").read_text()
     text = (run_dir / f"slurm-{test_id}.log").read_text()
-    assert "testing " + str(run_dir / "checkpoints" / "best-") in text
+    assert f"Using the best checkpoint of {run_dir}: {run_dir / 'checkpoints' / 'best-'}" in text, text[-3000:]
     assert "test/acc" in text
 
 
@@ -233,14 +233,18 @@ def test_completed_run_resubmitted_is_not_retrained(early_signals: tuple[str, Pa
 
 
 def test_max_restarts_is_checked_before_requeueing(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
-    """With --slurm.max_restarts 0, SIGUSR1 saves a checkpoint and ends the job: it does not requeue
-    itself only to wait for an allocation and exit 1."""
-    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--trainer.max_epochs", "3", "--slurm.max_restarts", "0")
+    """With --slurm.max_restarts 0, SIGUSR1 near the time limit (3 minutes with a 90 s lead time:
+    the time limit's warning) saves a checkpoint and ends the job: it does not requeue itself only
+    to wait for an allocation and exit 1."""
+    job_id, run_dir, _ = _submit(
+        tmp_path, 1, 1, "--trainer.max_epochs", "3", "--slurm.max_restarts", "0", "--slurm.time", "00:03:00", "--slurm.signal_delay_s", "90",
+    )
     usr1_at_start(job_id, tasks=1)
     assert wait_for_state(job_id, timeout_s=300) == "COMPLETED"
     assert scontrol_job(job_id)["Restarts"] == "0"
     log = (run_dir / f"slurm-{job_id}.log").read_text()
-    assert "not requeued, restart 0 is the last that --slurm.max_restarts 0 allows" in log, log[-3000:]
+    assert re.search(r"\(time limit, \d+ s left\): saved .*; not requeued: 0 of the restarts so far followed a time limit or a "
+                     r"failure, the most --slurm.max_restarts 0 allows \(preemptions do not count\)", log), log[-3000:]
     assert torch.load(run_dir / "hpc_ckpt_1.ckpt", map_location="cpu", weights_only=False)["global_step"] == 0
 
 

@@ -38,11 +38,12 @@ def _train_jobs(root: Path) -> dict[str, str]:
 
 
 def test_preemption_then_time_limit_and_the_cap_names_the_cause(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
-    """`scancel -s USR1` with 10 minutes left is a preemption (requeued); the restart, its time limit
-    cut to 2 minutes, gets Slurm's own `--signal=SIGUSR1@100` warning: a time limit, and past
-    `--slurm.max_restarts 1` the run stops there, saying so; `train jobs` shows both."""
+    """`scancel -s USR1` with 10 minutes left is a preemption: requeued even with `--slurm.max_restarts
+    0` (preemptions do not consume the cap); the restart, its time limit cut to 2 minutes, gets
+    Slurm's own `--signal=SIGUSR1@100` warning: a time limit, which the cap does not allow, so the
+    run stops there, saying so; `train jobs` shows both."""
     job_id, run_dir, _ = _submit(
-        tmp_path, 1, 1, "--trainer.max_epochs", "400", "--slurm.max_restarts", "1", "--slurm.signal_delay_s", "100",
+        tmp_path, 1, 1, "--trainer.max_epochs", "400", "--slurm.max_restarts", "0", "--slurm.signal_delay_s", "100",
     )
     wait_for_file(run_dir / "checkpoints" / "last.ckpt", timeout_s=300)
     subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
@@ -54,8 +55,9 @@ def test_preemption_then_time_limit_and_the_cap_names_the_cause(slurm_cluster: N
     text = log.read_text()
     assert re.search(r"SIGUSR1 at step \d+ \(preempted, \d+ s left\): saved .*; requeueing job", text), text[-3000:]
     assert re.search(
-        r"SIGUSR1 at step \d+ \(time limit, \d+ s left\): saved .*; not requeued, restart 1 is the last that "
-        r"--slurm.max_restarts 1 allows: the run stops here, ended by the time limit", text,
+        r"SIGUSR1 at step \d+ \(time limit, \d+ s left\): saved .*; not requeued: 0 of the restarts so far followed a time "
+        r"limit or a failure, the most --slurm.max_restarts 0 allows \(preemptions do not count\): the run stops here, "
+        r"ended by the time limit", text,
     ), text[-3000:]
     events = restarts.read(run_dir)
     assert [(e["cause"], e["action"], e["restart"]) for e in events] == [("preempted", "requeue", 1), ("time limit", "stop", 1)]
@@ -95,7 +97,7 @@ def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_p
     assert scontrol_job(test_id)["JobState"] == "PENDING", "the test job waits for the new job"
     assert wait_for_state(new_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{new_id}.log").read_text()[-3000:]
     assert wait_for_state(test_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{test_id}.log").read_text()[-3000:]
-    assert f"testing {run_dir / 'checkpoints' / 'best-'}" in (run_dir / f"slurm-{test_id}.log").read_text()
+    assert f"Using the best checkpoint of {run_dir}: {run_dir / 'checkpoints' / 'best-'}" in (run_dir / f"slurm-{test_id}.log").read_text()
     followed, notes = tailed.communicate(timeout=60)
     followed = first_line + followed
     assert f"[train jobs --tail: the run goes on as job {new_id}]" in notes and f"job {new_id} is COMPLETED" in notes, notes
@@ -198,9 +200,10 @@ def test_a_real_preemption_is_told_from_the_time_limit(slurm_cluster: None, tmp_
 
 def test_usr1_in_the_first_instant_of_a_task_ends_in_a_requeue(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     """SIGUSR1 the moment the task's process exists (before Python installed anything: the signal's
-    default action may kill it, exit 138): the batch script counts a step that no error of its own
-    ended as stopped by Slurm and requeues the job, which resumes and completes."""
-    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--trainer.max_epochs", "2")
+    default action kills it, srun exits 138): the batch script takes it for the requeue signal it
+    is and requeues the job as preempted (not against the cap: `--slurm.max_restarts 0`), which
+    resumes and completes. (Caught a few milliseconds later, the task saves and requeues itself.)"""
+    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--trainer.max_epochs", "2", "--slurm.max_restarts", "0")
     deadline = time.monotonic() + 300
     while not _job_processes(job_id):
         assert time.monotonic() < deadline, f"job {job_id}: no task process in 300 s"
@@ -211,8 +214,9 @@ def test_usr1_in_the_first_instant_of_a_task_ends_in_a_requeue(slurm_cluster: No
     assert wait_for_state(job_id, timeout_s=300) == "COMPLETED", log.read_text()[-3000:]
     text = log.read_text()
     assert f"requeueing job {job_id} (restart 1), it resumes on its own" in text, text[-3000:]
+    assert re.search(r"SIGUSR1 (as a task started, before it could act on it|at step 0) \(preempted, \d+ s left\)", text), text[-3000:]
     assert f"job {job_id} restart 1 on" in text and "Resume with" not in text, text[-3000:]
-    assert [(e["action"], e["restart"]) for e in restarts.read(run_dir)] == [("requeue", 1)]
+    assert [(e["action"], e["restart"], e["cause"]) for e in restarts.read(run_dir)] == [("requeue", 1, restarts.PREEMPTED)]
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == 10
 
 
@@ -231,3 +235,49 @@ def test_a_step_slurm_cancels_is_requeued_not_failed(slurm_cluster: None, tmp_pa
     assert re.search(rf"stopped by Slurm \(a signal or a kill, not an error of the training\); requeueing job {job_id} \(restart 1\)", text), text[-3000:]
     assert [(e["cause"], e["action"], e["restart"]) for e in restarts.read(run_dir)] == [(restarts.STEP_KILLED, "requeue", 1)]
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == epochs * batches
+
+
+def test_preempted_ddp_job_resumes_bitwise_equal_to_the_job_left_alone(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """The headline of exact requeue, on the real cluster: a 2-node DDP job (gloo, one task per
+    node, 2 loader workers each, deterministic) given `scancel -s USR1` mid-epoch saves its hpc
+    checkpoint, is requeued and resumes; it ends with the same weights, optimizer and scheduler
+    state (torch.equal on every tensor) as the same job run beside it without interruption."""
+    from resume_support import final_state, same_tensors
+
+    epochs, batches = 3, 4
+    exact = ["--trainer.max_epochs", str(epochs), "--trainer.limit_train_batches", str(batches), "--trainer.limit_val_batches", "1",
+             "--trainer.deterministic", "true", "--data.init_args.num_workers", "2"]
+    reference_id, reference_dir, _ = _submit(tmp_path / "reference", 2, 1, *exact)
+    job_id, run_dir, _ = _submit(tmp_path / "preempted", 2, 1, *exact)
+    wait_for_file(run_dir / "checkpoints" / "last.ckpt", timeout_s=300)  # an epoch done: the signal lands in a later one
+    subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
+    wait_for_requeue(job_id)
+    log = run_dir / f"slurm-{job_id}.log"
+    assert wait_for_state(job_id, timeout_s=300) == "COMPLETED", log.read_text()[-3000:]
+    assert wait_for_state(reference_id, timeout_s=300) == "COMPLETED", (reference_dir / f"slurm-{reference_id}.log").read_text()[-3000:]
+    assert scontrol_job(reference_id)["Restarts"] == "0" and scontrol_job(job_id)["Restarts"] == "1"
+    saved = torch.load(run_dir / "hpc_ckpt_1.ckpt.used", map_location="cpu", weights_only=False)
+    assert batches < saved["global_step"] < epochs * batches and saved["global_step"] % batches, f"not mid-epoch: step {saved['global_step']}"
+    assert f"Resuming {run_dir} from {run_dir / 'hpc_ckpt_1.ckpt.used'} (step {saved['global_step']}," in log.read_text()
+
+    reference, resumed = final_state(reference_dir), final_state(run_dir)
+    assert resumed["step"] == reference["step"] == epochs * batches
+    assert same_tensors(resumed["model"], reference["model"]), f"weights differ after a requeue at step {saved['global_step']}"
+    assert same_tensors(resumed["optimizer"], reference["optimizer"]), "optimizer state differs"
+    assert same_tensors(resumed["scheduler"], reference["scheduler"]), "scheduler state differs"
+
+
+def test_submit_ckpt_path_best_runs_in_the_queue(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """`train submit --ckpt_path best` continues the experiment's newest run from its best
+    checkpoint, chosen in the job as `train fit --ckpt_path best` chooses it (it used to pass the
+    checks here and fail in the queue: the job looked for a best checkpoint in a new run)."""
+    first_id, run_dir, _ = _submit(tmp_path, 1, 1)
+    assert wait_for_state(first_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{first_id}.log").read_text()[-3000:]
+    best = next((run_dir / "checkpoints").glob("best-*.ckpt"))
+    job_id, again, out = _submit(tmp_path, 1, 1, "--ckpt_path", "best", "--trainer.max_epochs", "2")
+    assert again == run_dir and "resubmit: ckpt_path: None -> best" in out, out
+    log = run_dir / f"slurm-{job_id}.log"
+    assert wait_for_state(job_id, timeout_s=300) == "COMPLETED", log.read_text()[-3000:]
+    assert f"Using the best checkpoint of {run_dir}: {best}" in log.read_text(), log.read_text()[-3000:]
+    assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == 10
+    assert [p.name for p in tmp_path.joinpath("digits").iterdir()] == [run_dir.name], "the same run directory"

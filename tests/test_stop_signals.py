@@ -82,8 +82,12 @@ def _records(*lines: str) -> list[tuple[float, str, str]]:
         (1, _records("3 0 error", "3.5 1 signal SIGTERM"), "failed"),
         # Slurm stopped rank 1 (a node's cleanup); rank 0 then failed in its collective
         (143, _records("5 1 signal SIGTERM", "6 0 exit 1", "7 1 exit 143"), "killed"),
-        (137, [], "killed"),  # killed before Python noted anything (SIGKILL, a SIGUSR1 in the first instant)
-        (138, _records("1 1 signal SIGTERM"), "killed"),
+        (137, [], "killed"),  # killed before Python noted anything (SIGKILL)
+        # a SIGUSR1 in the first instant of a task (before its handler): srun reports 128 + 10; the
+        # other task, ended by srun --kill-on-bad-exit, notes the SIGTERM
+        (138, [], "requeue"),
+        (138, _records("1 1 signal SIGTERM"), "requeue"),
+        (138, _records("1 0 exit 2", "1.5 1 signal SIGTERM"), "failed"),  # an error of its own came first
         # rank 1 vanished without a note (SIGKILL), rank 0 then failed in its collective
         (143, _records("6 0 exit 1"), "killed"),
     ],

@@ -73,6 +73,24 @@ EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 EXIT_SIGTERM = 143  # 128 + SIGTERM
 
 
+def _restarted_past(run_dir: Path) -> bool:
+    """Whether this is a restart of the Slurm job of ``run_dir`` (a requeue or resubmission, not its
+    first start) and the run holds a checkpoint written since ``train submit`` queued it: the job
+    started from its ``--ckpt_path`` before, and resumes from what it saved since."""
+    from datetime import datetime
+
+    from trainer_cli.launch import jobstate, requeue_signal
+
+    if not requeue_signal.under_slurm_batch() or jobstate.policy().count == 0:
+        return False
+    newest = rundir.newest_checkpoint(run_dir)
+    submitted = jobstate.read(run_dir).get("submitted")
+    try:
+        return newest is not None and bool(submitted) and newest.path.stat().st_mtime >= datetime.fromisoformat(submitted).timestamp()
+    except (OSError, ValueError):
+        return False
+
+
 def is_checkpoint_file(ckpt_path: Optional[str]) -> bool:
     """Whether ``--ckpt_path`` names a local file (not ``last``/``best``/... nor a URL)."""
     return bool(ckpt_path) and ckpt_path not in LIGHTNING_CHOICES and "://" not in str(ckpt_path)
@@ -200,6 +218,8 @@ class Run:
                         "reused: add --ckpt_path last to resume it, or drop --run_dir to start a new run"
                     )
                 ckpt = "last"  # a (re)started Slurm job of this run: continue from its newest checkpoint
+            elif ckpt and self.trains and cfg.run_dir and _restarted_past(run_dir):
+                ckpt = "last"  # the restart of a job that started from --ckpt_path: it goes on from where it stopped
         elif ckpt in RUN_CHOICES:  # rule 2
             found = rundir.newest_resumable(root, name)
             if found is None:

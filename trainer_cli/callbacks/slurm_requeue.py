@@ -15,7 +15,6 @@ from trainer_cli.launch import jobstate, requeue_signal, stop_signals
 from trainer_cli.launch import restarts as restarts_log
 from trainer_cli.launch.requeue_signal import requeue_in_progress  # noqa: F401 - asked by trainer_cli.cli
 
-ENV_SIGNAL_DELAY_S = "TRAINER_CLI_SIGNAL_DELAY_S"  # (--slurm.signal_delay_s)
 HPC_CKPT = re.compile(r"hpc_ckpt_(\d+)\.ckpt(\.used)?")  # .used: retired once resumed from (trainer_cli.rundir)
 
 
@@ -97,7 +96,7 @@ class SynchronizedRequeue(pl.Callback):
         path = trainer.strategy.broadcast(str(next_hpc_checkpoint(run_dir)))
         trainer.save_checkpoint(path)  # every rank takes part, at the same step
         if trainer.is_global_zero:  # time limit or preemption, from the time the job had left (trainer_cli.launch.restarts)
-            delay_s = int(os.environ.get(ENV_SIGNAL_DELAY_S) or 0)
+            delay_s = int(os.environ.get(restarts_log.ENV_SIGNAL_DELAY_S) or 0)
             cause, left_s = restarts_log.cause_of_signal(jobstate.scontrol_id(), delay_s, requeue_signal.received_at())
             request = {"cause": cause, "seconds_left": left_s, "step": trainer.global_step, "checkpoint": path}
             jobstate.update(run_dir, requeue_request=request)  # read by the batch script's `jobstate end`

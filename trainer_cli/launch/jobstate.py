@@ -9,9 +9,11 @@ only: the sbatch script runs ``python -m trainer_cli.launch.jobstate RUN_DIR sta
 
 ``end`` is where the batch script decides, once ``srun`` returned (:func:`end_of_step`): the job
 completed, failed by itself, or restarts (``scontrol requeue`` with a timeout, a resubmission, or
-the end of the run at ``--slurm.max_restarts``), from srun's exit code and what each task noted
-(:func:`step_verdict`): a SIGUSR1 that saved its checkpoint (exit :data:`EXIT_REQUEUE`), or a step
-that Slurm killed, is restarted; a step that failed by itself is not.
+the end of the run at ``--slurm.max_restarts``: :class:`trainer_cli.launch.restarts.RestartPolicy`,
+which preemptions do not consume), from srun's exit code and what each task noted
+(:func:`step_verdict`): a SIGUSR1 that saved its checkpoint (exit :data:`EXIT_REQUEUE`) or killed a
+task before its handler (srun's :data:`EXIT_USR1`), or a step that Slurm killed, is restarted; a
+step that failed by itself is not.
 
 A job that resubmits itself (``--slurm.requeue_mode resubmit``, or a failed ``scontrol requeue``)
 does so at its ``end``: ``sbatch`` of the run's own script (``<run>/submit.sbatch``), so the new job
@@ -29,13 +31,16 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from trainer_cli.launch import restarts as restarts_log
+from trainer_cli.launch.restarts import ENV_PRIOR_RESTARTS, RestartPolicy
+
 JOB_FILE = "job.json"
 REQUEUED = "REQUEUED"
 RESUBMIT = "RESUBMIT"
-ENV_PRIOR_RESTARTS = "TRAINER_CLI_PRIOR_RESTARTS"
-"""Set by a resubmission for the new job: the restarts of the jobs of the run before it."""
-ENV_MAX_RESTARTS = "TRAINER_CLI_MAX_RESTARTS"  # exported by the sbatch template (--slurm.max_restarts)
 ENV_REQUEUE_MODE = "TRAINER_CLI_REQUEUE_MODE"  # (--slurm.requeue_mode: requeue or resubmit)
+EXIT_USR1 = 128 + 10
+"""srun's exit code when a task was killed by SIGUSR1 itself: it came before the task's handler
+(:mod:`trainer_cli.launch.requeue_signal`) was installed, in the first instant of the task."""
 EXIT_REQUEUE = 75
 """The exit code of a ``train fit`` task that saved its checkpoint on Slurm's SIGUSR1 and stopped
 training for a restart (EX_TEMPFAIL of sysexits.h: try again later); the batch script then
@@ -84,15 +89,11 @@ def scontrol_id() -> str | None:
     return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
 
 
-def restart_count() -> int:
-    """How many times this run's job has restarted: Slurm's requeues of this job
-    (``SLURM_RESTART_COUNT``) plus the restarts before it was resubmitted (:data:`ENV_PRIOR_RESTARTS`);
-    0 on the first start."""
-    total = 0
-    for name in ("SLURM_RESTART_COUNT", ENV_PRIOR_RESTARTS):
-        value = os.environ.get(name) or "0"
-        total += int(value) if value.isdigit() else 0
-    return total
+def policy(run_dir: Path | None = None) -> RestartPolicy:
+    """The restart policy of this job (:class:`trainer_cli.launch.restarts.RestartPolicy`): its
+    restart count, and with ``run_dir`` the restarts of this submission that consumed the cap."""
+    record = read(run_dir) if run_dir is not None else {}
+    return RestartPolicy.of_job(run_dir, [*map(str, record.get("resubmitted_from") or []), str(this_job_id())])
 
 
 def follow(run_dir: Path, job_id: str) -> str:
@@ -103,28 +104,30 @@ def follow(run_dir: Path, job_id: str) -> str:
 
 
 def started(run_dir: Path) -> dict[str, Any]:
-    """Record a start (or restart) of this job."""
+    """Record a start (or restart) of this job, and say it in the log."""
+    count = policy().count
+    print(f"trainer-cli: job {os.environ.get('SLURM_JOB_ID')} restart {count} on {os.environ.get('SLURM_JOB_NODELIST')} at {_now()}", flush=True)
     return update(
-        run_dir, job_id=this_job_id(), restarts=restart_count(), state="RUNNING", exit_code=None,
+        run_dir, job_id=this_job_id(), restarts=count, state="RUNNING", exit_code=None,
         started=_now(), node_list=os.environ.get("SLURM_JOB_NODELIST"),
     )
 
 
 def requeued(run_dir: Path, checkpoint: str) -> dict[str, Any]:
     """Record that this job requeued itself after saving ``checkpoint``."""
-    return update(run_dir, job_id=this_job_id(), restarts=restart_count(), state=REQUEUED, checkpoint=checkpoint, ended=_now())
+    return update(run_dir, job_id=this_job_id(), restarts=policy().count, state=REQUEUED, checkpoint=checkpoint, ended=_now())
 
 
 def resubmit_requested(run_dir: Path, checkpoint: str) -> dict[str, Any]:
     """Record that this job is to be resubmitted, once its tasks have ended, after saving ``checkpoint``."""
-    return update(run_dir, job_id=this_job_id(), restarts=restart_count(), state=RESUBMIT, checkpoint=checkpoint, ended=_now())
+    return update(run_dir, job_id=this_job_id(), restarts=policy().count, state=RESUBMIT, checkpoint=checkpoint, ended=_now())
 
 
 def ended(run_dir: Path, exit_code: int) -> dict[str, Any]:
     """Record the end of this job's script: COMPLETED (exit 0) or FAILED, unless it requeued itself
     or asked to be resubmitted (then it queues the run's script again: :func:`resubmit`)."""
     record = read(run_dir)
-    ours = record.get("job_id") == this_job_id() and record.get("restarts") == restart_count()
+    ours = record.get("job_id") == this_job_id() and record.get("restarts") == policy().count
     if record.get("state") == REQUEUED and ours:
         return record  # the script ended because the job requeued itself: it runs again
     if record.get("state") == RESUBMIT and ours:
@@ -159,11 +162,12 @@ def step_verdict(exit_code: int, records: list[tuple[float, str, str]], tasks: i
 
     Returns:
         ``completed`` (exit 0); ``requeue``: a task ended with :data:`EXIT_REQUEUE` (SIGUSR1, the
-        checkpoint saved); ``failed``: a task's own error came before any signal and every task
-        noted something (the training failed: bad input, a bug); ``killed``: a signal came first,
-        or a task noted nothing at all (killed before Python ran, or by SIGKILL; the others then
-        fail in their collectives): Slurm stopped the step (a node failure, the cleanup of an
-        earlier run's tasks, a SIGUSR1 in the first instant of a task).
+        checkpoint saved), or SIGUSR1 killed a task before its handler was there and no task
+        noted an error (srun's :data:`EXIT_USR1`: Slurm's requeue signal, nothing saved);
+        ``failed``: a task's own error came before any signal and every task noted something
+        (the training failed: bad input, a bug); ``killed``: a signal came first, or a task noted
+        nothing at all (killed before Python ran, or by SIGKILL; the others then fail in their
+        collectives): Slurm stopped the step (a node failure, the cleanup of an earlier run's tasks).
 
     Args:
         exit_code: srun's exit code.
@@ -178,6 +182,8 @@ def step_verdict(exit_code: int, records: list[tuple[float, str, str]], tasks: i
     errors = [at for at, _, what in records if what == "error" or (what.startswith("exit ") and what not in stopped_by_signal)]
     signals = [at for at, _, what in records if what.startswith("signal ")]
     silent = tasks > len({task for _, task, _ in records})
+    if exit_code == EXIT_USR1 and not errors:
+        return "requeue"
     if errors and (not signals or min(errors) < min(signals)) and not silent:
         return "failed"
     return "killed"
@@ -199,52 +205,48 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
     if verdict in ("completed", "failed"):
         state = ended(run_dir, exit_code).get("state")
         return 0 if state in (REQUEUED, "PENDING", "RUNNING") else exit_code  # requeued or resubmitted: not a failure
-    from trainer_cli.launch import restarts as restarts_log
-
     record = read(run_dir)
     request = record.get("requeue_request") or {}
     if record.get("requeue_request"):
         update(run_dir, requeue_request=None)
-    job_id, restarts = this_job_id(), restart_count()
-    max_restarts = int(os.environ.get(ENV_MAX_RESTARTS) or -1)
-    if verdict == "requeue":
+    job_id, restarts = this_job_id(), policy(run_dir)
+    if verdict == "requeue" and request:
         cause, left_s = request.get("cause") or restarts_log.UNKNOWN, request.get("seconds_left")
         checkpoint = request.get("checkpoint")
         said = f"SIGUSR1 at step {request.get('step', '?')} ({cause}{'' if left_s is None else f', {left_s} s left'}): saved {checkpoint}"
+    elif verdict == "requeue":  # SIGUSR1 killed a task before its handler was installed: nothing trained, nothing saved
+        delay = os.environ.get(restarts_log.ENV_SIGNAL_DELAY_S) or "0"
+        cause, left_s = restarts_log.cause_of_signal(scontrol_id(), int(delay) if delay.isdigit() else 0, None)
+        checkpoint = None
+        said = f"SIGUSR1 as a task started, before it could act on it ({cause}{'' if left_s is None else f', {left_s} s left'}): nothing to save"
     else:
-        if _requeued_by_slurm():
+        if restarts_log.requeued_by_slurm(scontrol_id()):
             print(f"trainer-cli: Slurm requeued job {job_id} itself: it resumes on its own", flush=True)
             return 0
         cause, left_s, checkpoint = restarts_log.STEP_KILLED, None, None
         said = f"the step ended with exit code {exit_code}, stopped by Slurm (a signal or a kill, not an error of the training)"
     event = {"job_id": job_id, "cause": cause, "seconds_left": left_s, "step": request.get("step"), "checkpoint": checkpoint}
-    if max_restarts >= 0 and restarts >= max_restarts:
-        restarts_log.record(run_dir, restart=restarts, action="stop", **event)
+    if not restarts.allows(cause):
+        restarts_log.record(run_dir, restart=restarts.count, action="stop", **event)
         update(run_dir, ended_by=cause)
-        print(
-            f"trainer-cli: {said}; not requeued, restart {restarts} is the last that --slurm.max_restarts "
-            f"{max_restarts} allows: the run stops here, ended by {restarts_log.ENDED_BY.get(cause, cause)}. "
-            f"Resume with: train submit --config {Path(run_dir) / 'config.yaml'}", flush=True,
-        )
+        print(f"trainer-cli: {said}; {restarts.refusal(cause)}. Resume with: train submit --config {Path(run_dir) / 'config.yaml'}", flush=True)
         code = 0 if verdict == "requeue" else exit_code
         ended(run_dir, code)
         return code
     if os.environ.get(ENV_REQUEUE_MODE) == "resubmit":
-        return _resubmit(run_dir, said, restarts + 1, event)
-    restarts_log.record(run_dir, restart=restarts + 1, action="requeue", **event)
+        return _resubmit(run_dir, said, restarts.count + 1, event)
+    restarts_log.record(run_dir, restart=restarts.count + 1, action="requeue", **event)
     requeued(run_dir, checkpoint or "")
-    print(f"trainer-cli: {said}; requeueing job {job_id} (restart {restarts + 1}), it resumes on its own", flush=True)
+    print(f"trainer-cli: {said}; requeueing job {job_id} (restart {restarts.count + 1}), it resumes on its own", flush=True)
     error = _slurm(["scontrol", "requeue", str(scontrol_id())])  # an array task alone
     if error:
         print(f"trainer-cli: `scontrol requeue {job_id}` failed: {error}; resubmitting instead", flush=True)
-        return _resubmit(run_dir, None, restarts + 1, event)
+        return _resubmit(run_dir, None, restarts.count + 1, event)
     return 0
 
 
 def _resubmit(run_dir: Path, said: str | None, restart: int, event: dict[str, Any]) -> int:
     """Queue the run's script again (:func:`resubmit`), recorded as restart ``restart``; 0, or 1 when sbatch refused."""
-    from trainer_cli.launch import restarts as restarts_log
-
     restarts_log.record(run_dir, restart=restart, action="resubmit", **event)
     record = resubmit_requested(run_dir, event.get("checkpoint") or "")
     start = f"{said}; the job" if said else "The job"
@@ -263,19 +265,6 @@ def _slurm(command: list[str], timeout_s: float = SLURM_TIMEOUT_S) -> str:
     return "" if proc.returncode == 0 else (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}")
 
 
-def _requeued_by_slurm() -> bool:
-    """Whether Slurm is requeueing this job already (a node failure): its restart count is past ours."""
-    import subprocess
-
-    try:
-        out = subprocess.run(["scontrol", "show", "job", "-o", str(scontrol_id())], capture_output=True, text=True, timeout=SLURM_TIMEOUT_S).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    fields = dict(word.partition("=")[::2] for word in out.split())
-    restarts = fields.get("Restarts", "")
-    return restarts.isdigit() and int(restarts) > int(os.environ.get("SLURM_RESTART_COUNT") or 0)
-
-
 def resubmit(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
     """Queue the run's own script again (``sbatch <run>/submit.sbatch``) as the next restart of
     this job, with the environment of this job's script less its Slurm variables; record the new job.
@@ -286,7 +275,7 @@ def resubmit(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
     """
     import subprocess
 
-    old_id, restarts = this_job_id(), restart_count() + 1
+    old_id, restarts = this_job_id(), policy().count + 1
     script = Path(record.get("script") or Path(run_dir) / "submit.sbatch")
     chain = [*map(str, record.get("resubmitted_from") or []), str(old_id)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(_JOB_ENV_PREFIXES) or k == "SLURM_CONF"}
@@ -314,10 +303,47 @@ def resubmit(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
     return update(run_dir, job_id=new_id, state="PENDING", restarts=restarts, prior_restarts=restarts, log=str(log), exit_code=None)
 
 
+MASTER_PORTS = range(10000, 30000)
+"""Where the rendezvous port of a job is chosen: below Linux's ephemeral ports (32768-60999), so no
+outgoing connection of the node holds it by chance."""
+
+
+def _port_is_free(port: int) -> bool:
+    """Whether a listener can bind ``port`` here as torch's TCPStore binds it (``SO_REUSEADDR``: a
+    connection of an ended job still in TIME_WAIT does not hold the port, a listening socket does)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def master_port(job_id: int, is_free: Any = _port_is_free, tries: int = 64) -> int:
+    """The ``MASTER_PORT`` of job ``job_id``, chosen on the first node of its allocation (where the
+    batch script runs and global rank 0 listens): ``10000 + job_id % 20000`` (jobs sharing a node
+    do not collide); when that is taken, a port of :data:`MASTER_PORTS` drawn from the job id
+    (not the next one: that is the next job's own port), the first of ``tries`` that is free."""
+    import random
+
+    ports = [MASTER_PORTS[job_id % len(MASTER_PORTS)], *random.Random(job_id).sample(MASTER_PORTS, tries)]
+    return next((port for port in ports if is_free(port)), ports[0])
 def main(argv: list[str]) -> int:
     """``python -m trainer_cli.launch.jobstate RUN_DIR start|end [EXIT_CODE]``: ``start`` returns 0
     (a record that cannot be written never fails the job); ``end`` returns the exit code for the
-    batch script (:func:`end_of_step`; srun's exit code when the decision itself fails)."""
+    batch script (:func:`end_of_step`; srun's exit code when the decision itself fails).
+    ``python -m trainer_cli.launch.jobstate port``: prints this job's ``MASTER_PORT`` (:func:`master_port`)."""
+    if argv[:1] == ["port"]:
+        job_id = os.environ.get("SLURM_JOB_ID") or "0"
+        number = int(job_id) if job_id.isdigit() else 0
+        port = master_port(number)
+        if port != MASTER_PORTS[number % len(MASTER_PORTS)]:
+            print(f"trainer-cli: MASTER_PORT {MASTER_PORTS[number % len(MASTER_PORTS)]} is taken on this node: using {port}", file=sys.stderr)
+        print(port)
+        return 0
     exit_code = 0
     try:
         run_dir, event = Path(argv[0]), argv[1]

@@ -63,7 +63,8 @@ class SlurmOptions:
     signal_delay_s: int = 120
     """Seconds before the time limit at which the job gets SIGUSR1 (checkpoint and requeue)."""
     max_restarts: int = 3
-    """How many times a preempted or timed-out job may requeue itself and resume."""
+    """How many times the job may restart after a time limit or a failure (a step Slurm killed) and
+    resume; preemptions (scancel -s USR1, the scheduler's) and Slurm's own requeues do not count."""
     requeue_mode: str = "requeue"
     """How the job restarts after SIGUSR1: requeue (scontrol requeue, same job id) or resubmit (sbatch
     of the same script into the same run, a new job id), for sites where a requeue does not bring

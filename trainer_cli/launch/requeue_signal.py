@@ -101,18 +101,12 @@ def requeue_in_progress() -> bool:
         return True
     if not under_slurm_batch():
         return False
-    import subprocess
-
     from trainer_cli.launch.jobstate import scontrol_id  # standard library only, too
+    from trainer_cli.launch.restarts import requeued_by_slurm
 
     job_id = scontrol_id() or os.environ["SLURM_JOB_ID"]  # an array task: its own record, not every task's
-    try:
-        out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
-        return False
-    fields = dict(word.partition("=")[::2] for word in out.split())
-    restarts, ours = fields.get("Restarts", ""), os.environ.get("SLURM_RESTART_COUNT") or "0"
-    if restarts.isdigit() and ours.isdigit() and int(restarts) > int(ours):
+    job = requeued_by_slurm(job_id)
+    if job:
         _state["requeued"] = True
-        print(f"trainer-cli: Slurm requeued job {job_id} ({fields.get('JobState', '?')}): it resumes on its own (restart {restarts})", flush=True)
+        print(f"trainer-cli: Slurm requeued job {job_id} ({job.get('JobState', '?')}): it resumes on its own (restart {job.get('Restarts')})", flush=True)
     return bool(_state["requeued"])

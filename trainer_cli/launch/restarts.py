@@ -22,6 +22,11 @@ the job was about to hit it anyway. Where ``scontrol`` cannot be asked the cause
 The cause is found by global rank 0 of the job (:class:`trainer_cli.callbacks.slurm_requeue.SynchronizedRequeue`), the log
 written by the batch script once the step ended (:func:`trainer_cli.launch.jobstate.end_of_step`)
 and read by ``train jobs``: ``RESTARTS 2 (1 time limit, 1 preempted)``.
+
+How many restarts a run may take is :class:`RestartPolicy`, the one place that counts them:
+``--slurm.max_restarts`` caps the restarts after a time limit or a failure; a preemption and a
+requeue Slurm makes itself (a node failure) never consume it (submitit's rule). Standard library
+only at import: the batch script's ``python -m trainer_cli.launch.jobstate`` imports it.
 """
 
 from __future__ import annotations
@@ -31,12 +36,11 @@ import os
 import subprocess
 import time
 from collections import Counter
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
-
-from trainer_cli.launch.cluster import scontrol_fields
-from trainer_cli.launch.options import time_limit_s
 
 EVENTS_FILE = "restarts.jsonl"
 TIME_LIMIT = "time limit"
@@ -52,6 +56,97 @@ EARLY_MARGIN_S = 90
 """Seconds past ``signal_delay_s`` that still count as the time limit's warning (Slurm: up to 60 s early)."""
 RESTART_ACTIONS = ("requeue", "resubmit")
 ENDED_BY = {TIME_LIMIT: "the time limit", PREEMPTED: "a preemption", UNKNOWN: "a SIGUSR1 of unknown cause", STEP_KILLED: "Slurm killing the step"}
+CAPPED = frozenset({TIME_LIMIT, UNKNOWN, STEP_KILLED})
+"""The causes whose restarts consume ``--slurm.max_restarts``: the time limit, a step Slurm killed
+(an out-of-memory kill looks the same: without a cap it would loop) and a SIGUSR1 whose cause could
+not be told. A preemption (:data:`PREEMPTED`: the scheduler's, an operator's ``scancel -s USR1``)
+and a requeue Slurm made itself (:data:`BY_SLURM`: a node failure) restart without consuming it."""
+ENV_MAX_RESTARTS = "TRAINER_CLI_MAX_RESTARTS"
+"""Exported by the sbatch template: ``--slurm.max_restarts``."""
+ENV_PRIOR_RESTARTS = "TRAINER_CLI_PRIOR_RESTARTS"
+"""Set by a resubmission for the new job: the restarts of the jobs of the run before it."""
+ENV_SIGNAL_DELAY_S = "TRAINER_CLI_SIGNAL_DELAY_S"
+"""Exported by the sbatch template: ``--slurm.signal_delay_s``."""
+
+
+def _env_count(environ: Mapping[str, str], name: str) -> int:
+    value = environ.get(name) or "0"
+    return int(value) if value.isdigit() else 0
+
+
+@dataclass(frozen=True)
+class RestartPolicy:
+    """How often this submission of a run has restarted, and whether it may restart once more.
+
+    Submitit's rule: ``--slurm.max_restarts`` caps the restarts for a cause in :data:`CAPPED` (the
+    time limit, a failure); preemptions restart the job however often they come. A new ``train
+    submit`` into the run starts a new count.
+    """
+
+    count: int = 0
+    """Every restart so far: Slurm's requeues of this job (``SLURM_RESTART_COUNT``, its own and its
+    requeues by Slurm) plus the restarts of the jobs it was resubmitted from (:data:`ENV_PRIOR_RESTARTS`)."""
+    capped: int = 0
+    """The restarts of :attr:`count` that consumed the cap (their causes, in ``restarts.jsonl``)."""
+    cap: int | None = None
+    """``--slurm.max_restarts``; None where the script does not say (a site's own template): no cap."""
+
+    @classmethod
+    def of_job(cls, run_dir: Path | None = None, job_ids: Iterable[str] = (), environ: Mapping[str, str] = os.environ) -> "RestartPolicy":
+        """The policy of the job this process runs in.
+
+        Args:
+            run_dir: The run directory (its ``restarts.jsonl`` gives the causes); None: :attr:`capped` 0.
+            job_ids: The jobs of this submission: this job and those it resubmitted itself from.
+            environ: The job's environment (Slurm's and the template's variables).
+        """
+        ids = {str(j) for j in job_ids}
+        events = read(run_dir) if run_dir is not None else []
+        capped = {e.get("restart") for e in events if str(e.get("job_id")) in ids and e.get("action") in RESTART_ACTIONS and e.get("cause") in CAPPED}
+        cap = environ.get(ENV_MAX_RESTARTS) or ""
+        count = _env_count(environ, "SLURM_RESTART_COUNT") + _env_count(environ, ENV_PRIOR_RESTARTS)
+        return cls(count=count, capped=len(capped), cap=int(cap) if cap.isdigit() else None)
+
+    @staticmethod
+    def consumes_cap(cause: str) -> bool:
+        """Whether a restart for ``cause`` counts against the cap (:data:`CAPPED`)."""
+        return cause in CAPPED
+
+    def allows(self, cause: str) -> bool:
+        """Whether the job may restart once more for ``cause``."""
+        return not self.consumes_cap(cause) or self.cap is None or self.capped < self.cap
+
+    def refusal(self, cause: str) -> str:
+        """Why a restart for ``cause`` is not made (when :meth:`allows` is False), for the log."""
+        return (
+            f"not requeued: {self.capped} of the restarts so far followed a time limit or a failure, the most "
+            f"--slurm.max_restarts {self.cap} allows (preemptions do not count): the run stops here, "
+            f"ended by {ENDED_BY.get(cause, cause)}"
+        )
+
+
+def requeued_by_slurm(job_id: str | None) -> dict[str, str] | None:
+    """Whether Slurm is requeueing ``job_id`` itself (a node failure, ``scontrol requeue`` by hand):
+    its restart count (``scontrol show job``) is past this process's ``SLURM_RESTART_COUNT``.
+
+    Returns:
+        The job's ``scontrol show job`` fields when it is, else None (also when scontrol cannot be asked).
+    """
+    if not job_id:
+        return None
+    try:
+        out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=20).stdout
+    except (OSError, subprocess.SubprocessError):
+        return None
+    job = _fields(out)
+    restarts = job.get("Restarts", "")
+    return job if restarts.isdigit() and int(restarts) > _env_count(os.environ, "SLURM_RESTART_COUNT") else None
+
+
+def _fields(line: str) -> dict[str, str]:
+    from trainer_cli.launch.cluster import scontrol_fields
+
+    return scontrol_fields(line)
 
 
 def classify(job: dict[str, str], signal_delay_s: int, since_signal_s: float = 0.0) -> tuple[str, int | None]:
@@ -66,6 +161,8 @@ def classify(job: dict[str, str], signal_delay_s: int, since_signal_s: float = 0
         ``(cause, seconds left when the signal came)``: cause :data:`TIME_LIMIT`, :data:`PREEMPTED`
         or :data:`UNKNOWN` (``job`` empty); seconds None without a time limit.
     """
+    from trainer_cli.launch.options import time_limit_s
+
     if not job:
         return UNKNOWN, None
     limit_s, run_s = time_limit_s(job.get("TimeLimit", "")), time_limit_s(job.get("RunTime", ""))
@@ -89,7 +186,7 @@ def cause_of_signal(job_id: str | None, signal_delay_s: int, signalled_at: float
     if job_id:
         try:
             proc = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=20)
-            job = scontrol_fields(proc.stdout) if proc.returncode == 0 else {}
+            job = _fields(proc.stdout) if proc.returncode == 0 else {}
         except (OSError, subprocess.SubprocessError):
             job = {}
     since = max(time.time() - signalled_at, 0.0) if signalled_at else 0.0

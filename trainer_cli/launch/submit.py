@@ -249,14 +249,20 @@ def plan(args: list[str], dry_run: bool, cli: Any = None, script: str | None = N
     root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
     job_name = slurm.job_name or config.name
     context = {"slurm": slurm, "resources": resources, "root": root, "job_name": job_name}
-    if not config.run_dir and config.get("ckpt_path") == "last":  # as `train fit`: the newest run of the experiment
+    ckpt = config.get("ckpt_path")
+    if not config.run_dir and ckpt in ("last", "best"):  # as `train fit`: the newest run of the experiment
         from trainer_cli.rundir import newest_resumable
 
         found = newest_resumable(root, config.name)
         if found is None:
-            raise UserError(f"--ckpt_path last: no run of {config.name!r} under {root} has a checkpoint; submit without --ckpt_path to start one")
+            raise UserError(f"--ckpt_path {ckpt}: no run of {config.name!r} under {root} has a checkpoint; submit without --ckpt_path to start one")
         config.run_dir = str(found)
         print(f"resubmit: into the newest run of {config.name!r}: {found}")
+    if ckpt == "best" and config.run_dir:  # the job resolves it as `train fit --ckpt_path best` does: say now if it cannot
+        from trainer_cli.rundir import best_checkpoint
+
+        if best_checkpoint(Path(config.run_dir)) is None:
+            raise UserError(f"--ckpt_path best: {config.run_dir} has no best checkpoint (no ModelCheckpoint with a monitor saved one); use --ckpt_path last or give a checkpoint file")
     if config.run_dir:  # resubmitting into an existing run (resume in place)
         run_dir, created = Path(config.run_dir).absolute(), False
     elif dry_run:
