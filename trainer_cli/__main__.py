@@ -25,7 +25,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "cv": ("trainer_cli.commands.cv:main", "Stratified k-fold cross-validation: one run per fold, a table of metrics."),
     "export": ("trainer_cli.commands.export:main", "Export a checkpoint's nn.Module: state_dict + rebuild spec (+ torch.export, ONNX)."),
     "submit": ("trainer_cli.launch.submit:main", "Queue `fit` as a Slurm job (multi-node DDP, requeue and resume)."),
-    "jobs": ("trainer_cli.launch.jobs:main", "List the Slurm jobs submitted from here: state, restarts, progress, log (--tail RUN follows one)."),
+    "jobs": ("trainer_cli.launch.jobs:main", "List the Slurm jobs submitted from here: state, why it waits or how it ended, restarts, progress, log (--tail RUN follows one)."),
     "cancel": ("trainer_cli.launch.jobs:cancel", "Cancel the Slurm jobs of a submitted run (fit, test, cv array and aggregate)."),
     "sweep-results": ("trainer_cli.sweeps.results:main", "The table of a sweep (`--sweep` on fit or submit): swept values, best metric, state; writes CSV/JSON."),
     "ls": ("trainer_cli.listing:main", "List what can be named: models, data, callbacks, optimizers, schedulers, configs."),
