@@ -59,9 +59,9 @@ $TRAINER_CLI_CONFIG_PATH (os.pathsep-separated).
 
 
 def usage() -> str:
-    width = max(len(v) for v in VERBS)
-    lines = [f"  {verb.ljust(width)}  {help_}" for verb, (_, help_) in VERBS.items()]
-    return USAGE.format(verbs="\n".join(lines))
+    from trainer_cli.tables import format_table
+
+    return USAGE.format(verbs=format_table([(verb, help_) for verb, (_, help_) in VERBS.items()], indent=2))
 
 
 def main(argv: list[str] | None = None) -> int:
