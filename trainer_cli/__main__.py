@@ -24,6 +24,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "scale-batch-size": ("trainer_cli.commands.scale_batch_size:main", "Find the largest batch size that fits (power or binsearch)."),
     "cv": ("trainer_cli.commands.cv:main", "Stratified k-fold cross-validation: one run per fold, a table of metrics."),
     "export": ("trainer_cli.commands.export:main", "Export a checkpoint's nn.Module: state_dict + rebuild spec (+ torch.export, ONNX)."),
+    "doctor": ("trainer_cli.launch.doctor:main", "Check an allocation before a run waits for it: devices, network, versions, run root, code, rendezvous, timed all-reduce (--local: here)."),
     "submit": ("trainer_cli.launch.submit:main", "Queue `fit` as a Slurm job (multi-node DDP, requeue and resume)."),
     "jobs": ("trainer_cli.launch.jobs:main", "List the Slurm jobs submitted from here: state, why it waits or how it ended, restarts, progress, log (--tail RUN follows one)."),
     "cancel": ("trainer_cli.launch.jobs:cancel", "Cancel the Slurm jobs of a submitted run (fit, test, cv array and aggregate)."),
