@@ -153,33 +153,21 @@ def run_local(tasks: int, run_root: Path, class_paths: list[str], timeout_s: flo
     return read_reports(out), late
 
 
-def _node_states(partition: str | None) -> list[tuple[str, str]]:
-    """``(node, state)`` of the partition's nodes (the default partition's when None)."""
+def unhealthy_nodes(partition: str | None) -> tuple[list[str], int]:
+    """The partition's nodes (the default partition's when None) that are down, drained or failing,
+    as ``node is STATE``, and how many nodes it has."""
     from trainer_cli.launch.cluster import read_cluster, scontrol_fields
 
-    parts = read_cluster()
-    chosen = next((p for p in parts if (p.name == partition if partition else p.default)), None)
+    chosen = next((p for p in read_cluster() if (p.name == partition if partition else p.default)), None)
     names = {n.name for n in chosen.nodes} if chosen else set()
     proc = subprocess.run(["scontrol", "show", "node", "-o"], capture_output=True, text=True, timeout=20)
-    states = []
+    bad = []
     for line in proc.stdout.splitlines():
         f = scontrol_fields(line)
-        if f.get("NodeName") in names:
-            states.append((f["NodeName"], f.get("State", "UNKNOWN")))
-    return states
-
-
-def check_nodes(partition: str | None, nodes_needed: int) -> str | None:
-    """Name the partition's nodes that are down, drained or failing.
-
-    Returns:
-        A warning naming them when enough healthy nodes remain, else None.
-
-    Raises:
-        UserError: never; a failure is returned by :func:`run_slurm` as a check.
-    """
-    bad = [(n, s) for n, s in _node_states(partition) if any(word in s.upper() for word in BAD_NODE_STATES)]
-    return ", ".join(f"{n} is {s}" for n, s in bad) if bad else None
+        state = f.get("State", "UNKNOWN")
+        if f.get("NodeName") in names and any(word in state.upper() for word in BAD_NODE_STATES):
+            bad.append(f"{f['NodeName']} is {state}")
+    return bad, len(names)
 
 
 def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[dict[str, Any]], list[str], int]:
@@ -204,13 +192,12 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
     res = job.resources
-    bad = check_nodes(job.slurm.partition, res.nodes)
+    bad, total = unhealthy_nodes(job.slurm.partition)
     if bad:
-        healthy = len(_node_states(job.slurm.partition)) - bad.count(" is ")
-        if healthy < res.nodes:
-            where = job.slurm.partition or "the default partition"
-            return [], [f"{bad}: {where} has {healthy} healthy node(s), the job needs {res.nodes}"], res.world_size
-        print(f"warning: {bad} (the job can run on the other nodes)", file=sys.stderr)
+        where = f"partition {job.slurm.partition}" if job.slurm.partition else "the default partition"
+        if total - len(bad) < res.nodes:
+            return [], [f"{', '.join(bad)}: {where} has {total - len(bad)} healthy node(s), the job needs {res.nodes}"], res.world_size
+        print(f"warning: {', '.join(bad)} (the job can run on the other nodes of {where})", file=sys.stderr)
     run_dir = (job.root / "doctor" / datetime.now().strftime("%Y%m%d-%H%M%S-%f")).absolute()
     run_dir.mkdir(parents=True)
     out = run_dir / "reports"

@@ -123,7 +123,7 @@ def environment() -> Any:
     return SLURMEnvironment()
 
 
-def run_checks(out: Path, run_root: Path, class_paths: list[str], timeout_s: float, size_mb: float, iters: int) -> list[dict[str, Any]]:
+def run_checks(run_root: Path, class_paths: list[str], timeout_s: float, size_mb: float, iters: int) -> list[dict[str, Any]]:
     """Every check of this task, in order (see the module docstring); stops after a failed
     network check (no rendezvous) or a failed rendezvous (no all-reduce)."""
     checks = []
@@ -244,7 +244,7 @@ def main(argv: list[str] | None = None) -> int:
     opts = parser.parse_args(argv)
     started = time.monotonic()
     try:
-        checks = run_checks(opts.out, opts.run_root, opts.class_path, opts.timeout_s, opts.size_mb, opts.iters)
+        checks = run_checks(opts.run_root, opts.class_path, opts.timeout_s, opts.size_mb, opts.iters)
     except Exception as err:  # report rather than die silently: the doctor reads the file
         checks = [_check("probe", False, f"{type(err).__name__}: {err}")]
     rank = os.environ.get("SLURM_PROCID", os.environ.get("RANK", "0"))
