@@ -65,3 +65,10 @@ def test_two_nodes_by_two_tasks_pass_and_a_drained_node_is_named(slurm_cluster: 
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
     assert "node2 is IDLE+DRAIN" in done.stderr and "partition short has 1 healthy node(s), the job needs 2" in done.stderr, done.stderr
     assert "doctor job" not in done.stdout, "nothing queued"
+
+
+def test_slurm_form_without_arguments_says_what_it_needs(capsys) -> None:  # type: ignore[no-untyped-def]
+    from trainer_cli.__main__ import main
+
+    assert main(["doctor"]) == 2
+    assert "give it what you would give `train submit`" in capsys.readouterr().err

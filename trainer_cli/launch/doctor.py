@@ -243,6 +243,9 @@ def main(args: list[str]) -> int:
     opts, rest = parser.parse_known_args(args)
     if opts.timeout <= 0 or opts.tasks < 1 or opts.size_mb <= 0:
         raise UserError("--timeout, --tasks and --size_mb must be above 0")
+    if not opts.local and not rest:
+        raise UserError("train doctor checks the allocation of a run: give it what you would give `train submit` "
+                        "(--config FILE ... --trainer.num_nodes N --trainer.devices N), or --local to check this machine")
     if opts.local:
         root, class_paths = Path("runs"), []
         if rest:
