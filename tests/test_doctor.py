@@ -13,6 +13,8 @@ import subprocess
 import time
 from pathlib import Path
 
+import pytest
+
 from slurm_support import LOCAL_PROFILE, resume_node, slurm_cluster  # noqa: F401 - a fixture
 from support import DIGITS, run_train
 from trainer_cli.launch.probe import ifname_problem
@@ -67,7 +69,7 @@ def test_two_nodes_by_two_tasks_pass_and_a_drained_node_is_named(slurm_cluster: 
     assert "doctor job" not in done.stdout, "nothing queued"
 
 
-def test_slurm_form_without_arguments_says_what_it_needs(capsys) -> None:  # type: ignore[no-untyped-def]
+def test_slurm_form_without_arguments_says_what_it_needs(capsys: pytest.CaptureFixture[str]) -> None:
     from trainer_cli.__main__ import main
 
     assert main(["doctor"]) == 2
