@@ -111,3 +111,16 @@ def test_held_job_explained_and_a_dozen_jobs_and_an_array_in_two_calls(slurm_clu
         mine = [line.split()[0] for line in listed.splitlines() if str(tmp_path) in line]
         if mine:
             subprocess.run(["scancel", *mine], timeout=30)
+
+
+def test_a_job_slurm_forgot_shows_its_recorded_cause(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No Slurm to ask (an empty PATH): the row comes from <run>/job.json, its cause with its exit code."""
+    from trainer_cli.launch import jobs
+
+    run_dir = tmp_path / "digits" / "version_0"
+    run_dir.mkdir(parents=True)
+    (run_dir / "job.json").write_text(json.dumps({"job_id": "777", "state": "FAILED", "exit_code": 3, "restarts": 0}))
+    (run_dir / "slurm-777.log").write_text("epoch 1/4  train/loss 0.9000  val/loss 0.8000  val/acc 0.5000  1.0 s  9.5 steps/s\nTraceback ...\n")
+    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm-here"))
+    (row,) = jobs.job_rows([{"job_id": "777", "job_name": "digits", "run_dir": str(run_dir)}])
+    assert row[:3] == ("777", "FAILED", "0") and row[4] == "failed: exit code 3; epoch 1/4 val/loss 0.8000 val/acc 0.5000 9.5 steps/s", row
