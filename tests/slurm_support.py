@@ -81,6 +81,25 @@ def scontrol_job(job_id: str) -> dict[str, str]:
     return fields
 
 
+def counting_slurm_path(tmp_path: Path, commands: tuple[str, ...] = ("scontrol", "sacct", "squeue")) -> tuple[dict[str, str], Path]:
+    """A PATH that runs ``commands`` through wrappers noting each call (a line with the command's
+    name in the returned file) before they exec the real binary: real calls counted, not mocked.
+
+    Returns:
+        ``({"PATH": ...}, calls_file)``, the environment to run ``train`` with and where calls are noted.
+    """
+    import shutil
+
+    bin_dir, calls = tmp_path / "counting_bin", tmp_path / "slurm_calls.txt"
+    bin_dir.mkdir(exist_ok=True)
+    for command in commands:
+        real = shutil.which(command)
+        assert real is not None, f"{command} not on PATH"
+        (bin_dir / command).write_text(f'#!/bin/sh\necho {command} >> "{calls}"\nexec "{real}" "$@"\n')
+        (bin_dir / command).chmod(0o755)
+    return {"PATH": f"{bin_dir}:{os.environ['PATH']}"}, calls
+
+
 def wait_for_state(job_id: str, states: set[str] = FINAL_STATES, timeout_s: float = 300) -> str:
     """Poll until the job reaches one of ``states``; returns it (fails the test on timeout)."""
     deadline = time.monotonic() + timeout_s

@@ -39,6 +39,10 @@ def test_three_folds_make_three_runs_and_a_table(tmp_path: Path) -> None:
     assert float(rows[3]["val/acc"]) == summary["mean"]["val/acc"]
     table = proc.stdout[proc.stdout.index("cross-validation"):]
     assert "mean" in table and "std" in table and "val/acc" in table
+    from matplotlib.image import imread
+
+    pixels = imread(cv_dir / "cv_results.png")  # a bar per fold for each metric
+    assert pixels.shape[0] > 100 and pixels[..., :3].var() > 1e-3, "the picture is not blank"
 
     # the aggregate alone rebuilds the same files; a finished fold is not trained again
     expected = (cv_dir / "cv_results.csv").read_text()

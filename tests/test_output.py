@@ -33,7 +33,7 @@ def test_reader_gone_early_is_quiet(args: list[str]) -> None:
     assert done.returncode == 141  # 128 + SIGPIPE, what a shell reports
 
 
-EPOCH_LINE = re.compile(r"^epoch (\d+)/(\d+)((?:  [\w/.-]+ -?\d+\.\d{4}(?:e[-+]\d+)?)+)  \d+\.\d s$")
+EPOCH_LINE = re.compile(r"^epoch (\d+)/(\d+)((?:  [\w/.-]+ -?\d+\.\d{4}(?:e[-+]\d+)?)+)  \d+\.\d s  \d+\.\d steps/s$")
 NOISE = (
     "srun",  # Lightning's srun hint (an `srun` is on PATH below, as on a machine with Slurm)
     "💡 Tip", "litlogger", "litmodels",

@@ -36,6 +36,7 @@ LIMITS: dict[str, list[str]] = {
     "lr-find": ["--num_training", "30"],
     "scale-batch-size": ["--steps_per_trial", "1", *FIT_LIMITS],
     "submit": ["--dry-run"],
+    "doctor": ["--size_mb", "1", "--timeout", "60"],
 }
 # README sections whose commands need something this test cannot give them
 NEEDS_CLUSTER = {"jobs"}  # `train jobs` right after a real submission: tests/test_slurm_cluster.py
@@ -105,7 +106,7 @@ def _runnable(command: str) -> list[str]:
 def _commands(title: str) -> Iterator[list[str]]:
     for command in SECTIONS[title][0]:
         argv = _runnable(command)
-        if argv[0] not in NEEDS_CLUSTER:
+        if argv[0] not in NEEDS_CLUSTER and not (argv[0] == "doctor" and "--local" not in argv):  # its Slurm form: tests/test_doctor.py
             yield argv
 
 

@@ -11,7 +11,6 @@ import io
 import json
 import os
 import re
-import shutil
 import subprocess
 import sys
 import time
@@ -22,7 +21,7 @@ import torch
 
 from support import DIGITS, USER_MODULE, quiet_args, run_train
 from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
-    LOCAL_PROFILE, job_id_from, newest_step, resume_node, scontrol_job, slurm_cluster, train_submit, usr1_at_start, wait_for_file,
+    LOCAL_PROFILE, counting_slurm_path, job_id_from, newest_step, resume_node, scontrol_job, slurm_cluster, train_submit, usr1_at_start, wait_for_file,
     wait_for_requeue, wait_for_state, wait_for_step,
 )
 from trainer_cli.errors import UserError
@@ -417,14 +416,8 @@ def test_train_jobs_asks_slurm_once_for_20_jobs_then_tails_and_cancels(slurm_clu
     with open(root / jobs.REGISTRY_NAME, "a") as registry:
         registry.write(json.dumps({"job_id": sleeper, "job_name": "old", "run_dir": str(other)}) + "\n")
 
-    bin_dir, calls = tmp_path / "bin", tmp_path / "calls.txt"
-    bin_dir.mkdir()
-    for command in ("scontrol", "sacct", "squeue"):
-        real = shutil.which(command)
-        assert real is not None
-        (bin_dir / command).write_text(f'#!/bin/sh\necho {command} >> "{calls}"\nexec "{real}" "$@"\n')
-        (bin_dir / command).chmod(0o755)
-    done = run_train("jobs", "--root", str(root), "--last", "50", env={"PATH": f"{bin_dir}:{os.environ['PATH']}"})
+    counting, calls = counting_slurm_path(tmp_path)
+    done = run_train("jobs", "--root", str(root), "--last", "50", env=counting)
     assert done.returncode == 0, done.stderr[-3000:]
     made = calls.read_text().split()
     assert made.count("scontrol") == 1 and made.count("sacct") <= 1 and "squeue" not in made, made

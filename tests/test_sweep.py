@@ -22,11 +22,24 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
     LOCAL_PROFILE, job_id_from, newest_step, scontrol_job, slurm_cluster, train_submit, wait_for_file, wait_for_requeue, wait_for_state,
 )
 from trainer_cli.errors import UserError
+from trainer_cli import plots
 from trainer_cli.launch import jobs
 from trainer_cli.sweeps import results
 from trainer_cli.sweeps.space import take_sweep_args
 
 SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2"]
+
+
+def assert_sweep_picture(sweep_dir: Path, table: dict, trials: int) -> None:
+    """``sweep_results.png`` exists, read back is a picture (not blank), and draws ``trials`` points
+    on each swept axis, one of them marked best."""
+    from matplotlib.image import imread
+
+    pixels = imread(sweep_dir / plots.SWEEP_PNG)
+    assert pixels.ndim == 3 and pixels.shape[0] > 100 and pixels[..., :3].var() > 1e-3, "the picture is not blank"
+    points = plots.sweep_points(table)
+    assert set(points) == set(table["keys"]) and all(len(p) == trials for p in points.values()), points
+    assert all(sum(best for *_, best in p) == 1 for p in points.values())
 
 
 # -- the expansion ---------------------------------------------------------------------------------
@@ -162,6 +175,7 @@ def test_fit_sweep_runs_trials_here_then_the_table(tmp_path: Path, capfd: pytest
     table = json.loads((sweep_dir / "sweep_results.json").read_text())
     assert table["monitor"] == "val/acc" and table["mode"] == "max" and len(table["rows"]) == 2
     assert "trial  optimizer.init_args.lr  val/acc (max)  state" in out.getvalue()
+    assert_sweep_picture(sweep_dir, table, 2)
     best = next(r for r in table["rows"] if r["trial"] == 0)["score"]
     assert results.logged_best(sweep_dir / "trial_000", "val/acc", "max") == pytest.approx(best), "TensorBoard agrees (read before a checkpoint has a score)"
 
@@ -203,6 +217,7 @@ def test_grid_of_ddp_trials_completes_as_one_job_array(slurm_cluster: None, tmp_
     assert {(r["values"]["optimizer.init_args.lr"], r["values"]["data.init_args.batch_size"]) for r in table["rows"]} == {
         (0.001, 32), (0.001, 64), (0.01, 32), (0.01, 64)}
     assert len(list(csv.DictReader((sweep_dir / "sweep_results.csv").open()))) == 4
+    assert_sweep_picture(sweep_dir, table, 4)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert jobs.main(["--root", str(tmp_path)]) == 0

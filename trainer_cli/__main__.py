@@ -24,8 +24,9 @@ VERBS: dict[str, tuple[str, str]] = {
     "scale-batch-size": ("trainer_cli.commands.scale_batch_size:main", "Find the largest batch size that fits (power or binsearch)."),
     "cv": ("trainer_cli.commands.cv:main", "Stratified k-fold cross-validation: one run per fold, a table of metrics."),
     "export": ("trainer_cli.commands.export:main", "Export a checkpoint's nn.Module: state_dict + rebuild spec (+ torch.export, ONNX)."),
+    "doctor": ("trainer_cli.launch.doctor:main", "Check an allocation before a run waits for it: devices, network, versions, run root, code, rendezvous, timed all-reduce (--local: here)."),
     "submit": ("trainer_cli.launch.submit:main", "Queue `fit` as a Slurm job (multi-node DDP, requeue and resume)."),
-    "jobs": ("trainer_cli.launch.jobs:main", "List the Slurm jobs submitted from here: state, restarts, progress, log (--tail RUN follows one)."),
+    "jobs": ("trainer_cli.launch.jobs:main", "List the Slurm jobs submitted from here: state, why it waits or how it ended, restarts, progress, log (--tail RUN follows one)."),
     "cancel": ("trainer_cli.launch.jobs:cancel", "Cancel the Slurm jobs of a submitted run (fit, test, cv array and aggregate)."),
     "sweep-results": ("trainer_cli.sweeps.results:main", "The table of a sweep (`--sweep` on fit or submit): swept values, best metric, state; writes CSV/JSON."),
     "ls": ("trainer_cli.listing:main", "List what can be named: models, data, callbacks, optimizers, schedulers, configs."),
@@ -59,9 +60,9 @@ $TRAINER_CLI_CONFIG_PATH (os.pathsep-separated).
 
 
 def usage() -> str:
-    width = max(len(v) for v in VERBS)
-    lines = [f"  {verb.ljust(width)}  {help_}" for verb, (_, help_) in VERBS.items()]
-    return USAGE.format(verbs="\n".join(lines))
+    from trainer_cli.tables import format_table
+
+    return USAGE.format(verbs=format_table([(verb, help_) for verb, (_, help_) in VERBS.items()], indent=2))
 
 
 def main(argv: list[str] | None = None) -> int:

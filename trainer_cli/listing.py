@@ -17,6 +17,7 @@ from pathlib import Path
 
 from trainer_cli.errors import UserError, did_you_mean
 from trainer_cli.paths import configs_dir
+from trainer_cli.tables import format_table
 
 PROJECT_DIR = Path(__file__).resolve().parent
 PACKAGE_DIRECTIVE = "@package"
@@ -166,9 +167,7 @@ def config_description(path: Path) -> str:
 
 
 def _section(title: str, rows: Iterable[tuple[str, str]]) -> str:
-    rows = list(rows)
-    width = max((len(n) for n, _ in rows), default=0)
-    body = "\n".join(f"  {n.ljust(width)}  {d}".rstrip() for n, d in rows) or "  (none)"
+    body = format_table(list(rows), indent=2) or "  (none)"
     return f"{title}\n{body}"
 
 

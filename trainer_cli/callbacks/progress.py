@@ -57,10 +57,11 @@ def format_metric(value: float) -> str:
 class EpochLineProgress(ProgressBar):
     """Progress for logs: one line per training epoch, no redraws (global rank 0 only).
 
-    For example ``epoch 3/10  train/loss 0.0410  train/acc 0.9861  val/loss 0.0520  val/acc 0.9850  12.1 s``:
+    For example ``epoch 3/10  train/loss 0.0410  train/acc 0.9861  val/loss 0.0520  val/acc 0.9850  12.1 s  7.8 steps/s``:
     the epoch (counted from 1), the metrics logged for it (``trainer.callback_metrics``: training
-    metrics first; validation metrics only when validation ran that epoch) and its wall time
-    (training and validation). The line is printed once the epoch's last metrics are in, i.e. as
+    metrics first; validation metrics only when validation ran that epoch), its wall time
+    (training and validation) and its optimizer steps per second of that time (``train jobs``
+    shows the last one of a running job). The line is printed once the epoch's last metrics are in, i.e. as
     the next epoch starts or training ends. The default display when stdout is not a terminal.
     """
 
@@ -68,8 +69,9 @@ class EpochLineProgress(ProgressBar):
         super().__init__()
         self._enabled = True
         self._epoch_start = 0.0
+        self._epoch_start_step = 0
         self._validated = False
-        self._finished: tuple[int, float, bool] | None = None  # epoch, seconds, validated: not printed yet
+        self._finished: tuple[int, float, bool, int] | None = None  # epoch, seconds, validated, steps: not printed yet
 
     @property
     def is_enabled(self) -> bool:
@@ -83,10 +85,12 @@ class EpochLineProgress(ProgressBar):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._epoch_start = time.monotonic()  # a resume in the middle of an epoch starts no epoch
+        self._epoch_start_step = trainer.global_step
 
     def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._print_finished(trainer)
         self._epoch_start = time.monotonic()
+        self._epoch_start_step = trainer.global_step
         self._validated = False
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
@@ -95,7 +99,8 @@ class EpochLineProgress(ProgressBar):
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         # the module's own on_train_epoch_end metrics (train/acc) are logged after this hook
-        self._finished = (trainer.current_epoch, time.monotonic() - self._epoch_start, self._validated)
+        steps = trainer.global_step - self._epoch_start_step
+        self._finished = (trainer.current_epoch, time.monotonic() - self._epoch_start, self._validated, steps)
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._print_finished(trainer)
@@ -103,8 +108,8 @@ class EpochLineProgress(ProgressBar):
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
         self._print_finished(trainer)
 
-    def epoch_line(self, trainer: pl.Trainer, epoch: int, seconds: float, validated: bool) -> str:
-        """The line printed for ``epoch`` (0-based) that took ``seconds``."""
+    def epoch_line(self, trainer: pl.Trainer, epoch: int, seconds: float, validated: bool, steps: int = 0) -> str:
+        """The line printed for ``epoch`` (0-based) that took ``seconds`` for ``steps`` optimizer steps."""
         total = f"/{trainer.max_epochs}" if trainer.max_epochs is not None and trainer.max_epochs > 0 else ""
         metrics = {
             k: v for k, v in trainer.callback_metrics.items()
@@ -112,6 +117,8 @@ class EpochLineProgress(ProgressBar):
         }
         names = sorted(metrics, key=lambda k: not k.startswith("train"))  # stable: training metrics first
         cells = [f"epoch {epoch + 1}{total}", *(f"{k} {format_metric(float(metrics[k]))}" for k in names), f"{seconds:.1f} s"]
+        if steps > 0 and seconds > 0:
+            cells.append(f"{steps / seconds:.1f} steps/s")
         return "  ".join(cells)
 
     def _print_finished(self, trainer: pl.Trainer) -> None:

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import math
+import sys
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_only
+
+from trainer_cli.tables import print_table
 
 
 class RunSummary(pl.Callback):
@@ -53,5 +56,5 @@ class RunSummary(pl.Callback):
             ("strategy", q["strategy"]),
             ("run directory", self.run_dir or trainer.default_root_dir),
         ]
-        width = max(len(k) for k, _ in rows)
-        print("\n".join(f"{k.ljust(width)}  {v}" for k, v in rows), flush=True)
+        print_table([(k, str(v)) for k, v in rows])
+        sys.stdout.flush()

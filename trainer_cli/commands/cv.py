@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer_cli import rundir
+from trainer_cli import rundir, tables
 from trainer_cli.commands.configured_run import build_run, parse_verb_args, verb_parser
 from trainer_cli.errors import UserError
 
@@ -211,13 +211,14 @@ def print_table(summary: dict[str, Any]) -> None:
     names = list(summary["mean"])
     rows = [[str(r["fold"]), *(f"{r['metrics'].get(n, math.nan):.4f}" for n in names)] for r in summary["folds"]]
     rows += [["mean", *(f"{summary['mean'][n]:.4f}" for n in names)], ["std", *(f"{summary['std'][n]:.4f}" for n in names)]]
-    header = ["fold", *names]
-    widths = [max(len(row[i]) for row in [header, *rows]) for i in range(len(header))]
-    print("\ncross-validation (validation metrics of each fold's final weights):")
-    for row in [header, *rows]:
-        print("  " + "  ".join(cell.rjust(w) for cell, w in zip(row, widths)))
+    print()
+    tables.print_table(rows, ["fold", *names], align="r" * (len(names) + 1), indent=2,
+                       title="cross-validation (validation metrics of each fold's final weights):")
     cv_dir = Path(summary["cv_dir"])
-    print(f"written: {cv_dir / RESULTS_CSV}, {cv_dir / RESULTS_JSON}", flush=True)
+    from trainer_cli.plots import CV_PNG, plot_folds
+
+    png = plot_folds(summary, cv_dir / CV_PNG)
+    print(f"written: {cv_dir / RESULTS_CSV}, {cv_dir / RESULTS_JSON}" + (f", {png}" if png else ""), flush=True)
 
 
 def _is_rank_zero() -> bool:

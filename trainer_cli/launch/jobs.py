@@ -9,8 +9,10 @@ counts from 1 again) is matched on the script the job runs (``<run>/submit.sbatc
 id alone. Once Slurm has forgotten a job, its state and restarts are the ones the job recorded in
 ``<run>/job.json`` (:mod:`trainer_cli.launch.jobstate`); a job that resubmitted itself is followed
 to its new id there. Per job the table shows state, restarts (with their causes, from
-``<run>/restarts.jsonl``: ``2 (1 time limit, 1 preempted)``), elapsed time, the last epoch line of
-its log (``epoch 3/10 ... val/acc 0.9850``) and the log path.
+``<run>/restarts.jsonl``: ``2 (1 time limit, 1 preempted)``), elapsed time, a DETAIL in words
+(:mod:`trainer_cli.launch.job_detail`: why a pending job waits, what to do and Slurm's estimated
+start; a running job's nodes; an ended job's cause; then the last epoch line of its log, ``epoch
+3/10 val/acc 0.9850 7.8 steps/s``) and the log path.
 
 A sweep (``train submit --sweep``) is listed one row per trial (``<array id>_<i>``), and ``train
 jobs SWEEP_DIR`` prints its table of trials (:mod:`trainer_cli.sweeps.results`).
@@ -28,7 +30,7 @@ import shutil
 import subprocess
 import sys
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -36,8 +38,10 @@ from trainer_cli.errors import UserError
 from trainer_cli.history import read_json_lines
 from trainer_cli.launch import jobstate
 from trainer_cli.launch import restarts as restarts_log
-from trainer_cli.launch.cluster import scontrol_fields
+from trainer_cli.launch.job_detail import detail
 from trainer_cli.launch.options import time_limit_s
+from trainer_cli.launch.pending import array_task_ids, job_fields
+from trainer_cli.tables import print_table
 
 REGISTRY_NAME = "submissions.jsonl"
 DEFAULT_ROOT = "runs"
@@ -81,6 +85,8 @@ class JobStatus:
     elapsed: str = "-"
     source: str = "none"
     """Where the figures came from: scontrol, sacct, job.json or none."""
+    entries: list[dict[str, str]] = field(default_factory=list)
+    """The job's fields (``scontrol show job``: one per array task record), for its DETAIL cell."""
 
 
 def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus]:
@@ -92,11 +98,11 @@ def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus
     ids = {job_id for job_id, _ in wanted}
     found: dict[tuple[str, str], list[dict[str, str]]] = {}
     for line in _run(["scontrol", "show", "job", "-o"]).splitlines():
-        f = scontrol_fields(line)
+        f = job_fields(line)
         array, task = f.get("ArrayJobId"), f.get("ArrayTaskId", "")
         keys = [(array if array in ids else f.get("JobId", ""), f.get("Command", ""))]
-        if array and task.isdigit():  # one task of an array, asked for as "<array id>_<task id>" (a sweep's trial)
-            keys.append((f"{array}_{task}", f.get("Command", "")))
+        if array:  # a task of an array (or a pending range of them: "0-3%2"), asked for as "<array id>_<task id>" (a sweep's trial)
+            keys += [(f"{array}_{t}", f.get("Command", "")) for t in array_task_ids(task)]
         for key in keys:
             if key in wanted:
                 found.setdefault(key, []).append(f)
@@ -104,13 +110,15 @@ def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus
     # sacct's rows name array tasks by their own ids: a task not in scontrol is read from its job.json
     missing = {job_id: script for job_id, script in wanted if (job_id, script) not in out and "_" not in job_id}
     if missing:  # sacct has no script to match on: its rows are taken for ids scontrol no longer knows
-        text = _run(["sacct", "-X", "-n", "-P", "-j", ",".join(sorted(missing)), "-o", "JobIDRaw,State,Elapsed"])
+        text = _run(["sacct", "-X", "-n", "-P", "-j", ",".join(sorted(missing)), "-o", "JobIDRaw,State,Elapsed,ExitCode,NodeList"])
         rows: dict[str, list[dict[str, str]]] = {}
         for line in text.splitlines():
-            raw, state, elapsed = (line.split("|") + ["", "", ""])[:3]
+            raw, state, elapsed, exit_code, nodes = (line.split("|") + [""] * 5)[:5]
             job_id = raw.split("_")[0]
             if job_id in missing and not any(k[0] == job_id for k in out):
-                rows.setdefault(job_id, []).append({"JobState": state.split()[0] if state else UNKNOWN, "RunTime": elapsed, "Restarts": "0"})
+                rows.setdefault(job_id, []).append({
+                    "JobState": state.split()[0] if state else UNKNOWN, "RunTime": elapsed, "Restarts": "0", "ExitCode": exit_code, "NodeList": nodes,
+                })
         for job_id, entries in rows.items():
             out[(job_id, missing[job_id])] = _summarise(entries, source="sacct")
     return out
@@ -124,7 +132,7 @@ def _summarise(entries: list[dict[str, str]], source: str = "scontrol") -> JobSt
         state = ", ".join(f"{s} x{states.count(s)}" for s in dict.fromkeys(states))
     restarts = max(int(e.get("Restarts", "0") or 0) for e in entries)
     elapsed = max((e.get("RunTime", "-") for e in entries), key=lambda t: time_limit_s(t) or 0)
-    return JobStatus(state, restarts, elapsed, source)
+    return JobStatus(state, restarts, elapsed, source, entries)
 
 
 def with_run_record(status: JobStatus | None, job_id: str, run_dir: Path) -> JobStatus:
@@ -138,8 +146,9 @@ def with_run_record(status: JobStatus | None, job_id: str, run_dir: Path) -> Job
         state = str(recorded.get("state") or UNKNOWN)
         restarts = int(recorded.get("restarts") or 0)
         if status is not None:  # sacct knows the state, the run directory the restarts
-            return JobStatus(status.state, max(restarts, status.restarts), status.elapsed, "sacct")
-        return JobStatus(state, restarts, "-", "job.json")
+            return JobStatus(status.state, max(restarts, status.restarts), status.elapsed, "sacct", status.entries)
+        exit_code = recorded.get("exit_code")
+        return JobStatus(state, restarts, "-", "job.json", [{"JobState": state, "ExitCode": f"{exit_code}:0" if exit_code is not None else ""}])
     return status or JobStatus()
 
 
@@ -157,6 +166,8 @@ def last_epoch_line(log: Path) -> str:
         return "-"
     words = lines[-1].split()
     keep = words[:2] + [f"{k} {v}" for k, v in zip(words[2::2], words[3::2]) if k in ("val/acc", "val/loss")]
+    if words[-1] == "steps/s":  # the speed of that epoch (trainer_cli.callbacks.progress.EpochLineProgress)
+        keep.append(f"{words[-2]} steps/s")
     return " ".join(keep)
 
 
@@ -182,7 +193,8 @@ def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
             log = run_dir / f"slurm-{job_id}.log"
             status = with_run_record(slurm.get((job_id, str(run_dir / script))), job_id, run_dir)
             restarts = restarts_cell(status, job_id, run_dir) if key == "job_id" else str(status.restarts)
-            rows.append((job_id, status.state, restarts, status.elapsed, last_epoch_line(log), f"{rec.get('job_name')}{label}", str(log)))
+            progress = detail(status.entries, status.state, last_epoch_line(log))
+            rows.append((job_id, status.state, restarts, status.elapsed, progress, f"{rec.get('job_name')}{label}", str(log)))
     return rows
 
 
@@ -212,7 +224,8 @@ def _trial_rows(rec: dict[str, Any], slurm: dict[tuple[str, str], JobStatus]) ->
     for i in range(int(rec["trials"])):
         log = task_log(sweep_dir, job_id, i)
         status = with_run_record(slurm.get((f"{job_id}_{i}", script)), job_id, log.parent)
-        rows.append((f"{job_id}_{i}", status.state, str(status.restarts), status.elapsed, last_epoch_line(log), f"{rec.get('job_name')} (trial {i})", str(log)))
+        progress = detail(status.entries, status.state, last_epoch_line(log))
+        rows.append((f"{job_id}_{i}", status.state, str(status.restarts), status.elapsed, progress, f"{rec.get('job_name')} (trial {i})", str(log)))
     return rows
 
 
@@ -312,8 +325,5 @@ def main(args: list[str]) -> int:
     if not records:
         print(f"no jobs submitted under {root}")
         return 0
-    rows = [("JOB", "STATE", "RESTARTS", "ELAPSED", "PROGRESS", "NAME", "LOG"), *job_rows(records)]
-    widths = [max(len(r[i]) for r in rows) for i in range(6)]
-    for row in rows:
-        print("  ".join(cell.ljust(w) for cell, w in zip(row, widths)) + "  " + row[6])
+    print_table(job_rows(records), header=("JOB", "STATE", "RESTARTS", "ELAPSED", "DETAIL", "NAME", "LOG"))
     return 0

@@ -32,6 +32,7 @@ from trainer_cli.launch import jobstate, snapshot
 from trainer_cli.launch.cluster import UNCHECKED, check_against_cluster
 from trainer_cli.launch.options import SlurmOptions, parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.render import render
+from trainer_cli.launch.reservations import check_maintenance
 from trainer_cli.launch.resources import Resources, derive
 
 SCRIPT_NAME = "submit.sbatch"
@@ -135,6 +136,18 @@ def check_resources(slurm: SlurmOptions, resources: Resources, config: Any, dry_
         warning = check_against_cluster(slurm, resources)
         if warning:
             print(f"warning: {warning}", file=sys.stderr)
+        _refuse_maintenance(slurm)
+
+
+def _refuse_maintenance(slurm: SlurmOptions) -> None:
+    """Refuse a time limit that runs into an announced maintenance (:mod:`trainer_cli.launch.reservations`).
+
+    Raises:
+        UserError: naming the reservation, and the longest ``--slurm.time`` that ends before it.
+    """
+    problems = check_maintenance(slurm.partition, slurm.time)
+    if problems:
+        raise UserError("the cluster cannot run this job:\n  " + "\n  ".join(problems))
 
 
 def run_sbatch(script: Path, *options: str) -> str:
@@ -346,6 +359,7 @@ def check(args: list[str]) -> int:
     warning = check_against_cluster(job.slurm, job.resources)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
+    _refuse_maintenance(job.slurm)
     res = job.resources
     print(
         f"check passed{' (config and resources only)' if warning and warning.startswith(UNCHECKED) else ''}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), "

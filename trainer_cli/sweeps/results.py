@@ -6,7 +6,8 @@ its first such checkpoint, from its TensorBoard event files), its
 state from Slurm for a submitted sweep (one ``scontrol`` call for all tasks, as ``train jobs``)
 completed by the trial's ``job.json``, and its progress from the last epoch line of its log. Rows
 are sorted by the score (``mode`` max: highest first; min: lowest first; trials without a score
-last) and written as ``sweep_results.csv`` and ``sweep_results.json`` in the sweep directory.
+last) and written as ``sweep_results.csv`` and ``sweep_results.json`` in the sweep directory, with
+``sweep_results.png`` (:mod:`trainer_cli.plots`: the metric against each swept axis).
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ from trainer_cli import rundir
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobstate
 from trainer_cli.sweeps.plan import read_record
+from trainer_cli.tables import print_table
 
 RESULTS_CSV = "sweep_results.csv"
 RESULTS_JSON = "sweep_results.json"
@@ -160,17 +162,16 @@ def write(results: dict[str, Any]) -> tuple[Path, Path]:
     return csv_path, json_path
 
 
-def format_table(results: dict[str, Any]) -> str:
-    """The results as an aligned text table, best first."""
+def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
+    """``(header, rows)`` of the results table, best first (for :func:`trainer_cli.tables.print_table`)."""
     metric = results["monitor"] or "score"
     header = ["trial", *results["keys"], f"{metric} ({results['mode']})", "state", "restarts", "epochs", "progress"]
-    rows = [header]
+    rows = []
     for row in results["rows"]:
         score = "-" if row["score"] is None else f"{row['score']:.4f}"
         values = [str(row["values"].get(k, "")) for k in results["keys"]]
         rows.append([str(row["trial"]), *values, score, row["state"], str(row["restarts"]), str(row["epochs"]), row["progress"]])
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    return "\n".join("  ".join(cell.ljust(w) for cell, w in zip(r, widths)).rstrip() for r in rows)
+    return header, rows
 
 
 def report(sweep_dir: Path) -> dict[str, Any]:
@@ -181,9 +182,14 @@ def report(sweep_dir: Path) -> dict[str, Any]:
     """
     results = collect(sweep_dir)
     print(f"sweep {results['sweep_dir']}: {len(results['rows'])} trial(s), best {results['monitor'] or '(no monitored metric)'} first")
-    print(format_table(results))
+    header, rows = table_rows(results)
+    print_table(rows, header)
     csv_path, json_path = write(results)
-    print(f"written: {csv_path}, {json_path}", flush=True)
+    from trainer_cli.plots import SWEEP_PNG, plot_sweep
+
+    kinds = {axis["key"]: axis.get("kind", "") for axis in read_record(Path(results["sweep_dir"])).get("axes", [])}
+    png = plot_sweep(results, kinds, Path(results["sweep_dir"]) / SWEEP_PNG)
+    print(f"written: {csv_path}, {json_path}" + (f", {png}" if png else " (no plot: no trial has a score yet)"), flush=True)
     return results
 
 

@@ -1,0 +1,266 @@
+"""``train doctor``: check an allocation before the real job waits in the queue for it.
+
+With the same arguments as ``train submit`` (config files, ``--trainer.*``, ``--slurm.*``), the
+doctor asks Slurm for the same resources a submission would (:func:`trainer_cli.launch.submit.plan`,
+nothing of the run written) and queues a short job (``slurm/doctor.sbatch.j2``) that runs the probe
+(:mod:`trainer_cli.launch.probe`) in every task of every node; it then prints one table per node
+and exits 0 when every check passed, else 1 naming the node and the check. Before queueing, nodes
+of the partition that are down, drained or failing are named; with fewer healthy nodes than the job
+needs, the doctor stops there. ``--timeout`` bounds the whole wait (queue included): a job still
+pending then is cancelled and its reason said in words (:mod:`trainer_cli.launch.pending`).
+
+``train doctor --local`` runs the same probe in ``--tasks`` processes on this machine (gloo over
+``127.0.0.1``), no Slurm involved.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+from trainer_cli.errors import UserError
+from trainer_cli.tables import print_table
+
+EXIT_FAILED = 1
+BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWERED_DOWN", "MAINT")
+FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+STARTUP_S = 60  # beyond --timeout for a probe's imports (torch, Lightning) before its rendezvous starts
+
+HELP_EPILOG = """\
+examples:
+  train doctor --local
+  train doctor --config configs/experiment/digits.yaml --config configs/slurm/local.yaml \\
+      --trainer.num_nodes 2 --trainer.devices 2
+  GLOO_SOCKET_IFNAME=ib0 train doctor --local --timeout 30
+
+Checks, per task (one table per node): host and ranks; devices (CPUs, GPUs seen, GPUs per node
+against tasks per node); network (NCCL_SOCKET_IFNAME / GLOO_SOCKET_IFNAME exist, else the interface
+toward the rendezvous host); versions (Python, torch, Lightning, equal on every node); run root
+(writable, free space); code (trainer_cli and the config's class paths import); rendezvous (time
+for every rank to meet); all-reduce (a timed sum over every rank: bus bandwidth in GB/s).
+"""
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def probe_args(out: Path, run_root: Path, class_paths: list[str], timeout_s: float, size_mb: float) -> list[str]:
+    """The arguments of ``python -m trainer_cli.launch.probe``."""
+    args = ["--out", str(out), "--run_root", str(run_root), "--timeout_s", str(timeout_s), "--size_mb", str(size_mb)]
+    for path in class_paths:
+        args += ["--class_path", path]
+    return args
+
+
+def class_paths_of(frozen_config: str) -> list[str]:
+    """The ``class_path`` of the model and the data module in a resolved config (YAML text)."""
+    import yaml
+
+    config = yaml.safe_load(frozen_config) or {}
+    paths = []
+    for key in ("model", "data"):
+        section = config.get(key)
+        if isinstance(section, dict) and isinstance(section.get("class_path"), str):
+            paths.append(section["class_path"])
+    return paths
+
+
+def read_reports(out: Path) -> list[dict[str, Any]]:
+    """The probes' reports in ``out``, by rank."""
+    reports = []
+    for path in sorted(out.glob("rank_*.json")):
+        try:
+            reports.append(json.loads(path.read_text()))
+        except (OSError, ValueError):
+            continue
+    return sorted(reports, key=lambda r: r.get("rank", 0))
+
+
+def verdict(reports: list[dict[str, Any]], world_size: int) -> list[str]:
+    """Every failure, one line each, naming the node and the check (empty: all is well)."""
+    failures = []
+    ranks = {r.get("rank") for r in reports}
+    missing = [k for k in range(world_size) if k not in ranks]
+    for report in reports:
+        for check in report["checks"]:
+            if not check["ok"]:
+                failures.append(f"node {report['node']} (rank {report['rank']}): {check['check']}: {check['value']}")
+                break
+    versions = {c["value"] for r in reports for c in r["checks"] if c["check"] == "versions"}
+    if len(versions) > 1:
+        failures.append("versions differ between nodes: " + " | ".join(sorted(versions)))
+    if missing:
+        failures.append(f"no report from rank(s) {', '.join(map(str, missing))}: those tasks did not start or did not finish")
+    return failures
+
+
+def print_node_tables(reports: list[dict[str, Any]]) -> None:
+    """One table per node: each check, ok or FAIL, and what it found (the lowest rank's value; a
+    failing rank's value when one failed; the longest rendezvous)."""
+    nodes: dict[str, list[dict[str, Any]]] = {}
+    for report in reports:
+        nodes.setdefault(report["node"], []).append(report)
+    for node, mine in nodes.items():
+        names = list(dict.fromkeys(c["check"] for r in mine for c in r["checks"]))
+        rows = []
+        for name in names:
+            found = [(r["rank"], c) for r in mine for c in r["checks"] if c["check"] == name]
+            failed = [(rank, c) for rank, c in found if not c["ok"]]
+            rank, check = (failed or found)[0]
+            value = check["value"]
+            if name == "host":
+                value = f"{mine[0]['host']}, ranks {', '.join(str(r['rank']) for r in mine)}"
+            elif len({c['value'] for _, c in found}) > 1:
+                value += f" (rank {rank})"
+            rows.append((name, "FAIL" if failed else "ok", value))
+        print()
+        print_table(rows, header=("CHECK", "STATUS", "FOUND"), title=f"node {node} ({len(mine)} task(s))")
+
+
+def run_local(tasks: int, run_root: Path, class_paths: list[str], timeout_s: float, size_mb: float) -> tuple[list[dict[str, Any]], str | None]:
+    """The probe in ``tasks`` processes on this machine; returns the reports, and a line when the
+    processes did not end within ``timeout_s`` (+ their start-up)."""
+    out = Path(tempfile.mkdtemp(prefix="train-doctor-"))
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SRUN_", "SBATCH_"))}  # not a Slurm task
+    env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": str(tasks), "LOCAL_WORLD_SIZE": str(tasks)}
+    procs = []
+    for rank in range(tasks):
+        cmd = [sys.executable, "-m", "trainer_cli.launch.probe", *probe_args(out, run_root, class_paths, timeout_s, size_mb)]
+        procs.append(subprocess.Popen(cmd, env=env | {"RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0"}))
+    deadline = time.monotonic() + timeout_s + STARTUP_S
+    late = None
+    for proc in procs:
+        try:
+            proc.wait(timeout=max(deadline - time.monotonic(), 0.1))
+        except subprocess.TimeoutExpired:
+            late = f"the probes did not finish within --timeout {timeout_s:.0f} s (+{STARTUP_S} s to start)"
+    for proc in procs:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    return read_reports(out), late
+
+
+def unhealthy_nodes(partition: str | None) -> tuple[list[str], int]:
+    """The partition's nodes (the default partition's when None) that are down, drained or failing,
+    as ``node is STATE``, and how many nodes it has."""
+    from trainer_cli.launch.cluster import read_cluster, scontrol_fields
+
+    chosen = next((p for p in read_cluster() if (p.name == partition if partition else p.default)), None)
+    names = {n.name for n in chosen.nodes} if chosen else set()
+    proc = subprocess.run(["scontrol", "show", "node", "-o"], capture_output=True, text=True, timeout=20)
+    bad = []
+    for line in proc.stdout.splitlines():
+        f = scontrol_fields(line)
+        state = f.get("State", "UNKNOWN")
+        if f.get("NodeName") in names and any(word in state.upper() for word in BAD_NODE_STATES):
+            bad.append(f"{f['NodeName']} is {state}")
+    return bad, len(names)
+
+
+def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[dict[str, Any]], list[str], int]:
+    """Queue the doctor's job with ``train submit``'s resources for ``args``; wait for it (at most
+    ``timeout_s`` in all) and gather its reports.
+
+    Returns:
+        ``(reports, failures found before or around the job, world size)``.
+
+    Raises:
+        UserError: for what ``train submit`` would refuse (config, resources, the cluster).
+    """
+    from trainer_cli.launch import snapshot
+    from trainer_cli.launch.cluster import check_against_cluster
+    from trainer_cli.launch.pending import why_pending, job_fields
+    from trainer_cli.launch.render import render
+    from trainer_cli.launch.submit import plan, run_sbatch, script_context
+
+    started = time.monotonic()
+    job = plan(args, dry_run=True)
+    warning = check_against_cluster(job.slurm, job.resources)
+    if warning:
+        print(f"warning: {warning}", file=sys.stderr)
+    res = job.resources
+    bad, total = unhealthy_nodes(job.slurm.partition)
+    if bad:
+        where = f"partition {job.slurm.partition}" if job.slurm.partition else "the default partition"
+        if total - len(bad) < res.nodes:
+            return [], [f"{', '.join(bad)}: {where} has {total - len(bad)} healthy node(s), the job needs {res.nodes}"], res.world_size
+        print(f"warning: {', '.join(bad)} (the job can run on the other nodes of {where})", file=sys.stderr)
+    run_dir = (job.root / "doctor" / datetime.now().strftime("%Y%m%d-%H%M%S-%f")).absolute()
+    run_dir.mkdir(parents=True)
+    out = run_dir / "reports"
+    job.slurm.time = str(max(int(timeout_s // 60) + 2, 2))  # minutes; the probe's own timeout comes first
+    if job.slurm.snapshot:
+        snapshot.take(Path.cwd(), run_dir)
+    context = script_context(job.slurm, res, run_dir, f"{job.job_name}-doctor", Path.cwd(), None)
+    context["probe"] = probe_args(out, job.root.absolute(), class_paths_of(job.frozen_config), timeout_s, size_mb)
+    context["doctor_gpus"] = res.gpus_per_node
+    script = run_dir / "doctor.sbatch"
+    script.write_text(render("doctor", context))
+    job_id = run_sbatch(script)
+    print(f"doctor job {job_id}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), log {run_dir}/slurm-{job_id}.log", flush=True)
+    deadline = started + timeout_s + STARTUP_S
+    fields: dict[str, str] = {}
+    while time.monotonic() < deadline:
+        proc = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=20)
+        fields = job_fields(proc.stdout.splitlines()[0]) if proc.returncode == 0 and proc.stdout.strip() else {}
+        if fields.get("JobState") in FINAL or len(read_reports(out)) >= res.world_size:
+            break
+        time.sleep(1)
+    failures = []
+    state = fields.get("JobState", "UNKNOWN")
+    if state not in FINAL and len(read_reports(out)) < res.world_size:
+        subprocess.run(["scancel", job_id], capture_output=True, timeout=20)
+        said = why_pending(fields) if state == "PENDING" else f"still {state}"
+        failures.append(f"job {job_id} did not finish within --timeout {timeout_s:.0f} s (cancelled): {said}")
+    return read_reports(out), failures, res.world_size
+
+
+def main(args: list[str]) -> int:
+    """``train doctor [--local] [--timeout S] [submit arguments]``; returns 0 when every check passed, else 1.
+
+    Raises:
+        UserError: for arguments ``train submit`` would refuse.
+    """
+    parser = argparse.ArgumentParser(prog="train doctor", description=__doc__.split("\n")[0], epilog=HELP_EPILOG,
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("--local", action="store_true", help="run the checks on this machine, without Slurm")
+    parser.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole check, queue included (default 300)")
+    parser.add_argument("--tasks", type=int, default=2, help="--local: processes to start (default 2)")
+    parser.add_argument("--size_mb", type=float, default=16.0, help="MB of float32 in the timed all-reduce (default 16)")
+    opts, rest = parser.parse_known_args(args)
+    if opts.timeout <= 0 or opts.tasks < 1 or opts.size_mb <= 0:
+        raise UserError("--timeout, --tasks and --size_mb must be above 0")
+    if not opts.local and not rest:
+        raise UserError("train doctor checks the allocation of a run: give it what you would give `train submit` "
+                        "(--config FILE ... --trainer.num_nodes N --trainer.devices N), or --local to check this machine")
+    if opts.local:
+        root, class_paths = Path("runs"), []
+        if rest:
+            from trainer_cli.launch.submit import plan
+
+            job = plan(rest, dry_run=True)
+            root, class_paths = job.root, class_paths_of(job.frozen_config)
+        reports, late = run_local(opts.tasks, root.absolute(), class_paths, opts.timeout, opts.size_mb)
+        failures, world = ([late] if late else []), opts.tasks
+    else:
+        reports, failures, world = run_slurm(rest, opts.timeout, opts.size_mb)
+    print_node_tables(reports)
+    failures = verdict(reports, world) + failures if reports or not failures else failures
+    if failures:
+        print("\ntrain doctor: FAILED\n  " + "\n  ".join(failures), file=sys.stderr)
+        return EXIT_FAILED
+    print(f"\ntrain doctor: every check passed ({world} task(s) on {len({r['node'] for r in reports})} node(s))")
+    return 0
