@@ -29,10 +29,10 @@ from typing import Any, Optional
 
 import lightning.pytorch as pl
 import numpy as np
-from lightning.pytorch.trainer.states import TrainerFn
 import torch
 from lightning.fabric.plugins import CheckpointIO
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from trainer_cli.errors import UserError

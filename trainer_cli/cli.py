@@ -35,23 +35,22 @@ import trainer_cli.models.classifier  # noqa: F401 - registers the project's mod
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
 from trainer_cli import quiet, rundir
 from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
+from trainer_cli.callbacks.progress import default_progress_bar
 from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
 from trainer_cli.callbacks.switches import drop_switched_off
-from trainer_cli.callbacks.progress import default_progress_bar
+from trainer_cli.checkpointing import ResumeState, with_atomic_checkpoint_io
 from trainer_cli.compat import check_compatible
 from trainer_cli.compose import expand_config_args
-from trainer_cli.checkpointing import ResumeState, with_atomic_checkpoint_io
 from trainer_cli.errors import EXIT_USER_ERROR, UserError
 from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate_in_files, user_code_error  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
 from trainer_cli.imports import import_class
 from trainer_cli.launch.requeue_signal import under_slurm_batch
-from trainer_cli.preflight import check_backbone_kwargs, check_optimizer_config, check_trainer_minimums, with_checkpoint_class
-from trainer_cli.resume import with_stored_config
 from trainer_cli.optim.configure import configure_optimizers
 from trainer_cli.optim.param_groups import ParamGroups
+from trainer_cli.preflight import check_backbone_kwargs, check_optimizer_config, check_trainer_minimums, with_checkpoint_class
+from trainer_cli.resume import with_stored_config
 from trainer_cli.run import DEFAULT_LOGGER, DEFAULT_ROOT_DIR, EXIT_INTERRUPTED, EXIT_SIGTERM, FIT_LIKE, Run, RunRecord  # noqa: F401 - re-exported
-
 
 DEFAULT_NAME = "run"
 # what flows from the data module to the model, stated once (links on instantiation)
@@ -557,7 +556,6 @@ def verb_cli(verb: str, base: type[TrainerCLI] | None = None) -> type[TrainerCLI
     """``base`` (TrainerCLI) with the parser of ``verb`` alone: building the parsers of all four
     subcommands costs start-up time. ``subcommands`` stays a staticmethod, as LightningCLI's."""
     base = base or TrainerCLI
-    every = LightningCLI.subcommands()
     name = f"{base.__name__}_{verb}"
     if base is TrainerCLI and name in globals():
         return globals()[name]  # type: ignore[no-any-return]
@@ -618,10 +616,13 @@ def _submit_from_script(cli_class: type, args: tuple[Any, ...], kwargs: dict[str
     script's own CLI (its classes, links and defaults) parsing the fit arguments, and the job
     running ``python main.py fit --config <frozen config>``; returns the exit code."""
     from trainer_cli.errors import report_user_error
-    from trainer_cli.launch.submit import main as submit_main
+    from trainer_cli.launch import fit_job
+
+    def parse(fit_args: list[str]) -> tuple[LightningArgumentParser, Namespace]:
+        return parse_config("fit", fit_args, expand=False, cli=(cli_class, args, kwargs))
 
     try:
-        return submit_main(rest, cli=(cli_class, args, kwargs), script=str(Path(script).absolute()))
+        return fit_job.main(rest, parse, script=str(Path(script).absolute()))
     except UserError as err:
         return report_user_error(err)
 

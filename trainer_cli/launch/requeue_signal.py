@@ -101,14 +101,12 @@ def requeue_in_progress() -> bool:
         return True
     if not under_slurm_batch():
         return False
-    import subprocess
-
     from trainer_cli.launch.jobstate import scontrol_id  # standard library only, too
+    from trainer_cli.launch.slurm_commands import output_or_empty
 
     job_id = scontrol_id() or os.environ["SLURM_JOB_ID"]  # an array task: its own record, not every task's
-    try:
-        out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=10).stdout
-    except (OSError, subprocess.SubprocessError):
+    out = output_or_empty(["scontrol", "show", "job", "-o", job_id], timeout_s=10)
+    if not out:
         return False
     fields = dict(word.partition("=")[::2] for word in out.split())
     restarts, ours = fields.get("Restarts", ""), os.environ.get("SLURM_RESTART_COUNT") or "0"

@@ -28,15 +28,14 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections import Counter
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.launch.cluster import scontrol_fields
 from trainer_cli.launch.options import time_limit_s
+from trainer_cli.launch.slurm_commands import output_or_empty, scontrol_fields
 
 EVENTS_FILE = "restarts.jsonl"
 TIME_LIMIT = "time limit"
@@ -87,11 +86,7 @@ def cause_of_signal(job_id: str | None, signal_delay_s: int, signalled_at: float
     """
     job: dict[str, str] = {}
     if job_id:
-        try:
-            proc = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=20)
-            job = scontrol_fields(proc.stdout) if proc.returncode == 0 else {}
-        except (OSError, subprocess.SubprocessError):
-            job = {}
+        job = scontrol_fields(output_or_empty(["scontrol", "show", "job", "-o", job_id], timeout_s=20))
     since = max(time.time() - signalled_at, 0.0) if signalled_at else 0.0
     return classify(job, signal_delay_s, since)
 

@@ -16,8 +16,8 @@ from torch.optim.lr_scheduler import ReduceLROnPlateau
 
 from trainer_cli.errors import UserError
 from trainer_cli.imports import import_class
-from trainer_cli.optim.sam import SAM
 from trainer_cli.optim.param_groups import ParamGroups, build_param_groups, scale_per_group
+from trainer_cli.optim.sam import SAM
 
 TOTAL_STEPS_ARG = "total_steps"
 PER_GROUP_LR_ARGS = ("max_lr", "base_lr")  # scheduler arguments scaled by each group's lr_mult
