@@ -31,10 +31,11 @@ from trainer_cli.atomic import update_json, write_atomic
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobstate, snapshot
 from trainer_cli.launch.cluster import check_resources
-from trainer_cli.launch.options import SlurmOptions, parse_slurm_options, slurm_help, split_args
+from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.render import render
 from trainer_cli.launch.resources import Resources, derive
 from trainer_cli.launch.sbatch import AGGREGATE_SCRIPT_NAME, CONFIG_FILE, LOG_PATTERN, SCRIPT_NAME, TEST_SCRIPT_NAME, run_sbatch, script_context
+from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.submissions import register
 
 ParseFit = Callable[[list[str]], tuple[Any, Any]]

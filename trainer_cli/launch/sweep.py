@@ -23,10 +23,11 @@ from trainer_cli.atomic import update_json
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobstate, snapshot
 from trainer_cli.launch.cluster import check_resources
-from trainer_cli.launch.options import SlurmOptions, parse_slurm_options, split_args
+from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.render import render
 from trainer_cli.launch.resources import Resources, derive
 from trainer_cli.launch.sbatch import SCRIPT_NAME, run_sbatch, script_context, slurm_filename_pattern
+from trainer_cli.launch.slurm_args import parse_slurm_options, split_args
 from trainer_cli.launch.slurm_commands import output_or_empty
 from trainer_cli.launch.submissions import register
 from trainer_cli.sweeps import plan as sweep_plan
