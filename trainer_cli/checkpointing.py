@@ -153,7 +153,9 @@ class ResumeState(pl.Callback):
     """
 
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
-        kind, keys, pos, has_gauss, cached = np.random.get_state()
+        legacy = np.random.get_state()  # the legacy tuple (numpy types it as the tuple or the dict form)
+        assert isinstance(legacy, tuple)
+        kind, keys, pos, has_gauss, cached = legacy
         version, python_state, gauss = random.getstate()
         states: dict[str, Any] = {
             "torch": torch.get_rng_state(),
@@ -186,7 +188,7 @@ def _position_keys() -> frozenset[str]:
     from torch.optim.lr_scheduler import LRScheduler
 
     class Constant(LRScheduler):
-        def get_lr(self) -> list[float]:
+        def get_lr(self) -> list[float | torch.Tensor]:
             return [group["lr"] for group in self.optimizer.param_groups]
 
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)

@@ -232,7 +232,7 @@ class RunConfig(SaveConfigCallback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if self.already_saved or not trainer.is_global_zero:
             return
-        record = next((c for c in trainer.callbacks if isinstance(c, RunRecord)), None)
+        record = next((c for c in trainer.callbacks if isinstance(c, RunRecord)), None)  # type: ignore[attr-defined]
         run = record.run if record is not None else None
         if run is not None and run.path is not None:
             run.freeze()  # the record is the run directory's (a log_dir elsewhere is a shared store: MLflow's, W&B's)
@@ -391,7 +391,7 @@ class TrainerCLI(LightningCLI):
         if model_class is None or data_class is None or not isinstance(model_cfg, Namespace):
             return
         params = _parameters(model_class)
-        user_targets = getattr(parser, "link_targets", set())
+        user_targets: set[str] = getattr(parser, "link_targets", set())
         for key in DATA_TO_MODEL:
             target = f"model.init_args.{key}" if self.subclass_mode_model else f"model.{key}"
             if key not in params or not _declares(data_class, key):
@@ -427,7 +427,9 @@ class TrainerCLI(LightningCLI):
         check_optimizer_config(cfg)
         check_trainer_minimums(cfg)
         self.run.link_targets = set(self._data_links.values())
-        self.run.prepare(cfg, lambda: self.verb_parser.dump(cfg, skip_none=False, skip_link_targets=False))
+        parser = self.verb_parser
+        assert parser is not None  # set by parse_arguments
+        self.run.prepare(cfg, lambda: parser.dump(cfg, skip_none=False, skip_link_targets=False))
 
     def after_instantiate_classes(self) -> None:
         self._add_configure_optimizers()
@@ -526,7 +528,7 @@ class TrainerCLI(LightningCLI):
 
     # -- end of a run ----------------------------------------------------------------------------
     def after_fit(self) -> None:
-        if rank_zero_only.rank == 0 and self.run_dir is not None:
+        if rank_zero_only.rank == 0 and self.run_dir is not None:  # type: ignore[attr-defined]
             from lightning.pytorch.loggers import TensorBoardLogger
 
             tensorboard = any(isinstance(logger, TensorBoardLogger) for logger in self.trainer.loggers)

@@ -144,7 +144,7 @@ class Run:
             return None
         self.path = self._choose(cfg).absolute()
         self.ckpt_path = cfg.get("ckpt_path")
-        retired_by_rank_0 = rank_zero_only.rank != 0 and str(self.ckpt_path).endswith(rundir.USED_SUFFIX)  # renamed any moment now
+        retired_by_rank_0 = rank_zero_only.rank != 0 and str(self.ckpt_path).endswith(rundir.USED_SUFFIX)  # type: ignore[attr-defined]  # renamed any moment now
         missing_left_to_lightning = not self.missing_is_error and not Path(str(self.ckpt_path)).exists()
         if is_checkpoint_file(self.ckpt_path) and str(self.ckpt_path) not in self._checked and not retired_by_rank_0 and not missing_left_to_lightning:
             check_checkpoint_file(self.ckpt_path)
@@ -158,7 +158,7 @@ class Run:
         root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR).absolute()
         moved = {k: v for k, v in self._launcher_set.items()
                  if ".logger" in k and k.endswith(("save_dir", ".name")) and isinstance(v, str) and v not in ("", DEFAULT_ROOT_DIR, "lightning_logs") and not Path(v).absolute().is_relative_to(root)}
-        if moved and rank_zero_only.rank == 0:
+        if moved and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
             print(f"Logs go to the run directory {self.path} (" + ", ".join(f"{k} was {v!r}" for k, v in moved.items()) + ")", flush=True)
         return self.path
 
@@ -226,8 +226,8 @@ class Run:
             )
             raise SystemExit(0)
         if self.trains:  # global rank 0 renames; the other ranks load it by its new name
-            newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)
-        if announce and rank_zero_only.rank == 0:
+            newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)  # type: ignore[attr-defined]
+        if announce and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
             print(f"Resuming {run_dir} from {newest.path} (step {newest.global_step}, {newest.epochs_done} epochs done)", flush=True)
         self._checked.add(str(newest.path))  # read (its progress) just now
         return newest.path
@@ -262,7 +262,7 @@ class Run:
         """Write ``config.yaml`` and ``git.txt`` unless the run has them (rule 5), and record the
         logger runs made now (MLflow's run id, for a resume). Global rank 0 only; called when the
         verb starts (:class:`RunRecord`), so a CLI built with ``run=False`` and never run leaves nothing."""
-        if self.path is None or rank_zero_only.rank != 0:
+        if self.path is None or rank_zero_only.rank != 0:  # type: ignore[attr-defined]
             return
         self.path.mkdir(parents=True, exist_ok=True)
         if self._identity and not (self.path / loggers_mod.RUN_FILE).exists():  # released unused (run=False), now used
@@ -318,7 +318,7 @@ class Run:
         if cause is None:
             cause = signal.SIGINT if CTRL_C or not isinstance(stop, SIGTERMException) else signal.SIGTERM
         code = stop_signals.EXIT_CODES[cause]
-        if rank_zero_only.rank == 0 and not requeued:
+        if rank_zero_only.rank == 0 and not requeued:  # type: ignore[attr-defined]
             import sys
 
             print(self._resume_hint(stop_signals.NAMES[cause], trainer), file=sys.stderr, flush=True)
@@ -333,7 +333,7 @@ class Run:
         elif self.path is not None and any(self.path.rglob("*.ckpt")):  # kept: it saved something
             where = "nothing trained since its last checkpoint"
         else:
-            if rank_zero_only.rank == 0:
+            if rank_zero_only.rank == 0:  # type: ignore[attr-defined]
                 self.remove_if_untrained()
             return f"{stopped}, before any batch was trained; nothing was saved (run directory {self.path} removed)."
         return f"{stopped}; {where}.\nResume with:  {self.resume_command.format(path=self.path)}"
@@ -345,7 +345,7 @@ class Run:
         from lightning.pytorch.loggers import WandbLogger
 
         for logger in self.trainer.loggers if self.trainer is not None else []:
-            if isinstance(logger, WandbLogger) and rank_zero_only.rank == 0:
+            if isinstance(logger, WandbLogger) and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
                 logger.experiment.finish()
 
     def record(self, linked: dict[str, Any]) -> str:
@@ -374,7 +374,7 @@ class Run:
     def keep_logs(self) -> None:
         """Before the Trainer runs (global rank 0): a resumed run's CSV metrics file is kept
         (:func:`trainer_cli.loggers.keep_csv_metrics`; the writer must not have started)."""
-        if self.path is not None and self.trainer is not None and rank_zero_only.rank == 0:
+        if self.path is not None and self.trainer is not None and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
             loggers_mod.keep_csv_metrics(self.trainer.loggers)
 
     def release_if_unused(self) -> None:

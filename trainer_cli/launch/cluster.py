@@ -164,7 +164,7 @@ def problems_with(partitions: list[Partition], slurm: SlurmOptions, resources: R
                 f"--trainer.devices {resources.gpus_per_node} GPUs per node: the nodes of {where} have at most {most}{kind} GPU(s)"
                 f"; use --trainer.devices {most} or fewer (and more --trainer.num_nodes)"
             )
-    cpus = slurm.cpus_per_task * resources.ntasks_per_node
+    cpus = (slurm.cpus_per_task or 1) * resources.ntasks_per_node  # filled in by check_resources
     most_cpus = max(n.cpus for n in chosen.nodes)
     if resources.ntasks_per_node > most_cpus:
         problems.append(
@@ -265,7 +265,7 @@ def check_resources(slurm: SlurmOptions, resources: Resources, config: Any, dry_
     """
     if slurm.cpus_per_task is None:
         data = config.get("data")
-        init = data.get("init_args") if hasattr(data, "get") else None
+        init: Any = data.get("init_args") if hasattr(data, "get") else None
         workers = init.get("num_workers") if hasattr(init, "get") else None
         slurm.cpus_per_task = (workers if isinstance(workers, int) and workers > 0 else 0) + 1
     if not dry_run:

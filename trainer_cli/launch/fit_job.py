@@ -177,7 +177,6 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
     check_resources(slurm, resources, config, dry_run)
     root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
     job_name = slurm.job_name or config.name
-    context = {"slurm": slurm, "resources": resources, "root": root, "job_name": job_name}
     if not config.run_dir and config.get("ckpt_path") == "last":  # as `train fit`: the newest run of the experiment
         from trainer_cli.rundir import newest_resumable
 
@@ -205,7 +204,7 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
             context_values["entry"] = [script]
         script_text = render(template, context_values)
         changes, frozen = _resubmit_changes(run_dir, frozen) if not created else ([], frozen)
-        job = Plan(run_dir, created, frozen, script_text, **context, changes=changes)
+        job = Plan(run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes)
         if slurm.test_after_fit:
             job.test_script_text("afterok:1")  # a template error shows now, not after the fit job is queued
         if slurm.cv_folds:

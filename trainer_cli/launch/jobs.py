@@ -88,7 +88,7 @@ def _trial_rows(rec: dict[str, Any], slurm: dict[tuple[str, str], JobStatus]) ->
     forgot it), progress and log in ``<sweep>/trial_<i>``."""
     sweep_dir, job_id = Path(rec["run_dir"]), str(rec["job_id"])
     script = str(sweep_dir / JOB_KEYS[0][1])
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for i in range(int(rec["trials"])):
         log = task_log(sweep_dir, job_id, i)
         status = with_run_record(slurm.get((f"{job_id}_{i}", script)), job_id, log.parent)

@@ -16,6 +16,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -157,6 +158,11 @@ def main(args: list[str]) -> int:
     return submit(sweep, job.slurm, res, job.job_name)
 
 
+def _pending_unless_started(job_id: str, record: dict[str, Any], started: dict[str, Any]) -> dict[str, Any]:
+    """A trial's job record: ``record`` over what its task recorded if it started already, else PENDING."""
+    return started | ({"state": "PENDING", "restarts": 0} if started.get("job_id") != job_id else {}) | record
+
+
 def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, job_name: str) -> int:
     """Write the sweep directory, queue its job array and record the job id; returns 0.
 
@@ -178,14 +184,13 @@ def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, j
     sweep_plan.write_record(sweep, {"job_id": job_id, "array": _array(n, slurm), "script": str(script), "submitted": submitted})
     for trial in sweep.trials:
         run_dir = sweep.trial_dir(trial)
-        record = {
+        trial_record = {
             "job_id": job_id, "array_task": trial.index, "job_name": job_name, "run_dir": str(run_dir), "script": str(script),
             "log": str(task_log(sweep.sweep_dir, job_id, trial.index)), "nodes": resources.nodes,
             "ntasks_per_node": resources.ntasks_per_node, "gpus_per_node": resources.gpus_per_node, "submitted": submitted,
         }
         # a task may have started already and recorded itself: one locked read-modify-write keeps what it wrote
-        update_json(run_dir / jobstate.JOB_FILE, lambda started, record=record: started | (
-            {"state": "PENDING", "restarts": 0} if started.get("job_id") != job_id else {}) | record)
+        update_json(run_dir / jobstate.JOB_FILE, partial(_pending_unless_started, job_id, trial_record))
     print(f"Sweep directory: {sweep.sweep_dir} ({n} trial(s): trial_000 .. {sweep_plan.trial_name(n - 1)})")
     print(f"Script:          {script}")
     print(f"Job id:          {job_id} (array {job_id}_[{_array(n, slurm)}], one task per trial)")

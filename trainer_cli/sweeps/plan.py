@@ -169,7 +169,9 @@ def check_trials(space: Space, fit_args: list[str]) -> tuple[Any, list[Trial]]:
         raise UserError("--run_dir and --sweep: a sweep makes a run directory per trial (<root>/<name>/sweep_<N>/trial_<i>); drop --run_dir")
     if base.get("ckpt_path") in ("last", "best"):
         raise UserError(f"--ckpt_path {base.get('ckpt_path')} and --sweep: every trial starts a new run; give a checkpoint file to start each from it")
-    trials, refused, warned = [], {}, set()
+    trials: list[Trial] = []
+    refused: dict[str, list[str]] = {}
+    warned: set[str] = set()
     for index, overrides in enumerate(space.trials()):
         args = [*fit_args]
         for key, value in overrides.items():
