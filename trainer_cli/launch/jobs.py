@@ -1,13 +1,9 @@
 """``train jobs`` and ``train cancel``: the runs submitted from here, their Slurm jobs and states.
 
 ``train submit`` appends one JSON line per run to ``<trainer.default_root_dir>/submissions.jsonl``
-(default ``runs/``). ``train jobs`` asks Slurm once per call, whatever the number of jobs:
-``scontrol show job -o`` (every job the controller still knows: queued, running, and finished ones
-for ``MinJobAge``, 300 s by default) and, only for the jobs it no longer knows, one
-``sacct -j id1,id2,...`` where accounting is on. A job id Slurm reuses (a fresh state directory
-counts from 1 again) is matched on the script the job runs (``<run>/submit.sbatch``), never on the
-id alone. Once Slurm has forgotten a job, its state and restarts are the ones the job recorded in
-``<run>/job.json`` (:mod:`trainer_cli.launch.jobstate`); a job that resubmitted itself is followed
+(default ``runs/``; :mod:`trainer_cli.launch.submissions`). ``train jobs`` asks Slurm once per call,
+whatever the number of jobs, and reads ``<run>/job.json`` for the jobs Slurm has forgotten
+(:mod:`trainer_cli.launch.status`); a job that resubmitted itself is followed
 to its new id there. Per job the table shows state, restarts (with their causes, from
 ``<run>/restarts.jsonl``: ``2 (1 time limit, 1 preempted)``), elapsed time, the last epoch line of
 its log (``epoch 3/10 ... val/acc 0.9850``) and the log path.
