@@ -116,3 +116,22 @@ def test_launcher_help_imports_no_torch(args: list[str]) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert proc.stdout.strip()
+
+
+SLURM_COMMANDS = {"sbatch", "squeue", "scontrol", "sacct", "sacctmgr", "scancel", "srun"}
+
+
+def test_slurm_commands_run_only_through_the_wrapper() -> None:
+    """Every Slurm command the package runs goes through trainer_cli.launch.slurm_commands (a
+    timeout, a typed error): no other module hands a list starting with one to ``subprocess``."""
+    offenders = []
+    for name, (path, _) in _modules().items():
+        if name == "trainer_cli.launch.slurm_commands":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and ast.unparse(node.func.value) == "subprocess"):
+                continue
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.List) and first.elts and isinstance(first.elts[0], ast.Constant) and first.elts[0].value in SLURM_COMMANDS:
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert offenders == []
