@@ -18,7 +18,7 @@ MIN_TESTS := tests/test_fit_digits.py::test_resume_last_continues_the_newest_run
 	tests/test_training_practice.py::test_ema_validation_checkpoints_and_final_model_carry_the_average \
 	tests/test_training_practice.py::test_monitoring_callbacks_profiler_and_early_stopping
 
-.PHONY: run test test-min bench clean
+.PHONY: run test test-min lint bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -41,8 +41,16 @@ run: $(STAMP)
 # (tests/conftest.py), so the cluster tests run one after another on one worker, beside the rest.
 XDIST := -n 2 --dist loadgroup
 
-# the full suite on the newest versions, then the subset on the floors
+# lint (ruff: pyflakes, pycodestyle, import order) and types (mypy, strict on the launch library and
+# trainer_cli/atomic.py) of trainer_cli/, as configured in pyproject.toml
+lint: $(STAMP)
+	$(PY) -m ruff check trainer_cli
+	$(PY) -m mypy
+
+# lint, the full suite on the newest versions, then the subset on the floors
 test: $(STAMP) $(MIN_STAMP)
+	$(PY) -m ruff check trainer_cli
+	$(PY) -m mypy
 	$(PY) -m pytest -q $(XDIST)
 	$(MIN_PY) -m pytest -q $(XDIST) $(MIN_TESTS)
 

@@ -8,15 +8,14 @@ import os
 from pathlib import Path
 
 import pytest
-
 from support import CONFIGS, DIGITS, USER_MODULE, quiet_args
+
 from trainer_cli.__main__ import main
 from trainer_cli.cli import parse_config
 from trainer_cli.compose import expand_config_args
 from trainer_cli.errors import UserError
-from trainer_cli.launch.options import split_args
+from trainer_cli.launch.slurm_args import split_args
 from trainer_cli.paths import ENV_CONFIG_PATH
-
 
 
 def write(path: Path, text: str) -> Path:

@@ -25,6 +25,7 @@ def test_installed_wheel_finds_its_bundled_configs(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     assert "trainer_cli/configs/experiment/digits.yaml" in names
     assert any(n.startswith("trainer_cli/slurm/") for n in names)
+    assert "trainer_cli/py.typed" in names  # PEP 561: a user's type checker reads the package's hints
 
     site = tmp_path / "site"
     install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)], capture_output=True, text=True)

@@ -66,7 +66,8 @@ def test_restarts_cell_counts_causes_of_the_jobs_chain(tmp_path: Path) -> None:
         _event("12", 4, "time limit", "stop"),
     ):
         restarts.record(tmp_path, **event)
-    (tmp_path / restarts.EVENTS_FILE).open("a").write("not json\n")
+    with (tmp_path / restarts.EVENTS_FILE).open("a") as log:
+        log.write("not json\n")
     events = restarts.read(tmp_path)
     assert len(events) == 5
     assert restarts.summary(events, ["11"], 2) == "2 (1 time limit, 1 preempted)"

@@ -25,7 +25,7 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
     wait_for_requeue, wait_for_state, wait_for_step,
 )
 from trainer_cli.errors import UserError
-from trainer_cli.launch import jobs
+from trainer_cli.launch import jobs, submissions
 
 SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2", "--slurm.time", "00:10:00"]
 
@@ -205,7 +205,7 @@ def test_train_jobs_reads_the_run_once_slurm_forgot_the_job(early_signals: tuple
     record = json.loads((run_dir / "job.json").read_text())
     assert (record["job_id"], record["restarts"], record["state"]) == (job_id, 2, "COMPLETED")
     (run_dir / "job.json").write_text(json.dumps(record | {"job_id": forgotten}))
-    registry = root / jobs.REGISTRY_NAME
+    registry = root / submissions.REGISTRY_NAME
     lines = [json.loads(line) for line in registry.read_text().splitlines()]
     registry.write_text("".join(json.dumps(r | {"job_id": forgotten}) + "\n" for r in lines if r["job_id"] == job_id))
     out = io.StringIO()
@@ -413,7 +413,7 @@ def test_train_jobs_asks_slurm_once_for_20_jobs_then_tails_and_cancels(slurm_clu
     other = tmp_path / "old_cluster_run"
     other.mkdir()
     (other / "job.json").write_text(json.dumps({"job_id": sleeper, "state": "COMPLETED", "restarts": 1}))
-    with open(root / jobs.REGISTRY_NAME, "a") as registry:
+    with open(root / submissions.REGISTRY_NAME, "a") as registry:
         registry.write(json.dumps({"job_id": sleeper, "job_name": "old", "run_dir": str(other)}) + "\n")
 
     counting, calls = counting_slurm_path(tmp_path)

@@ -28,10 +28,10 @@ from typing import Any, Optional
 
 import lightning.pytorch as pl
 import numpy as np
-from lightning.pytorch.trainer.states import TrainerFn
 import torch
 from lightning.fabric.plugins import CheckpointIO
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from trainer_cli.errors import UserError
@@ -142,7 +142,9 @@ class ResumeState(pl.Callback):
     """
 
     def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
-        kind, keys, pos, has_gauss, cached = np.random.get_state()
+        legacy = np.random.get_state()  # the legacy tuple (numpy types it as the tuple or the dict form)
+        assert isinstance(legacy, tuple)
+        kind, keys, pos, has_gauss, cached = legacy
         version, python_state, gauss = random.getstate()
         states: dict[str, Any] = {
             "torch": torch.get_rng_state(),

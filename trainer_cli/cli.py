@@ -36,24 +36,23 @@ import trainer_cli.models.classifier  # noqa: F401 - registers the project's mod
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
 from trainer_cli import quiet, rundir
 from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
+from trainer_cli.callbacks.progress import default_progress_bar
 from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
 from trainer_cli.callbacks.switches import drop_switched_off
-from trainer_cli.callbacks.progress import default_progress_bar
+from trainer_cli.checkpointing import ResumeState, with_atomic_checkpoint_io
 from trainer_cli.compat import check_compatible
 from trainer_cli.compose import expand_config_args
-from trainer_cli.checkpointing import ResumeState, with_atomic_checkpoint_io
 from trainer_cli.errors import EXIT_USER_ERROR, UserError
 from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate_in_files, user_code_error  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
 from trainer_cli.imports import import_class
 from trainer_cli.launch.requeue_signal import under_slurm_batch
-from trainer_cli.preflight import check_backbone_kwargs, check_optimizer_config, check_trainer_minimums, with_checkpoint_class
-from trainer_cli.resume import add_resume_arguments, check_weights_fit, with_stored_config
-from trainer_cli.schedule_resume import ScheduleOnResume
 from trainer_cli.optim.configure import configure_optimizers
 from trainer_cli.optim.param_groups import ParamGroups
+from trainer_cli.preflight import check_backbone_kwargs, check_optimizer_config, check_trainer_minimums, with_checkpoint_class
+from trainer_cli.resume import add_resume_arguments, check_weights_fit, with_stored_config
 from trainer_cli.run import DEFAULT_LOGGER, DEFAULT_NAME, DEFAULT_ROOT_DIR, EXIT_INTERRUPTED, EXIT_SIGTERM, FIT_LIKE, Run, RunRecord  # noqa: F401 - re-exported
-
+from trainer_cli.schedule_resume import ScheduleOnResume
 
 # what flows from the data module to the model, stated once (links on instantiation)
 DATA_TO_MODEL = ("num_classes", "in_channels", "image_size")
@@ -288,7 +287,7 @@ class RunConfig(SaveConfigCallback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if self.already_saved or not trainer.is_global_zero:
             return
-        record = next((c for c in trainer.callbacks if isinstance(c, RunRecord)), None)
+        record = next((c for c in trainer.callbacks if isinstance(c, RunRecord)), None)  # type: ignore[attr-defined]
         run = record.run if record is not None else None
         if run is not None and run.path is not None:
             run.freeze()  # the record is the run directory's (a log_dir elsewhere is a shared store: MLflow's, W&B's)
@@ -441,9 +440,9 @@ class TrainerCLI(LightningCLI):
             except UserError:  # not a YAML file (jsonnet, ...): the parser reads it as LightningCLI would
                 args = None
             if args is not None:
-                fixed = {"model": None if self.subclass_mode_model else self._model_class,
-                         "data": None if self.subclass_mode_data else self.datamodule_class}
-                args = _fixed_class_configs(args, {k: v for k, v in fixed.items() if v is not None})
+                fixed: dict[str, Any] = {"model": None if self.subclass_mode_model else self._model_class,
+                                         "data": None if self.subclass_mode_data else self.datamodule_class}
+                args = _fixed_class_configs(args, {k: v for k, v in fixed.items() if isinstance(v, type)})
         with warnings.catch_warnings():
             if args is not None and rebuilt:  # the args built here from sys.argv: not the mistake LightningCLI warns of
                 warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
@@ -467,7 +466,7 @@ class TrainerCLI(LightningCLI):
         if model_class is None or data_class is None or not isinstance(model_cfg, Namespace):
             return
         params = _parameters(model_class)
-        user_targets = getattr(parser, "link_targets", set())
+        user_targets: set[str] = getattr(parser, "link_targets", set())
         for key in DATA_TO_MODEL:
             target = f"model.init_args.{key}" if self.subclass_mode_model else f"model.{key}"
             if key not in params or not _declares(data_class, key):
@@ -503,7 +502,9 @@ class TrainerCLI(LightningCLI):
         check_optimizer_config(cfg)
         check_trainer_minimums(cfg)
         self.run.link_targets = set(self._data_links.values())
-        self.run.prepare(cfg, lambda: self.verb_parser.dump(cfg, skip_none=False, skip_link_targets=False))
+        parser = self.verb_parser
+        assert parser is not None  # set by parse_arguments
+        self.run.prepare(cfg, lambda: parser.dump(cfg, skip_none=False, skip_link_targets=False))
 
     def after_instantiate_classes(self) -> None:
         if self.run.trains and self.run.path is not None:  # the checkpoint's tensors decide what a resume may change
@@ -511,7 +512,7 @@ class TrainerCLI(LightningCLI):
         self._add_configure_optimizers()
         self.run.linked = self.applied_links  # config.yaml is written when the verb starts (run.RunRecord)
         if self.run.follows_lightning and self.verb_parser is not None:  # the script's SaveConfigCallback saves the record
-            self.verb_parser.run_record = self.run.record(self.applied_links)
+            self.verb_parser.run_record = self.run.record(self.applied_links)  # type: ignore[attr-defined]
         self.run.keep_logs()
 
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
@@ -557,10 +558,10 @@ class TrainerCLI(LightningCLI):
 
         self.run.bind_to_log_dir(trainer)
         ours = {id(c) for c in added}
-        order = sorted(trainer.callbacks, key=lambda c: (isinstance(c, Checkpoint), id(c) in ours))  # stable
-        trainer.callbacks = order
+        callbacks: list[Any] = trainer.callbacks  # type: ignore[attr-defined]
+        trainer.callbacks = sorted(callbacks, key=lambda c: (isinstance(c, Checkpoint), id(c) in ours))  # type: ignore[attr-defined]  # stable
         if self.run.path is not None and not self.run.created:
-            for callback in trainer.callbacks:
+            for callback in callbacks:
                 if isinstance(callback, SaveConfigCallback) and (self.run.path / callback.config_filename).is_file() and self.run.ckpt_path:
                     callback.already_saved = True
 
@@ -625,7 +626,7 @@ class TrainerCLI(LightningCLI):
 
     # -- end of a run ----------------------------------------------------------------------------
     def after_fit(self) -> None:
-        if rank_zero_only.rank == 0 and self.run_dir is not None:
+        if rank_zero_only.rank == 0 and self.run_dir is not None:  # type: ignore[attr-defined]
             from lightning.pytorch.loggers import TensorBoardLogger
 
             tensorboard = any(isinstance(logger, TensorBoardLogger) for logger in self.trainer.loggers)
@@ -655,7 +656,6 @@ def verb_cli(verb: str, base: type[TrainerCLI] | None = None) -> type[TrainerCLI
     """``base`` (TrainerCLI) with the parser of ``verb`` alone: building the parsers of all four
     subcommands costs start-up time. ``subcommands`` stays a staticmethod, as LightningCLI's."""
     base = base or TrainerCLI
-    every = LightningCLI.subcommands()
     name = f"{base.__name__}_{verb}"
     if base is TrainerCLI and name in globals():
         return globals()[name]  # type: ignore[no-any-return]
@@ -762,10 +762,13 @@ def _submit_from_script(cli_class: type, args: tuple[Any, ...], kwargs: dict[str
     script's own CLI (its classes, links and defaults) parsing the fit arguments, and the job
     running ``python main.py fit --config <frozen config>``; returns the exit code."""
     from trainer_cli.errors import report_user_error
-    from trainer_cli.launch.submit import main as submit_main
+    from trainer_cli.launch import fit_job
+
+    def parse(fit_args: list[str]) -> tuple[LightningArgumentParser, Namespace]:
+        return parse_config("fit", fit_args, expand=False, cli=(cli_class, args, kwargs))
 
     try:
-        return submit_main(rest, cli=(cli_class, args, kwargs), script=str(Path(script).absolute()))
+        return fit_job.main(rest, parse, script=str(Path(script).absolute()))
     except UserError as err:
         return report_user_error(err)
 

@@ -23,6 +23,7 @@ import contextlib
 import io
 import re
 import shlex
+from typing import Any
 
 from trainer_cli import listing
 from trainer_cli.paths import configs_dir
@@ -83,7 +84,7 @@ def config_short_forms() -> list[str]:
     return sorted(f"{p.parent.name}/{p.stem}" for p in root.glob("*/*.yaml"))
 
 
-def tables() -> dict[str, object]:
+def tables() -> dict[str, Any]:
     """Everything the script completes from: verbs, options per verb, class names, configs."""
     from trainer_cli.__main__ import VERBS
 
@@ -186,7 +187,7 @@ autoload -U +X bashcompinit && bashcompinit
 {bash}'''
 
 
-def bash_script(t: dict[str, object] | None = None) -> str:
+def bash_script(t: dict[str, Any] | None = None) -> str:
     """The bash completion script."""
     t = t or tables()
     options = "\n".join(f"_train_opts_{re.sub(r'[^a-zA-Z0-9]', '_', v)}={_words(opts)}" for v, opts in t["options"].items())

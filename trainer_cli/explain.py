@@ -41,9 +41,9 @@ def _short_names() -> list[str]:
     try:
         from trainer_cli.listing import all_short_names
     except ImportError:
-        from trainer_cli.registry import backbone_names
-
         import torch.optim
+
+        from trainer_cli.registry import backbone_names
 
         return backbone_names() + [n for n in dir(torch.optim) if n[:1].isupper()] + [
             n for n in dir(torch.optim.lr_scheduler) if n[:1].isupper()

@@ -24,6 +24,8 @@ from collections.abc import Callable
 from importlib import metadata
 from pathlib import Path
 
+from trainer_cli.atomic import write_atomic
+
 ENV_SWITCH = "TRAINER_CLI_HELP_CACHE"
 HELP_FLAGS = ({"--help"}, {"-h"})
 # distributions whose code shapes the text of a Lightning verb's help
@@ -90,9 +92,7 @@ def _store(path: Path, text: str) -> None:
     only costs the next call its speed."""
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-        tmp.write_text(text, encoding="utf-8")
-        os.replace(tmp, path)
+        write_atomic(path, text)
         verb = path.name.split("-", 1)[0]
         texts = sorted(path.parent.glob(f"{verb}-*.txt"), key=lambda p: p.stat().st_mtime, reverse=True)
         for old in texts[KEEP_PER_VERB:]:

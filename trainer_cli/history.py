@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from trainer_cli.atomic import append_line, write_atomic
 from trainer_cli.resume import CONFIG_FILE, RESUME_OPTIONS
 
 HISTORY_FILE = "history.jsonl"
@@ -94,10 +95,7 @@ def append(run_dir: Path, verb: str | None, ckpt_path: Any, changes: list[str], 
         record["options"] = options
     if os.environ.get("SLURM_JOB_ID"):
         record["slurm"] = {"job_id": os.environ["SLURM_JOB_ID"], "restart_count": int(os.environ.get("SLURM_RESTART_COUNT") or 0)}
-    with open(run_dir / HISTORY_FILE, "a") as f:
-        f.write(json.dumps(record) + "\n")
-        f.flush()
-        os.fsync(f.fileno())
+    append_line(run_dir / HISTORY_FILE, json.dumps(record))
     return record
 
 
@@ -110,9 +108,7 @@ def rewrite_config(run_dir: Path, text: str) -> Path:
         n += 1
     previous = run_dir / PREVIOUS_CONFIG.format(n=n)
     shutil.copy2(config_file, previous)
-    tmp = config_file.with_name(f".{CONFIG_FILE}.tmp-{os.getpid()}")
-    tmp.write_text(text)
-    tmp.replace(config_file)
+    write_atomic(config_file, text)
     return previous
 
 

@@ -33,6 +33,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from trainer_cli.atomic import update_json
 from trainer_cli.imports import import_class
 
 RUN_FILE = "run.json"
@@ -52,8 +53,8 @@ def read_identity(run_dir: Path) -> dict[str, Any]:
 def run_identity(run_dir: Path, label: str) -> dict[str, Any]:
     """The run's identity from ``run_dir/run.json``, created (with ``run_dir``) when missing.
 
-    Creation is atomic (a complete file linked into place, never replaced): processes starting
-    together in one directory (``srun`` tasks) all get the one that was written first.
+    Creation is atomic and under the record's lock (:func:`trainer_cli.atomic.update_json`): processes
+    starting together in one directory (``srun`` tasks) all get the one that was written first.
 
     Args:
         run_dir: The run directory.
@@ -64,23 +65,13 @@ def run_identity(run_dir: Path, label: str) -> dict[str, Any]:
         return found
     run_dir.mkdir(parents=True, exist_ok=True)
     created = {"run_id": uuid.uuid4().hex, "name": label, "created": datetime.now(timezone.utc).isoformat(timespec="seconds")}
-    tmp = run_dir / f".{RUN_FILE}.{os.getpid()}.tmp"
-    tmp.write_text(json.dumps(created, indent=2) + "\n")
-    try:
-        os.link(tmp, run_dir / RUN_FILE)
-    except FileExistsError:
-        pass
-    finally:
-        tmp.unlink(missing_ok=True)
+    update_json(run_dir / RUN_FILE, lambda found: found if found.get("run_id") else created)
     return read_identity(run_dir) or created
 
 
 def update_identity(run_dir: Path, **fields: Any) -> None:
     """Merge ``fields`` into ``run_dir/run.json`` (global rank 0 only; replaced atomically)."""
-    path = Path(run_dir) / RUN_FILE
-    tmp = path.with_name(f".{RUN_FILE}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(read_identity(run_dir) | fields, indent=2) + "\n")
-    os.replace(tmp, path)
+    update_json(Path(run_dir) / RUN_FILE, lambda found: found | fields)
 
 
 # -- logger configs --------------------------------------------------------------------------------

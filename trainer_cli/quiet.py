@@ -123,12 +123,13 @@ def install() -> list[tuple[logging.Logger, logging.Filter]]:
     for silenced in WARNINGS:
         if silenced.applies():
             warnings.filterwarnings("ignore", message=silenced.pattern)
-    added = []
+    added: list[tuple[logging.Logger, logging.Filter]] = []
     for name in LIGHTNING_LOGGERS:
         logger = logging.getLogger(name)
         if not any(isinstance(f, _DropSilencedLines) for f in logger.filters):
-            added.append((logger, _DropSilencedLines()))
-            logger.addFilter(added[-1][1])
+            dropper = _DropSilencedLines()
+            added.append((logger, dropper))
+            logger.addFilter(dropper)
     return added
 
 

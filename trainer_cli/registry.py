@@ -52,7 +52,8 @@ def _cifar_stem(model: nn.Module, in_channels: int) -> None:
     """The CIFAR stem for ResNets: 3x3 ``conv1`` with stride 1 and no max-pool."""
     if not (hasattr(model, "conv1") and hasattr(model, "maxpool")):
         raise UserError(f"cifar_stem applies to ResNet-style models (conv1 + maxpool), not {type(model).__name__}")
-    model.conv1 = nn.Conv2d(in_channels, model.conv1.out_channels, kernel_size=3, stride=1, padding=1, bias=False)
+    conv1: Any = model.conv1
+    model.conv1 = nn.Conv2d(in_channels, conv1.out_channels, kernel_size=3, stride=1, padding=1, bias=False)
     model.maxpool = nn.Identity()
 
 

@@ -86,7 +86,7 @@ def _restarted_past(run_dir: Path) -> bool:
     newest = rundir.newest_checkpoint(run_dir)
     submitted = jobstate.read(run_dir).get("submitted")
     try:
-        return newest is not None and bool(submitted) and newest.path.stat().st_mtime >= datetime.fromisoformat(submitted).timestamp()
+        return newest is not None and bool(submitted) and newest.path.stat().st_mtime >= datetime.fromisoformat(str(submitted)).timestamp()
     except (OSError, ValueError):
         return False
 
@@ -183,7 +183,7 @@ class Run:
             return None
         self.path = chosen.absolute()
         self.ckpt_path = cfg.get("ckpt_path")
-        retired_by_rank_0 = rank_zero_only.rank != 0 and str(self.ckpt_path).endswith(rundir.USED_SUFFIX)  # renamed any moment now
+        retired_by_rank_0 = rank_zero_only.rank != 0 and str(self.ckpt_path).endswith(rundir.USED_SUFFIX)  # type: ignore[attr-defined]  # renamed any moment now
         missing_left_to_lightning = not self.missing_is_error and not Path(str(self.ckpt_path)).exists()
         if is_checkpoint_file(self.ckpt_path) and str(self.ckpt_path) not in self._checked and not retired_by_rank_0 and not missing_left_to_lightning:
             check_checkpoint_file(self.ckpt_path)
@@ -197,8 +197,12 @@ class Run:
         self._launcher_set = _changed_keys(before, _tree(self._config_text))
         if "default_root_dir" in cfg.trainer:  # the Trainer gets the run directory (TrainerCLI.instantiate_trainer)
             self._launcher_set["trainer.default_root_dir (the Trainer's: this run directory)"] = cfg.trainer.default_root_dir
-        moved = {k: v for k, v in self._launcher_set.items() if not logs_here and ".logger" in k and k.endswith(("save_dir", ".name")) and isinstance(v, str) and v not in ("", DEFAULT_ROOT_DIR, "lightning_logs") and not Path(v).absolute().is_relative_to(root)}
-        if moved and rank_zero_only.rank == 0:
+        moved = {} if logs_here else {
+            k: v for k, v in self._launcher_set.items()
+            if ".logger" in k and k.endswith(("save_dir", ".name")) and isinstance(v, str) and v not in ("", DEFAULT_ROOT_DIR, "lightning_logs")
+            and not Path(v).absolute().is_relative_to(root)
+        }
+        if moved and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
             print(f"Logs go to the run directory {self.path} (" + ", ".join(f"{k} was {v!r}" for k, v in moved.items()) + ")", flush=True)
         return self.path
 
@@ -274,8 +278,8 @@ class Run:
             )
             raise SystemExit(0)
         if self.trains:  # global rank 0 renames; the other ranks load it by its new name
-            newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)
-        if announce and rank_zero_only.rank == 0:
+            newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)  # type: ignore[attr-defined]
+        if announce and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
             print(f"Resuming {run_dir} from {newest.path} (step {newest.global_step}, {newest.epochs_done} epochs done)", flush=True)
         self._checked.add(str(newest.path))  # read (its progress) just now
         return newest.path
@@ -333,7 +337,7 @@ class Run:
         when a resume changed it and append this start to ``history.jsonl`` (once), and record the
         logger runs made now (MLflow's run id, for a resume). Global rank 0 only; called when the
         verb starts (:class:`RunRecord`), so a CLI built with ``run=False`` and never run leaves nothing."""
-        if self.path is None or rank_zero_only.rank != 0:
+        if self.path is None or rank_zero_only.rank != 0:  # type: ignore[attr-defined]
             return
         self.path.mkdir(parents=True, exist_ok=True)
         if self._identity and not (self.path / loggers_mod.RUN_FILE).exists():  # released unused (run=False), now used
@@ -396,7 +400,7 @@ class Run:
         if cause is None:
             cause = signal.SIGINT if CTRL_C or not isinstance(stop, SIGTERMException) else signal.SIGTERM
         code = stop_signals.EXIT_CODES[cause]
-        if rank_zero_only.rank == 0 and not requeued:
+        if rank_zero_only.rank == 0 and not requeued:  # type: ignore[attr-defined]
             import sys
 
             print(self._resume_hint(stop_signals.NAMES[cause], trainer), file=sys.stderr, flush=True)
@@ -414,7 +418,7 @@ class Run:
             lost = saved is not None and saved.trained
             where = "the steps since its last checkpoint were not saved" if lost else "nothing trained since its last checkpoint"
         else:
-            if rank_zero_only.rank == 0:
+            if rank_zero_only.rank == 0:  # type: ignore[attr-defined]
                 self.remove_if_untrained()
             return f"{stopped}, before any batch was trained; nothing was saved (run directory {self.path} removed)."
         return f"{stopped}; {where}.\nResume with:  {self.resume_command.format(path=self.path)}"
@@ -426,7 +430,7 @@ class Run:
         from lightning.pytorch.loggers import WandbLogger
 
         for logger in self.trainer.loggers if self.trainer is not None else []:
-            if isinstance(logger, WandbLogger) and rank_zero_only.rank == 0:
+            if isinstance(logger, WandbLogger) and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
                 logger.experiment.finish()
 
     def record(self, linked: dict[str, Any]) -> str:
@@ -456,7 +460,7 @@ class Run:
     def keep_logs(self) -> None:
         """Before the Trainer runs (global rank 0): a resumed run's CSV metrics file is kept
         (:func:`trainer_cli.loggers.keep_csv_metrics`; the writer must not have started)."""
-        if self.path is not None and self.trainer is not None and rank_zero_only.rank == 0:
+        if self.path is not None and self.trainer is not None and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
             loggers_mod.keep_csv_metrics(self.trainer.loggers)
 
     def release_if_unused(self) -> None:

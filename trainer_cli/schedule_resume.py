@@ -59,7 +59,7 @@ def _position_keys() -> frozenset[str]:
     from torch.optim.lr_scheduler import LRScheduler
 
     class Constant(LRScheduler):
-        def get_lr(self) -> list[float]:
+        def get_lr(self) -> list[float | torch.Tensor]:
             return [group["lr"] for group in self.optimizer.param_groups]
 
     optimizer = torch.optim.SGD([torch.zeros(1, requires_grad=True)], lr=1.0)

@@ -105,6 +105,6 @@ class WarmupEMA(WeightAveraging):
             how = f"the warm-up holds it at {end:.3f} by the end (an average of the last ~{1 / (1 - end):.0f} updates)"
         else:
             how = "the average stays near the first weights: lower the decay or set warmup_power (e.g. 0.75)"
-        if rank_zero_only.rank == 0:  # one line (a Python warning would add its source line)
+        if rank_zero_only.rank == 0:  # type: ignore[attr-defined]  # one line (a Python warning would add its source line)
             message = f"EMA decay {self.decay} averages over ~{horizon:.0f} updates, more than this run's {updates:.0f}: {how}"
             print(f"warning: {message}", file=sys.stderr, flush=True)

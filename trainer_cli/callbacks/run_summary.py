@@ -21,7 +21,8 @@ class RunSummary(pl.Callback):
     @staticmethod
     def quantities(trainer: pl.Trainer) -> dict[str, object]:
         """The summary as a dict (also used by tests)."""
-        per_device = getattr(trainer.datamodule, "batch_size", None) if trainer.datamodule is not None else None
+        datamodule = getattr(trainer, "datamodule", None)  # set by Lightning outside the Trainer class body
+        per_device = getattr(datamodule, "batch_size", None) if datamodule is not None else None
         accumulate = trainer.accumulate_grad_batches
         batches = trainer.num_training_batches
         steps_per_epoch = math.ceil(batches / accumulate) if math.isfinite(batches) else batches

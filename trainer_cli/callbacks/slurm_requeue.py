@@ -19,7 +19,7 @@ HPC_CKPT = re.compile(r"hpc_ckpt_(\d+)\.ckpt(\.used)?")  # .used: retired once r
 
 
 def _say(message: str) -> None:
-    if rank_zero_only.rank == 0:
+    if rank_zero_only.rank == 0:  # type: ignore[attr-defined]
         print(f"trainer-cli: {message}", flush=True)
 
 

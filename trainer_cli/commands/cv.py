@@ -69,7 +69,7 @@ def main(args: Sequence[str]) -> int:
         print_table(aggregate(Path(opts.cv_dir), opts.folds))
         return 0
     env_before = os.environ.get(ENV_CV_DIR)
-    given = opts.cv_dir or env_before
+    given = opts.cv_dir or env_before or ""
     existed = bool(given) and Path(given).exists()
     cv_dir = choose_cv_dir(opts.cv_dir, opts.fold, rest)
     os.environ[ENV_CV_DIR] = str(cv_dir)

@@ -126,7 +126,7 @@ def load_lightning_module(ckpt: Path) -> tuple[Any, str]:
     if not hparams or "_class_path" not in hparams:
         raise UserError(f"--ckpt {ckpt} does not name its LightningModule (no hyper_parameters._class_path): "
                         "export reads checkpoints written by `train fit`")
-    cls = import_class(hparams["_class_path"])
+    cls: Any = import_class(hparams["_class_path"])  # a LightningModule class (Lightning not imported here)
     # pretrained weights are in the checkpoint already: don't look for the original weights file
     overrides = {"weights_path": None} if "weights_path" in hparams else {}
     module = cls.load_from_checkpoint(ckpt, map_location="cpu", **overrides)

@@ -36,7 +36,7 @@ def _target_of(sample: Any, dataset: Dataset[Any]) -> Any:
     Raises:
         UserError: for a sample that is not an ``(input, target)`` pair with one number as target.
     """
-    target = sample[1] if isinstance(sample, (tuple, list)) and len(sample) >= 2 else None
+    target: Any = sample[1] if isinstance(sample, (tuple, list)) and len(sample) >= 2 else None
     if hasattr(target, "numel") and target.numel() == 1:
         target = target.item()
     if not isinstance(target, (int, float, np.integer, np.floating)) or isinstance(target, bool):
@@ -81,7 +81,7 @@ def pooled_views(train_set: Dataset[Any], val_set: Dataset[Any]) -> tuple[Datase
     ):
         indices = [*train_set.indices, *val_set.indices]
         return Subset(train_set.dataset, indices), Subset(val_set.dataset, indices), labels_of(train_set.dataset)[indices]
-    pool = ConcatDataset([train_set, val_set])
+    pool: ConcatDataset[Any] = ConcatDataset([train_set, val_set])
     return pool, pool, labels_of(pool)
 
 

@@ -62,7 +62,7 @@ class ResumableShuffleSampler(DistributedSampler):
         limit_train_batches: Optional[Union[int, float]] = None,
     ) -> None:
         super().__init__(
-            range(num_samples), num_replicas=num_replicas, rank=rank, shuffle=True,
+            range(num_samples), num_replicas=num_replicas, rank=rank, shuffle=True,  # type: ignore[arg-type]  # any sized sequence works
             seed=seed + int(os.environ.get("PL_GLOBAL_SEED", "0")), drop_last=False,
         )
         self.batch_size = batch_size

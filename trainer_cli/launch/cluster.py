@@ -30,13 +30,15 @@ from __future__ import annotations
 import os
 import pwd
 import re
-import shutil
-import subprocess
+import sys
 from dataclasses import dataclass, field
+from typing import Any
 
 from trainer_cli.errors import UserError
+from trainer_cli.launch import slurm_commands
 from trainer_cli.launch.options import SlurmOptions, time_limit_s
 from trainer_cli.launch.resources import Resources
+from trainer_cli.launch.slurm_commands import SlurmCommandError, scontrol_fields
 
 UNLIMITED = {"UNLIMITED", "INFINITE", "NONE"}
 _MEM_UNITS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
@@ -82,21 +84,12 @@ class Partition:
     nodes: list[Node] = field(default_factory=list)
 
 
-def scontrol_fields(line: str) -> dict[str, str]:
-    """One line of ``scontrol show ... -o`` as ``{key: value}`` (the first of a repeated key wins)."""
-    out: dict[str, str] = {}
-    for word in line.split():
-        key, sep, value = word.partition("=")
-        if sep and key not in out:
-            out[key] = value
-    return out
-
-
 def _query(*args: str) -> list[dict[str, str]]:
-    proc = subprocess.run(["scontrol", "show", *args, "-o"], capture_output=True, text=True, timeout=20)
-    if proc.returncode != 0:
-        raise RuntimeError((proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[-1])
-    return [scontrol_fields(line) for line in proc.stdout.splitlines() if line.strip()]
+    try:
+        out = slurm_commands.run(["scontrol", "show", *args, "-o"], timeout_s=20)
+    except SlurmCommandError as err:
+        raise RuntimeError(err.message.splitlines()[-1]) from None
+    return [scontrol_fields(line) for line in out.splitlines() if line.strip()]
 
 
 def _limit(value: str | None) -> int | None:
@@ -109,8 +102,6 @@ def read_cluster() -> list[Partition]:
     Raises:
         RuntimeError: when Slurm cannot be asked (no ``scontrol``, controller unreachable).
     """
-    if shutil.which("scontrol") is None:
-        raise RuntimeError("scontrol not found")
     nodes = [
         Node(
             name=n.get("NodeName", "?"),
@@ -173,7 +164,7 @@ def problems_with(partitions: list[Partition], slurm: SlurmOptions, resources: R
                 f"--trainer.devices {resources.gpus_per_node} GPUs per node: the nodes of {where} have at most {most}{kind} GPU(s)"
                 f"; use --trainer.devices {most} or fewer (and more --trainer.num_nodes)"
             )
-    cpus = slurm.cpus_per_task * resources.ntasks_per_node
+    cpus = (slurm.cpus_per_task or 1) * resources.ntasks_per_node  # filled in by check_resources
     most_cpus = max(n.cpus for n in chosen.nodes)
     if resources.ntasks_per_node > most_cpus:
         problems.append(
@@ -225,12 +216,10 @@ def parse_qos(text: str) -> dict[str, int | None]:
 
 
 def _sacctmgr(*args: str) -> str:
-    if shutil.which("sacctmgr") is None:
-        raise RuntimeError("sacctmgr not found")
-    proc = subprocess.run(["sacctmgr", "-P", "-n", "show", *args], capture_output=True, text=True, timeout=20)
-    if proc.returncode != 0:
-        raise RuntimeError((proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}").splitlines()[0])
-    return proc.stdout
+    try:
+        return slurm_commands.run(["sacctmgr", "-P", "-n", "show", *args], timeout_s=20)
+    except SlurmCommandError as err:
+        raise RuntimeError(err.message.splitlines()[0]) from None
 
 
 def read_accounting(user: str) -> tuple[list[Association], dict[str, int | None]]:
@@ -266,6 +255,25 @@ def accounting_problems(associations: list[Association], qos: dict[str, int | No
     return []
 
 
+def check_resources(slurm: SlurmOptions, resources: Resources, config: Any, dry_run: bool) -> None:
+    """Fill in ``slurm.cpus_per_task`` when not given (a core per data loader worker of ``config``,
+    plus the training process) and, unless ``dry_run`` (a dry run may be for another cluster), check
+    the job against this cluster (:func:`check_against_cluster`).
+
+    Raises:
+        UserError: naming every value the cluster cannot give.
+    """
+    if slurm.cpus_per_task is None:
+        data = config.get("data")
+        init: Any = data.get("init_args") if hasattr(data, "get") else None
+        workers = init.get("num_workers") if hasattr(init, "get") else None
+        slurm.cpus_per_task = (workers if isinstance(workers, int) and workers > 0 else 0) + 1
+    if not dry_run:
+        warning = check_against_cluster(slurm, resources)
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
+
+
 def check_against_cluster(slurm: SlurmOptions, resources: Resources) -> str | None:
     """Refuse a job the cluster cannot run (see the module docstring).
 
@@ -279,13 +287,13 @@ def check_against_cluster(slurm: SlurmOptions, resources: Resources) -> str | No
     unasked: list[str] = []
     try:
         problems += problems_with(read_cluster(), slurm, resources)
-    except (RuntimeError, OSError, subprocess.SubprocessError, ValueError) as err:
+    except (RuntimeError, OSError, ValueError) as err:
         unasked.append(f"{UNCHECKED} ({err}): the job is not checked against the cluster")
     if slurm.account or slurm.qos:
         user = pwd.getpwuid(os.getuid()).pw_name
         try:
             problems += accounting_problems(*read_accounting(user), slurm, user)
-        except (RuntimeError, OSError, subprocess.SubprocessError, ValueError) as err:
+        except (RuntimeError, OSError, ValueError) as err:
             given = " and ".join(f"--slurm.{k} {getattr(slurm, k)}" for k in ("account", "qos") if getattr(slurm, k))
             unasked.append(f"could not ask Slurm's accounting ({err}): {given} not checked")
     if problems:

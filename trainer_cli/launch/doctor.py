@@ -156,13 +156,13 @@ def run_local(tasks: int, run_root: Path, class_paths: list[str], timeout_s: flo
 def unhealthy_nodes(partition: str | None) -> tuple[list[str], int]:
     """The partition's nodes (the default partition's when None) that are down, drained or failing,
     as ``node is STATE``, and how many nodes it has."""
-    from trainer_cli.launch.cluster import read_cluster, scontrol_fields
+    from trainer_cli.launch.cluster import read_cluster
+    from trainer_cli.launch.slurm_commands import output_or_empty, scontrol_fields
 
     chosen = next((p for p in read_cluster() if (p.name == partition if partition else p.default)), None)
     names = {n.name for n in chosen.nodes} if chosen else set()
-    proc = subprocess.run(["scontrol", "show", "node", "-o"], capture_output=True, text=True, timeout=20)
     bad = []
-    for line in proc.stdout.splitlines():
+    for line in output_or_empty(["scontrol", "show", "node", "-o"], timeout_s=20).splitlines():
         f = scontrol_fields(line)
         state = f.get("State", "UNKNOWN")
         if f.get("NodeName") in names and any(word in state.upper() for word in BAD_NODE_STATES):
@@ -182,9 +182,12 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     """
     from trainer_cli.launch import snapshot
     from trainer_cli.launch.cluster import check_against_cluster
-    from trainer_cli.launch.pending import why_pending, job_fields
+    from trainer_cli.launch.pending import job_fields, why_pending
     from trainer_cli.launch.render import render
-    from trainer_cli.launch.submit import plan, run_sbatch, script_context
+    from trainer_cli.launch.sbatch import run_sbatch, script_context
+    from trainer_cli.launch.slurm_commands import SlurmCommandError, output_or_empty
+    from trainer_cli.launch.slurm_commands import run as slurm_run
+    from trainer_cli.launch.submit import plan
 
     started = time.monotonic()
     job = plan(args, dry_run=True)
@@ -214,15 +217,18 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     deadline = started + timeout_s + STARTUP_S
     fields: dict[str, str] = {}
     while time.monotonic() < deadline:
-        proc = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=20)
-        fields = job_fields(proc.stdout.splitlines()[0]) if proc.returncode == 0 and proc.stdout.strip() else {}
+        out_text = output_or_empty(["scontrol", "show", "job", "-o", job_id], timeout_s=20)
+        fields = job_fields(out_text.splitlines()[0]) if out_text.strip() else {}
         if fields.get("JobState") in FINAL or len(read_reports(out)) >= res.world_size:
             break
         time.sleep(1)
     failures = []
     state = fields.get("JobState", "UNKNOWN")
     if state not in FINAL and len(read_reports(out)) < res.world_size:
-        subprocess.run(["scancel", job_id], capture_output=True, timeout=20)
+        try:
+            slurm_run(["scancel", job_id], timeout_s=20)
+        except SlurmCommandError:
+            pass  # ended by itself meanwhile
         said = why_pending(fields) if state == "PENDING" else f"still {state}"
         failures.append(f"job {job_id} did not finish within --timeout {timeout_s:.0f} s (cancelled): {said}")
     return read_reports(out), failures, res.world_size

@@ -1,13 +1,9 @@
 """``train jobs`` and ``train cancel``: the runs submitted from here, their Slurm jobs and states.
 
 ``train submit`` appends one JSON line per run to ``<trainer.default_root_dir>/submissions.jsonl``
-(default ``runs/``). ``train jobs`` asks Slurm once per call, whatever the number of jobs:
-``scontrol show job -o`` (every job the controller still knows: queued, running, and finished ones
-for ``MinJobAge``, 300 s by default) and, only for the jobs it no longer knows, one
-``sacct -j id1,id2,...`` where accounting is on. A job id Slurm reuses (a fresh state directory
-counts from 1 again) is matched on the script the job runs (``<run>/submit.sbatch``), never on the
-id alone. Once Slurm has forgotten a job, its state and restarts are the ones the job recorded in
-``<run>/job.json`` (:mod:`trainer_cli.launch.jobstate`); a job that resubmitted itself is followed
+(default ``runs/``; :mod:`trainer_cli.launch.submissions`). ``train jobs`` asks Slurm once per call,
+whatever the number of jobs, and reads ``<run>/job.json`` for the jobs Slurm has forgotten
+(:mod:`trainer_cli.launch.status`); a job that resubmitted itself is followed
 to its new id there. Per job the table shows state, restarts (with their causes, from
 ``<run>/restarts.jsonl``: ``2 (1 time limit, 1 preempted)``), elapsed time, a DETAIL in words
 (:mod:`trainer_cli.launch.job_detail`: why a pending job waits, what to do and Slurm's estimated
@@ -24,151 +20,26 @@ aggregate job). RUN is a run directory or a job id.
 from __future__ import annotations
 
 import argparse
-import json
 import re
-import shutil
-import subprocess
 import sys
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
-from trainer_cli.history import read_json_lines
 from trainer_cli.launch import jobstate
 from trainer_cli.launch import restarts as restarts_log
 from trainer_cli.launch.job_detail import detail
-from trainer_cli.launch.options import time_limit_s
-from trainer_cli.launch.pending import array_task_ids, job_fields
+from trainer_cli.launch.slurm_commands import SlurmCommandError
+from trainer_cli.launch.slurm_commands import run as run_slurm
+from trainer_cli.launch.status import ACTIVE_STATES, JobStatus, last_epoch_line, query_slurm, with_run_record
+from trainer_cli.launch.submissions import read_registry
+from trainer_cli.sweeps.plan import task_log
 from trainer_cli.tables import print_table
 
-REGISTRY_NAME = "submissions.jsonl"
 DEFAULT_ROOT = "runs"
-UNKNOWN = "UNKNOWN"
 # the job-id keys of a registry record, with the script each job runs and its label in the table
 JOB_KEYS = (("job_id", "submit.sbatch", ""), ("test_job_id", "test.sbatch", " (test)"), ("aggregate_job_id", "cv_aggregate.sbatch", " (cv aggregate)"))
-ACTIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "REQUEUE_HOLD", "REQUEUE_FED"}
-TAIL_BYTES = 16384  # of a log read for its last epoch line
-
-
-def register(root: Path, record: dict[str, Any]) -> None:
-    """Append a submitted job to ``root``'s registry."""
-    root.mkdir(parents=True, exist_ok=True)
-    keep = ("job_id", "test_job_id", "aggregate_job_id", "job_name", "run_dir", "log", "submitted", "trials")
-    with open(root / REGISTRY_NAME, "a") as registry:
-        registry.write(json.dumps({k: record.get(k) for k in keep}) + "\n")
-
-
-def read_registry(root: Path) -> list[dict[str, Any]]:
-    """The jobs submitted under ``root``, oldest first (an unreadable line is skipped)."""
-    return read_json_lines(root / REGISTRY_NAME)
-
-
-def _run(cmd: list[str]) -> str:
-    """stdout of ``cmd``; empty when it is missing, fails or hangs."""
-    if shutil.which(cmd[0]) is None:
-        return ""
-    try:
-        proc = subprocess.run(cmd, capture_output=True, text=True, timeout=30)
-    except (OSError, subprocess.SubprocessError):
-        return ""
-    return proc.stdout if proc.returncode == 0 else ""
-
-
-@dataclass
-class JobStatus:
-    """What Slurm (or the run directory) says of one job."""
-
-    state: str = UNKNOWN
-    restarts: int = 0
-    elapsed: str = "-"
-    source: str = "none"
-    """Where the figures came from: scontrol, sacct, job.json or none."""
-    entries: list[dict[str, str]] = field(default_factory=list)
-    """The job's fields (``scontrol show job``: one per array task record), for its DETAIL cell."""
-
-
-def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus]:
-    """Status of each ``(job id, script it runs)``, keyed so: one ``scontrol show job -o`` call for
-    all, and one ``sacct`` call for the ids the controller has forgotten (where accounting is on).
-    An id whose Slurm job runs another script (a reused id) is not that job. Array jobs: the tasks'
-    states are summed up (``RUNNING x2, PENDING x1``)."""
-    wanted = {(job_id, str(script)) for job_id, script in jobs}
-    ids = {job_id for job_id, _ in wanted}
-    found: dict[tuple[str, str], list[dict[str, str]]] = {}
-    for line in _run(["scontrol", "show", "job", "-o"]).splitlines():
-        f = job_fields(line)
-        array, task = f.get("ArrayJobId"), f.get("ArrayTaskId", "")
-        keys = [(array if array in ids else f.get("JobId", ""), f.get("Command", ""))]
-        if array:  # a task of an array (or a pending range of them: "0-3%2"), asked for as "<array id>_<task id>" (a sweep's trial)
-            keys += [(f"{array}_{t}", f.get("Command", "")) for t in array_task_ids(task)]
-        for key in keys:
-            if key in wanted:
-                found.setdefault(key, []).append(f)
-    out = {key: _summarise(entries) for key, entries in found.items()}
-    # sacct's rows name array tasks by their own ids: a task not in scontrol is read from its job.json
-    missing = {job_id: script for job_id, script in wanted if (job_id, script) not in out and "_" not in job_id}
-    if missing:  # sacct has no script to match on: its rows are taken for ids scontrol no longer knows
-        text = _run(["sacct", "-X", "-n", "-P", "-j", ",".join(sorted(missing)), "-o", "JobIDRaw,State,Elapsed,ExitCode,NodeList"])
-        rows: dict[str, list[dict[str, str]]] = {}
-        for line in text.splitlines():
-            raw, state, elapsed, exit_code, nodes = (line.split("|") + [""] * 5)[:5]
-            job_id = raw.split("_")[0]
-            if job_id in missing and not any(k[0] == job_id for k in out):
-                rows.setdefault(job_id, []).append({
-                    "JobState": state.split()[0] if state else UNKNOWN, "RunTime": elapsed, "Restarts": "0", "ExitCode": exit_code, "NodeList": nodes,
-                })
-        for job_id, entries in rows.items():
-            out[(job_id, missing[job_id])] = _summarise(entries, source="sacct")
-    return out
-
-
-def _summarise(entries: list[dict[str, str]], source: str = "scontrol") -> JobStatus:
-    states = [e.get("JobState", UNKNOWN) for e in entries]
-    if len(entries) == 1:
-        state = states[0]
-    else:
-        state = ", ".join(f"{s} x{states.count(s)}" for s in dict.fromkeys(states))
-    restarts = max(int(e.get("Restarts", "0") or 0) for e in entries)
-    elapsed = max((e.get("RunTime", "-") for e in entries), key=lambda t: time_limit_s(t) or 0)
-    return JobStatus(state, restarts, elapsed, source, entries)
-
-
-def with_run_record(status: JobStatus | None, job_id: str, run_dir: Path) -> JobStatus:
-    """Slurm's status, completed from ``run_dir/job.json`` for a job Slurm no longer knows."""
-    recorded = jobstate.read(run_dir)
-    if str(recorded.get("job_id")) != job_id:
-        recorded = {}
-    if status is not None and status.source == "scontrol":
-        return status
-    if recorded:
-        state = str(recorded.get("state") or UNKNOWN)
-        restarts = int(recorded.get("restarts") or 0)
-        if status is not None:  # sacct knows the state, the run directory the restarts
-            return JobStatus(status.state, max(restarts, status.restarts), status.elapsed, "sacct", status.entries)
-        exit_code = recorded.get("exit_code")
-        return JobStatus(state, restarts, "-", "job.json", [{"JobState": state, "ExitCode": f"{exit_code}:0" if exit_code is not None else ""}])
-    return status or JobStatus()
-
-
-def last_epoch_line(log: Path) -> str:
-    """The last ``epoch N/M ...`` line of a job's log (its progress), shortened; '-' without one."""
-    try:
-        with open(log, "rb") as f:
-            f.seek(0, 2)
-            f.seek(max(f.tell() - TAIL_BYTES, 0))
-            text = f.read().decode(errors="replace")
-    except OSError:
-        return "-"
-    lines = [line for line in re.split(r"[\r\n]", text) if line.startswith("epoch ")]
-    if not lines:
-        return "-"
-    words = lines[-1].split()
-    keep = words[:2] + [f"{k} {v}" for k, v in zip(words[2::2], words[3::2]) if k in ("val/acc", "val/loss")]
-    if words[-1] == "steps/s":  # the speed of that epoch (trainer_cli.callbacks.progress.EpochLineProgress)
-        keep.append(f"{words[-2]} steps/s")
-    return " ".join(keep)
 
 
 def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
@@ -216,11 +87,9 @@ def restarts_cell(status: JobStatus, job_id: str, run_dir: Path) -> str:
 def _trial_rows(rec: dict[str, Any], slurm: dict[tuple[str, str], JobStatus]) -> list[tuple[str, ...]]:
     """A sweep's rows: per trial ``<array id>_<i>``, its task's state (its ``job.json`` once Slurm
     forgot it), progress and log in ``<sweep>/trial_<i>``."""
-    from trainer_cli.launch.sweep import task_log
-
     sweep_dir, job_id = Path(rec["run_dir"]), str(rec["job_id"])
     script = str(sweep_dir / JOB_KEYS[0][1])
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for i in range(int(rec["trials"])):
         log = task_log(sweep_dir, job_id, i)
         status = with_run_record(slurm.get((f"{job_id}_{i}", script)), job_id, log.parent)
@@ -251,8 +120,6 @@ def tail(root: Path, run: str, poll_s: float = 1.0) -> int:
     rec = find_run(root, run)
     job_id, run_dir = _current_id(rec, "job_id"), Path(rec["run_dir"])
     if rec.get("trials"):
-        from trainer_cli.launch.sweep import task_log
-
         raise UserError(f"{run}: a sweep of {rec['trials']} trials, one log each (e.g. {task_log(run_dir, job_id, 0)}); "
                         f"`train sweep-results {run_dir}` tells how each trial is doing")
     log, script = run_dir / f"slurm-{job_id}.log", run_dir / "submit.sbatch"
@@ -289,11 +156,12 @@ def cancel(args: list[str]) -> int:
     opts = parser.parse_args(args)
     rec = find_run(Path(opts.root), opts.run)
     ids = [_current_id(rec, k) for k, _, _ in JOB_KEYS if rec.get(k)]
-    if shutil.which("scancel") is None:
-        raise UserError("scancel not found: run `train cancel` where Slurm is installed")
-    proc = subprocess.run(["scancel", *ids], capture_output=True, text=True, timeout=60)
-    if proc.returncode != 0:
-        raise UserError(f"scancel {' '.join(ids)} failed: {proc.stderr.strip() or proc.stdout.strip()}")
+    try:
+        run_slurm(["scancel", *ids], timeout_s=60)
+    except SlurmCommandError as err:
+        if err.missing:
+            raise UserError("scancel not found: run `train cancel` where Slurm is installed") from None
+        raise UserError(f"scancel {' '.join(ids)} failed: {err.message}") from None
     print(f"cancelled job(s) {', '.join(ids)} of {rec['run_dir']}")
     return 0
 

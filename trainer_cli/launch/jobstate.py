@@ -5,7 +5,7 @@
 from, ``state`` RUNNING), when it requeues itself (state REQUEUED) or asks to be resubmitted (state
 RESUBMIT) and at its end (COMPLETED or FAILED with the exit code). ``train jobs`` shows these once
 Slurm has forgotten the job (``MinJobAge``, 300 s by default, with accounting off). Standard library
-only: the sbatch script runs ``python -m trainer_cli.launch.jobstate RUN_DIR start|end [RC]``.
+and :mod:`filelock` only: the sbatch script runs ``python -m trainer_cli.launch.jobstate RUN_DIR start|end [RC]``.
 
 ``end`` is where the batch script decides, once ``srun`` returned (:func:`end_of_step`): the job
 completed, failed by itself, or restarts (``scontrol requeue`` with a timeout, a resubmission, or
@@ -24,14 +24,15 @@ new job (``job_id``) and the ones before it (``resubmitted_from``), which ``trai
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from trainer_cli.atomic import read_json, update_json
 from trainer_cli.launch import restarts as restarts_log
+from trainer_cli.launch import slurm_commands
 from trainer_cli.launch.restarts import ENV_PRIOR_RESTARTS, RestartPolicy
 
 JOB_FILE = "job.json"
@@ -55,26 +56,18 @@ def _now() -> str:
 
 def read(run_dir: Path) -> dict[str, Any]:
     """The run's job record; empty when there is none or it cannot be read."""
-    try:
-        data = json.loads((Path(run_dir) / JOB_FILE).read_text())
-    except (OSError, ValueError):
-        return {}
-    return data if isinstance(data, dict) else {}
+    return read_json(Path(run_dir) / JOB_FILE)
 
 
 def write(run_dir: Path, record: dict[str, Any]) -> None:
-    """Replace the run's job record atomically (a reader never sees half a file)."""
-    path = Path(run_dir) / JOB_FILE
-    tmp = path.with_name(f".{JOB_FILE}.{os.getpid()}.tmp")
-    tmp.write_text(json.dumps(record, indent=2) + "\n")
-    os.replace(tmp, path)
+    """Replace the run's job record atomically, under its lock (a reader never sees half a file)."""
+    update_json(Path(run_dir) / JOB_FILE, lambda _: record)
 
 
 def update(run_dir: Path, **fields: Any) -> dict[str, Any]:
-    """Merge ``fields`` into the run's job record; returns the new record."""
-    record = read(run_dir) | fields
-    write(run_dir, record)
-    return record
+    """Merge ``fields`` into the run's job record under its lock (:func:`trainer_cli.atomic.update_json`:
+    the submitter, the batch script and rank 0 never lose each other's changes); returns the new record."""
+    return update_json(Path(run_dir) / JOB_FILE, lambda record: record | fields)
 
 
 def this_job_id() -> str | None:
@@ -256,13 +249,11 @@ def _resubmit(run_dir: Path, said: str | None, restart: int, event: dict[str, An
 
 def _slurm(command: list[str], timeout_s: float = SLURM_TIMEOUT_S) -> str:
     """Run a Slurm command with a timeout; its error ('' when it succeeded)."""
-    import subprocess
-
     try:
-        proc = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
-    except (OSError, subprocess.SubprocessError) as err:
-        return str(err) or type(err).__name__
-    return "" if proc.returncode == 0 else (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}")
+        slurm_commands.run(command, timeout_s)
+    except slurm_commands.SlurmCommandError as err:
+        return err.message
+    return ""
 
 
 def resubmit(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
@@ -273,8 +264,6 @@ def resubmit(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
         The new record: state PENDING (or what the new job recorded already), or FAILED with
         ``error`` when sbatch refused (one line in the log says how to resume by hand).
     """
-    import subprocess
-
     old_id, restarts = this_job_id(), policy().count + 1
     script = Path(record.get("script") or Path(run_dir) / "submit.sbatch")
     chain = [*map(str, record.get("resubmitted_from") or []), str(old_id)]
@@ -282,20 +271,17 @@ def resubmit(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
     env[ENV_PRIOR_RESTARTS] = str(restarts)
     update(run_dir, resubmitted_from=chain)  # before sbatch: the new job's own start record keeps it
     try:
-        proc = subprocess.run(["sbatch", "--parsable", str(script)], capture_output=True, text=True, timeout=120, env=env)
-        error = "" if proc.returncode == 0 else (proc.stderr.strip() or proc.stdout.strip() or f"exit {proc.returncode}")
-    except (OSError, subprocess.SubprocessError) as err:
-        proc, error = None, str(err)
-    if proc is None or error:
-        print(f"trainer-cli: resubmitting {script} failed: {error}; resume with: train submit --config {Path(run_dir) / 'config.yaml'}", flush=True)
-        return update(run_dir, job_id=old_id, state="FAILED", error=f"resubmission failed: {error}", ended=_now())
-    new_id = proc.stdout.strip().split(";")[0]
+        new_id = slurm_commands.sbatch(script, env=env)
+    except slurm_commands.SlurmCommandError as err:
+        print(f"trainer-cli: resubmitting {script} failed: {err.message}; resume with: train submit --config {Path(run_dir) / 'config.yaml'}", flush=True)
+        return update(run_dir, job_id=old_id, state="FAILED", error=f"resubmission failed: {err.message}", ended=_now())
     print(f"trainer-cli: resubmitted {run_dir} as job {new_id} (restart {restarts}), it resumes on its own", flush=True)
     if record.get("test_job_id"):  # --slurm.test_after_fit: the test waits for the new job, not this one (ending now)
         test_id = str(record["test_job_id"])
-        done = subprocess.run(["scontrol", "update", f"JobId={test_id}", f"Dependency=afterok:{new_id}"], capture_output=True, text=True, timeout=60, env=env)
-        if done.returncode != 0:
-            print(f"trainer-cli: test job {test_id} not moved after job {new_id}: {done.stderr.strip()}", flush=True)
+        try:
+            slurm_commands.run(["scontrol", "update", f"JobId={test_id}", f"Dependency=afterok:{new_id}"], SLURM_TIMEOUT_S, env=env)
+        except slurm_commands.SlurmCommandError as err:
+            print(f"trainer-cli: test job {test_id} not moved after job {new_id}: {err.message}", flush=True)
     now = read(run_dir)
     if str(now.get("job_id")) == new_id:  # the new job has started and recorded itself already
         return now

@@ -127,7 +127,7 @@ def array_task_ids(text: str) -> list[int]:
 def job_fields(line: str) -> dict[str, str]:
     """One line of ``scontrol show job -o`` as ``{key: value}``, with the nodes Slurm names in a
     ``Reason=ReqNodeNotAvail, UnavailableNodes:node3`` (a value with a space in it) as ``UnavailableNodes``."""
-    from trainer_cli.launch.cluster import scontrol_fields
+    from trainer_cli.launch.slurm_commands import scontrol_fields
 
     fields = scontrol_fields(line)
     found = re.search(r"UnavailableNodes:(\S*)", line)

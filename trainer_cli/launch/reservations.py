@@ -10,11 +10,11 @@ before the maintenance, or the time it is over.
 from __future__ import annotations
 
 import re
-import subprocess
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from trainer_cli.launch.cluster import scontrol_fields
+from trainer_cli.launch import slurm_commands
+from trainer_cli.launch.slurm_commands import scontrol_fields
 
 
 @dataclass(frozen=True)
@@ -64,10 +64,10 @@ def read_reservations() -> list[Reservation]:
     Raises:
         RuntimeError: when Slurm cannot be asked.
     """
-    proc = subprocess.run(["scontrol", "show", "reservation", "-o"], capture_output=True, text=True, timeout=20)
-    if proc.returncode != 0:
-        raise RuntimeError((proc.stderr.strip() or f"exit {proc.returncode}").splitlines()[-1])
-    return parse_reservations(proc.stdout)
+    try:
+        return parse_reservations(slurm_commands.run(["scontrol", "show", "reservation", "-o"], timeout_s=20))
+    except slurm_commands.SlurmCommandError as err:
+        raise RuntimeError(err.message.splitlines()[-1] if err.message else str(err)) from None
 
 
 def maintenance_problems(reservations: list[Reservation], nodes: set[str], partition: str, time_limit_s: int | None,
@@ -101,9 +101,22 @@ def check_maintenance(partition: str | None, time_text: str) -> list[str]:
     try:
         partitions = read_cluster()
         reservations = read_reservations()
-    except (RuntimeError, OSError, subprocess.SubprocessError, ValueError):
+    except (RuntimeError, OSError, ValueError):
         return []
     chosen = next((p for p in partitions if (p.name == partition if partition else p.default)), None)
     if chosen is None:
         return []
     return maintenance_problems(reservations, {n.name for n in chosen.nodes}, chosen.name, time_limit_s(time_text), time_text)
+
+
+def refuse_maintenance(partition: str | None, time_text: str) -> None:
+    """Refuse a time limit that runs into an announced maintenance (:func:`check_maintenance`).
+
+    Raises:
+        UserError: naming the reservation, and the longest ``--slurm.time`` that ends before it.
+    """
+    from trainer_cli.errors import UserError
+
+    problems = check_maintenance(partition, time_text)
+    if problems:
+        raise UserError("the cluster cannot run this job:\n  " + "\n  ".join(problems))

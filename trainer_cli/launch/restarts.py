@@ -33,7 +33,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
@@ -41,6 +40,9 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
+
+from trainer_cli.launch.options import time_limit_s
+from trainer_cli.launch.slurm_commands import output_or_empty, scontrol_fields
 
 EVENTS_FILE = "restarts.jsonl"
 TIME_LIMIT = "time limit"
@@ -134,26 +136,19 @@ def requeued_by_slurm(job_id: str | None) -> dict[str, str] | None:
     """
     if not job_id:
         return None
-    try:
-        out = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
+    out = output_or_empty(["scontrol", "show", "job", "-o", job_id], timeout_s=20)
+    if not out:
         return None
-    job = _fields(out)
+    job = scontrol_fields(out)
     restarts = job.get("Restarts", "")
     return job if restarts.isdigit() and int(restarts) > _env_count(os.environ, "SLURM_RESTART_COUNT") else None
-
-
-def _fields(line: str) -> dict[str, str]:
-    from trainer_cli.launch.cluster import scontrol_fields
-
-    return scontrol_fields(line)
 
 
 def classify(job: dict[str, str], signal_delay_s: int, since_signal_s: float = 0.0) -> tuple[str, int | None]:
     """The cause of a SIGUSR1 from the job's ``scontrol show job -o`` fields.
 
     Args:
-        job: ``scontrol show job -o`` of the job, as :func:`trainer_cli.launch.cluster.scontrol_fields` reads it.
+        job: ``scontrol show job -o`` of the job, as :func:`trainer_cli.launch.slurm_commands.scontrol_fields` reads it.
         signal_delay_s: The job's ``--signal`` lead time in seconds (``--slurm.signal_delay_s``).
         since_signal_s: Seconds between the signal and the moment ``job`` was read.
 
@@ -161,7 +156,6 @@ def classify(job: dict[str, str], signal_delay_s: int, since_signal_s: float = 0
         ``(cause, seconds left when the signal came)``: cause :data:`TIME_LIMIT`, :data:`PREEMPTED`
         or :data:`UNKNOWN` (``job`` empty); seconds None without a time limit.
     """
-    from trainer_cli.launch.options import time_limit_s
 
     if not job:
         return UNKNOWN, None
@@ -184,11 +178,7 @@ def cause_of_signal(job_id: str | None, signal_delay_s: int, signalled_at: float
     """
     job: dict[str, str] = {}
     if job_id:
-        try:
-            proc = subprocess.run(["scontrol", "show", "job", "-o", job_id], capture_output=True, text=True, timeout=20)
-            job = _fields(proc.stdout) if proc.returncode == 0 else {}
-        except (OSError, subprocess.SubprocessError):
-            job = {}
+        job = scontrol_fields(output_or_empty(["scontrol", "show", "job", "-o", job_id], timeout_s=20))
     since = max(time.time() - signalled_at, 0.0) if signalled_at else 0.0
     return classify(job, signal_delay_s, since)
 

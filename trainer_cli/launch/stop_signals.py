@@ -46,11 +46,11 @@ import time
 from typing import Any
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
-EXIT_CODES = {signal.SIGTERM: 143, signal.SIGINT: 130}  # 128 + the signal, as shells report it
-NAMES = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C"}
+EXIT_CODES: dict[int | None, int] = {signal.SIGTERM: 143, signal.SIGINT: 130}  # 128 + the signal, as shells report it
+NAMES: dict[int | None, str] = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C"}
 ENV_TASK_RECORDS = "TRAINER_CLI_TASK_RECORDS"
 """Set by the sbatch script: the folder where each task notes what stopped it (one file per task)."""
-_ORDER = {signal.SIGINT: 1, signal.SIGTERM: 2}  # agreed by max: SIGTERM (Slurm, the system) over Ctrl-C
+_ORDER: dict[int, int] = {signal.SIGINT: 1, signal.SIGTERM: 2}  # agreed by max: SIGTERM (Slurm, the system) over Ctrl-C
 
 _lock = threading.Lock()
 _state: dict[str, Any] = {"installed": False, "armed": False, "finished": False, "received": [], "agreed": None, "key": None, "requeue": False}

@@ -1,351 +1,62 @@
-"""``train submit``: the run that ``train fit`` would start, as a Slurm job.
+"""``train submit``: the run that ``train fit`` would start, as a Slurm job (a verb).
 
-1. The fit arguments are composed and type-checked exactly as ``train fit`` does
-   (:func:`trainer_cli.cli.parse_config`), on the submitting machine; nothing is built.
-2. Resources come from the trainer and are checked (:mod:`trainer_cli.launch.resources`).
-3. The run directory is allocated and the resolved config frozen into ``<run>/config.yaml``
-   with ``run_dir`` set, so every restart of a requeued job writes into the same directory
-   and the same TensorBoard version. Resubmitted into an existing run (``--config
-   <run>/config.yaml``), the new values (other resources, more epochs) are written into the
-   run's config, checked as a resume checks them, with ``ckpt_path: last`` once the run holds a
-   checkpoint (a resubmitted run always resumes); the previous config is kept as
-   ``config.prev-<N>.yaml`` and each change printed in one line.
-4. The sbatch script is rendered (:mod:`trainer_cli.launch.render`) to ``<run>/submit.sbatch``
-   and queued; its log is ``<run>/slurm-<jobid>.log``; ``<run>/job.json`` and the registry read
-   by ``train jobs`` record the job id.
+A fit run is planned, written and queued by :mod:`trainer_cli.launch.fit_job`, its arguments parsed
+by :func:`trainer_cli.cli.parse_config`; ``--sweep`` flags make it a job array
+(:mod:`trainer_cli.launch.sweep`); ``--check`` checks everything and queues nothing.
 """
 
 from __future__ import annotations
 
-import shlex
-import shutil
-import subprocess
 import sys
-from dataclasses import asdict, dataclass
-from datetime import datetime, timezone
-from pathlib import Path
 from typing import Any
 
-from trainer_cli.errors import UserError
-from trainer_cli.history import rewrite_config
-from trainer_cli.launch import jobstate, snapshot
+from trainer_cli.launch import fit_job
 from trainer_cli.launch.cluster import UNCHECKED, check_against_cluster
-from trainer_cli.launch.options import SlurmOptions, parse_slurm_options, slurm_help, split_args
-from trainer_cli.launch.render import render
-from trainer_cli.launch.reservations import check_maintenance
-from trainer_cli.launch.resources import Resources, derive
-
-SCRIPT_NAME = "submit.sbatch"
-TEST_SCRIPT_NAME = "test.sbatch"
-AGGREGATE_SCRIPT_NAME = "cv_aggregate.sbatch"
-LOG_PATTERN = "slurm-%j.log"
-JOB_FILE = jobstate.JOB_FILE
-CONFIG_FILE = "config.yaml"
-
-HELP = """\
-usage: train submit [--config FILE ...] [--key.sub value ...] [--slurm.KEY value ...] [--dry-run | --check]
-
-Queue `train fit` as a Slurm job (one task per device, multi-node DDP), after composing and
-type-checking the config here. Resources come from the trainer: --nodes = trainer.num_nodes,
---ntasks-per-node = trainer.devices, GPUs per node = devices on a GPU.
-
-examples:
-  train submit --config configs/experiment/digits.yaml --config configs/slurm/local.yaml \\
-      --trainer.num_nodes 2 --trainer.devices 2 --dry-run
-  train submit --config configs/experiment/cifar10_resnet18.yaml --config configs/slurm/example_gpu.yaml \\
-      --trainer.num_nodes 4 --trainer.devices 8 --slurm.time 04:00:00 --slurm.test_after_fit true
-  train submit --config configs/experiment/digits.yaml --config configs/slurm/local.yaml \\
-      --sweep optimizer.init_args.lr=1e-3,1e-2 --sweep 'trainer.max_epochs=range(1,4)' --slurm.array_parallelism 2
-  train jobs
-
-  --sweep KEY=VALUES    a sweep: one job array, a task per trial, each its own run directory under
-                        <root>/<name>/sweep_<N>/ (the syntax: `train sweep-results --help`)
-  --dry-run             print the script and the sbatch command; create nothing, queue nothing
-  --check               only check: config, resources and what this cluster's partitions and nodes
-                        offer (scontrol); create nothing, queue nothing
-
-Every `train fit` option is accepted (`train fit --help`). Slurm options (a `slurm:` section in a
---config file, e.g. configs/slurm/<site>.yaml, or --slurm.KEY flags):
-
-"""
+from trainer_cli.launch.fit_job import Plan
+from trainer_cli.launch.reservations import refuse_maintenance
 
 
-def _env(slurm: SlurmOptions) -> dict[str, str]:
-    env: dict[str, str] = {}
-    if slurm.nccl_debug:
-        env["NCCL_DEBUG"] = slurm.nccl_debug
-    if slurm.nccl_socket_ifname:
-        env["NCCL_SOCKET_IFNAME"] = slurm.nccl_socket_ifname
-    return env | {str(k): str(v) for k, v in slurm.env.items()}
+def _parse_fit(cli: Any = None) -> fit_job.ParseFit:
+    """The launcher's parse of ``train fit ARGS`` (or that of a user's TrainerCLI ``cli``: its
+    class with its constructor arguments); Lightning is imported when it parses, not before
+    (``train submit --help`` answers without it)."""
 
+    def parse(fit_args: list[str]) -> tuple[Any, Any]:
+        from trainer_cli.cli import parse_config
 
-def slurm_filename_pattern(path: Path) -> str:
-    """``path`` as the literal start of an sbatch ``--output`` pattern: ``%`` doubled (else Slurm
-    expands ``%u``, ``%j``... in it and the log lands elsewhere).
+        return parse_config("fit", fit_args, expand=False, cli=cli)
 
-    Raises:
-        UserError: for a backslash in the path (it turns off every replacement, ``%j`` included).
-    """
-    if "\\" in str(path):
-        raise UserError(f"run directory {path}: a backslash in the path stops Slurm naming the log by job id; choose a --name or --trainer.default_root_dir without one")
-    return str(path).replace("%", "%%")
-
-
-def script_context(
-    slurm: SlurmOptions, resources: Resources, run_dir: Path, job_name: str, submit_dir: Path, dependency: str | None
-) -> dict[str, Any]:
-    """The values a template may use (all documented in ``slurm/ddp.sbatch.j2``). With
-    ``slurm.snapshot`` inside a git work tree the job starts in the code snapshot
-    (:mod:`trainer_cli.launch.snapshot`), then changes to ``submit_dir``."""
-    gpus = resources.gpus_per_node
-    in_snapshot = snapshot.planned(submit_dir, run_dir) if slurm.snapshot else None
-    return {
-        "workdir": str(in_snapshot or submit_dir),
-        "snapshot": in_snapshot is not None,
-        "submit_dir": str(submit_dir),
-        "slurm": slurm,
-        "job_name": job_name,
-        "nodes": resources.nodes,
-        "ntasks_per_node": resources.ntasks_per_node,
-        "gpus_per_node": gpus,
-        "gpus_request": f"{slurm.gpu_type}:{gpus}" if slurm.gpu_type else str(gpus),
-        "dependency": dependency,
-        "run_dir": str(run_dir),
-        "log_pattern": slurm_filename_pattern(run_dir) + "/" + LOG_PATTERN,
-        "config": str(run_dir / "config.yaml"),
-        "python": slurm.python_executable,
-        "entry": ["-m", "trainer_cli"],  # what python runs: `train`, or a user's script (plan)
-        "env": _env(slurm),
-    }
-
-
-def check_resources(slurm: SlurmOptions, resources: Resources, config: Any, dry_run: bool) -> None:
-    """Fill in ``slurm.cpus_per_task`` when not given (a core per data loader worker of ``config``,
-    plus the training process) and, unless ``dry_run`` (a dry run may be for another cluster), check
-    the job against this cluster (:func:`trainer_cli.launch.cluster.check_against_cluster`).
-
-    Raises:
-        UserError: naming every value the cluster cannot give.
-    """
-    if slurm.cpus_per_task is None:
-        data = config.get("data")
-        init = data.get("init_args") if hasattr(data, "get") else None
-        workers = init.get("num_workers") if hasattr(init, "get") else None
-        slurm.cpus_per_task = (workers if isinstance(workers, int) and workers > 0 else 0) + 1
-    if not dry_run:
-        warning = check_against_cluster(slurm, resources)
-        if warning:
-            print(f"warning: {warning}", file=sys.stderr)
-        _refuse_maintenance(slurm)
-
-
-def _refuse_maintenance(slurm: SlurmOptions) -> None:
-    """Refuse a time limit that runs into an announced maintenance (:mod:`trainer_cli.launch.reservations`).
-
-    Raises:
-        UserError: naming the reservation, and the longest ``--slurm.time`` that ends before it.
-    """
-    problems = check_maintenance(slurm.partition, slurm.time)
-    if problems:
-        raise UserError("the cluster cannot run this job:\n  " + "\n  ".join(problems))
-
-
-def run_sbatch(script: Path, *options: str) -> str:
-    """Queue ``script`` (with extra sbatch ``options``); returns the job id.
-
-    Raises:
-        UserError: when sbatch is missing or refuses the job (its message included).
-    """
-    if shutil.which("sbatch") is None:
-        raise UserError("sbatch not found: run `train submit` where Slurm is installed (or start a local cluster: scripts/local-slurm start)")
-    proc = subprocess.run(["sbatch", "--parsable", *options, str(script)], capture_output=True, text=True, timeout=120)
-    if proc.returncode != 0:
-        raise UserError(f"sbatch refused {script}: {proc.stderr.strip() or proc.stdout.strip()}")
-    return proc.stdout.strip().split(";")[0]
-
-
-@dataclass
-class Plan:
-    """A job ready to queue: its run directory, frozen config and rendered script(s)."""
-
-    run_dir: Path
-    """The run directory (absolute); not yet created for a dry run."""
-    created: bool
-    """Whether :func:`plan` created ``run_dir`` (so a failed submission removes it)."""
-    frozen_config: str
-    """``<run>/config.yaml``: the resolved fit config with ``run_dir`` set."""
-    script_text: str
-    """The rendered sbatch script of the fit job."""
-    slurm: SlurmOptions
-    resources: Resources
-    root: Path
-    """``trainer.default_root_dir``: the registry of ``train jobs`` lives there."""
-    job_name: str
-    changes: list[str]
-    """Resubmission into an existing run: one line per value its config.yaml changes in."""
-
-    @property
-    def script(self) -> Path:
-        """Where the script is written: ``<run>/submit.sbatch``."""
-        return self.run_dir / SCRIPT_NAME
-
-    @property
-    def sbatch_options(self) -> list[str]:
-        """Options given to sbatch beside the script: the fold array of a cross-validation."""
-        return [f"--array=0-{self.slurm.cv_folds - 1}"] if self.slurm.cv_folds else []
-
-    def aggregate_script_text(self, dependency: str) -> str:
-        """The job that aggregates a cross-validation's folds, one task, after ``dependency``."""
-        one = Resources(1, 1, 0, "cpu")
-        context = script_context(self.slurm, one, self.run_dir, f"{self.job_name}-cv", Path.cwd(), dependency)
-        return render("cv_aggregate", context)
-
-    def test_script_text(self, dependency: str) -> str:
-        """The ``train test`` job on the best checkpoint, one device, starting after ``dependency``."""
-        res = self.resources
-        one = Resources(1, 1, 1 if res.accelerator == "gpu" else 0, res.accelerator)
-        context = script_context(self.slurm, one, self.run_dir, f"{self.job_name}-test", Path.cwd(), dependency)
-        return render("test", context)
-
-
-def _resubmit_changes(run_dir: Path, frozen: str) -> tuple[list[str], str]:
-    """What a resubmission into ``run_dir`` changes in its config.yaml, and the config to write.
-
-    The new command's values go into the run's config (the job reads it), checked as any resume
-    checks them (:func:`trainer_cli.resume.compare_for_resume`: no other architecture, optimizer or
-    precision). ``ckpt_path`` becomes ``last`` when the run holds a checkpoint and none was named:
-    a resubmitted run resumes from its newest checkpoint.
-
-    Returns:
-        ``(changes, config_text)``: one line per changed value (empty: nothing to rewrite).
-
-    Raises:
-        UserError: for a change a resume refuses, or ``--ckpt_path last`` in a run with no checkpoint.
-    """
-    import yaml
-
-    from trainer_cli.resume import check_config_weights_fit, compare_for_resume
-    from trainer_cli.rundir import newest_checkpoint
-
-    config_file = run_dir / CONFIG_FILE
-    if not config_file.is_file():
-        return [], frozen
-    old, new = yaml.safe_load(config_file.read_text()) or {}, yaml.safe_load(frozen) or {}
-    has_checkpoint = newest_checkpoint(run_dir) is not None
-    if new.get("ckpt_path") == "last" and not has_checkpoint:
-        raise UserError(f"--ckpt_path last: {run_dir} holds no complete checkpoint; nothing to resume (drop --ckpt_path to start it again)")
-    if not new.get("ckpt_path") and has_checkpoint:
-        new["ckpt_path"] = "last"
-    changes = compare_for_resume(old, new, run_dir, force=bool(new.get("resume_force")))
-    newest = newest_checkpoint(run_dir) if any(c.startswith("model.") for c in changes) else None
-    if newest is not None:  # the checkpoint's tensors decide a model change, checked here rather than in the queue
-        check_config_weights_fit(new.get("model"), newest.path, force=bool(new.get("resume_force")))
-    if old.get("ckpt_path") != new.get("ckpt_path"):
-        changes.append(f"ckpt_path: {old.get('ckpt_path')} -> {new.get('ckpt_path')}")
-    return changes, yaml.safe_dump(new, sort_keys=False) if changes else frozen
+    return parse
 
 
 def plan(args: list[str], dry_run: bool, cli: Any = None, script: str | None = None) -> Plan:
-    """Parse, check and render ``train submit ARGS``; allocates the run directory unless ``dry_run``.
+    """Parse, check and render ``train submit ARGS`` (:func:`trainer_cli.launch.fit_job.plan`);
+    allocates the run directory unless ``dry_run``.
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch or a template error
             (nothing is left on disk).
     """
-    fit_args, layers, _ = split_args(args)
-    slurm = parse_slurm_options(layers)
-    from trainer_cli.cli import DEFAULT_ROOT_DIR, parse_config
-
-    parser, config = parse_config("fit", fit_args, expand=False, cli=cli)
-    resources = derive(config.trainer, slurm)
-    check_resources(slurm, resources, config, dry_run)
-    root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
-    job_name = slurm.job_name or config.name
-    context = {"slurm": slurm, "resources": resources, "root": root, "job_name": job_name}
-    ckpt = config.get("ckpt_path")
-    if not config.run_dir and ckpt in ("last", "best"):  # as `train fit`: the newest run of the experiment
-        from trainer_cli.rundir import newest_resumable
-
-        found = newest_resumable(root, config.name)
-        if found is None:
-            raise UserError(f"--ckpt_path {ckpt}: no run of {config.name!r} under {root} has a checkpoint; submit without --ckpt_path to start one")
-        config.run_dir = str(found)
-        print(f"resubmit: into the newest run of {config.name!r}: {found}")
-    if ckpt == "best" and config.run_dir:  # the job resolves it as `train fit --ckpt_path best` does: say now if it cannot
-        from trainer_cli.rundir import best_checkpoint
-
-        if best_checkpoint(Path(config.run_dir)) is None:
-            raise UserError(f"--ckpt_path best: {config.run_dir} has no best checkpoint (no ModelCheckpoint with a monitor saved one); use --ckpt_path last or give a checkpoint file")
-    if config.run_dir:  # resubmitting into an existing run (resume in place)
-        run_dir, created = Path(config.run_dir).absolute(), False
-    elif dry_run:
-        from trainer_cli.rundir import next_dir
-
-        run_dir, created = next_dir(root, config.name).absolute(), False
-    else:
-        from trainer_cli.rundir import allocate
-
-        run_dir, created = allocate(root, config.name).absolute(), True
-    try:
-        config.run_dir = str(run_dir)
-        frozen = parser.dump(config, skip_none=False, skip_link_targets=False)  # as config.yaml records a run
-        template = "cv" if slurm.cv_folds and slurm.template == "ddp" else slurm.template
-        context_values = script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency)
-        if script:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it
-            context_values["entry"] = [script]
-        script_text = render(template, context_values)
-        changes, frozen = _resubmit_changes(run_dir, frozen) if not created else ([], frozen)
-        job = Plan(run_dir, created, frozen, script_text, **context, changes=changes)
-        if slurm.test_after_fit:
-            job.test_script_text("afterok:1")  # a template error shows now, not after the fit job is queued
-        if slurm.cv_folds:
-            job.aggregate_script_text("afterok:1")
-    except BaseException:
-        if created:
-            shutil.rmtree(run_dir, ignore_errors=True)
-        raise
-    return job
+    return fit_job.plan(args, dry_run, _parse_fit(cli), script)
 
 
-def main(args: list[str], cli: Any = None, script: str | None = None) -> int:
-    """``train submit ARGS``; returns the exit code. ``cli`` and ``script``: a user's TrainerCLI
-    subclass with its constructor arguments, and its script (``python main.py submit ARGS``).
+def main(args: list[str]) -> int:
+    """``train submit ARGS``; returns the exit code.
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; the run
             directory made for it is removed again.
     """
-    if any(a in ("-h", "--help") for a in args):
-        print(HELP + slurm_help())
-        return 0
-    from trainer_cli.sweeps.space import requested
+    if not any(a in ("-h", "--help") for a in args):
+        from trainer_cli.sweeps.space import requested
 
-    if requested(args):  # one job array, a task per trial (trainer_cli.launch.sweep)
-        from trainer_cli.launch.sweep import main as submit_sweep
+        if requested(args):  # one job array, a task per trial (trainer_cli.launch.sweep)
+            from trainer_cli.launch.sweep import main as submit_sweep
 
-        return submit_sweep(args)
-    if "--check" in args:
-        return check(args)
-    dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
-    if script and (requested(args) or "--check" in args or any(a.startswith("--slurm.cv_folds") for a in args)):
-        raise UserError("from a script, submit takes a fit run only (no --sweep, --check or --slurm.cv_folds yet): use `train submit` for those")
-    job = plan(args, dry_run, cli=cli, script=script)
-    warning = job.slurm.signal_delay_warning()
-    if warning:
-        print(f"warning: {warning}", file=sys.stderr)
-    if dry_run:
-        for change in job.changes:
-            print(f"resubmit: {change} (dry run: {job.run_dir / CONFIG_FILE} not changed)")
-        print(f"# run directory (not created): {job.run_dir}\n# {job.script}:\n{job.script_text}")
-        if job.slurm.test_after_fit:
-            print(f"# {job.run_dir / TEST_SCRIPT_NAME}, queued after the fit job:\n{job.test_script_text('afterok:<fit job id>')}")
-        if job.slurm.cv_folds:
-            print(f"# {job.run_dir / AGGREGATE_SCRIPT_NAME}, queued after every fold:\n{job.aggregate_script_text('afterok:<array job id>')}")
-        res = job.resources
-        print(f"# world size {res.world_size}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), {res.gpus_per_node} GPU(s) per node")
-        print(f"# the sbatch command (not run):\n{shlex.join(['sbatch', '--parsable', *job.sbatch_options, str(job.script)])}")
-        return 0
-    return submit(job)
+            return submit_sweep(args)
+        if "--check" in args:
+            return check(args)
+    return fit_job.main(args, _parse_fit())
 
 
 def check(args: list[str]) -> int:
@@ -359,80 +70,12 @@ def check(args: list[str]) -> int:
     warning = check_against_cluster(job.slurm, job.resources)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
-    _refuse_maintenance(job.slurm)
+    refuse_maintenance(job.slurm.partition, job.slurm.time)
     res = job.resources
+    assert job.slurm.cpus_per_task is not None  # filled in by the plan (check_resources)
     print(
         f"check passed{' (config and resources only)' if warning and warning.startswith(UNCHECKED) else ''}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), "
         f"{res.gpus_per_node} GPU(s) and {job.slurm.cpus_per_task * res.ntasks_per_node} CPU(s) per node, "
         f"partition {job.slurm.partition or '(default)'}, time {job.slurm.time}; nothing written or queued"
     )
-    return 0
-
-
-def submit(job: Plan) -> int:
-    """Write the run directory's files, queue the job (and its test job); returns 0.
-
-    Raises:
-        UserError: when sbatch is missing or refuses the fit job (the run directory made for it
-            is removed again).
-    """
-    run_dir = job.run_dir
-    previous = None
-    try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        config_file = run_dir / CONFIG_FILE
-        if not config_file.exists():
-            from trainer_cli.rundir import write_git_info
-
-            config_file.write_text(job.frozen_config)
-            write_git_info(run_dir)
-        elif job.changes:  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
-            previous = rewrite_config(run_dir, job.frozen_config)
-        code = snapshot.take(Path.cwd(), run_dir) if job.slurm.snapshot else None
-        job.script.write_text(job.script_text)
-        job_id = run_sbatch(job.script, *job.sbatch_options)
-    except BaseException:
-        if job.created:
-            shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused submission is left
-        elif previous is not None:
-            previous.replace(run_dir / CONFIG_FILE)  # the run's config as it was
-        raise
-    for change in job.changes:
-        print(f"resubmit: {change}")
-    if previous is not None:
-        print(f"resubmit: {run_dir / CONFIG_FILE} rewritten with these; the previous one is kept as {previous.name}")
-    record: dict[str, Any] = {
-        "job_id": job_id,
-        "job_name": job.job_name,
-        "run_dir": str(run_dir),
-        "script": str(job.script),
-        "log": str(run_dir / LOG_PATTERN.replace("%j", job_id)),
-        "nodes": job.resources.nodes,
-        "ntasks_per_node": job.resources.ntasks_per_node,
-        "gpus_per_node": job.resources.gpus_per_node,
-        "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": sys.argv,
-        "slurm": asdict(job.slurm),
-    }
-    print(f"Run directory: {run_dir}\nScript:        {job.script}\nJob id:        {job_id}\nLog:           {record['log']}")
-    if code is not None:
-        state = "with uncommitted changes" if code.dirty else "clean"
-        print(f"Code:          {code.root} ({code.files} files of {code.source} at {code.commit[:12]}, {state}): the job imports your code from there")
-    if job.slurm.test_after_fit:
-        test_script = run_dir / TEST_SCRIPT_NAME
-        test_script.write_text(job.test_script_text(f"afterok:{job_id}"))
-        record["test_job_id"] = run_sbatch(test_script)
-        print(f"Test job id:   {record['test_job_id']} (starts when {job_id} succeeds)")
-    if job.slurm.cv_folds:
-        aggregate_script = run_dir / AGGREGATE_SCRIPT_NAME
-        aggregate_script.write_text(job.aggregate_script_text(f"afterok:{job_id}"))
-        record["aggregate_job_id"] = run_sbatch(aggregate_script)
-        print(f"Folds:         job array {job_id}_[0-{job.slurm.cv_folds - 1}] -> {run_dir / 'cv'}/fold_<i>")
-        print(f"Aggregate:     job {record['aggregate_job_id']} (starts when every fold succeeds) -> {run_dir / 'cv'}/cv_results.csv")
-    started = jobstate.read(run_dir)  # the job may have started already and recorded itself
-    record = (started if started.get("job_id") == job_id else {"state": "PENDING", "restarts": 0}) | record
-    jobstate.write(run_dir, record)
-    from trainer_cli.launch.jobs import register
-
-    register(job.root, record)
     return 0

@@ -16,25 +16,27 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 from typing import Any
 
+from trainer_cli.atomic import update_json
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobstate, snapshot
-from trainer_cli.launch.options import SlurmOptions, parse_slurm_options, split_args
+from trainer_cli.launch.cluster import check_resources
+from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.render import render
 from trainer_cli.launch.resources import Resources, derive
-from trainer_cli.launch.submit import SCRIPT_NAME, check_resources, run_sbatch, script_context, slurm_filename_pattern
+from trainer_cli.launch.sbatch import SCRIPT_NAME, run_sbatch, script_context, slurm_filename_pattern
+from trainer_cli.launch.slurm_args import parse_slurm_options, split_args
+from trainer_cli.launch.slurm_commands import output_or_empty
+from trainer_cli.launch.submissions import register
 from trainer_cli.sweeps import plan as sweep_plan
+from trainer_cli.sweeps.plan import task_log
 from trainer_cli.sweeps.space import take_sweep_args
 
 TEMPLATE = "sweep"
 LOG_PATTERN = "trial_%3a/slurm-%A_%a.log"  # %3a: the task id padded to 3 digits, as trial_name()
-
-
-def task_log(sweep_dir: Path, job_id: str, index: int) -> Path:
-    """Where array task ``index`` of job ``job_id`` logs (the script's ``--output``, expanded)."""
-    return sweep_dir / sweep_plan.trial_name(index) / f"slurm-{job_id}_{index}.log"
 
 
 def _shared_resources(sweep: sweep_plan.Sweep, slurm: SlurmOptions) -> Resources:
@@ -59,16 +61,7 @@ def _shared_resources(sweep: sweep_plan.Sweep, slurm: SlurmOptions) -> Resources
 def max_array_size() -> int | None:
     """This cluster's ``MaxArraySize`` (task ids run 0..MaxArraySize-1), from ``scontrol show config``;
     None when Slurm cannot be asked."""
-    import shutil
-    import subprocess
-
-    if shutil.which("scontrol") is None:
-        return None
-    try:
-        out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=20).stdout
-    except (OSError, subprocess.SubprocessError):
-        return None
-    for line in out.splitlines():
+    for line in output_or_empty(["scontrol", "show", "config"], timeout_s=20).splitlines():
         key, _, value = line.partition("=")
         if key.strip() == "MaxArraySize" and value.strip().isdigit():
             return int(value.strip())
@@ -165,6 +158,11 @@ def main(args: list[str]) -> int:
     return submit(sweep, job.slurm, res, job.job_name)
 
 
+def _pending_unless_started(job_id: str, record: dict[str, Any], started: dict[str, Any]) -> dict[str, Any]:
+    """A trial's job record: ``record`` over what its task recorded if it started already, else PENDING."""
+    return started | ({"state": "PENDING", "restarts": 0} if started.get("job_id") != job_id else {}) | record
+
+
 def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, job_name: str) -> int:
     """Write the sweep directory, queue its job array and record the job id; returns 0.
 
@@ -186,13 +184,13 @@ def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, j
     sweep_plan.write_record(sweep, {"job_id": job_id, "array": _array(n, slurm), "script": str(script), "submitted": submitted})
     for trial in sweep.trials:
         run_dir = sweep.trial_dir(trial)
-        started = jobstate.read(run_dir)  # a task may have started already and recorded itself
-        fresh = {"state": "PENDING", "restarts": 0} if started.get("job_id") != job_id else {}
-        jobstate.write(run_dir, started | fresh | {
+        trial_record = {
             "job_id": job_id, "array_task": trial.index, "job_name": job_name, "run_dir": str(run_dir), "script": str(script),
             "log": str(task_log(sweep.sweep_dir, job_id, trial.index)), "nodes": resources.nodes,
             "ntasks_per_node": resources.ntasks_per_node, "gpus_per_node": resources.gpus_per_node, "submitted": submitted,
-        })
+        }
+        # a task may have started already and recorded itself: one locked read-modify-write keeps what it wrote
+        update_json(run_dir / jobstate.JOB_FILE, partial(_pending_unless_started, job_id, trial_record))
     print(f"Sweep directory: {sweep.sweep_dir} ({n} trial(s): trial_000 .. {sweep_plan.trial_name(n - 1)})")
     print(f"Script:          {script}")
     print(f"Job id:          {job_id} (array {job_id}_[{_array(n, slurm)}], one task per trial)")
@@ -201,8 +199,6 @@ def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, j
         state = "with uncommitted changes" if code.dirty else "clean"
         print(f"Code:            {code.root} ({code.files} files at {code.commit[:12]}, {state})")
     print(f"Results:         train sweep-results {sweep.sweep_dir}")
-    from trainer_cli.launch.jobs import register
-
     record: dict[str, Any] = {
         "job_id": job_id, "job_name": job_name, "run_dir": str(sweep.sweep_dir), "trials": n, "submitted": submitted,
         "log": str(sweep.sweep_dir / LOG_PATTERN.replace("%3a", "<i>").replace("%A", job_id).replace("%a", "<i>")),

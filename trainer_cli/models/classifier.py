@@ -152,7 +152,7 @@ class ImageClassifier(pl.LightningModule):
         logger exactly as before, and the progress bar shows it refreshed at that rate.
         """
         trainer = self.trainer  # Lightning's rule (its logger connector's should_update_logs), from public counters
-        return (trainer.global_step + 1) % trainer.log_every_n_steps == 0 or trainer.should_stop
+        return (trainer.global_step + 1) % trainer.log_every_n_steps == 0 or trainer.should_stop  # type: ignore[attr-defined]
 
     def on_train_epoch_end(self) -> None:
         if self.train_acc.update_called:  # no batch this epoch: resumed at its end

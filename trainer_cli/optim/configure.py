@@ -16,8 +16,8 @@ from torch.optim.lr_scheduler import ReduceLROnPlateau
 
 from trainer_cli.errors import UserError
 from trainer_cli.imports import import_class
-from trainer_cli.optim.sam import SAM
 from trainer_cli.optim.param_groups import ParamGroups, build_param_groups, scale_per_group
+from trainer_cli.optim.sam import SAM
 from trainer_cli.schedule_resume import steps_to_build
 
 TOTAL_STEPS_ARG = "total_steps"

@@ -34,6 +34,12 @@ def global_norm(norms: list[torch.Tensor]) -> torch.Tensor:
     return torch.linalg.vector_norm(torch.stack([n.to(device) for n in norms]))
 
 
+def _grad(p: torch.Tensor) -> torch.Tensor:
+    """``p.grad`` of a parameter that has one (:meth:`SAM._params_with_grad`)."""
+    assert p.grad is not None
+    return p.grad
+
+
 def resolve_optimizer_class(name: str) -> type[Optimizer]:
     """``torch.optim`` short names (``SGD``, ``AdamW``) or a dotted class path.
 
@@ -121,7 +127,7 @@ class SAM(Optimizer):
 
     @torch.no_grad()
     def _grad_norm(self, params: list[torch.Tensor]) -> torch.Tensor:
-        return global_norm([torch.linalg.vector_norm((p.abs() if self.adaptive else 1.0) * p.grad) for p in params])
+        return global_norm([torch.linalg.vector_norm((p.abs() if self.adaptive else 1.0) * _grad(p)) for p in params])
 
     @torch.no_grad()
     def first_step(self) -> None:
@@ -131,7 +137,7 @@ class SAM(Optimizer):
         norms = []
         for p in params:
             self._origin[p] = p.detach().clone()
-            e_w = (p.pow(2) if self.adaptive else 1.0) * p.grad * scale.to(p)
+            e_w = (p.pow(2) if self.adaptive else 1.0) * _grad(p) * scale.to(p)
             p.add_(e_w)
             norms.append(torch.linalg.vector_norm(e_w, dtype=torch.float32))
         self._perturbation_norm = global_norm(norms)

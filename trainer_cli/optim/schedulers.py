@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 
+from torch import Tensor
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler
 
@@ -28,7 +29,7 @@ class _StepwiseLR(LRScheduler):
     def factor(self, step: int) -> float:
         raise NotImplementedError
 
-    def get_lr(self) -> list[float]:
+    def get_lr(self) -> list[float | Tensor]:  # torch's type (a tensor learning rate is allowed)
         f = self.factor(self.last_epoch)
         return [base * f for base in self.base_lrs]
 

@@ -17,7 +17,6 @@ from collections.abc import Sequence
 from pathlib import Path
 
 import trainer_cli
-
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobstate
 from trainer_cli.rundir import ENV_RUN_DIR

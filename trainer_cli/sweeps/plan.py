@@ -40,6 +40,12 @@ def trial_name(index: int) -> str:
     return f"trial_{index:03d}"
 
 
+def task_log(sweep_dir: Path, job_id: str, index: int) -> Path:
+    """Where array task ``index`` of the sweep's job ``job_id`` logs (its script's ``--output``
+    ``trial_%3a/slurm-%A_%a.log``, expanded)."""
+    return sweep_dir / trial_name(index) / f"slurm-{job_id}_{index}.log"
+
+
 def _lookup(config: Any, parts: list[str]) -> Any:
     """``config``'s value at the dotted key ``parts``; ``init_args`` may be left out, as on the
     command line (``optimizer.lr`` is ``optimizer.init_args.lr``). None when there is none."""
@@ -163,7 +169,9 @@ def check_trials(space: Space, fit_args: list[str]) -> tuple[Any, list[Trial]]:
         raise UserError("--run_dir and --sweep: a sweep makes a run directory per trial (<root>/<name>/sweep_<N>/trial_<i>); drop --run_dir")
     if base.get("ckpt_path") in ("last", "best"):
         raise UserError(f"--ckpt_path {base.get('ckpt_path')} and --sweep: every trial starts a new run; give a checkpoint file to start each from it")
-    trials, refused, warned = [], {}, set()
+    trials: list[Trial] = []
+    refused: dict[str, list[str]] = {}
+    warned: set[str] = set()
     for index, overrides in enumerate(space.trials()):
         args = [*fit_args]
         for key, value in overrides.items():

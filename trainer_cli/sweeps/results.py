@@ -21,7 +21,6 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli import rundir
-from trainer_cli.errors import UserError
 from trainer_cli.launch import jobstate
 from trainer_cli.sweeps.plan import read_record
 from trainer_cli.tables import print_table
@@ -95,7 +94,7 @@ def _tensor_value(value: Any) -> float:
 
 def trial_states(record: dict[str, Any]) -> list[tuple[str, int]]:
     """``(state, restarts)`` per trial: Slurm's (per array task) for a submitted sweep, completed
-    from each trial's ``job.json`` (:func:`trainer_cli.launch.jobs.with_run_record`); a local
+    from each trial's ``job.json`` (:func:`trainer_cli.launch.status.with_run_record`); a local
     sweep's from ``job.json`` alone (PENDING before the trial starts)."""
     trials = record["trials"]
     job_id = str(record.get("job_id") or "")
@@ -105,7 +104,7 @@ def trial_states(record: dict[str, Any]) -> list[tuple[str, int]]:
             recorded = jobstate.read(Path(trial["run_dir"]))
             out.append((str(recorded.get("state") or NOT_STARTED), int(recorded.get("restarts") or 0)))
         return out
-    from trainer_cli.launch.jobs import query_slurm, with_run_record
+    from trainer_cli.launch.status import query_slurm, with_run_record
 
     script = Path(record["sweep_dir"]) / "submit.sbatch"
     tasks = [(f"{job_id}_{t['index']}", script) for t in trials]
@@ -124,7 +123,7 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
     Raises:
         UserError: when ``sweep_dir`` is not a sweep directory.
     """
-    from trainer_cli.launch.jobs import last_epoch_line
+    from trainer_cli.launch.status import last_epoch_line
 
     record = read_record(sweep_dir)
     trials = record["trials"]

@@ -102,7 +102,9 @@ def split_values(text: str) -> list[str]:
     Raises:
         UserError: for unbalanced brackets or quotes.
     """
-    items, depth, quote, current = [], 0, "", []
+    items: list[str] = []
+    current: list[str] = []
+    depth, quote = 0, ""
     for char in text:
         if quote:
             quote = "" if char == quote else quote
@@ -155,10 +157,10 @@ def parse_axis(flag_value: str) -> Axis:
     if kind in ("range", "randint"):
         numbers = _numbers(where, args, int, "integers", (1, 3) if kind == "range" else (2, 2))
         if kind == "range":
-            values = tuple(str(v) for v in range(*numbers))
-            if not values:
+            stepped = tuple(str(v) for v in range(*numbers))
+            if not stepped:
                 raise UserError(f"{where}: the range is empty; range(start,stop[,step]) excludes stop, like Python's")
-            return Axis(key, kind, values, spec)
+            return Axis(key, kind, stepped, spec)
         if numbers[0] >= numbers[1]:
             raise UserError(f"{where}: randint(low,high) draws low..high-1: high must be above low")
         return Axis(key, kind, tuple(args), spec)

@@ -1,0 +1,72 @@
+"""Job records changed by several processes at once (trainer_cli.atomic): the submitter, the batch
+script's ``jobstate`` and rank 0 each read-modify-write ``job.json`` under its lock; none loses
+another's change, and a reader never sees half a file."""
+
+from __future__ import annotations
+
+import json
+import multiprocessing
+from pathlib import Path
+
+from trainer_cli.atomic import append_line, read_json, update_json, write_atomic
+from trainer_cli.launch import jobstate, submissions
+
+WORKERS, INCREMENTS = 4, 40
+
+
+def _increment(path: str, key: str, times: int) -> None:
+    for _ in range(times):
+        update_json(Path(path), lambda record: record | {key: int(record.get(key, 0)) + 1, "total": int(record.get("total", 0)) + 1})
+
+
+def _merge_job_fields(run_dir: str, worker: int, times: int) -> None:
+    for i in range(times):
+        jobstate.update(Path(run_dir), **{f"worker_{worker}": i + 1})
+
+
+def _register(root: str, worker: int, times: int) -> None:
+    for i in range(times):
+        submissions.register(Path(root), {"job_id": f"{worker}{i:03d}", "run_dir": f"/runs/{worker}/{i}", "job_name": "x" * 2000})
+
+
+def _spawn(target: object, args: list[tuple[object, ...]]) -> None:
+    context = multiprocessing.get_context("spawn")  # separate interpreters, as on separate nodes
+    procs = [context.Process(target=target, args=a) for a in args]  # type: ignore[attr-defined]
+    for p in procs:
+        p.start()
+    for p in procs:
+        p.join(120)
+    assert [p.exitcode for p in procs] == [0] * len(procs)
+
+
+def test_concurrent_increments_lose_no_update(tmp_path: Path) -> None:
+    record = tmp_path / "job.json"
+    _spawn(_increment, [(str(record), f"w{i}", INCREMENTS) for i in range(WORKERS)])
+    found = json.loads(record.read_text())
+    assert found == {"total": WORKERS * INCREMENTS} | {f"w{i}": INCREMENTS for i in range(WORKERS)}
+    assert sorted(p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")) == []
+
+
+def test_job_record_writers_keep_each_others_fields(tmp_path: Path) -> None:
+    jobstate.write(tmp_path, {"job_id": "7", "state": "PENDING"})
+    _spawn(_merge_job_fields, [(str(tmp_path), i, 25) for i in range(3)])
+    assert jobstate.read(tmp_path) == {"job_id": "7", "state": "PENDING", "worker_0": 25, "worker_1": 25, "worker_2": 25}
+
+
+def test_registry_lines_are_whole_under_concurrent_submissions(tmp_path: Path) -> None:
+    _spawn(_register, [(str(tmp_path), i, 30) for i in range(3)])
+    records = submissions.read_registry(tmp_path)
+    assert len(records) == 90 and len((tmp_path / submissions.REGISTRY_NAME).read_text().splitlines()) == 90
+    assert sorted(r["job_id"] for r in records) == sorted(f"{w}{i:03d}" for w in range(3) for i in range(30))
+
+
+def test_write_atomic_replaces_and_read_json_tolerates_garbage(tmp_path: Path) -> None:
+    path = tmp_path / "run.json"
+    write_atomic(path, "{not json")
+    assert read_json(path) == {} and read_json(tmp_path / "missing.json") == {}
+    write_atomic(path, json.dumps({"a": 1}))
+    assert read_json(path) == {"a": 1}
+    append_line(tmp_path / "log.jsonl", "one")
+    append_line(tmp_path / "log.jsonl", "two\n")
+    assert (tmp_path / "log.jsonl").read_text() == "one\ntwo\n"
+    assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []

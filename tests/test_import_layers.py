@@ -1,0 +1,137 @@
+"""The package's import graph has no cycle, counting imports inside functions (they only hide a
+cycle from Python, not from a reader), and the launcher's quick verbs import no torch.
+
+The graph is read from the source with ``ast``: ``import a.b`` and ``from a import b`` at any depth,
+except under ``if TYPE_CHECKING:`` (never run). ``from pkg import name`` counts as importing the
+submodule ``pkg.name`` when there is one, else ``pkg`` itself.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from support import REPO
+
+PACKAGE = REPO / "trainer_cli"
+
+
+def _modules() -> dict[str, tuple[Path, bool]]:
+    found = {}
+    for path in PACKAGE.rglob("*.py"):
+        parts = list(path.relative_to(REPO).with_suffix("").parts)
+        is_package = parts[-1] == "__init__"
+        found[".".join(parts[:-1] if is_package else parts)] = (path, is_package)
+    return found
+
+
+def _type_checking_nodes(tree: ast.AST) -> set[int]:
+    skipped: set[int] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.If) and "TYPE_CHECKING" in ast.unparse(node.test):
+            skipped.update(id(inner) for body in node.body for inner in ast.walk(body))
+    return skipped
+
+
+def import_graph() -> dict[str, set[str]]:
+    """``{module: the package's modules it imports}``, function-level imports included."""
+    modules = _modules()
+    graph: dict[str, set[str]] = {}
+    for name, (path, is_package) in modules.items():
+        tree = ast.parse(path.read_text(), str(path))
+        skipped = _type_checking_nodes(tree)
+        deps: set[str] = set()
+        for node in ast.walk(tree):
+            if id(node) in skipped:
+                continue
+            if isinstance(node, ast.Import):
+                targets = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                base = node.module or ""
+                if node.level:  # relative: from the module's package upwards
+                    package = name.split(".") if is_package else name.split(".")[:-1]
+                    base = ".".join(package[: len(package) - node.level + 1] + ([base] if base else []))
+                targets = [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+            else:
+                continue
+            for target in targets:
+                while target and target not in modules:
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    deps.add(target)
+        graph[name] = deps
+    return graph
+
+
+def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
+    """One cycle of ``graph`` as ``[a, b, ..., a]``; None when there is none."""
+    state: dict[str, int] = {}  # 1: on the current path, 2: done
+    path: list[str] = []
+
+    def visit(node: str) -> list[str] | None:
+        state[node] = 1
+        path.append(node)
+        for dep in sorted(graph.get(node, ())):
+            if state.get(dep) == 1:
+                return path[path.index(dep):] + [dep]
+            if dep not in state:
+                found = visit(dep)
+                if found:
+                    return found
+        path.pop()
+        state[node] = 2
+        return None
+
+    for start in sorted(graph):
+        if start not in state:
+            found = visit(start)
+            if found:
+                return found
+    return None
+
+
+def test_the_package_has_no_import_cycle() -> None:
+    graph = import_graph()
+    assert "trainer_cli.launch.submit" in graph and "trainer_cli.cli" in graph["trainer_cli.launch.submit"]
+    cycle = find_cycle(graph)
+    assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
+
+
+def test_the_cycle_finder_sees_function_level_imports() -> None:
+    graph = import_graph()
+    # cli imports the submit library inside a function (a user's script's `submit`): it is counted
+    assert "trainer_cli.launch.fit_job" in graph["trainer_cli.cli"]
+    assert find_cycle(graph | {"trainer_cli.launch.fit_job": graph["trainer_cli.launch.fit_job"] | {"trainer_cli.cli"}}) is not None
+
+
+@pytest.mark.parametrize("args", [["--help"], ["submit", "--help"], ["jobs", "--help"], ["cancel", "--help"], ["sweep-results", "--help"]])
+def test_launcher_help_imports_no_torch(args: list[str]) -> None:
+    code = (
+        "import sys\nfrom trainer_cli.__main__ import main\ntry:\n    rc = main(%r)\nexcept SystemExit as exit:\n    rc = exit.code or 0\n"
+        "assert 'torch' not in sys.modules and 'lightning' not in sys.modules, 'torch imported'\nsys.exit(rc)" % args
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.strip()
+
+
+SLURM_COMMANDS = {"sbatch", "squeue", "scontrol", "sacct", "sacctmgr", "scancel", "srun"}
+
+
+def test_slurm_commands_run_only_through_the_wrapper() -> None:
+    """Every Slurm command the package runs goes through trainer_cli.launch.slurm_commands (a
+    timeout, a typed error): no other module hands a list starting with one to ``subprocess``."""
+    offenders = []
+    for name, (path, _) in _modules().items():
+        if name == "trainer_cli.launch.slurm_commands":
+            continue
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and ast.unparse(node.func.value) == "subprocess"):
+                continue
+            first = node.args[0] if node.args else None
+            if isinstance(first, ast.List) and first.elts and isinstance(first.elts[0], ast.Constant) and first.elts[0].value in SLURM_COMMANDS:
+                offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
+    assert offenders == []

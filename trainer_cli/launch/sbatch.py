@@ -1,0 +1,87 @@
+"""A job's sbatch script: the values its template gets, its file names, and queueing it.
+
+Rendering itself (templates, quoting) is :mod:`trainer_cli.launch.render`; ``sbatch`` runs through
+:mod:`trainer_cli.launch.slurm_commands`. Used by ``train submit`` for a fit run
+(:mod:`trainer_cli.launch.fit_job`) and for a sweep (:mod:`trainer_cli.launch.sweep`).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from trainer_cli.errors import UserError
+from trainer_cli.launch import snapshot
+from trainer_cli.launch.options import SlurmOptions
+from trainer_cli.launch.resources import Resources
+from trainer_cli.launch.slurm_commands import SlurmCommandError
+from trainer_cli.launch.slurm_commands import sbatch as run_sbatch_command
+
+SCRIPT_NAME = "submit.sbatch"
+TEST_SCRIPT_NAME = "test.sbatch"
+AGGREGATE_SCRIPT_NAME = "cv_aggregate.sbatch"
+LOG_PATTERN = "slurm-%j.log"
+CONFIG_FILE = "config.yaml"
+
+
+def _env(slurm: SlurmOptions) -> dict[str, str]:
+    env: dict[str, str] = {}
+    if slurm.nccl_debug:
+        env["NCCL_DEBUG"] = slurm.nccl_debug
+    if slurm.nccl_socket_ifname:
+        env["NCCL_SOCKET_IFNAME"] = slurm.nccl_socket_ifname
+    return env | {str(k): str(v) for k, v in slurm.env.items()}
+
+
+def slurm_filename_pattern(path: Path) -> str:
+    """``path`` as the literal start of an sbatch ``--output`` pattern: ``%`` doubled (else Slurm
+    expands ``%u``, ``%j``... in it and the log lands elsewhere).
+
+    Raises:
+        UserError: for a backslash in the path (it turns off every replacement, ``%j`` included).
+    """
+    if "\\" in str(path):
+        raise UserError(f"run directory {path}: a backslash in the path stops Slurm naming the log by job id; choose a --name or --trainer.default_root_dir without one")
+    return str(path).replace("%", "%%")
+
+
+def script_context(
+    slurm: SlurmOptions, resources: Resources, run_dir: Path, job_name: str, submit_dir: Path, dependency: str | None
+) -> dict[str, Any]:
+    """The values a template may use (all documented in ``slurm/ddp.sbatch.j2``). With
+    ``slurm.snapshot`` inside a git work tree the job starts in the code snapshot
+    (:mod:`trainer_cli.launch.snapshot`), then changes to ``submit_dir``."""
+    gpus = resources.gpus_per_node
+    in_snapshot = snapshot.planned(submit_dir, run_dir) if slurm.snapshot else None
+    return {
+        "workdir": str(in_snapshot or submit_dir),
+        "snapshot": in_snapshot is not None,
+        "submit_dir": str(submit_dir),
+        "slurm": slurm,
+        "job_name": job_name,
+        "nodes": resources.nodes,
+        "ntasks_per_node": resources.ntasks_per_node,
+        "gpus_per_node": gpus,
+        "gpus_request": f"{slurm.gpu_type}:{gpus}" if slurm.gpu_type else str(gpus),
+        "dependency": dependency,
+        "run_dir": str(run_dir),
+        "log_pattern": slurm_filename_pattern(run_dir) + "/" + LOG_PATTERN,
+        "config": str(run_dir / CONFIG_FILE),
+        "python": slurm.python_executable,
+        "entry": ["-m", "trainer_cli"],  # what python runs: `train`, or a user's script (plan)
+        "env": _env(slurm),
+    }
+
+
+def run_sbatch(script: Path, *options: str) -> str:
+    """Queue ``script`` (with extra sbatch ``options``); returns the job id.
+
+    Raises:
+        UserError: when sbatch is missing or refuses the job (its message included).
+    """
+    try:
+        return run_sbatch_command(script, *options)
+    except SlurmCommandError as err:
+        if err.missing:
+            raise UserError("sbatch not found: run `train submit` where Slurm is installed (or start a local cluster: scripts/local-slurm start)") from None
+        raise UserError(f"sbatch refused {script}: {err.message}") from None

@@ -1,0 +1,130 @@
+"""The ``slurm:`` section of ``train submit`` read from a command line: site profile files and
+``--slurm.*`` flags.
+
+Slurm options are not Trainer arguments, so they are taken out of the command line before the
+fit arguments are parsed: a ``slurm:`` key of any ``--config`` file (including one composed from a
+Hydra ``defaults:`` list such as ``- /slurm: local``) and every ``--slurm.KEY VALUE`` flag. They
+are parsed, in command-line order, against :class:`trainer_cli.launch.options.SlurmOptions` with
+jsonargparse, whose help text comes from the attribute docstrings.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainer_cli.compose import CONFIG_FLAGS, config_text, load_yaml_file, note_flag, place_class_flags, take_config_roots
+from trainer_cli.errors import UserError, did_you_mean
+from trainer_cli.launch.options import FLAG_PREFIX, SECTION, SlurmOptions
+
+
+def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[str]], list[str]]:
+    """Separate ``train submit`` arguments into fit arguments and Slurm layers.
+
+    Every ``--config`` value is expanded (composed if it has a ``defaults:`` list); its ``slurm:``
+    key, if any, is taken out and the rest passed on as YAML text. ``--slurm.KEY VALUE``,
+    ``--slurm.KEY=VALUE`` and ``--slurm FILE`` (a file of Slurm options alone) are taken out too.
+
+    Returns:
+        ``(fit_args, slurm_layers, own_flags)``: fit arguments with ``--config`` already expanded
+        (for :func:`trainer_cli.cli.parse_config` with ``expand=False``), the Slurm layers in
+        command-line order (a dict per config file section, a flag list per flag), and the
+        flags of ``train submit`` itself (``--dry-run``, ``--check``).
+
+    Raises:
+        UserError: for a missing config file, bad YAML, a ``slurm:`` that is not a mapping, or a
+            ``--slurm.*`` flag without a value.
+    """
+    roots, args = take_config_roots(args)  # --config_root DIR: user config roots
+    fit_args: list[str] = []
+    layers: list[dict[str, Any] | list[str]] = []
+    own: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in CONFIG_FLAGS or arg.startswith("--config="):
+            if arg in CONFIG_FLAGS:
+                if i + 1 >= len(args):
+                    raise UserError(f"{arg} needs a file name")
+                value, i = args[i + 1], i + 2
+            else:
+                value, i = arg.split("=", 1)[1], i + 1
+            fit_args += ["--config", _strip_section(config_text(value, roots), value, layers)]
+            continue
+        if arg.startswith(FLAG_PREFIX) or arg in (f"--{SECTION}", f"--{SECTION}=") or arg.startswith(f"--{SECTION}="):
+            if "=" in arg:
+                layers.append([arg])
+                i += 1
+            elif i + 1 < len(args):
+                layers.append([arg, args[i + 1]])
+                i += 2
+            else:
+                raise UserError(f"{arg} needs a value")
+            continue
+        if arg in ("--dry-run", "--dry_run"):
+            own.append("--dry-run")
+        elif arg == "--check":
+            own.append(arg)
+        else:
+            note_flag(arg)  # for error messages: a later flag wins over an earlier file
+            fit_args.append(arg)
+        i += 1
+    return place_class_flags(fit_args), layers, own  # a stock config's --model/--data anywhere, as train fit
+
+
+def _strip_section(text: str, source: str, layers: list[dict[str, Any] | list[str]]) -> str:
+    """Take the ``slurm:`` key out of one expanded ``--config`` value (a path or YAML text)."""
+    is_path = "\n" not in text and Path(text).is_file()
+    data = load_yaml_file(Path(text)) if is_path else yaml.safe_load(text)
+    if not isinstance(data, dict) or SECTION not in data:
+        return text
+    section = data.pop(SECTION)
+    if section is not None:
+        if not isinstance(section, dict):
+            raise UserError(f"{source}: `{SECTION}:` must be a mapping of Slurm options, found {section!r}")
+        layers.append(section)
+    return yaml.safe_dump(data, sort_keys=False) if data else "{}"
+
+
+def parse_slurm_options(layers: list[dict[str, Any] | list[str]]) -> SlurmOptions:
+    """Merge the Slurm layers (later wins) and type-check them against :class:`SlurmOptions`.
+
+    Raises:
+        UserError: for an unknown key (with close matches) or a value of the wrong type.
+    """
+    from jsonargparse import ActionConfigFile, ArgumentParser
+
+    parser = ArgumentParser(exit_on_error=False, prog="train submit")
+    parser.add_argument("--cfg", action=ActionConfigFile)
+    parser.add_class_arguments(SlurmOptions, SECTION, instantiate=False)
+    argv: list[str] = []
+    for layer in layers:
+        if isinstance(layer, dict):
+            argv += ["--cfg", yaml.safe_dump({SECTION: layer})]
+        else:
+            argv += layer
+    known = [SECTION] + [f"{SECTION}.{name}" for name in SlurmOptions.__dataclass_fields__]  # --slurm FILE too
+    for layer in layers:
+        keys = [f"{SECTION}.{k}" for k in layer] if isinstance(layer, dict) else [layer[0][2:].split("=")[0]]
+        for key in keys:
+            if key not in known:
+                raise UserError(f"unknown Slurm option {key!r}.{did_you_mean(key, known) or ' See `train submit --help`.'}")
+    try:
+        cfg = parser.parse_args(argv)
+    except Exception as err:  # jsonargparse's ArgumentError and type errors: the message is the point
+        from trainer_cli.explain import explain_parse_error
+
+        raise UserError("Slurm options: " + " ".join(explain_parse_error(str(err), parser).split())) from None
+    values = {k: v for k, v in cfg[SECTION].as_dict().items() if k in SlurmOptions.__dataclass_fields__}
+    return SlurmOptions(**values)
+
+
+def slurm_help() -> str:
+    """Help text for every ``--slurm.*`` option (from the attribute docstrings)."""
+    from jsonargparse import ArgumentParser
+
+    parser = ArgumentParser(prog="train submit", add_help=False)
+    parser.add_class_arguments(SlurmOptions, SECTION, instantiate=False)
+    return parser.format_help()

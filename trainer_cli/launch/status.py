@@ -1,0 +1,121 @@
+"""What Slurm, or the run directory, says of submitted jobs: states, restarts, progress.
+
+One ``scontrol show job -o`` call per query, whatever the number of jobs (every job the controller
+still knows: queued, running, and finished ones for ``MinJobAge``, 300 s by default) and, only for
+the jobs it no longer knows, one ``sacct -j id1,id2,...`` where accounting is on. A job id Slurm
+reuses (a fresh state directory counts from 1 again) is matched on the script the job runs
+(``<run>/submit.sbatch``), never on the id alone. Once Slurm has forgotten a job, its state and
+restarts are the ones the job recorded in ``<run>/job.json`` (:mod:`trainer_cli.launch.jobstate`).
+Used by ``train jobs`` and ``train sweep-results``.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from trainer_cli.launch import jobstate
+from trainer_cli.launch.options import time_limit_s
+from trainer_cli.launch.pending import array_task_ids, job_fields
+from trainer_cli.launch.slurm_commands import output_or_empty
+
+UNKNOWN = "UNKNOWN"
+ACTIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "REQUEUE_HOLD", "REQUEUE_FED"}
+TAIL_BYTES = 16384  # of a log read for its last epoch line
+QUERY_TIMEOUT_S = 30.0
+
+
+@dataclass
+class JobStatus:
+    """What Slurm (or the run directory) says of one job."""
+
+    state: str = UNKNOWN
+    restarts: int = 0
+    elapsed: str = "-"
+    source: str = "none"
+    """Where the figures came from: scontrol, sacct, job.json or none."""
+    entries: list[dict[str, str]] = field(default_factory=list)
+    """The job's fields (``scontrol show job``: one per array task record), for its DETAIL cell."""
+
+
+def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus]:
+    """Status of each ``(job id, script it runs)``, keyed so: one ``scontrol show job -o`` call for
+    all, and one ``sacct`` call for the ids the controller has forgotten (where accounting is on).
+    An id whose Slurm job runs another script (a reused id) is not that job. Array jobs: the tasks'
+    states are summed up (``RUNNING x2, PENDING x1``)."""
+    wanted = {(job_id, str(script)) for job_id, script in jobs}
+    ids = {job_id for job_id, _ in wanted}
+    found: dict[tuple[str, str], list[dict[str, str]]] = {}
+    for line in output_or_empty(["scontrol", "show", "job", "-o"], QUERY_TIMEOUT_S).splitlines():
+        f = job_fields(line)
+        array, task = f.get("ArrayJobId"), f.get("ArrayTaskId", "")
+        keys = [(array if array in ids else f.get("JobId", ""), f.get("Command", ""))]
+        if array:  # a task of an array (or a pending range of them: "0-3%2"), asked for as "<array id>_<task id>" (a sweep's trial)
+            keys += [(f"{array}_{t}", f.get("Command", "")) for t in array_task_ids(task)]
+        for key in keys:
+            if key in wanted:
+                found.setdefault(key, []).append(f)
+    out = {key: _summarise(entries) for key, entries in found.items()}
+    # sacct's rows name array tasks by their own ids: a task not in scontrol is read from its job.json
+    missing = {job_id: script for job_id, script in wanted if (job_id, script) not in out and "_" not in job_id}
+    if missing:  # sacct has no script to match on: its rows are taken for ids scontrol no longer knows
+        text = output_or_empty(["sacct", "-X", "-n", "-P", "-j", ",".join(sorted(missing)), "-o", "JobIDRaw,State,Elapsed,ExitCode,NodeList"], QUERY_TIMEOUT_S)
+        rows: dict[str, list[dict[str, str]]] = {}
+        for line in text.splitlines():
+            raw, state, elapsed, exit_code, nodes = (line.split("|") + [""] * 5)[:5]
+            job_id = raw.split("_")[0]
+            if job_id in missing and not any(k[0] == job_id for k in out):
+                rows.setdefault(job_id, []).append({
+                    "JobState": state.split()[0] if state else UNKNOWN, "RunTime": elapsed, "Restarts": "0", "ExitCode": exit_code, "NodeList": nodes,
+                })
+        for job_id, entries in rows.items():
+            out[(job_id, missing[job_id])] = _summarise(entries, source="sacct")
+    return out
+
+
+def _summarise(entries: list[dict[str, str]], source: str = "scontrol") -> JobStatus:
+    states = [e.get("JobState", UNKNOWN) for e in entries]
+    if len(entries) == 1:
+        state = states[0]
+    else:
+        state = ", ".join(f"{s} x{states.count(s)}" for s in dict.fromkeys(states))
+    restarts = max(int(e.get("Restarts", "0") or 0) for e in entries)
+    elapsed = max((e.get("RunTime", "-") for e in entries), key=lambda t: time_limit_s(t) or 0)
+    return JobStatus(state, restarts, elapsed, source, entries)
+
+
+def with_run_record(status: JobStatus | None, job_id: str, run_dir: Path) -> JobStatus:
+    """Slurm's status, completed from ``run_dir/job.json`` for a job Slurm no longer knows."""
+    recorded = jobstate.read(run_dir)
+    if str(recorded.get("job_id")) != job_id:
+        recorded = {}
+    if status is not None and status.source == "scontrol":
+        return status
+    if recorded:
+        state = str(recorded.get("state") or UNKNOWN)
+        restarts = int(recorded.get("restarts") or 0)
+        if status is not None:  # sacct knows the state, the run directory the restarts
+            return JobStatus(status.state, max(restarts, status.restarts), status.elapsed, "sacct", status.entries)
+        exit_code = recorded.get("exit_code")
+        return JobStatus(state, restarts, "-", "job.json", [{"JobState": state, "ExitCode": f"{exit_code}:0" if exit_code is not None else ""}])
+    return status or JobStatus()
+
+
+def last_epoch_line(log: Path) -> str:
+    """The last ``epoch N/M ...`` line of a job's log (its progress), shortened; '-' without one."""
+    try:
+        with open(log, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(f.tell() - TAIL_BYTES, 0))
+            text = f.read().decode(errors="replace")
+    except OSError:
+        return "-"
+    lines = [line for line in re.split(r"[\r\n]", text) if line.startswith("epoch ")]
+    if not lines:
+        return "-"
+    words = lines[-1].split()
+    keep = words[:2] + [f"{k} {v}" for k, v in zip(words[2::2], words[3::2]) if k in ("val/acc", "val/loss")]
+    if words[-1] == "steps/s":  # the speed of that epoch (trainer_cli.callbacks.progress.EpochLineProgress)
+        keep.append(f"{words[-2]} steps/s")
+    return " ".join(keep)
