@@ -76,3 +76,17 @@ def append_line(path: Path, line: str) -> None:
         f.write(line.rstrip("\n") + "\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+def read_json_lines(file: Path) -> list[dict[str, Any]]:
+    """The records of an append-only JSON-lines file, oldest first ([] without one; an unreadable
+    line, cut by a crash mid-write, is skipped)."""
+    if not file.is_file():
+        return []
+    records = []
+    for line in file.read_text().splitlines():
+        try:
+            records.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return records

@@ -32,7 +32,7 @@ from typing import Any
 
 import yaml
 
-from trainer_cli.atomic import append_line, write_atomic
+from trainer_cli.atomic import append_line, read_json_lines, write_atomic
 from trainer_cli.resume import CONFIG_FILE, RESUME_OPTIONS
 
 HISTORY_FILE = "history.jsonl"
@@ -43,20 +43,6 @@ LENGTH_KEYS = ("trainer.max_epochs", "trainer.max_steps")  # a change of these m
 def read(run_dir: Path) -> list[dict[str, Any]]:
     """The records of ``run_dir/history.jsonl``, oldest first."""
     return read_json_lines(run_dir / HISTORY_FILE)
-
-
-def read_json_lines(file: Path) -> list[dict[str, Any]]:
-    """The records of an append-only JSON-lines file, oldest first ([] without one; an unreadable
-    line, cut by a crash mid-write, is skipped)."""
-    if not file.is_file():
-        return []
-    records = []
-    for line in file.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
 
 
 def start_kind(verb: str | None, resumed: bool, changes: list[str], previous: list[dict[str, Any]]) -> str:

@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.atomic import append_line
+from trainer_cli.atomic import append_line, read_json_lines
 
 REGISTRY_NAME = "submissions.jsonl"
 RECORD_KEYS = ("job_id", "test_job_id", "aggregate_job_id", "job_name", "run_dir", "log", "submitted", "trials")
@@ -26,13 +26,4 @@ def register(root: Path, record: dict[str, Any]) -> None:
 
 def read_registry(root: Path) -> list[dict[str, Any]]:
     """The jobs submitted under ``root``, oldest first (an unreadable line is skipped)."""
-    path = root / REGISTRY_NAME
-    if not path.is_file():
-        return []
-    records = []
-    for line in path.read_text().splitlines():
-        try:
-            records.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return records
+    return read_json_lines(root / REGISTRY_NAME)
