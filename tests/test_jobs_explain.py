@@ -88,7 +88,8 @@ def test_held_job_explained_and_a_dozen_jobs_and_an_array_in_two_calls(slurm_clu
         assert code == 0, out
         ids.append(folds := job_id_from(out))
         deadline = time.monotonic() + 120  # the backfill scheduler plans pending jobs every 30 s
-        while time.monotonic() < deadline and not scontrol_job(ids[1]).get("StartTime", "Unknown")[:1].isdigit():
+        while time.monotonic() < deadline and (not scontrol_job(ids[1]).get("StartTime", "Unknown")[:1].isdigit()
+                                               or scontrol_job(folds).get("Reason") in (None, "None")):  # not yet looked at
             time.sleep(2)
 
         counting, calls = counting_slurm_path(tmp_path)

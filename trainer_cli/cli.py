@@ -553,16 +553,16 @@ class TrainerCLI(LightningCLI):
         """A user's script: the run directory is the Trainer's ``log_dir`` (a new run), the run's own
         callbacks come after the script's and LightningCLI's (its SaveConfigCallback first, as
         LightningCLI orders them; checkpoint callbacks last, as Lightning orders them), and a run
-        resumed in its own directory keeps the config.yaml it started with."""
+        started in a given directory (``--run_dir``: a resume, a Slurm job) keeps the config.yaml it holds."""
         from lightning.pytorch.callbacks import Checkpoint
 
         self.run.bind_to_log_dir(trainer)
         ours = {id(c) for c in added}
         callbacks: list[Any] = trainer.callbacks  # type: ignore[attr-defined]
         trainer.callbacks = sorted(callbacks, key=lambda c: (isinstance(c, Checkpoint), id(c) in ours))  # type: ignore[attr-defined]  # stable
-        if self.run.path is not None and not self.run.created:
+        if self.run.path is not None and not self.run.created and not self.run.late:  # --run_dir (resumed, a Slurm job's)
             for callback in callbacks:
-                if isinstance(callback, SaveConfigCallback) and (self.run.path / callback.config_filename).is_file() and self.run.ckpt_path:
+                if isinstance(callback, SaveConfigCallback) and (self.run.path / callback.config_filename).is_file():
                     callback.already_saved = True
 
     # -- optimizers ------------------------------------------------------------------------------
