@@ -1,6 +1,8 @@
 """Start-up: whole-process wall time of launcher verbs (``train fit --help`` both built and from
-its cache, ``trainer_cli.help_cache``), and time to the first optimizer step of ``train fit`` on
-digits versus a plain script doing the same first step.
+its cache, ``trainer_cli.help_cache``), of the errors that need no class (a YAML syntax error, a
+missing file, an unknown key, a bad ``--slurm.*`` value: reported before torch is imported,
+``trainer_cli.precheck``), and time to the first optimizer step of ``train fit`` on digits versus a
+plain script doing the same first step.
 
 Every command runs as a fresh process (``python -m trainer_cli ...``, what the ``train`` console
 script runs), alternately, repeated; figures are medians.
@@ -55,6 +57,19 @@ def imports_torch(argv: list[str], env: dict[str, str] | None = None) -> bool:
     return TORCH_IMPORT.search(err) is not None
 
 
+def error_commands(tmp: Path) -> dict[str, list[str]]:
+    """``train`` command lines with a mistake that needs no class (files written under ``tmp``)."""
+    syntax, unknown = tmp / "syntax.yaml", tmp / "unknown_key.yaml"
+    syntax.write_text("trainer:\n  max_epochs: 2\n   devices: [1\n")
+    unknown.write_text("optimiser:\n  lr: 0.1\n")
+    return {
+        "train fit: YAML syntax error": ["fit", "--config", str(syntax)],
+        "train fit: missing config file": ["fit", "--config", str(tmp / "missing.yaml")],
+        "train fit: unknown top-level key (composed experiment + file)": ["fit", "--config", DIGITS, "--config", str(unknown)],
+        "train submit: bad --slurm.time": ["submit", "--config", DIGITS, "--slurm.time", "1:99", "--dry-run"],
+    }
+
+
 def run(smoke: bool = False) -> dict[str, Any]:
     repeats = 1 if smoke else 5
     train = [sys.executable, "-m", "trainer_cli"]
@@ -72,10 +87,16 @@ def run(smoke: bool = False) -> dict[str, Any]:
         if "train fit --help (built)" in envs:
             envs["train fit --help (built)"]["TRAINER_CLI_HELP_CACHE"] = "0"
         wall_time([*train, "fit", "--help"], envs["train fit --help (cached)"])  # fills the cache
+        errors = error_commands(Path(tmp))
         sides = {name: (lambda a=argv, e=envs[name]: wall_time([*train, *a], e)) for name, argv in verbs.items()}
+        sides |= {name: (lambda a=argv: wall_time([*train, *a])) for name, argv in errors.items()}
         sides[LIGHTNING_IMPORT] = lambda: wall_time([sys.executable, "-c", "import lightning.pytorch"])
         launcher = {name: medians(r) for name, r in alternate(sides, repeats).items()}
         lightning_s = launcher.pop(LIGHTNING_IMPORT)["wall_s"]
+        error_latency = {name: launcher.pop(name) for name in errors}
+        for name, argv in errors.items():
+            error_latency[name]["exit_code"] = error_latency[name].pop("returncode")
+            error_latency[name]["imports_torch"] = imports_torch(argv)
         for name, argv in verbs.items():
             launcher[name]["available"] = launcher[name].pop("returncode") == 0
             launcher[name]["imports_torch"] = imports_torch(argv, envs[name]) if launcher[name]["available"] else None
@@ -93,5 +114,6 @@ def run(smoke: bool = False) -> dict[str, Any]:
         "launcher_verbs": launcher,
         "import_lightning_s": lightning_s,
         "over_import_lightning": ratios,
+        "errors": error_latency,
         "first_step": first | {"ratio": first["train_fit"]["first_step_s"] / first["plain_script"]["first_step_s"], "runs": runs},
     }
