@@ -24,6 +24,7 @@ from tests.support import DIGITS, REPO
 
 FIRST_STEP_MARK = "BENCH_FIRST_STEP_DONE_AT"
 LIGHTNING_IMPORT = 'python -c "import lightning.pytorch"'
+TORCH_VERBS = ("train fit --help (built)", "train submit --dry-run")  # they build LightningCLI: they import torch
 TORCH_IMPORT = re.compile(r"^import time:.*\|\s*torch$", re.M)  # python -X importtime's line for torch
 
 
@@ -80,8 +81,9 @@ def run(smoke: bool = False) -> dict[str, Any]:
         "train fit --help (cached)": ["fit", "--help"],
         "train submit --dry-run": ["submit", "--config", DIGITS, "--dry-run"],
     }
-    if smoke:  # the priming call below builds the help once: enough to show it works
-        del verbs["train fit --help (built)"]
+    if smoke:  # the priming call below builds the help once: enough to show it works; the verbs
+        # that import Lightning, and the import alone, are only there for the ratios (no figure in smoke)
+        del verbs["train fit --help (built)"], verbs["train submit --dry-run"]
     with tempfile.TemporaryDirectory() as tmp:
         envs = {name: {"XDG_CACHE_HOME": str(Path(tmp) / "cache")} for name in verbs}
         if "train fit --help (built)" in envs:
@@ -90,9 +92,10 @@ def run(smoke: bool = False) -> dict[str, Any]:
         errors = error_commands(Path(tmp))
         sides = {name: (lambda a=argv, e=envs[name]: wall_time([*train, *a], e)) for name, argv in verbs.items()}
         sides |= {name: (lambda a=argv: wall_time([*train, *a])) for name, argv in errors.items()}
-        sides[LIGHTNING_IMPORT] = lambda: wall_time([sys.executable, "-c", "import lightning.pytorch"])
+        if not smoke:
+            sides[LIGHTNING_IMPORT] = lambda: wall_time([sys.executable, "-c", "import lightning.pytorch"])
         launcher = {name: medians(r) for name, r in alternate(sides, repeats).items()}
-        lightning_s = launcher.pop(LIGHTNING_IMPORT)["wall_s"]
+        lightning_s = launcher.pop(LIGHTNING_IMPORT)["wall_s"] if not smoke else None
         error_latency = {name: launcher.pop(name) for name in errors}
         for name, argv in errors.items():
             error_latency[name]["exit_code"] = error_latency[name].pop("returncode")
@@ -108,7 +111,7 @@ def run(smoke: bool = False) -> dict[str, Any]:
         runs = alternate({"plain_script": lambda: time_to_first_step(plain), "train_fit": lambda: time_to_first_step(fit)}, repeats)
     first = {name: medians(r) for name, r in runs.items()}
     # the verbs that must import Lightning, against the import alone, measured in the same rounds
-    ratios = {name: launcher[name]["wall_s"] / lightning_s for name in ("train fit --help (built)", "train submit --dry-run") if name in launcher}
+    ratios = {name: launcher[name]["wall_s"] / lightning_s for name in TORCH_VERBS if name in launcher and lightning_s}
     return {
         "repeats": repeats,
         "launcher_verbs": launcher,
