@@ -149,3 +149,10 @@ def test_key_list_and_messages_match_the_verbs_parsers(tmp_path: Path) -> None:
     for name, pair in found["messages"].items():
         assert pair["fast"] is not None, f"{name}: the precheck let it through; the verb said:\n{pair['slow']}"
         assert pair["fast"] == pair["slow"], name
+
+
+def test_help_of_submit_comes_before_its_config_is_read(work: Path) -> None:
+    """`train submit --config missing.yaml --help` shows the help, as before the precheck."""
+    code, stderr, imported = probe("submit", "--config", "missing.yaml", "--help", cwd=work)
+    assert code == 0 and "error:" not in stderr, stderr[-2000:]
+    assert imported["torch"] is False

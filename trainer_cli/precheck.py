@@ -49,17 +49,18 @@ def precheck(verb: str, args: Sequence[str]) -> None:
         UserError: with the message the verb would give for the first such mistake.
     """
     args = list(args)
+    helps = any(a in HELP_FLAGS for a in args)
+    if helps and verb not in TOP_LEVEL_KEYS:  # their help comes first, whatever else is given
+        return
     if verb == "submit":  # its --config files are read without torch already; their keys are fit's
         from trainer_cli.launch.options import split_args
 
-        fit_args, _, _ = split_args(args)
-        if not any(a in HELP_FLAGS for a in args):
-            check_top_level_keys("fit", fit_args)
+        check_top_level_keys("fit", split_args(args)[0])
         return
     if verb not in CONFIG_VERBS:
         return
-    expanded = expand_config_args(args)
-    if verb in TOP_LEVEL_KEYS and not any(a in HELP_FLAGS for a in args):
+    expanded = expand_config_args(args)  # a Lightning verb reads its --config files before its help too
+    if verb in TOP_LEVEL_KEYS and not helps:
         check_top_level_keys(verb, expanded)
 
 
