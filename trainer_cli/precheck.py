@@ -6,12 +6,13 @@ YAML or not a mapping, a Hydra ``defaults:`` list naming a missing group file (a
 :mod:`trainer_cli.compose`, as the verb itself reads them), and a top-level key no verb takes
 (``optimiser:`` in a file, ``--optimiser.lr`` on the command line). The messages are the ones the
 verb would print after its import: the same composition code, and for an unknown key the text
-of jsonargparse's error run through :func:`trainer_cli.explain.explain_parse_error`.
+of jsonargparse's error run through :func:`trainer_cli.explain.explain_parse_error`. ``train
+submit`` reads its files without torch already and calls :func:`check_top_level_keys` itself,
+after checking its Slurm options.
 
 The top-level keys of the Lightning verbs are listed here (:data:`TOP_LEVEL_KEYS`);
 ``tests/test_fast_errors.py`` checks them against the verbs' parsers.
 """
-
 from __future__ import annotations
 
 from collections.abc import Sequence
@@ -52,12 +53,7 @@ def precheck(verb: str, args: Sequence[str]) -> None:
     helps = any(a in HELP_FLAGS for a in args)
     if helps and verb not in TOP_LEVEL_KEYS:  # their help comes first, whatever else is given
         return
-    if verb == "submit":  # its --config files are read without torch already; their keys are fit's
-        from trainer_cli.launch.options import split_args
-
-        check_top_level_keys("fit", split_args(args)[0])
-        return
-    if verb not in CONFIG_VERBS:
+    if verb not in CONFIG_VERBS:  # (`train submit` reads its files and checks its keys before torch itself)
         return
     expanded = expand_config_args(args)  # a Lightning verb reads its --config files before its help too
     if verb in TOP_LEVEL_KEYS and not helps:

@@ -32,6 +32,7 @@ from trainer_cli.launch.cluster import UNCHECKED, check_against_cluster
 from trainer_cli.launch.options import SlurmOptions, parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.render import render
 from trainer_cli.launch.resources import Resources, derive
+from trainer_cli.precheck import check_top_level_keys
 
 SCRIPT_NAME = "submit.sbatch"
 TEST_SCRIPT_NAME = "test.sbatch"
@@ -251,6 +252,8 @@ def plan(args: list[str], dry_run: bool, cli: Any = None, script: str | None = N
     """
     fit_args, layers, _ = split_args(args)
     slurm = parse_slurm_options(layers)
+    if cli is None:  # (a user's CLI may add keys of its own) before Lightning's import, as `train fit`
+        check_top_level_keys("fit", fit_args)
     from trainer_cli.cli import DEFAULT_ROOT_DIR, parse_config
 
     parser, config = parse_config("fit", fit_args, expand=False, cli=cli)
