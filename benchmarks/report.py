@@ -56,6 +56,12 @@ def rows(results: Path) -> list[str]:
                 f"{ratio:.2f}x ({s['result']['launcher_verbs'][verb]['wall_s']:.2f} s vs {s['result']['import_lightning_s']:.2f} s)",
                 ratio <= 1.2,
             ))
+        for name, v in s["result"].get("errors", {}).items():
+            out.append(_row(
+                f"`{name.split(':')[0]}` error ({name.split(': ', 1)[1]}) < 1 s, no torch import",
+                f"{v['wall_s']:.3f} s, exit {v['exit_code']:.0f}, imports torch: {v['imports_torch']}",
+                v["wall_s"] < 1 and not v["imports_torch"] and v["exit_code"] == 2,
+            ))
         f = s["result"]["first_step"]
         out.append(_row(
             "`train fit` digits: time to first optimizer step <= 1.5x the plain script",

@@ -1,6 +1,8 @@
 """Start-up: whole-process wall time of launcher verbs (``train fit --help`` both built and from
-its cache, ``trainer_cli.help_cache``), and time to the first optimizer step of ``train fit`` on
-digits versus a plain script doing the same first step.
+its cache, ``trainer_cli.help_cache``), of the errors that need no class (a YAML syntax error, a
+missing file, an unknown key, a bad ``--slurm.*`` value: reported before torch is imported,
+``trainer_cli.precheck``), and time to the first optimizer step of ``train fit`` on digits versus a
+plain script doing the same first step.
 
 Every command runs as a fresh process (``python -m trainer_cli ...``, what the ``train`` console
 script runs), alternately, repeated; figures are medians.
@@ -22,6 +24,7 @@ from tests.support import DIGITS, REPO
 
 FIRST_STEP_MARK = "BENCH_FIRST_STEP_DONE_AT"
 LIGHTNING_IMPORT = 'python -c "import lightning.pytorch"'
+TORCH_VERBS = ("train fit --help (built)", "train submit --dry-run")  # they build LightningCLI: they import torch
 TORCH_IMPORT = re.compile(r"^import time:.*\|\s*torch$", re.M)  # python -X importtime's line for torch
 
 
@@ -55,6 +58,19 @@ def imports_torch(argv: list[str], env: dict[str, str] | None = None) -> bool:
     return TORCH_IMPORT.search(err) is not None
 
 
+def error_commands(tmp: Path) -> dict[str, list[str]]:
+    """``train`` command lines with a mistake that needs no class (files written under ``tmp``)."""
+    syntax, unknown = tmp / "syntax.yaml", tmp / "unknown_key.yaml"
+    syntax.write_text("trainer:\n  max_epochs: 2\n   devices: [1\n")
+    unknown.write_text("optimiser:\n  lr: 0.1\n")
+    return {
+        "train fit: YAML syntax error": ["fit", "--config", str(syntax)],
+        "train fit: missing config file": ["fit", "--config", str(tmp / "missing.yaml")],
+        "train fit: unknown top-level key (composed experiment + file)": ["fit", "--config", DIGITS, "--config", str(unknown)],
+        "train submit: bad --slurm.time": ["submit", "--config", DIGITS, "--slurm.time", "1:99", "--dry-run"],
+    }
+
+
 def run(smoke: bool = False) -> dict[str, Any]:
     repeats = 1 if smoke else 5
     train = [sys.executable, "-m", "trainer_cli"]
@@ -65,17 +81,25 @@ def run(smoke: bool = False) -> dict[str, Any]:
         "train fit --help (cached)": ["fit", "--help"],
         "train submit --dry-run": ["submit", "--config", DIGITS, "--dry-run"],
     }
-    if smoke:  # the priming call below builds the help once: enough to show it works
-        del verbs["train fit --help (built)"]
+    if smoke:  # the priming call below builds the help once: enough to show it works; the verbs
+        # that import Lightning, and the import alone, are only there for the ratios (no figure in smoke)
+        del verbs["train fit --help (built)"], verbs["train submit --dry-run"]
     with tempfile.TemporaryDirectory() as tmp:
         envs = {name: {"XDG_CACHE_HOME": str(Path(tmp) / "cache")} for name in verbs}
         if "train fit --help (built)" in envs:
             envs["train fit --help (built)"]["TRAINER_CLI_HELP_CACHE"] = "0"
         wall_time([*train, "fit", "--help"], envs["train fit --help (cached)"])  # fills the cache
+        errors = error_commands(Path(tmp))
         sides = {name: (lambda a=argv, e=envs[name]: wall_time([*train, *a], e)) for name, argv in verbs.items()}
-        sides[LIGHTNING_IMPORT] = lambda: wall_time([sys.executable, "-c", "import lightning.pytorch"])
+        sides |= {name: (lambda a=argv: wall_time([*train, *a])) for name, argv in errors.items()}
+        if not smoke:
+            sides[LIGHTNING_IMPORT] = lambda: wall_time([sys.executable, "-c", "import lightning.pytorch"])
         launcher = {name: medians(r) for name, r in alternate(sides, repeats).items()}
-        lightning_s = launcher.pop(LIGHTNING_IMPORT)["wall_s"]
+        lightning_s = launcher.pop(LIGHTNING_IMPORT)["wall_s"] if not smoke else None
+        error_latency = {name: launcher.pop(name) for name in errors}
+        for name, argv in errors.items():
+            error_latency[name]["exit_code"] = error_latency[name].pop("returncode")
+            error_latency[name]["imports_torch"] = imports_torch(argv)
         for name, argv in verbs.items():
             launcher[name]["available"] = launcher[name].pop("returncode") == 0
             launcher[name]["imports_torch"] = imports_torch(argv, envs[name]) if launcher[name]["available"] else None
@@ -87,11 +111,12 @@ def run(smoke: bool = False) -> dict[str, Any]:
         runs = alternate({"plain_script": lambda: time_to_first_step(plain), "train_fit": lambda: time_to_first_step(fit)}, repeats)
     first = {name: medians(r) for name, r in runs.items()}
     # the verbs that must import Lightning, against the import alone, measured in the same rounds
-    ratios = {name: launcher[name]["wall_s"] / lightning_s for name in ("train fit --help (built)", "train submit --dry-run") if name in launcher}
+    ratios = {name: launcher[name]["wall_s"] / lightning_s for name in TORCH_VERBS if name in launcher and lightning_s}
     return {
         "repeats": repeats,
         "launcher_verbs": launcher,
         "import_lightning_s": lightning_s,
         "over_import_lightning": ratios,
+        "errors": error_latency,
         "first_step": first | {"ratio": first["train_fit"]["first_step_s"] / first["plain_script"]["first_step_s"], "runs": runs},
     }

@@ -15,6 +15,14 @@ import os
 import pytest
 
 CLUSTER_GROUP = "slurm_cluster"
+# Modules whose module-scoped fixture is expensive (a training run, a process running many cases):
+# under --dist loadgroup each test is scheduled alone, so every worker that gets one of the module's
+# tests would run the fixture again. Their tests go to one worker (an xdist group per module); a
+# cluster test among them stays in the cluster group.
+ONE_WORKER_MODULES = (
+    "test_bad_input", "test_export_predict", "test_foreign_stock", "test_foreign_user_code", "test_resume",
+    "test_resume_choice", "test_submit_render", "test_completion",
+)
 
 if os.environ.get("PYTEST_XDIST_WORKER"):
     # Two workers on a 2-core machine: each test's training processes (and the cluster's jobs,
@@ -25,7 +33,8 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put every test that needs the real cluster in the one xdist group ``slurm_cluster``.
+    """Put every test that needs the real cluster in the one xdist group ``slurm_cluster``, and the
+    tests of each of :data:`ONE_WORKER_MODULES` in a group of their own.
 
     ``tryfirst``: pytest-xdist reads the ``xdist_group`` marker in its own
     ``pytest_collection_modifyitems`` on each worker (it appends ``@<group>`` to the node id the
@@ -35,6 +44,8 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
         if CLUSTER_GROUP in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP))
             item.add_marker(pytest.mark.slurm_cluster)  # `-m "not slurm_cluster"`: the rest alone
+        elif item.path.stem in ONE_WORKER_MODULES:
+            item.add_marker(pytest.mark.xdist_group(item.path.stem))
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:

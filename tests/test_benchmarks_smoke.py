@@ -23,6 +23,7 @@ def test_benchmarks_smoke_run_writes_every_result(tmp_path) -> None:
     assert startup["launcher_verbs"]["train --help"]["imports_torch"] is False
     assert startup["launcher_verbs"]["train fit --help (cached)"]["imports_torch"] is False
     assert startup["first_step"]["train_fit"]["first_step_s"] > 0
+    assert startup["errors"] and all(e["exit_code"] == 2 and e["imports_torch"] is False for e in startup["errors"].values())
 
     from benchmarks.report import update_readme
 

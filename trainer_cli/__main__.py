@@ -133,6 +133,9 @@ def _run_verb(verb: str, rest: list[str]) -> int:
         target, verb = "trainer_cli.sweeps.local:main", "fit-sweep"
     module_name, func_name = target.split(":")
     try:
+        from trainer_cli.precheck import precheck
+
+        precheck(verb if verb != "fit-sweep" else "fit", rest)  # mistakes seen without torch, before its import
         if verb in LIGHTNING_VERBS:
             run = lambda: getattr(importlib.import_module(module_name), func_name)(verb, rest)  # noqa: E731
             if rest in (["--help"], ["-h"]):  # `train fit --help` without importing Lightning, after the first time

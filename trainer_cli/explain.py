@@ -15,6 +15,7 @@ import inspect
 import re
 import sys
 import traceback
+from collections.abc import Sequence
 from typing import Any
 
 from trainer_cli.errors import UserCodeError, UserError, did_you_mean, is_user_file, user_code_report
@@ -51,9 +52,10 @@ def _short_names() -> list[str]:
     return list(all_short_names())
 
 
-def explain_parse_error(message: str, parser: Any) -> str:
+def explain_parse_error(message: str, parser: Any, known_keys: Sequence[str] | None = None) -> str:
     """Add close matches to jsonargparse's messages about unknown keys, options or class names; a
-    class whose module fails to import in the user's own code is reported with the user's frames."""
+    class whose module fails to import in the user's own code is reported with the user's frames.
+    ``known_keys``: the parser's option keys, where there is no parser (:mod:`trainer_cli.precheck`)."""
     head = re.match(r'Parser key "([\w.]+)"', message)
     for key, class_path in _given_classes(message):
         report = _import_report(class_path)
@@ -66,7 +68,7 @@ def explain_parse_error(message: str, parser: Any) -> str:
     unknown += re.findall(r"Key ['\"]([\w.]+)['\"] is not expected", message)
     for group, option in re.findall(r"(?:Group ['\"]([\w.]+)['\"] )?does not accept option ['\"]([\w.]+)['\"]", message):
         unknown.append(f"{group}.{option}" if group else option)  # "Group 'trainer' ... 'max_epoch'"
-    known = [k for k in _known_keys(parser) if not k.endswith(".help")]
+    known = [k for k in (_known_keys(parser) if known_keys is None else known_keys) if not k.endswith(".help")]
     for key in dict.fromkeys(unknown):
         prefix, _, leaf = key.rpartition(".")
         siblings = [k for k in known if k.rpartition(".")[0] == prefix]

@@ -14,6 +14,7 @@ from trainer_cli.launch import fit_job
 from trainer_cli.launch.cluster import UNCHECKED, check_against_cluster
 from trainer_cli.launch.fit_job import Plan
 from trainer_cli.launch.reservations import refuse_maintenance
+from trainer_cli.precheck import check_top_level_keys
 
 
 def _parse_fit(cli: Any = None) -> fit_job.ParseFit:
@@ -22,6 +23,8 @@ def _parse_fit(cli: Any = None) -> fit_job.ParseFit:
     (``train submit --help`` answers without it)."""
 
     def parse(fit_args: list[str]) -> tuple[Any, Any]:
+        if cli is None:  # (a user's CLI may add keys of its own) before Lightning's import, as `train fit`
+            check_top_level_keys("fit", fit_args)
         from trainer_cli.cli import parse_config
 
         return parse_config("fit", fit_args, expand=False, cli=cli)

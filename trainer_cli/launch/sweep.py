@@ -31,6 +31,7 @@ from trainer_cli.launch.sbatch import SCRIPT_NAME, run_sbatch, script_context, s
 from trainer_cli.launch.slurm_args import parse_slurm_options, split_args
 from trainer_cli.launch.slurm_commands import output_or_empty
 from trainer_cli.launch.submissions import register
+from trainer_cli.precheck import check_top_level_keys
 from trainer_cli.sweeps import plan as sweep_plan
 from trainer_cli.sweeps.plan import task_log
 from trainer_cli.sweeps.space import take_sweep_args
@@ -123,6 +124,7 @@ def plan(args: list[str], dry_run: bool) -> SweepJob:
         raise UserError("--sweep with --slurm.cv_folds or --slurm.test_after_fit: a sweep runs plain fits; choose one")
     if slurm.requeue_mode == "resubmit":
         raise UserError("--sweep with --slurm.requeue_mode resubmit: the tasks of a job array requeue one by one; drop one")
+    check_top_level_keys("fit", fit_args)  # before Lightning's import
     count, limit = len(space.trials()), None if dry_run else max_array_size()
     if limit is not None and count > limit:  # before parsing every trial (a quarter second each)
         raise UserError(f"the sweep has {count} trials; this cluster's job arrays hold at most {limit} tasks (MaxArraySize): "
