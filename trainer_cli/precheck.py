@@ -27,7 +27,7 @@ from trainer_cli.explain import explain_parse_error, locate_in_files
 
 _COMMON = frozenset({
     "ckpt_path", "config", "data", "float32_matmul_precision", "help", "lr_scheduler", "model", "name", "optimizer",
-    "param_groups", "print_config", "run_dir", "seed_everything", "trainer", "weights_only",
+    "param_groups", "print_config", "resume_force", "resume_schedule", "run_dir", "seed_everything", "trainer", "weights_only",
 })
 # verb -> the top-level keys its parser takes (``--KEY`` and ``KEY:`` of a config file)
 TOP_LEVEL_KEYS: dict[str, frozenset[str]] = {
