@@ -61,5 +61,12 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 
 @pytest.fixture(autouse=True)
 def _restore_global_state(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test starts without a run directory inherited through the environment."""
+    """Each test starts without a run directory inherited through the environment, and with
+    Python's own Ctrl-C handling: Lightning ignores SIGINT for the rest of the process once it has
+    handled a KeyboardInterrupt (``trainer/call.py``), which would swallow a later in-process test's Ctrl-C."""
+    import signal
+    import threading
+
     monkeypatch.delenv("TRAINER_CLI_RUN_DIR", raising=False)
+    if threading.current_thread() is threading.main_thread() and signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)
