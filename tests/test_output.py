@@ -8,6 +8,7 @@ import re
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -104,6 +105,38 @@ def test_bar_shows_no_version_fragment(tmp_path: Path) -> None:
     trainer = pl.Trainer(logger=logger, callbacks=[bar], accelerator="cpu", enable_model_summary=False)
     assert "v_num" in pl.callbacks.TQDMProgressBar().get_metrics(trainer, pl.LightningModule())  # Lightning's bar has it
     assert "v_num" not in bar.get_metrics(trainer, pl.LightningModule())
+
+
+def test_bar_shows_the_training_loss_read_at_draw_time(tmp_path: Path) -> None:
+    """The loss is logged without ``prog_bar`` (Lightning would turn it into a float after every
+    step: a host sync per step on a GPU); the bar still shows it, read from the callback metrics."""
+    import lightning.pytorch as pl
+    import torch
+
+    from trainer_cli.callbacks import ThrottledTQDMProgressBar
+
+    class Tiny(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.layer = torch.nn.Linear(2, 1)
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            loss = self.layer(batch[0]).pow(2).mean()
+            self.log("train/loss", loss)
+            return loss
+
+        def configure_optimizers(self) -> Any:
+            return torch.optim.SGD(self.parameters(), lr=0.1)
+
+    data = torch.utils.data.DataLoader(torch.utils.data.TensorDataset(torch.randn(8, 2)), batch_size=4)
+    bar = ThrottledTQDMProgressBar()
+    trainer = pl.Trainer(max_steps=2, callbacks=[bar], accelerator="cpu", logger=False, enable_checkpointing=False,
+                         enable_model_summary=False, log_every_n_steps=1, default_root_dir=tmp_path)
+    module = Tiny()
+    trainer.fit(module, data)
+    assert "train/loss" not in trainer.progress_bar_metrics  # nothing converted per step by Lightning
+    shown = bar.get_metrics(trainer, module)
+    assert shown["train/loss"] == pytest.approx(float(trainer.callback_metrics["train/loss"]))
 
 
 HELP_RUN = (

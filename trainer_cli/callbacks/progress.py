@@ -41,9 +41,19 @@ class ThrottledTQDMProgressBar(TQDMProgressBar):
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
     def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, int | str | float | dict[str, float]]:
-        """Lightning's, less ``v_num`` (the logger's version, cut to ``on_0``; RunSummary prints the run directory)."""
+        """Lightning's, less ``v_num`` (the logger's version, cut to ``on_0``; RunSummary prints the
+        run directory), plus the training metrics logged so far (``train/...`` scalars of
+        ``trainer.callback_metrics``), read only when the bar is drawn.
+
+        The launcher's models log their training loss without ``prog_bar=True``: Lightning converts
+        every progress-bar value to a Python float after every step, whether the bar draws or not,
+        and on a GPU each conversion waits for all queued work (a host sync per step).
+        """
         items = super().get_metrics(trainer, pl_module)
         items.pop("v_num", None)
+        for key, value in trainer.callback_metrics.items():
+            if key.startswith("train/") and key not in items and getattr(value, "numel", lambda: 1)() == 1:
+                items[key] = float(value)
         return items
 
 

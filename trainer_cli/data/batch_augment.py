@@ -11,6 +11,7 @@ semantics as torchvision's ``RandomCrop(32, padding=4)``, ``RandomHorizontalFlip
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 import torch
@@ -58,6 +59,17 @@ def random_flip(images: torch.Tensor, generator: torch.Generator | None = None) 
     return torch.where(flip[:, None, None, None], images.flip(3), images)
 
 
+@functools.lru_cache(maxsize=32)
+def _affine(mean: tuple[float, ...], std: tuple[float, ...], device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+    """``(scale, shift)`` of :func:`normalize` on ``device``, made once: a tensor built from a Python
+    list on a GPU is a blocking host-to-device copy, which would stall the GPU on every batch
+    (three host syncs per step, seen with ``torch.cuda.set_sync_debug_mode``)."""
+    std_t = torch.tensor(std, dtype=torch.float64)
+    scale = 1.0 / (MAX_PIXEL * std_t)
+    shift = -torch.tensor(mean, dtype=torch.float64) / std_t
+    return scale.to(device=device, dtype=dtype), shift.to(device=device, dtype=dtype)
+
+
 def normalize(
     images: torch.Tensor,
     mean: Sequence[float],
@@ -77,9 +89,7 @@ def normalize(
     Returns:
         Tensor ``[b, c, h, w]`` of ``dtype``.
     """
-    dev = images.device
-    scale = 1.0 / (MAX_PIXEL * torch.tensor(std, device=dev, dtype=dtype))
-    shift = -torch.tensor(mean, device=dev, dtype=dtype) / torch.tensor(std, device=dev, dtype=dtype)
+    scale, shift = _affine(tuple(mean), tuple(std), images.device, dtype)
     fmt = torch.channels_last if channels_last else torch.contiguous_format
     x = images.to(dtype=dtype, memory_format=fmt)
     return x.mul_(scale[:, None, None]).add_(shift[:, None, None])  # in place: no extra full-size tensors

@@ -140,8 +140,8 @@ class ImageClassifier(pl.LightningModule):
         # update() only: calling the metric would also compute a per-batch value nobody reads, and
         # logging it every step costs Lightning's per-call bookkeeping; it is logged once per epoch
         self.train_acc.update((logits.detach().argmax(1) == hard_labels(y)).float())
-        if self._logs_written_this_step():
-            self.log("train/loss", loss, prog_bar=True)
+        if self._logs_written_this_step():  # not prog_bar: Lightning turns every progress-bar value into a
+            self.log("train/loss", loss)  # Python float after every step, a host sync that stalls a GPU
         return loss
 
     def _logs_written_this_step(self) -> bool:
