@@ -117,15 +117,17 @@ class ResumableShuffleSampler(DistributedSampler):
 
 
 class ResumableBatchSampler(ResumableShuffleSampler):
-    """:class:`ResumableShuffleSampler` cut into lists of ``batch_size`` indices (the last one may
-    be shorter), for a ``DataLoader(batch_size=None)`` whose dataset takes a list of indices."""
+    """:class:`ResumableShuffleSampler` cut into index tensors of ``batch_size`` (the last one may
+    be shorter), for a ``DataLoader(batch_size=None)`` whose dataset takes a tensor of indices
+    (a ``TensorDataset`` gathers a batch with one index op; from a Python list of 512 indices that
+    cost about 1 ms per tensor, measured on an H100 machine's host)."""
 
     def __len__(self) -> int:
         return math.ceil(self.num_samples / self.batch_size)
 
-    def __iter__(self) -> Iterator[list[int]]:  # type: ignore[override]
+    def __iter__(self) -> Iterator[torch.Tensor]:  # type: ignore[override]
         epoch, done = self._start()
-        mine = self.indices(epoch)
+        mine = torch.tensor(self.indices(epoch), dtype=torch.long)
         for begin in range(done, len(mine), self.batch_size):
             batch = mine[begin : begin + self.batch_size]
             done += len(batch)
