@@ -61,6 +61,20 @@ def test_users_script_gains_run_directory_record_and_resume(tmp_path: Path) -> N
     assert _config(run.parent / "version_1")["model"]["num_classes"] == 5  # re-run: a new run beside it
 
 
+def test_users_script_with_lightnings_default_logger_resumes_then_tests(tmp_path: Path) -> None:
+    """A script whose logger is Lightning's default (``logger: null``): the record rewritten on resume
+    keeps ``logger: null`` (it once became a logger section of nulls, which `test --run_dir` refused)."""
+    first = _script(tmp_path, "fit", "--data.n_labels", "3", "--trainer.logger", "null", "--trainer.max_epochs", "1")
+    assert first.returncode == 0, first.stderr[-3000:]
+    run = tmp_path / "lightning_logs" / "version_0"
+    again = _script(tmp_path, "fit", "--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2")
+    assert again.returncode == 0, again.stderr[-3000:]
+    assert _config(run)["trainer"]["logger"] is None
+    test = _script(tmp_path, "test", "--run_dir", str(run), "--ckpt_path", "last")
+    assert test.returncode == 0, test.stderr[-3000:]
+    assert sorted(p.name for p in run.parent.iterdir()) == ["version_0"]
+
+
 def test_model_value_set_by_user_is_kept_recorded_and_tested(tmp_path: Path) -> None:
     """A user model with its own num_classes and a data module without that attribute: the value
     the user gave is built, recorded, and rebuilt by `train test --run_dir`."""

@@ -517,9 +517,22 @@ def _pop_dotted(tree: dict[str, Any], key: str) -> None:
 
 
 def _changed_keys(before: Any, after: Any) -> dict[str, Any]:
-    """The dotted keys whose value differs between two config trees, with the value before."""
+    """The dotted keys whose value differs between two config trees, with the value before.
+
+    Where ``before`` held a plain value at a key that ``after`` made a section (``trainer.logger:
+    null`` that became a logger's ``class_path``/``init_args``), the key is that section's, with the
+    plain value: restoring it must give back ``logger: null``, not a section of nulls.
+    """
     old, new = flatten(before), flatten(after)
-    return {key: old.get(key) for key in new if old.get(key) != new[key]}
+    changed: dict[str, Any] = {}
+    for key in new:
+        parts = key.split(".")
+        was_plain = next((p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p in old), None)
+        if was_plain is not None:
+            changed[was_plain] = old[was_plain]
+        elif old.get(key) != new[key]:
+            changed[key] = old.get(key)
+    return changed
 
 
 class RunRecord(Callback):
