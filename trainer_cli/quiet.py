@@ -49,6 +49,11 @@ WARNINGS: tuple[Silenced, ...] = (
         only_if=_outside_slurm_job,
     ),
     Silenced(
+        r"No seed found, seed set to",
+        "`seed_everything: true` (LightningCLI's default) asks Lightning to choose the seed: the next line, "
+        "`Seed set to N`, says which, and config.yaml records it, so the run is repeatable as it is.",
+    ),
+    Silenced(
         r"`isinstance\(treespec, LeafSpec\)` is deprecated",
         "Lightning's own use of a torch API deprecated under it (lightning/pytorch/utilities/_pytree.py); "
         "nothing the user can change.",
