@@ -4,7 +4,9 @@ With the same arguments as ``train submit`` (config files, ``--trainer.*``, ``--
 doctor asks Slurm for the same resources a submission would (:func:`trainer_cli.launch.submit.plan`,
 nothing of the run written) and queues a short job (``slurm/doctor.sbatch.j2``) that runs the probe
 (:mod:`trainer_cli.launch.probe`) in every task of every node; it then prints one table per node
-and exits 0 when every check passed, else 1 naming the node and the check. Before queueing, nodes
+and exits 0 when every check passed, else 1 naming the node and the check. A rank that hung or died
+is named with the check it was in (its report says which); a rank without any report with its
+node from the job's node list (srun's block layout) and the check ``start``. Before queueing, nodes
 of the partition that are down, drained or failing are named; with fewer healthy nodes than the job
 needs, the doctor stops there. ``--timeout`` bounds the whole wait (queue included): a job still
 pending then is cancelled and its reason said in words (:mod:`trainer_cli.launch.pending`).
