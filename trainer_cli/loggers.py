@@ -110,7 +110,7 @@ def point_loggers_at(loggers: list[Any], run_dir: Path, root: Path, identity: di
             uri = mlflow_tracking_uri(args)
             if uri.startswith("file:"):  # MLflow 3 refuses its file store unless told
                 os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-            elif uri.startswith("sqlite:"):
+            elif uri.startswith("sqlite:///"):  # a file (sqlite:// alone is in memory)
                 open_sqlite_store(uri)
             args.run_id = _live_mlflow_run(identity, uri)
             if not args.get("run_name"):
@@ -152,7 +152,7 @@ def open_sqlite_store(uri: str) -> None:
                         "pip install 'trainer-cli[mlflow]' (the full mlflow), or set the logger's tracking_uri to another store")
     from mlflow.tracking import MlflowClient
 
-    db = Path(uri.removeprefix("sqlite:///"))
+    db = Path(uri.removeprefix("sqlite:///").split("?")[0])  # the file, without SQLAlchemy's ?options
     db.parent.mkdir(parents=True, exist_ok=True)
     with locked(db):
         MlflowClient(uri)  # creates and migrates the tables when the file is new
