@@ -1,5 +1,6 @@
-"""One run identity in every logger (``<run>/run.json``): W&B (offline) and MLflow (a local ``file:``
-store) through the shipped ``configs/logger/`` files. Two experiments are two logger runs; a run
+"""One run identity in every logger (``<run>/run.json``): W&B (offline) and MLflow (its default
+store, ``<root>/mlflow.db``, opened afterwards as a user would: no MLflow variable set) through the
+shipped ``configs/logger/`` files. Two experiments are two logger runs; a run
 killed mid-training and resumed with ``--ckpt_path last`` is one logger run whose steps continue;
 checkpoints stay in ``<run>/checkpoints/`` whatever the logger.
 
@@ -133,23 +134,81 @@ def test_wandb_cv_folds_in_one_process_are_one_run_each(tmp_path: Path, monkeypa
     assert _run_json(folds[0])["run_id"] != _run_json(folds[1])["run_id"]
 
 
-# -- MLflow, local file store ------------------------------------------------------------------------------
+# -- MLflow, the default store (SQLite) ----------------------------------------------------------------------
 def test_mlflow_one_run_per_run_dir_continued_on_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default store is <root>/mlflow.db, which MlflowClient (and `mlflow ui`) open with no
+    MLFLOW_ALLOW_FILE_STORE; one MLflow run per run directory, its series continued after a kill."""
     pytest.importorskip("mlflow", reason="mlflow is not installed (pip install 'trainer-cli[mlflow]')")
+    pytest.importorskip("sqlalchemy", reason="sqlalchemy is not installed (pip install 'trainer-cli[mlflow]')")
     from mlflow.tracking import MlflowClient
 
-    monkeypatch.setenv("MLFLOW_ALLOW_FILE_STORE", "true")  # for this process's client too
+    monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)  # a user's shell: the launcher's processes and this client alike
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
     run = _killed_then_resumed(tmp_path, "mlflow")
-    store = f"file:{tmp_path / 'mlruns'}"  # the default store: <default_root_dir>/mlruns
+    store = f"sqlite:///{tmp_path / 'mlflow.db'}"  # the default store: <default_root_dir>/mlflow.db
+    assert not (tmp_path / "mlruns").exists() and not (run.parent.parent / "mlruns").exists()
     (run_id,) = _run_json(run)["mlflow"].values()
+    assert _run_json(run)["mlflow"] == {store: run_id}
     (other_id,) = _run_json(tmp_path / "other" / "version_0")["mlflow"].values()
     client = MlflowClient(store)
     experiment = client.get_experiment_by_name("trainer-cli")
+    assert experiment.artifact_location == str(tmp_path / "mlartifacts")  # under the root, not the working directory
     assert {r.info.run_id for r in client.search_runs([experiment.experiment_id])} == {run_id, other_id}  # two runs
     assert client.get_run(run_id).info.run_name == "digits/version_0"
     steps = sorted({m.step for m in client.get_metric_history(run_id, "val/acc")})
     assert steps == [5 * e + 4 for e in range(EPOCHS)]  # one series, continued after the kill
+
+
+def test_mlflow_sqlite_store_first_opened_by_several_ranks_at_once(tmp_path: Path) -> None:
+    """The ranks of a DDP run each open the new store together (each builds an MLFlowLogger): under
+    the lock both succeed (without it, seen here in 3 of 3 tries, 1 or 2 of 2 processes failed with
+    `duplicate column name: step`: each ran MLflow's table migrations at once)."""
+    pytest.importorskip("mlflow", reason="mlflow is not installed (pip install 'trainer-cli[mlflow]')")
+    pytest.importorskip("sqlalchemy", reason="sqlalchemy is not installed (pip install 'trainer-cli[mlflow]')")
+    import subprocess
+    import sys
+
+    uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
+    ready = tmp_path / "ready"  # a barrier: each process has imported MLflow, then all open the store at once
+    ready.mkdir()
+    script = ("import os, sys, time\nfrom mlflow.tracking import MlflowClient\nfrom trainer_cli.loggers import open_sqlite_store\n"
+              "open(os.path.join(sys.argv[2], str(os.getpid())), 'w').close()\n"
+              "while len(os.listdir(sys.argv[2])) < 2:\n    time.sleep(0.005)\n"
+              "open_sqlite_store(sys.argv[1])\nprint(len(MlflowClient(sys.argv[1]).search_experiments()))\n")
+    procs = [subprocess.Popen([sys.executable, "-c", script, uri, str(ready)], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    results = [p.communicate(timeout=120) for p in procs]
+    assert [p.returncode for p in procs] == [0, 0], [err[-1500:] for _, err in results]
+    assert [out.strip() for out, _ in results] == ["1", "1"]  # one store, its default experiment
+
+
+def test_mlflow_run_begun_in_the_former_file_store_continues_there(tmp_path: Path) -> None:
+    """A run whose run.json records an MLflow run in <root>/mlruns (the default before mlflow.db)
+    keeps logging there on resume; every other run gets the SQLite store."""
+    from trainer_cli.loggers import default_mlflow_store
+
+    assert default_mlflow_store(tmp_path, {"run_id": "x"}) == f"sqlite:///{tmp_path}/mlflow.db"
+    former = f"file:{tmp_path}/mlruns"
+    assert default_mlflow_store(tmp_path, {"run_id": "x", "mlflow": {former: "0123"}}) == former
+    assert default_mlflow_store(tmp_path, {"run_id": "x", "mlflow": {"http://tracking:5000": "0123"}}).startswith("sqlite:")
+
+
+def test_mlflow_sql_store_without_sqlalchemy_is_one_line(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                                       capsys: pytest.CaptureFixture[str]) -> None:
+    """mlflow-skinny alone (no SQLAlchemy): one line naming what is missing and the fix, exit 2, no
+    traceback, before anything trains."""
+    pytest.importorskip("mlflow", reason="mlflow is not installed (pip install 'trainer-cli[mlflow]')")
+    import sys
+
+    from trainer_cli.__main__ import main
+
+    monkeypatch.setitem(sys.modules, "sqlalchemy", None)  # as if not installed: importlib finds no spec
+    monkeypatch.chdir(tmp_path)
+    assert main(_fit(tmp_path, "mlflow")) == 2
+    err = capsys.readouterr().err
+    assert f"error: the MLflow store sqlite:///{tmp_path}/mlflow.db needs sqlalchemy, which mlflow-skinny does not bring: " \
+           "pip install 'trainer-cli[mlflow]'" in err, err
+    assert "Traceback" not in err and not list(tmp_path.rglob("*.ckpt"))
 
 
 # -- CSV -----------------------------------------------------------------------------------------------------

@@ -14,9 +14,13 @@ the run) continues the same logger run:
 - MLflow (``MLFlowLogger``, it has ``run_id``): MLflow makes its own run id on the first start;
   it is recorded in ``run.json`` (``"mlflow": {tracking_uri: mlflow run id}``) and passed back as
   ``run_id`` when the run resumes; run name ``<name>/version_<N>``. Without a ``tracking_uri``
-  (and no ``MLFLOW_TRACKING_URI``) the store is ``<default_root_dir>/mlruns``, shared by the runs of
-  that root (``mlflow ui --backend-store-uri <root>/mlruns``); a ``file:`` store is allowed on
-  MLflow 3 (``MLFLOW_ALLOW_FILE_STORE=true`` unless set otherwise).
+  (and no ``MLFLOW_TRACKING_URI``) the store is the SQLite database ``<default_root_dir>/mlflow.db``
+  (artifacts in ``<default_root_dir>/mlartifacts``), shared by the runs of that root: ``mlflow ui
+  --backend-store-uri sqlite:///runs/mlflow.db`` and ``MlflowClient`` open it as they are (MLflow 3
+  refuses its ``file:`` store unless ``MLFLOW_ALLOW_FILE_STORE=true``, which a user's shell does not
+  have). Every rank opens the store once under a file lock, so the first run of a root creates its
+  tables once. A run begun in the former default ``<default_root_dir>/mlruns`` (``file:``, recorded
+  in its ``run.json``) continues there; a ``file:`` store named by the user is allowed on MLflow 3.
 
 Checkpoints do not follow the logger: ``<run>/checkpoints/`` whatever the logger
 (:func:`checkpoints_in_run_dir`).
@@ -33,11 +37,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.atomic import update_json
+from trainer_cli.atomic import locked, update_json
+from trainer_cli.errors import UserError
 from trainer_cli.imports import import_class
 
 RUN_FILE = "run.json"
 MLFLOW_KEY = "mlflow"  # in run.json: {tracking_uri: MLflow run id}
+MLFLOW_DB = "mlflow.db"  # the default MLflow store: <default_root_dir>/mlflow.db (SQLite)
+MLFLOW_ARTIFACTS = "mlartifacts"  # its artifacts (MLflow's default would follow the working directory)
+MLFLOW_FILE_STORE = "mlruns"  # the default store before mlflow.db: runs begun there continue there
 
 
 # -- run.json --------------------------------------------------------------------------------------
@@ -96,10 +104,15 @@ def point_loggers_at(loggers: list[Any], run_dir: Path, root: Path, identity: di
             args.resume = "allow"  # a wandb.init argument: continue the run of that id (None would not)
         elif "run_id" in params:  # MLflow: its own run id, recorded at the first start
             if not args.get("tracking_uri"):
-                args.save_dir = str(root.absolute() / "mlruns")
-            if mlflow_tracking_uri(args).startswith("file:"):  # MLflow 3 refuses its file store unless told
+                args.tracking_uri = default_mlflow_store(root, identity)
+                if args.tracking_uri.startswith("sqlite:") and not args.get("artifact_location"):
+                    _set(args, params, artifact_location=str(root.absolute() / MLFLOW_ARTIFACTS))
+            uri = mlflow_tracking_uri(args)
+            if uri.startswith("file:"):  # MLflow 3 refuses its file store unless told
                 os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
-            args.run_id = _live_mlflow_run(identity, mlflow_tracking_uri(args))
+            elif uri.startswith("sqlite:///"):  # a file (sqlite:// alone is in memory)
+                open_sqlite_store(uri)
+            args.run_id = _live_mlflow_run(identity, uri)
             if not args.get("run_name"):
                 args.run_name = identity["name"]
             mlflow_uris.append(mlflow_tracking_uri(args))
@@ -112,6 +125,37 @@ def _set(args: Any, params: Any, **values: Any) -> None:
     for key, value in values.items():
         if key in params:
             args[key] = value
+
+
+def default_mlflow_store(root: Path, identity: dict[str, Any]) -> str:
+    """The MLflow tracking URI of a logger that names none: ``sqlite:///<root>/mlflow.db``, or the
+    former default ``file:<root>/mlruns`` for a run whose ``run.json`` records an MLflow run there."""
+    former = f"file:{root.absolute() / MLFLOW_FILE_STORE}"
+    if former in identity.get(MLFLOW_KEY, {}):
+        return former
+    return f"sqlite:///{root.absolute() / MLFLOW_DB}"
+
+
+def open_sqlite_store(uri: str) -> None:
+    """Open the SQLite MLflow store ``uri`` once under a file lock beside it: the first opening
+    creates its tables, and the ranks of a DDP run (each builds an ``MLFlowLogger``, which opens the
+    store) must not all create them at once.
+
+    Raises:
+        UserError: when SQLAlchemy or Alembic (MLflow's SQL store needs both) is missing.
+    """
+    import importlib.util
+
+    missing = [name for name in ("sqlalchemy", "alembic") if importlib.util.find_spec(name) is None]
+    if missing:
+        raise UserError(f"the MLflow store {uri} needs {' and '.join(missing)}, which mlflow-skinny does not bring: "
+                        "pip install 'trainer-cli[mlflow]' (the full mlflow), or set the logger's tracking_uri to another store")
+    from mlflow.tracking import MlflowClient
+
+    db = Path(uri.removeprefix("sqlite:///").split("?")[0])  # the file, without SQLAlchemy's ?options
+    db.parent.mkdir(parents=True, exist_ok=True)
+    with locked(db):
+        MlflowClient(uri)  # creates and migrates the tables when the file is new
 
 
 def mlflow_tracking_uri(args: Any) -> str:

@@ -4,7 +4,9 @@ With the same arguments as ``train submit`` (config files, ``--trainer.*``, ``--
 doctor asks Slurm for the same resources a submission would (:func:`trainer_cli.launch.submit.plan`,
 nothing of the run written) and queues a short job (``slurm/doctor.sbatch.j2``) that runs the probe
 (:mod:`trainer_cli.launch.probe`) in every task of every node; it then prints one table per node
-and exits 0 when every check passed, else 1 naming the node and the check. Before queueing, nodes
+and exits 0 when every check passed, else 1 naming the node and the check. A rank that hung or died
+is named with the check it was in (its report says which); a rank without any report with its
+node from the job's node list (srun's block layout) and the check ``start``. Before queueing, nodes
 of the partition that are down, drained or failing are named; with fewer healthy nodes than the job
 needs, the doctor stops there. ``--timeout`` bounds the whole wait (queue included): a job still
 pending then is cancelled and its reason said in words (:mod:`trainer_cli.launch.pending`).
@@ -33,6 +35,7 @@ from trainer_cli.tables import print_table
 EXIT_FAILED = 1
 BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWERED_DOWN", "MAINT")
 FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+ENDED_BY_SLURM = {"NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}  # not by the probes
 STARTUP_S = 60  # beyond --timeout for a probe's imports (torch, Lightning) before its rendezvous starts
 
 HELP_EPILOG = """\
@@ -88,11 +91,32 @@ def read_reports(out: Path) -> list[dict[str, Any]]:
     return sorted(reports, key=lambda r: r.get("rank", 0))
 
 
-def verdict(reports: list[dict[str, Any]], world_size: int) -> list[str]:
-    """Every failure, one line each, naming the node and the check (empty: all is well)."""
+def finished(reports: list[dict[str, Any]]) -> int:
+    """How many of ``reports`` a probe wrote at its end (the others are still running, or hung or died)."""
+    return sum(1 for r in reports if r.get("finished"))
+
+
+def verdict(reports: list[dict[str, Any]], world_size: int, rank_nodes: list[str]) -> list[str]:
+    """Every failure, one line each, naming the node and the check (empty: all is well). Ranks that
+    stopped reporting come first: the others' failures (a rendezvous that timed out) follow from them.
+
+    Args:
+        reports: The probes' reports (:func:`read_reports`).
+        world_size: How many ranks should have reported.
+        rank_nodes: The node of each rank (where a rank without a report was to run).
+    """
     failures = []
     ranks = {r.get("rank") for r in reports}
-    missing = [k for k in range(world_size) if k not in ranks]
+    for rank in range(world_size):
+        if rank not in ranks:
+            node = rank_nodes[rank] if rank < len(rank_nodes) else "?"
+            failures.append(f"node {node} (rank {rank}): start: no report: the task never started there (the node down or "
+                            "unreachable, srun could not start it, or Python failed before the probe)")
+    for report in reports:
+        if not report.get("finished", True):
+            passed = [c["check"] for c in report["checks"] if c["ok"]]
+            failures.append(f"node {report['node']} (rank {report['rank']}): {report.get('running')}: did not finish (the task hung "
+                            f"or died in it{'; passed: ' + ', '.join(passed) if passed else ''})")
     for report in reports:
         for check in report["checks"]:
             if not check["ok"]:
@@ -101,14 +125,23 @@ def verdict(reports: list[dict[str, Any]], world_size: int) -> list[str]:
     versions = {c["value"] for r in reports for c in r["checks"] if c["check"] == "versions"}
     if len(versions) > 1:
         failures.append("versions differ between nodes: " + " | ".join(sorted(versions)))
-    if missing:
-        failures.append(f"no report from rank(s) {', '.join(map(str, missing))}: those tasks did not start or did not finish")
     return failures
+
+
+def nodes_of_ranks(node_list: str, ntasks_per_node: int, world_size: int) -> list[str]:
+    """The node of each rank of a step of ``ntasks_per_node`` tasks on each node of Slurm's
+    ``node_list`` (``node[1-2]``): srun's default block distribution (ranks 0..n-1 on the first
+    node). ``?`` for each rank when the list is empty (the job never ran)."""
+    from trainer_cli.launch.slurm_commands import output_or_empty
+
+    hosts = output_or_empty(["scontrol", "show", "hostnames", node_list], timeout_s=20).split() if node_list not in ("", "(null)") else []
+    return [hosts[k // ntasks_per_node] if k // ntasks_per_node < len(hosts) else "?" for k in range(world_size)]
 
 
 def print_node_tables(reports: list[dict[str, Any]]) -> None:
     """One table per node: each check, ok or FAIL, and what it found (the lowest rank's value; a
-    failing rank's value when one failed; the longest rendezvous)."""
+    failing rank's value when one failed; the longest rendezvous); a check a rank never finished
+    (it hung or died in it) is a FAIL row naming the rank."""
     nodes: dict[str, list[dict[str, Any]]] = {}
     for report in reports:
         nodes.setdefault(report["node"], []).append(report)
@@ -125,6 +158,9 @@ def print_node_tables(reports: list[dict[str, Any]]) -> None:
             elif len({c['value'] for _, c in found}) > 1:
                 value += f" (rank {rank})"
             rows.append((name, "FAIL" if failed else "ok", value))
+        for check in dict.fromkeys(r.get("running") for r in mine if not r.get("finished", True)):
+            stuck = ", ".join(str(r["rank"]) for r in mine if not r.get("finished", True) and r.get("running") == check)
+            rows.append((str(check), "FAIL", f"did not finish (rank {stuck})"))
         print()
         print_table(rows, header=("CHECK", "STATUS", "FOUND"), title=f"node {node} ({len(mine)} task(s))")
 
@@ -170,12 +206,12 @@ def unhealthy_nodes(partition: str | None) -> tuple[list[str], int]:
     return bad, len(names)
 
 
-def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[dict[str, Any]], list[str], int]:
+def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[dict[str, Any]], list[str], list[str]]:
     """Queue the doctor's job with ``train submit``'s resources for ``args``; wait for it (at most
     ``timeout_s`` in all) and gather its reports.
 
     Returns:
-        ``(reports, failures found before or around the job, world size)``.
+        ``(reports, failures found before or around the job, the node of each rank)``.
 
     Raises:
         UserError: for what ``train submit`` would refuse (config, resources, the cluster).
@@ -199,7 +235,7 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     if bad:
         where = f"partition {job.slurm.partition}" if job.slurm.partition else "the default partition"
         if total - len(bad) < res.nodes:
-            return [], [f"{', '.join(bad)}: {where} has {total - len(bad)} healthy node(s), the job needs {res.nodes}"], res.world_size
+            return [], [f"{', '.join(bad)}: {where} has {total - len(bad)} healthy node(s), the job needs {res.nodes}"], ["?"] * res.world_size
         print(f"warning: {', '.join(bad)} (the job can run on the other nodes of {where})", file=sys.stderr)
     run_dir = (job.root / "doctor" / datetime.now().strftime("%Y%m%d-%H%M%S-%f")).absolute()
     run_dir.mkdir(parents=True)
@@ -219,19 +255,21 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     while time.monotonic() < deadline:
         out_text = output_or_empty(["scontrol", "show", "job", "-o", job_id], timeout_s=20)
         fields = job_fields(out_text.splitlines()[0]) if out_text.strip() else {}
-        if fields.get("JobState") in FINAL or len(read_reports(out)) >= res.world_size:
+        if fields.get("JobState") in FINAL or finished(read_reports(out)) >= res.world_size:
             break
         time.sleep(1)
     failures = []
     state = fields.get("JobState", "UNKNOWN")
-    if state not in FINAL and len(read_reports(out)) < res.world_size:
+    if state not in FINAL and finished(read_reports(out)) < res.world_size:
         try:
             slurm_run(["scancel", job_id], timeout_s=20)
         except SlurmCommandError:
             pass  # ended by itself meanwhile
         said = why_pending(fields) if state == "PENDING" else f"still {state}"
         failures.append(f"job {job_id} did not finish within --timeout {timeout_s:.0f} s (cancelled): {said}")
-    return read_reports(out), failures, res.world_size
+    elif state in ENDED_BY_SLURM:
+        failures.append(f"job {job_id} ended {state} (reason {fields.get('Reason', 'None')}): Slurm stopped it, see {run_dir}/slurm-{job_id}.log")
+    return read_reports(out), failures, nodes_of_ranks(fields.get("NodeList", ""), res.ntasks_per_node, res.world_size)
 
 
 def main(args: list[str]) -> int:
@@ -260,11 +298,12 @@ def main(args: list[str]) -> int:
             job = plan(rest, dry_run=True)
             root, class_paths = job.root, class_paths_of(job.frozen_config)
         reports, late = run_local(opts.tasks, root.absolute(), class_paths, opts.timeout, opts.size_mb)
-        failures, world = ([late] if late else []), opts.tasks
+        failures, rank_nodes = ([late] if late else []), [socket.gethostname()] * opts.tasks
     else:
-        reports, failures, world = run_slurm(rest, opts.timeout, opts.size_mb)
+        reports, failures, rank_nodes = run_slurm(rest, opts.timeout, opts.size_mb)
+    world = len(rank_nodes)
     print_node_tables(reports)
-    failures = verdict(reports, world) + failures if reports or not failures else failures
+    failures = verdict(reports, world, rank_nodes) + failures if reports or not failures else failures
     if failures:
         print("\ntrain doctor: FAILED\n  " + "\n  ".join(failures), file=sys.stderr)
         return EXIT_FAILED

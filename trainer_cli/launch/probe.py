@@ -2,7 +2,10 @@
 
 Each task (a Slurm task under ``srun``, or a local process started by ``train doctor --local``)
 writes ``DIR/rank_<k>.json``: its checks, each ``{"check", "ok", "value"}``, in this order; a check
-that fails stops the ones after it that need it (no rendezvous over a missing interface).
+that fails stops the ones after it that need it (no rendezvous over a missing interface). The file
+is written as soon as the task starts and again before each check (``"running"``: the check under
+way, ``"finished": false``), so a task that hangs or dies is named with the check it was in; a rank
+without a file never started (its node down, ``srun`` could not start it there, Python failed).
 
 - ``host``: hostname, global and local rank, node rank.
 - ``devices``: CPUs this task may use; CUDA devices it sees (``CUDA_VISIBLE_DEVICES``), and whether
@@ -40,6 +43,8 @@ import time
 from datetime import timedelta
 from pathlib import Path
 from typing import Any
+
+from trainer_cli.atomic import write_atomic
 
 SIOCGIFADDR = 0x8915  # Linux ioctl: the IPv4 address of an interface
 IFNAME_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
@@ -123,14 +128,38 @@ def environment() -> Any:
     return SLURMEnvironment()
 
 
-def run_checks(run_root: Path, class_paths: list[str], timeout_s: float, size_mb: float, iters: int) -> list[dict[str, Any]]:
-    """Every check of this task, in order (see the module docstring); stops after a failed
-    network check (no rendezvous) or a failed rendezvous (no all-reduce)."""
-    checks = []
+class Report:
+    """This task's ``rank_<k>.json``, rewritten (atomically) at each step: the checks so far, the
+    one under way, and whether the probe finished."""
+
+    def __init__(self, out: Path, rank: str) -> None:
+        self.path, self.rank = out / f"rank_{rank}.json", int(rank)
+        self.node = os.environ.get("SLURMD_NODENAME", socket.gethostname())
+        self.checks: list[dict[str, Any]] = []
+        self.current: str | None = None
+        self.started = time.monotonic()
+        out.mkdir(parents=True, exist_ok=True)
+
+    def running(self, check: str | None) -> None:
+        """Note that ``check`` starts now (None: the probe finished) and write the file."""
+        self.current = check
+        report = {"rank": self.rank, "host": socket.gethostname(), "node": self.node, "seconds": round(time.monotonic() - self.started, 2),
+                  "finished": check is None, "running": check, "checks": self.checks}
+        write_atomic(self.path, json.dumps(report, indent=1))
+
+    def add(self, check: dict[str, Any]) -> None:
+        self.checks.append(check)
+
+
+def run_checks(report: Report, run_root: Path, class_paths: list[str], timeout_s: float, size_mb: float, iters: int) -> None:
+    """Every check of this task, in order (see the module docstring), into ``report``; stops after a
+    failed network check (no rendezvous) or a failed rendezvous (no all-reduce)."""
+    checks = report.checks
     env = environment()
     rank, world, local_rank, node_rank = env.global_rank(), env.world_size(), env.local_rank(), env.node_rank()
     host = socket.gethostname()
-    checks.append(_check("host", True, f"{host} rank {rank}/{world} local {local_rank} node {node_rank}"))
+    report.add(_check("host", True, f"{host} rank {rank}/{world} local {local_rank} node {node_rank}"))
+    report.running("devices")
 
     import torch
 
@@ -141,9 +170,10 @@ def run_checks(run_root: Path, class_paths: list[str], timeout_s: float, size_mb
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     devices = f"{cpus} CPU(s), {gpus} GPU(s)" + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else "")
     if wants_gpu and tasks_here and gpus < tasks_here:
-        checks.append(_check("devices", False, f"{devices}: fewer GPUs than the {tasks_here} tasks per node; ask for --trainer.devices {gpus}"))
+        report.add(_check("devices", False, f"{devices}: fewer GPUs than the {tasks_here} tasks per node; ask for --trainer.devices {gpus}"))
     else:
-        checks.append(_check("devices", True, devices + (f", {tasks_here} task(s) per node" if tasks_here else "")))
+        report.add(_check("devices", True, devices + (f", {tasks_here} task(s) per node" if tasks_here else "")))
+    report.running("network")
 
     have = interfaces()
     problems = [p for v in IFNAME_VARIABLES if os.environ.get(v) for p in [ifname_problem(v, os.environ[v], have)] if p]
@@ -153,7 +183,7 @@ def run_checks(run_root: Path, class_paths: list[str], timeout_s: float, size_mb
     except OSError as err:
         route, problems = "?", problems + [f"cannot reach the rendezvous host {env.main_address}: {err}"]
     chosen = ", ".join(f"{v}={os.environ[v]}" for v in IFNAME_VARIABLES if os.environ.get(v))
-    checks.append(_check("network", not problems, "; ".join(problems) or (f"{chosen}; " if chosen else "") + route))
+    report.add(_check("network", not problems, "; ".join(problems) or (f"{chosen}; " if chosen else "") + route))
 
     from importlib.metadata import PackageNotFoundError, version
 
@@ -161,11 +191,14 @@ def run_checks(run_root: Path, class_paths: list[str], timeout_s: float, size_mb
         lightning_version = version("lightning")
     except PackageNotFoundError:
         lightning_version = "not installed"
-    checks.append(_check("versions", True, f"Python {platform.python_version()}, torch {torch.__version__}, Lightning {lightning_version}"))
-    checks.append(_root_check(run_root, rank))
-    checks.append(_code_check(class_paths))
+    report.add(_check("versions", True, f"Python {platform.python_version()}, torch {torch.__version__}, Lightning {lightning_version}"))
+    report.running("run root")
+    report.add(_root_check(run_root, rank))
+    report.running("code")
+    report.add(_code_check(class_paths))
     if not checks[2]["ok"]:
-        return checks
+        return
+    report.running("rendezvous")
 
     import torch.distributed as dist
 
@@ -174,15 +207,15 @@ def run_checks(run_root: Path, class_paths: list[str], timeout_s: float, size_mb
         dist.init_process_group("gloo", init_method=f"tcp://{env.main_address}:{env.main_port}", rank=rank, world_size=world,
                                 timeout=timedelta(seconds=timeout_s))
     except Exception as err:  # a timeout (DistStoreError, RuntimeError) or a refused connection: the point of the check
-        checks.append(_check("rendezvous", False, f"no rendezvous of {world} ranks at {env.main_address}:{env.main_port} in {timeout_s:.0f} s: "
-                             f"{str(err).splitlines()[0][:200]}"))
-        return checks
-    checks.append(_check("rendezvous", True, f"{time.monotonic() - start:.2f} s for {world} ranks at {env.main_address}:{env.main_port}"))
+        report.add(_check("rendezvous", False, f"no rendezvous of {world} ranks at {env.main_address}:{env.main_port} in {timeout_s:.0f} s: "
+                          f"{str(err).splitlines()[0][:200]}"))
+        return
+    report.add(_check("rendezvous", True, f"{time.monotonic() - start:.2f} s for {world} ranks at {env.main_address}:{env.main_port}"))
+    report.running("all-reduce")
     try:
-        checks.append(_all_reduce(dist, torch, world, size_mb, iters))
+        report.add(_all_reduce(dist, torch, world, size_mb, iters))
     finally:
         dist.destroy_process_group()
-    return checks
 
 
 def _root_check(run_root: Path, rank: int) -> dict[str, Any]:
@@ -242,19 +275,14 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size_mb", type=float, default=16.0)
     parser.add_argument("--iters", type=int, default=5)
     opts = parser.parse_args(argv)
-    started = time.monotonic()
+    report = Report(opts.out, os.environ.get("SLURM_PROCID", os.environ.get("RANK", "0")))
+    report.running("host")
     try:
-        checks = run_checks(opts.run_root, opts.class_path, opts.timeout_s, opts.size_mb, opts.iters)
+        run_checks(report, opts.run_root, opts.class_path, opts.timeout_s, opts.size_mb, opts.iters)
     except Exception as err:  # report rather than die silently: the doctor reads the file
-        checks = [_check("probe", False, f"{type(err).__name__}: {err}")]
-    rank = os.environ.get("SLURM_PROCID", os.environ.get("RANK", "0"))
-    report = {"rank": int(rank), "host": socket.gethostname(), "node": os.environ.get("SLURMD_NODENAME", socket.gethostname()),
-              "seconds": round(time.monotonic() - started, 2), "checks": checks}
-    opts.out.mkdir(parents=True, exist_ok=True)
-    tmp = opts.out / f".rank_{rank}.json.tmp"
-    tmp.write_text(json.dumps(report, indent=1))
-    tmp.replace(opts.out / f"rank_{rank}.json")
-    return 0 if all(c["ok"] for c in checks) else 1
+        report.add(_check(report.current or "probe", False, f"{type(err).__name__}: {err}"))  # the check it was in
+    report.running(None)
+    return 0 if all(c["ok"] for c in report.checks) else 1
 
 
 if __name__ == "__main__":
