@@ -100,13 +100,19 @@ LOG_LINES: tuple[Silenced, ...] = (
         "The launcher loads its own full training checkpoints (optimizer and loop state), which need "
         "weights_only=False; `check_checkpoint_file` checks a given file before it is loaded.",
     ),
+    Silenced(
+        r"(Creating initial MLflow database tables|Updating database tables)",
+        "MLflow making the tables of the default store (runs/mlflow.db) on a run root's first MLflow run: "
+        "nothing to do for the user; the store is named in the README.",
+    ),
 )
 
-# the loggers Lightning's rank_zero_info / log.info write these lines to
+# the loggers Lightning's rank_zero_info / log.info (and MLflow's store) write these lines to
 LIGHTNING_LOGGERS = (
     "lightning.pytorch.utilities.rank_zero",
     "lightning.fabric.utilities.rank_zero",
     "lightning.pytorch.trainer.connectors.checkpoint_connector",
+    "mlflow.store.db.utils",  # MLflow's, for its database store's first use
 )
 
 
