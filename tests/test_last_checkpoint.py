@@ -67,9 +67,12 @@ def stored_step(path: Path) -> int:
 
 
 def test_short_epochs_save_the_first_and_the_last_epoch_only(tmp_path: Path) -> None:
-    saved = fit(tmp_path, LastCheckpoint(dirpath=str(tmp_path / "ckpt"), min_interval_s=3600))
+    last = LastCheckpoint(dirpath=str(tmp_path / "ckpt"), min_interval_s=3600)
+    saved = fit(tmp_path, last)
     assert saved.steps == [STEPS_PER_EPOCH, 4 * STEPS_PER_EPOCH]
-    assert stored_step(tmp_path / "ckpt" / "last.ckpt") == 4 * STEPS_PER_EPOCH
+    stored = torch.load(tmp_path / "ckpt" / "last.ckpt", map_location="cpu", weights_only=True)
+    assert stored["global_step"] == 4 * STEPS_PER_EPOCH
+    assert stored["callbacks"][last.state_key]["best_model_path"].endswith("last.ckpt")  # its state, under its (cached) key
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["last.ckpt"]
 
 

@@ -51,6 +51,14 @@ class LastCheckpoint(ModelCheckpoint):
         self._saved_at_s: float | None = None  # monotonic time of the latest save this process decided on
         self._due_step: int | None = None  # the global step a save was allowed at: both epoch-end hooks of it agree
 
+    @property
+    def state_key(self) -> str:
+        """``ModelCheckpoint``'s key, made once: Lightning formats it for every hook call, a dozen a step."""
+        key: str | None = self.__dict__.get("_state_key")
+        if key is None:
+            key = self.__dict__["_state_key"] = super().state_key
+        return key
+
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         super().on_train_start(trainer, pl_module)
         self._saved_at_s, self._due_step = None, None
