@@ -7,12 +7,15 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
+import lightning.pytorch as pl
 import pytest
 import torch
 from lightning.pytorch.plugins.io import AsyncCheckpointIO
 
 from trainer_cli.checkpointing import AsyncAtomicCheckpointIO, AtomicCheckpointIO, with_atomic_checkpoint_io
+from trainer_cli.data import DigitsDataModule
 
 
 class SlowAtomicCheckpointIO(AtomicCheckpointIO):
@@ -80,3 +83,31 @@ def test_the_cli_default_plugin_is_the_async_atomic_one() -> None:
     assert with_atomic_checkpoint_io([given]) == [given]
     [lightnings] = with_atomic_checkpoint_io(AsyncCheckpointIO())  # Lightning's own, without the plugin it wraps
     assert isinstance(lightnings.checkpoint_io, AtomicCheckpointIO)
+
+
+class SaveThenExit(pl.Callback):
+    """What the Slurm requeue does (``SynchronizedRequeue``): save a checkpoint, then leave with an exit code."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+
+    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+        if trainer.global_step == 3:
+            trainer.save_checkpoint(self.path)
+            raise SystemExit(3)
+
+
+def test_a_run_that_exits_right_after_a_save_leaves_the_file_complete(tmp_path: Path) -> None:
+    from tests.test_last_checkpoint import Digits
+
+    slow = SlowAtomicCheckpointIO()
+    threading.Timer(1.0, slow.go.set).start()  # a slow disk: the write is still pending when the callback exits
+    trainer = pl.Trainer(
+        accelerator="cpu", devices=1, max_epochs=1, limit_val_batches=0, logger=False, enable_progress_bar=False,
+        enable_model_summary=False, enable_checkpointing=False, default_root_dir=tmp_path,
+        callbacks=[SaveThenExit(tmp_path / "hpc_ckpt_1.ckpt")], plugins=[AsyncAtomicCheckpointIO(slow)],
+    )
+    with pytest.raises(SystemExit):
+        trainer.fit(Digits(), DigitsDataModule(batch_size=32))
+    assert load(tmp_path / "hpc_ckpt_1.ckpt")["global_step"] == 3  # written before fit let the exit through
+    assert slow.threads and threading.main_thread().name not in slow.threads
