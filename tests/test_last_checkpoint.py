@@ -76,6 +76,12 @@ def test_short_epochs_save_the_first_and_the_last_epoch_only(tmp_path: Path) -> 
     assert sorted(p.name for p in (tmp_path / "ckpt").iterdir()) == ["last.ckpt"]
 
 
+def test_validation_every_second_epoch_saves_at_the_first_one_it_can(tmp_path: Path) -> None:
+    # Lightning's ModelCheckpoint then saves at validation ends only: the epoch ends without one do not count as saves
+    saved = fit(tmp_path, LastCheckpoint(dirpath=str(tmp_path), min_interval_s=3600), check_val_every_n_epoch=2)
+    assert saved.steps == [2 * STEPS_PER_EPOCH, 4 * STEPS_PER_EPOCH]
+
+
 def test_max_steps_and_early_stop_end_with_a_save(tmp_path: Path) -> None:
     # max_steps reached at an epoch end, no validation (saved at the training epoch's end)
     saved = fit(tmp_path / "a", LastCheckpoint(dirpath=str(tmp_path / "a"), min_interval_s=3600), max_epochs=-1, max_steps=3 * STEPS_PER_EPOCH, limit_val_batches=0)

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelCheckpoint
@@ -48,8 +50,8 @@ class LastCheckpoint(ModelCheckpoint):
             dirpath=dirpath, filename=filename, save_top_k=1, enable_version_counter=False, save_weights_only=save_weights_only
         )
         self.min_interval_s = min_interval_s
-        self._saved_at_s: float | None = None  # monotonic time of the latest save this process decided on
-        self._due_step: int | None = None  # the global step a save was allowed at: both epoch-end hooks of it agree
+        self._saved_at_s: float | None = None  # monotonic time of this callback's latest save
+        self._in_hook = False  # inside Lightning's epoch-end hook: a checkpoint dumped now is this callback's
 
     @property
     def state_key(self) -> str:
@@ -61,28 +63,34 @@ class LastCheckpoint(ModelCheckpoint):
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         super().on_train_start(trainer, pl_module)
-        self._saved_at_s, self._due_step = None, None
+        self._saved_at_s = None
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._due(trainer):
-            super().on_train_epoch_end(trainer, pl_module)
+            self._saving(super().on_train_epoch_end, trainer, pl_module)
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._due(trainer):
-            super().on_validation_end(trainer, pl_module)
+            self._saving(super().on_validation_end, trainer, pl_module)
+
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
+        if self._in_hook:  # Lightning's hook saved (only one of the two saves, and only once per step)
+            self._saved_at_s = time.monotonic()
+
+    def _saving(self, hook: Callable[[pl.Trainer, pl.LightningModule], None], trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._in_hook = True
+        try:
+            hook(trainer, pl_module)
+        finally:
+            self._in_hook = False
 
     def _due(self, trainer: pl.Trainer) -> bool:
         """Whether this epoch end may save (Lightning's ``ModelCheckpoint`` then decides as usual:
-        not in the sanity check, not twice at one step, in the hook it saves from)."""
-        if trainer.sanity_checking or self._due_step == trainer.global_step:
+        not in the sanity check, not twice at one step, only from the hook it saves in)."""
+        if trainer.sanity_checking:
             return True
-        now = time.monotonic()
-        due = self._saved_at_s is None or now - self._saved_at_s >= self.min_interval_s or _last_epoch(trainer)
-        due = bool(trainer.strategy.broadcast(due))  # rank 0's clock: every rank saves together
-        if due:
-            self._saved_at_s, self._due_step = now, trainer.global_step
-        return due
-
+        due = self._saved_at_s is None or time.monotonic() - self._saved_at_s >= self.min_interval_s or _last_epoch(trainer)
+        return bool(trainer.strategy.broadcast(due))  # rank 0's clock: every rank saves together
 
 def _last_epoch(trainer: pl.Trainer) -> bool:
     """Whether training stops after this epoch end (or validation): a limit reached or a stop requested."""
