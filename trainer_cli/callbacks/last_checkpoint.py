@@ -17,7 +17,8 @@ class LastCheckpoint(ModelCheckpoint):
     Lightning saves an epoch's checkpoint (the training epoch's end, or the end of its validation),
     but skipping the ends that come less than ``min_interval_s`` after its previous save.
 
-    It always saves at the first epoch end after a start or a resume, and at the last one (the
+    It always saves at the first epoch end it can after a start or a resume (where Lightning saves:
+    with ``check_val_every_n_epoch: 2``, the first validation's end), and at the last one (the
     trainer's ``max_epochs`` or ``max_steps`` reached, or ``should_stop`` set by early stopping or
     ``max_time``), so a finished run's ``last.ckpt`` holds its final state. With epochs longer than
     ``min_interval_s`` that is every epoch end, as Lightning's default; with short epochs (digits:
