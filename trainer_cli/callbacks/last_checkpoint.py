@@ -93,6 +93,7 @@ class LastCheckpoint(ModelCheckpoint):
         due = self._saved_at_s is None or time.monotonic() - self._saved_at_s >= self.min_interval_s or _last_epoch(trainer)
         return bool(trainer.strategy.broadcast(due))  # rank 0's clock: every rank saves together
 
+
 def _last_epoch(trainer: pl.Trainer) -> bool:
     """Whether training stops after this epoch end (or validation): a limit reached or a stop requested."""
     max_steps, max_epochs = trainer.max_steps, trainer.max_epochs
