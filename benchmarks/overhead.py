@@ -6,7 +6,9 @@ batch size and number of steps, with validation off on all (the loop has none). 
 is what a user writes by hand: a LightningModule logging its loss every step, ``pl.Trainer`` with
 its defaults (its logger, a checkpoint every epoch, the model summary), the progress bar off.
 ``train fit`` keeps the launcher's defaults: the callbacks of ``configs/callbacks/default.yaml``
-(checkpointing, learning-rate monitor, model summary), the TensorBoard logger and the progress bar.
+(checkpointing: the best by ``val/acc`` and ``last.ckpt`` at the first and last epoch end and at most
+once a minute between; learning-rate monitor; model summary), checkpoint files written off the
+training thread, the TensorBoard logger and the progress bar.
 
 Workloads: the digits MLP (tiny steps: overhead shows) and torchvision ResNet-18 on synthetic
 CIFAR-shaped tensors (compute-bound).

@@ -3,7 +3,8 @@
 Runs the overhead benchmark's ``train fit`` side (the launcher's defaults, 1 torch thread) once to
 warm up, then once under :mod:`cProfile`, and prints the cumulative time per optimizer step of
 the parts of a step (cProfile inflates Python-heavy parts, so read the shares, not the absolute
-figures), then the functions with the most own time.
+figures), then the functions with the most own time. cProfile sees the training thread only: the
+checkpoint files written by ``AsyncAtomicCheckpointIO``'s worker thread are not in it.
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ PARTS = [
     ("  AdamW step, own work (torch)", "torch/optim/adam.py", "adam"),
     ("  next batch (StatefulDataLoader)", "stateful_dataloader.py", "__next__"),
     ("  callback hooks, all callbacks (Lightning's dispatch)", "lightning/pytorch/trainer/call.py", "_call_callback_hooks"),
-    ("    of which checkpoint saves (ModelCheckpoint, each epoch)", "model_checkpoint.py", "_save_checkpoint"),
+    ("    of which checkpoint saves on the training thread (copy; the write is on a worker)", "model_checkpoint.py", "_save_checkpoint"),
     ("    of which LearningRateMonitor", "lr_monitor.py", "on_train_batch_start"),
     ("  logger connector: step metrics (Lightning)", "logger_connector.py", "update_train_step_metrics"),
     ("  TensorBoard writes (log steps only)", "fabric/loggers/tensorboard.py", "log_metrics"),

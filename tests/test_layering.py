@@ -57,7 +57,7 @@ def test_group_file_layers_onto_any_run() -> None:
 def test_list_append_adds_a_callback() -> None:
     cfg = fit_config("--config", DIGITS, "--trainer.callbacks+=EarlyStopping", "--trainer.callbacks.monitor=val/loss")
     names = [c.class_path.rpartition(".")[2] for c in cfg.trainer.callbacks]
-    assert names == ["ModelCheckpoint", "ModelCheckpoint", "LearningRateMonitor", "ModelSummary", "EarlyStopping"]
+    assert names == ["ModelCheckpoint", "LastCheckpoint", "LearningRateMonitor", "ModelSummary", "EarlyStopping"]
     assert cfg.trainer.callbacks[-1].init_args.monitor == "val/loss"
 
 

@@ -60,7 +60,7 @@ def test_additive_files_compose_next_to_the_default_callbacks(tmp_path: Path) ->
     )
     composed = compose_file(experiment)
     names = [c["class_path"].rsplit(".", 1)[1] for c in composed["trainer"]["callbacks"]]
-    assert names == ["ModelCheckpoint", "ModelCheckpoint", "LearningRateMonitor", "ModelSummary", "EarlyStopping"]
+    assert names == ["ModelCheckpoint", "LastCheckpoint", "LearningRateMonitor", "ModelSummary", "EarlyStopping"]
     _, config = parse_config("fit", ["--config", str(experiment), "--config", cfg("averaging/ema.yaml")])
     names = [c.class_path.rsplit(".", 1)[1] for c in config.trainer.callbacks]
     assert names[-3:] == ["EarlyStopping", "WarmupEMA", "FinalCheckpoint"]

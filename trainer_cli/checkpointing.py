@@ -7,6 +7,8 @@
   file is made by ``tempfile.mkstemp`` in the system temp folder: when that folder is on another
   file system the final ``shutil.move`` is a copy, and a kill during the copy leaves a truncated
   ``last.ckpt``.
+* :class:`AsyncAtomicCheckpointIO` (the CLI's default) writes them that way on a thread of its own,
+  once the checkpoint's tensors are copied, so training goes on while the file is written.
 * :class:`ResumeState` stores the global random number generator states in every checkpoint and
   puts them back on resume, so dropout and augmentation draw the same numbers as a run left alone.
 * :class:`InterruptCheckpoint` saves ``checkpoints/last.ckpt`` when training is stopped by SIGTERM
@@ -31,6 +33,7 @@ import numpy as np
 import torch
 from lightning.fabric.plugins import CheckpointIO
 from lightning.fabric.plugins.io.torch_io import TorchCheckpointIO
+from lightning.pytorch.plugins.io import AsyncCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
@@ -103,6 +106,43 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         _fsync_dir(target.parent)
         for stale in target.parent.glob(f".{target.name}{TMP_MARK}*"):  # left by a killed process
             stale.unlink(missing_ok=True)
+
+
+class AsyncAtomicCheckpointIO(AsyncCheckpointIO):
+    """Lightning's ``AsyncCheckpointIO`` around :class:`AtomicCheckpointIO`: ``save_checkpoint``
+    copies the checkpoint's tensors (on their device) and returns; one worker thread writes the
+    copies in order, each atomically (temporary file, fsync, rename), so ``last.ckpt`` is always the
+    previous or the new complete file.
+
+    Removals (``ModelCheckpoint`` replacing its ``best-*.ckpt``) go through the same worker, after
+    the saves before them: the old best is deleted only once its successor is complete on disk, and
+    not at all when that save failed. A failed write (a full disk: one
+    :class:`~trainer_cli.errors.UserError`) is raised by the next ``save_checkpoint`` or when
+    training ends (Lightning's strategy teardown waits for the writes), so every ``fit`` returns
+    with its checkpoints on disk, including after SIGTERM, Ctrl-C or a Slurm requeue. The copies
+    take host (CPU run) or device memory the size of the state until written.
+
+    Args:
+        checkpoint_io: The plugin that writes; default :class:`AtomicCheckpointIO`.
+    """
+
+    def __init__(self, checkpoint_io: Optional[CheckpointIO] = None) -> None:
+        super().__init__(checkpoint_io if checkpoint_io is not None else AtomicCheckpointIO())
+
+    def remove_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+        self._ensure_setup()
+        assert self._executor is not None
+
+        def remove() -> None:
+            if self._error is not None:  # its successor was not written: keep it
+                return
+            try:
+                assert self.checkpoint_io is not None
+                self.checkpoint_io.remove_checkpoint(*args, **kwargs)
+            except BaseException as err:
+                self._error = err
+
+        self._executor.submit(remove)
 
 
 def check_checkpoint_file(path: str) -> None:
@@ -247,8 +287,13 @@ def _as_validation_not_begun(checkpoint: dict[str, Any]) -> None:
 
 
 def with_atomic_checkpoint_io(plugins: Any) -> list[Any]:
-    """``plugins`` plus :class:`AtomicCheckpointIO` unless a CheckpointIO plugin is already given."""
+    """``plugins`` plus :class:`AsyncAtomicCheckpointIO` unless a CheckpointIO plugin is already
+    given (``AtomicCheckpointIO``: the same files written on the training thread); a Lightning
+    ``AsyncCheckpointIO`` given without the plugin it wraps wraps :class:`AtomicCheckpointIO`."""
     items = [] if plugins is None else list(plugins) if isinstance(plugins, (list, tuple)) else [plugins]
+    for item in items:
+        if isinstance(item, AsyncCheckpointIO) and item.checkpoint_io is None:
+            item.checkpoint_io = AtomicCheckpointIO()
     if not any(isinstance(p, CheckpointIO) for p in items):
-        items.append(AtomicCheckpointIO())
+        items.append(AsyncAtomicCheckpointIO())
     return items

@@ -1,0 +1,104 @@
+"""``last.ckpt``: the run's latest state at epoch ends, at most every ``min_interval_s`` in between."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from typing import Any
+
+import lightning.pytorch as pl
+from lightning.pytorch.callbacks import ModelCheckpoint
+
+MIN_INTERVAL_S = 60.0
+
+
+class LastCheckpoint(ModelCheckpoint):
+    """Lightning's ``ModelCheckpoint`` saving ``<dirpath>/last.ckpt`` (one file, rewritten) where
+    Lightning saves an epoch's checkpoint (the training epoch's end, or the end of its validation),
+    but skipping the ends that come less than ``min_interval_s`` after its previous save.
+
+    It always saves at the first epoch end it can after a start or a resume (where Lightning saves:
+    with ``check_val_every_n_epoch: 2``, the first validation's end), and at the last one (the
+    trainer's ``max_epochs`` or ``max_steps`` reached, or ``should_stop`` set by early stopping or
+    ``max_time``), so a finished run's ``last.ckpt`` holds its final state. With epochs longer than
+    ``min_interval_s`` that is every epoch end, as Lightning's default; with short epochs (digits:
+    20 steps, a few hundredths of a second) it saves one epoch in many instead of all, and
+    a write per epoch was the largest single cost of such a step (``benchmarks/README.md``). A
+    crash (``kill -9``, out of memory) then loses at most ``min_interval_s`` plus one epoch;
+    SIGTERM, Ctrl-C and Slurm's requeue signal save the state of the step they stop at
+    (:class:`trainer_cli.checkpointing.InterruptCheckpoint`, the requeue checkpoint). ``0`` saves
+    at every epoch end.
+
+    Under DDP global rank 0 decides (its clock), and every rank follows.
+
+    Args:
+        dirpath: Folder of ``last.ckpt``; default: the run directory's ``checkpoints/``.
+        filename: File name without ``.ckpt``.
+        min_interval_s: Least time between two saves before the last epoch, in seconds.
+        save_weights_only: Save only the model's weights (not resumable), as in ``ModelCheckpoint``.
+    """
+
+    def __init__(
+        self,
+        dirpath: str | None = None,
+        filename: str = "last",
+        min_interval_s: float = MIN_INTERVAL_S,
+        save_weights_only: bool = False,
+    ) -> None:
+        if min_interval_s < 0:
+            raise ValueError(f"min_interval_s must be >= 0, got {min_interval_s}")
+        super().__init__(
+            dirpath=dirpath, filename=filename, save_top_k=1, enable_version_counter=False, save_weights_only=save_weights_only
+        )
+        self.min_interval_s = min_interval_s
+        self._saved_at_s: float | None = None  # monotonic time of this callback's latest save
+        self._in_hook = False  # inside Lightning's epoch-end hook: a checkpoint dumped now is this callback's
+
+    @property
+    def state_key(self) -> str:
+        """``ModelCheckpoint``'s key, made once: Lightning formats it for every hook call, a dozen a step."""
+        key: str | None = self.__dict__.get("_state_key")
+        if key is None:
+            key = self.__dict__["_state_key"] = super().state_key
+        return key
+
+    def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        super().on_train_start(trainer, pl_module)
+        self._saved_at_s = None
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._due(trainer):
+            self._saving(super().on_train_epoch_end, trainer, pl_module)
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._due(trainer):
+            self._saving(super().on_validation_end, trainer, pl_module)
+
+    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
+        if self._in_hook:  # Lightning's hook saved (only one of the two saves, and only once per step)
+            self._saved_at_s = time.monotonic()
+
+    def _saving(self, hook: Callable[[pl.Trainer, pl.LightningModule], None], trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._in_hook = True
+        try:
+            hook(trainer, pl_module)
+        finally:
+            self._in_hook = False
+
+    def _due(self, trainer: pl.Trainer) -> bool:
+        """Whether this epoch end may save (Lightning's ``ModelCheckpoint`` then decides as usual:
+        not in the sanity check, not twice at one step, only from the hook it saves in)."""
+        if trainer.sanity_checking:
+            return True
+        due = self._saved_at_s is None or time.monotonic() - self._saved_at_s >= self.min_interval_s or _last_epoch(trainer)
+        return bool(trainer.strategy.broadcast(due))  # rank 0's clock: every rank saves together
+
+
+def _last_epoch(trainer: pl.Trainer) -> bool:
+    """Whether training stops after this epoch end (or validation): a limit reached or a stop requested."""
+    max_steps, max_epochs = trainer.max_steps, trainer.max_epochs
+    return (
+        trainer.should_stop
+        or (max_steps is not None and max_steps >= 0 and trainer.global_step >= max_steps)
+        or (max_epochs is not None and max_epochs >= 0 and trainer.current_epoch + 1 >= max_epochs)
+    )
