@@ -84,7 +84,7 @@ def test_short_forms_search_config_root_flags_and_the_environment(user: Path, mo
 
 
 def test_submit_takes_config_root_out_of_the_fit_arguments(user: Path) -> None:
-    fit_args, _, _ = split_args(["--config_root", str(user), "--config", "experiment/mine", "--trainer.max_epochs", "1"])
+    fit_args, *_ = split_args(["--config_root", str(user), "--config", "experiment/mine", "--trainer.max_epochs", "1"])
     assert "--config_root" not in fit_args and str(user) not in fit_args
     assert "mymodels.TinyNet" in fit_args[1]  # composed with the user's groups
 

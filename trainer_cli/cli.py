@@ -41,7 +41,7 @@ from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
 from trainer_cli.callbacks.switches import drop_switched_off
 from trainer_cli.checkpointing import ResumeState, with_atomic_checkpoint_io
 from trainer_cli.compat import check_compatible
-from trainer_cli.compose import expand_config_args
+from trainer_cli.compose import Layers, compose_args
 from trainer_cli.errors import EXIT_USER_ERROR, UserError
 from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate_in_files, user_code_error  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
@@ -72,11 +72,12 @@ CONFIG_HELP = (
 
 class TrainerArgumentParser(LightningArgumentParser):
     """LightningCLI's parser whose errors name close matches for unknown keys and class names, and
-    the config file and line a bad value came from."""
+    the config file and line a bad value came from (in its command line's :attr:`layers`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("epilog", CONFIG_HELP)  # `train fit --help`
         super().__init__(*args, **kwargs)
+        self.layers = Layers()  # where each value of the command line parsed was written (TrainerCLI sets them)
 
     def link_arguments(self, source: Any, target: str, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         """jsonargparse's; the target is remembered, so the launcher's own data->model links leave
@@ -90,7 +91,7 @@ class TrainerArgumentParser(LightningArgumentParser):
             return super().error(message, ex)
         verb = (getattr(ex, "subcommand_parser", None) or self).prog.split()[-1]
         verb = verb if verb in LightningCLI.subcommands() else "fit"  # lr-find, cv, ...: fit's options
-        where = locate_in_files(message)  # a value from a --config file: name the file and line
+        where = locate_in_files(message, self.layers)  # a value from a --config file: name the file and line
         hint = _replaced_class_hint(where, message)
         command = getattr(self, "help_command", "train")  # or the user's script (TrainerCLI.init_parser)
         print(f"error: {where + ': ' if where else ''}{message}{hint}\n  (`{command} {verb} --help` lists every option)", file=sys.stderr)
@@ -326,10 +327,12 @@ class TrainerCLI(LightningCLI):
     Args:
         run_directory: The run's directory policy (:class:`trainer_cli.run.Run`); one for the verb
             being run when not given. The caller keeps it to clean up after an error.
+        layers: Where each value of ``args`` was written (:func:`trainer_cli.compose.compose_args`),
+            for error messages naming a file and line; a user's script composes its own.
         *args, **kwargs: LightningCLI's.
     """
 
-    def __init__(self, *args: Any, run_directory: Run | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, run_directory: Run | None = None, layers: Layers | None = None, **kwargs: Any) -> None:
         if run_directory is None and kwargs.get("args") is None and len(sys.argv) > 1 and sys.argv[1] == "submit":
             raise SystemExit(_submit_from_script(type(self), args, kwargs, sys.argv[0], sys.argv[2:]))
         kwargs.setdefault("parser_class", TrainerArgumentParser)
@@ -341,6 +344,7 @@ class TrainerCLI(LightningCLI):
         # its total steps then): the same groups are added and built lazily here (_add_configure_optimizers)
         kwargs["auto_configure_optimizers"] = False
         self.config: Any = None
+        self.layers = layers if layers is not None else Layers()  # shared by its parsers (init_parser)
         self._subcommands = kwargs.get("run", True)
         self.run = run_directory if run_directory is not None else Run(None)
         if run_directory is None:  # a user's script: a missing --ckpt_path file fails where LightningCLI's does
@@ -383,6 +387,7 @@ class TrainerCLI(LightningCLI):
         kwargs.setdefault("parser_mode", "omegaconf+")  # ${...} resolved after every layer and flag
         kwargs.setdefault("allow_abbrev", False)  # a misspelt --trainer.max_epoch is an error, not a prefix match
         parser = super().init_parser(**kwargs)
+        parser.layers = self.layers  # type: ignore[attr-defined]  # (a user's parser_class may lack it: set, not declared)
         if self.run.follows_lightning:  # a user's script: its errors point at its own --help
             parser.help_command = f"python {sys.argv[0]}"  # type: ignore[attr-defined]
         return parser
@@ -436,7 +441,9 @@ class TrainerCLI(LightningCLI):
             # a user's script (`python main.py fit ...`): config short forms and Hydra composition,
             # `--run_dir DIR` alone resumes with the run's own config.yaml, as under `train`
             try:
-                args = [sys.argv[1], *with_stored_config(expand_config_args(sys.argv[2:]))]
+                expanded, layers = compose_args(sys.argv[2:])
+                args = [sys.argv[1], *with_stored_config(expanded)]
+                self.layers[:] = layers  # in place: the parsers hold this object
             except UserError:  # not a YAML file (jsonnet, ...): the parser reads it as LightningCLI would
                 args = None
             if args is not None:
@@ -646,9 +653,10 @@ def run_subcommand(verb: str, args: list[str]) -> int:
         UserError: for a bad config file, a bad value found while building, missing data, or a
             checkpoint that does not fit the model.
     """
-    args = with_stored_config(expand_config_args(args))
-    with building_cli(verb) as run, run.stops_with_exit_code():
-        verb_cli(verb)(args=[verb, *args], run_directory=run)
+    args, layers = compose_args(args)
+    args = with_stored_config(args)
+    with building_cli(verb, layers) as run, run.stops_with_exit_code():
+        verb_cli(verb)(args=[verb, *args], run_directory=run, layers=layers)
     return 0
 
 
@@ -670,10 +678,10 @@ def _one_verb(verb: str) -> dict[str, set[str]]:
 
 
 @contextmanager
-def building_cli(verb: Optional[str] = None) -> Iterator[Run]:
+def building_cli(verb: Optional[str] = None, layers: Layers | None = None) -> Iterator[Run]:
     """Around building a :class:`TrainerCLI` (give it the :class:`trainer_cli.run.Run` this yields):
     LightningCLI's warning about ``args`` silenced, errors of the user's input reported as
-    :class:`UserError` and exceptions of the user's own code before the first step with their
+    :class:`UserError` (naming the file and line of a value in the command line's ``layers``) and exceptions of the user's own code before the first step with their
     frames (a run directory this created removed again when it saved no checkpoint),
     and ``TRAINER_CLI_RUN_DIR`` cleared again afterwards when it was not set before (so one process
     can build several runs)."""
@@ -691,7 +699,7 @@ def building_cli(verb: Optional[str] = None) -> Iterator[Run]:
         raise SystemExit(_stopped_before_training(run)) from None
     except Exception as err:
         started = run.trainer is not None and run.trainer.global_step > 0  # a crash in training keeps its logs
-        user_error = as_user_error(err, run.ckpt_path) or (None if started else user_code_error(err))
+        user_error = as_user_error(err, run.ckpt_path, layers) or (None if started else user_code_error(err))
         if not started or user_error is not None:
             run.remove_if_untrained()
         if user_error is None:
@@ -764,8 +772,8 @@ def _submit_from_script(cli_class: type, args: tuple[Any, ...], kwargs: dict[str
     from trainer_cli.errors import report_user_error
     from trainer_cli.launch import fit_job
 
-    def parse(fit_args: list[str]) -> tuple[LightningArgumentParser, Namespace]:
-        return parse_config("fit", fit_args, expand=False, cli=(cli_class, args, kwargs))
+    def parse(fit_args: list[str], layers: Layers) -> tuple[LightningArgumentParser, Namespace]:
+        return parse_config("fit", fit_args, expand=False, cli=(cli_class, args, kwargs), layers=layers)
 
     try:
         return fit_job.main(rest, parse, script=str(Path(script).absolute()))
@@ -774,7 +782,11 @@ def _submit_from_script(cli_class: type, args: tuple[Any, ...], kwargs: dict[str
 
 
 def parse_config(
-    verb: str, args: list[str], expand: bool = True, cli: tuple[type, tuple[Any, ...], dict[str, Any]] | None = None
+    verb: str,
+    args: list[str],
+    expand: bool = True,
+    cli: tuple[type, tuple[Any, ...], dict[str, Any]] | None = None,
+    layers: Layers | None = None,
 ) -> tuple[LightningArgumentParser, Namespace]:
     """Compose and type-check ``train <verb> ARGS`` exactly as the verb would, building nothing.
 
@@ -783,13 +795,16 @@ def parse_config(
     no run directory is made, so it is quick (used by ``train submit``).
 
     With ``expand=False`` the ``--config`` values are taken as already expanded by
-    :func:`trainer_cli.compose.expand_config_args` (file paths or composed YAML text). ``cli`` is a
-    user's TrainerCLI subclass with its constructor arguments (``python main.py submit``): it parses.
+    :func:`trainer_cli.compose.compose_args` (file paths or composed YAML text), with its ``layers``
+    (for error messages naming a file and line). ``cli`` is a user's TrainerCLI subclass with its
+    constructor arguments (``python main.py submit``): it parses.
 
     Raises:
         UserError: for a bad config file; a bad key or value exits 2 with jsonargparse's message.
     """
     captured: dict[str, Any] = {}
+    if expand:
+        args, layers = compose_args(args)
 
     cli_class, cli_args, cli_kwargs = cli or (TrainerCLI, (), {})
 
@@ -806,7 +821,7 @@ def parse_config(
         with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
             verb_cli(verb, _ParseOnlyCLI)(
-                *cli_args, **{**cli_kwargs, "args": [verb, *(expand_config_args(args) if expand else args)], "run_directory": Run(verb)}
+                *cli_args, **{**cli_kwargs, "args": [verb, *args], "run_directory": Run(verb), "layers": layers}
             )
     except _Parsed:
         pass

@@ -21,7 +21,7 @@ from typing import Any
 
 import yaml
 
-from trainer_cli.compose import CONFIG_FLAGS, expand_config_args, load_yaml_file
+from trainer_cli.compose import CONFIG_FLAGS, Layers, compose_args, load_yaml_file
 from trainer_cli.errors import UserError
 from trainer_cli.explain import explain_parse_error, locate_in_files
 
@@ -55,14 +55,14 @@ def precheck(verb: str, args: Sequence[str]) -> None:
         return
     if verb not in CONFIG_VERBS:  # (`train submit` reads its files and checks its keys before torch itself)
         return
-    expanded = expand_config_args(args)  # a Lightning verb reads its --config files before its help too
+    expanded, layers = compose_args(args)  # a Lightning verb reads its --config files before its help too
     if verb in TOP_LEVEL_KEYS and not helps:
-        check_top_level_keys(verb, expanded)
+        check_top_level_keys(verb, expanded, layers)
 
 
-def check_top_level_keys(verb: str, args: Sequence[str]) -> None:
+def check_top_level_keys(verb: str, args: Sequence[str], layers: Layers | None = None) -> None:
     """Raise the verb's error for an unknown top-level key of an expanded command line
-    (:func:`trainer_cli.compose.expand_config_args`), the one its parser reports first: the unknown
+    (:func:`trainer_cli.compose.compose_args`, with its ``layers``), the one its parser reports first: the unknown
     flags (argparse's unrecognized arguments), else the deepest unknown key of the ``--config``
     values merged (jsonargparse checks the deepest keys first). Where a deeper key of a known
     section is wrong too (``model.init_args.lrr``), the parser would name that one first: the
@@ -95,10 +95,10 @@ def check_top_level_keys(verb: str, args: Sequence[str]) -> None:
             continue
         i += 1
     if extras:
-        _raise(verb, f"unrecognized arguments: {' '.join(extras)}")
+        _raise(verb, f"unrecognized arguments: {' '.join(extras)}", layers)
     if file_keys:
         deepest = max(file_keys, key=lambda k: k.count("."))  # the first of the deepest
-        _raise(verb, f"Subcommand '{verb}' does not accept option '{deepest}'")
+        _raise(verb, f"Subcommand '{verb}' does not accept option '{deepest}'", layers)
 
 
 def _top(key: str) -> str:
@@ -130,7 +130,7 @@ def _leaves(key: str, value: Any) -> list[str]:
     return [k for sub, inner in value.items() for k in _leaves(f"{key}.{sub}", inner)]
 
 
-def _raise(verb: str, message: str) -> None:
+def _raise(verb: str, message: str, layers: Layers | None) -> None:
     message = explain_parse_error(message, None, known_keys=sorted(TOP_LEVEL_KEYS[verb]))
-    where = locate_in_files(message)
+    where = locate_in_files(message, layers)
     raise UserError(f"{where + ': ' if where else ''}{message}\n  (`train {verb} --help` lists every option)")
