@@ -103,7 +103,7 @@ SLOW_PATH = r"""
 import contextlib, io, json, sys
 from trainer_cli.cli import run_subcommand
 from trainer_cli.completion import OPTION
-from trainer_cli.errors import UserError
+from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.precheck import precheck
 
 keys, messages = {}, {}
@@ -119,8 +119,11 @@ for name, (verb, argv) in json.loads(sys.argv[1]).items():
     except UserError as err:
         fast = f"error: {err}\n"
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
-        run_subcommand(verb, argv)
+    with contextlib.redirect_stderr(err):
+        try:
+            run_subcommand(verb, argv)
+        except UserError as refused:  # rendered as `train` renders it
+            report_user_error(refused)
     messages[name] = {"fast": fast, "slow": err.getvalue()}
 print(json.dumps({"keys": keys, "messages": messages}))
 """

@@ -42,8 +42,8 @@ from trainer_cli.callbacks.switches import drop_switched_off
 from trainer_cli.checkpointing import ResumeState, with_atomic_checkpoint_io
 from trainer_cli.compat import check_compatible
 from trainer_cli.compose import Layers, compose_args
-from trainer_cli.errors import EXIT_USER_ERROR, UserError
-from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate_in_files, user_code_error  # noqa: F401 - re-exported
+from trainer_cli.errors import ConfigError, UserError, report_user_error
+from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate, locate_in_files, user_code_error  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
 from trainer_cli.imports import import_class
 from trainer_cli.launch.requeue_signal import under_slurm_batch
@@ -78,6 +78,7 @@ class TrainerArgumentParser(LightningArgumentParser):
         kwargs.setdefault("epilog", CONFIG_HELP)  # `train fit --help`
         super().__init__(*args, **kwargs)
         self.layers = Layers()  # where each value of the command line parsed was written (TrainerCLI sets them)
+        self.exits = False  # a user's script: an error ends the process here, as LightningCLI's parser does
 
     def link_arguments(self, source: Any, target: str, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         """jsonargparse's; the target is remembered, so the launcher's own data->model links leave
@@ -86,16 +87,29 @@ class TrainerArgumentParser(LightningArgumentParser):
         self.link_targets = getattr(self, "link_targets", set()) | {target}
 
     def error(self, message: str, ex: Optional[Exception] = None) -> Any:  # type: ignore[override]
+        """jsonargparse's for its inner parsers (``exit_on_error=False``: it tries the next type);
+        for the command line's own a :class:`trainer_cli.errors.ConfigError` (the key, its file and
+        line, the message with close matches), rendered where the command started (``train``'s
+        ``main``). In a user's script (:attr:`exits`) the parser is where the command started, as
+        LightningCLI's: it renders the error and exits 2 (LightningCLI catches that ``SystemExit``
+        to add its own line, e.g. for a checkpoint's hyperparameters).
+
+        Raises:
+            ConfigError: for a key or value of the command line the parser refuses.
+            SystemExit: 2, in a user's script, after one ``error:`` line on stderr.
+        """
         message = explain_parse_error(message, getattr(ex, "subcommand_parser", None) or self)
         if not self.exit_on_error:
             return super().error(message, ex)
         verb = (getattr(ex, "subcommand_parser", None) or self).prog.split()[-1]
         verb = verb if verb in LightningCLI.subcommands() else "fit"  # lr-find, cv, ...: fit's options
-        where = locate_in_files(message, self.layers)  # a value from a --config file: name the file and line
-        hint = _replaced_class_hint(where, message)
+        key, origin = locate(message, self.layers)  # a value from a --config file: the file and line
+        hint = _replaced_class_hint(str(origin or ""), message)
         command = getattr(self, "help_command", "train")  # or the user's script (TrainerCLI.init_parser)
-        print(f"error: {where + ': ' if where else ''}{message}{hint}\n  (`{command} {verb} --help` lists every option)", file=sys.stderr)
-        sys.exit(EXIT_USER_ERROR)
+        error = ConfigError(message, key, origin, hint, f"`{command} {verb} --help` lists every option")
+        if self.exits:
+            sys.exit(report_user_error(error))
+        raise error
 
     def save(self, cfg: Namespace, path: Any, *args: Any, overwrite: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
         """jsonargparse's; in a user's script the run's record (:meth:`trainer_cli.run.Run.record`:
@@ -368,8 +382,6 @@ class TrainerCLI(LightningCLI):
                 if run_directory is None:  # a user's script: a start that failed before a checkpoint leaves nothing
                     self.run.remove_if_untrained()
                 if run_directory is None and kwargs.get("args") is None and isinstance(err, UserError):
-                    from trainer_cli.errors import report_user_error
-
                     raise SystemExit(report_user_error(err)) from None  # from the command line: one line, exit 2
                 raise
             finally:
@@ -388,8 +400,9 @@ class TrainerCLI(LightningCLI):
         kwargs.setdefault("allow_abbrev", False)  # a misspelt --trainer.max_epoch is an error, not a prefix match
         parser = super().init_parser(**kwargs)
         parser.layers = self.layers  # type: ignore[attr-defined]  # (a user's parser_class may lack it: set, not declared)
-        if self.run.follows_lightning:  # a user's script: its errors point at its own --help
+        if self.run.follows_lightning:  # a user's script: its errors point at its own --help, and end it
             parser.help_command = f"python {sys.argv[0]}"  # type: ignore[attr-defined]
+            parser.exits = True  # type: ignore[attr-defined]
         return parser
 
     def add_core_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -650,6 +663,7 @@ def run_subcommand(verb: str, args: list[str]) -> int:
     during training: the exit code is 143 or 130, with one line saying how to resume.
 
     Raises:
+        ConfigError: for a key or value the parser refuses (a :class:`UserError`).
         UserError: for a bad config file, a bad value found while building, missing data, or a
             checkpoint that does not fit the model.
     """
@@ -769,7 +783,6 @@ def _submit_from_script(cli_class: type, args: tuple[Any, ...], kwargs: dict[str
     """``python main.py submit ARGS`` for a user's script with TrainerCLI: ``train submit`` with the
     script's own CLI (its classes, links and defaults) parsing the fit arguments, and the job
     running ``python main.py fit --config <frozen config>``; returns the exit code."""
-    from trainer_cli.errors import report_user_error
     from trainer_cli.launch import fit_job
 
     def parse(fit_args: list[str], layers: Layers) -> tuple[LightningArgumentParser, Namespace]:
@@ -800,7 +813,9 @@ def parse_config(
     constructor arguments (``python main.py submit``): it parses.
 
     Raises:
-        UserError: for a bad config file; a bad key or value exits 2 with jsonargparse's message.
+        ConfigError: for a key or value the parser refuses (jsonargparse's message explained, with
+            the file and line it was written on).
+        UserError: for a bad config file.
     """
     captured: dict[str, Any] = {}
     if expand:

@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from trainer_cli.errors import UserError
+from trainer_cli.errors import Origin, UserError
 from trainer_cli.paths import configs_dir, group_names, resolve_config_path, user_config_roots
 
 CONFIG_FLAGS = ("--config", "-c")
@@ -50,26 +50,6 @@ class Layer:
 
 SHIM_PRIMARY = "trainer_cli_primary"  # Hydra ConfigStore name of the stand-in primary config (see _compose)
 MAX_CONFIG_NODES = 1_000_000  # values a config file may expand to through YAML aliases
-
-
-@dataclass(frozen=True)
-class Origin:
-    """Where a value was written: a file and the 1-based line of its key (for a composed layer,
-    also the file with the ``defaults:`` list it came from), or the command-line ``flag`` that set it."""
-
-    file: Path | None = None
-    line: int | None = None
-    composed_from: Path | None = None
-    flag: str | None = None
-
-    def __str__(self) -> str:
-        """``in FILE line N`` (``in FILE, from group file G line N`` for a composed file); empty for a flag."""
-        if self.file is None:
-            return ""
-        where = f" line {self.line}" if self.line else ""
-        if self.composed_from is not None and self.file != self.composed_from:
-            return f"in {self.composed_from}, from group file {self.file}{where}"
-        return f"in {self.file}{where}"
 
 
 class Layers(list[Layer]):

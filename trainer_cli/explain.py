@@ -18,7 +18,7 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from trainer_cli.errors import UserCodeError, UserError, did_you_mean, is_user_file, user_code_report
+from trainer_cli.errors import Origin, UserCodeError, UserError, did_you_mean, is_user_file, user_code_report
 from trainer_cli.imports import import_class
 
 if TYPE_CHECKING:
@@ -171,12 +171,21 @@ def message_keys(message: str) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def locate_in_files(message: str, layers: Layers | None) -> str:
-    """Where the value an explained parse error is about was written in the command line's
-    ``layers``: ``in FILE line N`` (see :meth:`trainer_cli.compose.Layers.describe_origin`), or an
-    empty string for a flag or a default."""
+def locate(message: str, layers: Layers | None) -> tuple[str | None, Origin | None]:
+    """The key an explained parse error is about and where its value was written in the command
+    line's ``layers`` (:meth:`trainer_cli.compose.Layers.origin`; None for a default), or
+    ``(None, None)`` when the message names no key."""
     keys = message_keys(message)
-    return layers.describe_origin(keys) if keys and layers else ""
+    if not keys:
+        return None, None
+    found = layers.origin_of(keys) if layers else None
+    return (found[1], layers.origin(keys)) if found and layers else (keys[0], None)
+
+
+def locate_in_files(message: str, layers: Layers | None) -> str:
+    """Where the value an explained parse error is about was written: ``in FILE line N`` (see
+    :class:`trainer_cli.errors.Origin`), or an empty string for a flag or a default."""
+    return str(locate(message, layers)[1] or "")
 
 
 _NOT_ERRORS = ("Does not validate against any", "Expected a <class 'NoneType'>", "a class path (str)", "a dict with", "a dict without")

@@ -22,8 +22,8 @@ from typing import Any
 import yaml
 
 from trainer_cli.compose import CONFIG_FLAGS, Layers, compose_args, load_yaml_file
-from trainer_cli.errors import UserError
-from trainer_cli.explain import explain_parse_error, locate_in_files
+from trainer_cli.errors import ConfigError, UserError
+from trainer_cli.explain import explain_parse_error, locate
 
 _COMMON = frozenset({
     "ckpt_path", "config", "data", "float32_matmul_precision", "help", "lr_scheduler", "model", "name", "optimizer",
@@ -69,7 +69,7 @@ def check_top_level_keys(verb: str, args: Sequence[str], layers: Layers | None =
     precheck names the unknown top-level key, also a mistake to fix.
 
     Raises:
-        UserError: ``[in FILE line N: ]<jsonargparse's message>`` with close matches, as the verb's
+        ConfigError: ``[in FILE line N: ]<jsonargparse's message>`` with close matches, as the verb's
             parser reports it (:class:`trainer_cli.cli.TrainerArgumentParser`).
     """
     known = TOP_LEVEL_KEYS[verb]
@@ -132,5 +132,5 @@ def _leaves(key: str, value: Any) -> list[str]:
 
 def _raise(verb: str, message: str, layers: Layers | None) -> None:
     message = explain_parse_error(message, None, known_keys=sorted(TOP_LEVEL_KEYS[verb]))
-    where = locate_in_files(message, layers)
-    raise UserError(f"{where + ': ' if where else ''}{message}\n  (`train {verb} --help` lists every option)")
+    key, origin = locate(message, layers)
+    raise ConfigError(message, key, origin, help_line=f"`train {verb} --help` lists every option")

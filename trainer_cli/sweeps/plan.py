@@ -27,7 +27,7 @@ from typing import Any
 
 from trainer_cli import rundir
 from trainer_cli.compose import Layers
-from trainer_cli.errors import UserError
+from trainer_cli.errors import ConfigError, UserError
 from trainer_cli.sweeps.space import Space
 
 SWEEP_FILE = "sweep.json"
@@ -130,15 +130,12 @@ def _parse_trial(index: int, overrides: dict[str, str], args: list[str], layers:
     layers = Layers(layers)  # the trial's: the command line's, then its swept values
     for key in overrides:  # an error about a swept key names no config file: the value is the trial's
         layers.note_flag(f"--{key}")
-    err = io.StringIO()
+    err = io.StringIO()  # warnings, said once for all trials
     try:
         with contextlib.redirect_stderr(err):
             parser, config = parse_config("fit", args, expand=False, layers=layers)
-    except SystemExit as stop:  # the parser printed `error: ...` and exited (trainer_cli.cli.TrainerArgumentParser)
-        text = err.getvalue()
-        message = text.split("error:", 1)[1] if "error:" in text else f"the parser stopped (exit {stop.code})"
-        message = message.split("(`train", 1)[0]
-        raise _TrialRefused(" ".join(message.split())) from None
+    except ConfigError as refused:  # the key, its file and line, the message: on one line
+        raise _TrialRefused(" ".join(refused.brief().split())) from None
     except UserError as failed:
         raise _TrialRefused(str(failed)) from None
     return Trial(index, overrides, parser, config), err.getvalue()
