@@ -51,7 +51,7 @@ from trainer_cli.optim.configure import configure_optimizers
 from trainer_cli.optim.param_groups import ParamGroups
 from trainer_cli.preflight import check_backbone_kwargs, check_optimizer_config, check_trainer_minimums, with_checkpoint_class
 from trainer_cli.resume import add_resume_arguments, check_weights_fit, with_stored_config
-from trainer_cli.run import DEFAULT_LOGGER, DEFAULT_NAME, DEFAULT_ROOT_DIR, EXIT_INTERRUPTED, EXIT_SIGTERM, FIT_LIKE, Run, RunRecord  # noqa: F401 - re-exported
+from trainer_cli.run import DEFAULT_LOGGER, DEFAULT_NAME, DEFAULT_ROOT_DIR, EXIT_INTERRUPTED, EXIT_SIGTERM, FIT_LIKE, Run, RunRecord, is_checkpoint_file  # noqa: F401 - re-exported
 from trainer_cli.schedule_resume import ScheduleOnResume
 
 # what flows from the data module to the model, stated once (links on instantiation)
@@ -493,6 +493,8 @@ class TrainerCLI(LightningCLI):
                 continue
             if target in user_targets or f"model.{key}" in user_targets or f"model.init_args.{key}" in user_targets:
                 continue  # the user's own link on the same key wins
+            if self._data_links.get(key) == target:
+                continue  # linked by an earlier parse with this parser (ConfigParser)
             if params[key] is not inspect.Parameter.empty and model_cfg.get(target.split(".", 1)[1]) != params[key]:
                 continue  # set by the user: their value stays
             current = model_cfg.get(target.split(".", 1)[1])
@@ -805,7 +807,8 @@ def parse_config(
 
     Returns the subcommand's parser and its parsed (resolved) config; ``parser.dump(config)``
     gives the YAML that ``train <verb> --config`` re-runs. No model, data or trainer is built and
-    no run directory is made, so it is quick (used by ``train submit``).
+    no run directory is made, so it is quick (used by ``train submit``). To parse several command
+    lines with one parser (sweep trials), use a :class:`ConfigParser`.
 
     With ``expand=False`` the ``--config`` values are taken as already expanded by
     :func:`trainer_cli.compose.compose_args` (file paths or composed YAML text), with its ``layers``
@@ -817,32 +820,78 @@ def parse_config(
             the file and line it was written on).
         UserError: for a bad config file.
     """
-    captured: dict[str, Any] = {}
     if expand:
         args, layers = compose_args(args)
+    return ConfigParser(verb, cli).parse(args, layers)
 
-    cli_class, cli_args, cli_kwargs = cli or (TrainerCLI, (), {})
 
-    class _ParseOnlyCLI(cli_class):  # type: ignore[misc, valid-type]
-        def before_instantiate_classes(self) -> None:
-            captured["parser"] = self.verb_parser
-            captured["config"] = self._subconfig()
-            raise _Parsed
+class ConfigParser:
+    """``train <verb>``'s parse (:func:`parse_config`) for many command lines: the parser is built by
+    the first parse and reused by the next (building LightningCLI's parser costs more than a parse).
 
-    seed_log = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to 42": said by the run, not the parse
-    level = seed_log.level
-    seed_log.setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-            verb_cli(verb, _ParseOnlyCLI)(
-                *cli_args, **{**cli_kwargs, "args": [verb, *args], "run_directory": Run(verb), "layers": layers}
-            )
-    except _Parsed:
-        pass
-    finally:
-        seed_log.setLevel(level)
-    return captured["parser"], captured["config"]
+    A command line with a ``--ckpt_path`` file gets a parser of its own: LightningCLI applies the
+    checkpoint's hyperparameters while it is being built. The data->model links an earlier parse
+    added stay on the parser: they apply when classes are built, which a parse-only use never does,
+    and a dump with ``skip_link_targets=False`` (what a run records) does not depend on them.
+
+    Args:
+        verb: ``fit``, ``validate``, ``test`` or ``predict``.
+        cli: A user's TrainerCLI subclass with its constructor arguments (see :func:`parse_config`).
+    """
+
+    def __init__(self, verb: str, cli: tuple[type, tuple[Any, ...], dict[str, Any]] | None = None) -> None:
+        self.verb = verb
+        self.cli = cli
+        self._built: TrainerCLI | None = None
+
+    def parse(self, args: list[str], layers: Layers | None = None) -> tuple[LightningArgumentParser, Namespace]:
+        """Type-check ``train <verb> ARGS`` (``--config`` values expanded, see :func:`parse_config`).
+
+        Raises:
+            ConfigError: for a key or value the parser refuses.
+            UserError: for a bad config file.
+        """
+        if self._built is not None:
+            built = self._built
+            built.layers[:] = layers or Layers()  # in place: its parsers hold this object
+            with _process_state_restored(), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+                built.parse_arguments(built.parser, [self.verb, *args])
+            assert built.verb_parser is not None  # set by parse_arguments
+            config = built._subconfig()
+            if not is_checkpoint_file(config.get("ckpt_path")):
+                return built.verb_parser, config
+        built = self._build(args, layers)
+        config = built._subconfig()
+        if not is_checkpoint_file(config.get("ckpt_path")):
+            self._built = built
+        assert built.verb_parser is not None
+        return built.verb_parser, config
+
+    def _build(self, args: list[str], layers: Layers | None) -> TrainerCLI:
+        """A TrainerCLI that parses ``args`` and stops before it builds anything."""
+        captured: dict[str, TrainerCLI] = {}
+        cli_class, cli_args, cli_kwargs = self.cli or (TrainerCLI, (), {})
+
+        class _ParseOnlyCLI(cli_class):  # type: ignore[misc, valid-type]
+            def before_instantiate_classes(self) -> None:
+                captured["cli"] = self
+                raise _Parsed
+
+        seed_log = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to 42": said by the run, not the parse
+        level = seed_log.level
+        seed_log.setLevel(logging.WARNING)
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+                verb_cli(self.verb, _ParseOnlyCLI)(
+                    *cli_args, **{**cli_kwargs, "args": [self.verb, *args], "run_directory": Run(self.verb), "layers": layers}
+                )
+        except _Parsed:
+            pass
+        finally:
+            seed_log.setLevel(level)
+        return captured["cli"]
 
 
 for _verb in LightningCLI.subcommands():  # TrainerCLI_fit, ...: made at import, so a spawned process unpickles them
