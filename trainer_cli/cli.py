@@ -656,8 +656,11 @@ class TrainerCLI(LightningCLI):
             print(f"\nRun directory: {self.run_dir}{hint}", flush=True)
 
 
-def run_subcommand(verb: str, args: list[str]) -> int:
+def run_subcommand(verb: str, args: list[str], composed: tuple[list[str], Layers] | None = None) -> int:
     """``train <verb> ...`` for a LightningCLI subcommand; returns the exit code.
+
+    ``composed``: ``args`` composed already (:func:`trainer_cli.compose.compose_args`, as ``train``'s
+    precheck does), taken as they are.
 
     With ``--run_dir DIR`` and no ``--config``, the run's stored ``DIR/config.yaml`` is the config
     (resuming takes the config stored with the run). A run directory this call created is removed
@@ -669,7 +672,7 @@ def run_subcommand(verb: str, args: list[str]) -> int:
         UserError: for a bad config file, a bad value found while building, missing data, or a
             checkpoint that does not fit the model.
     """
-    args, layers = compose_args(args)
+    args, layers = composed or compose_args(args)
     args = with_stored_config(args)
     with building_cli(verb, layers) as run, run.stops_with_exit_code():
         verb_cli(verb)(args=[verb, *args], run_directory=run, layers=layers)

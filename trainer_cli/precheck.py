@@ -43,8 +43,13 @@ LAUNCHER_FLAGS = {"--sweep": True, "--sweep_trials": True, "--sweep_seed": True,
 HELP_FLAGS = ("-h", "--help")
 
 
-def precheck(verb: str, args: Sequence[str]) -> None:
+def precheck(verb: str, args: Sequence[str]) -> tuple[list[str], Layers] | None:
     """Check ``train VERB ARGS`` for the mistakes that need no class (see the module docstring).
+
+    Returns:
+        The command line composed for the check (:func:`trainer_cli.compose.compose_args`): a
+        Lightning verb parses it as it is, without composing its files again. None when the verb's
+        files were not read.
 
     Raises:
         UserError: with the message the verb would give for the first such mistake.
@@ -52,12 +57,13 @@ def precheck(verb: str, args: Sequence[str]) -> None:
     args = list(args)
     helps = any(a in HELP_FLAGS for a in args)
     if helps and verb not in TOP_LEVEL_KEYS:  # their help comes first, whatever else is given
-        return
+        return None
     if verb not in CONFIG_VERBS:  # (`train submit` reads its files and checks its keys before torch itself)
-        return
+        return None
     expanded, layers = compose_args(args)  # a Lightning verb reads its --config files before its help too
     if verb in TOP_LEVEL_KEYS and not helps:
         check_top_level_keys(verb, expanded, layers)
+    return expanded, layers
 
 
 def check_top_level_keys(verb: str, args: Sequence[str], layers: Layers | None = None) -> None:
