@@ -13,7 +13,7 @@ from support import CONFIGS, DIGITS, USER_MODULE, quiet_args
 from trainer_cli.__main__ import main
 from trainer_cli.cli import parse_config
 from trainer_cli.compose import expand_config_args
-from trainer_cli.errors import UserError
+from trainer_cli.errors import ConfigError, UserError
 from trainer_cli.launch.slurm_args import split_args
 from trainer_cli.paths import ENV_CONFIG_PATH
 
@@ -84,7 +84,7 @@ def test_short_forms_search_config_root_flags_and_the_environment(user: Path, mo
 
 
 def test_submit_takes_config_root_out_of_the_fit_arguments(user: Path) -> None:
-    fit_args, _, _ = split_args(["--config_root", str(user), "--config", "experiment/mine", "--trainer.max_epochs", "1"])
+    fit_args, *_ = split_args(["--config_root", str(user), "--config", "experiment/mine", "--trainer.max_epochs", "1"])
     assert "--config_root" not in fit_args and str(user) not in fit_args
     assert "mymodels.TinyNet" in fit_args[1]  # composed with the user's groups
 
@@ -103,17 +103,15 @@ def test_fit_and_cv_train_a_users_module_from_a_user_folder(user: Path, tmp_path
     assert (tmp_path / "runs" / "mine" / "cv" / "version_0" / "cv_results.csv").is_file()
 
 
-def test_an_experiment_naming_another_model_class_is_told_how_to_drop_the_groups_options(
-    user: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
+def test_an_experiment_naming_another_model_class_is_told_how_to_drop_the_groups_options(user: Path) -> None:
     """Extending /experiment/digits with `model: class_path: mymodels.TinyNet`: Hydra merges the /model
     default's init_args into it; the error says so and how to drop them, and that way parses."""
     body = "model:\n  class_path: mymodels.TinyNet\n  init_args:\n    hidden: 24\n"
     write(user / "experiment" / "tiny_over_digits.yaml", f"# @package _global_\ndefaults:\n  - /experiment/digits\n  - _self_\n\n{body}")
-    with pytest.raises(SystemExit) as exit_info:
+    with pytest.raises(ConfigError) as raised:  # rendered by `train` as `error: <this>`, exit code 2
         fit_config("--config_root", str(user), "--config", "experiment/tiny_over_digits")
-    assert exit_info.value.code == 2
-    err = capsys.readouterr().err
+    err = str(raised.value)
+    assert raised.value.origin is not None and raised.value.origin.composed_from == user / "experiment" / "tiny_over_digits.yaml"
     assert "from group file" in err and "add `- override /model: null` to the experiment's defaults list" in err
     write(user / "experiment" / "tiny_over_digits.yaml",
           f"# @package _global_\ndefaults:\n  - /experiment/digits\n  - override /model: null\n  - _self_\n\n{body}")

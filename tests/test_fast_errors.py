@@ -103,7 +103,7 @@ SLOW_PATH = r"""
 import contextlib, io, json, sys
 from trainer_cli.cli import run_subcommand
 from trainer_cli.completion import OPTION
-from trainer_cli.errors import UserError
+from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.precheck import precheck
 
 keys, messages = {}, {}
@@ -119,8 +119,11 @@ for name, (verb, argv) in json.loads(sys.argv[1]).items():
     except UserError as err:
         fast = f"error: {err}\n"
     err = io.StringIO()
-    with contextlib.redirect_stderr(err), contextlib.suppress(SystemExit):
-        run_subcommand(verb, argv)
+    with contextlib.redirect_stderr(err):
+        try:
+            run_subcommand(verb, argv)
+        except UserError as refused:  # rendered as `train` renders it
+            report_user_error(refused)
     messages[name] = {"fast": fast, "slow": err.getvalue()}
 print(json.dumps({"keys": keys, "messages": messages}))
 """
@@ -156,3 +159,24 @@ def test_help_of_submit_comes_before_its_config_is_read(work: Path) -> None:
     code, stderr, imported = probe("submit", "--config", "missing.yaml", "--help", cwd=work)
     assert code == 0 and "error:" not in stderr, stderr[-2000:]
     assert imported["torch"] is False
+
+
+def test_the_verb_parses_what_the_precheck_composed(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+    """`train fit` composes a Hydra experiment once (for the precheck), not again for the parser;
+    the config printed is the composed one."""
+    from trainer_cli import compose
+    from trainer_cli.__main__ import main
+
+    composed: list[Path] = []
+    real = compose._compose
+
+    def counted(path: Path, roots: object = ()) -> object:
+        composed.append(path)
+        return real(path, roots)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(compose, "_compose", counted)
+    with pytest.raises(SystemExit) as done:  # --print_config prints and exits, as LightningCLI's
+        main(["fit", "--config", DIGITS, "--trainer.max_epochs", "7", "--print_config"])
+    assert done.value.code in (None, 0)
+    assert composed == [Path(DIGITS).resolve()], composed
+    assert "max_epochs: 7" in capsys.readouterr().out

@@ -128,6 +128,42 @@ def test_values_are_typed_by_the_parser() -> None:
     assert trial.config.optimizer.init_args.lr == 0.001
 
 
+def test_trials_share_one_parser_and_parse_as_alone() -> None:
+    """The trials are parsed by one parser, built once, and each writes the config.yaml that `train fit`
+    parses for the trial's command line alone (a value of an earlier trial does not leak)."""
+    from trainer_cli.cli import parse_config
+    from trainer_cli.compose import compose_args
+    from trainer_cli.sweeps.plan import plan
+
+    space, rest = take_sweep_args(["--config", DIGITS, "--sweep", "model.init_args.num_classes=10,7", "--sweep", "optimizer.lr=1e-3,1e-2"])
+    trials = plan(space, *compose_args(rest)).trials
+    assert len(trials) == 4 and len({id(t.parser) for t in trials}) == 1
+    for trial in trials:
+        alone_parser, alone = parse_config("fit", [*rest, *(a for k, v in trial.overrides.items() for a in (f"--{k}", v))])
+        alone.run_dir = "runs/x"
+        assert trial.frozen(Path("runs/x")) == alone_parser.dump(alone, skip_none=False, skip_link_targets=False), trial.overrides
+    assert [t.config.model.init_args.num_classes for t in trials] == [10, 10, 7, 7]
+
+
+def test_refused_trials_are_named_with_the_parsers_one_line(tmp_path: Path) -> None:
+    """A trial's bad value is the parser's error, on one line, for each trial it refuses; a bad value
+    of the command itself is `train fit`'s error, naming the --config file and line it came from."""
+    from trainer_cli.compose import compose_args
+    from trainer_cli.errors import ConfigError
+    from trainer_cli.sweeps.plan import plan
+
+    bad = tmp_path / "bad.yaml"
+    bad.write_text("trainer:\n  max_epochs: 1\n  min_epochs: many\n")
+    space, rest = take_sweep_args(["--config", DIGITS, "--config", str(bad), "--sweep", "trainer.max_epochs=2,abc"])
+    with pytest.raises(ConfigError) as refused:
+        plan(space, *compose_args(rest))
+    assert (refused.value.key, refused.value.origin and (refused.value.origin.file, refused.value.origin.line)) == ("trainer.min_epochs", (bad, 3))
+    assert refused.value.brief() == f"in {bad} line 3: trainer.min_epochs: expected int, got 'many'"
+    space, rest = take_sweep_args(["--config", DIGITS, "--sweep", "trainer.max_epochs=2,abc"])
+    with pytest.raises(UserError, match=r"^sweep trial 1 \(trainer.max_epochs=abc\): trainer.max_epochs: expected int, got 'abc'$"):
+        plan(space, *compose_args(rest))
+
+
 def test_a_refused_sweep_leaves_nothing(slurm_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """sbatch refusing the array (an `sbatch` in front of the real one that says no): the sweep
     directory, trials and the folders made for them are removed again. More trials than the

@@ -135,9 +135,9 @@ def _run_verb(verb: str, rest: list[str]) -> int:
     try:
         from trainer_cli.precheck import precheck
 
-        precheck(verb if verb != "fit-sweep" else "fit", rest)  # mistakes seen without torch, before its import
-        if verb in LIGHTNING_VERBS:
-            run = lambda: getattr(importlib.import_module(module_name), func_name)(verb, rest)  # noqa: E731
+        composed = precheck(verb if verb != "fit-sweep" else "fit", rest)  # mistakes seen without torch, before its import
+        if verb in LIGHTNING_VERBS:  # parses the command line the precheck composed (its files are read once)
+            run = lambda: getattr(importlib.import_module(module_name), func_name)(verb, rest, composed)  # noqa: E731
             if rest in (["--help"], ["-h"]):  # `train fit --help` without importing Lightning, after the first time
                 from trainer_cli import help_cache
 

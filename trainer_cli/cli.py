@@ -41,9 +41,9 @@ from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
 from trainer_cli.callbacks.switches import drop_switched_off
 from trainer_cli.checkpointing import ResumeState, with_atomic_checkpoint_io
 from trainer_cli.compat import check_compatible
-from trainer_cli.compose import expand_config_args
-from trainer_cli.errors import EXIT_USER_ERROR, UserError
-from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate_in_files, user_code_error  # noqa: F401 - re-exported
+from trainer_cli.compose import Layers, compose_args
+from trainer_cli.errors import ConfigError, UserError, report_user_error
+from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate, locate_in_files, user_code_error  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
 from trainer_cli.imports import import_class
 from trainer_cli.launch.requeue_signal import under_slurm_batch
@@ -51,7 +51,7 @@ from trainer_cli.optim.configure import configure_optimizers
 from trainer_cli.optim.param_groups import ParamGroups
 from trainer_cli.preflight import check_backbone_kwargs, check_optimizer_config, check_trainer_minimums, with_checkpoint_class
 from trainer_cli.resume import add_resume_arguments, check_weights_fit, with_stored_config
-from trainer_cli.run import DEFAULT_LOGGER, DEFAULT_NAME, DEFAULT_ROOT_DIR, EXIT_INTERRUPTED, EXIT_SIGTERM, FIT_LIKE, Run, RunRecord  # noqa: F401 - re-exported
+from trainer_cli.run import DEFAULT_LOGGER, DEFAULT_NAME, DEFAULT_ROOT_DIR, EXIT_INTERRUPTED, EXIT_SIGTERM, FIT_LIKE, Run, RunRecord, is_checkpoint_file  # noqa: F401 - re-exported
 from trainer_cli.schedule_resume import ScheduleOnResume
 
 # what flows from the data module to the model, stated once (links on instantiation)
@@ -72,11 +72,13 @@ CONFIG_HELP = (
 
 class TrainerArgumentParser(LightningArgumentParser):
     """LightningCLI's parser whose errors name close matches for unknown keys and class names, and
-    the config file and line a bad value came from."""
+    the config file and line a bad value came from (in its command line's :attr:`layers`)."""
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         kwargs.setdefault("epilog", CONFIG_HELP)  # `train fit --help`
         super().__init__(*args, **kwargs)
+        self.layers = Layers()  # where each value of the command line parsed was written (TrainerCLI sets them)
+        self.exits = False  # a user's script: an error ends the process here, as LightningCLI's parser does
 
     def link_arguments(self, source: Any, target: str, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
         """jsonargparse's; the target is remembered, so the launcher's own data->model links leave
@@ -85,16 +87,29 @@ class TrainerArgumentParser(LightningArgumentParser):
         self.link_targets = getattr(self, "link_targets", set()) | {target}
 
     def error(self, message: str, ex: Optional[Exception] = None) -> Any:  # type: ignore[override]
+        """jsonargparse's for its inner parsers (``exit_on_error=False``: it tries the next type);
+        for the command line's own a :class:`trainer_cli.errors.ConfigError` (the key, its file and
+        line, the message with close matches), rendered where the command started (``train``'s
+        ``main``). In a user's script (:attr:`exits`) the parser is where the command started, as
+        LightningCLI's: it renders the error and exits 2 (LightningCLI catches that ``SystemExit``
+        to add its own line, e.g. for a checkpoint's hyperparameters).
+
+        Raises:
+            ConfigError: for a key or value of the command line the parser refuses.
+            SystemExit: 2, in a user's script, after one ``error:`` line on stderr.
+        """
         message = explain_parse_error(message, getattr(ex, "subcommand_parser", None) or self)
         if not self.exit_on_error:
             return super().error(message, ex)
         verb = (getattr(ex, "subcommand_parser", None) or self).prog.split()[-1]
         verb = verb if verb in LightningCLI.subcommands() else "fit"  # lr-find, cv, ...: fit's options
-        where = locate_in_files(message)  # a value from a --config file: name the file and line
-        hint = _replaced_class_hint(where, message)
+        key, origin = locate(message, self.layers)  # a value from a --config file: the file and line
+        hint = _replaced_class_hint(str(origin or ""), message)
         command = getattr(self, "help_command", "train")  # or the user's script (TrainerCLI.init_parser)
-        print(f"error: {where + ': ' if where else ''}{message}{hint}\n  (`{command} {verb} --help` lists every option)", file=sys.stderr)
-        sys.exit(EXIT_USER_ERROR)
+        error = ConfigError(message, key, origin, hint, f"`{command} {verb} --help` lists every option")
+        if self.exits:
+            sys.exit(report_user_error(error))
+        raise error
 
     def save(self, cfg: Namespace, path: Any, *args: Any, overwrite: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
         """jsonargparse's; in a user's script the run's record (:meth:`trainer_cli.run.Run.record`:
@@ -326,10 +341,12 @@ class TrainerCLI(LightningCLI):
     Args:
         run_directory: The run's directory policy (:class:`trainer_cli.run.Run`); one for the verb
             being run when not given. The caller keeps it to clean up after an error.
+        layers: Where each value of ``args`` was written (:func:`trainer_cli.compose.compose_args`),
+            for error messages naming a file and line; a user's script composes its own.
         *args, **kwargs: LightningCLI's.
     """
 
-    def __init__(self, *args: Any, run_directory: Run | None = None, **kwargs: Any) -> None:
+    def __init__(self, *args: Any, run_directory: Run | None = None, layers: Layers | None = None, **kwargs: Any) -> None:
         if run_directory is None and kwargs.get("args") is None and len(sys.argv) > 1 and sys.argv[1] == "submit":
             raise SystemExit(_submit_from_script(type(self), args, kwargs, sys.argv[0], sys.argv[2:]))
         kwargs.setdefault("parser_class", TrainerArgumentParser)
@@ -341,6 +358,7 @@ class TrainerCLI(LightningCLI):
         # its total steps then): the same groups are added and built lazily here (_add_configure_optimizers)
         kwargs["auto_configure_optimizers"] = False
         self.config: Any = None
+        self.layers = layers if layers is not None else Layers()  # shared by its parsers (init_parser)
         self._subcommands = kwargs.get("run", True)
         self.run = run_directory if run_directory is not None else Run(None)
         if run_directory is None:  # a user's script: a missing --ckpt_path file fails where LightningCLI's does
@@ -364,8 +382,6 @@ class TrainerCLI(LightningCLI):
                 if run_directory is None:  # a user's script: a start that failed before a checkpoint leaves nothing
                     self.run.remove_if_untrained()
                 if run_directory is None and kwargs.get("args") is None and isinstance(err, UserError):
-                    from trainer_cli.errors import report_user_error
-
                     raise SystemExit(report_user_error(err)) from None  # from the command line: one line, exit 2
                 raise
             finally:
@@ -383,8 +399,10 @@ class TrainerCLI(LightningCLI):
         kwargs.setdefault("parser_mode", "omegaconf+")  # ${...} resolved after every layer and flag
         kwargs.setdefault("allow_abbrev", False)  # a misspelt --trainer.max_epoch is an error, not a prefix match
         parser = super().init_parser(**kwargs)
-        if self.run.follows_lightning:  # a user's script: its errors point at its own --help
+        parser.layers = self.layers  # type: ignore[attr-defined]  # (a user's parser_class may lack it: set, not declared)
+        if self.run.follows_lightning:  # a user's script: its errors point at its own --help, and end it
             parser.help_command = f"python {sys.argv[0]}"  # type: ignore[attr-defined]
+            parser.exits = True  # type: ignore[attr-defined]
         return parser
 
     def add_core_arguments_to_parser(self, parser: LightningArgumentParser) -> None:
@@ -436,7 +454,9 @@ class TrainerCLI(LightningCLI):
             # a user's script (`python main.py fit ...`): config short forms and Hydra composition,
             # `--run_dir DIR` alone resumes with the run's own config.yaml, as under `train`
             try:
-                args = [sys.argv[1], *with_stored_config(expand_config_args(sys.argv[2:]))]
+                expanded, layers = compose_args(sys.argv[2:])
+                args = [sys.argv[1], *with_stored_config(expanded)]
+                self.layers[:] = layers  # in place: the parsers hold this object
             except UserError:  # not a YAML file (jsonnet, ...): the parser reads it as LightningCLI would
                 args = None
             if args is not None:
@@ -473,6 +493,8 @@ class TrainerCLI(LightningCLI):
                 continue
             if target in user_targets or f"model.{key}" in user_targets or f"model.init_args.{key}" in user_targets:
                 continue  # the user's own link on the same key wins
+            if self._data_links.get(key) == target:
+                continue  # linked by an earlier parse with this parser (ConfigParser)
             if params[key] is not inspect.Parameter.empty and model_cfg.get(target.split(".", 1)[1]) != params[key]:
                 continue  # set by the user: their value stays
             current = model_cfg.get(target.split(".", 1)[1])
@@ -634,8 +656,11 @@ class TrainerCLI(LightningCLI):
             print(f"\nRun directory: {self.run_dir}{hint}", flush=True)
 
 
-def run_subcommand(verb: str, args: list[str]) -> int:
+def run_subcommand(verb: str, args: list[str], composed: tuple[list[str], Layers] | None = None) -> int:
     """``train <verb> ...`` for a LightningCLI subcommand; returns the exit code.
+
+    ``composed``: ``args`` composed already (:func:`trainer_cli.compose.compose_args`, as ``train``'s
+    precheck does), taken as they are.
 
     With ``--run_dir DIR`` and no ``--config``, the run's stored ``DIR/config.yaml`` is the config
     (resuming takes the config stored with the run). A run directory this call created is removed
@@ -643,12 +668,14 @@ def run_subcommand(verb: str, args: list[str]) -> int:
     during training: the exit code is 143 or 130, with one line saying how to resume.
 
     Raises:
+        ConfigError: for a key or value the parser refuses (a :class:`UserError`).
         UserError: for a bad config file, a bad value found while building, missing data, or a
             checkpoint that does not fit the model.
     """
-    args = with_stored_config(expand_config_args(args))
-    with building_cli(verb) as run, run.stops_with_exit_code():
-        verb_cli(verb)(args=[verb, *args], run_directory=run)
+    args, layers = composed or compose_args(args)
+    args = with_stored_config(args)
+    with building_cli(verb, layers) as run, run.stops_with_exit_code():
+        verb_cli(verb)(args=[verb, *args], run_directory=run, layers=layers)
     return 0
 
 
@@ -670,10 +697,10 @@ def _one_verb(verb: str) -> dict[str, set[str]]:
 
 
 @contextmanager
-def building_cli(verb: Optional[str] = None) -> Iterator[Run]:
+def building_cli(verb: Optional[str] = None, layers: Layers | None = None) -> Iterator[Run]:
     """Around building a :class:`TrainerCLI` (give it the :class:`trainer_cli.run.Run` this yields):
     LightningCLI's warning about ``args`` silenced, errors of the user's input reported as
-    :class:`UserError` and exceptions of the user's own code before the first step with their
+    :class:`UserError` (naming the file and line of a value in the command line's ``layers``) and exceptions of the user's own code before the first step with their
     frames (a run directory this created removed again when it saved no checkpoint),
     and ``TRAINER_CLI_RUN_DIR`` cleared again afterwards when it was not set before (so one process
     can build several runs)."""
@@ -691,7 +718,7 @@ def building_cli(verb: Optional[str] = None) -> Iterator[Run]:
         raise SystemExit(_stopped_before_training(run)) from None
     except Exception as err:
         started = run.trainer is not None and run.trainer.global_step > 0  # a crash in training keeps its logs
-        user_error = as_user_error(err, run.ckpt_path) or (None if started else user_code_error(err))
+        user_error = as_user_error(err, run.ckpt_path, layers) or (None if started else user_code_error(err))
         if not started or user_error is not None:
             run.remove_if_untrained()
         if user_error is None:
@@ -761,11 +788,10 @@ def _submit_from_script(cli_class: type, args: tuple[Any, ...], kwargs: dict[str
     """``python main.py submit ARGS`` for a user's script with TrainerCLI: ``train submit`` with the
     script's own CLI (its classes, links and defaults) parsing the fit arguments, and the job
     running ``python main.py fit --config <frozen config>``; returns the exit code."""
-    from trainer_cli.errors import report_user_error
     from trainer_cli.launch import fit_job
 
-    def parse(fit_args: list[str]) -> tuple[LightningArgumentParser, Namespace]:
-        return parse_config("fit", fit_args, expand=False, cli=(cli_class, args, kwargs))
+    def parse(fit_args: list[str], layers: Layers) -> tuple[LightningArgumentParser, Namespace]:
+        return parse_config("fit", fit_args, expand=False, cli=(cli_class, args, kwargs), layers=layers)
 
     try:
         return fit_job.main(rest, parse, script=str(Path(script).absolute()))
@@ -774,45 +800,101 @@ def _submit_from_script(cli_class: type, args: tuple[Any, ...], kwargs: dict[str
 
 
 def parse_config(
-    verb: str, args: list[str], expand: bool = True, cli: tuple[type, tuple[Any, ...], dict[str, Any]] | None = None
+    verb: str,
+    args: list[str],
+    expand: bool = True,
+    cli: tuple[type, tuple[Any, ...], dict[str, Any]] | None = None,
+    layers: Layers | None = None,
 ) -> tuple[LightningArgumentParser, Namespace]:
     """Compose and type-check ``train <verb> ARGS`` exactly as the verb would, building nothing.
 
     Returns the subcommand's parser and its parsed (resolved) config; ``parser.dump(config)``
     gives the YAML that ``train <verb> --config`` re-runs. No model, data or trainer is built and
-    no run directory is made, so it is quick (used by ``train submit``).
+    no run directory is made, so it is quick (used by ``train submit``). To parse several command
+    lines with one parser (sweep trials), use a :class:`ConfigParser`.
 
     With ``expand=False`` the ``--config`` values are taken as already expanded by
-    :func:`trainer_cli.compose.expand_config_args` (file paths or composed YAML text). ``cli`` is a
-    user's TrainerCLI subclass with its constructor arguments (``python main.py submit``): it parses.
+    :func:`trainer_cli.compose.compose_args` (file paths or composed YAML text), with its ``layers``
+    (for error messages naming a file and line). ``cli`` is a user's TrainerCLI subclass with its
+    constructor arguments (``python main.py submit``): it parses.
 
     Raises:
-        UserError: for a bad config file; a bad key or value exits 2 with jsonargparse's message.
+        ConfigError: for a key or value the parser refuses (jsonargparse's message explained, with
+            the file and line it was written on).
+        UserError: for a bad config file.
     """
-    captured: dict[str, Any] = {}
+    if expand:
+        args, layers = compose_args(args)
+    return ConfigParser(verb, cli).parse(args, layers)
 
-    cli_class, cli_args, cli_kwargs = cli or (TrainerCLI, (), {})
 
-    class _ParseOnlyCLI(cli_class):  # type: ignore[misc, valid-type]
-        def before_instantiate_classes(self) -> None:
-            captured["parser"] = self.verb_parser
-            captured["config"] = self._subconfig()
-            raise _Parsed
+class ConfigParser:
+    """``train <verb>``'s parse (:func:`parse_config`) for many command lines: the parser is built by
+    the first parse and reused by the next (building LightningCLI's parser costs more than a parse).
 
-    seed_log = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to 42": said by the run, not the parse
-    level = seed_log.level
-    seed_log.setLevel(logging.WARNING)
-    try:
-        with warnings.catch_warnings():
-            warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-            verb_cli(verb, _ParseOnlyCLI)(
-                *cli_args, **{**cli_kwargs, "args": [verb, *(expand_config_args(args) if expand else args)], "run_directory": Run(verb)}
-            )
-    except _Parsed:
-        pass
-    finally:
-        seed_log.setLevel(level)
-    return captured["parser"], captured["config"]
+    A command line with a ``--ckpt_path`` file gets a parser of its own: LightningCLI applies the
+    checkpoint's hyperparameters while it is being built. The data->model links an earlier parse
+    added stay on the parser: they apply when classes are built, which a parse-only use never does,
+    and a dump with ``skip_link_targets=False`` (what a run records) does not depend on them.
+
+    Args:
+        verb: ``fit``, ``validate``, ``test`` or ``predict``.
+        cli: A user's TrainerCLI subclass with its constructor arguments (see :func:`parse_config`).
+    """
+
+    def __init__(self, verb: str, cli: tuple[type, tuple[Any, ...], dict[str, Any]] | None = None) -> None:
+        self.verb = verb
+        self.cli = cli
+        self._built: TrainerCLI | None = None
+
+    def parse(self, args: list[str], layers: Layers | None = None) -> tuple[LightningArgumentParser, Namespace]:
+        """Type-check ``train <verb> ARGS`` (``--config`` values expanded, see :func:`parse_config`).
+
+        Raises:
+            ConfigError: for a key or value the parser refuses.
+            UserError: for a bad config file.
+        """
+        if self._built is not None:
+            built = self._built
+            built.layers[:] = layers or Layers()  # in place: its parsers hold this object
+            with _process_state_restored(), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+                built.parse_arguments(built.parser, [self.verb, *args])
+            assert built.verb_parser is not None  # set by parse_arguments
+            config = built._subconfig()
+            if not is_checkpoint_file(config.get("ckpt_path")):
+                return built.verb_parser, config
+        built = self._build(args, layers)
+        config = built._subconfig()
+        if not is_checkpoint_file(config.get("ckpt_path")):
+            self._built = built
+        assert built.verb_parser is not None
+        return built.verb_parser, config
+
+    def _build(self, args: list[str], layers: Layers | None) -> TrainerCLI:
+        """A TrainerCLI that parses ``args`` and stops before it builds anything."""
+        captured: dict[str, TrainerCLI] = {}
+        cli_class, cli_args, cli_kwargs = self.cli or (TrainerCLI, (), {})
+
+        class _ParseOnlyCLI(cli_class):  # type: ignore[misc, valid-type]
+            def before_instantiate_classes(self) -> None:
+                captured["cli"] = self
+                raise _Parsed
+
+        seed_log = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to 42": said by the run, not the parse
+        level = seed_log.level
+        seed_log.setLevel(logging.WARNING)
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+                verb_cli(self.verb, _ParseOnlyCLI)(
+                    *cli_args, **{**cli_kwargs, "args": [self.verb, *args], "run_directory": Run(self.verb), "layers": layers}
+                )
+        except _Parsed:
+            pass
+        finally:
+            seed_log.setLevel(level)
+        return captured["cli"]
 
 
 for _verb in LightningCLI.subcommands():  # TrainerCLI_fit, ...: made at import, so a spawned process unpickles them

@@ -12,9 +12,9 @@ layers with ``--config`` and a Hydra group option that composes at the top level
 
 A user's configs live in folders laid out like ``configs/`` (config roots): an experiment's own
 root, ``--config_root DIR`` and ``$TRAINER_CLI_CONFIG_PATH`` are searched before the bundled
-``configs/`` (:func:`search_roots`). Every layer of the command line is remembered in
-:data:`LAYERS` with the file and line of each key it sets, so an error about a value names where
-it was written (:func:`describe_origin`).
+``configs/`` (:func:`search_roots`). Composing a command line (:func:`compose_args`) returns its
+:class:`Layers` beside the expanded arguments: every layer with the file and line of each key it
+sets, so an error about a value names where it was written (:meth:`Layers.describe_origin`).
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from typing import Any
 
 import yaml
 
-from trainer_cli.errors import UserError
+from trainer_cli.errors import Origin, UserError
 from trainer_cli.paths import configs_dir, group_names, resolve_config_path, user_config_roots
 
 CONFIG_FLAGS = ("--config", "-c")
@@ -50,7 +50,45 @@ class Layer:
 
 SHIM_PRIMARY = "trainer_cli_primary"  # Hydra ConfigStore name of the stand-in primary config (see _compose)
 MAX_CONFIG_NODES = 1_000_000  # values a config file may expand to through YAML aliases
-LAYERS: list[Layer] = []  # the layers of the command line expanded last (for error messages)
+
+
+class Layers(list[Layer]):
+    """The layers of one command line, in order (:func:`compose_args` returns them): where each key
+    was written, for error messages. A copy (``Layers(layers)``) extends without changing the original."""
+
+    def origin_of(self, keys: Sequence[str]) -> tuple[Layer, str] | None:
+        """The last layer that sets one of ``keys`` (the most specific first) to a value, else the
+        last that sets one to a mapping; with the key it set. None when no layer does (a default)."""
+        wanted = [plain_key(k) for k in keys]
+        for leaf_only in (True, False):
+            for layer in reversed(self):
+                for key in wanted:
+                    if key in layer.keys and (key in layer.leaves or not leaf_only):
+                        return layer, key
+        return None
+
+    def origin(self, keys: Sequence[str]) -> Origin | None:
+        """Where the value of ``keys`` (the most specific first) was written; None for a default."""
+        found = self.origin_of(keys)
+        if found is None:
+            return None
+        layer, key = found
+        file, line = layer.keys[key]
+        if file is None:
+            return Origin(flag=layer.label)
+        return Origin(file, line, layer.composed_from)
+
+    def describe_origin(self, keys: Sequence[str]) -> str:
+        """Where the value of ``keys`` was written, for an error message: ``in FILE line N`` (see
+        :class:`Origin`), or an empty string for a flag or a default."""
+        return str(self.origin(keys) or "")
+
+    def note_flag(self, arg: str) -> None:
+        """Record a ``--key value`` flag of the command line (a later flag wins over an earlier
+        file, so an error about its key names no file)."""
+        if arg.startswith("--") and len(arg) > 2:
+            key = plain_key(arg[2:].split("=", 1)[0])
+            self.append(Layer(arg.split("=", 1)[0], {key: (None, None)}, {key}))
 
 
 def load_yaml_file(path: Path) -> Any:
@@ -234,34 +272,6 @@ def key_lines(path: Path, package: str = "") -> tuple[dict[str, tuple[Path | Non
     return out, leaves
 
 
-def origin_of(keys: Sequence[str]) -> tuple[Layer, str] | None:
-    """The last layer of the command line expanded last that sets one of ``keys`` (the most
-    specific first) to a value, else the last that sets one to a mapping; with the key it set.
-    None when no layer does (a default)."""
-    wanted = [plain_key(k) for k in keys]
-    for leaf_only in (True, False):
-        for layer in reversed(LAYERS):
-            for key in wanted:
-                if key in layer.keys and (key in layer.leaves or not leaf_only):
-                    return layer, key
-    return None
-
-
-def describe_origin(keys: Sequence[str]) -> str:
-    """Where the value of ``keys`` (the most specific first) was written, for an error message:
-    ``in FILE line N`` (``in FILE, from group file G line N`` for a composed file), or an empty
-    string for a flag or a default (:func:`origin_of`)."""
-    found = origin_of(keys)
-    if found is None or found[0].keys[found[1]][0] is None:
-        return ""
-    layer, key = found
-    file, line = layer.keys[key]
-    where = f" line {line}" if line else ""
-    if layer.composed_from is not None and file is not None and file != layer.composed_from:
-        return f"in {layer.composed_from}, from group file {file}{where}"
-    return f"in {file}{where}"
-
-
 def fold_list_appends(data: Any) -> Any:
     """Merge ``key+: [...]`` into ``key: [...]`` where one composed dict holds both.
 
@@ -281,11 +291,11 @@ def fold_list_appends(data: Any) -> Any:
     return out
 
 
-def config_text(value: str, roots: Sequence[Path] = ()) -> str:
+def config_text(value: str, layers: Layers, roots: Sequence[Path] = ()) -> str:
     """What LightningCLI gets for one ``--config`` value: a file path, or composed YAML text.
 
-    ``roots`` are the user config roots (:func:`take_config_roots`); the layer is recorded in
-    :data:`LAYERS` for error messages.
+    ``roots`` are the user config roots (:func:`take_config_roots`); the layer is appended to
+    ``layers`` for error messages.
     """
     if value.lstrip().startswith("{") or "\n" in value:  # a config given inline (JSON/YAML text), as jsonargparse takes it
         return value
@@ -297,21 +307,19 @@ def config_text(value: str, roots: Sequence[Path] = ()) -> str:
         raise UserError(f"config file {path} must hold a mapping of keys, found {type(data).__name__}")
     if has_defaults_list(data):
         composed, sources = _compose(path, roots)
-        LAYERS.append(file_layer(str(path), sources, composed_from=path))
+        layers.append(file_layer(str(path), sources, composed_from=path))
         return yaml.safe_dump(composed, sort_keys=False)
-    LAYERS.append(file_layer(str(path), [(path, "")]))
+    layers.append(file_layer(str(path), [(path, "")]))
     return str(path)
 
 
 def take_config_roots(args: Sequence[str]) -> tuple[list[Path], list[str]]:
     """Take every ``--config_root DIR`` / ``--config_root=DIR`` out of ``args``; returns the user
-    config roots (those, then ``$TRAINER_CLI_CONFIG_PATH``'s) and the other arguments. Starts a
-    new command line for :data:`LAYERS`.
+    config roots (those, then ``$TRAINER_CLI_CONFIG_PATH``'s) and the other arguments.
 
     Raises:
         UserError: for ``--config_root`` without a directory, or one that does not exist.
     """
-    LAYERS.clear()
     flags: list[str] = []
     rest: list[str] = []
     i = 0
@@ -332,13 +340,20 @@ def take_config_roots(args: Sequence[str]) -> tuple[list[Path], list[str]]:
 
 
 def expand_config_args(args: list[str]) -> list[str]:
+    """The arguments of :func:`compose_args`, where the layers are not needed."""
+    return compose_args(args)[0]
+
+
+def compose_args(args: list[str]) -> tuple[list[str], Layers]:
     """Rewrite every ``--config FILE`` / ``--config=FILE`` / ``-c FILE`` in ``args`` for LightningCLI,
-    after taking out the ``--config_root DIR`` flags (:func:`take_config_roots`).
+    after taking out the ``--config_root DIR`` flags (:func:`take_config_roots`); returns the
+    arguments and the command line's :class:`Layers` (for error messages).
 
     Raises:
         UserError: for a missing file, a YAML syntax error or a composition error.
     """
     roots, args = take_config_roots(args)
+    layers = Layers()
     out: list[str] = []
     i = 0
     while i < len(args):
@@ -346,16 +361,16 @@ def expand_config_args(args: list[str]) -> list[str]:
         if arg in CONFIG_FLAGS:
             if i + 1 >= len(args):
                 raise UserError(f"{arg} needs a file name")
-            out += ["--config", config_text(args[i + 1], roots)]
+            out += ["--config", config_text(args[i + 1], layers, roots)]
             i += 2
             continue
         if arg.startswith("--config="):
-            out += ["--config", config_text(arg.split("=", 1)[1], roots)]
+            out += ["--config", config_text(arg.split("=", 1)[1], layers, roots)]
         else:
-            note_flag(arg)
+            layers.note_flag(arg)
             out.append(arg)
         i += 1
-    return place_class_flags(out)
+    return place_class_flags(out, layers), layers
 
 
 CLASS_KEYS = ("model", "data")  # sections whose class a stock LightningCLI script fixes in code
@@ -382,7 +397,7 @@ def _config_section(value: str, key: str) -> Any:
     return data.get(key) if isinstance(data, dict) else None
 
 
-def place_class_flags(args: list[str]) -> list[str]:
+def place_class_flags(args: list[str], layers: Layers) -> list[str]:
     """Let ``--model pkg.Class`` / ``--data pkg.Class`` stand anywhere on an expanded command line.
 
     A config printed by a stock ``LightningCLI(MyModel, MyData)`` script has no ``class_path``
@@ -409,7 +424,7 @@ def place_class_flags(args: list[str]) -> list[str]:
                 if isinstance(section, dict) and section and "class_path" not in section and not has_class:
                     later = next((f[1] for j in range(i + 2, len(out)) if (f := _class_flag(out, j)) and f[0] == key), None)
                     if later is None:
-                        raise UserError(_no_class_message(key, out[:i].count("--config")))
+                        raise UserError(_no_class_message(key, out[:i].count("--config"), layers))
                     out[i:i] = later
                     i += len(later)
                 has_class = has_class or isinstance(section, str) or (isinstance(section, dict) and "class_path" in section)
@@ -419,10 +434,10 @@ def place_class_flags(args: list[str]) -> list[str]:
     return out
 
 
-def _no_class_message(key: str, ordinal: int) -> str:
+def _no_class_message(key: str, ordinal: int, layers: Layers) -> str:
     """The error for a ``key:`` section without ``class_path`` in the ``ordinal``-th ``--config``
     (0-based) and no ``--key`` class flag."""
-    files = [layer for layer in LAYERS if not layer.label.startswith("-")]
+    files = [layer for layer in layers if not layer.label.startswith("-")]
     file, line = files[ordinal].keys.get(key, (None, None)) if ordinal < len(files) else (None, None)
     where = f"in {file}{f' line {line}' if line else ''}: " if file else ""
     return (
@@ -430,10 +445,3 @@ def _no_class_message(key: str, ordinal: int) -> str:
         f"{key} class?): add --{key} pkg.Class (anywhere on the command line) or {key}.class_path: pkg.Class to the config"
     )
 
-
-def note_flag(arg: str) -> None:
-    """Record a ``--key value`` flag of the command line in :data:`LAYERS` (a later flag wins over an
-    earlier file, so an error about its key names no file)."""
-    if arg.startswith("--") and len(arg) > 2:
-        key = plain_key(arg[2:].split("=", 1)[0])
-        LAYERS.append(Layer(arg.split("=", 1)[0], {key: (None, None)}, {key}))

@@ -7,6 +7,7 @@ import sys
 import sysconfig
 import traceback
 from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 
 EXIT_USER_ERROR = 2
@@ -14,6 +15,42 @@ EXIT_USER_ERROR = 2
 
 class UserError(Exception):
     """A mistake in the user's input (config, flag, file, data): reported without a traceback."""
+
+
+@dataclass(frozen=True)
+class Origin:
+    """Where a value was written: a file and the 1-based line of its key (for a composed layer,
+    also the file with the ``defaults:`` list it came from), or the command-line ``flag`` that set it."""
+
+    file: Path | None = None
+    line: int | None = None
+    composed_from: Path | None = None
+    flag: str | None = None
+
+    def __str__(self) -> str:
+        """``in FILE line N`` (``in FILE, from group file G line N`` for a composed file); empty for a flag."""
+        if self.file is None:
+            return ""
+        where = f" line {self.line}" if self.line else ""
+        if self.composed_from is not None and self.file != self.composed_from:
+            return f"in {self.composed_from}, from group file {self.file}{where}"
+        return f"in {self.file}{where}"
+
+
+class ConfigError(UserError):
+    """A config key or value the parser refused: the ``key`` it is about, where the value was
+    written (``origin``: a file and line, a flag, or None for a default), the parser's explained
+    ``message`` with any ``hint``, and where to look next (``help_line``). Raised where the mistake
+    is found, rendered once where the command started (:func:`report_user_error`)."""
+
+    def __init__(self, message: str, key: str | None = None, origin: Origin | None = None, hint: str = "", help_line: str = "") -> None:
+        self.message, self.key, self.origin, self.hint, self.help_line = message, key, origin, hint, help_line
+        super().__init__(self.brief() + (f"\n  ({help_line})" if help_line else ""))
+
+    def brief(self) -> str:
+        """``[in FILE line N: ]message[hint]``, without the pointer to ``--help``."""
+        where = str(self.origin or "")
+        return f"{where + ': ' if where else ''}{self.message}{self.hint}"
 
 
 class UserCodeError(UserError):

@@ -16,10 +16,13 @@ import re
 import sys
 import traceback
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from trainer_cli.errors import UserCodeError, UserError, did_you_mean, is_user_file, user_code_report
+from trainer_cli.errors import Origin, UserCodeError, UserError, did_you_mean, is_user_file, user_code_report
 from trainer_cli.imports import import_class
+
+if TYPE_CHECKING:
+    from trainer_cli.compose import Layers
 
 
 def _known_keys(parser: Any) -> list[str]:
@@ -168,13 +171,21 @@ def message_keys(message: str) -> list[str]:
     return list(dict.fromkeys(keys))
 
 
-def locate_in_files(message: str) -> str:
-    """Where the value an explained parse error is about was written: ``in FILE line N`` (see
-    :func:`trainer_cli.compose.describe_origin`), or an empty string for a flag or a default."""
-    from trainer_cli.compose import describe_origin
-
+def locate(message: str, layers: Layers | None) -> tuple[str | None, Origin | None]:
+    """The key an explained parse error is about and where its value was written in the command
+    line's ``layers`` (:meth:`trainer_cli.compose.Layers.origin`; None for a default), or
+    ``(None, None)`` when the message names no key."""
     keys = message_keys(message)
-    return describe_origin(keys) if keys else ""
+    if not keys:
+        return None, None
+    found = layers.origin_of(keys) if layers else None
+    return (found[1], layers.origin(keys)) if found and layers else (keys[0], None)
+
+
+def locate_in_files(message: str, layers: Layers | None) -> str:
+    """Where the value an explained parse error is about was written: ``in FILE line N`` (see
+    :class:`trainer_cli.errors.Origin`), or an empty string for a flag or a default."""
+    return str(locate(message, layers)[1] or "")
 
 
 _NOT_ERRORS = ("Does not validate against any", "Expected a <class 'NoneType'>", "a class path (str)", "a dict with", "a dict without")
@@ -221,10 +232,11 @@ def summarize_union_error(message: str) -> str:
     return _NESTED.sub(lambda m: f"{m.group(1)}.init_args.{m.group(3)}: {m.group(4)} ({m.group(2)})", summary)
 
 
-def as_user_error(err: Exception, ckpt_path: str | None = None) -> UserError | None:
+def as_user_error(err: Exception, ckpt_path: str | None = None, layers: Layers | None = None) -> UserError | None:
     """The :class:`UserError` a library exception stands for, or None when it is a bug.
 
-    ``ckpt_path`` names the checkpoint in the message when its weights do not fit the model.
+    ``ckpt_path`` names the checkpoint in the message when its weights do not fit the model;
+    ``layers`` (the command line's) name the file and line of a value.
     """
     from lightning.fabric.utilities.exceptions import MisconfigurationException
     from omegaconf.errors import OmegaConfBaseException
@@ -233,34 +245,32 @@ def as_user_error(err: Exception, ckpt_path: str | None = None) -> UserError | N
     if isinstance(err, ValueError) and isinstance(cause, Exception) and str(err).startswith("Does not validate"):
         if isinstance(cause, UserError):
             return cause
-        return as_user_error(cause, ckpt_path)
+        return as_user_error(cause, ckpt_path, layers)
     if isinstance(err, MisconfigurationException):
         return UserError(str(err).strip().splitlines()[0])
     if isinstance(err, OmegaConfBaseException):
-        from trainer_cli.compose import describe_origin
-
         key = getattr(err, "full_key", None)
-        where = describe_origin([re.sub(r"^(fit|validate|test|predict)\.", "", key)]) if key else ""
+        where = layers.describe_origin([re.sub(r"^(fit|validate|test|predict)\.", "", key)]) if key and layers else ""
         return UserError(f"{where + ': ' if where else ''}config interpolation: {omegaconf_message(err)}")
     if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
         lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
         return UserError(f"checkpoint {ckpt_path} does not fit the model (from another model?): {' '.join(lines[1:3])[:400]}")
     if isinstance(err, (ValueError, TypeError)) and _raised_by_user_config(err):
-        where = locate_named_key(str(err))  # a constructor's check of a value from a config file
+        where = locate_named_key(str(err), layers)  # a constructor's check of a value from a config file
         if not where and (not _raised_in_user_file(err) or _CALL_MISMATCH.search(str(err))):  # the user's code calls wrongly
             return user_code_error(err) or UserError(str(err))
         return UserError(f"{where}: {err}" if where else str(err))
     return None
 
 
-def locate_named_key(message: str) -> str:
-    """Where a value was written when ``message`` names exactly one key set on the command line
-    by its last part (``label_smoothing must be in [0, 1)``): ``in FILE line N``, else empty."""
-    from trainer_cli.compose import LAYERS, describe_origin
-
+def locate_named_key(message: str, layers: Layers | None) -> str:
+    """Where a value was written when ``message`` names exactly one key set in the command line's
+    ``layers`` by its last part (``label_smoothing must be in [0, 1)``): ``in FILE line N``, else empty."""
+    if not layers:
+        return ""
     words = set(re.findall(r"[A-Za-z_]\w*", message))
-    keys = {k for layer in LAYERS for k in layer.leaves if k.rpartition(".")[2] in words}
-    return describe_origin(list(keys)) if len(keys) == 1 else ""
+    keys = {k for layer in layers for k in layer.leaves if k.rpartition(".")[2] in words}
+    return layers.describe_origin(list(keys)) if len(keys) == 1 else ""
 
 
 def omegaconf_message(err: Exception) -> str:

@@ -21,9 +21,9 @@ from typing import Any
 
 import yaml
 
-from trainer_cli.compose import CONFIG_FLAGS, expand_config_args, load_yaml_file
-from trainer_cli.errors import UserError
-from trainer_cli.explain import explain_parse_error, locate_in_files
+from trainer_cli.compose import CONFIG_FLAGS, Layers, compose_args, load_yaml_file
+from trainer_cli.errors import ConfigError, UserError
+from trainer_cli.explain import explain_parse_error, locate
 
 _COMMON = frozenset({
     "ckpt_path", "config", "data", "float32_matmul_precision", "help", "lr_scheduler", "model", "name", "optimizer",
@@ -43,8 +43,13 @@ LAUNCHER_FLAGS = {"--sweep": True, "--sweep_trials": True, "--sweep_seed": True,
 HELP_FLAGS = ("-h", "--help")
 
 
-def precheck(verb: str, args: Sequence[str]) -> None:
+def precheck(verb: str, args: Sequence[str]) -> tuple[list[str], Layers] | None:
     """Check ``train VERB ARGS`` for the mistakes that need no class (see the module docstring).
+
+    Returns:
+        The command line composed for the check (:func:`trainer_cli.compose.compose_args`): a
+        Lightning verb parses it as it is, without composing its files again. None when the verb's
+        files were not read.
 
     Raises:
         UserError: with the message the verb would give for the first such mistake.
@@ -52,24 +57,25 @@ def precheck(verb: str, args: Sequence[str]) -> None:
     args = list(args)
     helps = any(a in HELP_FLAGS for a in args)
     if helps and verb not in TOP_LEVEL_KEYS:  # their help comes first, whatever else is given
-        return
+        return None
     if verb not in CONFIG_VERBS:  # (`train submit` reads its files and checks its keys before torch itself)
-        return
-    expanded = expand_config_args(args)  # a Lightning verb reads its --config files before its help too
+        return None
+    expanded, layers = compose_args(args)  # a Lightning verb reads its --config files before its help too
     if verb in TOP_LEVEL_KEYS and not helps:
-        check_top_level_keys(verb, expanded)
+        check_top_level_keys(verb, expanded, layers)
+    return expanded, layers
 
 
-def check_top_level_keys(verb: str, args: Sequence[str]) -> None:
+def check_top_level_keys(verb: str, args: Sequence[str], layers: Layers | None = None) -> None:
     """Raise the verb's error for an unknown top-level key of an expanded command line
-    (:func:`trainer_cli.compose.expand_config_args`), the one its parser reports first: the unknown
+    (:func:`trainer_cli.compose.compose_args`, with its ``layers``), the one its parser reports first: the unknown
     flags (argparse's unrecognized arguments), else the deepest unknown key of the ``--config``
     values merged (jsonargparse checks the deepest keys first). Where a deeper key of a known
     section is wrong too (``model.init_args.lrr``), the parser would name that one first: the
     precheck names the unknown top-level key, also a mistake to fix.
 
     Raises:
-        UserError: ``[in FILE line N: ]<jsonargparse's message>`` with close matches, as the verb's
+        ConfigError: ``[in FILE line N: ]<jsonargparse's message>`` with close matches, as the verb's
             parser reports it (:class:`trainer_cli.cli.TrainerArgumentParser`).
     """
     known = TOP_LEVEL_KEYS[verb]
@@ -95,10 +101,10 @@ def check_top_level_keys(verb: str, args: Sequence[str]) -> None:
             continue
         i += 1
     if extras:
-        _raise(verb, f"unrecognized arguments: {' '.join(extras)}")
+        _raise(verb, f"unrecognized arguments: {' '.join(extras)}", layers)
     if file_keys:
         deepest = max(file_keys, key=lambda k: k.count("."))  # the first of the deepest
-        _raise(verb, f"Subcommand '{verb}' does not accept option '{deepest}'")
+        _raise(verb, f"Subcommand '{verb}' does not accept option '{deepest}'", layers)
 
 
 def _top(key: str) -> str:
@@ -130,7 +136,7 @@ def _leaves(key: str, value: Any) -> list[str]:
     return [k for sub, inner in value.items() for k in _leaves(f"{key}.{sub}", inner)]
 
 
-def _raise(verb: str, message: str) -> None:
+def _raise(verb: str, message: str, layers: Layers | None) -> None:
     message = explain_parse_error(message, None, known_keys=sorted(TOP_LEVEL_KEYS[verb]))
-    where = locate_in_files(message)
-    raise UserError(f"{where + ': ' if where else ''}{message}\n  (`train {verb} --help` lists every option)")
+    key, origin = locate(message, layers)
+    raise ConfigError(message, key, origin, help_line=f"`train {verb} --help` lists every option")

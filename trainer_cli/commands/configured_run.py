@@ -61,10 +61,11 @@ def build_run(args: Sequence[str]) -> Any:
         UserError: for a bad config file or a value a constructor rejects.
     """
     from trainer_cli.cli import TrainerCLI, building_cli
-    from trainer_cli.compose import expand_config_args
+    from trainer_cli.compose import compose_args
 
-    with building_cli() as run:
-        cli = TrainerCLI(args=expand_config_args(list(args)), run=False, run_directory=run)
+    expanded, layers = compose_args(list(args))
+    with building_cli(None, layers) as run:
+        cli = TrainerCLI(args=expanded, run=False, run_directory=run, layers=layers)
     return cli
 
 

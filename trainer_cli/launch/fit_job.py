@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import update_json, write_atomic
+from trainer_cli.compose import Layers
 from trainer_cli.errors import UserError
 from trainer_cli.history import rewrite_config
 from trainer_cli.launch import jobstate, snapshot
@@ -40,9 +41,9 @@ from trainer_cli.launch.sbatch import AGGREGATE_SCRIPT_NAME, CONFIG_FILE, LOG_PA
 from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.submissions import register
 
-ParseFit = Callable[[list[str]], tuple[Any, Any]]
-"""Composes and type-checks ``train fit ARGS`` (``--config`` values already expanded), building
-nothing: returns the fit parser and the parsed config (:func:`trainer_cli.cli.parse_config`)."""
+ParseFit = Callable[[list[str], Layers], tuple[Any, Any]]
+"""Composes and type-checks ``train fit ARGS`` (``--config`` values already expanded, with the
+command line's layers), building nothing: returns the fit parser and the parsed config (:func:`trainer_cli.cli.parse_config`)."""
 
 HELP = """\
 usage: train submit [--config FILE ...] [--key.sub value ...] [--slurm.KEY value ...] [--dry-run | --check]
@@ -161,9 +162,9 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
         UserError: for a bad config or Slurm option, a resource mismatch or a template error
             (nothing is left on disk).
     """
-    fit_args, layers, _ = split_args(args)
+    fit_args, layers, _, provenance = split_args(args)
     slurm = parse_slurm_options(layers)
-    parser, config = parse(fit_args)
+    parser, config = parse(fit_args, provenance)
     from trainer_cli.run import DEFAULT_ROOT_DIR  # Lightning is imported already (parse)
 
     resources = derive(config.trainer, slurm)

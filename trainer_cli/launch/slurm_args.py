@@ -15,12 +15,12 @@ from typing import Any
 
 import yaml
 
-from trainer_cli.compose import CONFIG_FLAGS, config_text, load_yaml_file, note_flag, place_class_flags, take_config_roots
+from trainer_cli.compose import CONFIG_FLAGS, Layers, config_text, load_yaml_file, place_class_flags, take_config_roots
 from trainer_cli.errors import UserError, did_you_mean
 from trainer_cli.launch.options import FLAG_PREFIX, SECTION, SlurmOptions
 
 
-def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[str]], list[str]]:
+def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[str]], list[str], Layers]:
     """Separate ``train submit`` arguments into fit arguments and Slurm layers.
 
     Every ``--config`` value is expanded (composed if it has a ``defaults:`` list); its ``slurm:``
@@ -28,10 +28,11 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
     ``--slurm.KEY=VALUE`` and ``--slurm FILE`` (a file of Slurm options alone) are taken out too.
 
     Returns:
-        ``(fit_args, slurm_layers, own_flags)``: fit arguments with ``--config`` already expanded
-        (for :func:`trainer_cli.cli.parse_config` with ``expand=False``), the Slurm layers in
-        command-line order (a dict per config file section, a flag list per flag), and the
-        flags of ``train submit`` itself (``--dry-run``, ``--check``).
+        ``(fit_args, slurm_layers, own_flags, layers)``: fit arguments with ``--config`` already
+        expanded (for :func:`trainer_cli.cli.parse_config` with ``expand=False``), the Slurm layers in
+        command-line order (a dict per config file section, a flag list per flag), the
+        flags of ``train submit`` itself (``--dry-run``, ``--check``) and the fit arguments'
+        :class:`~trainer_cli.compose.Layers` (for error messages).
 
     Raises:
         UserError: for a missing config file, bad YAML, a ``slurm:`` that is not a mapping, or a
@@ -41,6 +42,7 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
     fit_args: list[str] = []
     layers: list[dict[str, Any] | list[str]] = []
     own: list[str] = []
+    provenance = Layers()
     i = 0
     while i < len(args):
         arg = args[i]
@@ -51,7 +53,7 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
                 value, i = args[i + 1], i + 2
             else:
                 value, i = arg.split("=", 1)[1], i + 1
-            fit_args += ["--config", _strip_section(config_text(value, roots), value, layers)]
+            fit_args += ["--config", _strip_section(config_text(value, provenance, roots), value, layers)]
             continue
         if arg.startswith(FLAG_PREFIX) or arg in (f"--{SECTION}", f"--{SECTION}=") or arg.startswith(f"--{SECTION}="):
             if "=" in arg:
@@ -68,10 +70,10 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
         elif arg == "--check":
             own.append(arg)
         else:
-            note_flag(arg)  # for error messages: a later flag wins over an earlier file
+            provenance.note_flag(arg)  # for error messages: a later flag wins over an earlier file
             fit_args.append(arg)
         i += 1
-    return place_class_flags(fit_args), layers, own  # a stock config's --model/--data anywhere, as train fit
+    return place_class_flags(fit_args, provenance), layers, own, provenance  # a stock config's --model/--data anywhere, as train fit
 
 
 def _strip_section(text: str, source: str, layers: list[dict[str, Any] | list[str]]) -> str:

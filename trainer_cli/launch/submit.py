@@ -10,6 +10,7 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+from trainer_cli.compose import Layers
 from trainer_cli.launch import fit_job
 from trainer_cli.launch.cluster import UNCHECKED, check_against_cluster
 from trainer_cli.launch.fit_job import Plan
@@ -22,12 +23,12 @@ def _parse_fit(cli: Any = None) -> fit_job.ParseFit:
     class with its constructor arguments); Lightning is imported when it parses, not before
     (``train submit --help`` answers without it)."""
 
-    def parse(fit_args: list[str]) -> tuple[Any, Any]:
+    def parse(fit_args: list[str], layers: Layers) -> tuple[Any, Any]:
         if cli is None:  # (a user's CLI may add keys of its own) before Lightning's import, as `train fit`
-            check_top_level_keys("fit", fit_args)
+            check_top_level_keys("fit", fit_args, layers)
         from trainer_cli.cli import parse_config
 
-        return parse_config("fit", fit_args, expand=False, cli=cli)
+        return parse_config("fit", fit_args, expand=False, cli=cli, layers=layers)
 
     return parse
 

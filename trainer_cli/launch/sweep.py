@@ -118,18 +118,18 @@ def plan(args: list[str], dry_run: bool) -> SweepJob:
     space, rest = take_sweep_args(args)
     if space is None:
         raise UserError("no --sweep flag: nothing to sweep")
-    fit_args, layers, _ = split_args(rest)
+    fit_args, layers, _, provenance = split_args(rest)
     slurm = parse_slurm_options(layers)
     if slurm.cv_folds or slurm.test_after_fit:
         raise UserError("--sweep with --slurm.cv_folds or --slurm.test_after_fit: a sweep runs plain fits; choose one")
     if slurm.requeue_mode == "resubmit":
         raise UserError("--sweep with --slurm.requeue_mode resubmit: the tasks of a job array requeue one by one; drop one")
-    check_top_level_keys("fit", fit_args)  # before Lightning's import
+    check_top_level_keys("fit", fit_args, provenance)  # before Lightning's import
     count, limit = len(space.trials()), None if dry_run else max_array_size()
     if limit is not None and count > limit:  # before parsing every trial (a quarter second each)
         raise UserError(f"the sweep has {count} trials; this cluster's job arrays hold at most {limit} tasks (MaxArraySize): "
                         "sweep fewer values, or split the sweep")
-    sweep = sweep_plan.plan(space, fit_args)
+    sweep = sweep_plan.plan(space, fit_args, provenance)
     resources = _shared_resources(sweep, slurm)
     check_resources(slurm, resources, sweep.trials[0].config, dry_run)
     job_name = slurm.job_name or sweep.name

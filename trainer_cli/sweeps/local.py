@@ -34,12 +34,12 @@ def main(args: Sequence[str]) -> int:
     Raises:
         UserError: for a bad sweep flag or any trial's bad value (nothing is written then).
     """
-    from trainer_cli.compose import expand_config_args
+    from trainer_cli.compose import compose_args
 
     space, rest = take_sweep_args(list(args))
     if space is None:
         raise UserError("no --sweep flag: nothing to sweep")
-    sweep = sweep_plan.plan(space, expand_config_args(rest))
+    sweep = sweep_plan.plan(space, *compose_args(rest))
     sweep_plan.write(sweep)
     n = len(sweep.trials)
     print(f"Sweep directory: {sweep.sweep_dir} ({n} trial(s), one after another)", flush=True)

@@ -1,8 +1,8 @@
 """A sweep's trials composed and type-checked before any runs, and its directory.
 
 Every trial is parsed exactly as ``train fit`` parses its command line
-(:func:`trainer_cli.cli.parse_config`: compose, then jsonargparse type-checks every key), with the
-trial's values appended as ``--KEY VALUE`` overrides, so one bad value fails the whole sweep
+(:class:`trainer_cli.cli.ConfigParser`: compose, then jsonargparse type-checks every key; one
+parser, built once, for the base command and every trial), with the trial's values appended as ``--KEY VALUE`` overrides, so one bad value fails the whole sweep
 before anything is written or queued, naming the trial. The layout::
 
     <trainer.default_root_dir>/<name>/sweep_<N>/
@@ -23,11 +23,15 @@ import sys
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainer_cli import rundir
-from trainer_cli.errors import UserError
+from trainer_cli.compose import Layers
+from trainer_cli.errors import ConfigError, UserError
 from trainer_cli.sweeps.space import Space
+
+if TYPE_CHECKING:
+    from trainer_cli.cli import ConfigParser
 
 SWEEP_FILE = "sweep.json"
 SWEEP_PREFIX = "sweep_"
@@ -118,41 +122,34 @@ class _TrialRefused(Exception):
     """A trial's config does not parse: the parser's message, on one line."""
 
 
-def _parse_trial(index: int, overrides: dict[str, str], args: list[str]) -> tuple[Trial, str]:
+def _parse_trial(parser: ConfigParser, index: int, overrides: dict[str, str], args: list[str], layers: Layers) -> tuple[Trial, str]:
     """Parse ``train fit ARGS`` for one trial; returns it with what the parse wrote to stderr (warnings).
 
     Raises:
         _TrialRefused: with the parser's message, for any bad value or key.
     """
-    from trainer_cli.cli import parse_config
-    from trainer_cli.compose import LAYERS, note_flag
-
-    layers_before = len(LAYERS)
+    layers = Layers(layers)  # the trial's: the command line's, then its swept values
     for key in overrides:  # an error about a swept key names no config file: the value is the trial's
-        note_flag(f"--{key}")
-    err = io.StringIO()
+        layers.note_flag(f"--{key}")
+    err = io.StringIO()  # warnings, said once for all trials
     try:
         with contextlib.redirect_stderr(err):
-            parser, config = parse_config("fit", args, expand=False)
-    except SystemExit as stop:  # the parser printed `error: ...` and exited (trainer_cli.cli.TrainerArgumentParser)
-        text = err.getvalue()
-        message = text.split("error:", 1)[1] if "error:" in text else f"the parser stopped (exit {stop.code})"
-        message = message.split("(`train", 1)[0]
-        raise _TrialRefused(" ".join(message.split())) from None
+            verb_parser, config = parser.parse(args, layers)
+    except ConfigError as refused:  # the key, its file and line, the message: on one line
+        raise _TrialRefused(" ".join(refused.brief().split())) from None
     except UserError as failed:
         raise _TrialRefused(str(failed)) from None
-    finally:
-        del LAYERS[layers_before:]
-    return Trial(index, overrides, parser, config), err.getvalue()
+    return Trial(index, overrides, verb_parser, config), err.getvalue()
 
 
-def check_trials(space: Space, fit_args: list[str]) -> tuple[Any, list[Trial]]:
+def check_trials(space: Space, fit_args: list[str], layers: Layers | None = None) -> tuple[Any, list[Trial]]:
     """Compose and type-check the base command and every trial of ``space``; nothing is written.
 
     Args:
         space: The search space (:func:`trainer_cli.sweeps.space.take_sweep_args`).
         fit_args: The ``train fit`` arguments without the sweep flags, ``--config`` values already
-            expanded (:func:`trainer_cli.compose.expand_config_args`).
+            expanded (:func:`trainer_cli.compose.compose_args`).
+        layers: The layers of ``fit_args`` (for error messages naming a value's file and line).
 
     Returns:
         ``(base config, trials)``: the config without any sweep value, and one :class:`Trial` per trial.
@@ -162,9 +159,11 @@ def check_trials(space: Space, fit_args: list[str]) -> tuple[Any, list[Trial]]:
             its own run directories), or trials with bad values: one line naming every refused
             trial, those refused for the same reason together.
     """
-    from trainer_cli.cli import parse_config
+    from trainer_cli.cli import ConfigParser
 
-    _, base = parse_config("fit", fit_args, expand=False)  # errors of the command itself read as `train fit`'s
+    layers = layers if layers is not None else Layers()
+    parser = ConfigParser("fit")  # built once, for the base command and every trial
+    _, base = parser.parse(fit_args, layers)  # errors of the command itself read as `train fit`'s
     if base.get("run_dir"):
         raise UserError("--run_dir and --sweep: a sweep makes a run directory per trial (<root>/<name>/sweep_<N>/trial_<i>); drop --run_dir")
     if base.get("ckpt_path") in ("last", "best"):
@@ -177,7 +176,7 @@ def check_trials(space: Space, fit_args: list[str]) -> tuple[Any, list[Trial]]:
         for key, value in overrides.items():
             args += [f"--{key}", value]
         try:
-            trial, said = _parse_trial(index, overrides, args)
+            trial, said = _parse_trial(parser, index, overrides, args, layers)
         except _TrialRefused as why:  # every trial is checked: all refused ones are named at once
             refused.setdefault(str(why), []).append(trial_label(index, overrides))
             continue
@@ -191,7 +190,7 @@ def check_trials(space: Space, fit_args: list[str]) -> tuple[Any, list[Trial]]:
     return base, trials
 
 
-def plan(space: Space, fit_args: list[str]) -> Sweep:
+def plan(space: Space, fit_args: list[str], layers: Layers | None = None) -> Sweep:
     """Check every trial (:func:`check_trials`) and choose the sweep directory, creating nothing.
 
     Raises:
@@ -199,7 +198,7 @@ def plan(space: Space, fit_args: list[str]) -> Sweep:
     """
     from trainer_cli.cli import DEFAULT_ROOT_DIR
 
-    base, trials = check_trials(space, fit_args)
+    base, trials = check_trials(space, fit_args, layers)
     root = Path(base.trainer.default_root_dir or DEFAULT_ROOT_DIR)
     return Sweep(space, trials, root, base.name, rundir.next_dir(root, base.name, SWEEP_PREFIX).absolute())
 
