@@ -90,9 +90,12 @@ class ImageClassifier(pl.LightningModule):
         self.criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)  # takes soft targets too
         self.batch_mix = build_batch_mix(num_classes, mixup_alpha, cutmix_alpha)
         self._last_mix: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # (images in, images, targets out)
-        # training accuracy (micro: correct / samples) as the mean of per-sample hits: the same value,
-        # and its update costs a third of MulticlassAccuracy's, paid on every training step
+        # training accuracy (micro: correct / samples): the hits are summed on the device each step (one
+        # add, no metric bookkeeping per step) and given to the metric once per epoch, weighted by the
+        # samples seen, so under DDP its sync gives all ranks' correct / samples
         self.train_acc = MeanMetric(nan_strategy="disable")
+        self._train_hits: torch.Tensor | None = None
+        self._train_seen = 0
         # micro: correct / samples; macro: mean per-class accuracy (metric states are not in the state_dict)
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")
@@ -137,9 +140,10 @@ class ImageClassifier(pl.LightningModule):
         x, y = self.mixed(*batch)
         logits = self(x)
         loss = self.criterion(logits, y)
-        # update() only: calling the metric would also compute a per-batch value nobody reads, and
-        # logging it every step costs Lightning's per-call bookkeeping; it is logged once per epoch
-        self.train_acc.update((logits.detach().argmax(1) == hard_labels(y)).float())
+        # the hits are only summed here: the metric gets them once, at the epoch's end
+        hits = (logits.detach().argmax(1) == hard_labels(y)).sum()
+        self._train_hits = hits if self._train_hits is None else self._train_hits + hits
+        self._train_seen += len(y)
         if self._logs_written_this_step():  # not prog_bar: Lightning turns every progress-bar value into a
             self.log("train/loss", loss)  # Python float after every step, a host sync that stalls a GPU
         return loss
@@ -155,7 +159,9 @@ class ImageClassifier(pl.LightningModule):
         return (trainer.global_step + 1) % trainer.log_every_n_steps == 0 or trainer.should_stop  # type: ignore[attr-defined]
 
     def on_train_epoch_end(self) -> None:
-        if self.train_acc.update_called:  # no batch this epoch: resumed at its end
+        if self._train_hits is not None and self._train_seen:  # no batch this epoch: resumed at its end
+            self.train_acc.update(self._train_hits.float() / self._train_seen, weight=self._train_seen)
+            self._train_hits, self._train_seen = None, 0
             self.log("train/acc", self.train_acc)  # Lightning computes, syncs and resets it
 
     def _evaluate(self, batch: tuple[torch.Tensor, torch.Tensor], stage: str) -> None:
