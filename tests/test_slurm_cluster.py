@@ -20,9 +20,9 @@ import pytest
 import torch
 
 from support import DIGITS, USER_MODULE, quiet_args, run_train
-from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
-    LOCAL_PROFILE, counting_slurm_path, job_id_from, newest_step, resume_node, scontrol_job, slurm_cluster, train_submit, usr1_at_start, wait_for_file,
-    wait_for_requeue, wait_for_state, wait_for_step,
+from slurm_support import (  # noqa: F401 - slurm_cluster and slurm_queries are fixtures
+    LOCAL_PROFILE, counting_slurm_path, job_id_from, newest_step, resume_node, scontrol_job, slurm_cluster, slurm_queries, train_submit, usr1_at_start,
+    wait_for_file, wait_for_requeue, wait_for_state, wait_for_step,
 )
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobs, submissions
@@ -344,7 +344,7 @@ def _queued(under: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("name", list(CLUSTER_REFUSALS))
-def test_cluster_refuses_what_it_cannot_run_before_anything_is_written(slurm_cluster: None, tmp_path: Path, name: str) -> None:  # noqa: F811
+def test_cluster_refuses_what_it_cannot_run_before_anything_is_written(slurm_queries: None, tmp_path: Path, name: str) -> None:  # noqa: F811
     """Asked of Slurm (scontrol) before the run directory is made or sbatch is called, for a
     submission and for `train submit --check` alike."""
     flags, fragments = CLUSTER_REFUSALS[name]
