@@ -5,7 +5,8 @@ TensorBoard scalars) live in :mod:`support`.
 that uses the real local Slurm cluster (the ``slurm_cluster`` fixture) is put in one xdist group,
 ``slurm_cluster``, so all of them run one after the other on a single worker: a test that sets a
 node DOWN, requeues or preempts a job never runs beside another cluster test. The other worker
-runs the rest meanwhile.
+runs the rest meanwhile, and the cluster tests that only ask the cluster (the ``slurm_queries``
+fixture: they queue nothing and change nothing) in a group of their own, ``slurm_queries``.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import os
 import pytest
 
 CLUSTER_GROUP = "slurm_cluster"
+QUERY_GROUP = "slurm_queries"
 # Modules whose module-scoped fixture is expensive (a training run, a process running many cases):
 # under --dist loadgroup each test is scheduled alone, so every worker that gets one of the module's
 # tests would run the fixture again. Their tests go to one worker (an xdist group per module); a
@@ -42,10 +44,35 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     """
     for item in items:
         if CLUSTER_GROUP in getattr(item, "fixturenames", ()):
-            item.add_marker(pytest.mark.xdist_group(CLUSTER_GROUP))
+            item.add_marker(pytest.mark.xdist_group(_cluster_group(item)))
             item.add_marker(pytest.mark.slurm_cluster)  # `-m "not slurm_cluster"`: the rest alone
         elif item.path.stem in ONE_WORKER_MODULES:
             item.add_marker(pytest.mark.xdist_group(item.path.stem))
+
+
+def _cluster_group(item: pytest.Item) -> str:
+    """The xdist group of a test that uses the cluster: :data:`QUERY_GROUP` for one that only asks it."""
+    return QUERY_GROUP if QUERY_GROUP in getattr(item, "fixturenames", ()) else CLUSTER_GROUP
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """In the process that runs the session (not an xdist worker): name the file that says the
+    tests started the local cluster (``slurm_support.slurm_cluster`` writes it; the workers inherit
+    the environment), so that :func:`pytest_sessionfinish` stops it once every worker is done."""
+    if not hasattr(config, "workerinput"):
+        import tempfile
+
+        mark = os.path.join(tempfile.gettempdir(), f"trainer-cli-tests-started-cluster-{os.getpid()}")
+        os.environ["TRAINER_CLI_TESTS_CLUSTER_MARK"] = mark
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """The session's end (not a worker's): stop the local cluster if a test started it."""
+    mark = os.environ.get("TRAINER_CLI_TESTS_CLUSTER_MARK")
+    if not hasattr(session.config, "workerinput") and mark and os.path.isfile(mark):
+        from slurm_support import stop_if_started
+
+        stop_if_started(mark)
 
 
 def pytest_collection_finish(session: pytest.Session) -> None:
@@ -54,7 +81,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     silently, and the cluster tests would then run beside each other)."""
     if not (os.environ.get("PYTEST_XDIST_WORKER") and session.config.getvalue("loadgroup")):
         return
-    lost = [item.nodeid for item in session.items if CLUSTER_GROUP in getattr(item, "fixturenames", ()) and not item.nodeid.endswith(f"@{CLUSTER_GROUP}")]
+    lost = [item.nodeid for item in session.items if CLUSTER_GROUP in getattr(item, "fixturenames", ()) and not item.nodeid.endswith(f"@{_cluster_group(item)}")]
     if lost:
         raise pytest.UsageError(f"the xdist group {CLUSTER_GROUP!r} did not reach the scheduler (pytest {pytest.__version__}): {lost[:3]}")
 

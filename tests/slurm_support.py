@@ -10,11 +10,14 @@ and its children (sbatch, squeue, the jobs), as ``scripts/local-slurm env`` prin
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import io
 import os
 import signal
 import subprocess
+import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -35,24 +38,52 @@ def _cluster_up() -> bool:
     return out.returncode == 0 and len(set(out.stdout.split())) >= 2
 
 
+START_LOCK = Path(tempfile.gettempdir()) / "trainer-cli-local-slurm-start.lock"
+STARTED_MARK_ENV = "TRAINER_CLI_TESTS_CLUSTER_MARK"
+"""Set by tests/conftest.py in the pytest process that runs the session (the xdist controller, or
+pytest itself without workers): a file that :func:`slurm_cluster` writes when it starts the
+cluster, so that the session stops it once every worker is done (:func:`stop_if_started`)."""
+
+
 @pytest.fixture(scope="session")
-def slurm_cluster() -> None:
-    """A running local Slurm cluster (node1..node4, partition debug); stopped at the end if started here."""
-    started = False
+def slurm_cluster() -> Iterator[None]:
+    """A running local Slurm cluster (node1..node4, partition debug); stopped at the end of the
+    session if a test started it.
+
+    Two xdist workers may ask at once (the cluster group and the query group): the start is made
+    under a file lock, once. The stop is left to the session's end (:func:`stop_if_started`, from
+    tests/conftest.py): a worker that runs out of tests ends while the other still uses the cluster."""
     env_line = subprocess.run([str(LOCAL_SLURM), "env"], capture_output=True, text=True, timeout=30).stdout.strip()
     os.environ["SLURM_CONF"] = env_line.split("=", 1)[1]  # "export SLURM_CONF=<path>"
-    if not _cluster_up():
-        proc = subprocess.run([str(LOCAL_SLURM), "start"], capture_output=True, text=True, timeout=900)
-        if proc.returncode != 0:
-            last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
-            reason = f"no local Slurm cluster: `scripts/local-slurm start` exited {proc.returncode}: {last}"
-            if os.environ.get("CI", "").lower() == "true":
-                pytest.fail(f"{reason} (CI=true: the Slurm tests must run)")
-            pytest.skip(reason)
-        started = True
+    with open(START_LOCK, "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not _cluster_up():
+            proc = subprocess.run([str(LOCAL_SLURM), "start"], capture_output=True, text=True, timeout=900)
+            if proc.returncode != 0:
+                last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
+                reason = f"no local Slurm cluster: `scripts/local-slurm start` exited {proc.returncode}: {last}"
+                if os.environ.get("CI", "").lower() == "true":
+                    pytest.fail(f"{reason} (CI=true: the Slurm tests must run)")
+                pytest.skip(reason)
+            mark = os.environ.get(STARTED_MARK_ENV)
+            if mark:
+                Path(mark).write_text("started by the tests\n")
     yield
-    if started:
+
+
+@pytest.fixture
+def slurm_queries(slurm_cluster: None) -> None:  # noqa: F811
+    """The local cluster, for a test that only asks it (``scontrol show``, ``train submit --check``,
+    a submission refused before sbatch) and never queues a job, holds a node or changes the
+    cluster's state. Such tests run in their own xdist group (tests/conftest.py), beside the
+    cluster group: nothing the cluster group does changes what they read."""
+
+
+def stop_if_started(mark: str | None) -> None:
+    """Stop the local cluster if :func:`slurm_cluster` started it in this session (``mark`` exists)."""
+    if mark and Path(mark).is_file():
         subprocess.run([str(LOCAL_SLURM), "stop"], capture_output=True, timeout=60)
+        Path(mark).unlink(missing_ok=True)
 
 
 def train_submit(*args: str) -> tuple[int, str]:
@@ -108,7 +139,7 @@ def wait_for_state(job_id: str, states: set[str] = FINAL_STATES, timeout_s: floa
         state = scontrol_job(job_id).get("JobState", "")
         if state in states:
             return state
-        time.sleep(1)
+        time.sleep(0.25)  # a job's state is one scontrol call: looked at often, a test goes on as the job does
     subprocess.run(["scancel", job_id], timeout=30)
     raise AssertionError(f"job {job_id} still {state or 'unknown'} after {timeout_s} s")
 
@@ -124,7 +155,7 @@ def wait_for_file(path: Path, timeout_s: float = 300) -> None:
 
 def wait_for_requeue(job_id: str, timeout_s: float = 180) -> None:
     """Wait until the job is back in the queue after requeueing itself, then let it start at once
-    (Slurm holds a requeued job for 120 s otherwise)."""
+    (Slurm holds a requeued job for its credential lifetime otherwise: 30 s on scripts/local-slurm)."""
     state = wait_for_state(job_id, {"PENDING"} | FINAL_STATES, timeout_s=timeout_s)
     assert state == "PENDING", f"job {job_id} ended {state} instead of requeueing"
     deadline = time.monotonic() + 60

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from slurm_support import LOCAL_PROFILE, slurm_cluster  # noqa: F401 - slurm_cluster is a fixture
+from slurm_support import LOCAL_PROFILE, slurm_cluster, slurm_queries  # noqa: F401 - fixtures
 from support import DIGITS, run_train
 from trainer_cli.launch.cluster import Association, accounting_problems, parse_associations, parse_qos
 from trainer_cli.launch.options import SlurmOptions
@@ -53,7 +53,7 @@ def test_accounting_accepts_what_it_allows(options: dict[str, str]) -> None:
     assert accounting_problems(parse_associations(ASSOC), parse_qos(QOS), SlurmOptions(**options), "ana") == []
 
 
-def test_no_accounting_warns_once_and_goes_on(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+def test_no_accounting_warns_once_and_goes_on(slurm_queries: None, tmp_path: Path) -> None:  # noqa: F811
     """The local cluster runs without accounting (sacctmgr refuses): `--slurm.account x --slurm.qos y`
     gives one warning naming them, and the check passes on the partitions and nodes; nothing written."""
     root = tmp_path / "runs"

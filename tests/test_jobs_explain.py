@@ -87,7 +87,7 @@ def test_held_job_explained_and_a_dozen_jobs_and_an_array_in_two_calls(slurm_clu
         code, out = train_submit(*common, "--name", "folds", "--slurm.cv_folds", "3", "--slurm.time", "00:04:00")
         assert code == 0, out
         ids.append(folds := job_id_from(out))
-        deadline = time.monotonic() + 120  # the backfill scheduler plans pending jobs every 30 s
+        deadline = time.monotonic() + 120  # the backfill scheduler plans pending jobs every bf_interval (5 s on scripts/local-slurm)
         while time.monotonic() < deadline and (not scontrol_job(ids[1]).get("StartTime", "Unknown")[:1].isdigit()
                                                or scontrol_job(folds).get("Reason") in (None, "None")):  # not yet looked at
             time.sleep(2)

@@ -20,9 +20,9 @@ import pytest
 import torch
 
 from support import DIGITS, USER_MODULE, quiet_args, run_train
-from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
-    LOCAL_PROFILE, counting_slurm_path, job_id_from, newest_step, resume_node, scontrol_job, slurm_cluster, train_submit, usr1_at_start, wait_for_file,
-    wait_for_requeue, wait_for_state, wait_for_step,
+from slurm_support import (  # noqa: F401 - slurm_cluster and slurm_queries are fixtures
+    LOCAL_PROFILE, counting_slurm_path, job_id_from, newest_step, resume_node, scontrol_job, slurm_cluster, slurm_queries, train_submit, usr1_at_start,
+    wait_for_file, wait_for_requeue, wait_for_state, wait_for_step,
 )
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobs, submissions
@@ -344,7 +344,7 @@ def _queued(under: Path) -> list[str]:
 
 
 @pytest.mark.parametrize("name", list(CLUSTER_REFUSALS))
-def test_cluster_refuses_what_it_cannot_run_before_anything_is_written(slurm_cluster: None, tmp_path: Path, name: str) -> None:  # noqa: F811
+def test_cluster_refuses_what_it_cannot_run_before_anything_is_written(slurm_queries: None, tmp_path: Path, name: str) -> None:  # noqa: F811
     """Asked of Slurm (scontrol) before the run directory is made or sbatch is called, for a
     submission and for `train submit --check` alike."""
     flags, fragments = CLUSTER_REFUSALS[name]
@@ -358,7 +358,7 @@ def test_cluster_refuses_what_it_cannot_run_before_anything_is_written(slurm_clu
     assert _queued(tmp_path) == [], "nothing queued"
 
 
-def test_check_alone_exits_0_or_2_and_writes_nothing(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+def test_check_alone_exits_0_or_2_and_writes_nothing(slurm_queries: None, tmp_path: Path) -> None:  # noqa: F811
     root = tmp_path / "runs"
     base = ["submit", "--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(root), "--check"]
     fits = run_train(*base, "--slurm.partition", "short", "--trainer.num_nodes", "2", "--slurm.time", "00:05:00")
@@ -370,15 +370,38 @@ def test_check_alone_exits_0_or_2_and_writes_nothing(slurm_cluster: None, tmp_pa
     assert not root.exists()
 
 
-def test_percent_in_the_name_is_not_expanded_by_slurm(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+@pytest.fixture(scope="module")
+def one_task_job(slurm_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> tuple[str, Path, Path]:  # noqa: F811
+    """One finished 1-task job that three tests read, each its own side of it: named ``run%u``, with
+    a site setup block (``--slurm.setup_raw``) that puts its own ``python`` first on PATH, and
+    given SIGUSR1 once training has finished. Returns (job id, run directory, root)."""
+    root = tmp_path_factory.mktemp("one_task")
+    env_bin = root / "site_env" / "bin"
+    env_bin.mkdir(parents=True)
+    python = env_bin / "python"
+    python.write_text(f'#!/bin/sh\necho "site env python" >&2\nexec "{os.path.abspath(sys.executable)}" "$@"\n')
+    python.chmod(0o755)
+    raw = f'export PATH="{env_bin}:$PATH" && echo "site block ran in job $SLURM_JOB_ID"'
+    job_id, run_dir, _ = _submit(root, 1, 1, "--name", "run%u", "--slurm.setup_raw", raw)
+    log = run_dir / f"slurm-{job_id}.log"
+    deadline = time.monotonic() + 300
+    while not (log.is_file() and "Run directory:" in log.read_text()):  # the run's closing lines: training has finished
+        assert time.monotonic() < deadline, "the run did not finish"
+        time.sleep(0.05)
+    subprocess.run(["scancel", "-s", "USR1", job_id], capture_output=True, timeout=30)  # the job may be gone already
+    wait_for_state(job_id, timeout_s=300)
+    return job_id, run_dir, root
+
+
+def test_percent_in_the_name_is_not_expanded_by_slurm(one_task_job: tuple[str, Path, Path]) -> None:
     """`--name 'run%u'`: Slurm would expand %u (the user) in --output; the log is where `train jobs` looks."""
-    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--name", "run%u")
-    assert run_dir == tmp_path / "run%u" / "version_0"
-    assert wait_for_state(job_id, timeout_s=300) == "COMPLETED"
+    job_id, run_dir, root = one_task_job
+    assert run_dir == root / "run%u" / "version_0"
+    assert scontrol_job(job_id)["JobState"] == "COMPLETED"
     assert (run_dir / f"slurm-{job_id}.log").is_file(), sorted(p.name for p in run_dir.iterdir())
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main(["--root", str(tmp_path)]) == 0
+        assert jobs.main(["--root", str(root)]) == 0
     line = next(row for row in out.getvalue().splitlines() if row.startswith(job_id + " "))
     assert "COMPLETED" in line and str(run_dir / f"slurm-{job_id}.log") in line
 
@@ -479,31 +502,19 @@ def test_the_job_runs_the_code_submitted_not_the_code_edited_after(slurm_cluster
     assert state["net.1.weight"].shape == (24, 64), "the submitted (uncommitted) version of the module ran"
 
 
-def test_usr1_after_training_ended_leaves_the_job_completed(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+def test_usr1_after_training_ended_leaves_the_job_completed(one_task_job: tuple[str, Path, Path]) -> None:
     """SIGUSR1 once training has finished (the time limit's warning as a run ends; Python gives
     caught signals their default action back while it shuts down, and SIGUSR1's kills): the job
     still ends COMPLETED."""
-    job_id, run_dir, _ = _submit(tmp_path, 1, 1)
-    log = run_dir / f"slurm-{job_id}.log"
-    deadline = time.monotonic() + 300
-    while not (log.is_file() and "Run directory:" in log.read_text()):
-        assert time.monotonic() < deadline, "the run did not finish"
-        time.sleep(0.05)
-    subprocess.run(["scancel", "-s", "USR1", job_id], capture_output=True, timeout=30)  # the job may be gone already
-    assert wait_for_state(job_id, timeout_s=120) == "COMPLETED", log.read_text()[-3000:]
+    job_id, run_dir, _ = one_task_job
+    assert scontrol_job(job_id)["JobState"] == "COMPLETED", (run_dir / f"slurm-{job_id}.log").read_text()[-3000:]
 
 
-def test_raw_setup_block_activates_the_python_the_job_runs(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+def test_raw_setup_block_activates_the_python_the_job_runs(one_task_job: tuple[str, Path, Path]) -> None:
     """A site's own shell in --slurm.setup_raw ($VAR, &&, PATH changes) runs in the job, and without
     --slurm.python the job runs the `python` it put on PATH (an activated environment)."""
-    env_bin = tmp_path / "site_env" / "bin"
-    env_bin.mkdir(parents=True)
-    python = env_bin / "python"
-    python.write_text(f'#!/bin/sh\necho "site env python" >&2\nexec "{os.path.abspath(sys.executable)}" "$@"\n')
-    python.chmod(0o755)
-    raw = f'export PATH="{env_bin}:$PATH" && echo "site block ran in job $SLURM_JOB_ID"'
-    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--slurm.setup_raw", raw)
-    assert wait_for_state(job_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{job_id}.log").read_text()[-3000:]
+    job_id, run_dir, _ = one_task_job
     log = (run_dir / f"slurm-{job_id}.log").read_text()
+    assert scontrol_job(job_id)["JobState"] == "COMPLETED", log[-3000:]
     assert f"site block ran in job {job_id}" in log and "site env python" in log
     assert "srun --kill-on-bad-exit=1 python -m trainer_cli fit" in (run_dir / "submit.sbatch").read_text()

@@ -18,8 +18,9 @@ import pytest
 import torch
 
 from support import DIGITS, quiet_args, run_train
-from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
-    LOCAL_PROFILE, job_id_from, newest_step, scontrol_job, slurm_cluster, train_submit, wait_for_file, wait_for_requeue, wait_for_state,
+from slurm_support import (  # noqa: F401 - slurm_cluster and slurm_queries are fixtures
+    LOCAL_PROFILE, job_id_from, newest_step, scontrol_job, slurm_cluster, slurm_queries, train_submit, wait_for_file, wait_for_requeue,
+    wait_for_state,
 )
 from trainer_cli.errors import UserError
 from trainer_cli import plots
@@ -101,7 +102,7 @@ def _queued(name: str) -> list[str]:
     return subprocess.run(["squeue", "-h", "-n", name, "-o", "%i"], capture_output=True, text=True, timeout=30, check=True).stdout.split()
 
 
-def test_one_bad_trial_value_fails_the_submission_naming_it(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+def test_one_bad_trial_value_fails_the_submission_naming_it(slurm_queries: None, tmp_path: Path) -> None:  # noqa: F811
     root, name = tmp_path / "runs", f"badsweep{tmp_path.name[-12:]}"
     bad = run_train("submit", "--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(root), "--name", name,
                     "--sweep", "optimizer.init_args.lr=1e-3,1e-2", "--sweep", "trainer.max_epochs=2,abc")
@@ -164,7 +165,7 @@ def test_refused_trials_are_named_with_the_parsers_one_line(tmp_path: Path) -> N
         plan(space, *compose_args(rest))
 
 
-def test_a_refused_sweep_leaves_nothing(slurm_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+def test_a_refused_sweep_leaves_nothing(slurm_queries: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """sbatch refusing the array (an `sbatch` in front of the real one that says no): the sweep
     directory, trials and the folders made for them are removed again. More trials than the
     cluster's MaxArraySize: refused before anything is written."""
