@@ -33,7 +33,8 @@ from typing import Any
 import yaml
 
 from trainer_cli.atomic import append_line, read_json_lines, write_atomic
-from trainer_cli.resume import CONFIG_FILE, RESUME_OPTIONS
+from trainer_cli.resume import RESUME_OPTIONS
+from trainer_cli.run_files import CONFIG_FILE, read_checkpoint_progress
 
 HISTORY_FILE = "history.jsonl"
 PREVIOUS_CONFIG = "config.prev-{n}.yaml"
@@ -65,8 +66,6 @@ def start_kind(verb: str | None, resumed: bool, changes: list[str], previous: li
 def append(run_dir: Path, verb: str | None, ckpt_path: Any, changes: list[str], options: dict[str, Any] | None = None) -> dict[str, Any]:
     """Append this start's record to ``run_dir/history.jsonl`` (one line, flushed to disk); returns it.
     ``options``: how a resume resumed (``resume_schedule``, ``resume_force``), recorded for a resume only."""
-    from trainer_cli.rundir import read_checkpoint_progress
-
     ckpt = Path(str(ckpt_path)) if ckpt_path and Path(str(ckpt_path)).is_file() else None
     progress = read_checkpoint_progress(ckpt) if ckpt is not None else None
     record: dict[str, Any] = {

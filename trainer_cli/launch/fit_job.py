@@ -36,9 +36,10 @@ from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.render import render
 from trainer_cli.launch.reservations import refuse_maintenance
 from trainer_cli.launch.resources import Resources, derive
-from trainer_cli.launch.sbatch import AGGREGATE_SCRIPT_NAME, CONFIG_FILE, LOG_PATTERN, SCRIPT_NAME, TEST_SCRIPT_NAME, run_sbatch, script_context
+from trainer_cli.launch.sbatch import AGGREGATE_SCRIPT_NAME, LOG_PATTERN, SCRIPT_NAME, TEST_SCRIPT_NAME, run_sbatch, script_context
 from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.submissions import register
+from trainer_cli.run_files import CONFIG_FILE
 
 ParseFit = Callable[[list[str]], tuple[Any, Any]]
 """Composes and type-checks ``train fit ARGS`` (``--config`` values already expanded), building

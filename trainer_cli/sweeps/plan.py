@@ -27,11 +27,11 @@ from typing import Any
 
 from trainer_cli import rundir
 from trainer_cli.errors import UserError
+from trainer_cli.run_files import CONFIG_FILE
 from trainer_cli.sweeps.space import Space
 
 SWEEP_FILE = "sweep.json"
 SWEEP_PREFIX = "sweep_"
-CONFIG_FILE = "config.yaml"
 
 
 def trial_name(index: int) -> str:
