@@ -12,6 +12,7 @@ import fnmatch
 import os
 import re
 import subprocess
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainer_cli.errors import UserError
@@ -161,3 +162,139 @@ def newest_resumable(root: Path, name: str) -> Path | None:
     return None
 
 
+
+
+# -- which checkpoint a start of a run resumes from ------------------------------------------------
+RUN_CHOICES = ("last", "best")  # --ckpt_path values that name a checkpoint of a run
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The checkpoint a start of a run loads (:func:`resume_checkpoint`), and why."""
+
+    path: Path
+    """The checkpoint file."""
+    which: str
+    """``last``, ``best`` or ``file`` (a checkpoint file given as ``--ckpt_path``)."""
+    why: str
+    """The rule that chose it, one line (recorded in ``history.jsonl``)."""
+    progress: RunCheckpoint | None = None
+    """Its global step and epochs done (read to choose a ``last``)."""
+
+
+def resume_checkpoint(run_dir: Path, ckpt_path: str | None, trains: bool = True, named: bool = True,
+                      in_job: bool | None = None) -> Resume | None:
+    """Which checkpoint a start of the run in ``run_dir`` loads, and why; None when it loads none
+    (a new run; an evaluation of the config's own weights). Every start uses this rule: ``train
+    fit``, ``train validate|test|predict --run_dir``, ``train submit --ckpt_path last|best`` (checked
+    on the submitting machine), the batch script's ``train fit`` in a started, requeued or
+    resubmitted job, and the test job after a fit (``slurm/test.sbatch.j2``: ``--ckpt_path best``).
+
+    The rules, in order:
+
+    1. **A trained run, no --ckpt_path** (a ``--run_dir`` that holds a checkpoint, a start that
+       trains): inside a Slurm job its newest checkpoint, as ``last`` (a requeued, restarted or
+       resubmitted job continues; a run never goes back); elsewhere refused (a run directory is
+       never reused).
+    2. **A restarted Slurm job that started from --ckpt_path FILE|best** (a requeue, or a
+       resubmission by the job itself) whose run saved a checkpoint since ``train submit`` queued
+       it (:func:`restarted_past`): ``last``, not the ``--ckpt_path`` again.
+    3. ``last``: the complete checkpoint with the highest global step, ``checkpoints/last.ckpt``
+       or a Slurm ``hpc_ckpt_<N>.ckpt`` (a consumed ``.used`` one included: a run that crashed right
+       after resuming from it has it as its newest state; on equal steps ``last.ckpt``). Once chosen,
+       the hpc ones are retired (:func:`retire_hpc_checkpoints`), so Lightning never loads a stale one.
+    4. ``best``: the best monitored score of the run's ``ModelCheckpoint`` (:func:`best_checkpoint`).
+    5. A file: that file.
+
+    Args:
+        run_dir: The run directory.
+        ckpt_path: ``--ckpt_path`` as given (None, ``last``, ``best`` or a file).
+        trains: Whether the start trains (``fit``); rules 1 and 2 apply to training only.
+        named: Whether ``--run_dir`` named the directory (rules 1 and 2 apply to a named run only:
+            a DDP process launched into a new run inherits the directory, not its rules).
+        in_job: Whether this start is a Slurm job's (default: ``SLURM_JOB_ID`` is set); ``train
+            submit`` plans a job's start.
+
+    Raises:
+        UserError: for rule 1 outside a job, or ``last``/``best`` with no such checkpoint in ``run_dir``.
+    """
+    in_job = bool(os.environ.get("SLURM_JOB_ID")) if in_job is None else in_job
+    why = f"--ckpt_path {ckpt_path}"
+    if named and trains and not ckpt_path and newest_checkpoint(run_dir) is not None:
+        if not in_job:
+            raise UserError(
+                f"--run_dir {run_dir} already holds a trained run (a checkpoint); a run directory is never "
+                "reused: add --ckpt_path last to resume it, or drop --run_dir to start a new run"
+            )
+        ckpt_path, why = "last", "a Slurm job in its trained run continues from its newest checkpoint"
+    elif named and trains and ckpt_path and restarted_past(run_dir):
+        ckpt_path, why = "last", f"a restarted Slurm job goes on from what it saved, not from --ckpt_path {ckpt_path}"
+    if not ckpt_path:
+        return None
+    if ckpt_path == "best":
+        best = best_checkpoint(run_dir)
+        if best is None:
+            raise UserError(
+                f"--ckpt_path best: {run_dir} has no best checkpoint (no ModelCheckpoint with a monitor saved one); "
+                "use --ckpt_path last or give a checkpoint file"
+            )
+        return Resume(best, "best", why + ": the best monitored score")
+    if ckpt_path == "last":
+        newest = newest_checkpoint(run_dir)
+        if newest is None:
+            raise UserError(
+                f"--ckpt_path last: {run_dir} holds no complete checkpoint; nothing to resume (no {LAST_CKPT} "
+                f"or {HPC_PATTERN}; drop --ckpt_path to start it again)"
+            )
+        return Resume(newest.path, "last", why + ": the newest complete checkpoint by global step", newest)
+    return Resume(Path(ckpt_path), "file", why)
+
+
+def resumable_run(root: Path, name: str, which: str) -> Path:
+    """The run ``--ckpt_path last|best`` without ``--run_dir`` resumes: the newest
+    ``root/name/version_N`` holding a complete checkpoint.
+
+    Raises:
+        UserError: when no run of ``name`` has one.
+    """
+    found = newest_resumable(root, name)
+    if found is None:
+        raise UserError(
+            f"--ckpt_path {which}: no run of {name!r} under {root} has a checkpoint ({LAST_CKPT} or {HPC_PATTERN}); "
+            "start one without --ckpt_path first, or give a checkpoint file"
+        )
+    return found
+
+
+def restarted_past(run_dir: Path) -> bool:
+    """Whether this is a restart of the Slurm job of ``run_dir`` (a requeue or resubmission, not its
+    first start) and the run holds a checkpoint written since ``train submit`` queued it: the job
+    started from its ``--ckpt_path`` before, and resumes from what it saved since."""
+    from datetime import datetime
+
+    from trainer_cli.launch import jobstate, requeue_signal
+
+    if not requeue_signal.under_slurm_batch() or jobstate.policy().count == 0:
+        return False
+    newest = newest_checkpoint(run_dir)
+    submitted = jobstate.read(run_dir).get("submitted")
+    try:
+        return newest is not None and bool(submitted) and newest.path.stat().st_mtime >= datetime.fromisoformat(str(submitted)).timestamp()
+    except (OSError, ValueError):
+        return False
+
+
+def finished_line(run_dir: Path, checkpoint: RunCheckpoint, max_epochs: int | None, max_steps: int | None) -> str | None:
+    """One line when ``checkpoint`` already reached ``max_epochs`` or ``max_steps`` (the trainer's):
+    a resume has nothing to train; None when it has."""
+    epochs = 1000 if max_epochs is None and max_steps in (None, -1) else max_epochs  # 1000: Lightning's default
+    done = (epochs is not None and epochs != -1 and checkpoint.epochs_done >= epochs) or (
+        max_steps is not None and max_steps != -1 and checkpoint.global_step >= max_steps
+    )
+    if not done:
+        return None
+    return (
+        f"{run_dir} is finished ({checkpoint.epochs_done} epochs, step {checkpoint.global_step}; "
+        f"max_epochs={max_epochs}, max_steps={max_steps}): nothing to train. "
+        "Pass a larger --trainer.max_epochs (or max_steps) to continue it."
+    )
