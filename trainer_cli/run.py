@@ -299,13 +299,11 @@ class Run:
         self.path.mkdir(parents=True, exist_ok=True)
         if self._identity and not (self.path / loggers_mod.RUN_FILE).exists():  # released unused (run=False), now used
             (self.path / loggers_mod.RUN_FILE).write_text(json.dumps(self._identity, indent=2) + "\n")
-        config_file = self.path / "config.yaml"
         if self.follows_lightning:  # the script's SaveConfigCallback writes config.yaml (TrainerArgumentParser.save)
-            if self.created and not (self.path / "git.txt").exists():
+            if self.created and not (self.path / rundir.GIT_FILE).exists():
                 rundir.write_git_info(self.path)
-        elif not config_file.exists():  # the run's first start (a resume that changes it rewrites it: history.record_start)
-            config_file.write_text(self.record(self.linked))
-            rundir.write_git_info(self.path)
+        elif not (self.path / rundir.CONFIG_FILE).exists():  # the run's first start (a resume that changes it rewrites it: history.record_start)
+            rundir.freeze(self.path, self.record(self.linked))
         shared_folder = self.late and not self.created  # a script's default root without a logger: the user's folder
         if not self._history_written and not shared_folder:  # config.yaml rewritten when the config changed on resume, history.jsonl
             self._history_written = True
@@ -430,9 +428,8 @@ class Run:
 
     def remove_if_untrained(self) -> None:
         """Remove the directory if this run made it and nothing in it is a checkpoint (rule 7)."""
-        if not self.created or self.path is None or not self.path.is_dir() or any(self.path.rglob("*.ckpt")):
-            return
-        shutil.rmtree(self.path, ignore_errors=True)
+        if self.created and self.path is not None:
+            rundir.discard_if_untrained(self.path)
 
 
 def _tree(text: str) -> Any:

@@ -11,10 +11,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainer_cli.atomic import write_atomic
 from trainer_cli.errors import UserError
 from trainer_cli.run_files import CONFIG_FILE as CONFIG_FILE
 from trainer_cli.run_files import ENV_RUN_DIR as ENV_RUN_DIR
@@ -125,6 +127,39 @@ def write_git_info(run_dir: Path) -> None:
     if lines:
         (run_dir / GIT_FILE).write_text("\n".join(lines) + "\n")
 
+
+
+def freeze(run_dir: Path, config_text: str) -> bool:
+    """Freeze a run at its first start: ``run_dir/config.yaml`` (``config_text``, written atomically)
+    and ``git.txt``, unless the run has its config already (a later start that changes it keeps
+    the earlier one beside it: :func:`trainer_cli.history.rewrite_config`). Used by ``train fit``
+    (global rank 0, when the verb starts), ``train submit`` and every sweep trial.
+
+    Returns:
+        Whether it wrote them (False: the run was frozen before).
+    """
+    config_file = run_dir / CONFIG_FILE
+    if config_file.exists():
+        return False
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(config_file, config_text)
+    write_git_info(run_dir)
+    return True
+
+
+def discard_if_untrained(path: Path, empty_parents: int = 0) -> bool:
+    """Remove ``path`` (a run, fold or cv directory the caller made) unless something in it is a
+    checkpoint (nothing a run saved is ever removed), then up to ``empty_parents`` of the folders
+    above it that this leaves empty. Returns whether it removed ``path``."""
+    if not path.is_dir() or any(path.rglob("*.ckpt")):
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    for parent in list(path.parents)[:empty_parents]:
+        try:
+            parent.rmdir()  # only when empty
+        except OSError:
+            break
+    return True
 
 def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = True) -> RunCheckpoint:
     """Rename every ``hpc_ckpt_N.ckpt`` of ``run_dir`` to ``hpc_ckpt_N.ckpt.used``; delete the

@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.atomic import update_json, write_atomic
+from trainer_cli.atomic import update_json
 from trainer_cli.errors import UserError
 from trainer_cli.history import rewrite_config
 from trainer_cli.launch import jobstate, snapshot
@@ -40,7 +40,7 @@ from trainer_cli.launch.sbatch import AGGREGATE_SCRIPT_NAME, LOG_PATTERN, SCRIPT
 from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.submissions import register
 from trainer_cli.run_files import CONFIG_FILE
-from trainer_cli.rundir import RUN_CHOICES, Resume, allocate, next_dir, resumable_run, resume_checkpoint, write_git_info
+from trainer_cli.rundir import RUN_CHOICES, Resume, allocate, freeze, next_dir, resumable_run, resume_checkpoint
 
 ParseFit = Callable[[list[str]], tuple[Any, Any]]
 """Composes and type-checks ``train fit ARGS`` (``--config`` values already expanded), building
@@ -249,12 +249,7 @@ def submit(job: Plan) -> int:
     run_dir = job.run_dir
     previous = None
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        config_file = run_dir / CONFIG_FILE
-        if not config_file.exists():
-            write_atomic(config_file, job.frozen_config)
-            write_git_info(run_dir)
-        elif job.changes:  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
+        if not freeze(run_dir, job.frozen_config) and job.changes:  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
             previous = rewrite_config(run_dir, job.frozen_config)
         code = snapshot.take(Path.cwd(), run_dir) if job.slurm.snapshot else None
         job.script.write_text(job.script_text)

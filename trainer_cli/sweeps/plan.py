@@ -27,7 +27,6 @@ from typing import Any
 
 from trainer_cli import rundir
 from trainer_cli.errors import UserError
-from trainer_cli.run_files import CONFIG_FILE
 from trainer_cli.sweeps.space import Space
 
 SWEEP_FILE = "sweep.json"
@@ -218,8 +217,7 @@ def write(sweep: Sweep, extra: dict[str, Any] | None = None) -> None:
         for trial in sweep.trials:
             run_dir = sweep.trial_dir(trial)
             run_dir.mkdir()
-            (run_dir / CONFIG_FILE).write_text(trial.frozen(run_dir))
-            rundir.write_git_info(run_dir)
+            rundir.freeze(run_dir, trial.frozen(run_dir))
         write_record(sweep, extra or {})
     except BaseException:
         remove(sweep)
