@@ -192,19 +192,11 @@ class Run:
         if self.follows_lightning:
             root, name = lightning_log_root(cfg)
         ckpt = cfg.get("ckpt_path")
-        child = bool(os.environ.get(rundir.ENV_RUN_DIR))  # a DDP process launched by the rank that chose it
-        if child or cfg.run_dir:  # rule 3 (or a DDP child of any rule)
-            run_dir = Path(os.environ[rundir.ENV_RUN_DIR] if child else cfg.run_dir)
-        elif ckpt in rundir.RUN_CHOICES:  # rule 2
-            run_dir = rundir.resumable_run(root, name, ckpt)
-        else:  # rule 1
-            shared = rundir.slurm_shared_run_dir(root, name)
-            if shared is not None:
-                return shared
-            if self.follows_lightning:
-                return None  # Lightning chooses: its logger's next version (bind_to_log_dir)
-            self.created = True
-            return rundir.allocate(root, name)
+        placed = rundir.plan(root, name, ckpt, cfg.run_dir, lightning_chooses=self.follows_lightning)  # rules 1-3
+        self.created = placed.created
+        if placed.path is None or not placed.existing:  # a new run (or Lightning's, bound later: bind_to_log_dir)
+            return placed.path
+        run_dir, child = placed.path, placed.kind == "inherited"  # child: a DDP process launched by the rank that chose it
         resume = rundir.resume_checkpoint(run_dir, ckpt, trains=self.trains, named=bool(cfg.run_dir))
         if resume is not None and self.trains and not child:  # before anything is renamed
             stored = stored_config(run_dir)

@@ -100,6 +100,59 @@ def slurm_shared_run_dir(root: Path, name: str) -> Path | None:
     return None
 
 
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a start of a run goes (:func:`plan`)."""
+
+    path: Path | None
+    """The run directory; None for a user's script's new run (Lightning's ``log_dir``, known once the Trainer is built)."""
+    created: bool
+    """Whether :func:`plan` made it (only then is it ever removed: :func:`discard_if_untrained`)."""
+    kind: str
+    """``inherited``, ``named``, ``resumed``, ``shared``, ``new``, ``dry-run`` or ``lightning`` (the rules of :func:`plan`)."""
+
+    @property
+    def existing(self) -> bool:
+        """Whether the start goes into a run that may exist already (its checkpoint: :func:`resume_checkpoint`)."""
+        return self.kind in ("inherited", "named", "resumed")
+
+
+def plan(root: Path, name: str, ckpt_path: str | None, run_dir: str | Path | None, submitting: bool = False,
+         dry_run: bool = False, lightning_chooses: bool = False) -> Placement:
+    """Where a start of a run goes, the first rule that applies:
+
+    1. ``inherited``: ``TRAINER_CLI_RUN_DIR`` (a DDP process launched by the rank that chose);
+    2. ``named``: ``--run_dir`` (a resume in place, a submitted job's every start, a resubmission,
+       a sweep trial, whose frozen config names its directory, a cv fold);
+    3. ``resumed``: ``--ckpt_path last|best`` alone: the newest run of ``name`` with a checkpoint
+       (:func:`resumable_run`);
+    4. ``shared``: tasks that ``srun`` started together: ``<name>/job_<SLURM_JOB_ID>``;
+    5. ``dry-run``: the next ``version_<N>``, not created (``train submit --dry-run``);
+    6. ``lightning``: a user's script's new run: Lightning's ``log_dir`` (``path`` None);
+    7. ``new``: a new ``version_<N>``, created atomically, never reused (:func:`allocate`).
+
+    Args:
+        submitting: ``train submit`` plans a job's run from the submitting machine (rules 1 and 4
+            are the job's own, not this process's).
+
+    Raises:
+        UserError: for a bad ``name``, an unwritable root, or nothing to resume (rule 3).
+    """
+    inherited = None if submitting else os.environ.get(ENV_RUN_DIR)
+    if inherited or run_dir:
+        return Placement(Path(inherited or str(run_dir)), False, "inherited" if inherited else "named")
+    if ckpt_path in RUN_CHOICES:
+        return Placement(resumable_run(root, name, ckpt_path), False, "resumed")
+    shared = None if submitting else slurm_shared_run_dir(root, name)
+    if shared is not None:
+        return Placement(shared, False, "shared")
+    if dry_run:
+        return Placement(next_dir(root, name), False, "dry-run")
+    if lightning_chooses:
+        return Placement(None, False, "lightning")
+    return Placement(allocate(root, name), True, "new")
+
 def git_description(path: Path) -> str | None:
     """``<commit>`` (plus `` (dirty)``) of the git checkout holding ``path``, or None outside one."""
     try:

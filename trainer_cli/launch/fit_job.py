@@ -40,7 +40,8 @@ from trainer_cli.launch.sbatch import AGGREGATE_SCRIPT_NAME, LOG_PATTERN, SCRIPT
 from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.submissions import register
 from trainer_cli.run_files import CONFIG_FILE
-from trainer_cli.rundir import RUN_CHOICES, Resume, allocate, freeze, next_dir, resumable_run, resume_checkpoint
+from trainer_cli.rundir import Resume, freeze, resume_checkpoint
+from trainer_cli.rundir import plan as rundir_plan
 
 ParseFit = Callable[[list[str]], tuple[Any, Any]]
 """Composes and type-checks ``train fit ARGS`` (``--config`` values already expanded), building
@@ -171,18 +172,15 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
     root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
     job_name = slurm.job_name or config.name
     ckpt = config.get("ckpt_path")
-    if not config.run_dir and ckpt in RUN_CHOICES:  # as `train fit`: the newest run of the experiment
-        config.run_dir = str(resumable_run(root, config.name, ckpt))
-        print(f"resubmit: into the newest run of {config.name!r}: {config.run_dir}")
-    resume = None
-    if config.run_dir:  # resubmitting into an existing run (resume in place): the job's first start resolves
-        # its checkpoint by the same rule (rundir.resume_checkpoint); say now if it cannot
-        run_dir, created = Path(config.run_dir).absolute(), False
-        resume = resume_checkpoint(run_dir, ckpt, in_job=True)
-    elif dry_run:
-        run_dir, created = next_dir(root, config.name).absolute(), False
-    else:
-        run_dir, created = allocate(root, config.name).absolute(), True
+    placed = rundir_plan(root, config.name, ckpt, config.run_dir, submitting=True, dry_run=dry_run)
+    run_dir, created = placed.path, placed.created
+    assert run_dir is not None  # (Lightning chooses only a user's script's run it starts itself)
+    run_dir = run_dir.absolute()
+    if placed.kind == "resumed":  # as `train fit`: the newest run of the experiment
+        print(f"resubmit: into the newest run of {config.name!r}: {run_dir}")
+    # resubmitting into an existing run (resume in place): the job's first start resolves its
+    # checkpoint by the same rule (rundir.resume_checkpoint); say now if it cannot
+    resume = resume_checkpoint(run_dir, ckpt, in_job=True) if placed.existing else None
     try:
         config.run_dir = str(run_dir)
         frozen = parser.dump(config, skip_none=False, skip_link_targets=False)  # as config.yaml records a run
