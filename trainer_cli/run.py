@@ -119,6 +119,7 @@ class Run:
         self.follows_lightning = False
         self.late = False  # the directory is the Trainer's log_dir, bound once the Trainer is built
         self.changes: list[str] = []  # the config changes this resume makes (trainer_cli.resume), for history.jsonl
+        self.resumed_because: str | None = None  # the rule that chose the checkpoint (rundir.resume_checkpoint), for history.jsonl
         self._history_written = False
 
     @property
@@ -198,6 +199,7 @@ class Run:
             return placed.path
         run_dir, child = placed.path, placed.kind == "inherited"  # child: a DDP process launched by the rank that chose it
         resume = rundir.resume_checkpoint(run_dir, ckpt, trains=self.trains, named=bool(cfg.run_dir))
+        self.resumed_because = resume.why if resume is not None else None
         if resume is not None and self.trains and not child:  # before anything is renamed
             stored = stored_config(run_dir)
             current = yaml.safe_load(self._config_text)
@@ -299,7 +301,7 @@ class Run:
         shared_folder = self.late and not self.created  # a script's default root without a logger: the user's folder
         if not self._history_written and not shared_folder:  # config.yaml rewritten when the config changed on resume, history.jsonl
             self._history_written = True
-            history.record_start(self.path, self.verb, self.ckpt_path, self.changes, self.record(self.linked))
+            history.record_start(self.path, self.verb, self.ckpt_path, self.changes, self.record(self.linked), self.resumed_because)
         if self.trainer is not None:
             loggers_mod.record_logger_runs(self.trainer.loggers, self.path, self._mlflow_uris)
 
