@@ -1,27 +1,26 @@
-"""One run's directory, from start to end: the policy in one place.
+"""One run's directory, as a Lightning run sees it: loggers, callbacks, stop codes.
 
 A run of ``train fit|validate|test|predict`` (and of the verbs built on ``fit``: ``cv``,
 ``lr-find``, ``scale-batch-size``) lives in one directory, ``<trainer.default_root_dir>/<name>/
-version_<N>``. :class:`Run` decides which, and what happens in it; :class:`trainer_cli.cli.TrainerCLI`
-calls it at four points (after parsing, before building, after building, when the verb stops).
+version_<N>``. The policy (which directory, which checkpoint a start resumes from and why, the
+frozen config, the history, what is removed) is :mod:`trainer_cli.rundir`'s; :class:`Run` applies
+it to a LightningCLI run. :class:`trainer_cli.cli.TrainerCLI` calls it at four points (after
+parsing, before building, after building, when the verb stops).
 
-The rules, in the order they are applied (:meth:`Run.prepare`):
+In the order they are applied (:meth:`Run.prepare`):
 
-1. **New run** (no ``--run_dir``, no ``--ckpt_path last|best``): a fresh ``version_<N>`` is made
-   atomically (``mkdir``; never reused). Tasks that ``srun`` started together (several Slurm
-   tasks, no ``--run_dir``) share ``<name>/job_<SLURM_JOB_ID>``. DDP processes that Lightning
-   launches inherit the directory through ``TRAINER_CLI_RUN_DIR``.
+1. **New run** (no ``--run_dir``, no ``--ckpt_path last|best``): a fresh ``version_<N>``
+   (:func:`trainer_cli.rundir.plan`); DDP processes that Lightning launches inherit it through
+   ``TRAINER_CLI_RUN_DIR``; Slurm tasks started together share ``<name>/job_<SLURM_JOB_ID>``.
 2. **Resume** (``--ckpt_path last`` or ``best``): without ``--run_dir``, the newest run of
-   ``<name>`` with a checkpoint; ``last`` is the checkpoint with the highest global step
-   (``last.ckpt`` or a Slurm ``hpc_ckpt_<N>.ckpt``; an hpc one is retired, renamed ``.used``, once
-   chosen, so Lightning never picks it again), ``best`` the best monitored score. A run that
-   already reached ``max_epochs``/``max_steps`` is not trained again (one line, exit 0). Settings
-   changed since the run started are listed (``resume: ...``), and refused when they would not
-   resume correctly (:mod:`trainer_cli.resume`).
+   ``<name>`` with a checkpoint; the checkpoint by :func:`trainer_cli.rundir.resume_checkpoint`.
+   A run that already reached ``max_epochs``/``max_steps`` is not trained again (one line, exit
+   0). Settings changed since the run started are listed (``resume: ...``), and refused when they
+   would not resume correctly (:mod:`trainer_cli.resume`).
 3. **Explicit ``--run_dir``** (``train submit`` sets it): exactly that directory. If it already holds
    a checkpoint, ``fit`` refuses to start over in it unless told ``--ckpt_path last``, except in a
    Slurm job: a (re)started or resubmitted job of that run continues from its newest checkpoint
-   (the Slurm requeue rule: a run never goes back).
+   (the Slurm requeue rule: a run never goes back; :func:`trainer_cli.rundir.resume_checkpoint`).
 4. **Identity**: ``run.json`` (written once) holds the run id every logger uses
    (:mod:`trainer_cli.loggers`): TensorBoard/CSV version, W&B run id, MLflow run id. Loggers and
    checkpoints are pointed into the directory whatever the logger.

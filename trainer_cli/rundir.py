@@ -1,9 +1,37 @@
-"""Run directories: ``<default_root_dir>/<name>/version_<N>``, created atomically, never reused.
+"""A run's directory, from plan to discard: the one place of the policy.
 
-Every rank of a run must agree on one directory: the process that allocates it exports
-``TRAINER_CLI_RUN_DIR`` so DDP processes Lightning launches from it use the same one, and ranks
-started together by ``srun`` (several Slurm tasks, no explicit ``run_dir``) share
-``job_<SLURM_JOB_ID>``.
+Every verb that starts a run goes through this module: ``train fit``, ``validate``/``test``/
+``predict`` (``--run_dir``, ``--ckpt_path last|best``), ``train submit`` (new, resubmitted, dry run),
+each sweep trial, each ``train cv`` fold, and the batch scripts (``slurm/ddp.sbatch.j2`` runs
+``train fit --config <run>/config.yaml`` at every start of the job, requeues included;
+``slurm/test.sbatch.j2`` runs ``train test --ckpt_path best``). The steps, in order:
+
+1. **Plan** (:func:`plan`): where the start goes. A new run gets
+   ``<trainer.default_root_dir>/<name>/version_<N>``, made atomically (``mkdir``), never reused
+   (:func:`allocate`; :func:`next_dir` for a dry run); ``--run_dir`` names an existing one (a
+   submitted job, a resubmission, a sweep trial ``<name>/sweep_<N>/trial_<i>``, a cv fold
+   ``<cv dir>/fold_<i>``); ``--ckpt_path last|best`` alone takes the newest run of ``<name>`` with a
+   checkpoint (:func:`resumable_run`). Every rank agrees on one directory: the process that
+   chose it exports ``TRAINER_CLI_RUN_DIR`` for the DDP processes Lightning launches from it, and
+   ranks started together by ``srun`` (several Slurm tasks, no ``--run_dir``) share
+   ``job_<SLURM_JOB_ID>``.
+2. **Resume** (:func:`resume_checkpoint`): which checkpoint the start loads, and why. **A requeued
+   or restarted Slurm job resumes from its run's newest complete checkpoint by global step**
+   (``checkpoints/last.ckpt`` or ``hpc_ckpt_<N>.ckpt``), whatever ``--ckpt_path`` it was submitted
+   with, once it saved one; the hpc ones are then retired (:func:`retire_hpc_checkpoints`). A run
+   that already reached ``max_epochs``/``max_steps`` is not trained again (:func:`finished_line`).
+   What may change on resume is :mod:`trainer_cli.resume`'s to decide.
+3. **Freeze** (:func:`freeze`): ``config.yaml`` (the resolved config, atomically) and ``git.txt``
+   at the run's first start; a later start that changes the config keeps the earlier one as
+   ``config.prev-<N>.yaml``, and every start is one line of ``history.jsonl``
+   (:mod:`trainer_cli.history`, written by global rank 0 when the verb starts).
+4. **Discard** (:func:`discard_if_untrained`): a directory a start made is removed again when it
+   fails or is stopped before it saved a checkpoint; nothing a run saved is ever removed.
+
+The file names of a run directory and the readers of its checkpoints are
+:mod:`trainer_cli.run_files` (re-exported here). The Lightning-facing part of a run (its loggers,
+callbacks, the checkpoint on SIGTERM, the exit codes) is :class:`trainer_cli.run.Run`, which calls
+this module; the Slurm job's restarts and their cap are :mod:`trainer_cli.launch.jobstate`'s.
 """
 
 from __future__ import annotations
@@ -34,6 +62,7 @@ from trainer_cli.run_files import read_checkpoint_progress as read_checkpoint_pr
 from trainer_cli.run_files import run_checkpoints as run_checkpoints
 
 
+# -- 1. plan: where a start of a run goes -----------------------------------------------------------
 def experiment_dir(root: Path, name: str) -> Path:
     """``root/name``, the folder of an experiment's runs.
 
@@ -100,7 +129,6 @@ def slurm_shared_run_dir(root: Path, name: str) -> Path | None:
     return None
 
 
-
 @dataclass(frozen=True)
 class Placement:
     """Where a start of a run goes (:func:`plan`)."""
@@ -153,106 +181,8 @@ def plan(root: Path, name: str, ckpt_path: str | None, run_dir: str | Path | Non
         return Placement(None, False, "lightning")
     return Placement(allocate(root, name), True, "new")
 
-def git_description(path: Path) -> str | None:
-    """``<commit>`` (plus `` (dirty)``) of the git checkout holding ``path``, or None outside one."""
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=10, check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return commit + (" (dirty)" if dirty else "")
 
-
-def write_git_info(run_dir: Path) -> None:
-    """Record the git commit of the project code and of the working directory in ``run_dir/git.txt``."""
-    lines = []
-    seen = set()
-    for label, where in (("trainer_cli", Path(__file__).resolve().parent), ("cwd", Path.cwd())):
-        desc = git_description(where)
-        if desc and desc not in seen:
-            seen.add(desc)
-            lines.append(f"{label}: {desc}")
-    if lines:
-        (run_dir / GIT_FILE).write_text("\n".join(lines) + "\n")
-
-
-
-def freeze(run_dir: Path, config_text: str) -> bool:
-    """Freeze a run at its first start: ``run_dir/config.yaml`` (``config_text``, written atomically)
-    and ``git.txt``, unless the run has its config already (a later start that changes it keeps
-    the earlier one beside it: :func:`trainer_cli.history.rewrite_config`). Used by ``train fit``
-    (global rank 0, when the verb starts), ``train submit`` and every sweep trial.
-
-    Returns:
-        Whether it wrote them (False: the run was frozen before).
-    """
-    config_file = run_dir / CONFIG_FILE
-    if config_file.exists():
-        return False
-    run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(config_file, config_text)
-    write_git_info(run_dir)
-    return True
-
-
-def discard_if_untrained(path: Path, empty_parents: int = 0) -> bool:
-    """Remove ``path`` (a run, fold or cv directory the caller made) unless something in it is a
-    checkpoint (nothing a run saved is ever removed), then up to ``empty_parents`` of the folders
-    above it that this leaves empty. Returns whether it removed ``path``."""
-    if not path.is_dir() or any(path.rglob("*.ckpt")):
-        return False
-    shutil.rmtree(path, ignore_errors=True)
-    for parent in list(path.parents)[:empty_parents]:
-        try:
-            parent.rmdir()  # only when empty
-        except OSError:
-            break
-    return True
-
-def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = True) -> RunCheckpoint:
-    """Rename every ``hpc_ckpt_N.ckpt`` of ``run_dir`` to ``hpc_ckpt_N.ckpt.used``; delete the
-    ``.used`` ones older than ``chosen`` (superseded: no resume takes them again).
-
-    Called once the resume checkpoint is chosen (and passed to Lightning explicitly): a later
-    Lightning hpc lookup (``ckpt_path=None`` under Slurm) can then never load a stale one. The
-    numbering of new hpc checkpoints keeps counting up (Lightning counts the ``.used`` names too).
-
-    Args:
-        run_dir: The run directory.
-        chosen: The checkpoint the resume takes (:func:`newest_checkpoint`).
-        rename: False on the other ranks of a job: global rank 0 renames, before the ranks meet
-            to load the checkpoint; they only take the new name.
-
-    Returns:
-        ``chosen``, with its new path when it is one of the renamed files.
-    """
-    if rename:
-        for file in run_dir.glob(HPC_PATTERN):
-            os.replace(file, file.with_name(file.name + USED_SUFFIX))
-        for older in run_checkpoints(run_dir):  # consumed before and superseded: never chosen again
-            if older.path.name.endswith(USED_SUFFIX) and older.global_step < chosen.global_step:
-                older.path.unlink(missing_ok=True)
-    if fnmatch.fnmatch(chosen.path.name, HPC_PATTERN):
-        chosen = RunCheckpoint(chosen.path.with_name(chosen.path.name + USED_SUFFIX), chosen.global_step, chosen.epochs_done)
-    return chosen
-
-
-def newest_resumable(root: Path, name: str) -> Path | None:
-    """The newest ``root/name/version_N`` holding a complete resumable checkpoint, if any."""
-    for _, run in reversed(_versions(experiment_dir(root, name))):
-        if newest_checkpoint(run) is not None:
-            return run
-    return None
-
-
-
-
-# -- which checkpoint a start of a run resumes from ------------------------------------------------
+# -- 2. resume: which checkpoint a start loads, and why ---------------------------------------------
 RUN_CHOICES = ("last", "best")  # --ckpt_path values that name a checkpoint of a run
 
 
@@ -354,6 +284,14 @@ def resumable_run(root: Path, name: str, which: str) -> Path:
     return found
 
 
+def newest_resumable(root: Path, name: str) -> Path | None:
+    """The newest ``root/name/version_N`` holding a complete resumable checkpoint, if any."""
+    for _, run in reversed(_versions(experiment_dir(root, name))):
+        if newest_checkpoint(run) is not None:
+            return run
+    return None
+
+
 def restarted_past(run_dir: Path) -> bool:
     """Whether this is a restart of the Slurm job of ``run_dir`` (a requeue or resubmission, not its
     first start) and the run holds a checkpoint written since ``train submit`` queued it: the job
@@ -386,3 +324,94 @@ def finished_line(run_dir: Path, checkpoint: RunCheckpoint, max_epochs: int | No
         f"max_epochs={max_epochs}, max_steps={max_steps}): nothing to train. "
         "Pass a larger --trainer.max_epochs (or max_steps) to continue it."
     )
+
+
+def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = True) -> RunCheckpoint:
+    """Rename every ``hpc_ckpt_N.ckpt`` of ``run_dir`` to ``hpc_ckpt_N.ckpt.used``; delete the
+    ``.used`` ones older than ``chosen`` (superseded: no resume takes them again).
+
+    Called once the resume checkpoint is chosen (and passed to Lightning explicitly): a later
+    Lightning hpc lookup (``ckpt_path=None`` under Slurm) can then never load a stale one. The
+    numbering of new hpc checkpoints keeps counting up (Lightning counts the ``.used`` names too).
+
+    Args:
+        run_dir: The run directory.
+        chosen: The checkpoint the resume takes (:func:`newest_checkpoint`).
+        rename: False on the other ranks of a job: global rank 0 renames, before the ranks meet
+            to load the checkpoint; they only take the new name.
+
+    Returns:
+        ``chosen``, with its new path when it is one of the renamed files.
+    """
+    if rename:
+        for file in run_dir.glob(HPC_PATTERN):
+            os.replace(file, file.with_name(file.name + USED_SUFFIX))
+        for older in run_checkpoints(run_dir):  # consumed before and superseded: never chosen again
+            if older.path.name.endswith(USED_SUFFIX) and older.global_step < chosen.global_step:
+                older.path.unlink(missing_ok=True)
+    if fnmatch.fnmatch(chosen.path.name, HPC_PATTERN):
+        chosen = RunCheckpoint(chosen.path.with_name(chosen.path.name + USED_SUFFIX), chosen.global_step, chosen.epochs_done)
+    return chosen
+
+
+# -- 3. freeze: the run's config and code at its first start ----------------------------------------
+def freeze(run_dir: Path, config_text: str) -> bool:
+    """Freeze a run at its first start: ``run_dir/config.yaml`` (``config_text``, written atomically)
+    and ``git.txt``, unless the run has its config already (a later start that changes it keeps
+    the earlier one beside it: :func:`trainer_cli.history.rewrite_config`). Used by ``train fit``
+    (global rank 0, when the verb starts), ``train submit`` and every sweep trial.
+
+    Returns:
+        Whether it wrote them (False: the run was frozen before).
+    """
+    config_file = run_dir / CONFIG_FILE
+    if config_file.exists():
+        return False
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(config_file, config_text)
+    write_git_info(run_dir)
+    return True
+
+
+def git_description(path: Path) -> str | None:
+    """``<commit>`` (plus `` (dirty)``) of the git checkout holding ``path``, or None outside one."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + (" (dirty)" if dirty else "")
+
+
+def write_git_info(run_dir: Path) -> None:
+    """Record the git commit of the project code and of the working directory in ``run_dir/git.txt``."""
+    lines = []
+    seen = set()
+    for label, where in (("trainer_cli", Path(__file__).resolve().parent), ("cwd", Path.cwd())):
+        desc = git_description(where)
+        if desc and desc not in seen:
+            seen.add(desc)
+            lines.append(f"{label}: {desc}")
+    if lines:
+        (run_dir / GIT_FILE).write_text("\n".join(lines) + "\n")
+
+
+# -- 4. discard: a start that saved nothing leaves nothing --------------------------------------
+def discard_if_untrained(path: Path, empty_parents: int = 0) -> bool:
+    """Remove ``path`` (a run, fold or cv directory the caller made) unless something in it is a
+    checkpoint (nothing a run saved is ever removed), then up to ``empty_parents`` of the folders
+    above it that this leaves empty. Returns whether it removed ``path``."""
+    if not path.is_dir() or any(path.rglob("*.ckpt")):
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    for parent in list(path.parents)[:empty_parents]:
+        try:
+            parent.rmdir()  # only when empty
+        except OSError:
+            break
+    return True
