@@ -20,6 +20,7 @@ from __future__ import annotations
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 ENV_RUN_DIR = "TRAINER_CLI_RUN_DIR"  # the run directory, for the DDP processes launched from the rank that chose it
 VERSION_PREFIX = "version_"
@@ -146,7 +147,7 @@ def best_score(run_dir: Path, monitor: str | None = None) -> BestScore | None:
     return None
 
 
-def _checkpoint_states(path: Path) -> list[dict]:
+def _checkpoint_states(path: Path) -> list[dict[str, Any]]:
     """The states of the ``ModelCheckpoint`` callbacks stored in checkpoint ``path`` (with their ``mode``)."""
     import torch
 
