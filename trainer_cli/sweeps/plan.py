@@ -88,9 +88,11 @@ class Trial:
         return trial_label(self.index, self.overrides)
 
     def frozen(self, run_dir: Path) -> str:
-        """The resolved config with ``run_dir`` set: what ``train fit --config <trial>/config.yaml`` runs."""
-        self.config.run_dir = str(run_dir)
-        return self.parser.dump(self.config, skip_none=False, skip_link_targets=False)
+        """The resolved config with ``run_dir`` set: what ``train fit --config <trial>/config.yaml`` runs
+        (the trial's parsed config itself is left as parsed)."""
+        config = self.config.clone()
+        config.run_dir = str(run_dir)
+        return self.parser.dump(config, skip_none=False, skip_link_targets=False)
 
 
 @dataclass
