@@ -193,7 +193,8 @@ class Resume:
     path: Path
     """The checkpoint file."""
     which: str
-    """``last``, ``best`` or ``file`` (a checkpoint file given as ``--ckpt_path``)."""
+    """``last``, ``best`` or ``file`` (``--ckpt_path`` as given: a file, a URL, or a name Lightning
+    resolves itself, ``hpc`` or ``registry``)."""
     why: str
     """The rule that chose it, one line (recorded in ``history.jsonl``)."""
     progress: RunCheckpoint | None = None
@@ -222,7 +223,7 @@ def resume_checkpoint(run_dir: Path, ckpt_path: str | None, trains: bool = True,
        after resuming from it has it as its newest state; on equal steps ``last.ckpt``). Once chosen,
        the hpc ones are retired (:func:`retire_hpc_checkpoints`), so Lightning never loads a stale one.
     4. ``best``: the best monitored score of the run's ``ModelCheckpoint`` (:func:`best_checkpoint`).
-    5. A file: that file.
+    5. A file: that file (a URL, Lightning's ``hpc`` or ``registry``: passed on as given).
 
     Args:
         run_dir: The run directory.
