@@ -124,3 +124,19 @@ def test_freeze_once_and_discard_only_a_start_that_saved_nothing(tmp_path: Path)
     (run / rundir.LAST_CKPT).unlink()
     assert rundir.discard_if_untrained(run, empty_parents=1)
     assert not (tmp_path / "exp").exists() and tmp_path.is_dir()  # the parent it left empty, no further
+
+
+def test_a_carried_ckpt_path_counts_only_until_the_run_saved_a_checkpoint(tmp_path: Path) -> None:
+    run = tmp_path / "run"
+    run.mkdir()
+    pretrained = tmp_path / "pretrained.ckpt"
+    _checkpoint(pretrained, 3)
+    first = rundir.resume_checkpoint(run, str(pretrained), carried=True)
+    assert first is not None and first.which == "file"  # the run's first start: nothing saved yet
+    _checkpoint(run / rundir.LAST_CKPT, 8, 1)
+    with pytest.raises(UserError, match="already holds a trained run .* add --ckpt_path last"):
+        rundir.resume_checkpoint(run, str(pretrained), carried=True)  # never back to where it started
+    resubmitted = rundir.resume_checkpoint(run, str(pretrained), carried=True, in_job=True)
+    assert resubmitted is not None and (resubmitted.which, resubmitted.path.name) == ("last", "last.ckpt")
+    given = rundir.resume_checkpoint(run, str(pretrained))  # given for this start: taken
+    assert given is not None and given.which == "file"

@@ -197,7 +197,9 @@ class Run:
         if placed.path is None or not placed.existing:  # a new run (or Lightning's, bound later: bind_to_log_dir)
             return placed.path
         run_dir, child = placed.path, placed.kind == "inherited"  # child: a DDP process launched by the rank that chose it
-        resume = rundir.resume_checkpoint(run_dir, ckpt, trains=self.trains, named=bool(cfg.run_dir))
+        # a --ckpt_path the run's config.yaml holds from its first start (not in a job: there it is train submit's decision)
+        carried = self.trains and bool(ckpt) and not os.environ.get("SLURM_JOB_ID") and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt
+        resume = rundir.resume_checkpoint(run_dir, ckpt, trains=self.trains, named=bool(cfg.run_dir), carried=carried)
         self.resumed_because = resume.why if resume is not None else None
         if resume is not None and self.trains and not child:  # before anything is renamed
             stored = stored_config(run_dir)

@@ -202,7 +202,7 @@ class Resume:
 
 
 def resume_checkpoint(run_dir: Path, ckpt_path: str | None, trains: bool = True, named: bool = True,
-                      in_job: bool | None = None) -> Resume | None:
+                      in_job: bool | None = None, carried: bool = False) -> Resume | None:
     """Which checkpoint a start of the run in ``run_dir`` loads, and why; None when it loads none
     (a new run; an evaluation of the config's own weights). Every start uses this rule: ``train
     fit``, ``train validate|test|predict --run_dir``, ``train submit --ckpt_path last|best`` (checked
@@ -211,6 +211,10 @@ def resume_checkpoint(run_dir: Path, ckpt_path: str | None, trains: bool = True,
 
     The rules, in order:
 
+    0. **A --ckpt_path FILE|best carried over** from the run's own ``config.yaml`` (``train fit
+       --run_dir R``, ``train submit --config R/config.yaml``: the run's first start took it) counts
+       only while the run has saved nothing; once it holds a checkpoint, the start is one without
+       ``--ckpt_path`` (rule 1), so a run never goes back to where it started.
     1. **A trained run, no --ckpt_path** (a ``--run_dir`` that holds a checkpoint, a start that
        trains): inside a Slurm job its newest checkpoint, as ``last`` (a requeued, restarted or
        resubmitted job continues; a run never goes back); elsewhere refused (a run directory is
@@ -233,11 +237,16 @@ def resume_checkpoint(run_dir: Path, ckpt_path: str | None, trains: bool = True,
             a DDP process launched into a new run inherits the directory, not its rules).
         in_job: Whether this start is a Slurm job's (default: ``SLURM_JOB_ID`` is set); ``train
             submit`` plans a job's start.
+        carried: Whether ``ckpt_path`` is the one the run's ``config.yaml`` held before this start
+            (rule 0). Not in a job's own start: there ``config.yaml`` holds what ``train submit``
+            decided by this rule.
 
     Raises:
         UserError: for rule 1 outside a job, or ``last``/``best`` with no such checkpoint in ``run_dir``.
     """
     in_job = bool(os.environ.get("SLURM_JOB_ID")) if in_job is None else in_job
+    if named and trains and carried and ckpt_path not in (None, "last") and newest_checkpoint(run_dir) is not None:
+        ckpt_path = None  # rule 0: the first start's --ckpt_path, not this one's
     why = f"--ckpt_path {ckpt_path}"
     if named and trains and not ckpt_path and newest_checkpoint(run_dir) is not None:
         if not in_job:

@@ -39,6 +39,7 @@ from trainer_cli.launch.resources import Resources, derive
 from trainer_cli.launch.sbatch import AGGREGATE_SCRIPT_NAME, LOG_PATTERN, SCRIPT_NAME, TEST_SCRIPT_NAME, run_sbatch, script_context
 from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.submissions import register
+from trainer_cli.resume import stored_config
 from trainer_cli.run_files import CONFIG_FILE
 from trainer_cli.rundir import Resume, freeze, resume_checkpoint
 from trainer_cli.rundir import plan as rundir_plan
@@ -142,8 +143,8 @@ def _resubmit_changes(run_dir: Path, frozen: str, resume: Resume | None) -> tupl
     if not config_file.is_file():
         return [], frozen
     old, new = yaml.safe_load(config_file.read_text()) or {}, yaml.safe_load(frozen) or {}
-    if resume is not None and not new.get("ckpt_path"):
-        new["ckpt_path"] = resume.which
+    if resume is not None and resume.which == "last":  # a resubmitted run goes on from its newest checkpoint
+        new["ckpt_path"] = "last"
     changes = compare_for_resume(old, new, run_dir, force=bool(new.get("resume_force")))
     if resume is not None and any(c.startswith("model.") for c in changes):  # the checkpoint's tensors decide a model change, checked here rather than in the queue
         check_config_weights_fit(new.get("model"), resume.path, force=bool(new.get("resume_force")))
@@ -180,7 +181,11 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
         print(f"resubmit: into the newest run of {config.name!r}: {run_dir}")
     # resubmitting into an existing run (resume in place): the job's first start resolves its
     # checkpoint by the same rule (rundir.resume_checkpoint); say now if it cannot
-    resume = resume_checkpoint(run_dir, ckpt, in_job=True) if placed.existing else None
+    if placed.existing:
+        carried = bool(ckpt) and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt  # from the run's own config.yaml
+        resume = resume_checkpoint(run_dir, ckpt, in_job=True, carried=carried)
+    else:
+        resume = None
     try:
         config.run_dir = str(run_dir)
         frozen = parser.dump(config, skip_none=False, skip_link_targets=False)  # as config.yaml records a run
