@@ -72,6 +72,7 @@ def test_extension_rewrites_config_keeps_the_earlier_and_records_each_start(fini
     assert records[1]["global_step"] == 2 * STEPS_PER_EPOCH and records[1]["checkpoint"] == str(run / "checkpoints" / "last.ckpt")
     assert records[1]["changes"] == ["trainer.max_epochs: 2 -> 3"]
     assert records[1]["options"] == {"resume_schedule": "restretch", "resume_force": False}
+    assert records[1]["why"] == "--ckpt_path last: the newest complete checkpoint by global step" and "why" not in records[0]
     now, before = yaml.safe_load((run / "config.yaml").read_text()), yaml.safe_load((run / "config.prev-1.yaml").read_text())
     assert (now["trainer"]["max_epochs"], before["trainer"]["max_epochs"]) == (3, 2)
     assert now["ckpt_path"] is None  # how this start resumed is history, not the run's config

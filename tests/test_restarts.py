@@ -200,7 +200,7 @@ def test_a_restarted_job_goes_on_from_what_it_saved_not_its_ckpt_path(tmp_path: 
     --ckpt_path again; a checkpoint older than the submission does not count."""
     import torch
 
-    from trainer_cli.run import _restarted_past
+    from trainer_cli.rundir import restarted_past as _restarted_past
 
     for name in ("SLURM_ARRAY_JOB_ID", restarts.ENV_PRIOR_RESTARTS):
         monkeypatch.delenv(name, raising=False)

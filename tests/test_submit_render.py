@@ -279,3 +279,23 @@ def test_site_defaults_cpus_from_workers_raw_setup_and_python(tmp_path: Path) ->
     assert "srun --kill-on-bad-exit=1 python -m trainer_cli fit" in job.script_text
     with pytest.raises(UserError, match="--slurm.mem 4G and --slurm.mem_per_cpu 1G: sbatch takes one of them"):
         plan([*base, "--slurm.mem", "4G", "--slurm.mem_per_cpu", "1G"], dry_run=True)
+
+
+def test_a_resubmitted_run_goes_on_from_its_checkpoint_not_from_where_it_started(tmp_path: Path) -> None:
+    """A run submitted from a checkpoint file and resubmitted with its own config.yaml goes on from
+    its newest checkpoint once it saved one, not from the file again (rundir.resume_checkpoint, rule 0)."""
+    import torch
+
+    pretrained = tmp_path / "pretrained.ckpt"
+    torch.save({"global_step": 3, "epoch": 0}, pretrained)
+    job = plan([*_args(CASES["cpu_1x1"], tmp_path), "--ckpt_path", str(pretrained)], dry_run=False)
+    config = job.run_dir / "config.yaml"
+    config.write_text(job.frozen_config)
+    again = ["--config", str(config), "--config", LOCAL_PROFILE, *PYTHON]
+    assert plan(again, dry_run=True).changes == []  # nothing saved yet: the job's first start takes the file
+    (job.run_dir / "checkpoints").mkdir()
+    torch.save({"global_step": 8, "epoch": 1}, job.run_dir / "checkpoints" / "last.ckpt")
+    assert plan(again, dry_run=True).changes == [f"ckpt_path: {pretrained} -> last"]
+    other = tmp_path / "other.ckpt"
+    torch.save({"global_step": 5, "epoch": 0}, other)
+    assert plan([*again, "--ckpt_path", str(other)], dry_run=True).changes == [f"ckpt_path: {pretrained} -> {other}"]  # chosen now: taken

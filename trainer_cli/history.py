@@ -6,12 +6,14 @@ JSON line to ``<run>/history.jsonl``::
 
     {"time": "2026-11-25T06:12:03+00:00", "verb": "fit", "kind": "extension",
      "checkpoint": ".../checkpoints/last.ckpt", "global_step": 600,
-     "changes": ["trainer.max_epochs: 20 -> 25"], "slurm": {"job_id": "41", "restart_count": 0}}
+     "changes": ["trainer.max_epochs: 20 -> 25"], "slurm": {"job_id": "41", "restart_count": 0},
+     "why": "--ckpt_path last: the newest complete checkpoint by global step"}
 
 ``kind`` is ``new``, ``resume``, ``extension`` (``trainer.max_epochs`` or ``max_steps`` changed),
 ``requeue`` (``SLURM_RESTART_COUNT`` > 0) or ``resubmission`` (another Slurm job than the run's
 last start); for the other verbs it is the verb. ``changes`` are the ``resume:`` lines printed for
-it (:func:`trainer_cli.resume.compare_for_resume`).
+it (:func:`trainer_cli.resume.compare_for_resume`). ``why`` is the rule that chose the checkpoint
+(:func:`trainer_cli.rundir.resume_checkpoint`), for a start that loads one.
 
 ``config.yaml`` always describes the run as it is now: a resume that changes the config keeps the
 earlier file beside it as ``config.prev-<N>.yaml`` and rewrites ``config.yaml`` with the new values
@@ -33,7 +35,8 @@ from typing import Any
 import yaml
 
 from trainer_cli.atomic import append_line, read_json_lines, write_atomic
-from trainer_cli.resume import CONFIG_FILE, RESUME_OPTIONS
+from trainer_cli.resume import RESUME_OPTIONS
+from trainer_cli.run_files import CONFIG_FILE, read_checkpoint_progress
 
 HISTORY_FILE = "history.jsonl"
 PREVIOUS_CONFIG = "config.prev-{n}.yaml"
@@ -62,11 +65,11 @@ def start_kind(verb: str | None, resumed: bool, changes: list[str], previous: li
     return "resume"
 
 
-def append(run_dir: Path, verb: str | None, ckpt_path: Any, changes: list[str], options: dict[str, Any] | None = None) -> dict[str, Any]:
+def append(run_dir: Path, verb: str | None, ckpt_path: Any, changes: list[str], options: dict[str, Any] | None = None,
+           why: str | None = None) -> dict[str, Any]:
     """Append this start's record to ``run_dir/history.jsonl`` (one line, flushed to disk); returns it.
-    ``options``: how a resume resumed (``resume_schedule``, ``resume_force``), recorded for a resume only."""
-    from trainer_cli.rundir import read_checkpoint_progress
-
+    ``options``: how a resume resumed (``resume_schedule``, ``resume_force``), recorded for a resume only;
+    ``why``: the rule that chose its checkpoint."""
     ckpt = Path(str(ckpt_path)) if ckpt_path and Path(str(ckpt_path)).is_file() else None
     progress = read_checkpoint_progress(ckpt) if ckpt is not None else None
     record: dict[str, Any] = {
@@ -79,6 +82,8 @@ def append(run_dir: Path, verb: str | None, ckpt_path: Any, changes: list[str], 
     }
     if ckpt is not None and options:
         record["options"] = options
+    if ckpt is not None and why:
+        record["why"] = why
     if os.environ.get("SLURM_JOB_ID"):
         record["slurm"] = {"job_id": os.environ["SLURM_JOB_ID"], "restart_count": int(os.environ.get("SLURM_RESTART_COUNT") or 0)}
     append_line(run_dir / HISTORY_FILE, json.dumps(record))
@@ -125,7 +130,7 @@ def _yaml(text: str) -> dict[str, Any] | None:
     return tree if isinstance(tree, dict) else None
 
 
-def record_start(run_dir: Path, verb: str | None, ckpt_path: Any, changes: list[str], record_text: str) -> None:
+def record_start(run_dir: Path, verb: str | None, ckpt_path: Any, changes: list[str], record_text: str, why: str | None = None) -> None:
     """This start of the run in its directory (global rank 0): ``config.yaml`` rewritten when the
     config changed on resume (:func:`rewrite_config`), and the history record appended."""
     config_file = run_dir / CONFIG_FILE
@@ -135,4 +140,4 @@ def record_start(run_dir: Path, verb: str | None, ckpt_path: Any, changes: list[
             rewrite_config(run_dir, text)
     tree = _yaml(record_text) or {}
     options = {k: tree[k] for k in RESUME_OPTIONS if k in tree and k.startswith("resume_")}
-    append(run_dir, verb, ckpt_path, changes, options)
+    append(run_dir, verb, ckpt_path, changes, options, why)

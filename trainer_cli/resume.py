@@ -26,8 +26,8 @@ from typing import Any
 import yaml
 
 from trainer_cli.errors import UserError
+from trainer_cli.run_files import CONFIG_FILE
 
-CONFIG_FILE = "config.yaml"
 # keys (dotted prefixes) that decide the meaning of the network's inputs or outputs beyond its tensors
 # (the model's other arguments are decided by the checkpoint's tensors: check_weights_fit)
 ARCHITECTURE_KEYS = ("model.class_path", "data.class_path", "data.init_args.image_size", "data.init_args.rgb")

@@ -1,27 +1,26 @@
-"""One run's directory, from start to end: the policy in one place.
+"""One run's directory, as a Lightning run sees it: loggers, callbacks, stop codes.
 
 A run of ``train fit|validate|test|predict`` (and of the verbs built on ``fit``: ``cv``,
 ``lr-find``, ``scale-batch-size``) lives in one directory, ``<trainer.default_root_dir>/<name>/
-version_<N>``. :class:`Run` decides which, and what happens in it; :class:`trainer_cli.cli.TrainerCLI`
-calls it at four points (after parsing, before building, after building, when the verb stops).
+version_<N>``. The policy (which directory, which checkpoint a start resumes from and why, the
+frozen config, the history, what is removed) is :mod:`trainer_cli.rundir`'s; :class:`Run` applies
+it to a LightningCLI run. :class:`trainer_cli.cli.TrainerCLI` calls it at four points (after
+parsing, before building, after building, when the verb stops).
 
-The rules, in the order they are applied (:meth:`Run.prepare`):
+In the order they are applied (:meth:`Run.prepare`):
 
-1. **New run** (no ``--run_dir``, no ``--ckpt_path last|best``): a fresh ``version_<N>`` is made
-   atomically (``mkdir``; never reused). Tasks that ``srun`` started together (several Slurm
-   tasks, no ``--run_dir``) share ``<name>/job_<SLURM_JOB_ID>``. DDP processes that Lightning
-   launches inherit the directory through ``TRAINER_CLI_RUN_DIR``.
+1. **New run** (no ``--run_dir``, no ``--ckpt_path last|best``): a fresh ``version_<N>``
+   (:func:`trainer_cli.rundir.plan`); DDP processes that Lightning launches inherit it through
+   ``TRAINER_CLI_RUN_DIR``; Slurm tasks started together share ``<name>/job_<SLURM_JOB_ID>``.
 2. **Resume** (``--ckpt_path last`` or ``best``): without ``--run_dir``, the newest run of
-   ``<name>`` with a checkpoint; ``last`` is the checkpoint with the highest global step
-   (``last.ckpt`` or a Slurm ``hpc_ckpt_<N>.ckpt``; an hpc one is retired, renamed ``.used``, once
-   chosen, so Lightning never picks it again), ``best`` the best monitored score. A run that
-   already reached ``max_epochs``/``max_steps`` is not trained again (one line, exit 0). Settings
-   changed since the run started are listed (``resume: ...``), and refused when they would not
-   resume correctly (:mod:`trainer_cli.resume`).
+   ``<name>`` with a checkpoint; the checkpoint by :func:`trainer_cli.rundir.resume_checkpoint`.
+   A run that already reached ``max_epochs``/``max_steps`` is not trained again (one line, exit
+   0). Settings changed since the run started are listed (``resume: ...``), and refused when they
+   would not resume correctly (:mod:`trainer_cli.resume`).
 3. **Explicit ``--run_dir``** (``train submit`` sets it): exactly that directory. If it already holds
    a checkpoint, ``fit`` refuses to start over in it unless told ``--ckpt_path last``, except in a
    Slurm job: a (re)started or resubmitted job of that run continues from its newest checkpoint
-   (the Slurm requeue rule: a run never goes back).
+   (the Slurm requeue rule: a run never goes back; :func:`trainer_cli.rundir.resume_checkpoint`).
 4. **Identity**: ``run.json`` (written once) holds the run id every logger uses
    (:mod:`trainer_cli.loggers`): TensorBoard/CSV version, W&B run id, MLflow run id. Loggers and
    checkpoints are pointed into the directory whatever the logger.
@@ -60,35 +59,15 @@ from lightning.pytorch import Callback
 from trainer_cli import history, rundir
 from trainer_cli import loggers as loggers_mod
 from trainer_cli.checkpointing import CTRL_C, InterruptCheckpoint, check_checkpoint_file
-from trainer_cli.errors import UserError
 from trainer_cli.resume import compare_for_resume, flatten, stored_config
 
 DEFAULT_ROOT_DIR = "runs"
 DEFAULT_NAME = "run"  # --name: runs go to <trainer.default_root_dir>/<name>/version_<N>
 DEFAULT_LOGGER = {"class_path": "lightning.pytorch.loggers.TensorBoardLogger", "init_args": {"save_dir": "runs", "default_hp_metric": False}}
 FIT_LIKE = ("fit", None)  # None: built without running a verb (cv folds, lr-find): they train too
-RUN_CHOICES = ("last", "best")  # --ckpt_path values that name a checkpoint of a run
 LIGHTNING_CHOICES = ("last", "best", "hpc", "registry")  # --ckpt_path values Lightning resolves itself
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 EXIT_SIGTERM = 143  # 128 + SIGTERM
-
-
-def _restarted_past(run_dir: Path) -> bool:
-    """Whether this is a restart of the Slurm job of ``run_dir`` (a requeue or resubmission, not its
-    first start) and the run holds a checkpoint written since ``train submit`` queued it: the job
-    started from its ``--ckpt_path`` before, and resumes from what it saved since."""
-    from datetime import datetime
-
-    from trainer_cli.launch import jobstate, requeue_signal
-
-    if not requeue_signal.under_slurm_batch() or jobstate.policy().count == 0:
-        return False
-    newest = rundir.newest_checkpoint(run_dir)
-    submitted = jobstate.read(run_dir).get("submitted")
-    try:
-        return newest is not None and bool(submitted) and newest.path.stat().st_mtime >= datetime.fromisoformat(str(submitted)).timestamp()
-    except (OSError, ValueError):
-        return False
 
 
 def is_checkpoint_file(ckpt_path: Optional[str]) -> bool:
@@ -139,6 +118,7 @@ class Run:
         self.follows_lightning = False
         self.late = False  # the directory is the Trainer's log_dir, bound once the Trainer is built
         self.changes: list[str] = []  # the config changes this resume makes (trainer_cli.resume), for history.jsonl
+        self.resumed_because: str | None = None  # the rule that chose the checkpoint (rundir.resume_checkpoint), for history.jsonl
         self._history_written = False
 
     @property
@@ -212,35 +192,16 @@ class Run:
         if self.follows_lightning:
             root, name = lightning_log_root(cfg)
         ckpt = cfg.get("ckpt_path")
-        child = bool(os.environ.get(rundir.ENV_RUN_DIR))  # a DDP process launched by the rank that chose it
-        if child or cfg.run_dir:  # rule 3 (or a DDP child of any rule)
-            run_dir = Path(os.environ[rundir.ENV_RUN_DIR] if child else cfg.run_dir)
-            if cfg.run_dir and not ckpt and self.trains and rundir.newest_checkpoint(run_dir) is not None:
-                if not os.environ.get("SLURM_JOB_ID"):
-                    raise UserError(
-                        f"--run_dir {run_dir} already holds a trained run (a checkpoint); a run directory is never "
-                        "reused: add --ckpt_path last to resume it, or drop --run_dir to start a new run"
-                    )
-                ckpt = "last"  # a (re)started Slurm job of this run: continue from its newest checkpoint
-            elif ckpt and self.trains and cfg.run_dir and _restarted_past(run_dir):
-                ckpt = "last"  # the restart of a job that started from --ckpt_path: it goes on from where it stopped
-        elif ckpt in RUN_CHOICES:  # rule 2
-            found = rundir.newest_resumable(root, name)
-            if found is None:
-                raise UserError(
-                    f"--ckpt_path {ckpt}: no run of {name!r} under {root} has a checkpoint ({rundir.LAST_CKPT} or hpc_ckpt_*.ckpt); "
-                    "start one with `train fit` first, or give a checkpoint file"
-                )
-            run_dir = found
-        else:  # rule 1
-            shared = rundir.slurm_shared_run_dir(root, name)
-            if shared is not None:
-                return shared
-            if self.follows_lightning:
-                return None  # Lightning chooses: its logger's next version (bind_to_log_dir)
-            self.created = True
-            return rundir.allocate(root, name)
-        if ckpt and self.trains and not child:  # before anything is chosen or renamed
+        placed = rundir.plan(root, name, ckpt, cfg.run_dir, lightning_chooses=self.follows_lightning)  # rules 1-3
+        self.created = placed.created
+        if placed.path is None or not placed.existing:  # a new run (or Lightning's, bound later: bind_to_log_dir)
+            return placed.path
+        run_dir, child = placed.path, placed.kind == "inherited"  # child: a DDP process launched by the rank that chose it
+        # a --ckpt_path the run's config.yaml holds from its first start (not in a job: there it is train submit's decision)
+        carried = self.trains and bool(ckpt) and not os.environ.get("SLURM_JOB_ID") and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt
+        resume = rundir.resume_checkpoint(run_dir, ckpt, trains=self.trains, named=bool(cfg.run_dir), carried=carried)
+        self.resumed_because = resume.why if resume is not None else None
+        if resume is not None and self.trains and not child:  # before anything is renamed
             stored = stored_config(run_dir)
             current = yaml.safe_load(self._config_text)
             stored = _in_form_of(current, stored)  # a `train fit` run (subclass form) resumed by a script fixing the classes
@@ -250,34 +211,25 @@ class Run:
             self.changes = compare_for_resume(stored, current, run_dir, force=bool(cfg.get("resume_force"))) if stored else []
             for change in self.changes:
                 print(f"resume: {change} (changed since the run started)", flush=True)
-        if ckpt in RUN_CHOICES:
-            cfg.ckpt_path = str(self._checkpoint_of(cfg, run_dir, ckpt, announce=not child))
+        if resume is not None and resume.which in rundir.RUN_CHOICES:
+            cfg.ckpt_path = str(self._checkpoint_of(cfg, run_dir, resume, announce=not child))
         return run_dir
 
-    def _checkpoint_of(self, cfg: Namespace, run_dir: Path, which: str, announce: bool) -> Path:
-        """The file ``--ckpt_path last|best`` means in ``run_dir`` (rule 2)."""
-        if which == "best":
-            best = rundir.best_checkpoint(run_dir)
-            if best is None:
-                raise UserError(
-                    f"--ckpt_path best: {run_dir} has no best checkpoint (no ModelCheckpoint with a monitor saved one); "
-                    "use --ckpt_path last or give a checkpoint file"
-                )
+    def _checkpoint_of(self, cfg: Namespace, run_dir: Path, resume: rundir.Resume, announce: bool) -> Path:
+        """The file of ``resume`` (``last``/``best``, :func:`trainer_cli.rundir.resume_checkpoint`) to load:
+        a finished run is not trained again (one line, exit 0); a chosen hpc checkpoint is retired."""
+        if resume.which == "best":
             if announce:
-                print(f"Using the best checkpoint of {run_dir}: {best}", flush=True)
-            return best
-        newest = rundir.newest_checkpoint(run_dir)
-        if newest is None:
-            raise UserError(f"--run_dir {run_dir} --ckpt_path last: no complete checkpoint in {run_dir}; nothing to resume")
-        if self.trains and is_finished(cfg.trainer, newest):
-            print(
-                f"{run_dir} is finished ({newest.epochs_done} epochs, step {newest.global_step}; "
-                f"max_epochs={cfg.trainer.max_epochs}, max_steps={cfg.trainer.max_steps}): nothing to train. "
-                "Pass a larger --trainer.max_epochs (or max_steps) to continue it.",
-                flush=True,
-            )
-            raise SystemExit(0)
-        if self.trains:  # global rank 0 renames; the other ranks load it by its new name
+                print(f"Using the best checkpoint of {run_dir}: {resume.path}", flush=True)
+            return resume.path
+        newest = resume.progress
+        assert newest is not None  # read to choose it
+        if self.trains:
+            finished = rundir.finished_line(run_dir, newest, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps"))
+            if finished:
+                print(finished, flush=True)
+                raise SystemExit(0)
+            # global rank 0 renames; the other ranks load it by its new name
             newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)  # type: ignore[attr-defined]
         if announce and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
             print(f"Resuming {run_dir} from {newest.path} (step {newest.global_step}, {newest.epochs_done} epochs done)", flush=True)
@@ -342,17 +294,15 @@ class Run:
         self.path.mkdir(parents=True, exist_ok=True)
         if self._identity and not (self.path / loggers_mod.RUN_FILE).exists():  # released unused (run=False), now used
             (self.path / loggers_mod.RUN_FILE).write_text(json.dumps(self._identity, indent=2) + "\n")
-        config_file = self.path / "config.yaml"
         if self.follows_lightning:  # the script's SaveConfigCallback writes config.yaml (TrainerArgumentParser.save)
-            if self.created and not (self.path / "git.txt").exists():
+            if self.created and not (self.path / rundir.GIT_FILE).exists():
                 rundir.write_git_info(self.path)
-        elif not config_file.exists():  # the run's first start (a resume that changes it rewrites it: history.record_start)
-            config_file.write_text(self.record(self.linked))
-            rundir.write_git_info(self.path)
+        elif not (self.path / rundir.CONFIG_FILE).exists():  # the run's first start (a resume that changes it rewrites it: history.record_start)
+            rundir.freeze(self.path, self.record(self.linked))
         shared_folder = self.late and not self.created  # a script's default root without a logger: the user's folder
         if not self._history_written and not shared_folder:  # config.yaml rewritten when the config changed on resume, history.jsonl
             self._history_written = True
-            history.record_start(self.path, self.verb, self.ckpt_path, self.changes, self.record(self.linked))
+            history.record_start(self.path, self.verb, self.ckpt_path, self.changes, self.record(self.linked), self.resumed_because)
         if self.trainer is not None:
             loggers_mod.record_logger_runs(self.trainer.loggers, self.path, self._mlflow_uris)
 
@@ -473,9 +423,8 @@ class Run:
 
     def remove_if_untrained(self) -> None:
         """Remove the directory if this run made it and nothing in it is a checkpoint (rule 7)."""
-        if not self.created or self.path is None or not self.path.is_dir() or any(self.path.rglob("*.ckpt")):
-            return
-        shutil.rmtree(self.path, ignore_errors=True)
+        if self.created and self.path is not None:
+            rundir.discard_if_untrained(self.path)
 
 
 def _tree(text: str) -> Any:
@@ -560,13 +509,3 @@ def lightning_log_root(cfg: Namespace) -> tuple[Path, str]:
     if cfg.get("name") and cfg.name != DEFAULT_NAME:
         name = cfg.name
     return root, name or ""
-
-
-def is_finished(trainer: Namespace, ckpt: rundir.RunCheckpoint) -> bool:
-    """Whether ``ckpt`` already reached the trainer config's ``max_epochs`` or ``max_steps``."""
-    max_epochs, max_steps = trainer.get("max_epochs"), trainer.get("max_steps")
-    if max_epochs is None and (max_steps is None or max_steps == -1):
-        max_epochs = 1000  # Lightning's default
-    return (max_epochs not in (None, -1) and ckpt.epochs_done >= max_epochs) or (
-        max_steps not in (None, -1) and ckpt.global_step >= max_steps
-    )

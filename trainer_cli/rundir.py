@@ -1,9 +1,37 @@
-"""Run directories: ``<default_root_dir>/<name>/version_<N>``, created atomically, never reused.
+"""A run's directory, from plan to discard: the one place of the policy.
 
-Every rank of a run must agree on one directory: the process that allocates it exports
-``TRAINER_CLI_RUN_DIR`` so DDP processes Lightning launches from it use the same one, and ranks
-started together by ``srun`` (several Slurm tasks, no explicit ``run_dir``) share
-``job_<SLURM_JOB_ID>``.
+Every verb that starts a run goes through this module: ``train fit``, ``validate``/``test``/
+``predict`` (``--run_dir``, ``--ckpt_path last|best``), ``train submit`` (new, resubmitted, dry run),
+each sweep trial, each ``train cv`` fold, and the batch scripts (``slurm/ddp.sbatch.j2`` runs
+``train fit --config <run>/config.yaml`` at every start of the job, requeues included;
+``slurm/test.sbatch.j2`` runs ``train test --ckpt_path best``). The steps, in order:
+
+1. **Plan** (:func:`plan`): where the start goes. A new run gets
+   ``<trainer.default_root_dir>/<name>/version_<N>``, made atomically (``mkdir``), never reused
+   (:func:`allocate`; :func:`next_dir` for a dry run); ``--run_dir`` names an existing one (a
+   submitted job, a resubmission, a sweep trial ``<name>/sweep_<N>/trial_<i>``, a cv fold
+   ``<cv dir>/fold_<i>``); ``--ckpt_path last|best`` alone takes the newest run of ``<name>`` with a
+   checkpoint (:func:`resumable_run`). Every rank agrees on one directory: the process that
+   chose it exports ``TRAINER_CLI_RUN_DIR`` for the DDP processes Lightning launches from it, and
+   ranks started together by ``srun`` (several Slurm tasks, no ``--run_dir``) share
+   ``job_<SLURM_JOB_ID>``.
+2. **Resume** (:func:`resume_checkpoint`): which checkpoint the start loads, and why. **A requeued
+   or restarted Slurm job resumes from its run's newest complete checkpoint by global step**
+   (``checkpoints/last.ckpt`` or ``hpc_ckpt_<N>.ckpt``), whatever ``--ckpt_path`` it was submitted
+   with, once it saved one; the hpc ones are then retired (:func:`retire_hpc_checkpoints`). A run
+   that already reached ``max_epochs``/``max_steps`` is not trained again (:func:`finished_line`).
+   What may change on resume is :mod:`trainer_cli.resume`'s to decide.
+3. **Freeze** (:func:`freeze`): ``config.yaml`` (the resolved config, atomically) and ``git.txt``
+   at the run's first start; a later start that changes the config keeps the earlier one as
+   ``config.prev-<N>.yaml``, and every start is one line of ``history.jsonl``
+   (:mod:`trainer_cli.history`, written by global rank 0 when the verb starts).
+4. **Discard** (:func:`discard_if_untrained`): a directory a start made is removed again when it
+   fails or is stopped before it saved a checkpoint; nothing a run saved is ever removed.
+
+The file names of a run directory and the readers of its checkpoints are
+:mod:`trainer_cli.run_files` (re-exported here). The Lightning-facing part of a run (its loggers,
+callbacks, the checkpoint on SIGTERM, the exit codes) is :class:`trainer_cli.run.Run`, which calls
+this module; the Slurm job's restarts and their cap are :mod:`trainer_cli.launch.jobstate`'s.
 """
 
 from __future__ import annotations
@@ -11,18 +39,30 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+import shutil
 import subprocess
-import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
+from trainer_cli.atomic import write_atomic
 from trainer_cli.errors import UserError
+from trainer_cli.run_files import CONFIG_FILE as CONFIG_FILE
+from trainer_cli.run_files import ENV_RUN_DIR as ENV_RUN_DIR
+from trainer_cli.run_files import GIT_FILE as GIT_FILE
+from trainer_cli.run_files import HPC_PATTERN as HPC_PATTERN
+from trainer_cli.run_files import LAST_CKPT as LAST_CKPT
+from trainer_cli.run_files import USED_SUFFIX as USED_SUFFIX
+from trainer_cli.run_files import VERSION_PREFIX as VERSION_PREFIX
+from trainer_cli.run_files import BestScore as BestScore
+from trainer_cli.run_files import RunCheckpoint as RunCheckpoint
+from trainer_cli.run_files import best_checkpoint as best_checkpoint
+from trainer_cli.run_files import best_score as best_score
+from trainer_cli.run_files import newest_checkpoint as newest_checkpoint
+from trainer_cli.run_files import read_checkpoint_progress as read_checkpoint_progress
+from trainer_cli.run_files import run_checkpoints as run_checkpoints
 
-ENV_RUN_DIR = "TRAINER_CLI_RUN_DIR"
-VERSION_PREFIX = "version_"
-LAST_CKPT = Path("checkpoints") / "last.ckpt"
 
-
+# -- 1. plan: where a start of a run goes -----------------------------------------------------------
 def experiment_dir(root: Path, name: str) -> Path:
     """``root/name``, the folder of an experiment's runs.
 
@@ -89,88 +129,211 @@ def slurm_shared_run_dir(root: Path, name: str) -> Path | None:
     return None
 
 
-def git_description(path: Path) -> str | None:
-    """``<commit>`` (plus `` (dirty)``) of the git checkout holding ``path``, or None outside one."""
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True, text=True, timeout=10, check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return commit + (" (dirty)" if dirty else "")
+@dataclass(frozen=True)
+class Placement:
+    """Where a start of a run goes (:func:`plan`)."""
+
+    path: Path | None
+    """The run directory; None for a user's script's new run (Lightning's ``log_dir``, known once the Trainer is built)."""
+    created: bool
+    """Whether :func:`plan` made it (only then is it ever removed: :func:`discard_if_untrained`)."""
+    kind: str
+    """``inherited``, ``named``, ``resumed``, ``shared``, ``new``, ``dry-run`` or ``lightning`` (the rules of :func:`plan`)."""
+
+    @property
+    def existing(self) -> bool:
+        """Whether the start goes into a run that may exist already (its checkpoint: :func:`resume_checkpoint`)."""
+        return self.kind in ("inherited", "named", "resumed")
 
 
-def write_git_info(run_dir: Path) -> None:
-    """Record the git commit of the project code and of the working directory in ``run_dir/git.txt``."""
-    lines = []
-    seen = set()
-    for label, where in (("trainer_cli", Path(__file__).resolve().parent), ("cwd", Path.cwd())):
-        desc = git_description(where)
-        if desc and desc not in seen:
-            seen.add(desc)
-            lines.append(f"{label}: {desc}")
-    if lines:
-        (run_dir / "git.txt").write_text("\n".join(lines) + "\n")
+def plan(root: Path, name: str, ckpt_path: str | None, run_dir: str | Path | None, submitting: bool = False,
+         dry_run: bool = False, lightning_chooses: bool = False) -> Placement:
+    """Where a start of a run goes, the first rule that applies:
+
+    1. ``inherited``: ``TRAINER_CLI_RUN_DIR`` (a DDP process launched by the rank that chose);
+    2. ``named``: ``--run_dir`` (a resume in place, a submitted job's every start, a resubmission,
+       a sweep trial, whose frozen config names its directory, a cv fold);
+    3. ``resumed``: ``--ckpt_path last|best`` alone: the newest run of ``name`` with a checkpoint
+       (:func:`resumable_run`);
+    4. ``shared``: tasks that ``srun`` started together: ``<name>/job_<SLURM_JOB_ID>``;
+    5. ``dry-run``: the next ``version_<N>``, not created (``train submit --dry-run``);
+    6. ``lightning``: a user's script's new run: Lightning's ``log_dir`` (``path`` None);
+    7. ``new``: a new ``version_<N>``, created atomically, never reused (:func:`allocate`).
+
+    Args:
+        submitting: ``train submit`` plans a job's run from the submitting machine (rules 1 and 4
+            are the job's own, not this process's).
+
+    Raises:
+        UserError: for a bad ``name``, an unwritable root, or nothing to resume (rule 3).
+    """
+    inherited = None if submitting else os.environ.get(ENV_RUN_DIR)
+    if inherited or run_dir:
+        return Placement(Path(inherited or str(run_dir)), False, "inherited" if inherited else "named")
+    if ckpt_path in RUN_CHOICES:
+        return Placement(resumable_run(root, name, ckpt_path), False, "resumed")
+    shared = None if submitting else slurm_shared_run_dir(root, name)
+    if shared is not None:
+        return Placement(shared, False, "shared")
+    if dry_run:
+        return Placement(next_dir(root, name), False, "dry-run")
+    if lightning_chooses:
+        return Placement(None, False, "lightning")
+    return Placement(allocate(root, name), True, "new")
 
 
-# -- a run's checkpoints ---------------------------------------------------------------------------
-HPC_PATTERN = "hpc_ckpt_*.ckpt"
-USED_SUFFIX = ".used"  # a consumed hpc checkpoint: Lightning's own hpc lookup must not pick it again
+# -- 2. resume: which checkpoint a start loads, and why ---------------------------------------------
+RUN_CHOICES = ("last", "best")  # --ckpt_path values that name a checkpoint of a run
 
 
 @dataclass(frozen=True)
-class RunCheckpoint:
-    """One resumable checkpoint of a run: its file, global step and epochs finished."""
+class Resume:
+    """The checkpoint a start of a run loads (:func:`resume_checkpoint`), and why."""
 
     path: Path
-    global_step: int
-    epochs_done: int
+    """The checkpoint file."""
+    which: str
+    """``last``, ``best`` or ``file`` (``--ckpt_path`` as given: a file, a URL, or a name Lightning
+    resolves itself, ``hpc`` or ``registry``)."""
+    why: str
+    """The rule that chose it, one line (recorded in ``history.jsonl``)."""
+    progress: RunCheckpoint | None = None
+    """Its global step and epochs done (read to choose a ``last``)."""
 
 
-def read_checkpoint_progress(path: Path) -> RunCheckpoint | None:
-    """``path``'s global step and finished epochs, read cheaply (memory-mapped, weights only).
+def resume_checkpoint(run_dir: Path, ckpt_path: str | None, trains: bool = True, named: bool = True,
+                      in_job: bool | None = None, carried: bool = False) -> Resume | None:
+    """Which checkpoint a start of the run in ``run_dir`` loads, and why; None when it loads none
+    (a new run; an evaluation of the config's own weights). Every start uses this rule: ``train
+    fit``, ``train validate|test|predict --run_dir``, ``train submit --ckpt_path last|best`` (checked
+    on the submitting machine), the batch script's ``train fit`` in a started, requeued or
+    resubmitted job, and the test job after a fit (``slurm/test.sbatch.j2``: ``--ckpt_path best``).
 
-    Returns None for a file that is not a complete checkpoint (truncated, corrupt, not a
-    Lightning checkpoint), so a run's newest *complete* checkpoint can be chosen.
+    The rules, in order:
+
+    0. **A --ckpt_path FILE|best carried over** from the run's own ``config.yaml`` (``train fit
+       --run_dir R``, ``train submit --config R/config.yaml``: the run's first start took it) counts
+       only while the run has saved nothing; once it holds a checkpoint, the start is one without
+       ``--ckpt_path`` (rule 1), so a run never goes back to where it started.
+    1. **A trained run, no --ckpt_path** (a ``--run_dir`` that holds a checkpoint, a start that
+       trains): inside a Slurm job its newest checkpoint, as ``last`` (a requeued, restarted or
+       resubmitted job continues; a run never goes back); elsewhere refused (a run directory is
+       never reused).
+    2. **A restarted Slurm job that started from --ckpt_path FILE|best** (a requeue, or a
+       resubmission by the job itself) whose run saved a checkpoint since ``train submit`` queued
+       it (:func:`restarted_past`): ``last``, not the ``--ckpt_path`` again.
+    3. ``last``: the complete checkpoint with the highest global step, ``checkpoints/last.ckpt``
+       or a Slurm ``hpc_ckpt_<N>.ckpt`` (a consumed ``.used`` one included: a run that crashed right
+       after resuming from it has it as its newest state; on equal steps ``last.ckpt``). Once chosen,
+       the hpc ones are retired (:func:`retire_hpc_checkpoints`), so Lightning never loads a stale one.
+    4. ``best``: the best monitored score of the run's ``ModelCheckpoint`` (:func:`best_checkpoint`).
+    5. A file: that file (a URL, Lightning's ``hpc`` or ``registry``: passed on as given).
+
+    Args:
+        run_dir: The run directory.
+        ckpt_path: ``--ckpt_path`` as given (None, ``last``, ``best`` or a file).
+        trains: Whether the start trains (``fit``); rules 1 and 2 apply to training only.
+        named: Whether ``--run_dir`` named the directory (rules 1 and 2 apply to a named run only:
+            a DDP process launched into a new run inherits the directory, not its rules).
+        in_job: Whether this start is a Slurm job's (default: ``SLURM_JOB_ID`` is set); ``train
+            submit`` plans a job's start.
+        carried: Whether ``ckpt_path`` is the one the run's ``config.yaml`` held before this start
+            (rule 0). Not in a job's own start: there ``config.yaml`` holds what ``train submit``
+            decided by this rule.
+
+    Raises:
+        UserError: for rule 1 outside a job, or ``last``/``best`` with no such checkpoint in ``run_dir``.
     """
-    import torch
-
-    if not zipfile.is_zipfile(path):
+    in_job = bool(os.environ.get("SLURM_JOB_ID")) if in_job is None else in_job
+    if named and trains and carried and ckpt_path not in (None, "last") and newest_checkpoint(run_dir) is not None:
+        ckpt_path = None  # rule 0: the first start's --ckpt_path, not this one's
+    why = f"--ckpt_path {ckpt_path}"
+    if named and trains and not ckpt_path and newest_checkpoint(run_dir) is not None:
+        if not in_job:
+            raise UserError(
+                f"--run_dir {run_dir} already holds a trained run (a checkpoint); a run directory is never "
+                "reused: add --ckpt_path last to resume it, or drop --run_dir to start a new run"
+            )
+        ckpt_path, why = "last", "a Slurm job in its trained run continues from its newest checkpoint"
+    elif named and trains and ckpt_path and restarted_past(run_dir):
+        ckpt_path, why = "last", f"a restarted Slurm job goes on from what it saved, not from --ckpt_path {ckpt_path}"
+    if not ckpt_path:
         return None
+    if ckpt_path == "best":
+        best = best_checkpoint(run_dir)
+        if best is None:
+            raise UserError(
+                f"--ckpt_path best: {run_dir} has no best checkpoint (no ModelCheckpoint with a monitor saved one); "
+                "use --ckpt_path last or give a checkpoint file"
+            )
+        return Resume(best, "best", why + ": the best monitored score")
+    if ckpt_path == "last":
+        newest = newest_checkpoint(run_dir)
+        if newest is None:
+            raise UserError(
+                f"--ckpt_path last: {run_dir} holds no complete checkpoint; nothing to resume (no {LAST_CKPT} "
+                f"or {HPC_PATTERN}; drop --ckpt_path to start it again)"
+            )
+        return Resume(newest.path, "last", why + ": the newest complete checkpoint by global step", newest)
+    return Resume(Path(ckpt_path), "file", why)
+
+
+def resumable_run(root: Path, name: str, which: str) -> Path:
+    """The run ``--ckpt_path last|best`` without ``--run_dir`` resumes: the newest
+    ``root/name/version_N`` holding a complete checkpoint.
+
+    Raises:
+        UserError: when no run of ``name`` has one.
+    """
+    found = newest_resumable(root, name)
+    if found is None:
+        raise UserError(
+            f"--ckpt_path {which}: no run of {name!r} under {root} has a checkpoint ({LAST_CKPT} or {HPC_PATTERN}); "
+            "start one without --ckpt_path first, or give a checkpoint file"
+        )
+    return found
+
+
+def newest_resumable(root: Path, name: str) -> Path | None:
+    """The newest ``root/name/version_N`` holding a complete resumable checkpoint, if any."""
+    for _, run in reversed(_versions(experiment_dir(root, name))):
+        if newest_checkpoint(run) is not None:
+            return run
+    return None
+
+
+def restarted_past(run_dir: Path) -> bool:
+    """Whether this is a restart of the Slurm job of ``run_dir`` (a requeue or resubmission, not its
+    first start) and the run holds a checkpoint written since ``train submit`` queued it: the job
+    started from its ``--ckpt_path`` before, and resumes from what it saved since."""
+    from datetime import datetime
+
+    from trainer_cli.launch import jobstate, requeue_signal
+
+    if not requeue_signal.under_slurm_batch() or jobstate.policy().count == 0:
+        return False
+    newest = newest_checkpoint(run_dir)
+    submitted = jobstate.read(run_dir).get("submitted")
     try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
-        step = int(ckpt["global_step"])
-        progress = ckpt.get("loops", {}).get("fit_loop", {}).get("epoch_progress", {}).get("current", {})
-        epochs = int(progress.get("processed", ckpt.get("epoch", 0)))
-    except Exception:  # any unreadable file is "not a checkpoint to resume"
+        return newest is not None and bool(submitted) and newest.path.stat().st_mtime >= datetime.fromisoformat(str(submitted)).timestamp()
+    except (OSError, ValueError):
+        return False
+
+
+def finished_line(run_dir: Path, checkpoint: RunCheckpoint, max_epochs: int | None, max_steps: int | None) -> str | None:
+    """One line when ``checkpoint`` already reached ``max_epochs`` or ``max_steps`` (the trainer's):
+    a resume has nothing to train; None when it has."""
+    epochs = 1000 if max_epochs is None and max_steps in (None, -1) else max_epochs  # 1000: Lightning's default
+    done = (epochs is not None and epochs != -1 and checkpoint.epochs_done >= epochs) or (
+        max_steps is not None and max_steps != -1 and checkpoint.global_step >= max_steps
+    )
+    if not done:
         return None
-    return RunCheckpoint(path, step, epochs)
-
-
-def run_checkpoints(run_dir: Path) -> list[RunCheckpoint]:
-    """The complete resumable checkpoints of ``run_dir``, oldest first (by global step).
-
-    Candidates: ``checkpoints/last.ckpt`` (written after every epoch and by an interrupt) and the
-    Slurm requeue checkpoints ``hpc_ckpt_N.ckpt`` in the run directory (consumed ones,
-    ``hpc_ckpt_N.ckpt.used``, included: a run that crashed right after resuming from one still has
-    it as its newest state). On equal steps ``last.ckpt`` sorts last (preferred).
-    """
-    hpc = {f.name.removesuffix(USED_SUFFIX) for f in run_dir.glob(HPC_PATTERN + "*")}
-    files = []
-    for name in sorted(hpc):  # another rank may be retiring it right now: either name will do
-        files += [f for f in (run_dir / name, run_dir / (name + USED_SUFFIX)) if f.is_file()][:1]
-    found = [c for c in (read_checkpoint_progress(f) for f in [*files, run_dir / LAST_CKPT] if f.is_file()) if c is not None]
-    return sorted(found, key=lambda c: c.global_step)  # stable: last.ckpt stays last among equals
-
-
-def newest_checkpoint(run_dir: Path) -> RunCheckpoint | None:
-    """The newest complete checkpoint of ``run_dir`` by global step (what every resume takes), or None."""
-    found = run_checkpoints(run_dir)
-    return found[-1] if found else None
+    return (
+        f"{run_dir} is finished ({checkpoint.epochs_done} epochs, step {checkpoint.global_step}; "
+        f"max_epochs={max_epochs}, max_steps={max_steps}): nothing to train. "
+        "Pass a larger --trainer.max_epochs (or max_steps) to continue it."
+    )
 
 
 def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = True) -> RunCheckpoint:
@@ -201,88 +364,64 @@ def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = 
     return chosen
 
 
-def newest_resumable(root: Path, name: str) -> Path | None:
-    """The newest ``root/name/version_N`` holding a complete resumable checkpoint, if any."""
-    for _, run in reversed(_versions(experiment_dir(root, name))):
-        if newest_checkpoint(run) is not None:
-            return run
-    return None
-
-
-def best_checkpoint(run_dir: Path) -> Path | None:
-    """The best checkpoint of ``run_dir`` by its monitored score, or None.
-
-    Read from the ``ModelCheckpoint`` state (a monitored one; without, as Lightning, the first
-    one's latest file) stored in the run's newest checkpoint (its ``best_model_path``, looked up by
-    file name under ``run_dir/checkpoints`` when the run was moved); without one, the
-    ``best*.ckpt`` file with the best stored score.
-    """
-    import torch
-
-    newest = newest_checkpoint(run_dir)
-    states = _checkpoint_states(newest.path) if newest is not None else []
-    monitored = [s for s in states if s.get("monitor")]
-    for state in monitored or states[:1]:  # no monitor: Lightning's "best" is the latest it saved
-        path = Path(str(state.get("best_model_path") or ""))
-        for candidate in (path, run_dir / "checkpoints" / path.name):
-            if path.name and candidate.is_file():
-                return candidate
-    scored = []
-    for file in sorted((run_dir / "checkpoints").glob("best*.ckpt")):
-        for state in _checkpoint_states(file):
-            score = state.get("current_score")
-            if isinstance(score, torch.Tensor):
-                sign = 1.0 if state.get("mode", "min") == "max" else -1.0
-                scored.append((sign * float(score), file))
-                break
-    return max(scored)[1] if scored else None
-
-
-@dataclass(frozen=True)
-class BestScore:
-    """The best monitored score a run reached, as its newest checkpoint's ``ModelCheckpoint`` holds it."""
-
-    monitor: str
-    """The metric, e.g. ``val/acc``."""
-    mode: str
-    """``max`` or ``min``: which way is better."""
-    score: float | None
-    """The best value so far; None before the first checkpoint with one."""
-    epochs_done: int
-    """Epochs finished at that checkpoint."""
-
-
-def best_score(run_dir: Path, monitor: str | None = None) -> BestScore | None:
-    """The best score of ``run_dir``'s monitored ``ModelCheckpoint`` (of ``monitor`` when given),
-    read from its newest complete checkpoint (memory-mapped: cheap while the run still trains).
+# -- 3. freeze: the run's config and code at its first start ----------------------------------------
+def freeze(run_dir: Path, config_text: str) -> bool:
+    """Freeze a run at its first start: ``run_dir/config.yaml`` (``config_text``, written atomically)
+    and ``git.txt``, unless the run has its config already (a later start that changes it keeps
+    the earlier one beside it: :func:`trainer_cli.history.rewrite_config`). Used by ``train fit``
+    (global rank 0, when the verb starts), ``train submit`` and every sweep trial.
 
     Returns:
-        None when the run has no checkpoint yet, or none of its checkpoint callbacks monitors a metric.
+        Whether it wrote them (False: the run was frozen before).
     """
-    import torch
-
-    newest = newest_checkpoint(run_dir)
-    if newest is None:
-        return None
-    for state in _checkpoint_states(newest.path):
-        if state.get("monitor") and (monitor is None or state["monitor"] == monitor):
-            score = state.get("best_model_score")
-            value = float(score) if isinstance(score, (torch.Tensor, float, int)) else None
-            return BestScore(str(state["monitor"]), state["mode"], value, newest.epochs_done)
-    return None
+    config_file = run_dir / CONFIG_FILE
+    if config_file.exists():
+        return False
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(config_file, config_text)
+    write_git_info(run_dir)
+    return True
 
 
-def _checkpoint_states(path: Path) -> list[dict]:
-    """The states of the ``ModelCheckpoint`` callbacks stored in checkpoint ``path`` (with their ``mode``)."""
-    import torch
-
+def git_description(path: Path) -> str | None:
+    """``<commit>`` (plus `` (dirty)``) of the git checkout holding ``path``, or None outside one."""
     try:
-        callbacks = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("callbacks", {})
-    except Exception:
-        return []
-    states = []
-    for key, state in callbacks.items():
-        if str(key).startswith("ModelCheckpoint") and isinstance(state, dict):
-            mode = "max" if "'mode': 'max'" in str(key) else "min"
-            states.append({**state, "mode": mode})
-    return states
+        commit = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True, text=True, timeout=10, check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + (" (dirty)" if dirty else "")
+
+
+def write_git_info(run_dir: Path) -> None:
+    """Record the git commit of the project code and of the working directory in ``run_dir/git.txt``."""
+    lines = []
+    seen = set()
+    for label, where in (("trainer_cli", Path(__file__).resolve().parent), ("cwd", Path.cwd())):
+        desc = git_description(where)
+        if desc and desc not in seen:
+            seen.add(desc)
+            lines.append(f"{label}: {desc}")
+    if lines:
+        (run_dir / GIT_FILE).write_text("\n".join(lines) + "\n")
+
+
+# -- 4. discard: a start that saved nothing leaves nothing --------------------------------------
+def discard_if_untrained(path: Path, empty_parents: int = 0) -> bool:
+    """Remove ``path`` (a run, fold or cv directory the caller made) unless something in it is a
+    checkpoint (nothing a run saved is ever removed), then up to ``empty_parents`` of the folders
+    above it that this leaves empty. Returns whether it removed ``path``."""
+    if not path.is_dir() or any(path.rglob("*.ckpt")):
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    for parent in list(path.parents)[:empty_parents]:
+        try:
+            parent.rmdir()  # only when empty
+        except OSError:
+            break
+    return True

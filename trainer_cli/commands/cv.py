@@ -19,7 +19,6 @@ import csv
 import json
 import math
 import os
-import shutil
 import statistics
 from collections.abc import Sequence
 from pathlib import Path
@@ -167,14 +166,7 @@ def run_fold(cv_dir: Path, fold: int, folds: int, cv_seed: int, fit_args: list[s
 def remove_untrained(path: Path) -> None:
     """Remove ``path`` (a cv or fold directory this call made) unless it holds a checkpoint, and
     the parent folders that leaves empty (``<root>/<name>/cv``)."""
-    if not path.is_dir() or any(path.rglob("*.ckpt")):
-        return
-    shutil.rmtree(path, ignore_errors=True)
-    for parent in list(path.parents)[:2]:
-        try:
-            parent.rmdir()  # only when empty
-        except OSError:
-            break
+    rundir.discard_if_untrained(path, empty_parents=2)
 
 
 def aggregate(cv_dir: Path, folds: int) -> dict[str, Any]:

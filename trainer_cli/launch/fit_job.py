@@ -27,7 +27,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.atomic import update_json, write_atomic
+from trainer_cli.atomic import update_json
 from trainer_cli.compose import Layers
 from trainer_cli.errors import UserError
 from trainer_cli.history import rewrite_config
@@ -37,9 +37,13 @@ from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.render import render
 from trainer_cli.launch.reservations import refuse_maintenance
 from trainer_cli.launch.resources import Resources, derive
-from trainer_cli.launch.sbatch import AGGREGATE_SCRIPT_NAME, CONFIG_FILE, LOG_PATTERN, SCRIPT_NAME, TEST_SCRIPT_NAME, run_sbatch, script_context
+from trainer_cli.launch.sbatch import AGGREGATE_SCRIPT_NAME, LOG_PATTERN, SCRIPT_NAME, TEST_SCRIPT_NAME, run_sbatch, script_context
 from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.submissions import register
+from trainer_cli.resume import stored_config
+from trainer_cli.run_files import CONFIG_FILE
+from trainer_cli.rundir import Resume, freeze, resume_checkpoint
+from trainer_cli.rundir import plan as rundir_plan
 
 ParseFit = Callable[[list[str], Layers], tuple[Any, Any]]
 """Composes and type-checks ``train fit ARGS`` (``--config`` values already expanded, with the
@@ -117,38 +121,34 @@ class Plan:
         return render("test", context)
 
 
-def _resubmit_changes(run_dir: Path, frozen: str) -> tuple[list[str], str]:
+def _resubmit_changes(run_dir: Path, frozen: str, resume: Resume | None) -> tuple[list[str], str]:
     """What a resubmission into ``run_dir`` changes in its config.yaml, and the config to write.
 
     The new command's values go into the run's config (the job reads it), checked as any resume
     checks them (:func:`trainer_cli.resume.compare_for_resume`: no other architecture, optimizer or
-    precision). ``ckpt_path`` becomes ``last`` when the run holds a checkpoint and none was named:
-    a resubmitted run resumes from its newest checkpoint.
+    precision; a model change by the tensors of ``resume``, the checkpoint the job will load).
+    ``ckpt_path`` becomes ``last`` when the run holds a checkpoint and none was named
+    (:func:`trainer_cli.rundir.resume_checkpoint`: a resubmitted run resumes from its newest checkpoint).
 
     Returns:
         ``(changes, config_text)``: one line per changed value (empty: nothing to rewrite).
 
     Raises:
-        UserError: for a change a resume refuses, or ``--ckpt_path last`` in a run with no checkpoint.
+        UserError: for a change a resume refuses.
     """
     import yaml
 
     from trainer_cli.resume import check_config_weights_fit, compare_for_resume
-    from trainer_cli.rundir import newest_checkpoint
 
     config_file = run_dir / CONFIG_FILE
     if not config_file.is_file():
         return [], frozen
     old, new = yaml.safe_load(config_file.read_text()) or {}, yaml.safe_load(frozen) or {}
-    has_checkpoint = newest_checkpoint(run_dir) is not None
-    if new.get("ckpt_path") == "last" and not has_checkpoint:
-        raise UserError(f"--ckpt_path last: {run_dir} holds no complete checkpoint; nothing to resume (drop --ckpt_path to start it again)")
-    if not new.get("ckpt_path") and has_checkpoint:
+    if resume is not None and resume.which == "last":  # a resubmitted run goes on from its newest checkpoint
         new["ckpt_path"] = "last"
     changes = compare_for_resume(old, new, run_dir, force=bool(new.get("resume_force")))
-    newest = newest_checkpoint(run_dir) if any(c.startswith("model.") for c in changes) else None
-    if newest is not None:  # the checkpoint's tensors decide a model change, checked here rather than in the queue
-        check_config_weights_fit(new.get("model"), newest.path, force=bool(new.get("resume_force")))
+    if resume is not None and any(c.startswith("model.") for c in changes):  # the checkpoint's tensors decide a model change, checked here rather than in the queue
+        check_config_weights_fit(new.get("model"), resume.path, force=bool(new.get("resume_force")))
     if old.get("ckpt_path") != new.get("ckpt_path"):
         changes.append(f"ckpt_path: {old.get('ckpt_path')} -> {new.get('ckpt_path')}")
     return changes, yaml.safe_dump(new, sort_keys=False) if changes else frozen
@@ -174,29 +174,19 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
     root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
     job_name = slurm.job_name or config.name
     ckpt = config.get("ckpt_path")
-    if not config.run_dir and ckpt in ("last", "best"):  # as `train fit`: the newest run of the experiment
-        from trainer_cli.rundir import newest_resumable
-
-        found = newest_resumable(root, config.name)
-        if found is None:
-            raise UserError(f"--ckpt_path {ckpt}: no run of {config.name!r} under {root} has a checkpoint; submit without --ckpt_path to start one")
-        config.run_dir = str(found)
-        print(f"resubmit: into the newest run of {config.name!r}: {found}")
-    if ckpt == "best" and config.run_dir:  # the job resolves it as `train fit --ckpt_path best` does: say now if it cannot
-        from trainer_cli.rundir import best_checkpoint
-
-        if best_checkpoint(Path(config.run_dir)) is None:
-            raise UserError(f"--ckpt_path best: {config.run_dir} has no best checkpoint (no ModelCheckpoint with a monitor saved one); use --ckpt_path last or give a checkpoint file")
-    if config.run_dir:  # resubmitting into an existing run (resume in place)
-        run_dir, created = Path(config.run_dir).absolute(), False
-    elif dry_run:
-        from trainer_cli.rundir import next_dir
-
-        run_dir, created = next_dir(root, config.name).absolute(), False
+    placed = rundir_plan(root, config.name, ckpt, config.run_dir, submitting=True, dry_run=dry_run)
+    run_dir, created = placed.path, placed.created
+    assert run_dir is not None  # (Lightning chooses only a user's script's run it starts itself)
+    run_dir = run_dir.absolute()
+    if placed.kind == "resumed":  # as `train fit`: the newest run of the experiment
+        print(f"resubmit: into the newest run of {config.name!r}: {run_dir}")
+    # resubmitting into an existing run (resume in place): the job's first start resolves its
+    # checkpoint by the same rule (rundir.resume_checkpoint); say now if it cannot
+    if placed.existing:
+        carried = bool(ckpt) and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt  # from the run's own config.yaml
+        resume = resume_checkpoint(run_dir, ckpt, in_job=True, carried=carried)
     else:
-        from trainer_cli.rundir import allocate
-
-        run_dir, created = allocate(root, config.name).absolute(), True
+        resume = None
     try:
         config.run_dir = str(run_dir)
         frozen = parser.dump(config, skip_none=False, skip_link_targets=False)  # as config.yaml records a run
@@ -205,7 +195,7 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
         if script:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it
             context_values["entry"] = [script]
         script_text = render(template, context_values)
-        changes, frozen = _resubmit_changes(run_dir, frozen) if not created else ([], frozen)
+        changes, frozen = _resubmit_changes(run_dir, frozen, resume) if not created else ([], frozen)
         job = Plan(run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes)
         if slurm.test_after_fit:
             job.test_script_text("afterok:1")  # a template error shows now, not after the fit job is queued
@@ -263,14 +253,7 @@ def submit(job: Plan) -> int:
     run_dir = job.run_dir
     previous = None
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        config_file = run_dir / CONFIG_FILE
-        if not config_file.exists():
-            from trainer_cli.rundir import write_git_info
-
-            write_atomic(config_file, job.frozen_config)
-            write_git_info(run_dir)
-        elif job.changes:  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
+        if not freeze(run_dir, job.frozen_config) and job.changes:  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
             previous = rewrite_config(run_dir, job.frozen_config)
         code = snapshot.take(Path.cwd(), run_dir) if job.slurm.snapshot else None
         job.script.write_text(job.script_text)

@@ -16,12 +16,12 @@ from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.resources import Resources
 from trainer_cli.launch.slurm_commands import SlurmCommandError
 from trainer_cli.launch.slurm_commands import sbatch as run_sbatch_command
+from trainer_cli.run_files import CONFIG_FILE
 
 SCRIPT_NAME = "submit.sbatch"
 TEST_SCRIPT_NAME = "test.sbatch"
 AGGREGATE_SCRIPT_NAME = "cv_aggregate.sbatch"
 LOG_PATTERN = "slurm-%j.log"
-CONFIG_FILE = "config.yaml"
 
 
 def _env(slurm: SlurmOptions) -> dict[str, str]:

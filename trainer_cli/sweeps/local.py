@@ -19,7 +19,7 @@ from pathlib import Path
 import trainer_cli
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobstate
-from trainer_cli.rundir import ENV_RUN_DIR
+from trainer_cli.rundir import CONFIG_FILE, ENV_RUN_DIR
 from trainer_cli.sweeps import plan as sweep_plan
 from trainer_cli.sweeps import results
 from trainer_cli.sweeps.space import take_sweep_args
@@ -51,7 +51,7 @@ def main(args: Sequence[str]) -> int:
         run_dir = sweep.trial_dir(trial)
         print(f"\n=== {trial.label()} [{trial.index + 1}/{n}] -> {run_dir}", flush=True)
         jobstate.update(run_dir, state="RUNNING", exit_code=None)
-        proc = subprocess.Popen([sys.executable, "-m", "trainer_cli", "fit", "--config", str(run_dir / sweep_plan.CONFIG_FILE)], env=env)
+        proc = subprocess.Popen([sys.executable, "-m", "trainer_cli", "fit", "--config", str(run_dir / CONFIG_FILE)], env=env)
         try:
             code = proc.wait()
         except KeyboardInterrupt:  # the trial got Ctrl-C too: let it save and stop, then stop the sweep

@@ -35,7 +35,6 @@ if TYPE_CHECKING:
 
 SWEEP_FILE = "sweep.json"
 SWEEP_PREFIX = "sweep_"
-CONFIG_FILE = "config.yaml"
 
 
 def trial_name(index: int) -> str:
@@ -93,9 +92,11 @@ class Trial:
         return trial_label(self.index, self.overrides)
 
     def frozen(self, run_dir: Path) -> str:
-        """The resolved config with ``run_dir`` set: what ``train fit --config <trial>/config.yaml`` runs."""
-        self.config.run_dir = str(run_dir)
-        return self.parser.dump(self.config, skip_none=False, skip_link_targets=False)
+        """The resolved config with ``run_dir`` set: what ``train fit --config <trial>/config.yaml`` runs
+        (the trial's parsed config itself is left as parsed)."""
+        config = self.config.clone()
+        config.run_dir = str(run_dir)
+        return self.parser.dump(config, skip_none=False, skip_link_targets=False)
 
 
 @dataclass
@@ -217,8 +218,7 @@ def write(sweep: Sweep, extra: dict[str, Any] | None = None) -> None:
         for trial in sweep.trials:
             run_dir = sweep.trial_dir(trial)
             run_dir.mkdir()
-            (run_dir / CONFIG_FILE).write_text(trial.frozen(run_dir))
-            rundir.write_git_info(run_dir)
+            rundir.freeze(run_dir, trial.frozen(run_dir))
         write_record(sweep, extra or {})
     except BaseException:
         remove(sweep)
