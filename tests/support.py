@@ -32,6 +32,22 @@ def quiet_args(root: Path, epochs: int = 1) -> list[str]:
     ]
 
 
+def every_epoch_last_checkpoint(root: Path) -> list[str]:
+    """``--config FILE``: the default callbacks with ``last.ckpt`` saved at every epoch end
+    (``LastCheckpoint(min_interval_s=0)``) instead of at most once a minute, for tests that pace
+    their steps (preempt, node failure, crash) by the run's newest checkpoint."""
+    import yaml
+
+    config = yaml.safe_load((CONFIGS / "callbacks" / "default.yaml").read_text())
+    for callback in config["trainer"]["callbacks"]:
+        if callback["class_path"].endswith(".LastCheckpoint"):
+            callback["init_args"]["min_interval_s"] = 0
+    path = root / "every_epoch_last_checkpoint.yaml"
+    root.mkdir(parents=True, exist_ok=True)
+    path.write_text(yaml.safe_dump(config, sort_keys=False))
+    return ["--config", str(path)]
+
+
 def run_train(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
     """Run ``python -m trainer_cli ARGS`` and return the finished process (text output)."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}

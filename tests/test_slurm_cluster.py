@@ -19,7 +19,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from support import DIGITS, USER_MODULE, quiet_args, run_train
+from support import DIGITS, USER_MODULE, every_epoch_last_checkpoint, quiet_args, run_train
 from slurm_support import (  # noqa: F401 - slurm_cluster and slurm_queries are fixtures
     LOCAL_PROFILE, counting_slurm_path, job_id_from, newest_step, resume_node, scontrol_job, slurm_cluster, slurm_queries, train_submit, usr1_at_start,
     wait_for_file, wait_for_requeue, wait_for_state, wait_for_step,
@@ -32,7 +32,7 @@ SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2
 
 def _submit(root: Path, nodes: int, devices: int, *extra: str) -> tuple[str, Path, str]:
     code, out = train_submit(
-        "--config", DIGITS, "--config", LOCAL_PROFILE, *quiet_args(root, epochs=1), *SHORT,
+        "--config", DIGITS, "--config", LOCAL_PROFILE, *every_epoch_last_checkpoint(root), *quiet_args(root, epochs=1), *SHORT,
         "--trainer.num_nodes", str(nodes), "--trainer.devices", str(devices), *extra,
     )
     assert code == 0, out
