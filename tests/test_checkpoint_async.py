@@ -68,12 +68,25 @@ def test_a_failed_write_is_raised_and_keeps_the_older_checkpoint(tmp_path: Path)
     old = tmp_path / "best-epoch000.ckpt"
     AtomicCheckpointIO().save_checkpoint({"epoch": 0}, old)
     (tmp_path / "file").write_text("not a folder")
-    io = AsyncAtomicCheckpointIO()
+    slow = SlowAtomicCheckpointIO()
+    io = AsyncAtomicCheckpointIO(slow)
     io.save_checkpoint({"epoch": 1}, tmp_path / "file" / "best-epoch001.ckpt")  # its folder cannot be made
-    io.remove_checkpoint(old)
+    io.remove_checkpoint(old)  # queued behind the failing save (the disk is slow: it has not failed yet)
+    slow.go.set()
     with pytest.raises(OSError):
         io.teardown()
     assert load(old)["epoch"] == 0
+
+
+def test_a_failed_write_is_raised_by_the_next_save(tmp_path: Path) -> None:
+    io = AsyncAtomicCheckpointIO()
+    (tmp_path / "file").write_text("not a folder")
+    with pytest.raises(OSError):
+        io.save_checkpoint({"epoch": 1}, tmp_path / "file" / "best-epoch001.ckpt")  # raises if already failed
+        for _ in range(200):  # the write fails on the worker; a later save (or teardown) raises it
+            io.save_checkpoint({"epoch": 2}, tmp_path / "last.ckpt")
+            threading.Event().wait(0.01)
+        io.teardown()
 
 
 def test_the_cli_default_plugin_is_the_async_atomic_one() -> None:
