@@ -7,6 +7,10 @@ that uses the real local Slurm cluster (the ``slurm_cluster`` fixture) is put in
 node DOWN, requeues or preempts a job never runs beside another cluster test. The other worker
 runs the rest meanwhile, and the cluster tests that only ask the cluster (the ``slurm_queries``
 fixture: they queue nothing and change nothing) in a group of their own, ``slurm_queries``.
+
+Each worker's ``train`` commands (``support.run_train``) and users' scripts start by fork from a
+process that has imported torch and Lightning once (:mod:`forkserver`; 3 s less per command);
+``TRAINER_CLI_TESTS_FORK=0`` starts every one of them as a new interpreter instead.
 """
 
 from __future__ import annotations

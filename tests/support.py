@@ -11,11 +11,15 @@ from __future__ import annotations
 import os
 import pickle
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+try:
+    import forkserver
+except ImportError:  # imported as tests.support (benchmarks/), tests/ not on sys.path
+    from tests import forkserver
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = REPO / "configs"
@@ -49,13 +53,11 @@ def every_epoch_last_checkpoint(root: Path) -> list[str]:
 
 
 def run_train(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """Run ``python -m trainer_cli ARGS`` and return the finished process (text output)."""
+    """Run ``python -m trainer_cli ARGS`` and return the finished process (text output), through
+    :mod:`forkserver` where it can (same process, without the start-up imports)."""
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env.pop("TRAINER_CLI_RUN_DIR", None)
-    return subprocess.run(
-        [sys.executable, "-m", "trainer_cli", *args], cwd=cwd or REPO, env=full_env,
-        capture_output=True, text=True, timeout=timeout,
-    )
+    return forkserver.run_python(["-m", "trainer_cli", *args], cwd or REPO, full_env, timeout)
 
 
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]

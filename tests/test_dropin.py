@@ -12,6 +12,7 @@ import pytest
 import torch
 import yaml
 
+import forkserver
 from support import REPO
 
 FOREIGN = REPO / "tests" / "foreign"
@@ -24,11 +25,11 @@ def _env() -> dict[str, str]:
 
 
 def _script(cwd: Path, *args: str, script: str = "main.py") -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, str(FOREIGN / script), *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=600)
+    return forkserver.run_python([str(FOREIGN / script), *args], cwd, _env(), 600)
 
 
 def _train(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-m", "trainer_cli", *args], cwd=cwd, env=_env(), capture_output=True, text=True, timeout=600)
+    return forkserver.run_python(["-m", "trainer_cli", *args], cwd, _env(), 600)
 
 
 def _config(run: Path) -> dict:

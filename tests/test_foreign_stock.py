@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 import yaml
 
+import forkserver
 from foreign_support import DATA, FOREIGN, MODEL, SUPPORT, foreign_env
 from support import REPO, run_train
 
@@ -26,8 +27,7 @@ STEPS_PER_EPOCH = 8  # BlobData: 128 samples, batches of 16
 
 def user_script(script: str, *args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``python tests/foreign/SCRIPT ARGS`` in ``cwd``, as the user runs their project."""
-    done = subprocess.run([sys.executable, str(FOREIGN / script), *args], cwd=cwd, env=foreign_env(),
-                          capture_output=True, text=True, timeout=600)
+    done = forkserver.run_python([str(FOREIGN / script), *args], cwd, foreign_env(), 600)
     assert done.returncode == 0, done.stderr[-3000:]
     return done
 

@@ -1,0 +1,273 @@
+"""A fork server for the suite's ``train`` processes: ``python -m trainer_cli ARGS`` without paying
+Python's, torch's and Lightning's imports (3.5-5 s on this machine, twice that while the other
+worker trains) at every start.
+
+One server per pytest process imports what ``train fit`` imports, then waits on a Unix socket. For
+each :func:`run` it forks a process that becomes that command: the request's working directory,
+environment, ``sys.argv`` and ``sys.path`` (the working directory first, as ``python -m`` puts it),
+stdout and stderr on the caller's files, stdin on ``/dev/null``; it runs the module
+``trainer_cli`` as ``__main__`` (``runpy``, as ``-m`` does) and leaves the way any Python process
+leaves (``SystemExit`` to the top: non-daemon threads joined, ``atexit`` run, streams flushed). Its
+children (DDP ranks, sweep trials) are ordinary new processes. The exit status comes back as
+``subprocess`` reports it (``-N`` for a signal).
+
+What a fork cannot give is a different interpreter start: :func:`usable` sends a command to a
+fresh process instead when a variable read at start-up (``PYTHON*``, thread counts, ``LD_*``, ...)
+differs from the server's, and tests of start-up itself (the fast-error path that must not import
+torch, the help cache, a signal in the first instant) start their processes themselves.
+``TRAINER_CLI_TESTS_FORK=0`` turns the server off.
+
+Protocol: the client sends one JSON line (``argv``, ``cwd``, ``env``) with its stdout and stderr
+descriptors (``SCM_RIGHTS``); the server answers ``{"pid": N}`` once the process runs and
+``{"status": N}`` when it ended.
+"""
+
+from __future__ import annotations
+
+import atexit
+import json
+import os
+import random
+import select
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from pathlib import Path
+from typing import Any, Optional
+
+# variables a process reads while it starts (the interpreter, torch's and OpenMP's thread pools, the
+# dynamic loader): a command whose values differ from the server's gets a process of its own
+STARTUP_PREFIXES = ("PYTHON", "OMP_", "MKL_", "OPENBLAS_", "LD_", "TORCH", "CUDA", "NCCL", "MALLOC", "KMP_")
+NOT_STARTUP = {"PYTHONUNBUFFERED"}  # applied to the forked process's streams
+PRELOAD = ("lightning.pytorch", "torchvision", "trainer_cli.cli")  # not trainer_cli.__main__: runpy runs it
+
+
+def startup_env(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k.startswith(STARTUP_PREFIXES) and k not in NOT_STARTUP}
+
+
+# ---------------------------------------------------------------- server
+
+
+def _pythonpath(env: dict[str, str], cwd: str) -> list[str]:
+    """The entries ``PYTHONPATH`` puts after ``sys.path[0]`` (absolute, as ``site`` makes them)."""
+    entries: list[str] = []
+    for entry in env.get("PYTHONPATH", "").split(os.pathsep) if env.get("PYTHONPATH") else []:
+        full = os.path.normpath(os.path.join(cwd, entry))
+        if full not in entries:
+            entries.append(full)
+    return entries
+
+
+def _shadows(folder: str) -> bool:
+    """Whether ``folder`` on the path would change an import the server already made (a module
+    loaded from elsewhere that it also holds, or a ``sitecustomize`` a fresh start would run)."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    for name in names:
+        top = name.split(".", 1)[0]
+        if top in ("sitecustomize", "usercustomize"):
+            return True
+        module = sys.modules.get(top)
+        origin = getattr(module, "__file__", None) or ""
+        if module is not None and not os.path.realpath(origin).startswith(os.path.realpath(folder) + os.sep):
+            return True
+    return False
+
+
+def _serve(path: str) -> None:
+    started_with = startup_env(dict(os.environ))  # before torch's import sets TORCHINDUCTOR_CACHE_DIR
+    global _BASE_PATH
+    _BASE_PATH = sys.path[1 + len(_pythonpath(dict(os.environ), os.getcwd())):]
+    for name in PRELOAD:
+        __import__(name)
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(16)
+    parent = os.getppid()
+    print(json.dumps({"ready": True, "env": started_with}), flush=True)
+    while True:
+        ready, _, _ = select.select([listener], [], [], 1.0)
+        _reap()
+        if os.getppid() != parent:  # the pytest process is gone
+            os._exit(0)
+        if not ready:
+            continue
+        conn, _ = listener.accept()
+        if os.fork() == 0:  # one waiter per command; the server stays single-threaded for its forks
+            listener.close()
+            _wait_for(conn)  # returns only in the command's own process
+            return
+        conn.close()
+
+
+def _reap() -> None:
+    try:
+        while os.waitpid(-1, os.WNOHANG)[0]:
+            pass
+    except ChildProcessError:
+        pass
+
+
+def _wait_for(conn: socket.socket) -> None:
+    msg, fds, _, _ = socket.recv_fds(conn, 1 << 20, 2)
+    request = json.loads(msg)
+    extra = _pythonpath(request["env"], request["cwd"])
+    if any(entry not in sys.path and _shadows(entry) for entry in extra):
+        conn.sendall(json.dumps({"refused": "PYTHONPATH changes what is imported"}).encode() + b"\n")
+        os._exit(0)
+    pid = os.fork()
+    if pid == 0:
+        conn.close()
+        _become(request, fds)
+        return
+    for fd in fds:
+        os.close(fd)
+    conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
+    _, status = os.waitpid(pid, 0)
+    code = -os.WTERMSIG(status) if os.WIFSIGNALED(status) else os.WEXITSTATUS(status)
+    try:
+        conn.sendall(json.dumps({"status": code}).encode() + b"\n")
+    finally:
+        os._exit(0)
+
+
+def _become(request: dict[str, Any], fds: list[int]) -> None:
+    """Turn this forked process into ``python -m trainer_cli ARGV`` (see the module docstring)."""
+    import importlib
+    import io
+    import runpy
+
+    devnull = os.open(os.devnull, os.O_RDONLY)
+    os.dup2(devnull, 0)
+    os.dup2(fds[0], 1)
+    os.dup2(fds[1], 2)
+    for fd in (devnull, *fds):
+        os.close(fd)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    sys.stdin = io.TextIOWrapper(io.FileIO(0, "r", closefd=False), encoding="utf-8")
+    sys.stdout = io.TextIOWrapper(io.FileIO(1, "w", closefd=False), encoding="utf-8", errors="strict", write_through=unbuffered)
+    sys.stderr = io.TextIOWrapper(io.FileIO(2, "w", closefd=False), encoding="utf-8", errors="backslashreplace", write_through=True)
+    sys.__stdout__, sys.__stderr__, sys.__stdin__ = sys.stdout, sys.stderr, sys.stdin  # type: ignore[misc]
+    for sig in (signal.SIGINT,):
+        signal.signal(sig, signal.default_int_handler)
+    for sig in (signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2, signal.SIGHUP, signal.SIGCHLD):
+        signal.signal(sig, signal.SIG_DFL)
+    argv = request["argv"]
+    script = argv[0] != "-m"
+    first = os.path.dirname(os.path.realpath(argv[0])) if script else os.getcwd()
+    sys.path[:] = [first, *_pythonpath(request["env"], os.getcwd()), *_BASE_PATH]
+    importlib.invalidate_caches()
+    random.seed()  # a new process's own seeds, not the server's
+    if "numpy" in sys.modules:
+        sys.modules["numpy"].random.seed()
+    if script:  # python SCRIPT ARGS
+        sys.argv = list(argv)
+        runpy.run_path(argv[0], run_name="__main__")
+    else:  # python -m MODULE ARGS
+        sys.modules.pop(f"{argv[1]}.__main__", None)
+        sys.argv = ["-m", *argv[2:]]
+        runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
+    raise SystemExit(0)  # ran to its end, as a script does
+
+
+# ---------------------------------------------------------------- client
+
+_BASE_PATH: list[str] = []  # the server's sys.path after sys.path[0] and its PYTHONPATH
+_server: Optional[subprocess.Popen[str]] = None
+_server_env: dict[str, str] = {}
+_socket_path = ""
+_lock = threading.Lock()
+
+
+def _start() -> bool:
+    global _server, _server_env, _socket_path
+    if os.environ.get("TRAINER_CLI_TESTS_FORK", "1") == "0":
+        return False
+    if _server is not None:
+        return _server.poll() is None
+    folder = tempfile.mkdtemp(prefix="trainer-cli-fork-")
+    _socket_path = os.path.join(folder, "s")
+    env = {k: v for k, v in os.environ.items() if k != "TRAINER_CLI_RUN_DIR"}
+    _server = subprocess.Popen(
+        [sys.executable, str(Path(__file__).resolve()), _socket_path], cwd=str(Path(__file__).resolve().parent.parent),
+        env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=None, text=True,
+    )
+    atexit.register(_stop)
+    line = _server.stdout.readline() if _server.stdout else ""
+    if not line:
+        return False
+    _server_env = json.loads(line)["env"]
+    return True
+
+
+def _stop() -> None:
+    if _server is not None and _server.poll() is None:
+        _server.kill()
+        _server.wait()
+
+
+def usable(env: dict[str, str]) -> bool:
+    """Whether a command with environment ``env`` can be forked (the server started, the same
+    start-up variables)."""
+    with _lock:
+        return _start() and _without_path(startup_env(env)) == _without_path(_server_env)
+
+
+def _without_path(env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in env.items() if k != "PYTHONPATH"}
+
+
+def python(argv: list[str], cwd: str, env: dict[str, str], timeout: float) -> Optional[subprocess.CompletedProcess[str]]:
+    """``subprocess.run([python, *argv], capture_output=True, text=True, ...)`` through the server,
+    ``argv`` being ``["-m", MODULE, ARGS...]`` or ``[SCRIPT, ARGS...]``; raises
+    ``subprocess.TimeoutExpired`` (the process killed) as that does. ``None`` when the server
+    cannot start this command (its ``PYTHONPATH`` would change what the server imported): start
+    it yourself."""
+    with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        conn.connect(_socket_path)
+        conn.settimeout(timeout)
+        socket.send_fds(conn, [json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()], [out.fileno(), err.fileno()])
+        reader = conn.makefile("r")
+        answer = json.loads(reader.readline())
+        if "refused" in answer:
+            conn.close()
+            return None
+        pid = answer["pid"]
+        try:
+            line = reader.readline()
+        except (TimeoutError, socket.timeout):
+            os.kill(pid, signal.SIGKILL)
+            raise subprocess.TimeoutExpired([sys.executable, *argv], timeout) from None
+        finally:
+            conn.close()
+        code = json.loads(line)["status"]
+        text = []
+        for f in (out, err):
+            f.seek(0)
+            text.append(f.read().decode("utf-8", errors="strict").replace("\r\n", "\n").replace("\r", "\n"))
+    return subprocess.CompletedProcess([sys.executable, *argv], code, text[0], text[1])
+
+
+def run_python(argv: list[str], cwd: str | os.PathLike[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
+    """``subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True,
+    timeout=timeout)``, forked by the server where it can be (:func:`usable`, :func:`python`)."""
+    if usable(env):
+        done = python(list(argv), str(cwd), env, timeout)
+        if done is not None:
+            return done
+    return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+if __name__ == "__main__":
+    sys.path[0] = os.getcwd()  # as `python -m` from the repository (not this file's folder)
+    _serve(sys.argv[1])
