@@ -29,6 +29,7 @@ import json
 import os
 import random
 import select
+import shutil
 import signal
 import socket
 import subprocess
@@ -213,6 +214,8 @@ def _stop() -> None:
     if _server is not None and _server.poll() is None:
         _server.kill()
         _server.wait()
+    if _socket_path:
+        shutil.rmtree(os.path.dirname(_socket_path), ignore_errors=True)
 
 
 def usable(env: dict[str, str]) -> bool:
