@@ -89,6 +89,14 @@ def test_ckpt_path_best_resolves_for_test_and_validate(flat_cos_run: Path) -> No
     assert [p.name for p in (root / "digits").iterdir()] == ["version_0"]  # no new run directory
 
 
+def test_evaluating_a_run_without_ckpt_path_uses_its_best_checkpoint(flat_cos_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``train validate|test --run_dir R`` evaluates the run's trained weights, not the config's fresh ones."""
+    for verb in ("validate", "test"):
+        assert run_subcommand(verb, ["--run_dir", str(flat_cos_run), *TINY]) == 0
+        assert f"Using the best checkpoint of {flat_cos_run}: {rundir.best_checkpoint(flat_cos_run)}" in capsys.readouterr().out
+    assert [p.name for p in flat_cos_run.parent.iterdir()] == ["version_0"]  # no new run directory
+
+
 def test_finished_run_is_not_retrained_unless_more_epochs(flat_cos_run: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     run = tmp_path / "version_0"
     shutil.copytree(flat_cos_run, run)

@@ -75,7 +75,9 @@ def test_which_checkpoint_a_start_loads_and_why(tmp_path: Path) -> None:
     in_job = rundir.resume_checkpoint(run, None, in_job=True)  # a job (re)started in its run continues
     assert in_job is not None and (in_job.which, in_job.path.name) == ("last", "hpc_ckpt_3.ckpt")
     assert in_job.why == "a Slurm job in its trained run continues from its newest checkpoint: the newest complete checkpoint by global step"
-    assert rundir.resume_checkpoint(run, None, trains=False) is None  # an evaluation of the config's own weights
+    evaluation = rundir.resume_checkpoint(run, None, trains=False)  # test --run_dir R: the run's weights, not the config's
+    assert evaluation is not None and (evaluation.which, evaluation.path.name) == ("last", "hpc_ckpt_3.ckpt")  # no best yet
+    assert evaluation.why.startswith("an evaluation of a trained run without --ckpt_path uses its last checkpoint")
     assert rundir.resume_checkpoint(run, None, named=False) is None  # a DDP process launched into a new run
     given = rundir.resume_checkpoint(run, str(tmp_path / "other.ckpt"))
     assert given is not None and (given.which, given.path) == ("file", tmp_path / "other.ckpt")
@@ -87,6 +89,9 @@ def test_which_checkpoint_a_start_loads_and_why(tmp_path: Path) -> None:
     _checkpoint(run / "hpc_ckpt_5.ckpt", 14, 2, {"ModelCheckpoint{'monitor': 'val/acc', 'mode': 'max'}": state})
     chosen = rundir.resume_checkpoint(run, "best")
     assert chosen is not None and (chosen.which, chosen.path, chosen.why) == ("best", best, "--ckpt_path best: the best monitored score")
+    evaluation = rundir.resume_checkpoint(run, None, trains=False)
+    assert evaluation is not None and (evaluation.which, evaluation.path) == ("best", best)
+    assert rundir.resume_checkpoint(run, None, trains=False, named=False) is None  # no --run_dir: the config's own weights
 
 
 def test_a_restarted_job_goes_on_from_what_it_saved_since_it_was_submitted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

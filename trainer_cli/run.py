@@ -232,7 +232,8 @@ class Run:
             # global rank 0 renames; the other ranks load it by its new name
             newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)  # type: ignore[attr-defined]
         if announce and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
-            print(f"Resuming {run_dir} from {newest.path} (step {newest.global_step}, {newest.epochs_done} epochs done)", flush=True)
+            doing = "Resuming" if self.trains else "Using the newest checkpoint of"
+            print(f"{doing} {run_dir} from {newest.path} (step {newest.global_step}, {newest.epochs_done} epochs done)", flush=True)
         self._checked.add(str(newest.path))  # read (its progress) just now
         return newest.path
 

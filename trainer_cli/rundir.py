@@ -222,6 +222,9 @@ def resume_checkpoint(run_dir: Path, ckpt_path: str | None, trains: bool = True,
     2. **A restarted Slurm job that started from --ckpt_path FILE|best** (a requeue, or a
        resubmission by the job itself) whose run saved a checkpoint since ``train submit`` queued
        it (:func:`restarted_past`): ``last``, not the ``--ckpt_path`` again.
+       **An evaluation (validate, test, predict) of a trained run, no --ckpt_path**: its ``best``
+       checkpoint, or ``last`` when no ``ModelCheckpoint`` with a monitor saved one (never the
+       config's untrained weights).
     3. ``last``: the complete checkpoint with the highest global step, ``checkpoints/last.ckpt``
        or a Slurm ``hpc_ckpt_<N>.ckpt`` (a consumed ``.used`` one included: a run that crashed right
        after resuming from it has it as its newest state; on equal steps ``last.ckpt``). Once chosen,
@@ -232,7 +235,7 @@ def resume_checkpoint(run_dir: Path, ckpt_path: str | None, trains: bool = True,
     Args:
         run_dir: The run directory.
         ckpt_path: ``--ckpt_path`` as given (None, ``last``, ``best`` or a file).
-        trains: Whether the start trains (``fit``); rules 1 and 2 apply to training only.
+        trains: Whether the start trains (``fit``); rules 0-2 but the evaluation's apply to training only.
         named: Whether ``--run_dir`` named the directory (rules 1 and 2 apply to a named run only:
             a DDP process launched into a new run inherits the directory, not its rules).
         in_job: Whether this start is a Slurm job's (default: ``SLURM_JOB_ID`` is set); ``train
@@ -257,6 +260,9 @@ def resume_checkpoint(run_dir: Path, ckpt_path: str | None, trains: bool = True,
         ckpt_path, why = "last", "a Slurm job in its trained run continues from its newest checkpoint"
     elif named and trains and ckpt_path and restarted_past(run_dir):
         ckpt_path, why = "last", f"a restarted Slurm job goes on from what it saved, not from --ckpt_path {ckpt_path}"
+    elif named and not trains and not ckpt_path and newest_checkpoint(run_dir) is not None:
+        ckpt_path = "best" if best_checkpoint(run_dir) is not None else "last"
+        why = f"an evaluation of a trained run without --ckpt_path uses its {ckpt_path} checkpoint"
     if not ckpt_path:
         return None
     if ckpt_path == "best":

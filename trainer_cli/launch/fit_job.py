@@ -42,7 +42,7 @@ from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help, split
 from trainer_cli.launch.submissions import register
 from trainer_cli.resume import stored_config
 from trainer_cli.run_files import CONFIG_FILE
-from trainer_cli.rundir import Resume, freeze, resume_checkpoint
+from trainer_cli.rundir import Resume, finished_line, freeze, resume_checkpoint
 from trainer_cli.rundir import plan as rundir_plan
 
 ParseFit = Callable[[list[str], Layers], tuple[Any, Any]]
@@ -96,6 +96,9 @@ class Plan:
     job_name: str
     changes: list[str]
     """Resubmission into an existing run: one line per value its config.yaml changes in."""
+    finished: str | None = None
+    """Resubmission into a run that already reached its ``max_epochs``/``max_steps``: the line
+    saying so (:func:`trainer_cli.rundir.finished_line`); such a job would start only to exit."""
 
     @property
     def script(self) -> Path:
@@ -197,6 +200,8 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
         script_text = render(template, context_values)
         changes, frozen = _resubmit_changes(run_dir, frozen, resume) if not created else ([], frozen)
         job = Plan(run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes)
+        if resume is not None and resume.progress is not None:
+            job.finished = finished_line(run_dir, resume.progress, config.trainer.get("max_epochs"), config.trainer.get("max_steps"))
         if slurm.test_after_fit:
             job.test_script_text("afterok:1")  # a template error shows now, not after the fit job is queued
         if slurm.cv_folds:
@@ -225,6 +230,9 @@ def main(args: list[str], parse: ParseFit, script: str | None = None) -> int:
         raise UserError("from a script, submit takes a fit run only (no --sweep, --check or --slurm.cv_folds yet): use `train submit` for those")
     dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
     job = plan(args, dry_run, parse, script=script)
+    if job.finished:  # as `train fit` says it, before anything is written or queued
+        print(f"{job.finished} Nothing was queued.")
+        return 0
     warning = job.slurm.signal_delay_warning()
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
