@@ -40,8 +40,12 @@ from pathlib import Path
 from typing import Any, Optional
 
 # variables a process reads while it starts (the interpreter, torch's and OpenMP's thread pools, the
-# dynamic loader): a command whose values differ from the server's gets a process of its own
-STARTUP_PREFIXES = ("PYTHON", "OMP_", "MKL_", "OPENBLAS_", "LD_", "TORCH", "CUDA", "NCCL", "MALLOC", "KMP_")
+# dynamic loader, Lightning's rank_zero_only.rank set at import from RANK/LOCAL_RANK/SLURM_PROCID/...):
+# a command whose values differ from the server's gets a process of its own
+STARTUP_PREFIXES = (
+    "PYTHON", "OMP_", "MKL_", "OPENBLAS_", "LD_", "TORCH", "CUDA", "NCCL", "MALLOC", "KMP_",
+    "RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "WORLD_SIZE", "MASTER_", "SLURM_", "JSM_", "PL_", "LIGHTNING_",
+)
 NOT_STARTUP = {"PYTHONUNBUFFERED"}  # applied to the forked process's streams
 PRELOAD = ("lightning.pytorch", "torchvision", "trainer_cli.cli")  # not trainer_cli.__main__: runpy runs it
 
