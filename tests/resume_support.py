@@ -65,6 +65,51 @@ def load(path: Path) -> dict[str, Any]:
     return torch.load(path, map_location="cpu", weights_only=True)
 
 
+def _members(proc: subprocess.Popen[str], group: bool) -> list[str]:
+    """The ``/proc/<pid>/stat`` lines of ``proc`` (and of its process group when ``group``)."""
+    if not group:
+        pids = [str(proc.pid)]
+    else:
+        pids = [p for p in os.listdir("/proc") if p.isdigit()]
+    lines = []
+    for pid in pids:
+        try:
+            stat = Path(f"/proc/{pid}/stat").read_text()
+        except OSError:
+            continue
+        fields = stat.rsplit(")", 1)[1].split()  # state, ppid, pgrp, ...
+        if pid == str(proc.pid) or (group and fields[2] == str(proc.pid)):
+            lines.append(fields[0])
+    return lines
+
+
+def kill_when(proc: subprocess.Popen[str], ready: Callable[[], bool], group: bool = False, timeout_s: float = 300) -> None:
+    """SIGKILL ``proc`` (its process group when ``group``: DDP's other rank, loader workers) at a
+    moment ``ready`` holds: each try stops the process(es) with SIGSTOP and waits until every one is
+    stopped, so the files ``ready`` reads (a checkpoint renamed by the writer thread) cannot change
+    between the look and the kill; when not ready yet, SIGCONT and look again.
+
+    Fails when the process ends first or the time runs out."""
+    send = (lambda sig: os.killpg(proc.pid, sig)) if group else proc.send_signal
+    end = time.monotonic() + timeout_s
+    while True:
+        if proc.poll() is not None:
+            raise AssertionError(f"training ended (exit {proc.returncode}) before the awaited moment:\n{proc.stdout.read()[-3000:] if proc.stdout else ''}")
+        send(signal.SIGSTOP)
+        settle = time.monotonic() + 5
+        while any(state not in "TtZX" for state in _members(proc, group)) and time.monotonic() < settle:
+            time.sleep(0.001)
+        if ready():
+            send(signal.SIGKILL)
+            proc.wait()
+            return
+        send(signal.SIGCONT)
+        if time.monotonic() > end:
+            kill_group(proc) if group else proc.kill()
+            raise AssertionError("timed out waiting for the training process")
+        time.sleep(0.02)
+
+
 def wait_for(proc: subprocess.Popen[str], ready: Callable[[], bool], timeout_s: float = 300) -> None:
     """Poll ``ready`` until true; fails when the process ends first or the time runs out."""
     end = time.monotonic() + timeout_s

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from resume_support import every_n_steps_config, final_state, global_step, load, same_tensors, start_train, wait_for
+from resume_support import every_n_steps_config, final_state, global_step, kill_when, load, same_tensors, start_train
 from support import DIGITS, REPO, quiet_args, run_train, scalars
 
 STEPS_PER_EPOCH = 10  # limit_train_batches (the full epoch is 20 batches of 64)
@@ -50,9 +50,7 @@ def test_sigkill_then_resume_is_bitwise_equal(tmp_path: Path, reference: dict, e
     last = root / "digits" / "version_0" / "checkpoints" / "last.ckpt"
     wanted = (lambda s: s is not None and s > STEPS_PER_EPOCH and s % STEPS_PER_EPOCH) if every == 4 else (lambda s: s == STEPS_PER_EPOCH)
     proc = start_train(*fit_args(root, every_n_steps_config(tmp_path, every)))
-    wait_for(proc, lambda: wanted(global_step(last)))
-    proc.send_signal(signal.SIGKILL)
-    proc.wait()
+    kill_when(proc, lambda: wanted(global_step(last)))  # stopped while its last.ckpt is the wanted one, then killed
     step = global_step(last)
     assert step is not None and step < 2 * STEPS_PER_EPOCH
     assert (step % STEPS_PER_EPOCH != 0) == (where == "mid-epoch"), f"killed at step {step}, wanted {where}"

@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from resume_support import every_n_steps_config, final_state, global_step, kill_group, load, same_tensors, start_train, wait_for
+from resume_support import every_n_steps_config, final_state, global_step, kill_group, kill_when, load, same_tensors, start_train
 from support import CONFIGS, DIGITS, quiet_args, run_train
 
 STEPS_PER_EPOCH = 8  # limit_train_batches: digits has 10 batches of 64 per process under 2-process DDP, 20 in one
@@ -41,10 +41,10 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_equal(tmp_path: Path, setup: s
         root = tmp_path / "runs"
         last = root / "digits" / "version_0" / "checkpoints" / "last.ckpt"
         proc = start_train(*fit_args(root, tmp_path, setup), own_group=True)
-        try:
-            wait_for(proc, lambda: (lambda s: s is not None and s > STEPS_PER_EPOCH and s % STEPS_PER_EPOCH != 0)(global_step(last)))
+        try:  # SIGKILL, the other rank / the workers too, with the group stopped at a mid-epoch checkpoint
+            kill_when(proc, lambda: (lambda s: s is not None and s > STEPS_PER_EPOCH and s % STEPS_PER_EPOCH != 0)(global_step(last)), group=True)
         finally:
-            kill_group(proc)  # SIGKILL: the other rank / the workers too
+            kill_group(proc)
         step = global_step(last)
         assert step is not None and STEPS_PER_EPOCH < step < 2 * STEPS_PER_EPOCH and step % STEPS_PER_EPOCH, f"killed at step {step}"
         assert load(last)["DigitsDataModule"]["train_loader"], "the checkpoint holds no training loader position"
