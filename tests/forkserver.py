@@ -46,7 +46,9 @@ STARTUP_PREFIXES = (
     "PYTHON", "OMP_", "MKL_", "OPENBLAS_", "LD_", "TORCH", "CUDA", "NCCL", "MALLOC", "KMP_",
     "RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "WORLD_SIZE", "MASTER_", "SLURM_", "JSM_", "PL_", "LIGHTNING_",
 )
-NOT_STARTUP = {"PYTHONUNBUFFERED"}  # applied to the forked process's streams
+# applied to the forked process: its streams, its sys.path (a PYTHONPATH entry that would shadow an
+# import the server made is refused by the server, _shadows)
+NOT_STARTUP = {"PYTHONUNBUFFERED", "PYTHONPATH"}
 PRELOAD = ("lightning.pytorch", "torchvision", "trainer_cli.cli")  # not trainer_cli.__main__: runpy runs it
 
 
@@ -226,11 +228,7 @@ def usable(env: dict[str, str]) -> bool:
     """Whether a command with environment ``env`` can be forked (the server started, the same
     start-up variables)."""
     with _lock:
-        return _start() and _without_path(startup_env(env)) == _without_path(_server_env)
-
-
-def _without_path(env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in env.items() if k != "PYTHONPATH"}
+        return _start() and startup_env(env) == _server_env
 
 
 def python(argv: list[str], cwd: str, env: dict[str, str], timeout: float) -> Optional[subprocess.CompletedProcess[str]]:

@@ -66,7 +66,8 @@ def load(path: Path) -> dict[str, Any]:
 
 
 def _members(proc: subprocess.Popen[str], group: bool) -> list[str]:
-    """The ``/proc/<pid>/stat`` lines of ``proc`` (and of its process group when ``group``)."""
+    """The process states (``/proc/<pid>/stat``: R, S, T, ...) of ``proc`` and, when ``group``, of
+    every process in its process group."""
     if not group:
         pids = [str(proc.pid)]
     else:

@@ -13,7 +13,7 @@ import torch
 import yaml
 
 import forkserver
-from support import REPO
+from support import REPO, run_train
 
 FOREIGN = REPO / "tests" / "foreign"
 
@@ -29,7 +29,7 @@ def _script(cwd: Path, *args: str, script: str = "main.py") -> subprocess.Comple
 
 
 def _train(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    return forkserver.run_python(["-m", "trainer_cli", *args], cwd, _env(), 600)
+    return run_train(*args, cwd=cwd, env=_env())
 
 
 def _config(run: Path) -> dict:

@@ -260,9 +260,12 @@ def resume_checkpoint(run_dir: Path, ckpt_path: str | None, trains: bool = True,
         ckpt_path, why = "last", "a Slurm job in its trained run continues from its newest checkpoint"
     elif named and trains and ckpt_path and restarted_past(run_dir):
         ckpt_path, why = "last", f"a restarted Slurm job goes on from what it saved, not from --ckpt_path {ckpt_path}"
-    elif named and not trains and not ckpt_path and newest_checkpoint(run_dir) is not None:
-        ckpt_path = "best" if best_checkpoint(run_dir) is not None else "last"
-        why = f"an evaluation of a trained run without --ckpt_path uses its {ckpt_path} checkpoint"
+    elif named and not trains and not ckpt_path:  # an evaluation of a trained run: its weights, not the config's
+        best = best_checkpoint(run_dir)  # (reads the newest checkpoint once)
+        if best is not None:
+            return Resume(best, "best", "an evaluation of a trained run without --ckpt_path uses its best checkpoint: the best monitored score")
+        if newest_checkpoint(run_dir) is not None:
+            ckpt_path, why = "last", "an evaluation of a trained run without --ckpt_path uses its last checkpoint"
     if not ckpt_path:
         return None
     if ckpt_path == "best":
