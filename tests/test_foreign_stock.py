@@ -154,3 +154,13 @@ def test_stock_mistakes_say_what_to_add(stock: dict[str, Path], tmp_path: Path) 
         assert result["code"] == 2 and "Traceback" not in result["stderr"], result["stderr"][-2000:]
         assert result["stderr"].strip() == line
     assert sorted(p.name for p in tmp_path.iterdir()) == ["cases.json", "out.json"]
+
+
+def test_printed_config_submits_from_the_users_script(stock: dict[str, Path], tmp_path: Path) -> None:
+    """``python main.py submit --config <printed>``: the script fixes the model and data classes, so
+    the printed config needs no ``class_path`` here, as under ``python main.py fit``."""
+    done = forkserver.run_python([str(FOREIGN / "main.py"), "submit", "--config", str(stock["cfg"]), "--trainer.accelerator", "cpu",
+                                  "--trainer.devices", "1", "--dry-run"], tmp_path, foreign_env(), 600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert f"{FOREIGN / 'main.py'} fit --config {tmp_path}/runs/run/version_0/config.yaml" in done.stdout
+    assert not (tmp_path / "runs").exists()

@@ -238,6 +238,13 @@ def _declares(cls: type, key: str) -> bool:
     return hasattr(cls, key) or key in annotations or key in _parameters(cls)
 
 
+def _fixed_classes(model_class: Any, datamodule_class: Any, subclass_mode_model: bool, subclass_mode_data: bool) -> dict[str, type]:
+    """The sections whose class a LightningCLI built with these arguments fixes (``model``, ``data``:
+    a class given and its subclass mode off), with the class."""
+    fixed = {"model": None if subclass_mode_model else model_class, "data": None if subclass_mode_data else datamodule_class}
+    return {k: v for k, v in fixed.items() if isinstance(v, type)}
+
+
 def _fixed_class_configs(args: list[str], fixed: dict[str, type]) -> list[str]:
     """In a script whose model or data class is fixed (LightningCLI's ``subclass_mode_*=False``), a
     ``--config`` written in subclass form (``train fit``'s config.yaml: ``class_path`` + ``init_args``)
@@ -453,16 +460,15 @@ class TrainerCLI(LightningCLI):
         if rebuilt:
             # a user's script (`python main.py fit ...`): config short forms and Hydra composition,
             # `--run_dir DIR` alone resumes with the run's own config.yaml, as under `train`
+            fixed = _fixed_classes(self._model_class, self.datamodule_class, self.subclass_mode_model, self.subclass_mode_data)
             try:
-                expanded, layers = compose_args(sys.argv[2:])
+                expanded, layers = compose_args(sys.argv[2:], fixed)
                 args = [sys.argv[1], *with_stored_config(expanded)]
                 self.layers[:] = layers  # in place: the parsers hold this object
             except UserError:  # not a YAML file (jsonnet, ...): the parser reads it as LightningCLI would
                 args = None
             if args is not None:
-                fixed: dict[str, Any] = {"model": None if self.subclass_mode_model else self._model_class,
-                                         "data": None if self.subclass_mode_data else self.datamodule_class}
-                args = _fixed_class_configs(args, {k: v for k, v in fixed.items() if isinstance(v, type)})
+                args = _fixed_class_configs(args, fixed)
         with warnings.catch_warnings():
             if args is not None and rebuilt:  # the args built here from sys.argv: not the mistake LightningCLI warns of
                 warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
@@ -788,13 +794,18 @@ def _submit_from_script(cli_class: type, args: tuple[Any, ...], kwargs: dict[str
     """``python main.py submit ARGS`` for a user's script with TrainerCLI: ``train submit`` with the
     script's own CLI (its classes, links and defaults) parsing the fit arguments, and the job
     running ``python main.py fit --config <frozen config>``; returns the exit code."""
+    import inspect
+
     from trainer_cli.launch import fit_job
 
     def parse(fit_args: list[str], layers: Layers) -> tuple[LightningArgumentParser, Namespace]:
         return parse_config("fit", fit_args, expand=False, cli=(cli_class, args, kwargs), layers=layers)
 
+    given = inspect.signature(LightningCLI.__init__).bind_partial(None, *args, **kwargs).arguments
+    fixed = _fixed_classes(given.get("model_class"), given.get("datamodule_class"),
+                           bool(given.get("subclass_mode_model", False)), bool(given.get("subclass_mode_data", False)))
     try:
-        return fit_job.main(rest, parse, script=str(Path(script).absolute()))
+        return fit_job.main(rest, parse, script=str(Path(script).absolute()), fixed=fixed)
     except UserError as err:
         return report_user_error(err)
 

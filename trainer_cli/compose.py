@@ -19,7 +19,7 @@ sets, so an error about a value names where it was written (:meth:`Layers.descri
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -344,10 +344,11 @@ def expand_config_args(args: list[str]) -> list[str]:
     return compose_args(args)[0]
 
 
-def compose_args(args: list[str]) -> tuple[list[str], Layers]:
+def compose_args(args: list[str], fixed: Collection[str] = ()) -> tuple[list[str], Layers]:
     """Rewrite every ``--config FILE`` / ``--config=FILE`` / ``-c FILE`` in ``args`` for LightningCLI,
     after taking out the ``--config_root DIR`` flags (:func:`take_config_roots`); returns the
-    arguments and the command line's :class:`Layers` (for error messages).
+    arguments and the command line's :class:`Layers` (for error messages). ``fixed``: as
+    :func:`place_class_flags`.
 
     Raises:
         UserError: for a missing file, a YAML syntax error or a composition error.
@@ -370,7 +371,7 @@ def compose_args(args: list[str]) -> tuple[list[str], Layers]:
             layers.note_flag(arg)
             out.append(arg)
         i += 1
-    return place_class_flags(out, layers), layers
+    return place_class_flags(out, layers, fixed), layers
 
 
 CLASS_KEYS = ("model", "data")  # sections whose class a stock LightningCLI script fixes in code
@@ -397,20 +398,22 @@ def _config_section(value: str, key: str) -> Any:
     return data.get(key) if isinstance(data, dict) else None
 
 
-def place_class_flags(args: list[str], layers: Layers) -> list[str]:
+def place_class_flags(args: list[str], layers: Layers, fixed: Collection[str] = ()) -> list[str]:
     """Let ``--model pkg.Class`` / ``--data pkg.Class`` stand anywhere on an expanded command line.
 
     A config printed by a stock ``LightningCLI(MyModel, MyData)`` script has no ``class_path``
     (``model: {hidden_dim: 32}``): its values only parse on top of a class given before it. Such a
     flag given after the config is also put (copied, so that it still wins where it stands) right
-    before the first config that needs it.
+    before the first config that needs it. ``fixed``: the sections whose class the CLI itself fixes
+    (a user's script with ``LightningCLI(MyModel, MyData)``): there such a config is the class's
+    own arguments, as LightningCLI reads it.
 
     Raises:
         UserError: for a config section without ``class_path`` and no class for it anywhere, saying
             which flag or key to add.
     """
     out = list(args)
-    for key in CLASS_KEYS:
+    for key in (k for k in CLASS_KEYS if k not in fixed):
         has_class = False
         i = 0
         while i < len(out):

@@ -21,7 +21,7 @@ from __future__ import annotations
 import shlex
 import shutil
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -157,7 +157,7 @@ def _resubmit_changes(run_dir: Path, frozen: str, resume: Resume | None) -> tupl
     return changes, yaml.safe_dump(new, sort_keys=False) if changes else frozen
 
 
-def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = None) -> Plan:
+def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = None, fixed: Collection[str] = ()) -> Plan:
     """Parse (with ``parse``), check and render ``train submit ARGS``; allocates the run directory
     unless ``dry_run``. With ``script`` (a user's script with TrainerCLI) the job runs that script.
 
@@ -165,7 +165,7 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
         UserError: for a bad config or Slurm option, a resource mismatch or a template error
             (nothing is left on disk).
     """
-    fit_args, layers, _, provenance = split_args(args)
+    fit_args, layers, _, provenance = split_args(args, fixed)
     slurm = parse_slurm_options(layers)
     parser, config = parse(fit_args, provenance)
     from trainer_cli.run import DEFAULT_ROOT_DIR  # Lightning is imported already (parse)
@@ -213,9 +213,10 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
     return job
 
 
-def main(args: list[str], parse: ParseFit, script: str | None = None) -> int:
+def main(args: list[str], parse: ParseFit, script: str | None = None, fixed: Collection[str] = ()) -> int:
     """``train submit ARGS`` for a fit run, parsed by ``parse``; returns the exit code. ``script``: a
-    user's script with TrainerCLI (``python main.py submit ARGS``), which the job then runs.
+    user's script with TrainerCLI (``python main.py submit ARGS``), which the job then runs;
+    ``fixed``: the sections whose class that script fixes (:func:`trainer_cli.compose.place_class_flags`).
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; the run
@@ -229,7 +230,7 @@ def main(args: list[str], parse: ParseFit, script: str | None = None) -> int:
     if script and (requested(args) or "--check" in args or any(a.startswith("--slurm.cv_folds") for a in args)):
         raise UserError("from a script, submit takes a fit run only (no --sweep, --check or --slurm.cv_folds yet): use `train submit` for those")
     dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
-    job = plan(args, dry_run, parse, script=script)
+    job = plan(args, dry_run, parse, script=script, fixed=fixed)
     if job.finished:  # as `train fit` says it, before anything is written or queued
         print(f"{job.finished} Nothing was queued.")
         return 0

@@ -10,6 +10,7 @@ jsonargparse, whose help text comes from the attribute docstrings.
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +21,7 @@ from trainer_cli.errors import UserError, did_you_mean
 from trainer_cli.launch.options import FLAG_PREFIX, SECTION, SlurmOptions
 
 
-def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[str]], list[str], Layers]:
+def split_args(args: list[str], fixed: Collection[str] = ()) -> tuple[list[str], list[dict[str, Any] | list[str]], list[str], Layers]:
     """Separate ``train submit`` arguments into fit arguments and Slurm layers.
 
     Every ``--config`` value is expanded (composed if it has a ``defaults:`` list); its ``slurm:``
@@ -73,7 +74,7 @@ def split_args(args: list[str]) -> tuple[list[str], list[dict[str, Any] | list[s
             provenance.note_flag(arg)  # for error messages: a later flag wins over an earlier file
             fit_args.append(arg)
         i += 1
-    return place_class_flags(fit_args, provenance), layers, own, provenance  # a stock config's --model/--data anywhere, as train fit
+    return place_class_flags(fit_args, provenance, fixed), layers, own, provenance  # a stock config's --model/--data anywhere, as train fit
 
 
 def _strip_section(text: str, source: str, layers: list[dict[str, Any] | list[str]]) -> str:
