@@ -73,7 +73,8 @@ def test_two_nodes_by_two_tasks_pass_and_a_drained_node_is_named(slurm_cluster: 
     finally:
         resume_node("node2")
     assert done.returncode == 1, done.stdout + done.stderr[-3000:]
-    assert "node2 is IDLE+DRAIN" in done.stderr and "partition short has 1 healthy node(s), the job needs 2" in done.stderr, done.stderr
+    # IDLE+DRAIN, or MIXED+DRAIN while the first doctor job's steps still end on node2 (seen on CI)
+    assert re.search(r"node2 is [A-Z+]*\+DRAIN\b", done.stderr) and "partition short has 1 healthy node(s), the job needs 2" in done.stderr, done.stderr
     assert "doctor job" not in done.stdout, "nothing queued"
 
 

@@ -10,12 +10,11 @@ Skipped when the package is missing (both are in the ``test`` extra: ``make test
 from __future__ import annotations
 
 import json
-import signal
 import struct
 from pathlib import Path
 
 import pytest
-from resume_support import global_step, start_train, wait_for
+from resume_support import global_step, kill_when, start_train
 from support import DIGITS, quiet_args, run_train
 
 SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2"]  # 5 steps per epoch
@@ -30,10 +29,11 @@ def _killed_then_resumed(root: Path, logger: str) -> Path:
     """``digits/version_0``: killed (SIGKILL) after its first epoch's checkpoint, then resumed with
     ``--ckpt_path last`` to the end; plus ``other/version_0``, a second experiment's first run."""
     run = root / "digits" / "version_0"
-    proc = start_train(*_fit(root, logger))
-    wait_for(proc, lambda: (global_step(run / "checkpoints" / "last.ckpt") or 0) >= 5)
-    proc.send_signal(signal.SIGKILL)
-    proc.communicate()
+    # Many epochs, so the run cannot end before the kill however loaded the machine (it did once, between two looks).
+    proc = start_train(*_fit(root, logger, "--trainer.max_epochs", "1000"))
+    kill_when(proc, lambda: (global_step(run / "checkpoints" / "last.ckpt") or 0) >= 5)
+    killed_at = global_step(run / "checkpoints" / "last.ckpt") or 0
+    assert 5 <= killed_at < EPOCHS * 5, killed_at
     resumed = run_train(*_fit(root, logger, "--ckpt_path", "last"))
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
     assert f"Resuming {run}" in resumed.stdout
