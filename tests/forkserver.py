@@ -235,15 +235,19 @@ def python(argv: list[str], cwd: str, env: dict[str, str], timeout: float) -> Op
     """``subprocess.run([python, *argv], capture_output=True, text=True, ...)`` through the server,
     ``argv`` being ``["-m", MODULE, ARGS...]`` or ``[SCRIPT, ARGS...]``; raises
     ``subprocess.TimeoutExpired`` (the process killed) as that does. ``None`` when the server
-    cannot start this command (its ``PYTHONPATH`` would change what the server imported): start
-    it yourself."""
+    cannot start this command (its ``PYTHONPATH`` would change what the server imported, or the
+    server has ended): start it yourself."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
         conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        conn.connect(_socket_path)
-        conn.settimeout(timeout)
-        socket.send_fds(conn, [json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()], [out.fileno(), err.fileno()])
-        reader = conn.makefile("r")
-        answer = json.loads(reader.readline())
+        try:
+            conn.connect(_socket_path)
+            conn.settimeout(timeout)
+            socket.send_fds(conn, [json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()], [out.fileno(), err.fileno()])
+            reader = conn.makefile("r")
+            answer = json.loads(reader.readline() or '{"refused": "the server ended"}')
+        except OSError:  # the server ended before the command started: a process of its own
+            conn.close()
+            return None
         if "refused" in answer:
             conn.close()
             return None
