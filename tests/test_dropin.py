@@ -135,8 +135,9 @@ def test_users_script_submits_itself_dry_run(tmp_path: Path) -> None:
     the script with the frozen config."""
     out = _script(tmp_path, "submit", "--data.n_labels", "3", "--trainer.accelerator", "cpu", "--trainer.devices", "1", "--dry-run")
     assert out.returncode == 0, out.stderr[-3000:]
-    assert f"python {FOREIGN / 'main.py'} fit --config {tmp_path}/runs/run/version_0/config.yaml" in out.stdout.replace(sys.executable, "python")
-    assert not (tmp_path / "runs").exists()  # a dry run writes nothing
+    # the run directory `python main.py fit` would make: the script's CSVLogger's foreign_logs/blobs/version_<N>
+    assert f"python {FOREIGN / 'main.py'} fit --config {tmp_path}/foreign_logs/blobs/version_0/config.yaml" in out.stdout.replace(sys.executable, "python")
+    assert not (tmp_path / "foreign_logs").exists() and not (tmp_path / "runs").exists()  # a dry run writes nothing
     bad = _script(tmp_path, "submit", "--data.n_labels", "3", "--dry-run")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--trainer.devices" in bad.stderr
 

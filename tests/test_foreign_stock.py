@@ -162,5 +162,6 @@ def test_printed_config_submits_from_the_users_script(stock: dict[str, Path], tm
     done = forkserver.run_python([str(FOREIGN / "main.py"), "submit", "--config", str(stock["cfg"]), "--trainer.accelerator", "cpu",
                                   "--trainer.devices", "1", "--dry-run"], tmp_path, foreign_env(), 600)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert f"{FOREIGN / 'main.py'} fit --config {tmp_path}/runs/run/version_0/config.yaml" in done.stdout
-    assert not (tmp_path / "runs").exists()
+    # where `python main.py fit` puts the script's runs: its logger's <save_dir>/<name>/version_<N>
+    assert f"{FOREIGN / 'main.py'} fit --config {tmp_path}/foreign_logs/blobs/version_0/config.yaml" in done.stdout
+    assert not (tmp_path / "foreign_logs").exists() and not (tmp_path / "runs").exists()

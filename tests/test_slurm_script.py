@@ -18,7 +18,7 @@ def test_users_script_job_requeues_and_resumes(slurm_cluster: None, tmp_path: Pa
                   "--data.n_labels", "3", "--trainer.max_epochs", str(epochs), "--trainer.enable_progress_bar", "false")
     assert out.returncode == 0, out.stderr[-3000:]
     job_id = job_id_from(out.stdout)
-    run_dir = tmp_path / "runs" / "run" / "version_0"
+    run_dir = tmp_path / "foreign_logs" / "blobs" / "version_0"  # where `python main.py fit` puts it: the script's logger
     wait_for_file(run_dir / "checkpoints" / "last.ckpt", timeout_s=300)
     subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
     wait_for_requeue(job_id)
@@ -26,5 +26,7 @@ def test_users_script_job_requeues_and_resumes(slurm_cluster: None, tmp_path: Pa
     assert wait_for_state(job_id, timeout_s=400) == "COMPLETED", log()[-3000:]
     assert f"{FOREIGN / 'main.py'} fit --config" in (run_dir / "submit.sbatch").read_text()
     assert "restart 1 on" in log() and f"Resuming {run_dir}" in log()
+    assert "Logs go to the run directory" not in log(), "the script's logger already logs there"
+    assert list((run_dir).glob("metrics.csv")), "the CSVLogger of the script's trainer_defaults, in the run directory"
     last = torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)
     assert last["global_step"] == epochs * 8 and last["hyper_parameters"]["num_classes"] == 3

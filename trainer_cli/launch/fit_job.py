@@ -168,21 +168,23 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
     fit_args, layers, _, provenance = split_args(args, fixed)
     slurm = parse_slurm_options(layers)
     parser, config = parse(fit_args, provenance)
-    from trainer_cli.run import DEFAULT_ROOT_DIR  # Lightning is imported already (parse)
+    from trainer_cli.run import DEFAULT_ROOT_DIR, lightning_log_root  # Lightning is imported already (parse)
 
     resources = derive(config.trainer, slurm)
     check_resources(slurm, resources, config, dry_run)
     if not dry_run:
         refuse_maintenance(slurm.partition, slurm.time)
-    root = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR)
+    root, name = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR), config.name
+    if script:  # where `python main.py fit` puts the script's runs: its logger's <save_dir>/<name>/version_<N>
+        root, name = lightning_log_root(config)
     job_name = slurm.job_name or config.name
     ckpt = config.get("ckpt_path")
-    placed = rundir_plan(root, config.name, ckpt, config.run_dir, submitting=True, dry_run=dry_run)
+    placed = rundir_plan(root, name, ckpt, config.run_dir, submitting=True, dry_run=dry_run)
     run_dir, created = placed.path, placed.created
     assert run_dir is not None  # (Lightning chooses only a user's script's run it starts itself)
     run_dir = run_dir.absolute()
     if placed.kind == "resumed":  # as `train fit`: the newest run of the experiment
-        print(f"resubmit: into the newest run of {config.name!r}: {run_dir}")
+        print(f"resubmit: into the newest run of {name!r}: {run_dir}")
     # resubmitting into an existing run (resume in place): the job's first start resolves its
     # checkpoint by the same rule (rundir.resume_checkpoint); say now if it cannot
     if placed.existing:
