@@ -265,9 +265,14 @@ def test_resume_never_goes_back(slurm_cluster: None, tmp_path: Path) -> None:  #
     node = hosts.stdout.split()[-1]
     try:
         _scontrol("update", f"NodeName={node}", "State=DOWN", "Reason=test")
-        wait_for_requeue(job_id)
         # the restart runs on the other nodes: brought back at once, the downed node may still be
-        # killing this job id's old tasks and kill the restarted ones too (seen: the job FAILED)
+        # killing this job id's old tasks and kill the restarted ones too (seen: the job FAILED), or
+        # leave the restart's srun waiting for it ("Requested nodes are busy", seen: no step for 300 s).
+        # scripts/local-slurm's ReturnToService=2 returns a DOWN node to service the moment its slurmd
+        # answers (milliseconds): drained, it takes no new job until resume_node. The requeued job
+        # cannot start before wait_for_requeue lets it (its begin time), so the drain comes first.
+        _scontrol("update", f"NodeName={node}", "State=DRAIN", "Reason=test")
+        wait_for_requeue(job_id)
         node_down = wait_for_step(run_dir, newest_step(run_dir) + batches, job_id=job_id)
     finally:
         resume_node(node)

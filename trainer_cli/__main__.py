@@ -6,6 +6,8 @@ Launcher verbs never import torch before they need it, so ``train --help`` and
 
 from __future__ import annotations
 
+import atexit
+import gc
 import importlib
 import os
 import sys
@@ -86,6 +88,8 @@ def main(argv: list[str] | None = None) -> int:
 
 def _dispatch(argv: list[str] | None) -> int:
     whole_process = argv is None  # `train` / `python -m trainer_cli` itself, not a call from Python (tests, notebooks)
+    if whole_process:
+        atexit.register(_quick_exit)  # registered first: runs after every other exit handler (Lightning's, loggers')
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in {"-h", "--help", "help"}:
         print(usage())
@@ -119,6 +123,17 @@ def _dispatch(argv: list[str] | None) -> int:
             stop_signals.disarm(finished=True)
             stop_signals.note(f"exit {code}" if code is not None else "error")  # None: an exception of its own
     return _run_verb(verb, rest)
+
+
+def _quick_exit() -> None:
+    """The last exit handler of a ``train`` process: ``gc.freeze()``, so that Python's shutdown
+    does not run full garbage collections over the millions of objects torch and Lightning
+    imported while it clears the modules (1.2-1.5 s of every command that imported Lightning, after
+    its work was done). Objects are still freed as their modules go; only cycles still alive at
+    exit are left to the end of the process, whose ``__del__`` Python does not promise to call
+    then anyway (the data model's ``object.__del__``). Every file the launcher writes is closed
+    where it is written, and Lightning's loggers are finalized when training ends."""
+    gc.freeze()
 
 
 def _run_verb(verb: str, rest: list[str]) -> int:
