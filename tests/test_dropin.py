@@ -142,6 +142,23 @@ def test_users_script_submits_itself_dry_run(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--trainer.devices" in bad.stderr
 
 
+def test_users_script_with_lightnings_defaults_submits_beside_its_fit_runs(tmp_path: Path) -> None:
+    """A script on Lightning's default logger and root: ``python main.py submit`` freezes the script's
+    defaults (not the launcher's ``runs/`` root and logger) and takes the next ``lightning_logs/version_<N>``
+    after the script's own fit; ``--ckpt_path last`` goes into that newest run."""
+    first = _script(tmp_path, "fit", "--data.n_labels", "3", "--trainer.logger", "null", "--trainer.max_epochs", "1")
+    assert first.returncode == 0, first.stderr[-3000:]
+    flags = ["--data.n_labels", "3", "--trainer.logger", "null", "--trainer.accelerator", "cpu", "--trainer.devices", "1"]
+    new = _script(tmp_path, "submit", *flags, "--dry-run")
+    assert new.returncode == 0, new.stderr[-3000:]
+    # (with the launcher's default root it was runs/lightning_logs/version_0)
+    assert f"fit --config {tmp_path}/lightning_logs/version_1/config.yaml" in new.stdout
+    more = _script(tmp_path, "submit", *flags, "--ckpt_path", "last", "--trainer.max_epochs", "2", "--dry-run")
+    assert more.returncode == 0, more.stderr[-3000:]
+    assert f"resubmit: into the newest run of 'lightning_logs': {tmp_path}/lightning_logs/version_0" in more.stdout
+    assert sorted(p.name for p in (tmp_path / "lightning_logs").iterdir()) == ["version_0"] and not (tmp_path / "runs").exists()
+
+
 def test_users_script_outside_the_repo_reports_and_cleans_up(tmp_path: Path) -> None:
     """From a user's own folder: `train fit` imports the user's modules from the working directory, and a
     script's start that fails on a user error says one line, exits 2 and leaves no run directory."""

@@ -895,11 +895,13 @@ class ConfigParser:
         seed_log = logging.getLogger("lightning.fabric.utilities.seed")  # "Seed set to 42": said by the run, not the parse
         level = seed_log.level
         seed_log.setLevel(logging.WARNING)
+        run = Run(self.verb)
+        run.follows_lightning = self.cli is not None  # a user's script: Lightning's defaults, as its own fit parses
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
                 verb_cli(self.verb, _ParseOnlyCLI)(
-                    *cli_args, **{**cli_kwargs, "args": [self.verb, *args], "run_directory": Run(self.verb), "layers": layers}
+                    *cli_args, **{**cli_kwargs, "args": [self.verb, *args], "run_directory": run, "layers": layers}
                 )
         except _Parsed:
             pass
