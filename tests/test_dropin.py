@@ -159,6 +159,26 @@ def test_users_script_with_lightnings_defaults_submits_beside_its_fit_runs(tmp_p
     assert sorted(p.name for p in (tmp_path / "lightning_logs").iterdir()) == ["version_0"] and not (tmp_path / "runs").exists()
 
 
+def test_users_script_resubmission_that_changes_the_weights_is_refused_before_queueing(tmp_path: Path) -> None:
+    """``python main.py submit --ckpt_path last`` without the fit's ``--data.n_labels 3`` links
+    ``model.num_classes`` 4 into the run's config: refused on the submitting machine (the script fixes
+    the model class, so its config.yaml has no class_path to build it from), config.yaml unchanged;
+    it was rewritten and the job failed at its start ("weights do not fit")."""
+    first = _script(tmp_path, "fit", "--data.n_labels", "3", "--trainer.max_epochs", "1")
+    assert first.returncode == 0, first.stderr[-3000:]
+    run = tmp_path / "foreign_logs" / "blobs" / "version_0"
+    before = (run / "config.yaml").read_text()
+    flags = ["--trainer.accelerator", "cpu", "--trainer.devices", "1", "--ckpt_path", "last", "--trainer.max_epochs", "2"]
+    for dry_run in (["--dry-run"], []):  # refused before sbatch either way: nothing is queued, nothing rewritten
+        bad = _script(tmp_path, "submit", *flags, *dry_run)
+        assert bad.returncode == 2 and "Traceback" not in bad.stderr, bad.stdout + bad.stderr[-3000:]
+        assert "cannot resume from" in bad.stderr and "weights do not fit" in bad.stderr and "configured [4," in bad.stderr, bad.stderr
+        assert (run / "config.yaml").read_text() == before and not list(run.glob("config.prev-*.yaml"))
+    good = _script(tmp_path, "submit", *flags, "--data.n_labels", "3", "--dry-run")
+    assert good.returncode == 0, good.stderr[-3000:]
+    assert "resubmit: trainer.max_epochs: 1 -> 2" in good.stdout and "n_labels" not in good.stdout
+
+
 def test_users_script_outside_the_repo_reports_and_cleans_up(tmp_path: Path) -> None:
     """From a user's own folder: `train fit` imports the user's modules from the working directory, and a
     script's start that fails on a user error says one line, exits 2 and leaves no run directory."""

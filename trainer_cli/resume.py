@@ -206,20 +206,27 @@ def with_stored_config(args: list[str]) -> list[str]:
     return args
 
 
-def check_config_weights_fit(model_config: Any, ckpt_path: Any, force: bool = False) -> None:
+def check_config_weights_fit(model_config: Any, ckpt_path: Any, force: bool = False, model_class: type | None = None) -> None:
     """:func:`check_weights_fit` for a model given as its config (``{class_path, init_args}``, as
-    config.yaml holds it, the data->model link values included): built here, on the CPU, to check
+    config.yaml holds it, the data->model link values included; or, with ``model_class``, the class a
+    user's script fixes, its config being the init arguments alone): built here, on the CPU, to check
     a resubmission on the submitting machine. A model that cannot be built here is left to the job.
 
     Raises:
         UserError: as :func:`check_weights_fit`.
     """
-    if not isinstance(model_config, dict) or not model_config.get("class_path"):
+    if not isinstance(model_config, dict):
+        return
+    if model_class is not None and "class_path" not in model_config:
+        build, init_args = model_class, model_config
+    elif model_config.get("class_path"):
+        build, init_args = None, model_config.get("init_args") or {}
+    else:
         return
     try:
         from trainer_cli.imports import import_class
 
-        model = import_class(model_config["class_path"])(**(model_config.get("init_args") or {}))
+        model = (build or import_class(model_config["class_path"]))(**init_args)
     except Exception:  # noqa: BLE001 - built (and any error reported) in the job
         return
     check_weights_fit(model, ckpt_path, force)

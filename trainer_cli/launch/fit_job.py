@@ -124,7 +124,7 @@ class Plan:
         return render("test", context)
 
 
-def _resubmit_changes(run_dir: Path, frozen: str, resume: Resume | None) -> tuple[list[str], str]:
+def _resubmit_changes(run_dir: Path, frozen: str, resume: Resume | None, model_class: type | None = None) -> tuple[list[str], str]:
     """What a resubmission into ``run_dir`` changes in its config.yaml, and the config to write.
 
     The new command's values go into the run's config (the job reads it), checked as any resume
@@ -132,6 +132,7 @@ def _resubmit_changes(run_dir: Path, frozen: str, resume: Resume | None) -> tupl
     precision; a model change by the tensors of ``resume``, the checkpoint the job will load).
     ``ckpt_path`` becomes ``last`` when the run holds a checkpoint and none was named
     (:func:`trainer_cli.rundir.resume_checkpoint`: a resubmitted run resumes from its newest checkpoint).
+    ``model_class``: the model class a user's script fixes (its config.yaml holds the init arguments alone).
 
     Returns:
         ``(changes, config_text)``: one line per changed value (empty: nothing to rewrite).
@@ -151,7 +152,7 @@ def _resubmit_changes(run_dir: Path, frozen: str, resume: Resume | None) -> tupl
         new["ckpt_path"] = "last"
     changes = compare_for_resume(old, new, run_dir, force=bool(new.get("resume_force")))
     if resume is not None and any(c.startswith("model.") for c in changes):  # the checkpoint's tensors decide a model change, checked here rather than in the queue
-        check_config_weights_fit(new.get("model"), resume.path, force=bool(new.get("resume_force")))
+        check_config_weights_fit(new.get("model"), resume.path, force=bool(new.get("resume_force")), model_class=model_class)
     if old.get("ckpt_path") != new.get("ckpt_path"):
         changes.append(f"ckpt_path: {old.get('ckpt_path')} -> {new.get('ckpt_path')}")
     return changes, yaml.safe_dump(new, sort_keys=False) if changes else frozen
@@ -200,7 +201,8 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
         if script:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it
             context_values["entry"] = [script]
         script_text = render(template, context_values)
-        changes, frozen = _resubmit_changes(run_dir, frozen, resume) if not created else ([], frozen)
+        model_class = fixed.get("model") if isinstance(fixed, dict) else None
+        changes, frozen = _resubmit_changes(run_dir, frozen, resume, model_class) if not created else ([], frozen)
         job = Plan(run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes)
         if resume is not None and resume.progress is not None:
             job.finished = finished_line(run_dir, resume.progress, config.trainer.get("max_epochs"), config.trainer.get("max_steps"))
