@@ -21,7 +21,7 @@ from __future__ import annotations
 import shlex
 import shutil
 import sys
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Mapping
 from dataclasses import asdict, dataclass
 from datetime import datetime, timezone
 from pathlib import Path
@@ -158,7 +158,7 @@ def _resubmit_changes(run_dir: Path, frozen: str, resume: Resume | None, model_c
     return changes, yaml.safe_dump(new, sort_keys=False) if changes else frozen
 
 
-def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = None, fixed: Collection[str] = ()) -> Plan:
+def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = None, fixed: Mapping[str, type] | None = None) -> Plan:
     """Parse (with ``parse``), check and render ``train submit ARGS``; allocates the run directory
     unless ``dry_run``. With ``script`` (a user's script with TrainerCLI) the job runs that script.
 
@@ -166,6 +166,7 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
         UserError: for a bad config or Slurm option, a resource mismatch or a template error
             (nothing is left on disk).
     """
+    fixed = fixed or {}
     fit_args, layers, _, provenance = split_args(args, fixed)
     slurm = parse_slurm_options(layers)
     parser, config = parse(fit_args, provenance)
@@ -201,8 +202,7 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
         if script:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it
             context_values["entry"] = [script]
         script_text = render(template, context_values)
-        model_class = fixed.get("model") if isinstance(fixed, dict) else None
-        changes, frozen = _resubmit_changes(run_dir, frozen, resume, model_class) if not created else ([], frozen)
+        changes, frozen = _resubmit_changes(run_dir, frozen, resume, fixed.get("model")) if not created else ([], frozen)
         job = Plan(run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes)
         if resume is not None and resume.progress is not None:
             job.finished = finished_line(run_dir, resume.progress, config.trainer.get("max_epochs"), config.trainer.get("max_steps"))
@@ -217,10 +217,11 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
     return job
 
 
-def main(args: list[str], parse: ParseFit, script: str | None = None, fixed: Collection[str] = ()) -> int:
+def main(args: list[str], parse: ParseFit, script: str | None = None, fixed: Mapping[str, type] | None = None) -> int:
     """``train submit ARGS`` for a fit run, parsed by ``parse``; returns the exit code. ``script``: a
     user's script with TrainerCLI (``python main.py submit ARGS``), which the job then runs;
-    ``fixed``: the sections whose class that script fixes (:func:`trainer_cli.compose.place_class_flags`).
+    ``fixed``: the sections whose class that script fixes, with the class (``{"model": MyModel}``,
+    :func:`trainer_cli.compose.place_class_flags`).
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; the run
