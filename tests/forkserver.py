@@ -48,8 +48,13 @@ STARTUP_PREFIXES = (
     "RANK", "LOCAL_RANK", "NODE_RANK", "GROUP_RANK", "WORLD_SIZE", "MASTER_", "SLURM_", "JSM_", "PL_", "LIGHTNING_",
 )
 # applied to the forked process: its streams, its sys.path (a PYTHONPATH entry that would shadow an
-# import the server made is refused by the server, _shadows)
-NOT_STARTUP = {"PYTHONUNBUFFERED", "PYTHONPATH"}
+# import the server made is refused by the server, _shadows); and variables under those prefixes that
+# are read only when used, never at start-up, which a test's own process comes to hold: the local
+# cluster's config (the slurm_cluster fixture), Lightning's seed (`seed_everything` in an in-process
+# test; read by `reset_seed` and the workers' init), Inductor's cache folder (set by importing
+# torch._inductor, with the value a new process's import gives it too). Compared, every command after
+# them would start a new interpreter.
+NOT_STARTUP = {"PYTHONUNBUFFERED", "PYTHONPATH", "SLURM_CONF", "PL_GLOBAL_SEED", "PL_SEED_WORKERS", "TORCHINDUCTOR_CACHE_DIR"}
 # not trainer_cli.__main__: runpy runs it. After the three big ones, what a `train fit` imports on its
 # way (Hydra's compose, the digits data, the TensorBoard writer, ...): 0.3 s of every command otherwise
 PRELOAD = (
@@ -108,7 +113,10 @@ def _serve(path: str) -> None:
     listener.bind(path)
     listener.listen(16)
     parent = os.getppid()
-    print(json.dumps({"ready": True, "env": started_with}), flush=True)
+    # what the imports set themselves (scikit-learn's os.environ.setdefault of KMP_*): a command whose
+    # environment holds the same values starts as the server did (a new process's import keeps them)
+    set_by_imports = {k: v for k, v in startup_env(dict(os.environ)).items() if started_with.get(k) != v}
+    print(json.dumps({"ready": True, "env": started_with, "set_by_imports": set_by_imports}), flush=True)
     while True:
         ready, _, _ = select.select([listener], [], [], 1.0)
         _reap()
@@ -202,12 +210,13 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
 _BASE_PATH: list[str] = []  # the server's sys.path after sys.path[0] and its PYTHONPATH
 _server: Optional[subprocess.Popen[str]] = None
 _server_env: dict[str, str] = {}
+_set_by_imports: dict[str, str] = {}
 _socket_path = ""
 _lock = threading.Lock()
 
 
 def _start() -> bool:
-    global _server, _server_env, _socket_path
+    global _server, _server_env, _set_by_imports, _socket_path
     if os.environ.get("TRAINER_CLI_TESTS_FORK", "1") == "0":
         return False
     if _server is not None:
@@ -223,7 +232,8 @@ def _start() -> bool:
     line = _server.stdout.readline() if _server.stdout else ""
     if not line:
         return False
-    _server_env = json.loads(line)["env"]
+    ready = json.loads(line)
+    _server_env, _set_by_imports = ready["env"], ready["set_by_imports"]
     return True
 
 
@@ -239,7 +249,13 @@ def usable(env: dict[str, str]) -> bool:
     """Whether a command with environment ``env`` can be forked (the server started, the same
     start-up variables)."""
     with _lock:
-        return _start() and startup_env(env) == _server_env
+        if not _start():
+            return False
+        wanted = startup_env(env)
+        return all(
+            wanted.get(k) == _server_env.get(k) or (k in _set_by_imports and wanted.get(k) == _set_by_imports[k])
+            for k in set(wanted) | set(_server_env)
+        )
 
 
 def python(argv: list[str], cwd: str, env: dict[str, str], timeout: float) -> Optional[subprocess.CompletedProcess[str]]:

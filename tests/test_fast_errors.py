@@ -180,3 +180,32 @@ def test_the_verb_parses_what_the_precheck_composed(monkeypatch: pytest.MonkeyPa
     assert done.value.code in (None, 0)
     assert composed == [Path(DIGITS).resolve()], composed
     assert "max_epochs: 7" in capsys.readouterr().out
+
+
+# `train ls` as the whole process (main() reading sys.argv), then as a call from Python (main(argv))
+GC_PROBE = (
+    "import gc, json, sys\n"
+    "from trainer_cli.__main__ import main\n"
+    "sys.argv = ['train', 'ls', 'models']\n"
+    "whole = main()\n"
+    "after_whole = {'enabled': gc.isenabled(), 'frozen': gc.get_freeze_count()}\n"
+    "print(json.dumps({'code': whole, **after_whole}))\n"
+)
+GC_PROBE_CALLER = (
+    "import gc, json\n"
+    "from trainer_cli.__main__ import main\n"
+    "code = main(['ls', 'models'])\n"
+    "print(json.dumps({'code': code, 'enabled': gc.isenabled(), 'frozen': gc.get_freeze_count()}))\n"
+)
+
+
+@pytest.mark.parametrize("probe_code,frozen", [(GC_PROBE, True), (GC_PROBE_CALLER, False)], ids=["train-process", "caller-process"])
+def test_verb_import_pauses_the_collector_only_in_trains_own_process(tmp_path: Path, probe_code: str, frozen: bool) -> None:
+    """`train` imports its verb with the cyclic collector paused, then freezes what was imported and
+    turns the collector back on (trainer_cli.__main__._import_verb); a caller's process (main(argv))
+    keeps its collector as it was."""
+    done = subprocess.run([sys.executable, "-c", probe_code], cwd=tmp_path, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    state = json.loads(done.stdout.strip().splitlines()[-1])
+    assert state["code"] == 0 and state["enabled"] is True, state
+    assert (state["frozen"] > 0) is frozen, state

@@ -11,6 +11,7 @@ import gc
 import importlib
 import os
 import sys
+from typing import Any
 
 from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.sweeps.space import requested as sweep_requested
@@ -38,6 +39,7 @@ VERBS: dict[str, tuple[str, str]] = {
 LIGHTNING_VERBS = {"fit", "validate", "test", "predict"}
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as shells report a writer whose reader went away
 REQUEUE_VERBS = {"fit", "cv"}  # verbs whose Slurm jobs checkpoint and requeue on SIGUSR1
+_WHOLE_PROCESS = False  # `train` is the process (main() without argv): see _import_verb
 
 USAGE = """\
 usage: train <verb> [--config FILE ...] [--key.sub value ...]
@@ -89,6 +91,8 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(argv: list[str] | None) -> int:
     whole_process = argv is None  # `train` / `python -m trainer_cli` itself, not a call from Python (tests, notebooks)
     if whole_process:
+        global _WHOLE_PROCESS
+        _WHOLE_PROCESS = True
         atexit.register(_quick_exit)  # registered first: runs after every other exit handler (Lightning's, loggers')
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in {"-h", "--help", "help"}:
@@ -125,6 +129,28 @@ def _dispatch(argv: list[str] | None) -> int:
     return _run_verb(verb, rest)
 
 
+def _import_verb(module_name: str) -> Any:
+    """Import the verb's module (for the Lightning verbs: torch, Lightning, torchmetrics,
+    torchvision) with the cyclic garbage collector paused, then freeze what was imported.
+
+    Importing Lightning makes about 750,000 objects that live as long as the process; the
+    collector, left on, walks them again and again while they are made: about 1.1 s of the 3.5 s
+    of CPU time of ``import lightning.pytorch`` on a 2-core machine (benchmarks/README.md,
+    "Start-up"). Frozen (``gc.freeze``), later collections during training skip them too. The
+    cost: the cyclic garbage the imports themselves leave (about 13,000 objects) is kept. Only
+    when ``train`` is the whole process (:func:`main` without ``argv``): a caller's own process
+    keeps its collector as it set it.
+    """
+    if not _WHOLE_PROCESS or not gc.isenabled():
+        return importlib.import_module(module_name)
+    gc.disable()
+    try:
+        return importlib.import_module(module_name)
+    finally:
+        gc.freeze()
+        gc.enable()
+
+
 def _quick_exit() -> None:
     """The last exit handler of a ``train`` process: ``gc.freeze()``, so that Python's shutdown
     does not run full garbage collections over the millions of objects torch and Lightning
@@ -152,14 +178,14 @@ def _run_verb(verb: str, rest: list[str]) -> int:
 
         composed = precheck(verb if verb != "fit-sweep" else "fit", rest)  # mistakes seen without torch, before its import
         if verb in LIGHTNING_VERBS:  # parses the command line the precheck composed (its files are read once)
-            run = lambda: getattr(importlib.import_module(module_name), func_name)(verb, rest, composed)  # noqa: E731
+            run = lambda: getattr(_import_verb(module_name), func_name)(verb, rest, composed)  # noqa: E731
             if rest in (["--help"], ["-h"]):  # `train fit --help` without importing Lightning, after the first time
                 from trainer_cli import help_cache
 
                 if help_cache.cacheable(rest):
                     return help_cache.print_help(verb, run)
             return int(run() or 0)
-        return int(getattr(importlib.import_module(module_name), func_name)(rest) or 0)
+        return int(getattr(_import_verb(module_name), func_name)(rest) or 0)
     except UserError as err:
         return report_user_error(err)
 
