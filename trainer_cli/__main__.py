@@ -39,7 +39,6 @@ VERBS: dict[str, tuple[str, str]] = {
 LIGHTNING_VERBS = {"fit", "validate", "test", "predict"}
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as shells report a writer whose reader went away
 REQUEUE_VERBS = {"fit", "cv"}  # verbs whose Slurm jobs checkpoint and requeue on SIGUSR1
-_WHOLE_PROCESS = False  # `train` is the process (main() without argv): see _import_verb
 
 USAGE = """\
 usage: train <verb> [--config FILE ...] [--key.sub value ...]
@@ -91,8 +90,9 @@ def main(argv: list[str] | None = None) -> int:
 def _dispatch(argv: list[str] | None) -> int:
     whole_process = argv is None  # `train` / `python -m trainer_cli` itself, not a call from Python (tests, notebooks)
     if whole_process:
-        global _WHOLE_PROCESS
-        _WHOLE_PROCESS = True
+        from trainer_cli.imports import own_process
+
+        own_process()  # imports of torch and Lightning with the collector paused (heavy_import)
         atexit.register(_quick_exit)  # registered first: runs after every other exit handler (Lightning's, loggers')
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in {"-h", "--help", "help"}:
@@ -130,25 +130,11 @@ def _dispatch(argv: list[str] | None) -> int:
 
 
 def _import_verb(module_name: str) -> Any:
-    """Import the verb's module (for the Lightning verbs: torch, Lightning, torchmetrics,
-    torchvision) with the cyclic garbage collector paused, then freeze what was imported.
+    """The verb's module, imported with the collector paused (:func:`trainer_cli.imports.heavy_import`)."""
+    from trainer_cli.imports import heavy_import
 
-    Importing Lightning makes about 750,000 objects that live as long as the process; the
-    collector, left on, walks them again and again while they are made: about 1.1 s of the 3.5 s
-    of CPU time of ``import lightning.pytorch`` on a 2-core machine (benchmarks/README.md,
-    "Start-up"). Frozen (``gc.freeze``), later collections during training skip them too. The
-    cost: the cyclic garbage the imports themselves leave (about 13,000 objects) is kept. Only
-    when ``train`` is the whole process (:func:`main` without ``argv``): a caller's own process
-    keeps its collector as it set it.
-    """
-    if not _WHOLE_PROCESS or not gc.isenabled():
+    with heavy_import():
         return importlib.import_module(module_name)
-    gc.disable()
-    try:
-        return importlib.import_module(module_name)
-    finally:
-        gc.freeze()
-        gc.enable()
 
 
 def _quick_exit() -> None:

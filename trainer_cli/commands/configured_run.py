@@ -16,6 +16,7 @@ from typing import Any, NoReturn
 import yaml
 
 from trainer_cli.errors import UserError
+from trainer_cli.imports import heavy_import
 
 FIT_HELP = "Every other option is `train fit`'s: --config FILE (repeatable) and --key.sub value overrides (`train fit --help`)."
 
@@ -60,7 +61,8 @@ def build_run(args: Sequence[str]) -> Any:
     Raises:
         UserError: for a bad config file or a value a constructor rejects.
     """
-    from trainer_cli.cli import TrainerCLI, building_cli
+    with heavy_import():
+        from trainer_cli.cli import TrainerCLI, building_cli
     from trainer_cli.compose import compose_args
 
     expanded, layers = compose_args(list(args))

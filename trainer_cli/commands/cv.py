@@ -27,6 +27,7 @@ from typing import Any
 from trainer_cli import rundir, tables
 from trainer_cli.commands.configured_run import build_run, parse_verb_args, verb_parser
 from trainer_cli.errors import UserError
+from trainer_cli.imports import heavy_import
 
 ENV_CV_DIR = "TRAINER_CLI_CV_DIR"  # shared with DDP processes Lightning launches from this one
 SETTINGS_FILE = "cv.json"
@@ -97,7 +98,8 @@ def choose_cv_dir(cv_dir: str | None, fold: int | None, fit_args: list[str]) -> 
     """
     if cv_dir or os.environ.get(ENV_CV_DIR):
         return Path(cv_dir or os.environ[ENV_CV_DIR]).absolute()
-    from trainer_cli.cli import DEFAULT_ROOT_DIR, parse_config
+    with heavy_import():
+        from trainer_cli.cli import DEFAULT_ROOT_DIR, parse_config
 
     _, cfg = parse_config("fit", fit_args)
     base = Path(cfg.trainer.default_root_dir or DEFAULT_ROOT_DIR) / cfg.name / "cv"

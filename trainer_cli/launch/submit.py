@@ -11,6 +11,7 @@ import sys
 from typing import Any
 
 from trainer_cli.compose import Layers
+from trainer_cli.imports import heavy_import
 from trainer_cli.launch import fit_job
 from trainer_cli.launch.cluster import UNCHECKED, check_against_cluster
 from trainer_cli.launch.fit_job import Plan
@@ -26,7 +27,8 @@ def _parse_fit(cli: Any = None) -> fit_job.ParseFit:
     def parse(fit_args: list[str], layers: Layers) -> tuple[Any, Any]:
         if cli is None:  # (a user's CLI may add keys of its own) before Lightning's import, as `train fit`
             check_top_level_keys("fit", fit_args, layers)
-        from trainer_cli.cli import parse_config
+        with heavy_import():
+            from trainer_cli.cli import parse_config
 
         return parse_config("fit", fit_args, expand=False, cli=cli, layers=layers)
 

@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 from trainer_cli import rundir
 from trainer_cli.compose import Layers
 from trainer_cli.errors import ConfigError, UserError
+from trainer_cli.imports import heavy_import
 from trainer_cli.sweeps.space import Space
 
 if TYPE_CHECKING:
@@ -160,7 +161,8 @@ def check_trials(space: Space, fit_args: list[str], layers: Layers | None = None
             its own run directories), or trials with bad values: one line naming every refused
             trial, those refused for the same reason together.
     """
-    from trainer_cli.cli import ConfigParser
+    with heavy_import():
+        from trainer_cli.cli import ConfigParser
 
     layers = layers if layers is not None else Layers()
     parser = ConfigParser("fit")  # built once, for the base command and every trial
