@@ -60,6 +60,13 @@ def run_train(*args: str, cwd: Path | None = None, env: dict[str, str] | None = 
     return forkserver.run_python(["-m", "trainer_cli", *args], cwd or REPO, full_env, timeout)
 
 
+def run_helper(script: Path | str, *args: str, env: dict[str, str], timeout: float = 900) -> None:
+    """Run ``python SCRIPT ARGS`` from the repository root (a helper that runs many cases in one
+    process), through :mod:`forkserver` where it can; fails the test with its stderr if it fails."""
+    done = forkserver.run_python([str(script), *args], REPO, env, timeout)
+    assert done.returncode == 0, f"{script} exited {done.returncode}:\n{done.stderr[-3000:]}"
+
+
 CIFAR10_CLASSES = ["airplane", "automobile", "bird", "cat", "deer", "dog", "frog", "horse", "ship", "truck"]
 
 

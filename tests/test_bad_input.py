@@ -10,13 +10,11 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from support import CONFIGS, DIGITS, REPO, quiet_args, run_train
+from support import CONFIGS, DIGITS, REPO, quiet_args, run_helper, run_train
 from trainer_cli.__main__ import VERBS
 
 SUPPORT = Path(__file__).with_name("bad_input_support.py")
@@ -162,7 +160,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> dict[str, object]:
     before = tree(run)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("TRAINER_CLI_RUN_DIR", None)
-    subprocess.run([sys.executable, str(SUPPORT), str(tmp / "cases.json"), str(tmp / "out.json")], cwd=REPO, env=env, check=True, timeout=900)
+    run_helper(SUPPORT, str(tmp / "cases.json"), str(tmp / "out.json"), env=env)
     return {"table": table, "results": json.loads((tmp / "out.json").read_text()), "before": before, "after": tree(run), "root": root, "run": run, "work": work, "tmp": tmp}
 
 

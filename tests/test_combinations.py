@@ -20,7 +20,7 @@ Which pairs run (the rule; the whole file costs about 2 minutes of CPU time, one
   ``train`` process of its own (a launcher re-runs the command line); a 1-process ``ddp`` runs
   last in the shared process (its process group stays set).
 - Everything else runs in two extra Python processes side by side, one per core (``run_cases``
-  below: torch + Lightning start once in each), each pair under its own ``default_root_dir``.
+  below, forked from the suite's fork server where it can: torch + Lightning are imported already), each pair under its own ``default_root_dir``.
 
 Every run uses ``limit_train_batches 2``, ``limit_val_batches 1``, ``max_epochs 1``, batch size 8
 and no DataLoader workers. CIFAR-10 and the ImageFolder tree are tiny fakes in the official on-disk
@@ -34,14 +34,14 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
 import torch
 
-from support import CONFIGS, REPO, run_train, write_fake_cifar10, write_image_folder
+from support import CONFIGS, REPO, run_helper, run_train, write_fake_cifar10, write_image_folder
 
 EXPERIMENTS = ("digits", "cifar10_resnet18", "cifar10_fast", "imagefolder_finetune")
 SKIPPED_GROUPS = {"experiment", "slurm"}
@@ -160,16 +160,11 @@ def test_every_shipped_config_file_on_every_experiment(tmp_path: Path, tiny_data
     # two processes, one per core; pairs() puts the 1-process DDP last, so it stays last in its share
     names = list(cases)
     shares = [names[:-1][0::2], names[:-1][1::2] + names[-1:]]
-    procs = []
     for i, share in enumerate(shares):
         (tmp_path / f"cases{i}.json").write_text(json.dumps({name: cases[name] for name in share}))
-        with (tmp_path / f"stderr{i}.txt").open("w") as stderr:  # the child keeps its own copy of the handle
-            procs.append(subprocess.Popen(
-                [sys.executable, __file__, "run", str(tmp_path / f"cases{i}.json"), str(tmp_path / f"results{i}.json")],
-                cwd=REPO, stdout=subprocess.DEVNULL, stderr=stderr, env=_env(),
-            ))
-    for i, proc in enumerate(procs):
-        assert proc.wait(timeout=900) == 0, (tmp_path / f"stderr{i}.txt").read_text()[-3000:]
+    with ThreadPoolExecutor(len(shares)) as pool:  # side by side, each forked from the suite's server where it can
+        list(pool.map(lambda i: run_helper(__file__, "run", str(tmp_path / f"cases{i}.json"), str(tmp_path / f"results{i}.json"), env=_env()),
+                      range(len(shares))))
     results = {k: v for i in range(len(shares)) for k, v in json.loads((tmp_path / f"results{i}.json").read_text()).items()}
     group_of = {pair_id(e, f): f for e, f in pairs()}
     refused, failed = {}, []

@@ -20,7 +20,7 @@ import yaml
 
 import forkserver
 from foreign_support import DATA, FOREIGN, MODEL, SUPPORT, foreign_env
-from support import REPO, run_train
+from support import run_helper, run_train
 
 STEPS_PER_EPOCH = 8  # BlobData: 128 samples, batches of 16
 
@@ -133,8 +133,7 @@ def test_stock_mistakes_say_what_to_add(stock: dict[str, Path], tmp_path: Path) 
         },
     }
     (tmp_path / "cases.json").write_text(json.dumps(cases))
-    subprocess.run([sys.executable, str(SUPPORT), str(tmp_path / "cases.json"), str(tmp_path / "out.json")],
-                   cwd=REPO, env=foreign_env(), check=True, timeout=600)
+    run_helper(SUPPORT, str(tmp_path / "cases.json"), str(tmp_path / "out.json"), env=foreign_env())
     results = json.loads((tmp_path / "out.json").read_text())
     text = stock["cfg"].read_text().splitlines()
     expected = {

@@ -12,13 +12,11 @@ The models are in ``tests/foreign/lit_foreign/broken.py``, ``stale.py``, ``broke
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from support import REPO
+from support import run_helper
 from foreign_support import DATA, FOREIGN, SUPPORT, foreign_env
 
 PACKAGE = FOREIGN / "lit_foreign"
@@ -80,8 +78,7 @@ def outcome(tmp_path_factory: pytest.TempPathFactory) -> dict:
         (tmp / name).mkdir()
         cases[name] = {"argv": argv, "cwd": str(tmp / name)}
     (tmp / "cases.json").write_text(json.dumps(cases))
-    subprocess.run([sys.executable, str(SUPPORT), str(tmp / "cases.json"), str(tmp / "out.json")],
-                   cwd=REPO, env=foreign_env(), check=True, timeout=600)
+    run_helper(SUPPORT, str(tmp / "cases.json"), str(tmp / "out.json"), env=foreign_env())
     return {"tmp": tmp, "config": config, "results": json.loads((tmp / "out.json").read_text())}
 
 

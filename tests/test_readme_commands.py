@@ -17,12 +17,12 @@ import os
 import re
 import shlex
 import subprocess
-import sys
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
+import forkserver
 from support import REPO
 
 README = REPO / "README.md"
@@ -128,7 +128,7 @@ def test_readme_section_runs(title: str, tmp_path: Path, monkeypatch: pytest.Mon
             continue
         if argv[0] == "python":  # a user's script with TrainerCLI (Bring your own script)
             env = {k: v for k, v in os.environ.items() if k != "TRAINER_CLI_RUN_DIR"}
-            done = subprocess.run([sys.executable, *argv[1:], *LIMITS.get(argv[2], [])], capture_output=True, text=True, env=env, timeout=600)
+            done = forkserver.run_python([*argv[1:], *LIMITS.get(argv[2], [])], tmp_path, env, 600)  # a new process, forked where it can
             assert done.returncode == 0, f"README command failed ({done.returncode}): {shlex.join(argv)}\n{done.stderr[-3000:]}"
             continue
         try:
