@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import gc
 import importlib
+import sys
 from collections.abc import Iterator
 from contextlib import contextmanager
 
@@ -38,10 +39,10 @@ def heavy_import() -> Iterator[None]:
     took 3.8 s with it and 2.5 s without on a quiet 2-core machine (benchmarks/README.md,
     "Start-up"). Frozen (``gc.freeze``), later collections during training skip them as well. The
     cost: the cyclic garbage the imports leave (about 13,000 objects) is kept. Only in ``train``'s
-    own process (:func:`own_process`); a caller's process keeps its collector as it set it, and an
-    import already made costs nothing here.
+    own process (:func:`own_process`) and while Lightning is not imported yet: a caller's process
+    keeps its collector as it set it, and the objects of a run under way are never frozen.
     """
-    if not _OWN_PROCESS or not gc.isenabled():
+    if not _OWN_PROCESS or not gc.isenabled() or "lightning.pytorch" in sys.modules:
         yield
         return
     gc.disable()
