@@ -251,7 +251,9 @@ def test_resume_never_goes_back(slurm_cluster: None, tmp_path: Path) -> None:  #
     """Preempted (hpc checkpoint), run on, a node set DOWN (Slurm requeues the job), run on, crashed
     (SIGKILL), resubmitted with other resources: every start resumes from the run's newest
     checkpoint, so the global step never goes back, and the run completes."""
-    epochs, batches = 12, 5
+    # 30 epochs: enough that the run is still training when the crash comes (with 12, a start that
+    # imports faster finished the run in the second between its step being seen and the SIGKILL)
+    epochs, batches = 30, 5
     job_id, run_dir, _ = _submit(tmp_path, 2, 1, "--trainer.max_epochs", str(epochs))
     log = run_dir / f"slurm-{job_id}.log"
     wait_for_step(run_dir, batches)  # an epoch done
