@@ -19,7 +19,8 @@ class SignalAt(pl.Callback):
         hook: ``on_fit_start``, ``on_train_batch_end`` or ``on_validation_batch_end``.
         epoch: Epoch index to fire in.
         batch: Batch index to fire at (batch hooks).
-        signal: Signal name, ``SIGTERM`` or ``SIGINT``.
+        signal: Signal name, ``SIGTERM`` or ``SIGINT`` (or ``SIGSTOP``: the process stops there until
+            the test kills it).
     """
 
     def __init__(self, hook: str = "on_validation_batch_end", epoch: int = 0, batch: int = 0, signal: str = "SIGTERM") -> None:

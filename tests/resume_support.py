@@ -53,6 +53,20 @@ def every_n_steps_config(tmp: Path, n: int | None) -> str:
     return str(path)
 
 
+def stops_itself_at(epoch: int, batch: int) -> list[str]:
+    """Flags adding a callback that stops the run (SIGSTOP to itself, in each rank) at the end of
+    batch ``batch`` of epoch ``epoch``, before that step's checkpoint: a run waited on by
+    :func:`kill_when` cannot run past the checkpoints the test wants while the test looks (a digits
+    run of 16-20 steps once finished within one look). Only in a run that did not resume
+    (``tests/resume_signals.py``, ``SignalAt``); it has no state, so the run's checkpoints are those of
+    the same run without it."""
+    return [
+        "--trainer.callbacks+", "tests.resume_signals.SignalAt", "--trainer.callbacks+.init_args.hook", "on_train_batch_end",
+        "--trainer.callbacks+.init_args.epoch", str(epoch), "--trainer.callbacks+.init_args.batch", str(batch),
+        "--trainer.callbacks+.init_args.signal", "SIGSTOP",
+    ]
+
+
 def final_state(run: Path) -> dict[str, Any]:
     """Step, epoch, weights, optimizer and scheduler state of the run's ``last.ckpt``."""
     ckpt = load(run / "checkpoints" / "last.ckpt")

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from resume_support import every_n_steps_config, final_state, global_step, kill_when, load, same_tensors, start_train
+from resume_support import every_n_steps_config, final_state, global_step, kill_when, load, same_tensors, start_train, stops_itself_at
 from support import DIGITS, REPO, quiet_args, run_train, scalars
 
 STEPS_PER_EPOCH = 10  # limit_train_batches (the full epoch is 20 batches of 64)
@@ -49,13 +49,16 @@ def test_sigkill_then_resume_is_bitwise_equal(tmp_path: Path, reference: dict, e
     root = tmp_path / "runs"
     last = root / "digits" / "version_0" / "checkpoints" / "last.ckpt"
     wanted = (lambda s: s is not None and s > STEPS_PER_EPOCH and s % STEPS_PER_EPOCH) if every == 4 else (lambda s: s == STEPS_PER_EPOCH)
-    proc = start_train(*fit_args(root, every_n_steps_config(tmp_path, every)))
+    # it stops itself in its second epoch before it can pass the wanted checkpoint: at step 18 (before the
+    # save at 20; 12 and 16 are mid-epoch), or at step 16 (last.ckpt is the one of the epoch end, 10)
+    stop = stops_itself_at(1, 7 if every == 4 else 5)
+    proc = start_train(*fit_args(root, every_n_steps_config(tmp_path, every)), *stop)
     kill_when(proc, lambda: wanted(global_step(last)))  # stopped while its last.ckpt is the wanted one, then killed
     step = global_step(last)
     assert step is not None and step < 2 * STEPS_PER_EPOCH
     assert (step % STEPS_PER_EPOCH != 0) == (where == "mid-epoch"), f"killed at step {step}, wanted {where}"
     # resume: the newest run of the experiment, from its last.ckpt, with the same config
-    resumed = run_train(*fit_args(root, every_n_steps_config(tmp_path, every)), "--ckpt_path", "last")
+    resumed = run_train(*fit_args(root, every_n_steps_config(tmp_path, every)), *stop, "--ckpt_path", "last")
     assert resumed.returncode == 0, resumed.stderr[-3000:]
     run = root / "digits" / "version_0"
     assert sorted(p.name for p in (root / "digits").iterdir()) == ["version_0"]  # resumed in place

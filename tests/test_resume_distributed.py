@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from resume_support import every_n_steps_config, final_state, global_step, kill_group, kill_when, load, same_tensors, start_train
+from resume_support import every_n_steps_config, final_state, global_step, kill_group, kill_when, load, same_tensors, start_train, stops_itself_at
 from support import CONFIGS, DIGITS, quiet_args, run_train
 
 STEPS_PER_EPOCH = 8  # limit_train_batches: digits has 10 batches of 64 per process under 2-process DDP, 20 in one
@@ -32,6 +32,10 @@ def fit_args(root: Path, tmp: Path, setup: str) -> list[str]:
     ]
 
 
+# the killed run stops itself after batch 5 of its second epoch (step 14), before that step's checkpoint
+STOP_MID_EPOCH = stops_itself_at(1, 5)
+
+
 @pytest.mark.parametrize("setup", list(SETUPS))
 def test_sigkill_mid_epoch_then_resume_is_bitwise_equal(tmp_path: Path, setup: str) -> None:
     # the run left alone goes on beside the one that is killed and resumed
@@ -40,7 +44,7 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_equal(tmp_path: Path, setup: s
     try:
         root = tmp_path / "runs"
         last = root / "digits" / "version_0" / "checkpoints" / "last.ckpt"
-        proc = start_train(*fit_args(root, tmp_path, setup), own_group=True)
+        proc = start_train(*fit_args(root, tmp_path, setup), *STOP_MID_EPOCH, own_group=True)
         try:  # SIGKILL, the other rank / the workers too, with the group stopped at a mid-epoch checkpoint
             kill_when(proc, lambda: (lambda s: s is not None and s > STEPS_PER_EPOCH and s % STEPS_PER_EPOCH != 0)(global_step(last)), group=True)
         finally:
@@ -49,7 +53,7 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_equal(tmp_path: Path, setup: s
         assert step is not None and STEPS_PER_EPOCH < step < 2 * STEPS_PER_EPOCH and step % STEPS_PER_EPOCH, f"killed at step {step}"
         assert load(last)["DigitsDataModule"]["train_loader"], "the checkpoint holds no training loader position"
 
-        resumed = run_train(*fit_args(root, tmp_path, setup), "--ckpt_path", "last", timeout=300)
+        resumed = run_train(*fit_args(root, tmp_path, setup), *STOP_MID_EPOCH, "--ckpt_path", "last", timeout=300)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
         out, _ = reference_proc.communicate(timeout=300)
         assert reference_proc.returncode == 0, out[-3000:]
