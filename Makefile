@@ -8,8 +8,8 @@ MIN_VENV ?= .venv-min
 MIN_PY := $(MIN_VENV)/bin/python
 MIN_STAMP := $(MIN_VENV)/.installed
 MIN_CONSTRAINTS := tests/constraints-min.txt
-# The floor venv runs a fast subset (1 min 31 s on 2 cores on 2026-11-25, with test_fit_digits'
-# resume test, now left out: test_resume.py covers it): fit and resume (SIGKILL, then `--ckpt_path
+# The floor venv runs a fast subset (54 s on 2 cores on 2026-11-25, fresh clone; test_fit_digits'
+# resume test is left out: test_resume.py covers it): fit and resume (SIGKILL, then `--ckpt_path
 # last` resumes the newest run bitwise-equal to an uninterrupted one; signals), config layering,
 # bad input, submit dry-run and rendering, EMA (Lightning's WeightAveraging) and DeviceStatsMonitor
 # (psutil). The sbatch --test-only case needs the local

@@ -51,10 +51,10 @@ STARTUP_PREFIXES = (
 # import the server made is refused by the server, _shadows); and variables under those prefixes that
 # are read only when used, never at start-up, which a test's own process comes to hold: the local
 # cluster's config (the slurm_cluster fixture), Lightning's seed (`seed_everything` in an in-process
-# test; read by `reset_seed` and the workers' init), Inductor's cache folder (set by importing
-# torch._inductor, with the value a new process's import gives it too). Compared, every command after
-# them would start a new interpreter.
-NOT_STARTUP = {"PYTHONUNBUFFERED", "PYTHONPATH", "SLURM_CONF", "PL_GLOBAL_SEED", "PL_SEED_WORKERS", "TORCHINDUCTOR_CACHE_DIR"}
+# test; read by `reset_seed` and the workers' init). Compared, every command after them would start a
+# new interpreter. (What imports set themselves, torch's TORCHINDUCTOR_CACHE_DIR and scikit-learn's
+# KMP_*, is matched against the server's own imports instead: `set_by_imports` in _serve.)
+NOT_STARTUP = {"PYTHONUNBUFFERED", "PYTHONPATH", "SLURM_CONF", "PL_GLOBAL_SEED", "PL_SEED_WORKERS"}
 # not trainer_cli.__main__: runpy runs it. After the three big ones, what a `train fit` imports on its
 # way (Hydra's compose, the digits data, the TensorBoard writer, ...): 0.3 s of every command otherwise
 PRELOAD = (
@@ -100,7 +100,7 @@ def _shadows(folder: str) -> bool:
 
 
 def _serve(path: str) -> None:
-    started_with = startup_env(dict(os.environ))  # before torch's import sets TORCHINDUCTOR_CACHE_DIR
+    started_with = startup_env(dict(os.environ))  # before the imports set their own (set_by_imports below)
     global _BASE_PATH
     _BASE_PATH = sys.path[1 + len(_pythonpath(dict(os.environ), os.getcwd())):]
     for name in PRELOAD:
@@ -113,8 +113,9 @@ def _serve(path: str) -> None:
     listener.bind(path)
     listener.listen(16)
     parent = os.getppid()
-    # what the imports set themselves (scikit-learn's os.environ.setdefault of KMP_*): a command whose
-    # environment holds the same values starts as the server did (a new process's import keeps them)
+    # what the imports set themselves (torch's TORCHINDUCTOR_CACHE_DIR, scikit-learn's os.environ.setdefault
+    # of KMP_*): a command whose environment holds the same values starts as the server did (a new
+    # process's imports set them the same way)
     set_by_imports = {k: v for k, v in startup_env(dict(os.environ)).items() if started_with.get(k) != v}
     print(json.dumps({"ready": True, "env": started_with, "set_by_imports": set_by_imports}), flush=True)
     while True:
