@@ -244,7 +244,9 @@ def test_preempted_ddp_job_resumes_bitwise_equal_to_the_job_left_alone(slurm_clu
     state (torch.equal on every tensor) as the same job run beside it without interruption."""
     from resume_support import final_state, same_tensors
 
-    epochs, batches = 3, 4
+    # 10 epochs: the run must still be training when the signal lands, a moment after its first
+    # last.ckpt (with 3, a run that started and stepped faster finished first and was never requeued)
+    epochs, batches = 10, 4
     exact = ["--trainer.max_epochs", str(epochs), "--trainer.limit_train_batches", str(batches), "--trainer.limit_val_batches", "1",
              "--trainer.deterministic", "true", "--data.init_args.num_workers", "2"]
     reference_id, reference_dir, _ = _submit(tmp_path / "reference", 2, 1, *exact)
