@@ -120,6 +120,7 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "negative_lr": ([*base, "--optimizer.init_args.lr", "-0.1"], ["optimizer torch.optim.AdamW", "Invalid learning rate: -0.1"]),
         "zero_devices": ([*base, "--trainer.devices", "0"], ["devices", "0"]),
         "zero_batch_size": ([*base, "--data.init_args.batch_size", "0"], ["batch_size must be >= 1, got 0"]),
+        "unknown_worker_start_method": ([*base, "--data.init_args.multiprocessing_context", "threads"], ["multiprocessing_context must be one of", "got 'threads'"]),
         "bad_fractions": ([*base, "--data.init_args.val_fraction", "0.9"], ["val_fraction and test_fraction"]),
         "label_smoothing_out_of_range": ([*base, "--model.init_args.label_smoothing", "1.5"], ["label_smoothing must be in [0, 1)"]),
         "zero_accumulate_grad_batches": ([*base, "--trainer.accumulate_grad_batches", "0"], ["--trainer.accumulate_grad_batches 0: must be 1 or more"]),

@@ -68,3 +68,31 @@ def test_missing_image_folder_is_a_clear_error(tmp_path: Path) -> None:
     proc = run_train("fit", "--config", str(EXPERIMENTS / "imagefolder_finetune.yaml"), "--data.data_dir", str(tmp_path / "none"), *quiet_args(tmp_path / "runs"))
     assert proc.returncode == 2
     assert "image folder not found" in proc.stderr and "Traceback" not in proc.stderr
+
+
+def test_workers_start_as_asked_and_every_dataset_travels_to_forkserver_workers(tmp_path: Path) -> None:
+    """``multiprocessing_context``: forkserver workers get each split of CIFAR-10 and ImageFolder
+    pickled and deliver batches; the automatic choice (``train``'s own process only, see
+    ``tests/test_resume_distributed.py``) leaves a run called from Python at the platform's default."""
+    import lightning.pytorch as pl
+    import pytest
+
+    from trainer_cli.data import CIFAR10DataModule, DigitsDataModule, ImageFolderDataModule
+
+    cifar = CIFAR10DataModule(data_dir=str(write_fake_cifar10(tmp_path / "cifar")), val_size=20, batch_size=4, num_workers=1,
+                              multiprocessing_context="forkserver")
+    images = ImageFolderDataModule(data_dir=str(write_image_folder(tmp_path / "images")), image_size=32, batch_size=4, num_workers=1,
+                                   multiprocessing_context="forkserver")
+    for dm in (cifar, images):
+        dm.setup("fit")
+        for loader in (dm.train_dataloader(), dm.val_dataloader()):
+            assert loader.multiprocessing_context.get_start_method() == "forkserver"
+            x, y = next(iter(loader))
+            assert x.shape[0] == y.shape[0] == 4 and x.dtype == torch.float32 and x.shape[1:] == (3, 32, 32)
+
+    assert DigitsDataModule(num_workers=0, multiprocessing_context="spawn").worker_start_method() is None  # no workers to start
+    with pytest.raises(ValueError, match="multiprocessing_context must be one of fork, spawn, forkserver"):
+        DigitsDataModule(num_workers=2, multiprocessing_context="threads")
+    digits = DigitsDataModule(num_workers=2)
+    digits.trainer = pl.Trainer(accelerator="cpu", devices=2, strategy="ddp", logger=False, enable_checkpointing=False, enable_progress_bar=False)
+    assert digits.trainer.world_size == 2 and digits.worker_start_method() is None  # not `train`'s own process

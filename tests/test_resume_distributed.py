@@ -1,5 +1,6 @@
-"""Exact mid-epoch resume beyond one single-process loader: 2-process CPU DDP (gloo) and a
-loader with 2 worker processes.
+"""Exact mid-epoch resume beyond one single-process loader: 2-process CPU DDP (gloo) with 2 loader
+workers per rank (started by forkserver on Python < 3.12, whose fork can deadlock a worker under
+DDP: ``trainer_cli.data.base.FORK_CAN_DEADLOCK``), and one process with 2 workers (fork).
 
 Digits, deterministic, 2 epochs of 8 batches per process (``limit_train_batches``), a checkpoint
 every 2 optimizer steps. The run is SIGKILLed (with its other rank or its workers) once its
@@ -15,11 +16,12 @@ import pytest
 
 from resume_support import every_n_steps_config, final_state, global_step, kill_group, kill_when, load, same_tensors, start_train, stops_itself_at
 from support import CONFIGS, DIGITS, quiet_args, run_train
+from trainer_cli.data.base import FORK_CAN_DEADLOCK
 
 STEPS_PER_EPOCH = 8  # limit_train_batches: digits has 10 batches of 64 per process under 2-process DDP, 20 in one
 EVERY = 2
 SETUPS = {
-    "ddp_cpu_sim": ["--config", str(CONFIGS / "strategy" / "ddp_cpu_sim.yaml")],
+    "ddp_cpu_sim+num_workers=2": ["--config", str(CONFIGS / "strategy" / "ddp_cpu_sim.yaml"), "--data.init_args.num_workers", "2"],
     "num_workers=2": ["--data.init_args.num_workers", "2"],
 }
 
@@ -55,6 +57,8 @@ def test_sigkill_mid_epoch_then_resume_is_bitwise_equal(tmp_path: Path, setup: s
 
         resumed = run_train(*fit_args(root, tmp_path, setup), *STOP_MID_EPOCH, "--ckpt_path", "last", timeout=300)
         assert resumed.returncode == 0, resumed.stderr[-3000:]
+        by_forkserver = "DataLoader workers start by forkserver" in resumed.stdout
+        assert by_forkserver == (FORK_CAN_DEADLOCK and setup.startswith("ddp")), resumed.stdout[-3000:]
         out, _ = reference_proc.communicate(timeout=300)
         assert reference_proc.returncode == 0, out[-3000:]
     finally:

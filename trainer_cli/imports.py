@@ -29,6 +29,12 @@ def own_process() -> None:
     _OWN_PROCESS = True
 
 
+def is_own_process() -> bool:
+    """Whether ``train`` is the whole process (:func:`own_process`): its main module is
+    ``trainer_cli.__main__``, which a worker process started by ``spawn`` or ``forkserver`` may import."""
+    return _OWN_PROCESS
+
+
 @contextmanager
 def heavy_import() -> Iterator[None]:
     """Run an import of torch and Lightning (``from trainer_cli.cli import ...``, a verb's module)

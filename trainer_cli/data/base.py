@@ -4,6 +4,9 @@ that flow to the model."""
 
 from __future__ import annotations
 
+import multiprocessing
+import signal
+import sys
 from typing import Any
 
 import lightning.pytorch as pl
@@ -12,8 +15,37 @@ from torch.utils.data import DataLoader, Dataset, Sampler
 from torchdata.stateful_dataloader import StatefulDataLoader
 
 from trainer_cli.data.sampler import ResumableShuffleSampler
+from trainer_cli.imports import is_own_process
 
 TRAIN_LOADER_KEY = "train_loader"
+FORK_CAN_DEADLOCK = sys.implementation.name == "cpython" and sys.version_info < (3, 12)
+"""CPython before 3.12 (gh-112275, fixed in 3.12 and in late security releases of older branches):
+a child of ``os.fork`` can deadlock at once in ``PyOS_AfterFork_Child`` when another thread holds
+the interpreter's thread-list lock at the fork. Seen here on 3.11.7: a 2-rank DDP run (gloo) whose
+DataLoader workers start each epoch (80 epochs) hung in 2 of 7 tries, the new worker stuck in
+``_PyThreadState_DeleteExcept``. A worker that hangs at start stops its rank, and every other rank
+waits for it until the job's time limit (README.md, "DataLoader workers under DDP")."""
+
+
+def start_forkserver() -> None:
+    """Start multiprocessing's forkserver and its resource tracker (once per process) with
+    ``SIGUSR1`` and ``SIGUSR2`` blocked, then give this thread back its signal mask.
+
+    Slurm's ``--signal=SIGUSR1@N`` (``slurm/*.sbatch.j2``) and ``scancel -s USR1`` signal every
+    process of a job step. Both programs, and the workers forked from the server, inherit the
+    blocked signals and so outlive them (a worker forked from its rank has the rank's handler
+    instead); with the default action they would die, and the rank would fail on its next batch
+    rather than save its checkpoint and requeue. Restoring the mask also undoes the resource
+    tracker's start, which unblocks ``SIGINT`` and ``SIGTERM`` in the calling thread: ``train``
+    keeps them blocked there (``trainer_cli.launch.stop_signals``).
+    """
+    from multiprocessing import forkserver
+
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGUSR2})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 class ClassificationDataModule(pl.LightningDataModule):
@@ -26,6 +58,15 @@ class ClassificationDataModule(pl.LightningDataModule):
             the trainer runs on a CUDA GPU, off otherwise (pinning only costs on CPU).
         persistent_workers: Keep workers alive between epochs (needs num_workers > 0); ``None``:
             on whenever ``num_workers > 0`` (no worker start-up at every epoch).
+        multiprocessing_context: How worker processes start: ``fork``, ``spawn`` or ``forkserver``
+            (Python's start methods). ``None``: the platform's default (``fork`` on Linux), except
+            ``forkserver`` in a distributed run of ``train`` (world size > 1) on CPython before 3.12,
+            whose ``fork`` can deadlock a new worker (:data:`FORK_CAN_DEADLOCK`). ``spawn`` and
+            ``forkserver`` pickle the dataset to each worker and import the program's main module
+            there: a script of your own needs ``if __name__ == "__main__":``.
+
+    Raises:
+        ValueError: ``batch_size`` < 1, ``num_workers`` < 0, or a start method this platform lacks.
     """
 
     num_classes: int
@@ -33,7 +74,12 @@ class ClassificationDataModule(pl.LightningDataModule):
     image_size: int
 
     def __init__(
-        self, batch_size: int, num_workers: int = 0, pin_memory: bool | None = None, persistent_workers: bool | None = None
+        self,
+        batch_size: int,
+        num_workers: int = 0,
+        pin_memory: bool | None = None,
+        persistent_workers: bool | None = None,
+        multiprocessing_context: str | None = None,
     ) -> None:
         super().__init__()
         if batch_size < 1:
@@ -44,6 +90,11 @@ class ClassificationDataModule(pl.LightningDataModule):
         self.num_workers = num_workers
         self.pin_memory = pin_memory
         self.persistent_workers = (True if persistent_workers is None else persistent_workers) and num_workers > 0
+        methods = multiprocessing.get_all_start_methods()
+        if multiprocessing_context is not None and multiprocessing_context not in methods:
+            raise ValueError(f"multiprocessing_context must be one of {', '.join(methods)} (or empty), got {multiprocessing_context!r}")
+        self.multiprocessing_context = multiprocessing_context
+        self._start_method_told = False
         self.train_set: Dataset[Any] | None = None
         self.val_set: Dataset[Any] | None = None
         self.test_set: Dataset[Any] | None = None
@@ -54,6 +105,11 @@ class ClassificationDataModule(pl.LightningDataModule):
         """A loader of ``dataset``; with a ``sampler`` (training) a ``StatefulDataLoader``."""
         if dataset is None:
             raise RuntimeError(f"{type(self).__name__}.setup() has not made this split")
+        method = self.worker_start_method()
+        context = multiprocessing.get_context(method) if method else None
+        if method == "forkserver":  # its server imports torch and this module's code once; each worker forks from it
+            context.set_forkserver_preload(["torch", type(self).__module__])  # type: ignore[union-attr]
+            start_forkserver()
         return (DataLoader if sampler is None else StatefulDataLoader)(
             dataset,
             batch_size=self.batch_size,
@@ -65,8 +121,25 @@ class ClassificationDataModule(pl.LightningDataModule):
             num_workers=self.num_workers,
             pin_memory=self.use_pin_memory(),
             persistent_workers=self.persistent_workers,
+            multiprocessing_context=context,
             drop_last=False,
         )
+
+    def worker_start_method(self) -> str | None:
+        """``multiprocessing_context``, or when it is ``None``: ``forkserver`` where ``fork`` can
+        deadlock a worker (:data:`FORK_CAN_DEADLOCK`, a distributed run, ``train``'s own process:
+        its main module is safe to import in a worker), else ``None`` (the platform's default)."""
+        if self.num_workers == 0 or self.multiprocessing_context is not None:
+            return self.multiprocessing_context if self.num_workers else None
+        distributed = self.trainer is not None and self.trainer.world_size > 1
+        default = multiprocessing.get_start_method(allow_none=True) in (None, "fork")
+        if not (FORK_CAN_DEADLOCK and distributed and is_own_process() and default and "forkserver" in multiprocessing.get_all_start_methods()):
+            return None
+        if not self._start_method_told and self.trainer is not None and self.trainer.is_global_zero:
+            print(f"DataLoader workers start by forkserver: fork can deadlock a new worker under DDP on Python {sys.version.split()[0]} "
+                  "(CPython gh-112275; Python 3.12+ is not affected). Choose with --data.init_args.multiprocessing_context.", flush=True)
+        self._start_method_told = True
+        return "forkserver"
 
     def use_pin_memory(self) -> bool:
         """``pin_memory``, or when it is ``None``, whether the attached trainer trains on a CUDA GPU."""

@@ -120,6 +120,8 @@ class CIFAR10DataModule(ClassificationDataModule):
         num_workers: DataLoader worker processes (per-sample path).
         pin_memory: Page-locked host memory; empty: on when training on a GPU.
         persistent_workers: Keep workers alive between epochs; empty: on when ``num_workers > 0``.
+        multiprocessing_context: How workers start: ``fork``, ``spawn`` or ``forkserver``; empty: the
+            platform's default, ``forkserver`` under DDP on Python < 3.12 (``ClassificationDataModule``).
 
     Raises:
         UserError: when ``data_dir`` does not hold the dataset.
@@ -141,8 +143,9 @@ class CIFAR10DataModule(ClassificationDataModule):
         num_workers: int = 4,
         pin_memory: bool | None = None,
         persistent_workers: bool | None = None,
+        multiprocessing_context: str | None = None,
     ) -> None:
-        super().__init__(batch_size, 0 if batched else num_workers, pin_memory, persistent_workers)
+        super().__init__(batch_size, 0 if batched else num_workers, pin_memory, persistent_workers, multiprocessing_context)
         self.root = check_cifar10_dir(data_dir)
         if val_size < 0:
             raise ValueError(f"val_size must be >= 0, got {val_size}")

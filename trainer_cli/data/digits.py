@@ -28,6 +28,8 @@ class DigitsDataModule(ClassificationDataModule):
         num_workers: DataLoader worker processes (the data is in memory: 0 is fastest).
         pin_memory: Page-locked host memory; empty: on when training on a GPU.
         persistent_workers: Keep workers alive between epochs; empty: on when ``num_workers > 0``.
+        multiprocessing_context: How workers start: ``fork``, ``spawn`` or ``forkserver``; empty: the
+            platform's default, ``forkserver`` under DDP on Python < 3.12 (``ClassificationDataModule``).
     """
 
     num_classes = 10
@@ -43,8 +45,9 @@ class DigitsDataModule(ClassificationDataModule):
         num_workers: int = 0,
         pin_memory: bool | None = None,
         persistent_workers: bool | None = None,
+        multiprocessing_context: str | None = None,
     ) -> None:
-        super().__init__(batch_size, num_workers, pin_memory, persistent_workers)
+        super().__init__(batch_size, num_workers, pin_memory, persistent_workers, multiprocessing_context)
         if not (0 < val_fraction < 1 and 0 < test_fraction < 1 and val_fraction + test_fraction < 1):
             raise ValueError(f"val_fraction and test_fraction must be in (0, 1) with a sum < 1, got {val_fraction} and {test_fraction}")
         if image_size < 1:

@@ -30,6 +30,8 @@ class ImageFolderDataModule(ClassificationDataModule):
         num_workers: DataLoader worker processes.
         pin_memory: Page-locked host memory; empty: on when training on a GPU.
         persistent_workers: Keep workers alive between epochs; empty: on when ``num_workers > 0``.
+        multiprocessing_context: How workers start: ``fork``, ``spawn`` or ``forkserver``; empty: the
+            platform's default, ``forkserver`` under DDP on Python < 3.12 (``ClassificationDataModule``).
 
     Raises:
         UserError: when ``data_dir/train`` is missing or holds no class folders.
@@ -47,8 +49,9 @@ class ImageFolderDataModule(ClassificationDataModule):
         num_workers: int = 4,
         pin_memory: bool | None = None,
         persistent_workers: bool | None = None,
+        multiprocessing_context: str | None = None,
     ) -> None:
-        super().__init__(batch_size, num_workers, pin_memory, persistent_workers)
+        super().__init__(batch_size, num_workers, pin_memory, persistent_workers, multiprocessing_context)
         self.root = Path(data_dir).expanduser()
         train = self.root / "train"
         if not train.is_dir():
