@@ -262,7 +262,7 @@ def test_preempted_ddp_job_resumes_bitwise_equal_to_the_job_left_alone(slurm_clu
     assert batches < saved["global_step"] < epochs * batches and saved["global_step"] % batches, f"not mid-epoch: step {saved['global_step']}"
     assert f"Resuming {run_dir} from {run_dir / 'hpc_ckpt_1.ckpt.used'} (step {saved['global_step']}," in log.read_text()
     # USR1 reached every process of the step: the loader workers, and on Python < 3.12 their forkserver and
-    # multiprocessing's resource tracker, outlived it (trainer_cli.data.base.start_forkserver)
+    # multiprocessing's resource tracker, outlived it (trainer_cli.launch.stop_signals.start_forkserver)
     assert "Traceback" not in log.read_text() and "resource_tracker" not in log.read_text(), log.read_text()[-3000:]
 
     reference, resumed = final_state(reference_dir), final_state(run_dir)

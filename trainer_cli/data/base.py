@@ -5,7 +5,6 @@ that flow to the model."""
 from __future__ import annotations
 
 import multiprocessing
-import signal
 import sys
 from typing import Any
 
@@ -16,6 +15,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from trainer_cli.data.sampler import ResumableShuffleSampler
 from trainer_cli.imports import is_own_process
+from trainer_cli.launch.stop_signals import start_forkserver
 
 TRAIN_LOADER_KEY = "train_loader"
 FORK_CAN_DEADLOCK = sys.implementation.name == "cpython" and sys.version_info < (3, 12)
@@ -25,27 +25,6 @@ the interpreter's thread-list lock at the fork. Seen here on 3.11.7: a 2-rank DD
 DataLoader workers start each epoch (80 epochs) hung in 2 of 7 tries, the new worker stuck in
 ``_PyThreadState_DeleteExcept``. A worker that hangs at start stops its rank, and every other rank
 waits for it until the job's time limit (README.md, "DataLoader workers under DDP")."""
-
-
-def start_forkserver() -> None:
-    """Start multiprocessing's forkserver and its resource tracker (once per process) with
-    ``SIGUSR1`` and ``SIGUSR2`` blocked, then give this thread back its signal mask.
-
-    Slurm's ``--signal=SIGUSR1@N`` (``slurm/*.sbatch.j2``) and ``scancel -s USR1`` signal every
-    process of a job step. Both programs, and the workers forked from the server, inherit the
-    blocked signals and so outlive them (a worker forked from its rank has the rank's handler
-    instead); with the default action they would die, and the rank would fail on its next batch
-    rather than save its checkpoint and requeue. Restoring the mask also undoes the resource
-    tracker's start, which unblocks ``SIGINT`` and ``SIGTERM`` in the calling thread: ``train``
-    keeps them blocked there (``trainer_cli.launch.stop_signals``).
-    """
-    from multiprocessing import forkserver
-
-    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGUSR2})
-    try:
-        forkserver.ensure_running()
-    finally:
-        signal.pthread_sigmask(signal.SIG_SETMASK, before)
 
 
 class ClassificationDataModule(pl.LightningDataModule):
@@ -129,13 +108,15 @@ class ClassificationDataModule(pl.LightningDataModule):
         """``multiprocessing_context``, or when it is ``None``: ``forkserver`` where ``fork`` can
         deadlock a worker (:data:`FORK_CAN_DEADLOCK`, a distributed run, ``train``'s own process:
         its main module is safe to import in a worker), else ``None`` (the platform's default)."""
-        if self.num_workers == 0 or self.multiprocessing_context is not None:
-            return self.multiprocessing_context if self.num_workers else None
-        distributed = self.trainer is not None and self.trainer.world_size > 1
-        default = multiprocessing.get_start_method(allow_none=True) in (None, "fork")
-        if not (FORK_CAN_DEADLOCK and distributed and is_own_process() and default and "forkserver" in multiprocessing.get_all_start_methods()):
+        if not self.num_workers:
             return None
-        if not self._start_method_told and self.trainer is not None and self.trainer.is_global_zero:
+        if self.multiprocessing_context is not None:
+            return self.multiprocessing_context
+        trainer = self.trainer
+        default = multiprocessing.get_start_method(allow_none=True) in (None, "fork")
+        if not (FORK_CAN_DEADLOCK and default and is_own_process() and trainer is not None and trainer.world_size > 1):
+            return None
+        if trainer.is_global_zero and not self._start_method_told:
             print(f"DataLoader workers start by forkserver: fork can deadlock a new worker under DDP on Python {sys.version.split()[0]} "
                   "(CPython gh-112275; Python 3.12+ is not affected). Choose with --data.init_args.multiprocessing_context.", flush=True)
         self._start_method_told = True

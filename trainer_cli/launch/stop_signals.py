@@ -69,6 +69,27 @@ def install() -> bool:
     return True
 
 
+def start_forkserver() -> None:
+    """Start multiprocessing's forkserver and its resource tracker (once per process) with
+    ``SIGUSR1`` and ``SIGUSR2`` blocked, then give this thread back its signal mask.
+
+    Slurm's ``--signal=SIGUSR1@N`` (``slurm/*.sbatch.j2``) and ``scancel -s USR1`` signal every
+    process of a job step. Both programs, and the DataLoader workers forked from the server
+    (``trainer_cli.data.base``), inherit the blocked signals and so outlive them (a worker forked
+    from its rank has the rank's handler instead); with the default action they would die, and the
+    rank would fail on its next batch rather than save its checkpoint and requeue. Restoring the
+    mask also undoes the resource tracker's start, which unblocks SIGTERM and SIGINT in the calling
+    thread: :func:`install` keeps them blocked.
+    """
+    from multiprocessing import forkserver
+
+    before = signal.pthread_sigmask(signal.SIG_BLOCK, {signal.SIGUSR1, signal.SIGUSR2})
+    try:
+        forkserver.ensure_running()
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, before)
+
+
 def installed() -> bool:
     """Whether :func:`install` took the signals over in this process."""
     return bool(_state["installed"])
