@@ -27,6 +27,7 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
 from support import REPO
 from test_slurm_cluster import _submit
 from trainer_cli.launch import jobs, restarts
+from trainer_cli.launch.options import time_limit_s
 
 
 def _train_jobs(root: Path) -> dict[str, str]:
@@ -39,7 +40,7 @@ def _train_jobs(root: Path) -> dict[str, str]:
 
 def test_preemption_then_time_limit_and_the_cap_names_the_cause(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     """`scancel -s USR1` with 10 minutes left is a preemption: requeued even with `--slurm.max_restarts
-    0` (preemptions do not consume the cap); the restart, its time limit cut to 2 minutes, gets
+    0` (preemptions do not consume the cap); the restart, its time limit cut once it trains, gets
     Slurm's own `--signal=SIGUSR1@100` warning: a time limit, which the cap does not allow, so the
     run stops there, saying so; `train jobs` shows both."""
     job_id, run_dir, _ = _submit(
@@ -48,10 +49,16 @@ def test_preemption_then_time_limit_and_the_cap_names_the_cause(slurm_cluster: N
     wait_for_file(run_dir / "checkpoints" / "last.ckpt", timeout_s=300)
     subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
     assert wait_for_state(job_id, {"PENDING", "COMPLETED", "FAILED", "CANCELLED"}, timeout_s=120) == "PENDING"
-    subprocess.run(["scontrol", "update", f"JobId={job_id}", "TimeLimit=00:02:00"], check=True, timeout=30)
+    preempted_at = newest_step(run_dir)
     wait_for_requeue(job_id)
+    # The time limit is cut once the restart trains: Slurm may send `--signal=USR1@100` up to 60 s early,
+    # so a limit cut before the restart starts can signal it before it has loaded anything.
+    wait_for_step(run_dir, preempted_at + 1, job_id=job_id)
+    run_s = time_limit_s(scontrol_job(job_id)["RunTime"]) or 0
+    limit_min = -(-(run_s + 100) // 60)  # 100-160 s left: the warning comes within Slurm's next time-limit checks
+    subprocess.run(["scontrol", "update", f"JobId={job_id}", f"TimeLimit={limit_min}"], check=True, timeout=30)
     log = run_dir / f"slurm-{job_id}.log"
-    assert wait_for_state(job_id, timeout_s=150) == "COMPLETED", log.read_text()[-3000:]
+    assert wait_for_state(job_id, timeout_s=240) == "COMPLETED", log.read_text()[-3000:]
     text = log.read_text()
     assert re.search(r"SIGUSR1 at step \d+ \(preempted, \d+ s left\): saved .*; requeueing job", text), text[-3000:]
     assert re.search(
