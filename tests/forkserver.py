@@ -37,6 +37,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import time
 from pathlib import Path
 from typing import Any, Optional
 
@@ -151,6 +152,8 @@ def _wait_for(conn: socket.socket) -> None:
     pid = os.fork()
     if pid == 0:
         conn.close()
+        if request.get("new_session"):  # Popen(start_new_session=True): its own session and process group
+            os.setsid()
         _become(request, fds)
         return
     for fd in fds:
@@ -293,6 +296,97 @@ def python(argv: list[str], cwd: str, env: dict[str, str], timeout: float) -> Op
             f.seek(0)
             text.append(f.read().decode("utf-8", errors="strict").replace("\r\n", "\n").replace("\r", "\n"))
     return subprocess.CompletedProcess([sys.executable, *argv], code, text[0], text[1])
+
+
+class Forked:
+    """The part of :class:`subprocess.Popen` that the tests use (``pid``, ``stdout``, ``returncode``,
+    ``poll``, ``wait``, ``communicate``, ``send_signal``, ``kill``) for a command the server forked,
+    stdout and stderr together on one pipe, as ``Popen(..., stdout=PIPE, stderr=STDOUT, text=True)``.
+    The process is the server's grandchild: its exit status comes on the server's connection."""
+
+    def __init__(self, args: list[str], pid: int, conn: socket.socket, stdout: Any) -> None:
+        self.args, self.pid, self.stdout = args, pid, stdout
+        self.returncode: Optional[int] = None
+        self._conn, self._pending = conn, b""
+
+    def _status(self, timeout: Optional[float]) -> Optional[int]:
+        """The exit status, waiting up to ``timeout`` seconds for it (None: as long as it takes)."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        while self.returncode is None:
+            if b"\n" in self._pending:
+                self.returncode = json.loads(self._pending.split(b"\n", 1)[0])["status"]
+                self._conn.close()
+                break
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            if not select.select([self._conn], [], [], left)[0]:
+                return None
+            chunk = self._conn.recv(4096)
+            if not chunk:  # the server's waiter is gone: the command is gone with its status
+                self.returncode = -signal.SIGKILL
+                self._conn.close()
+                break
+            self._pending += chunk
+        return self.returncode
+
+    def poll(self) -> Optional[int]:
+        return self._status(0)
+
+    def wait(self, timeout: Optional[float] = None) -> int:
+        code = self._status(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        return code
+
+    def communicate(self, timeout: Optional[float] = None) -> tuple[str, None]:
+        out: list[str] = []
+        reader = threading.Thread(target=lambda: out.append(self.stdout.read()), daemon=True)
+        reader.start()
+        reader.join(timeout)
+        if reader.is_alive():
+            raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        self.stdout.close()
+        self.wait(timeout)
+        return out[0], None
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
+            os.kill(self.pid, sig)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def popen_python(argv: list[str], cwd: str | os.PathLike[str], env: dict[str, str], new_session: bool = False) -> Any:
+    """``subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, stdout=PIPE, stderr=STDOUT,
+    text=True, start_new_session=new_session)``, forked by the server where it can be (a
+    :class:`Forked`); a ``Popen`` where it cannot."""
+    if usable(env):
+        read_end, write_end = os.pipe()
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(_socket_path)
+            request = {"argv": list(argv), "cwd": str(cwd), "env": env, "new_session": new_session}
+            socket.send_fds(conn, [json.dumps(request).encode()], [write_end, write_end])
+            os.close(write_end)
+            write_end = -1
+            answer = b""
+            while not answer.endswith(b"\n"):
+                chunk = conn.recv(1)
+                if not chunk:
+                    break
+                answer += chunk
+            started = json.loads(answer or b'{"refused": "the server ended"}')
+        except OSError:
+            started = {"refused": "the server ended"}
+        finally:
+            if write_end >= 0:
+                os.close(write_end)
+        if "pid" in started:
+            return Forked([sys.executable, *argv], started["pid"], conn, open(read_end, encoding="utf-8", errors="strict"))
+        conn.close()
+        os.close(read_end)
+    return subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, start_new_session=new_session)
 
 
 def run_python(argv: list[str], cwd: str | os.PathLike[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:

@@ -5,28 +5,25 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any, Callable
 
 import torch
+from support import CONFIGS, REPO, forkserver
 
-from support import CONFIGS, REPO
 
-
-def start_train(*args: str, cwd: Path = REPO, own_group: bool = False) -> subprocess.Popen[str]:
-    """Start ``python -m trainer_cli ARGS`` in the background (output collected on exit).
+def start_train(*args: str, cwd: Path = REPO, own_group: bool = False) -> Any:
+    """Start ``python -m trainer_cli ARGS`` in the background (output collected on exit): a
+    ``subprocess.Popen``, or its stand-in :class:`forkserver.Forked` for a process forked by the
+    suite's fork server (no start-up imports); stdout and stderr on ``stdout``, text.
 
     ``own_group``: in a process group of its own, so that :func:`kill_group` also ends what it
     started (DDP's other ranks, DataLoader workers).
     """
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("TRAINER_CLI_RUN_DIR", None)
-    return subprocess.Popen(
-        [sys.executable, "-m", "trainer_cli", *args], cwd=cwd, env=env, text=True,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, start_new_session=own_group,
-    )
+    return forkserver.popen_python(["-m", "trainer_cli", *args], cwd, env, new_session=own_group)
 
 
 def kill_group(proc: subprocess.Popen[str]) -> None:
