@@ -149,13 +149,23 @@ def _wait_for(conn: socket.socket) -> None:
     if any(entry not in sys.path and _shadows(entry) for entry in extra):
         conn.sendall(json.dumps({"refused": "PYTHONPATH changes what is imported"}).encode() + b"\n")
         os._exit(0)
+    # Popen(start_new_session=True): its own session and process group, made before its pid is
+    # answered (a killpg right after the answer must find the group)
+    session_made = os.pipe() if request.get("new_session") else None
     pid = os.fork()
     if pid == 0:
         conn.close()
-        if request.get("new_session"):  # Popen(start_new_session=True): its own session and process group
+        if session_made is not None:
             os.setsid()
+            os.close(session_made[0])
+            os.write(session_made[1], b"1")
+            os.close(session_made[1])
         _become(request, fds)
         return
+    if session_made is not None:
+        os.close(session_made[1])
+        os.read(session_made[0], 1)
+        os.close(session_made[0])
     for fd in fds:
         os.close(fd)
     conn.sendall(json.dumps({"pid": pid}).encode() + b"\n")
