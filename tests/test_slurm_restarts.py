@@ -43,8 +43,10 @@ def test_preemption_then_time_limit_and_the_cap_names_the_cause(slurm_cluster: N
     0` (preemptions do not consume the cap); the restart, its time limit cut once it trains, gets
     Slurm's own `--signal=SIGUSR1@100` warning: a time limit, which the cap does not allow, so the
     run stops there, saying so; `train jobs` shows both."""
+    # more epochs than the job can train before its time limit (a quiet machine trains 1,700 steps,
+    # 350 epochs, between the restart's start and its warning): the signals end the run, never its last epoch
     job_id, run_dir, _ = _submit(
-        tmp_path, 1, 1, "--trainer.max_epochs", "400", "--slurm.max_restarts", "0", "--slurm.signal_delay_s", "100",
+        tmp_path, 1, 1, "--trainer.max_epochs", "5000", "--slurm.max_restarts", "0", "--slurm.signal_delay_s", "100",
     )
     wait_for_file(run_dir / "checkpoints" / "last.ckpt", timeout_s=300)
     subprocess.run(["scancel", "-s", "USR1", job_id], check=True, timeout=30)
@@ -55,7 +57,7 @@ def test_preemption_then_time_limit_and_the_cap_names_the_cause(slurm_cluster: N
     # so a limit cut before the restart starts can signal it before it has loaded anything.
     wait_for_step(run_dir, preempted_at + 1, job_id=job_id)
     run_s = time_limit_s(scontrol_job(job_id)["RunTime"]) or 0
-    limit_min = -(-(run_s + 100) // 60)  # 100-160 s left: the warning comes within Slurm's next time-limit checks
+    limit_min = (run_s + 100) // 60  # 41-100 s left: within signal_delay_s, so the warning comes at Slurm's next time-limit check
     subprocess.run(["scontrol", "update", f"JobId={job_id}", f"TimeLimit={limit_min}"], check=True, timeout=30)
     log = run_dir / f"slurm-{job_id}.log"
     assert wait_for_state(job_id, timeout_s=240) == "COMPLETED", log.read_text()[-3000:]
