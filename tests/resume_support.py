@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
+
 from support import CONFIGS, REPO, forkserver
 
 
