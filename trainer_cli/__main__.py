@@ -93,6 +93,9 @@ def _dispatch(argv: list[str] | None) -> int:
         from trainer_cli.imports import own_process
 
         own_process()  # imports of torch and Lightning with the collector paused (heavy_import)
+        from trainer_cli.errors import quiet_disk_full_in_threads
+
+        quiet_disk_full_in_threads()  # a writer thread's full disk is one line; the main thread reports it
         atexit.register(_quick_exit)  # registered first: runs after every other exit handler (Lightning's, loggers')
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in {"-h", "--help", "help"}:

@@ -19,7 +19,6 @@
 
 from __future__ import annotations
 
-import errno
 import os
 import random
 import shutil
@@ -37,7 +36,7 @@ from lightning.pytorch.plugins.io import AsyncCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
-from trainer_cli.errors import UserError
+from trainer_cli.errors import UserError, is_disk_full
 from trainer_cli.launch import stop_signals
 
 TMP_MARK = ".tmp-"
@@ -65,7 +64,7 @@ def _fsync_dir(directory: Path) -> None:
 def _out_of_space(err: BaseException, folder: Path) -> bool:
     """Whether a failed write was a full disk: ENOSPC (or EDQUOT), or torch's zip writer failing
     (a RuntimeError such as "unexpected pos") where the folder has less than 1 MiB left."""
-    if isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT):
+    if is_disk_full(err):
         return True
     try:
         return shutil.disk_usage(folder).free < 1 << 20

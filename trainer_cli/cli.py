@@ -42,7 +42,7 @@ from trainer_cli.callbacks.switches import drop_switched_off
 from trainer_cli.checkpointing import ResumeState, with_atomic_checkpoint_io
 from trainer_cli.compat import check_compatible
 from trainer_cli.compose import Layers, compose_args
-from trainer_cli.errors import ConfigError, UserError, report_user_error
+from trainer_cli.errors import ConfigError, UserError, disk_full_error, is_disk_full, report_user_error
 from trainer_cli.explain import _raised_by_user_config, as_user_error, explain_parse_error, locate, locate_in_files, user_code_error  # noqa: F401 - re-exported
 from trainer_cli.extras import check_extras
 from trainer_cli.imports import import_class
@@ -724,7 +724,10 @@ def building_cli(verb: Optional[str] = None, layers: Layers | None = None) -> It
         raise SystemExit(_stopped_before_training(run)) from None
     except Exception as err:
         started = run.trainer is not None and run.trainer.global_step > 0  # a crash in training keeps its logs
-        user_error = as_user_error(err, run.ckpt_path, layers) or (None if started else user_code_error(err))
+        if is_disk_full(err):  # the run's records, logs or metrics (a checkpoint's own error is a UserError already)
+            user_error: UserError | None = disk_full_error(err, run.path)
+        else:
+            user_error = as_user_error(err, run.ckpt_path, layers) or (None if started else user_code_error(err))
         if not started or user_error is not None:
             run.remove_if_untrained()
         if user_error is None:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import errno
 import sys
 import sysconfig
 import traceback
@@ -72,6 +73,41 @@ def did_you_mean(name: str, candidates: Iterable[str]) -> str:
     """`` Did you mean: a, b?`` or an empty string."""
     found = close_matches(name, candidates)
     return f" Did you mean: {', '.join(found)}?" if found else ""
+
+
+def is_disk_full(err: BaseException) -> bool:
+    """Whether ``err`` is a write refused for want of space: ENOSPC, or EDQUOT (a quota)."""
+    return isinstance(err, OSError) and err.errno in (errno.ENOSPC, errno.EDQUOT)
+
+
+def disk_full_error(err: BaseException, where: Path | str | None = None) -> UserError:
+    """The one-line error for a full disk (:func:`is_disk_full`) met while writing the run's files
+    (the records, logs, metrics) under ``where``; checkpoints have their own, which names the file
+    kept (:class:`trainer_cli.checkpointing.AtomicCheckpointIO`)."""
+    filename = getattr(err, "filename", None)
+    what = f"while writing {filename}" if filename else f"while writing under {where}" if where else "while writing"
+    return UserError(
+        f"no space left on the device {what}: free space (or choose another --trainer.default_root_dir) and run "
+        f"again; --ckpt_path last resumes from the run's newest complete checkpoint, if it saved one"
+    )
+
+
+def quiet_disk_full_in_threads() -> None:
+    """A full disk met by a library's writer thread (TensorBoard's event writer) prints one line
+    instead of its traceback: the main thread meets the same error at its next write and reports
+    it (:func:`disk_full_error`). Any other exception in a thread goes to the previous hook."""
+    import threading
+
+    previous = threading.excepthook
+
+    def hook(args: threading.ExceptHookArgs) -> None:
+        if args.exc_value is not None and is_disk_full(args.exc_value):
+            name = args.thread.name if args.thread is not None else "a thread"
+            print(f"trainer-cli: {name} ({type(args.thread).__name__}) stopped: no space left on the device", file=sys.stderr, flush=True)
+            return
+        previous(args)
+
+    threading.excepthook = hook
 
 
 def report_user_error(err: BaseException) -> int:
