@@ -272,47 +272,58 @@ def usable(env: dict[str, str]) -> bool:
         )
 
 
+def _fork(argv: list[str], cwd: str | os.PathLike[str], env: dict[str, str], fds: list[int], new_session: bool = False) -> Optional["Forked"]:
+    """Ask the server to fork ``python ARGV`` with stdout and stderr on ``fds`` (the caller keeps and
+    closes its own); its :class:`Forked` once it runs, or None when the server cannot start it (its
+    ``PYTHONPATH`` would change what the server imported, or the server has ended)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(_socket_path)
+        request = {"argv": list(argv), "cwd": str(cwd), "env": env, "new_session": new_session}
+        socket.send_fds(conn, [json.dumps(request).encode()], fds)
+        answer = b""
+        while not answer.endswith(b"\n"):  # byte by byte: the exit status that follows is Forked's to read
+            chunk = conn.recv(1)
+            if not chunk:
+                break
+            answer += chunk
+        started = json.loads(answer or b'{"refused": "the server ended"}')
+    except OSError:
+        started = {"refused": "the server ended"}
+    if "pid" not in started:
+        conn.close()
+        return None
+    return Forked([sys.executable, *argv], started["pid"], conn, None)
+
+
 def python(argv: list[str], cwd: str, env: dict[str, str], timeout: float) -> Optional[subprocess.CompletedProcess[str]]:
     """``subprocess.run([python, *argv], capture_output=True, text=True, ...)`` through the server,
     ``argv`` being ``["-m", MODULE, ARGS...]`` or ``[SCRIPT, ARGS...]``; raises
     ``subprocess.TimeoutExpired`` (the process killed) as that does. ``None`` when the server
-    cannot start this command (its ``PYTHONPATH`` would change what the server imported, or the
-    server has ended): start it yourself."""
+    cannot start this command (:func:`_fork`): start it yourself."""
     with tempfile.TemporaryFile() as out, tempfile.TemporaryFile() as err:
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            conn.connect(_socket_path)
-            conn.settimeout(timeout)
-            socket.send_fds(conn, [json.dumps({"argv": argv, "cwd": cwd, "env": env}).encode()], [out.fileno(), err.fileno()])
-            reader = conn.makefile("r")
-            answer = json.loads(reader.readline() or '{"refused": "the server ended"}')
-        except OSError:  # the server ended before the command started: a process of its own
-            conn.close()
+        proc = _fork(argv, cwd, env, [out.fileno(), err.fileno()])
+        if proc is None:
             return None
-        if "refused" in answer:
-            conn.close()
-            return None
-        pid = answer["pid"]
         try:
-            line = reader.readline()
-        except (TimeoutError, socket.timeout):
-            os.kill(pid, signal.SIGKILL)
-            raise subprocess.TimeoutExpired([sys.executable, *argv], timeout) from None
-        finally:
-            conn.close()
-        code = json.loads(line)["status"]
+            code = proc.wait(timeout)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+            raise
         text = []
         for f in (out, err):
             f.seek(0)
             text.append(f.read().decode("utf-8", errors="strict").replace("\r\n", "\n").replace("\r", "\n"))
-    return subprocess.CompletedProcess([sys.executable, *argv], code, text[0], text[1])
+    return subprocess.CompletedProcess(proc.args, code, text[0], text[1])
 
 
 class Forked:
     """The part of :class:`subprocess.Popen` that the tests use (``pid``, ``stdout``, ``returncode``,
-    ``poll``, ``wait``, ``communicate``, ``send_signal``, ``kill``) for a command the server forked,
-    stdout and stderr together on one pipe, as ``Popen(..., stdout=PIPE, stderr=STDOUT, text=True)``.
-    The process is the server's grandchild: its exit status comes on the server's connection."""
+    ``poll``, ``wait``, ``communicate``, ``send_signal``, ``kill``) for a command the server forked
+    (:func:`_fork`); from :func:`popen_python`, stdout and stderr together on one pipe, as
+    ``Popen(..., stdout=PIPE, stderr=STDOUT, text=True)``. The process is the server's grandchild:
+    its exit status comes on the server's connection."""
 
     def __init__(self, args: list[str], pid: int, conn: socket.socket, stdout: Any) -> None:
         self.args, self.pid, self.stdout = args, pid, stdout
@@ -372,28 +383,13 @@ def popen_python(argv: list[str], cwd: str | os.PathLike[str], env: dict[str, st
     :class:`Forked`); a ``Popen`` where it cannot."""
     if usable(env):
         read_end, write_end = os.pipe()
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
-            conn.connect(_socket_path)
-            request = {"argv": list(argv), "cwd": str(cwd), "env": env, "new_session": new_session}
-            socket.send_fds(conn, [json.dumps(request).encode()], [write_end, write_end])
-            os.close(write_end)
-            write_end = -1
-            answer = b""
-            while not answer.endswith(b"\n"):
-                chunk = conn.recv(1)
-                if not chunk:
-                    break
-                answer += chunk
-            started = json.loads(answer or b'{"refused": "the server ended"}')
-        except OSError:
-            started = {"refused": "the server ended"}
+            proc = _fork(argv, cwd, env, [write_end, write_end], new_session)
         finally:
-            if write_end >= 0:
-                os.close(write_end)
-        if "pid" in started:
-            return Forked([sys.executable, *argv], started["pid"], conn, open(read_end, encoding="utf-8", errors="strict"))
-        conn.close()
+            os.close(write_end)
+        if proc is not None:
+            proc.stdout = open(read_end, encoding="utf-8", errors="strict")
+            return proc
         os.close(read_end)
     return subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, start_new_session=new_session)
