@@ -45,7 +45,7 @@ XDIST := -n 2 --dist loadgroup
 # lint (ruff: pyflakes, pycodestyle, import order) and types (mypy, strict on the launch library and
 # trainer_cli/atomic.py) of trainer_cli/, as configured in pyproject.toml
 lint: $(STAMP)
-	$(PY) -m ruff check trainer_cli
+	$(PY) -m ruff check trainer_cli && $(PY) -m ruff format --check trainer_cli
 	$(PY) -m mypy
 
 # Lint, the full suite on the newest versions, then the subset on the floors. The floor venv is built
@@ -57,7 +57,7 @@ lint: $(STAMP)
 BACKGROUND := nice -n 19 $(if $(shell command -v ionice),ionice -c 3)
 test: $(STAMP)
 	@$(BACKGROUND) $(MAKE) --no-print-directory $(MIN_STAMP) >$(MIN_VENV).log 2>&1 & build=$$!; \
-	$(PY) -m ruff check trainer_cli && $(PY) -m mypy; lint=$$?; \
+	$(PY) -m ruff check trainer_cli && $(PY) -m ruff format --check trainer_cli && $(PY) -m mypy; lint=$$?; \
 	$(PY) -m pytest -q $(XDIST); suite=$$?; \
 	if ! wait $$build; then cat $(MIN_VENV).log; echo "make test: building $(MIN_VENV) failed (log above)"; exit 1; fi; \
 	$(MIN_PY) -m pytest -q $(XDIST) $(MIN_TESTS); floor=$$?; \

@@ -39,7 +39,7 @@ def plain_loop(cfg: dict[str, Any], compiled: bool, data: str, loader: Any) -> d
     """The recipe as a hand-written loop: channels_last model, bf16 autocast, SGD + OneCycleLR."""
     from trainer_cli.data.batch_augment import crop_flip_normalize
     from trainer_cli.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD
-    from trainer_cli.registry import build_backbone
+    from trainer_cli.models.registry import build_backbone
 
     device = torch.device(cfg["device"])
     torch.backends.cudnn.benchmark = True

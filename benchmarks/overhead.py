@@ -62,7 +62,7 @@ def plain_loop(model: nn.Module, loader: Any, optimizer: torch.optim.Optimizer, 
 
 def run_fit(args: list[str]) -> list[tuple[float, float]]:
     """``train fit ARGS`` in this process with a :class:`benchmarks.clock.StepClock`; its step times."""
-    from trainer_cli.cli import run_subcommand
+    from trainer_cli.runtime.cli import run_subcommand
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         logging.getLogger("lightning").setLevel(logging.ERROR)
@@ -109,7 +109,7 @@ NO_VAL = ["--trainer.limit_val_batches", "0", "--trainer.num_sanity_val_steps", 
 
 def digits_sides(steps: int, warmup: int) -> dict[str, Any]:
     from trainer_cli.data import DigitsDataModule
-    from trainer_cli.registry import build_backbone
+    from trainer_cli.models.registry import build_backbone
 
     def optimizer(params: Any) -> torch.optim.Optimizer:
         return torch.optim.AdamW(params, lr=DIGITS_LR, weight_decay=DIGITS_WD)
@@ -140,7 +140,7 @@ def digits_sides(steps: int, warmup: int) -> dict[str, Any]:
 
 
 def resnet_sides(steps: int, warmup: int, batch_size: int, cifar_stem: bool) -> dict[str, Any]:
-    from trainer_cli.registry import build_backbone
+    from trainer_cli.models.registry import build_backbone
 
     device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
 

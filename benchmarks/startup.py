@@ -1,7 +1,7 @@
 """Start-up: whole-process wall time of launcher verbs (``train fit --help`` both built and from
-its cache, ``trainer_cli.help_cache``), of the errors that need no class (a YAML syntax error, a
+its cache, ``trainer_cli.config.help_cache``), of the errors that need no class (a YAML syntax error, a
 missing file, an unknown key, a bad ``--slurm.*`` value: reported before torch is imported,
-``trainer_cli.precheck``), and time to the first optimizer step of ``train fit`` on digits versus a
+``trainer_cli.config.before_parse``), and time to the first optimizer step of ``train fit`` on digits versus a
 plain script doing the same first step.
 
 Every command runs as a fresh process (``python -m trainer_cli ...``, what the ``train`` console

@@ -9,7 +9,7 @@ import sys
 
 import torch
 
-from trainer_cli.checkpointing import AtomicCheckpointIO
+from trainer_cli.runtime.checkpointing import AtomicCheckpointIO
 
 if __name__ == "__main__":
     target, kills = sys.argv[1], int(sys.argv[2])

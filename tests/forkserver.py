@@ -59,9 +59,9 @@ NOT_STARTUP = {"PYTHONUNBUFFERED", "PYTHONPATH", "SLURM_CONF", "PL_GLOBAL_SEED",
 # not trainer_cli.__main__: runpy runs it. After the three big ones, what a `train fit` imports on its
 # way (Hydra's compose, the digits data, the TensorBoard writer, ...): 0.3 s of every command otherwise
 PRELOAD = (
-    "lightning.pytorch", "torchvision", "trainer_cli.cli",
+    "lightning.pytorch", "torchvision", "trainer_cli.runtime.cli",
     "hydra", "hydra.compose", "hydra.initialize", "omegaconf", "sklearn.datasets", "torch.utils.tensorboard", "psutil",
-    "trainer_cli.precheck", "trainer_cli.sweeps", "trainer_cli.models.backbones",
+    "trainer_cli.config.before_parse", "trainer_cli.sweeps", "trainer_cli.models.backbones",
 )
 
 

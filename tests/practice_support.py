@@ -11,10 +11,10 @@ from typing import Any
 
 import lightning.pytorch as pl
 import torch
-
 from support import CONFIGS, DIGITS
-from trainer_cli import rundir
+
 from trainer_cli.models import ImageClassifier
+from trainer_cli.rundir import policy as rundir
 
 
 def cfg(group_file: str) -> str:
@@ -39,9 +39,9 @@ def short_run(root: Path, epochs: int = 2, train_batches: int = 4, val_batches: 
 def fit(*args: str, verb: str = "fit") -> Any:
     """Run ``train <verb> ARGS`` in this process through the real :class:`TrainerCLI`; returns it
     (``.trainer``, ``.model``, ``.run_dir``)."""
-    from trainer_cli.cli import TrainerCLI
-    from trainer_cli.compose import expand_config_args
-    from trainer_cli.run import Run
+    from trainer_cli.config.compose import expand_config_args
+    from trainer_cli.runtime.cli import TrainerCLI
+    from trainer_cli.runtime.run import Run
 
     try:  # the run directory policy of `train <verb>` (a user's script follows Lightning's log_dir instead)
         return TrainerCLI(args=[verb, *expand_config_args(list(args))], run_directory=Run(verb))

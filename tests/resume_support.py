@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any, Callable
 
 import torch
-
 from support import CONFIGS, REPO, forkserver
 
 

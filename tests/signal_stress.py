@@ -100,7 +100,7 @@ def one_run(index: int, to: str, deadline_s: float, root: Path, python: str = sy
         try:
             import torch
 
-            from trainer_cli.checkpointing import check_checkpoint_file
+            from trainer_cli.runtime.checkpointing import check_checkpoint_file
 
             check_checkpoint_file(str(last))
             first_step = torch.load(last, map_location="cpu", weights_only=False)["global_step"]

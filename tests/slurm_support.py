@@ -21,8 +21,8 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-
 from support import REPO
+
 from trainer_cli.launch import submit as submit_mod
 
 LOCAL_SLURM = REPO / "scripts" / "local-slurm"
@@ -211,7 +211,7 @@ def usr1_at_start(job_id: str, tasks: int, timeout_s: float = 180) -> float:
 
 def newest_step(run_dir: Path) -> int:
     """Global step of the run's newest complete checkpoint (-1 when it has none)."""
-    from trainer_cli.rundir import newest_checkpoint
+    from trainer_cli.rundir.policy import newest_checkpoint
 
     newest = newest_checkpoint(run_dir)
     return newest.global_step if newest is not None else -1

@@ -9,7 +9,8 @@ import multiprocessing
 from pathlib import Path
 
 from trainer_cli.atomic import append_line, read_json, update_json, write_atomic
-from trainer_cli.launch import jobstate, submissions
+from trainer_cli.job import jobstate
+from trainer_cli.launch import submissions
 
 WORKERS, INCREMENTS = 4, 40
 

@@ -13,9 +13,9 @@ import os
 from pathlib import Path
 
 import pytest
-
 from support import CONFIGS, DIGITS, REPO, quiet_args, run_helper, run_train
-from trainer_cli.__main__ import VERBS
+
+from trainer_cli.config.verbs import VERBS
 
 SUPPORT = Path(__file__).with_name("bad_input_support.py")
 MARKER = "PWNED"  # a file os.system / subprocess would create if a config could call them

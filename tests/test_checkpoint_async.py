@@ -14,8 +14,8 @@ import pytest
 import torch
 from lightning.pytorch.plugins.io import AsyncCheckpointIO
 
-from trainer_cli.checkpointing import AsyncAtomicCheckpointIO, AtomicCheckpointIO, with_atomic_checkpoint_io
 from trainer_cli.data import DigitsDataModule
+from trainer_cli.runtime.checkpointing import AsyncAtomicCheckpointIO, AtomicCheckpointIO, with_atomic_checkpoint_io
 
 
 class SlowAtomicCheckpointIO(AtomicCheckpointIO):

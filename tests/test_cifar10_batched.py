@@ -8,7 +8,7 @@ import yaml
 from tests.support import CONFIGS, run_train, write_fake_cifar10
 from trainer_cli.data.batch_augment import crop_flip_normalize, random_crop, random_flip
 from trainer_cli.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD, CIFAR10DataModule
-from trainer_cli.registry import build_backbone
+from trainer_cli.models.registry import build_backbone
 
 FAST = str(CONFIGS / "experiment" / "cifar10_fast.yaml")
 

@@ -8,9 +8,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from slurm_support import LOCAL_PROFILE, slurm_cluster, slurm_queries  # noqa: F401 - fixtures
 from support import DIGITS, run_train
+
 from trainer_cli.launch.cluster import Association, accounting_problems, parse_associations, parse_qos
 from trainer_cli.launch.options import SlurmOptions
 

@@ -1,6 +1,6 @@
 """Every shipped config group file layered onto the shipped experiments: each pair trains a few
 steps with the experiment's default callbacks (model summary, best/last checkpoints, LR monitor)
-on, or is refused before anything is built by :data:`trainer_cli.compat.INCOMPATIBLE` (exit 2,
+on, or is refused before anything is built by :data:`trainer_cli.config.incompatible.INCOMPATIBLE` (exit 2,
 one ``error:`` line, no run directory).
 
 Which pairs run (the rule; the whole file costs about 2 minutes of CPU time, one core per run):
@@ -40,7 +40,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from support import CONFIGS, REPO, run_helper, run_train, write_fake_cifar10, write_image_folder
 
 EXPERIMENTS = ("digits", "cifar10_resnet18", "cifar10_fast", "imagefolder_finetune")
@@ -119,10 +118,10 @@ def tiny_data(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def refusals() -> set[str]:
-    """Every line the product refuses a declared pair with: :data:`trainer_cli.compat.INCOMPATIBLE`
-    and the optional extras of :mod:`trainer_cli.extras` (as ``error: ...`` lines, prefixes)."""
-    from trainer_cli.compat import INCOMPATIBLE
-    from trainer_cli.extras import NEEDS
+    """Every line the product refuses a declared pair with: :data:`trainer_cli.config.incompatible.INCOMPATIBLE`
+    and the optional extras of :mod:`trainer_cli.config.extras` (as ``error: ...`` lines, prefixes)."""
+    from trainer_cli.config.extras import NEEDS
+    from trainer_cli.config.incompatible import INCOMPATIBLE
 
     return {f"error: {rule.message}" for rule in INCOMPATIBLE} | {
         f"needs the optional package {module!r}, which is not installed" for module, _ in NEEDS.values()
@@ -177,7 +176,7 @@ def test_every_shipped_config_file_on_every_experiment(tmp_path: Path, tiny_data
     assert not failed, "\n".join(failed)
     refused = {name: line for name, line in refused.items() if line}
     # every rule of the table that can apply on this machine is met by some shipped pair
-    from trainer_cli.compat import INCOMPATIBLE
+    from trainer_cli.config.incompatible import INCOMPATIBLE
 
     met = {rule.message for rule in INCOMPATIBLE if any(rule.message in line for line in refused.values())}
     on_gpu_only = {rule.message for rule in INCOMPATIBLE if "SAM" in rule.message}  # 16-mixed is refused first on CPU
@@ -195,7 +194,7 @@ def test_process_starting_strategies_on_digits(tmp_path: Path, group_file: str) 
 
 def test_rules_met_only_on_a_gpu() -> None:
     """SAM with 16-mixed is refused on any device (on CPU 16-mixed alone is refused first)."""
-    from trainer_cli.compat import INCOMPATIBLE, check_compatible
+    from trainer_cli.config.incompatible import INCOMPATIBLE, check_compatible
     from trainer_cli.errors import UserError
 
     sam = {"class_path": "trainer_cli.optim.SAM"}

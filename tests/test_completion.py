@@ -9,7 +9,6 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 from support import REPO, run_train
 
 pytestmark = pytest.mark.skipif(shutil.which("bash") is None, reason="no bash")

@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-
 from support import CONFIGS, quiet_args, run_train, write_fake_cifar10, write_image_folder
 
 EXPERIMENTS = CONFIGS / "experiment"

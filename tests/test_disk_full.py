@@ -9,7 +9,6 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from support import DIGITS, quiet_args, run_train
 
 

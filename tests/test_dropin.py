@@ -8,11 +8,10 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forkserver
 import pytest
 import torch
 import yaml
-
-import forkserver
 from support import REPO, run_train
 
 FOREIGN = REPO / "tests" / "foreign"

@@ -21,7 +21,7 @@ PLAIN_LOAD = textwrap.dedent(
     """
     import json, sys
     import torch
-    from trainer_cli.registry import build_backbone
+    from trainer_cli.models.registry import build_backbone
 
     export, batch_file, out_file = sys.argv[1:]
     spec = json.load(open(f"{export}/module.json"))

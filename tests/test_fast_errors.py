@@ -15,10 +15,10 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from support import CONFIGS, DIGITS
-from trainer_cli.compose import expand_config_args
-from trainer_cli.precheck import TOP_LEVEL_KEYS, check_top_level_keys
+
+from trainer_cli.config.before_parse import TOP_LEVEL_KEYS, check_top_level_keys
+from trainer_cli.config.compose import expand_config_args
 
 # `train ARGV` through the real entry point; then one JSON line: which heavy modules were imported
 PROBE = (
@@ -101,10 +101,10 @@ def test_every_bundled_config_passes_the_key_check() -> None:
 # unknown keys the precheck reports, next to the precheck's
 SLOW_PATH = r"""
 import contextlib, io, json, sys
-from trainer_cli.cli import run_subcommand
-from trainer_cli.completion import OPTION
+from trainer_cli.runtime.cli import run_subcommand
+from trainer_cli.tools.completion import OPTION
 from trainer_cli.errors import UserError, report_user_error
-from trainer_cli.precheck import precheck
+from trainer_cli.config.before_parse import precheck
 
 keys, messages = {}, {}
 for verb in ("fit", "validate", "test", "predict"):
@@ -164,8 +164,8 @@ def test_help_of_submit_comes_before_its_config_is_read(work: Path) -> None:
 def test_the_verb_parses_what_the_precheck_composed(monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     """`train fit` composes a Hydra experiment once (for the precheck), not again for the parser;
     the config printed is the composed one."""
-    from trainer_cli import compose
     from trainer_cli.__main__ import main
+    from trainer_cli.config import compose
 
     composed: list[Path] = []
     real = compose._compose

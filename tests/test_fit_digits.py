@@ -5,7 +5,6 @@ from __future__ import annotations
 from pathlib import Path
 
 import torch
-
 from support import DIGITS, quiet_args, run_train, scalars
 
 

@@ -15,10 +15,9 @@ import subprocess
 import sys
 from pathlib import Path
 
+import forkserver
 import pytest
 import yaml
-
-import forkserver
 from foreign_support import DATA, FOREIGN, MODEL, SUPPORT, foreign_env
 from support import run_helper, run_train
 
@@ -80,7 +79,6 @@ def expected_test_loss(ckpt: Path) -> float:
     sys.path.insert(0, str(FOREIGN))
     try:
         import torch
-
         from lit_foreign.data import BlobData
         from lit_foreign.model import SmallNet
     finally:

@@ -15,9 +15,8 @@ import json
 from pathlib import Path
 
 import pytest
-
-from support import run_helper
 from foreign_support import DATA, FOREIGN, SUPPORT, foreign_env
+from support import run_helper
 
 PACKAGE = FOREIGN / "lit_foreign"
 

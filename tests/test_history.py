@@ -18,11 +18,11 @@ import lightning.pytorch as pl
 import pytest
 import torch
 import yaml
-
 from support import CONFIGS, DIGITS
-from trainer_cli import history
-from trainer_cli.cli import parse_config, run_subcommand
-from trainer_cli.schedule_resume import PLANNED_KEY
+
+from trainer_cli.optim.schedule_resume import PLANNED_KEY
+from trainer_cli.rundir import history
+from trainer_cli.runtime.cli import parse_config, run_subcommand
 
 STEPS_PER_EPOCH = 3
 TINY = [

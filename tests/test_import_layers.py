@@ -95,7 +95,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_package_has_no_import_cycle() -> None:
     graph = import_graph()
-    assert "trainer_cli.launch.submit" in graph and "trainer_cli.cli" in graph["trainer_cli.launch.submit"]
+    assert "trainer_cli.launch.submit" in graph and "trainer_cli.runtime.cli" in graph["trainer_cli.launch.submit"]
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
@@ -103,8 +103,8 @@ def test_the_package_has_no_import_cycle() -> None:
 def test_the_cycle_finder_sees_function_level_imports() -> None:
     graph = import_graph()
     # cli imports the submit library inside a function (a user's script's `submit`): it is counted
-    assert "trainer_cli.launch.fit_job" in graph["trainer_cli.cli"]
-    assert find_cycle(graph | {"trainer_cli.launch.fit_job": graph["trainer_cli.launch.fit_job"] | {"trainer_cli.cli"}}) is not None
+    assert "trainer_cli.launch.fit_job" in graph["trainer_cli.runtime.cli"]
+    assert find_cycle(graph | {"trainer_cli.launch.fit_job": graph["trainer_cli.launch.fit_job"] | {"trainer_cli.runtime.cli"}}) is not None
 
 
 @pytest.mark.parametrize("args", [["--help"], ["submit", "--help"], ["jobs", "--help"], ["cancel", "--help"], ["sweep-results", "--help"]])
@@ -122,11 +122,11 @@ SLURM_COMMANDS = {"sbatch", "squeue", "scontrol", "sacct", "sacctmgr", "scancel"
 
 
 def test_slurm_commands_run_only_through_the_wrapper() -> None:
-    """Every Slurm command the package runs goes through trainer_cli.launch.slurm_commands (a
+    """Every Slurm command the package runs goes through trainer_cli.job.slurm_commands (a
     timeout, a typed error): no other module hands a list starting with one to ``subprocess``."""
     offenders = []
     for name, (path, _) in _modules().items():
-        if name == "trainer_cli.launch.slurm_commands":
+        if name == "trainer_cli.job.slurm_commands":
             continue
         for node in ast.walk(ast.parse(path.read_text(), str(path))):
             if not (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and ast.unparse(node.func.value) == "subprocess"):
@@ -135,3 +135,72 @@ def test_slurm_commands_run_only_through_the_wrapper() -> None:
             if isinstance(first, ast.List) and first.elts and isinstance(first.elts[0], ast.Constant) and first.elts[0].value in SLURM_COMMANDS:
                 offenders.append(f"{path.relative_to(REPO)}:{node.lineno}")
     assert offenders == []
+
+
+# The package's layers, lowest first: a module imports its own layer and the ones below, never one
+# above (../shared/design/ARCHITECTURE.md). Foundations every layer may use; what runs inside a Slurm
+# job (standard library and filelock); where a run lives; the components a config names; the front
+# door (argv and files -> a parsed, checked spec); what runs in a fit process around Lightning; the
+# verbs around it (tools, sweeps, the login-node Slurm verbs); the package face and `train`.
+LAYERS = [
+    ("foundations", ["trainer_cli.errors", "trainer_cli.atomic", "trainer_cli.tables", "trainer_cli.imports"]),
+    ("job", ["trainer_cli.job"]),
+    ("rundir", ["trainer_cli.rundir"]),
+    ("components", ["trainer_cli.callbacks", "trainer_cli.data", "trainer_cli.models", "trainer_cli.optim"]),
+    ("config", ["trainer_cli.config"]),
+    ("runtime", ["trainer_cli.runtime"]),
+    ("verbs", ["trainer_cli.tools", "trainer_cli.sweeps", "trainer_cli.launch"]),
+    ("face", ["trainer_cli", "trainer_cli.__main__", "trainer_cli.cli", "trainer_cli.wandb_logger"]),
+]
+# Upward edges that remain, each with its reason; the list only shrinks.
+ALLOWED_UPWARD = {
+    # `python main.py submit` (a user's script): TrainerCLI hands the verb to the submit library. It
+    # leaves when the script's verbs are dispatched like `train`'s (config.verbs), issue 28's next step.
+    ("trainer_cli.runtime.cli", "trainer_cli.launch.fit_job"),
+}
+MAX_ROOT_MODULES = 8
+
+
+def layer_of(module: str) -> int:
+    """The index in :data:`LAYERS` of the longest prefix naming ``module``'s layer."""
+    best: tuple[int, int] | None = None
+    for index, (_, prefixes) in enumerate(LAYERS):
+        for prefix in prefixes:
+            if (module == prefix or module.startswith(prefix + ".")) and (best is None or len(prefix) > best[1]):
+                best = (index, len(prefix))
+    assert best is not None, f"{module} is in no layer: add it to LAYERS"
+    return best[0]
+
+
+def test_no_module_imports_a_higher_layer() -> None:
+    graph = import_graph()
+    upward = sorted(
+        (module, dep) for module, deps in graph.items() for dep in deps if layer_of(dep) > layer_of(module)
+    )
+    unexpected = [f"{m} ({LAYERS[layer_of(m)][0]}) -> {d} ({LAYERS[layer_of(d)][0]})" for m, d in upward if (m, d) not in ALLOWED_UPWARD]
+    assert unexpected == [], "imports from a lower layer to a higher one:\n" + "\n".join(unexpected)
+    assert set(upward) == ALLOWED_UPWARD, f"an allowed upward edge is gone: remove it from ALLOWED_UPWARD ({set(upward) ^ ALLOWED_UPWARD})"
+
+
+def test_the_layer_rule_sees_an_upward_import() -> None:
+    graph = import_graph()
+    assert layer_of("trainer_cli.job.jobstate") < layer_of("trainer_cli.runtime.cli")
+    assert "trainer_cli.job.jobstate" in graph["trainer_cli.runtime.run"]  # a real downward edge, seen
+
+
+def test_the_package_root_holds_few_modules() -> None:
+    root = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(root) <= MAX_ROOT_MODULES, f"{len(root)} modules at the package root: {root}"
+
+
+def test_job_and_launch_import_no_torch_at_module_level() -> None:
+    """What runs in a batch script (job/) and the login-node verbs (launch/) start without torch."""
+    names = sorted(n for n in _modules() if n.startswith(("trainer_cli.job", "trainer_cli.launch")))
+    code = (
+        "import importlib, sys\n"
+        f"for name in {names!r}:\n    importlib.import_module(name)\n"
+        "heavy = sorted(m for m in ('torch', 'lightning') if m in sys.modules)\n"
+        "assert not heavy, heavy\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]

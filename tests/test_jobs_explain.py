@@ -13,9 +13,9 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-
 from slurm_support import LOCAL_PROFILE, counting_slurm_path, job_id_from, scontrol_job, slurm_cluster, train_submit, wait_for_state  # noqa: F401 - a fixture
 from support import DIGITS, run_train
+
 from trainer_cli.launch.job_detail import detail
 from trainer_cli.launch.pending import array_task_ids, job_fields, reason_words, start_estimate, why_pending
 

@@ -15,9 +15,9 @@ import torch
 from lightning.pytorch.callbacks import EarlyStopping
 
 from trainer_cli.callbacks import LastCheckpoint
-from trainer_cli.checkpointing import AtomicCheckpointIO, ResumeState
 from trainer_cli.data import DigitsDataModule
 from trainer_cli.models import ImageClassifier
+from trainer_cli.runtime.checkpointing import AtomicCheckpointIO, ResumeState
 
 STEPS_PER_EPOCH = 5
 

@@ -5,10 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from support import CONFIGS, DIGITS, quiet_args, run_train
-from trainer_cli.cli import parse_config
 
+from trainer_cli.runtime.cli import parse_config
 
 
 def fit_config(*args: str):  # noqa: ANN201 - a jsonargparse Namespace

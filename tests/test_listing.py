@@ -6,9 +6,9 @@ import subprocess
 import sys
 
 import pytest
-
 from support import REPO, run_train
-from trainer_cli import listing
+
+from trainer_cli.config import listing
 
 
 @pytest.mark.parametrize("args", [["--help"], ["ls"], ["ls", "configs"]])

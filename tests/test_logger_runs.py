@@ -171,7 +171,7 @@ def test_mlflow_sqlite_store_first_opened_by_several_ranks_at_once(tmp_path: Pat
     uri = f"sqlite:///{tmp_path / 'runs' / 'mlflow.db'}"
     ready = tmp_path / "ready"  # a barrier: each process has imported MLflow, then all open the store at once
     ready.mkdir()
-    script = ("import os, sys, time\nfrom mlflow.tracking import MlflowClient\nfrom trainer_cli.loggers import open_sqlite_store\n"
+    script = ("import os, sys, time\nfrom mlflow.tracking import MlflowClient\nfrom trainer_cli.rundir.identity import open_sqlite_store\n"
               "open(os.path.join(sys.argv[2], str(os.getpid())), 'w').close()\n"
               "while len(os.listdir(sys.argv[2])) < 2:\n    time.sleep(0.005)\n"
               "open_sqlite_store(sys.argv[1])\nprint(len(MlflowClient(sys.argv[1]).search_experiments()))\n")
@@ -185,7 +185,7 @@ def test_mlflow_sqlite_store_first_opened_by_several_ranks_at_once(tmp_path: Pat
 def test_mlflow_run_begun_in_the_former_file_store_continues_there(tmp_path: Path) -> None:
     """A run whose run.json records an MLflow run in <root>/mlruns (the default before mlflow.db)
     keeps logging there on resume; every other run gets the SQLite store."""
-    from trainer_cli.loggers import default_mlflow_store
+    from trainer_cli.rundir.identity import default_mlflow_store
 
     assert default_mlflow_store(tmp_path, {"run_id": "x"}) == f"sqlite:///{tmp_path}/mlflow.db"
     former = f"file:{tmp_path}/mlruns"

@@ -147,7 +147,7 @@ HELP_RUN = (
 
 def test_fit_help_comes_from_the_cache_the_second_time(tmp_path: Path) -> None:
     """Item 6: ``train fit --help`` built once, then printed without importing torch or Lightning."""
-    from trainer_cli import help_cache
+    from trainer_cli.config import help_cache
 
     env = {k: v for k, v in os.environ.items() if k != "TRAINER_CLI_RUN_DIR"} | {"XDG_CACHE_HOME": str(tmp_path), "COLUMNS": "100"}
     runs = [

@@ -10,7 +10,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from support import REPO
 
 
@@ -35,7 +34,7 @@ def test_installed_wheel_finds_its_bundled_configs(tmp_path: Path) -> None:
     env = {**os.environ, "PYTHONPATH": str(site)}
     env.pop("TRAINER_CLI_RUN_DIR", None)
 
-    where = subprocess.run([sys.executable, "-c", "import trainer_cli.paths as p; print(p.configs_dir())"], cwd=elsewhere, env=env, capture_output=True, text=True)
+    where = subprocess.run([sys.executable, "-c", "import trainer_cli.config.paths as p; print(p.configs_dir())"], cwd=elsewhere, env=env, capture_output=True, text=True)
     assert where.stdout.strip() == str(site / "trainer_cli" / "configs")
     listing = subprocess.run([sys.executable, "-m", "trainer_cli", "ls", "configs"], cwd=elsewhere, env=env, capture_output=True, text=True)
     assert listing.returncode == 0 and "configs/experiment/" in listing.stdout

@@ -10,8 +10,9 @@ import importlib
 import inspect
 import pkgutil
 
-import trainer_cli
 from support import REPO
+
+import trainer_cli
 
 # Where a library offers no public route, the use lives in one module guarded by a version check.
 ALLOWED: dict[str, set[str]] = {}

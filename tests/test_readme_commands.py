@@ -20,9 +20,8 @@ import subprocess
 from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
 import forkserver
+import pytest
 from support import REPO
 
 README = REPO / "README.md"

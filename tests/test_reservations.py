@@ -10,6 +10,7 @@ from pathlib import Path
 
 from slurm_support import LOCAL_PROFILE, slurm_cluster  # noqa: F401 - a fixture
 from support import DIGITS, run_train
+
 from trainer_cli.launch.reservations import expand_hostlist, maintenance_problems, parse_reservations
 
 SAMPLE = (

@@ -1,4 +1,4 @@
-"""Restart causes (trainer_cli.launch.restarts) from real `scontrol show job -o` lines, the
+"""Restart causes (trainer_cli.job.restarts) from real `scontrol show job -o` lines, the
 `train jobs` RESTARTS cell from an event log, the job record of a resubmitted job, and that the
 installed Lightning leaves the SIGUSR1 handler `train` installs first in place (no private
 Lightning member is needed for the Slurm signal).
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer_cli.launch import jobstate, requeue_signal, restarts
+from trainer_cli.job import jobstate, requeue_signal, restarts
 from trainer_cli.launch.cluster import scontrol_fields
 from trainer_cli.launch.jobs import JobStatus, restarts_cell
 
@@ -200,7 +200,7 @@ def test_a_restarted_job_goes_on_from_what_it_saved_not_its_ckpt_path(tmp_path: 
     --ckpt_path again; a checkpoint older than the submission does not count."""
     import torch
 
-    from trainer_cli.rundir import restarted_past as _restarted_past
+    from trainer_cli.rundir.policy import restarted_past as _restarted_past
 
     for name in ("SLURM_ARRAY_JOB_ID", restarts.ENV_PRIOR_RESTARTS):
         monkeypatch.delenv(name, raising=False)

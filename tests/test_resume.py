@@ -16,7 +16,6 @@ import time
 from pathlib import Path
 
 import pytest
-
 from resume_support import every_n_steps_config, final_state, global_step, kill_when, load, same_tensors, start_train, stops_itself_at
 from support import DIGITS, REPO, quiet_args, run_train, scalars
 
@@ -118,7 +117,7 @@ def test_signal_saves_checkpoint_and_prints_resume(tmp_path: Path, sig: int, cod
 
 
 def _allocate(args: tuple[str, int]) -> str:
-    from trainer_cli import rundir
+    from trainer_cli.rundir import policy as rundir
 
     return str(rundir.allocate(Path(args[0]), "same_second"))
 

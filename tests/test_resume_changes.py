@@ -12,11 +12,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-
 from support import CONFIGS, DIGITS
-from trainer_cli import history
-from trainer_cli.cli import run_subcommand
+
 from trainer_cli.errors import UserError
+from trainer_cli.rundir import history
+from trainer_cli.runtime.cli import run_subcommand
 
 TINY = [
     "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1",

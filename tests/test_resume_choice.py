@@ -11,16 +11,15 @@ import warnings
 from pathlib import Path
 
 import pytest
+import resume_signals
 import torch
-
 from resume_support import load
 from support import CONFIGS, DIGITS
-from trainer_cli import rundir
-from trainer_cli.cli import run_subcommand
-from trainer_cli.errors import UserError
-from trainer_cli.resume import compare_for_resume
 
-import resume_signals
+from trainer_cli.errors import UserError
+from trainer_cli.rundir import policy as rundir
+from trainer_cli.rundir.resume import compare_for_resume
+from trainer_cli.runtime.cli import run_subcommand
 
 TINY = [
     "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1", "--trainer.limit_test_batches", "1",

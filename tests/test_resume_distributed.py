@@ -13,9 +13,9 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-
 from resume_support import every_n_steps_config, final_state, global_step, kill_group, kill_when, load, same_tensors, start_train, stops_itself_at
 from support import CONFIGS, DIGITS, quiet_args, run_train
+
 from trainer_cli.data.base import FORK_CAN_DEADLOCK
 
 STEPS_PER_EPOCH = 8  # limit_train_batches: digits has 10 batches of 64 per process under 2-process DDP, 20 in one

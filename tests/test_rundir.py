@@ -1,4 +1,4 @@
-"""The run-directory policy (:mod:`trainer_cli.rundir`): where a start of a run goes, which
+"""The run-directory policy (:mod:`trainer_cli.rundir.policy`): where a start of a run goes, which
 checkpoint it loads and why, its frozen config, and what a start that saved nothing leaves.
 
 Real files in a temporary folder; the checkpoints are small torch files holding the fields of a
@@ -12,9 +12,9 @@ from pathlib import Path
 import pytest
 import torch
 
-from trainer_cli import rundir
 from trainer_cli.errors import UserError
-from trainer_cli.launch import jobstate, restarts
+from trainer_cli.job import jobstate, restarts
+from trainer_cli.rundir import policy as rundir
 
 SLURM_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_RESTART_COUNT", "SLURM_ARRAY_JOB_ID",
                    restarts.ENV_PRIOR_RESTARTS, rundir.ENV_RUN_DIR)

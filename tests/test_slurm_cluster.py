@@ -18,12 +18,24 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from support import DIGITS, USER_MODULE, every_epoch_last_checkpoint, quiet_args, run_train
 from slurm_support import (  # noqa: F401 - slurm_cluster and slurm_queries are fixtures
-    LOCAL_PROFILE, counting_slurm_path, job_id_from, newest_step, resume_node, scontrol_job, slurm_cluster, slurm_queries, train_submit, usr1_at_start,
-    wait_for_file, wait_for_requeue, wait_for_state, wait_for_step,
+    LOCAL_PROFILE,
+    counting_slurm_path,
+    job_id_from,
+    newest_step,
+    resume_node,
+    scontrol_job,
+    slurm_cluster,
+    slurm_queries,
+    train_submit,
+    usr1_at_start,
+    wait_for_file,
+    wait_for_requeue,
+    wait_for_state,
+    wait_for_step,
 )
+from support import DIGITS, USER_MODULE, every_epoch_last_checkpoint, quiet_args, run_train
+
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobs, submissions
 

@@ -20,14 +20,23 @@ from pathlib import Path
 
 import pytest
 import torch
-
 from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
-    _job_processes, job_id_from, newest_step, scontrol_job, slurm_cluster, wait_for_file, wait_for_requeue, wait_for_state, wait_for_step,
+    _job_processes,
+    job_id_from,
+    newest_step,
+    scontrol_job,
+    slurm_cluster,
+    wait_for_file,
+    wait_for_requeue,
+    wait_for_state,
+    wait_for_step,
 )
 from support import REPO
 from test_slurm_cluster import _submit
-from trainer_cli.launch import jobs, restarts
-from trainer_cli.launch.options import time_limit_s
+
+from trainer_cli.job import restarts
+from trainer_cli.job.slurm_commands import time_limit_s
+from trainer_cli.launch import jobs
 
 
 def _train_jobs(root: Path) -> dict[str, str]:
@@ -271,7 +280,7 @@ def test_preempted_ddp_job_resumes_bitwise_equal_to_the_job_left_alone(slurm_clu
     assert batches < saved["global_step"] < epochs * batches and saved["global_step"] % batches, f"not mid-epoch: step {saved['global_step']}"
     assert f"Resuming {run_dir} from {run_dir / 'hpc_ckpt_1.ckpt.used'} (step {saved['global_step']}," in log.read_text()
     # USR1 reached every process of the step: the loader workers, and on Python < 3.12 their forkserver and
-    # multiprocessing's resource tracker, outlived it (trainer_cli.launch.stop_signals.start_forkserver)
+    # multiprocessing's resource tracker, outlived it (trainer_cli.job.stop_signals.start_forkserver)
     assert "Traceback" not in log.read_text() and "resource_tracker" not in log.read_text(), log.read_text()[-3000:]
 
     reference, resumed = final_state(reference_dir), final_state(run_dir)

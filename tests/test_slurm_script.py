@@ -7,7 +7,6 @@ import subprocess
 from pathlib import Path
 
 import torch
-
 from slurm_support import LOCAL_PROFILE, job_id_from, slurm_cluster, wait_for_file, wait_for_requeue, wait_for_state  # noqa: F401
 from test_dropin import FOREIGN, _script
 

@@ -1,6 +1,6 @@
-"""The stop contract (trainer_cli.launch.stop_signals): SIGTERM and Ctrl-C are recorded, never
+"""The stop contract (trainer_cli.job.stop_signals): SIGTERM and Ctrl-C are recorded, never
 handled, and every rank stops at the step they agree on; and the batch script's verdict on a step
-(trainer_cli.launch.jobstate.step_verdict): done, failed by itself, asking for a restart, or killed
+(trainer_cli.job.jobstate.step_verdict): done, failed by itself, asking for a restart, or killed
 by Slurm."""
 
 from __future__ import annotations
@@ -10,14 +10,14 @@ import sys
 from pathlib import Path
 
 import pytest
-
 import signal_stress
 from support import REPO
-from trainer_cli.launch import jobstate
+
+from trainer_cli.job import jobstate
 
 LIGHTNING_NEVER_HANDLES_IT = """
 import os, signal, time
-from trainer_cli.launch import stop_signals
+from trainer_cli.job import stop_signals
 assert stop_signals.install()
 import lightning.pytorch as pl
 from lightning.pytorch.demos.boring_classes import BoringModel

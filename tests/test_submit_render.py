@@ -16,9 +16,9 @@ import sys
 from pathlib import Path
 
 import pytest
-
 from slurm_support import LOCAL_PROFILE, slurm_cluster, train_submit  # noqa: F401 - session fixture
 from support import CONFIGS, DIGITS, run_train
+
 from trainer_cli.errors import UserError
 from trainer_cli.launch.render import quote_directive
 from trainer_cli.launch.submit import plan
@@ -233,7 +233,7 @@ def test_resubmission_reports_and_checks_changes_before_sbatch(tmp_path: Path) -
 def test_requeue_signal_recorded_under_slurm_only(monkeypatch: pytest.MonkeyPatch) -> None:
     import signal
 
-    from trainer_cli.launch import requeue_signal
+    from trainer_cli.job import requeue_signal
 
     monkeypatch.delenv("SLURM_JOB_ID", raising=False)
     assert not requeue_signal.install() and signal.getsignal(signal.SIGUSR1) == signal.SIG_DFL
@@ -249,7 +249,7 @@ def test_requeue_signal_recorded_under_slurm_only(monkeypatch: pytest.MonkeyPatc
 
 
 def test_job_record_keeps_a_requeue_past_the_script_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from trainer_cli.launch import jobstate
+    from trainer_cli.job import jobstate
 
     monkeypatch.setenv("SLURM_JOB_ID", "7")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "1")

@@ -16,17 +16,25 @@ from pathlib import Path
 
 import pytest
 import torch
-
-from support import DIGITS, quiet_args, run_train
 from slurm_support import (  # noqa: F401 - slurm_cluster and slurm_queries are fixtures
-    LOCAL_PROFILE, job_id_from, newest_step, scontrol_job, slurm_cluster, slurm_queries, train_submit, wait_for_file, wait_for_requeue,
+    LOCAL_PROFILE,
+    job_id_from,
+    newest_step,
+    scontrol_job,
+    slurm_cluster,
+    slurm_queries,
+    train_submit,
+    wait_for_file,
+    wait_for_requeue,
     wait_for_state,
 )
+from support import DIGITS, quiet_args, run_train
+
 from trainer_cli.errors import UserError
-from trainer_cli import plots
 from trainer_cli.launch import jobs
 from trainer_cli.sweeps import results
 from trainer_cli.sweeps.space import take_sweep_args
+from trainer_cli.tools import plots
 
 SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2"]
 
@@ -119,7 +127,7 @@ def test_one_bad_trial_value_fails_the_submission_naming_it(slurm_queries: None,
 
 def test_values_are_typed_by_the_parser() -> None:
     """As `--KEY VALUE` would be: `1e-3` a float, `32` an int; `init_args` may be left out."""
-    from trainer_cli.compose import expand_config_args
+    from trainer_cli.config.compose import expand_config_args
     from trainer_cli.sweeps.plan import plan
 
     space, rest = take_sweep_args(["--config", DIGITS, "--sweep", "optimizer.lr=1e-3", "--sweep", "data.init_args.batch_size=32",
@@ -132,8 +140,8 @@ def test_values_are_typed_by_the_parser() -> None:
 def test_trials_share_one_parser_and_parse_as_alone() -> None:
     """The trials are parsed by one parser, built once, and each writes the config.yaml that `train fit`
     parses for the trial's command line alone (a value of an earlier trial does not leak)."""
-    from trainer_cli.cli import parse_config
-    from trainer_cli.compose import compose_args
+    from trainer_cli.config.compose import compose_args
+    from trainer_cli.runtime.cli import parse_config
     from trainer_cli.sweeps.plan import plan
 
     space, rest = take_sweep_args(["--config", DIGITS, "--sweep", "model.init_args.num_classes=10,7", "--sweep", "optimizer.lr=1e-3,1e-2"])
@@ -149,7 +157,7 @@ def test_trials_share_one_parser_and_parse_as_alone() -> None:
 def test_refused_trials_are_named_with_the_parsers_one_line(tmp_path: Path) -> None:
     """A trial's bad value is the parser's error, on one line, for each trial it refuses; a bad value
     of the command itself is `train fit`'s error, naming the --config file and line it came from."""
-    from trainer_cli.compose import compose_args
+    from trainer_cli.config.compose import compose_args
     from trainer_cli.errors import ConfigError
     from trainer_cli.sweeps.plan import plan
 

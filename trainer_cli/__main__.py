@@ -13,28 +13,9 @@ import os
 import sys
 from typing import Any
 
+from trainer_cli.config.verbs import VERBS
 from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.sweeps.space import requested as sweep_requested
-
-# verb -> (module:function, one-line help). Each function takes the argument list after the verb
-# and returns an exit code.
-VERBS: dict[str, tuple[str, str]] = {
-    "fit": ("trainer_cli.cli:run_subcommand", "Train a model (LightningCLI `fit`)."),
-    "validate": ("trainer_cli.cli:run_subcommand", "Run the validation loop (LightningCLI `validate`)."),
-    "test": ("trainer_cli.cli:run_subcommand", "Run the test loop (LightningCLI `test`)."),
-    "predict": ("trainer_cli.cli:run_subcommand", "Run prediction (LightningCLI `predict`)."),
-    "lr-find": ("trainer_cli.commands.lr_find:main", "Find a learning rate (Lightning's LR range test); writes a plot and a config fragment."),
-    "scale-batch-size": ("trainer_cli.commands.scale_batch_size:main", "Find the largest batch size that fits (power or binsearch)."),
-    "cv": ("trainer_cli.commands.cv:main", "Stratified k-fold cross-validation: one run per fold, a table of metrics."),
-    "export": ("trainer_cli.commands.export:main", "Export a checkpoint's nn.Module: state_dict + rebuild spec (+ torch.export, ONNX)."),
-    "doctor": ("trainer_cli.launch.doctor:main", "Check an allocation before a run waits for it: devices, network, versions, run root, code, rendezvous, timed all-reduce (--local: here)."),
-    "submit": ("trainer_cli.launch.submit:main", "Queue `fit` as a Slurm job (multi-node DDP, requeue and resume)."),
-    "jobs": ("trainer_cli.launch.jobs:main", "List the Slurm jobs submitted from here: state, why it waits or how it ended, restarts, progress, log (--tail RUN follows one)."),
-    "cancel": ("trainer_cli.launch.jobs:cancel", "Cancel the Slurm jobs of a submitted run (fit, test, cv array and aggregate)."),
-    "sweep-results": ("trainer_cli.sweeps.results:main", "The table of a sweep (`--sweep` on fit or submit): swept values, best metric, state; writes CSV/JSON."),
-    "ls": ("trainer_cli.listing:main", "List what can be named: models, data, callbacks, optimizers, schedulers, configs."),
-    "completion": ("trainer_cli.completion:main", "Print a bash or zsh completion script (verbs, --config files, option keys, class names)."),
-}
 
 LIGHTNING_VERBS = {"fit", "validate", "test", "predict"}
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as shells report a writer whose reader went away
@@ -113,7 +94,10 @@ def _dispatch(argv: list[str] | None) -> int:
     if workdir:  # (trainer_cli.launch.snapshot): its imports come from there, paths from here
         os.chdir(workdir)
     if verb in REQUEUE_VERBS:  # before anything slow: SIGUSR1 from Slurm must not kill a starting job,
-        from trainer_cli.launch import requeue_signal, stop_signals  # and SIGTERM / Ctrl-C stop every rank at one step
+        from trainer_cli.job import (
+            requeue_signal,  # and SIGTERM / Ctrl-C stop every rank at one step
+            stop_signals,
+        )
 
         requeue_signal.install()
         if whole_process:  # the signals of the process: a caller's own process keeps its handling (Lightning's)
@@ -163,13 +147,15 @@ def _run_verb(verb: str, rest: list[str]) -> int:
         target, verb = "trainer_cli.sweeps.local:main", "fit-sweep"
     module_name, func_name = target.split(":")
     try:
-        from trainer_cli.precheck import precheck
+        from trainer_cli.config.before_parse import precheck
 
-        composed = precheck(verb if verb != "fit-sweep" else "fit", rest)  # mistakes seen without torch, before its import
+        composed = precheck(
+            verb if verb != "fit-sweep" else "fit", rest
+        )  # mistakes seen without torch, before its import
         if verb in LIGHTNING_VERBS:  # parses the command line the precheck composed (its files are read once)
             run = lambda: getattr(_import_verb(module_name), func_name)(verb, rest, composed)  # noqa: E731
             if rest in (["--help"], ["-h"]):  # `train fit --help` without importing Lightning, after the first time
-                from trainer_cli import help_cache
+                from trainer_cli.config import help_cache
 
                 if help_cache.cacheable(rest):
                     return help_cache.print_help(verb, run)

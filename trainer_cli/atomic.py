@@ -9,7 +9,7 @@
 - :func:`append_line`: one line appended under the same lock.
 
 Readers take no lock: every change is one rename. Standard library and :mod:`filelock` only (the
-batch script imports it through :mod:`trainer_cli.launch.jobstate`).
+batch script imports it through :mod:`trainer_cli.job.jobstate`).
 """
 
 from __future__ import annotations

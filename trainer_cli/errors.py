@@ -44,7 +44,9 @@ class ConfigError(UserError):
     ``message`` with any ``hint``, and where to look next (``help_line``). Raised where the mistake
     is found, rendered once where the command started (:func:`report_user_error`)."""
 
-    def __init__(self, message: str, key: str | None = None, origin: Origin | None = None, hint: str = "", help_line: str = "") -> None:
+    def __init__(
+        self, message: str, key: str | None = None, origin: Origin | None = None, hint: str = "", help_line: str = ""
+    ) -> None:
         self.message, self.key, self.origin, self.hint, self.help_line = message, key, origin, hint, help_line
         super().__init__(self.brief() + (f"\n  ({help_line})" if help_line else ""))
 
@@ -83,7 +85,7 @@ def is_disk_full(err: BaseException) -> bool:
 def disk_full_error(err: BaseException, where: Path | str | None = None) -> UserError:
     """The one-line error for a full disk (:func:`is_disk_full`) met while writing the run's files
     (the records, logs, metrics) under ``where``; checkpoints have their own, which names the file
-    kept (:class:`trainer_cli.checkpointing.AtomicCheckpointIO`)."""
+    kept (:class:`trainer_cli.runtime.checkpointing.AtomicCheckpointIO`)."""
     filename = getattr(err, "filename", None)
     what = f"while writing {filename}" if filename else f"while writing under {where}" if where else "while writing"
     return UserError(
@@ -103,7 +105,11 @@ def quiet_disk_full_in_threads() -> None:
     def hook(args: threading.ExceptHookArgs) -> None:
         if args.exc_value is not None and is_disk_full(args.exc_value):
             name = args.thread.name if args.thread is not None else "a thread"
-            print(f"trainer-cli: {name} ({type(args.thread).__name__}) stopped: no space left on the device", file=sys.stderr, flush=True)
+            print(
+                f"trainer-cli: {name} ({type(args.thread).__name__}) stopped: no space left on the device",
+                file=sys.stderr,
+                flush=True,
+            )
             return
         previous(args)
 
@@ -148,11 +154,16 @@ def user_code_report(err: BaseException) -> str | None:
     for exc in reversed(list(_chain(err))):
         frames = [f for f in traceback.extract_tb(exc.__traceback__) if is_user_file(f.filename)]
         if isinstance(exc, SyntaxError) and exc.filename and is_user_file(exc.filename):
-            frames.append(traceback.FrameSummary(exc.filename, exc.lineno or 0, "<module>", line=(exc.text or "").strip()))
+            frames.append(
+                traceback.FrameSummary(exc.filename, exc.lineno or 0, "<module>", line=(exc.text or "").strip())
+            )
         if not frames:
             continue
         shown = "".join(traceback.format_list(frames)).rstrip()
-        message = f"{type(exc).__name__}: {exc.msg}" if isinstance(exc, SyntaxError) else traceback.format_exception_only(type(exc), exc)[-1].strip()
+        message = (
+            f"{type(exc).__name__}: {exc.msg}"
+            if isinstance(exc, SyntaxError)
+            else traceback.format_exception_only(type(exc), exc)[-1].strip()
+        )
         return f"exception in your code: {message}\n  Traceback (your code only, most recent call last):\n{shown}"
     return None
-

@@ -37,7 +37,9 @@ def format_table(rows: Sequence[Row], header: Row | None = None, align: str = ""
     widths = [max((len(line[i]) for line in lines if i < len(line)), default=0) for i in range(columns)]
     out = []
     for line in lines:
-        cells = [cell.rjust(w) if align[i:i + 1] == "r" else cell.ljust(w) for i, (cell, w) in enumerate(zip(line, widths))]
+        cells = [
+            cell.rjust(w) if align[i : i + 1] == "r" else cell.ljust(w) for i, (cell, w) in enumerate(zip(line, widths))
+        ]
         out.append((" " * indent + "  ".join(cells)).rstrip())
     return "\n".join(out)
 
@@ -58,7 +60,12 @@ def rich_wanted(file: IO[str] | None = None) -> bool:
 
 
 def print_table(
-    rows: Sequence[Row], header: Row | None = None, align: str = "", indent: int = 0, title: str | None = None, file: IO[str] | None = None
+    rows: Sequence[Row],
+    header: Row | None = None,
+    align: str = "",
+    indent: int = 0,
+    title: str | None = None,
+    file: IO[str] | None = None,
 ) -> None:
     """Print ``rows`` as a table: Rich's in a terminal (:func:`rich_wanted`), else :func:`format_table`'s text.
 
@@ -76,12 +83,18 @@ def print_table(
         from rich.console import Console
         from rich.table import Table
 
-        table = Table(title=title, show_header=header is not None, box=box.SIMPLE_HEAD if header is not None else None,
-                      pad_edge=False, padding=(0, 1), title_justify="left")
+        table = Table(
+            title=title,
+            show_header=header is not None,
+            box=box.SIMPLE_HEAD if header is not None else None,
+            pad_edge=False,
+            padding=(0, 1),
+            title_justify="left",
+        )
         columns = max([len(header or [])] + [len(r) for r in rows])
         for i in range(columns):
             name = header[i] if header is not None and i < len(header) else ""
-            table.add_column(name, justify="right" if align[i:i + 1] == "r" else "left", overflow="fold")
+            table.add_column(name, justify="right" if align[i : i + 1] == "r" else "left", overflow="fold")
         for row in rows:
             table.add_row(*map(str, row))
         Console(file=stream, markup=False, highlight=False).print(table)

@@ -10,6 +10,13 @@ from trainer_cli.callbacks.progress import EpochLineProgress, ThrottledTQDMProgr
 from trainer_cli.callbacks.run_summary import RunSummary
 
 __all__ = [
-    "EpochLineProgress", "FinalCheckpoint", "GradNormMonitor", "LastCheckpoint", "NonFiniteLoss", "PredictionCSVWriter", "RunSummary",
-    "ThrottledTQDMProgressBar", "WarmupEMA",
+    "EpochLineProgress",
+    "FinalCheckpoint",
+    "GradNormMonitor",
+    "LastCheckpoint",
+    "NonFiniteLoss",
+    "PredictionCSVWriter",
+    "RunSummary",
+    "ThrottledTQDMProgressBar",
+    "WarmupEMA",
 ]

@@ -23,7 +23,12 @@ from lightning.pytorch.utilities import rank_zero_only
 
 @torch.no_grad()
 def warmup_ema_update(
-    ema_param: torch.Tensor, current_param: torch.Tensor, num_averaged: torch.Tensor, decay: float, power: float, gamma: float
+    ema_param: torch.Tensor,
+    current_param: torch.Tensor,
+    num_averaged: torch.Tensor,
+    decay: float,
+    power: float,
+    gamma: float,
 ) -> torch.Tensor:
     """One EMA update ``ema + (1 - decay_t) (current - ema)`` with the warmed-up ``decay_t``.
 
@@ -49,7 +54,8 @@ def decay_after(updates: float, decay: float, power: float, gamma: float) -> flo
 
 
 class WarmupEMA(WeightAveraging):
-    """EMA of the weights (and buffers) after every ``update_every_n_steps`` optimizer steps, with a warm-up of the decay.
+    """EMA of the weights (and buffers) after every ``update_every_n_steps`` optimizer steps, with a warm-up of the
+    decay.
 
     Validation runs on the average, every checkpoint's ``state_dict`` holds it (the raw weights are
     in ``current_model_state``) and after fit the model holds it. Warns in one line when the
@@ -105,6 +111,10 @@ class WarmupEMA(WeightAveraging):
             how = f"the warm-up holds it at {end:.3f} by the end (an average of the last ~{1 / (1 - end):.0f} updates)"
         else:
             how = "the average stays near the first weights: lower the decay or set warmup_power (e.g. 0.75)"
-        if rank_zero_only.rank == 0:  # type: ignore[attr-defined]  # one line (a Python warning would add its source line)
-            message = f"EMA decay {self.decay} averages over ~{horizon:.0f} updates, more than this run's {updates:.0f}: {how}"
+        # one line (a Python warning would add its source line)
+        if rank_zero_only.rank == 0:  # type: ignore[attr-defined]
+            message = (
+                f"EMA decay {self.decay} averages over ~{horizon:.0f} updates, "
+                f"more than this run's {updates:.0f}: {how}"
+            )
             print(f"warning: {message}", file=sys.stderr, flush=True)

@@ -29,7 +29,9 @@ class GradNormMonitor(pl.Callback):
         self.norm_type = norm_type
         self.per_parameter = per_parameter
 
-    def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer) -> None:
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
+    ) -> None:
         norms = grad_norm(pl_module, norm_type=self.norm_type)
         total_key = next((k for k in norms if k.startswith("grad_") and k.endswith("_norm_total")), None)
         if total_key is None:

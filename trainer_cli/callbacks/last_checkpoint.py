@@ -26,7 +26,7 @@ class LastCheckpoint(ModelCheckpoint):
     a write per epoch was the largest single cost of such a step (``benchmarks/README.md``). A
     crash (``kill -9``, out of memory) then loses at most ``min_interval_s`` plus one epoch;
     SIGTERM, Ctrl-C and Slurm's requeue signal save the state of the step they stop at
-    (:class:`trainer_cli.checkpointing.InterruptCheckpoint`, the requeue checkpoint). ``0`` saves
+    (:class:`trainer_cli.runtime.checkpointing.InterruptCheckpoint`, the requeue checkpoint). ``0`` saves
     at every epoch end.
 
     Under DDP global rank 0 decides (its clock), and every rank follows.
@@ -48,7 +48,11 @@ class LastCheckpoint(ModelCheckpoint):
         if min_interval_s < 0:
             raise ValueError(f"min_interval_s must be >= 0, got {min_interval_s}")
         super().__init__(
-            dirpath=dirpath, filename=filename, save_top_k=1, enable_version_counter=False, save_weights_only=save_weights_only
+            dirpath=dirpath,
+            filename=filename,
+            save_top_k=1,
+            enable_version_counter=False,
+            save_weights_only=save_weights_only,
         )
         self.min_interval_s = min_interval_s
         self._saved_at_s: float | None = None  # monotonic time of this callback's latest save
@@ -74,11 +78,15 @@ class LastCheckpoint(ModelCheckpoint):
         if self._due(trainer):
             self._saving(super().on_validation_end, trainer, pl_module)
 
-    def on_save_checkpoint(self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]) -> None:
+    def on_save_checkpoint(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]
+    ) -> None:
         if self._in_hook:  # Lightning's hook saved (only one of the two saves, and only once per step)
             self._saved_at_s = time.monotonic()
 
-    def _saving(self, hook: Callable[[pl.Trainer, pl.LightningModule], None], trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+    def _saving(
+        self, hook: Callable[[pl.Trainer, pl.LightningModule], None], trainer: pl.Trainer, pl_module: pl.LightningModule
+    ) -> None:
         self._in_hook = True
         try:
             hook(trainer, pl_module)
@@ -90,7 +98,11 @@ class LastCheckpoint(ModelCheckpoint):
         not in the sanity check, not twice at one step, only from the hook it saves in)."""
         if trainer.sanity_checking:
             return True
-        due = self._saved_at_s is None or time.monotonic() - self._saved_at_s >= self.min_interval_s or _last_epoch(trainer)
+        due = (
+            self._saved_at_s is None
+            or time.monotonic() - self._saved_at_s >= self.min_interval_s
+            or _last_epoch(trainer)
+        )
         return bool(trainer.strategy.broadcast(due))  # rank 0's clock: every rank saves together
 
 

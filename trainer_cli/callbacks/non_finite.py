@@ -60,7 +60,9 @@ class NonFiniteLoss(pl.Callback):
     def on_before_backward(self, trainer: pl.Trainer, pl_module: pl.LightningModule, loss: torch.Tensor) -> None:
         self._loss_finite = self._loss_finite and bool(torch.isfinite(loss.detach()).all())
 
-    def on_before_optimizer_step(self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer) -> None:
+    def on_before_optimizer_step(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, optimizer: Optimizer
+    ) -> None:
         loss_finite, self._loss_finite = self._loss_finite, True
         if getattr(trainer.precision_plugin, "scaler", None) is not None:
             # 16-mixed: inf gradients are the GradScaler's business (it skips the step and lowers the
@@ -91,7 +93,8 @@ class NonFiniteLoss(pl.Callback):
         trainer.save_checkpoint(path)
         why = f"{self.in_a_row} steps in a row" if self.action == "skip" else "once"
         raise NonFiniteLossError(
-            f"training stopped: non-finite loss/gradient at step {trainer.global_step} (epoch {trainer.current_epoch}, {why}); "
+            f"training stopped: non-finite loss/gradient at step {trainer.global_step} (epoch {trainer.current_epoch}, "
+            f"{why}); "
             f"the last finite weights are in {path}. Lower --optimizer.lr, set --trainer.gradient_clip_val, "
             "use --trainer.precision 32-true, or look for bad inputs with --config configs/debug/detect_anomaly.yaml"
         )
@@ -101,5 +104,3 @@ class NonFiniteLoss(pl.Callback):
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         self.skipped = int(state_dict.get("skipped", 0))
-
-

@@ -81,10 +81,18 @@ class PredictionCSVWriter(BasePredictionWriter):
             if self.probabilities:
                 header = ["index", "predicted", *(f"prob_{c}" for c in range(values.shape[1]))]
             else:
-                header = ["index", *(f"output_{k}" for k in range(values.shape[1]))] if values.shape[1] > 1 else ["index", "output"]
-                print(f"{type(pl_module).__name__}'s predictions are not class probabilities (rows of values >= 0 summing "
-                      f"to 1): {DEFAULT_FILE if not self.output else self.output} holds them as they are, "
-                      f"columns {', '.join(header[1:3])}{', ...' if len(header) > 3 else ''}", flush=True)
+                header = (
+                    ["index", *(f"output_{k}" for k in range(values.shape[1]))]
+                    if values.shape[1] > 1
+                    else ["index", "output"]
+                )
+                print(
+                    f"{type(pl_module).__name__}'s predictions are not class probabilities (rows of values >= 0 "
+                    "summing "
+                    f"to 1): {DEFAULT_FILE if not self.output else self.output} holds them as they are, "
+                    f"columns {', '.join(header[1:3])}{', ...' if len(header) > 3 else ''}",
+                    flush=True,
+                )
             if self._writer is not None:
                 self._writer.writerow(header)
         indices = list(batch_indices) if batch_indices else list(range(self._seen, self._seen + len(values)))
@@ -102,14 +110,21 @@ class PredictionCSVWriter(BasePredictionWriter):
         """``prediction`` as a float tensor ``[b, K]`` (``[b]`` becomes ``[b, 1]``)."""
         what = f"{type(pl_module).__name__}.predict_step returned"
         if not isinstance(prediction, torch.Tensor):
-            raise UserError(f"PredictionCSVWriter writes a tensor [batch] or [batch, K] per batch; {what} a {type(prediction).__name__}: "
-                            "return a tensor from predict_step, or configure a BasePredictionWriter of your own in trainer.callbacks")
+            raise UserError(
+                f"PredictionCSVWriter writes a tensor [batch] or [batch, K] per batch; {what} a "
+                f"{type(prediction).__name__}: "
+                "return a tensor from predict_step, or configure a BasePredictionWriter of your own in "
+                "trainer.callbacks"
+            )
         values = prediction.detach().float().cpu()
         if values.ndim == 1:
             values = values[:, None]
         if values.ndim != 2:
-            raise UserError(f"PredictionCSVWriter writes a tensor [batch] or [batch, K] per batch; {what} shape {tuple(prediction.shape)}: "
-                            "flatten it in predict_step, or configure a BasePredictionWriter of your own in trainer.callbacks")
+            raise UserError(
+                f"PredictionCSVWriter writes a tensor [batch] or [batch, K] per batch; {what} shape "
+                f"{tuple(prediction.shape)}: "
+                "flatten it in predict_step, or configure a BasePredictionWriter of your own in trainer.callbacks"
+            )
         return values
 
     def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:

@@ -28,19 +28,25 @@ class ThrottledTQDMProgressBar(TQDMProgressBar):
         min_interval_s: Least time between two redraws of the training bar, in seconds.
     """
 
-    def __init__(self, refresh_rate: int = 1, process_position: int = 0, min_interval_s: float = MIN_REDRAW_INTERVAL_S) -> None:
+    def __init__(
+        self, refresh_rate: int = 1, process_position: int = 0, min_interval_s: float = MIN_REDRAW_INTERVAL_S
+    ) -> None:
         super().__init__(refresh_rate=refresh_rate, process_position=process_position)
         self.min_interval_s = min_interval_s
         self._last_draw = float("-inf")
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         now = time.monotonic()
         if batch_idx + 1 != self.total_train_batches and now - self._last_draw < self.min_interval_s:
             return
         self._last_draw = now
         super().on_train_batch_end(trainer, pl_module, outputs, batch, batch_idx)
 
-    def get_metrics(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> dict[str, int | str | float | dict[str, float]]:
+    def get_metrics(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule
+    ) -> dict[str, int | str | float | dict[str, float]]:
         """Lightning's, less ``v_num`` (the logger's version, cut to ``on_0``; RunSummary prints the
         run directory), plus the training metrics logged so far (``train/...`` scalars of
         ``trainer.callback_metrics``), read only when the bar is drawn.
@@ -67,7 +73,8 @@ def format_metric(value: float) -> str:
 class EpochLineProgress(ProgressBar):
     """Progress for logs: one line per training epoch, no redraws (global rank 0 only).
 
-    For example ``epoch 3/10  train/loss 0.0410  train/acc 0.9861  val/loss 0.0520  val/acc 0.9850  12.1 s  7.8 steps/s``:
+    For example ``epoch 3/10  train/loss 0.0410  train/acc 0.9861  val/loss 0.0520  val/acc 0.9850  12.1 s  7.8
+    steps/s``:
     the epoch (counted from 1), the metrics logged for it (``trainer.callback_metrics``: training
     metrics first; validation metrics only when validation ran that epoch), its wall time
     (training and validation) and its optimizer steps per second of that time (``train jobs``
@@ -122,11 +129,16 @@ class EpochLineProgress(ProgressBar):
         """The line printed for ``epoch`` (0-based) that took ``seconds`` for ``steps`` optimizer steps."""
         total = f"/{trainer.max_epochs}" if trainer.max_epochs is not None and trainer.max_epochs > 0 else ""
         metrics = {
-            k: v for k, v in trainer.callback_metrics.items()
+            k: v
+            for k, v in trainer.callback_metrics.items()
             if getattr(v, "numel", lambda: 1)() == 1 and (validated or not k.startswith("val"))  # scalars only
         }
         names = sorted(metrics, key=lambda k: not k.startswith("train"))  # stable: training metrics first
-        cells = [f"epoch {epoch + 1}{total}", *(f"{k} {format_metric(float(metrics[k]))}" for k in names), f"{seconds:.1f} s"]
+        cells = [
+            f"epoch {epoch + 1}{total}",
+            *(f"{k} {format_metric(float(metrics[k]))}" for k in names),
+            f"{seconds:.1f} s",
+        ]
         if steps > 0 and seconds > 0:
             cells.append(f"{steps / seconds:.1f} steps/s")
         return "  ".join(cells)
@@ -139,7 +151,9 @@ class EpochLineProgress(ProgressBar):
             print(self.epoch_line(trainer, *finished), flush=True)
 
 
-def default_progress_bar(trainer_config: dict[str, Any], callbacks: list[pl.Callback], interactive: bool | None = None) -> list[pl.Callback]:
+def default_progress_bar(
+    trainer_config: dict[str, Any], callbacks: list[pl.Callback], interactive: bool | None = None
+) -> list[pl.Callback]:
     """``[ThrottledTQDMProgressBar()]`` (stdout a terminal) or ``[EpochLineProgress()]`` (a log file,
     Slurm's log, CI: no redraws), unless the progress bar is off or the config already names one.
     ``interactive`` (default: whether stdout is a terminal) picks between the two.

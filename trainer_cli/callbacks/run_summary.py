@@ -45,7 +45,9 @@ class RunSummary(pl.Callback):
         q = self.quantities(trainer)
         batch = (
             f"{q['global_batch_size']} = {q['batch_size_per_device']} per device x {q['world_size']} x "
-            f"accumulate {q['accumulate_grad_batches']}" if q["global_batch_size"] else "unknown (no data.batch_size)"
+            f"accumulate {q['accumulate_grad_batches']}"
+            if q["global_batch_size"]
+            else "unknown (no data.batch_size)"
         )
         rows = [
             ("world size", f"{q['world_size']} = {q['devices']} devices x {q['num_nodes']} nodes"),

@@ -11,11 +11,11 @@ import lightning.pytorch as pl
 from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
-from trainer_cli.launch import jobstate, requeue_signal, stop_signals
-from trainer_cli.launch import restarts as restarts_log
-from trainer_cli.launch.requeue_signal import requeue_in_progress  # noqa: F401 - asked by trainer_cli.cli
+from trainer_cli.job import jobstate, requeue_signal, stop_signals
+from trainer_cli.job import restarts as restarts_log
+from trainer_cli.job.requeue_signal import requeue_in_progress  # noqa: F401 - asked by trainer_cli.runtime.cli
 
-HPC_CKPT = re.compile(r"hpc_ckpt_(\d+)\.ckpt(\.used)?")  # .used: retired once resumed from (trainer_cli.rundir)
+HPC_CKPT = re.compile(r"hpc_ckpt_(\d+)\.ckpt(\.used)?")  # .used: retired once resumed from (trainer_cli.rundir.policy)
 
 
 def _say(message: str) -> None:
@@ -24,7 +24,8 @@ def _say(message: str) -> None:
 
 
 def next_hpc_checkpoint(directory: Path) -> Path:
-    """``directory/hpc_ckpt_<N>.ckpt`` with N one past the highest there, retired ones included (as Lightning counts)."""
+    """``directory/hpc_ckpt_<N>.ckpt`` with N one past the highest there, retired ones included (as Lightning
+    counts)."""
     numbers = [int(m.group(1)) for p in directory.glob("hpc_ckpt_*") if (m := HPC_CKPT.fullmatch(p.name))]
     return directory / f"hpc_ckpt_{max(numbers, default=0) + 1}.ckpt"
 
@@ -34,18 +35,18 @@ class SynchronizedRequeue(pl.Callback):
     stops and the batch script restarts the job; nothing is done inside a signal handler.
 
     SIGUSR1 (Slurm's warning before the time limit, or ``scancel -s USR1``) is recorded from the
-    first moment of the ``train`` process (:mod:`trainer_cli.launch.requeue_signal`, installed in
+    first moment of the ``train`` process (:mod:`trainer_cli.job.requeue_signal`, installed in
     ``main()``; Lightning then leaves the signal alone). The record is acted on when training
     starts (so a signal during start-up or while restoring a checkpoint is not lost) and every
     ``check_every_n_steps`` training batches; under DDP the ranks agree on it with the one
-    all-reduce of that step boundary (:func:`trainer_cli.launch.stop_signals.agree`, which carries
+    all-reduce of that step boundary (:func:`trainer_cli.job.stop_signals.agree`, which carries
     SIGTERM and Ctrl-C too), so they save together.
 
     Acting on it: every rank saves ``hpc_ckpt_<N>.ckpt`` in the run directory, rank 0 tells the
-    time limit's warning from a preemption (:mod:`trainer_cli.launch.restarts`) and leaves the cause
+    time limit's warning from a preemption (:mod:`trainer_cli.job.restarts`) and leaves the cause
     in ``job.json``, training stops, and every task exits with
-    :data:`trainer_cli.launch.jobstate.EXIT_REQUEUE` (75). The batch script decides once ``srun``
-    returned (:func:`trainer_cli.launch.jobstate.end_of_step`): ``scontrol requeue`` (with a
+    :data:`trainer_cli.job.jobstate.EXIT_REQUEUE` (75). The batch script decides once ``srun``
+    returned (:func:`trainer_cli.job.jobstate.end_of_step`): ``scontrol requeue`` (with a
     timeout; when it fails, a resubmission), a resubmission (``--slurm.requeue_mode resubmit``), or,
     past ``--slurm.max_restarts``, the end of the run with a line naming the cause and how to resume.
 
@@ -74,11 +75,16 @@ class SynchronizedRequeue(pl.Callback):
         self._active = requeue_signal.install()
 
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
-        self._check(trainer, ("start", trainer.current_epoch, trainer.global_step))  # a signal while starting or restoring
+        self._check(
+            trainer, ("start", trainer.current_epoch, trainer.global_step)
+        )  # a signal while starting or restoring
 
-    def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
         if batch_idx + 1 >= trainer.num_training_batches:
-            return  # the epoch's last batch: a checkpoint before the epoch's end resumes one batch off; the next batch acts
+            # the epoch's last batch: a checkpoint before the epoch's end resumes one batch off; the next batch acts
+            return
         if trainer.global_step % self.check_every_n_steps == 0:
             self._check(trainer, (trainer.current_epoch, batch_idx, trainer.global_step))
 
@@ -95,12 +101,17 @@ class SynchronizedRequeue(pl.Callback):
             logger.finalize("finished")  # the metrics so far are on disk
         path = trainer.strategy.broadcast(str(next_hpc_checkpoint(run_dir)))
         trainer.save_checkpoint(path)  # every rank takes part, at the same step
-        if trainer.is_global_zero:  # time limit or preemption, from the time the job had left (trainer_cli.launch.restarts)
+        if (
+            trainer.is_global_zero
+        ):  # time limit or preemption, from the time the job had left (trainer_cli.job.restarts)
             delay_s = int(os.environ.get(restarts_log.ENV_SIGNAL_DELAY_S) or 0)
             cause, left_s = restarts_log.cause_of_signal(jobstate.scontrol_id(), delay_s, requeue_signal.received_at())
             request = {"cause": cause, "seconds_left": left_s, "step": trainer.global_step, "checkpoint": path}
             jobstate.update(run_dir, requeue_request=request)  # read by the batch script's `jobstate end`
-            _say(f"SIGUSR1 at step {trainer.global_step}: saved {path}; training stops, the batch script restarts the job")
+            _say(
+                f"SIGUSR1 at step {trainer.global_step}: saved {path}; training stops, the batch script restarts the "
+                "job"
+            )
         requeue_signal.mark_requeued()
         # Stop here, on every rank: no other checkpoint may follow this one (`should_stop` would end
         # the epoch early and save it as complete: its remaining batches would be skipped on resume)

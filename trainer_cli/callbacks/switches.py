@@ -7,7 +7,11 @@ from typing import Any
 from lightning.pytorch.callbacks import DeviceStatsMonitor, LearningRateMonitor, ModelSummary, ProgressBar
 
 # trainer flag -> the callback types it turns off when false
-SWITCHES = {"enable_progress_bar": ProgressBar, "enable_model_summary": ModelSummary, "logger": (LearningRateMonitor, DeviceStatsMonitor)}
+SWITCHES = {
+    "enable_progress_bar": ProgressBar,
+    "enable_model_summary": ModelSummary,
+    "logger": (LearningRateMonitor, DeviceStatsMonitor),
+}
 
 
 def drop_switched_off(trainer_config: dict[str, Any]) -> dict[str, Any]:

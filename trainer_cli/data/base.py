@@ -15,7 +15,7 @@ from torchdata.stateful_dataloader import StatefulDataLoader
 
 from trainer_cli.data.sampler import ResumableShuffleSampler
 from trainer_cli.imports import is_own_process
-from trainer_cli.launch.stop_signals import start_forkserver
+from trainer_cli.job.stop_signals import start_forkserver
 
 TRAIN_LOADER_KEY = "train_loader"
 FORK_CAN_DEADLOCK = sys.implementation.name == "cpython" and sys.version_info < (3, 12)
@@ -71,7 +71,10 @@ class ClassificationDataModule(pl.LightningDataModule):
         self.persistent_workers = (True if persistent_workers is None else persistent_workers) and num_workers > 0
         methods = multiprocessing.get_all_start_methods()
         if multiprocessing_context is not None and multiprocessing_context not in methods:
-            raise ValueError(f"multiprocessing_context must be one of {', '.join(methods)} (or empty), got {multiprocessing_context!r}")
+            raise ValueError(
+                f"multiprocessing_context must be one of {', '.join(methods)} (or empty), got "
+                f"{multiprocessing_context!r}"
+            )
         self.multiprocessing_context = multiprocessing_context
         self._start_method_told = False
         self.train_set: Dataset[Any] | None = None
@@ -80,7 +83,9 @@ class ClassificationDataModule(pl.LightningDataModule):
         self._train_loader: StatefulDataLoader | None = None
         self._train_loader_state: dict[str, Any] | None = None
 
-    def _loader(self, dataset: Dataset[Any] | None, shuffle: bool, sampler: Sampler[int] | None = None) -> DataLoader[Any]:
+    def _loader(
+        self, dataset: Dataset[Any] | None, shuffle: bool, sampler: Sampler[int] | None = None
+    ) -> DataLoader[Any]:
         """A loader of ``dataset``; with a ``sampler`` (training) a ``StatefulDataLoader``."""
         if dataset is None:
             raise RuntimeError(f"{type(self).__name__}.setup() has not made this split")
@@ -117,8 +122,13 @@ class ClassificationDataModule(pl.LightningDataModule):
         if not (FORK_CAN_DEADLOCK and default and is_own_process() and trainer is not None and trainer.world_size > 1):
             return None
         if trainer.is_global_zero and not self._start_method_told:
-            print(f"DataLoader workers start by forkserver: fork can deadlock a new worker under DDP on Python {sys.version.split()[0]} "
-                  "(CPython gh-112275; Python 3.12+ is not affected). Choose with --data.init_args.multiprocessing_context.", flush=True)
+            print(
+                f"DataLoader workers start by forkserver: fork can deadlock a new worker under DDP on Python "
+                f"{sys.version.split()[0]} "
+                "(CPython gh-112275; Python 3.12+ is not affected). Choose with "
+                "--data.init_args.multiprocessing_context.",
+                flush=True,
+            )
         self._start_method_told = True
         return "forkserver"
 
@@ -130,7 +140,9 @@ class ClassificationDataModule(pl.LightningDataModule):
 
         return self.trainer is not None and isinstance(self.trainer.accelerator, CUDAAccelerator)
 
-    def train_sampler(self, sampler_class: type[ResumableShuffleSampler] = ResumableShuffleSampler) -> ResumableShuffleSampler:
+    def train_sampler(
+        self, sampler_class: type[ResumableShuffleSampler] = ResumableShuffleSampler
+    ) -> ResumableShuffleSampler:
         """The training order: shuffled by (seed, epoch), this process's share under a distributed
         strategy (``trainer.distributed_sampler_kwargs``), resumable mid-epoch."""
         if self.train_set is None:

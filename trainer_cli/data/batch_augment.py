@@ -60,7 +60,9 @@ def random_flip(images: torch.Tensor, generator: torch.Generator | None = None) 
 
 
 @functools.lru_cache(maxsize=32)
-def _affine(mean: tuple[float, ...], std: tuple[float, ...], device: torch.device, dtype: torch.dtype) -> tuple[torch.Tensor, torch.Tensor]:
+def _affine(
+    mean: tuple[float, ...], std: tuple[float, ...], device: torch.device, dtype: torch.dtype
+) -> tuple[torch.Tensor, torch.Tensor]:
     """``(scale, shift)`` of :func:`normalize` on ``device``, made once: a tensor built from a Python
     list on a GPU is a blocking host-to-device copy, which would stall the GPU on every batch
     (three host syncs per step, seen with ``torch.cuda.set_sync_debug_mode``)."""

@@ -145,7 +145,9 @@ class CIFAR10DataModule(ClassificationDataModule):
         persistent_workers: bool | None = None,
         multiprocessing_context: str | None = None,
     ) -> None:
-        super().__init__(batch_size, 0 if batched else num_workers, pin_memory, persistent_workers, multiprocessing_context)
+        super().__init__(
+            batch_size, 0 if batched else num_workers, pin_memory, persistent_workers, multiprocessing_context
+        )
         self.root = check_cifar10_dir(data_dir)
         if val_size < 0:
             raise ValueError(f"val_size must be >= 0, got {val_size}")
@@ -186,7 +188,9 @@ class CIFAR10DataModule(ClassificationDataModule):
         self.val_set = Subset(eval_full, val_idx.tolist())
         self.test_set = UInt8ImageDataset(x_test, y_test, self.transforms(train=False))
 
-    def train_sampler(self, sampler_class: type[ResumableShuffleSampler] = ResumableShuffleSampler) -> ResumableShuffleSampler:
+    def train_sampler(
+        self, sampler_class: type[ResumableShuffleSampler] = ResumableShuffleSampler
+    ) -> ResumableShuffleSampler:
         """Batched path: the resumable order already cut into batches (:class:`ResumableBatchSampler`)."""
         return super().train_sampler(ResumableBatchSampler if self.batched else sampler_class)
 
@@ -218,6 +222,11 @@ class CIFAR10DataModule(ClassificationDataModule):
         x, y = batch
         training = self.trainer is not None and self.trainer.training
         x = crop_flip_normalize(
-            x, CIFAR10_MEAN, CIFAR10_STD, CROP_PADDING, augment=training and self.augment, channels_last=self.channels_last
+            x,
+            CIFAR10_MEAN,
+            CIFAR10_STD,
+            CROP_PADDING,
+            augment=training and self.augment,
+            channels_last=self.channels_last,
         )
         return x, y

@@ -49,7 +49,10 @@ class DigitsDataModule(ClassificationDataModule):
     ) -> None:
         super().__init__(batch_size, num_workers, pin_memory, persistent_workers, multiprocessing_context)
         if not (0 < val_fraction < 1 and 0 < test_fraction < 1 and val_fraction + test_fraction < 1):
-            raise ValueError(f"val_fraction and test_fraction must be in (0, 1) with a sum < 1, got {val_fraction} and {test_fraction}")
+            raise ValueError(
+                f"val_fraction and test_fraction must be in (0, 1) with a sum < 1, got {val_fraction} and "
+                f"{test_fraction}"
+            )
         if image_size < 1:
             raise ValueError(f"image_size must be >= 1, got {image_size}")
         self.val_fraction = val_fraction

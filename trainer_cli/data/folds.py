@@ -41,8 +41,10 @@ def _target_of(sample: Any, dataset: Dataset[Any]) -> Any:
         target = target.item()
     if not isinstance(target, (int, float, np.integer, np.floating)) or isinstance(target, bool):
         got = type(sample).__name__ if target is None else f"targets of type {type(target).__name__}"
-        raise UserError(f"train cv makes stratified folds by class and needs (input, class label) samples; "
-                        f"{type(dataset).__name__} gives {got}: cross-validation is for classification data only")
+        raise UserError(
+            f"train cv makes stratified folds by class and needs (input, class label) samples; "
+            f"{type(dataset).__name__} gives {got}: cross-validation is for classification data only"
+        )
     return target
 
 
@@ -53,17 +55,24 @@ def class_labels(labels: np.ndarray, source: str) -> np.ndarray:
         UserError: when they are not one whole number per sample (regression targets, say), naming ``source``.
     """
     if labels.ndim != 1:
-        raise UserError(f"train cv makes stratified folds by class: {source} has targets of shape {list(labels.shape[1:])} per sample, "
-                        "not one class label; cross-validation is for classification data only")
+        raise UserError(
+            f"train cv makes stratified folds by class: {source} has targets of shape {list(labels.shape[1:])} per "
+            "sample, "
+            "not one class label; cross-validation is for classification data only"
+        )
     if labels.dtype.kind in "iu":
         return labels
     if labels.dtype.kind == "f":
         odd = labels[~np.isfinite(labels) | (labels != np.round(labels))]
         if not len(odd):
             return labels.astype(np.int64)
-        raise UserError(f"train cv makes stratified folds by class, but {source}'s targets are not class labels "
-                        f"(e.g. {odd[0]:g}; regression?): cross-validation is for classification data only")
-    raise UserError(f"train cv makes stratified folds by class: {source}'s targets are {labels.dtype} values, not class labels")
+        raise UserError(
+            f"train cv makes stratified folds by class, but {source}'s targets are not class labels "
+            f"(e.g. {odd[0]:g}; regression?): cross-validation is for classification data only"
+        )
+    raise UserError(
+        f"train cv makes stratified folds by class: {source}'s targets are {labels.dtype} values, not class labels"
+    )
 
 
 def pooled_views(train_set: Dataset[Any], val_set: Dataset[Any]) -> tuple[Dataset[Any], Dataset[Any], np.ndarray]:
@@ -76,11 +85,14 @@ def pooled_views(train_set: Dataset[Any], val_set: Dataset[Any]) -> tuple[Datase
     concatenation ``train + val`` as the data module made them.
     """
     if (
-        isinstance(train_set, Subset) and isinstance(val_set, Subset)
-        and len(train_set.dataset) == len(val_set.dataset)  # type: ignore[arg-type]
+        isinstance(train_set, Subset) and isinstance(val_set, Subset) and len(train_set.dataset) == len(val_set.dataset)  # type: ignore[arg-type]
     ):
         indices = [*train_set.indices, *val_set.indices]
-        return Subset(train_set.dataset, indices), Subset(val_set.dataset, indices), labels_of(train_set.dataset)[indices]
+        return (
+            Subset(train_set.dataset, indices),
+            Subset(val_set.dataset, indices),
+            labels_of(train_set.dataset)[indices],
+        )
     pool: ConcatDataset[Any] = ConcatDataset([train_set, val_set])
     return pool, pool, labels_of(pool)
 
@@ -97,7 +109,9 @@ def fold_indices(labels: np.ndarray, folds: int, fold: int, seed: int) -> tuple[
     counts = np.unique(labels, return_counts=True)
     if counts[1].min() < folds:
         rare = counts[0][counts[1].argmin()]
-        raise UserError(f"--folds {folds}: class {rare} has only {counts[1].min()} samples; use at most that many folds")
+        raise UserError(
+            f"--folds {folds}: class {rare} has only {counts[1].min()} samples; use at most that many folds"
+        )
     splits = StratifiedKFold(n_splits=folds, shuffle=True, random_state=seed).split(np.zeros(len(labels)), labels)
     for i, (train_idx, val_idx) in enumerate(splits):
         if i == fold:
@@ -136,8 +150,10 @@ def use_fold(trainer: Any, datamodule: Any, folds: int, fold: int, seed: int) ->
     datamodule.setup("fit")
     train_set, val_set = getattr(datamodule, "train_set", None), getattr(datamodule, "val_set", None)
     if train_set is None or val_set is None:
-        raise UserError(f"cv needs a data module that keeps its splits in train_set and val_set after setup() "
-                        f"(like trainer_cli.data.DigitsDataModule); {type(datamodule).__name__} does not")
+        raise UserError(
+            f"cv needs a data module that keeps its splits in train_set and val_set after setup() "
+            f"(like trainer_cli.data.DigitsDataModule); {type(datamodule).__name__} does not"
+        )
     train_view, eval_view, labels = pooled_views(train_set, val_set)
     labels = class_labels(labels, type(datamodule).__name__)
     train_idx, val_idx = fold_indices(labels, folds, fold, seed)

@@ -73,7 +73,9 @@ class ImageFolderDataModule(ClassificationDataModule):
             steps = [v2.RandomResizedCrop(size, antialias=True), v2.RandomHorizontalFlip()]
         else:
             steps = [v2.Resize(int(size * 256 / 224), antialias=True), v2.CenterCrop(size)]
-        return v2.Compose([v2.ToImage(), *steps, v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)])
+        return v2.Compose(
+            [v2.ToImage(), *steps, v2.ToDtype(torch.float32, scale=True), v2.Normalize(IMAGENET_MEAN, IMAGENET_STD)]
+        )
 
     def setup(self, stage: str | None = None) -> None:
         if self.train_set is not None:
@@ -93,4 +95,6 @@ class ImageFolderDataModule(ClassificationDataModule):
             self.train_set = Subset(train_full, order[n_val:])
             self.val_set = Subset(eval_full, order[:n_val])
         test_dir = self.root / "test"
-        self.test_set = ImageFolder(str(test_dir), transform=self.transforms(False)) if test_dir.is_dir() else self.val_set
+        self.test_set = (
+            ImageFolder(str(test_dir), transform=self.transforms(False)) if test_dir.is_dir() else self.val_set
+        )

@@ -62,11 +62,17 @@ class ResumableShuffleSampler(DistributedSampler):
         limit_train_batches: Optional[Union[int, float]] = None,
     ) -> None:
         super().__init__(
-            range(num_samples), num_replicas=num_replicas, rank=rank, shuffle=True,  # type: ignore[arg-type]  # any sized sequence works
-            seed=seed + int(os.environ.get("PL_GLOBAL_SEED", "0")), drop_last=False,
+            range(num_samples),  # type: ignore[arg-type]  # any sized sequence works
+            num_replicas=num_replicas,
+            rank=rank,
+            shuffle=True,
+            seed=seed + int(os.environ.get("PL_GLOBAL_SEED", "0")),
+            drop_last=False,
         )
         self.batch_size = batch_size
-        self.samples_per_epoch = min(self.num_samples, batches_per_epoch(self.num_samples, batch_size, limit_train_batches) * batch_size)
+        self.samples_per_epoch = min(
+            self.num_samples, batches_per_epoch(self.num_samples, batch_size, limit_train_batches) * batch_size
+        )
         self.position = (0, 0)  # (epoch, indices handed out) of the iteration under way
         self._resume: Optional[tuple[int, int]] = None
 

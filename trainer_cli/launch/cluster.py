@@ -35,10 +35,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer_cli.errors import UserError
-from trainer_cli.launch import slurm_commands
-from trainer_cli.launch.options import SlurmOptions, time_limit_s
+from trainer_cli.job import slurm_commands
+from trainer_cli.job.slurm_commands import SlurmCommandError, scontrol_fields, time_limit_s
+from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.resources import Resources
-from trainer_cli.launch.slurm_commands import SlurmCommandError, scontrol_fields
 
 UNLIMITED = {"UNLIMITED", "INFINITE", "NONE"}
 _MEM_UNITS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
@@ -116,14 +116,16 @@ def read_cluster() -> list[Partition]:
     for p in _query("partition"):
         name = p.get("PartitionName", "?")
         max_time = p.get("MaxTime", "UNLIMITED")
-        partitions.append(Partition(
-            name=name,
-            default=p.get("Default") == "YES",
-            total_nodes=int(p.get("TotalNodes", "0") or 0),
-            max_nodes=_limit(p.get("MaxNodes")),
-            max_time_s=None if max_time.upper() in UNLIMITED else time_limit_s(max_time),
-            nodes=[n for n in nodes if name in n.partitions],
-        ))
+        partitions.append(
+            Partition(
+                name=name,
+                default=p.get("Default") == "YES",
+                total_nodes=int(p.get("TotalNodes", "0") or 0),
+                max_nodes=_limit(p.get("MaxNodes")),
+                max_time_s=None if max_time.upper() in UNLIMITED else time_limit_s(max_time),
+                nodes=[n for n in nodes if name in n.partitions],
+            )
+        )
     return partitions
 
 
@@ -141,19 +143,32 @@ def problems_with(partitions: list[Partition], slurm: SlurmOptions, resources: R
     if slurm.partition:
         chosen = next((p for p in partitions if p.name == slurm.partition), None)
         if chosen is None:
-            return [f"--slurm.partition {slurm.partition}: this cluster has no such partition; it has {', '.join(names) or 'none'}"]
+            return [
+                f"--slurm.partition {slurm.partition}: this cluster has no such partition; it has "
+                f"{', '.join(names) or 'none'}"
+            ]
     else:
         chosen = next((p for p in partitions if p.default), None)
         if chosen is None:
-            return [] if not partitions else [f"this cluster has no default partition: choose one with --slurm.partition ({', '.join(names)})"]
+            return (
+                []
+                if not partitions
+                else [f"this cluster has no default partition: choose one with --slurm.partition ({', '.join(names)})"]
+            )
     where = f"partition {chosen.name}"
     problems = []
     nodes_limit = min(chosen.total_nodes, chosen.max_nodes or chosen.total_nodes)
     if resources.nodes > nodes_limit:
-        problems.append(f"--trainer.num_nodes {resources.nodes}: {where} has {nodes_limit} node(s) for a job; use at most {nodes_limit}")
+        problems.append(
+            f"--trainer.num_nodes {resources.nodes}: {where} has {nodes_limit} node(s) for a job; use at most "
+            f"{nodes_limit}"
+        )
     limit_s = time_limit_s(slurm.time)
     if chosen.max_time_s is not None and limit_s is not None and limit_s > chosen.max_time_s:
-        problems.append(f"--slurm.time {slurm.time}: over the MaxTime of {where} ({chosen.max_time_s // 60} min); use a shorter time or another partition")
+        problems.append(
+            f"--slurm.time {slurm.time}: over the MaxTime of {where} ({chosen.max_time_s // 60} min); use a shorter "
+            "time or another partition"
+        )
     if not chosen.nodes:
         return problems
     if resources.gpus_per_node:
@@ -161,20 +176,25 @@ def problems_with(partitions: list[Partition], slurm: SlurmOptions, resources: R
         if resources.gpus_per_node > most:
             kind = f" {slurm.gpu_type}" if slurm.gpu_type else ""
             problems.append(
-                f"--trainer.devices {resources.gpus_per_node} GPUs per node: the nodes of {where} have at most {most}{kind} GPU(s)"
+                f"--trainer.devices {resources.gpus_per_node} GPUs per node: the nodes of {where} have at most "
+                f"{most}{kind} GPU(s)"
                 f"; use --trainer.devices {most} or fewer (and more --trainer.num_nodes)"
             )
     cpus = (slurm.cpus_per_task or 1) * resources.ntasks_per_node  # filled in by check_resources
     most_cpus = max(n.cpus for n in chosen.nodes)
     if resources.ntasks_per_node > most_cpus:
         problems.append(
-            f"--trainer.devices {resources.ntasks_per_node}: one task per device needs {resources.ntasks_per_node} CPUs per node; "
-            f"the nodes of {where} have at most {most_cpus}: use --trainer.devices {most_cpus} or fewer (and more --trainer.num_nodes)"
+            f"--trainer.devices {resources.ntasks_per_node}: one task per device needs {resources.ntasks_per_node} "
+            "CPUs per node; "
+            f"the nodes of {where} have at most {most_cpus}: use --trainer.devices {most_cpus} or fewer (and more "
+            "--trainer.num_nodes)"
         )
     elif cpus > most_cpus:
         problems.append(
-            f"--slurm.cpus_per_task {slurm.cpus_per_task} x {resources.ntasks_per_node} task(s) per node = {cpus} CPUs: "
-            f"the nodes of {where} have at most {most_cpus}; use --slurm.cpus_per_task {max(most_cpus // resources.ntasks_per_node, 1)} or fewer"
+            f"--slurm.cpus_per_task {slurm.cpus_per_task} x {resources.ntasks_per_node} task(s) per node = {cpus} "
+            "CPUs: "
+            f"the nodes of {where} have at most {most_cpus}; use --slurm.cpus_per_task "
+            f"{max(most_cpus // resources.ntasks_per_node, 1)} or fewer"
         )
     wanted_mb = mem_mb(slurm.mem) if slurm.mem else None
     most_mb = max(n.mem_mb for n in chosen.nodes)
@@ -235,12 +255,17 @@ def read_accounting(user: str) -> tuple[list[Association], dict[str, int | None]
     return associations, parse_qos(_sacctmgr("qos", "format=Name,MaxWall"))
 
 
-def accounting_problems(associations: list[Association], qos: dict[str, int | None], slurm: SlurmOptions, user: str) -> list[str]:
+def accounting_problems(
+    associations: list[Association], qos: dict[str, int | None], slurm: SlurmOptions, user: str
+) -> list[str]:
     """What the accounting refuses of ``slurm.account``, ``slurm.qos`` and ``slurm.time``, one line each."""
     mine = [a for a in associations if not a.partition or not slurm.partition or a.partition == slurm.partition]
     accounts = sorted({a.account for a in mine})
     if slurm.account and slurm.account not in accounts:
-        return [f"--slurm.account {slurm.account}: not an account of user {user} here; yours: {', '.join(accounts) or 'none'}"]
+        return [
+            f"--slurm.account {slurm.account}: not an account of user {user} here; yours: "
+            f"{', '.join(accounts) or 'none'}"
+        ]
     if not slurm.qos:
         return []
     if slurm.qos not in qos:
@@ -251,7 +276,10 @@ def accounting_problems(associations: list[Association], qos: dict[str, int | No
         return [f"--slurm.qos {slurm.qos}: not allowed for {whose}; allowed: {', '.join(allowed)}"]
     max_wall_s, limit_s = qos[slurm.qos], time_limit_s(slurm.time)
     if max_wall_s is not None and limit_s is not None and limit_s > max_wall_s:
-        return [f"--slurm.time {slurm.time}: over the MaxWall of QOS {slurm.qos} ({max_wall_s // 60} min); use a shorter time or another QOS"]
+        return [
+            f"--slurm.time {slurm.time}: over the MaxWall of QOS {slurm.qos} ({max_wall_s // 60} min); use a shorter "
+            "time or another QOS"
+        ]
     return []
 
 

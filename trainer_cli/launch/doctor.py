@@ -3,7 +3,7 @@
 With the same arguments as ``train submit`` (config files, ``--trainer.*``, ``--slurm.*``), the
 doctor asks Slurm for the same resources a submission would (:func:`trainer_cli.launch.submit.plan`,
 nothing of the run written) and queues a short job (``slurm/doctor.sbatch.j2``) that runs the probe
-(:mod:`trainer_cli.launch.probe`) in every task of every node; it then prints one table per node
+(:mod:`trainer_cli.job.probe`) in every task of every node; it then prints one table per node
 and exits 0 when every check passed, else 1 naming the node and the check. A rank that hung or died
 is named with the check it was in (its report says which); a rank without any report with its
 node from the job's node list (srun's block layout) and the check ``start``. Before queueing, nodes
@@ -34,7 +34,17 @@ from trainer_cli.tables import print_table
 
 EXIT_FAILED = 1
 BAD_NODE_STATES = ("DOWN", "DRAIN", "FAIL", "NOT_RESPONDING", "POWERED_DOWN", "MAINT")
-FINAL = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+FINAL = {
+    "COMPLETED",
+    "FAILED",
+    "CANCELLED",
+    "TIMEOUT",
+    "NODE_FAIL",
+    "OUT_OF_MEMORY",
+    "BOOT_FAIL",
+    "DEADLINE",
+    "PREEMPTED",
+}
 ENDED_BY_SLURM = {"NODE_FAIL", "TIMEOUT", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}  # not by the probes
 STARTUP_S = 60  # beyond --timeout for a probe's imports (torch, Lightning) before its rendezvous starts
 
@@ -60,7 +70,7 @@ def _free_port() -> int:
 
 
 def probe_args(out: Path, run_root: Path, class_paths: list[str], timeout_s: float, size_mb: float) -> list[str]:
-    """The arguments of ``python -m trainer_cli.launch.probe``."""
+    """The arguments of ``python -m trainer_cli.job.probe``."""
     args = ["--out", str(out), "--run_root", str(run_root), "--timeout_s", str(timeout_s), "--size_mb", str(size_mb)]
     for path in class_paths:
         args += ["--class_path", path]
@@ -110,13 +120,18 @@ def verdict(reports: list[dict[str, Any]], world_size: int, rank_nodes: list[str
     for rank in range(world_size):
         if rank not in ranks:
             node = rank_nodes[rank] if rank < len(rank_nodes) else "?"
-            failures.append(f"node {node} (rank {rank}): start: no report: the task never started there (the node down or "
-                            "unreachable, srun could not start it, or Python failed before the probe)")
+            failures.append(
+                f"node {node} (rank {rank}): start: no report: the task never started there (the node down or "
+                "unreachable, srun could not start it, or Python failed before the probe)"
+            )
     for report in reports:
         if not report.get("finished", True):
             passed = [c["check"] for c in report["checks"] if c["ok"]]
-            failures.append(f"node {report['node']} (rank {report['rank']}): {report.get('running')}: did not finish (the task hung "
-                            f"or died in it{'; passed: ' + ', '.join(passed) if passed else ''})")
+            failures.append(
+                f"node {report['node']} (rank {report['rank']}): {report.get('running')}: did not finish (the task "
+                "hung "
+                f"or died in it{'; passed: ' + ', '.join(passed) if passed else ''})"
+            )
     for report in reports:
         for check in report["checks"]:
             if not check["ok"]:
@@ -132,9 +147,13 @@ def nodes_of_ranks(node_list: str, ntasks_per_node: int, world_size: int) -> lis
     """The node of each rank of a step of ``ntasks_per_node`` tasks on each node of Slurm's
     ``node_list`` (``node[1-2]``): srun's default block distribution (ranks 0..n-1 on the first
     node). ``?`` for each rank when the list is empty (the job never ran)."""
-    from trainer_cli.launch.slurm_commands import output_or_empty
+    from trainer_cli.job.slurm_commands import output_or_empty
 
-    hosts = output_or_empty(["scontrol", "show", "hostnames", node_list], timeout_s=20).split() if node_list not in ("", "(null)") else []
+    hosts = (
+        output_or_empty(["scontrol", "show", "hostnames", node_list], timeout_s=20).split()
+        if node_list not in ("", "(null)")
+        else []
+    )
     return [hosts[k // ntasks_per_node] if k // ntasks_per_node < len(hosts) else "?" for k in range(world_size)]
 
 
@@ -155,7 +174,7 @@ def print_node_tables(reports: list[dict[str, Any]]) -> None:
             value = check["value"]
             if name == "host":
                 value = f"{mine[0]['host']}, ranks {', '.join(str(r['rank']) for r in mine)}"
-            elif len({c['value'] for _, c in found}) > 1:
+            elif len({c["value"] for _, c in found}) > 1:
                 value += f" (rank {rank})"
             rows.append((name, "FAIL" if failed else "ok", value))
         for check in dict.fromkeys(r.get("running") for r in mine if not r.get("finished", True)):
@@ -165,15 +184,27 @@ def print_node_tables(reports: list[dict[str, Any]]) -> None:
         print_table(rows, header=("CHECK", "STATUS", "FOUND"), title=f"node {node} ({len(mine)} task(s))")
 
 
-def run_local(tasks: int, run_root: Path, class_paths: list[str], timeout_s: float, size_mb: float) -> tuple[list[dict[str, Any]], str | None]:
+def run_local(
+    tasks: int, run_root: Path, class_paths: list[str], timeout_s: float, size_mb: float
+) -> tuple[list[dict[str, Any]], str | None]:
     """The probe in ``tasks`` processes on this machine; returns the reports, and a line when the
     processes did not end within ``timeout_s`` (+ their start-up)."""
     out = Path(tempfile.mkdtemp(prefix="train-doctor-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SRUN_", "SBATCH_"))}  # not a Slurm task
-    env |= {"MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port()), "WORLD_SIZE": str(tasks), "LOCAL_WORLD_SIZE": str(tasks)}
+    env |= {
+        "MASTER_ADDR": "127.0.0.1",
+        "MASTER_PORT": str(_free_port()),
+        "WORLD_SIZE": str(tasks),
+        "LOCAL_WORLD_SIZE": str(tasks),
+    }
     procs = []
     for rank in range(tasks):
-        cmd = [sys.executable, "-m", "trainer_cli.launch.probe", *probe_args(out, run_root, class_paths, timeout_s, size_mb)]
+        cmd = [
+            sys.executable,
+            "-m",
+            "trainer_cli.job.probe",
+            *probe_args(out, run_root, class_paths, timeout_s, size_mb),
+        ]
         procs.append(subprocess.Popen(cmd, env=env | {"RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0"}))
     deadline = time.monotonic() + timeout_s + STARTUP_S
     late = None
@@ -192,8 +223,8 @@ def run_local(tasks: int, run_root: Path, class_paths: list[str], timeout_s: flo
 def unhealthy_nodes(partition: str | None) -> tuple[list[str], int]:
     """The partition's nodes (the default partition's when None) that are down, drained or failing,
     as ``node is STATE``, and how many nodes it has."""
+    from trainer_cli.job.slurm_commands import output_or_empty, scontrol_fields
     from trainer_cli.launch.cluster import read_cluster
-    from trainer_cli.launch.slurm_commands import output_or_empty, scontrol_fields
 
     chosen = next((p for p in read_cluster() if (p.name == partition if partition else p.default)), None)
     names = {n.name for n in chosen.nodes} if chosen else set()
@@ -216,13 +247,13 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     Raises:
         UserError: for what ``train submit`` would refuse (config, resources, the cluster).
     """
+    from trainer_cli.job.slurm_commands import SlurmCommandError, output_or_empty
+    from trainer_cli.job.slurm_commands import run as slurm_run
     from trainer_cli.launch import snapshot
     from trainer_cli.launch.cluster import check_against_cluster
     from trainer_cli.launch.pending import job_fields, why_pending
     from trainer_cli.launch.render import render
     from trainer_cli.launch.sbatch import run_sbatch, script_context
-    from trainer_cli.launch.slurm_commands import SlurmCommandError, output_or_empty
-    from trainer_cli.launch.slurm_commands import run as slurm_run
     from trainer_cli.launch.submit import plan
 
     started = time.monotonic()
@@ -235,7 +266,11 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     if bad:
         where = f"partition {job.slurm.partition}" if job.slurm.partition else "the default partition"
         if total - len(bad) < res.nodes:
-            return [], [f"{', '.join(bad)}: {where} has {total - len(bad)} healthy node(s), the job needs {res.nodes}"], ["?"] * res.world_size
+            return (
+                [],
+                [f"{', '.join(bad)}: {where} has {total - len(bad)} healthy node(s), the job needs {res.nodes}"],
+                ["?"] * res.world_size,
+            )
         print(f"warning: {', '.join(bad)} (the job can run on the other nodes of {where})", file=sys.stderr)
     run_dir = (job.root / "doctor" / datetime.now().strftime("%Y%m%d-%H%M%S-%f")).absolute()
     run_dir.mkdir(parents=True)
@@ -249,7 +284,10 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     script = run_dir / "doctor.sbatch"
     script.write_text(render("doctor", context))
     job_id = run_sbatch(script)
-    print(f"doctor job {job_id}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), log {run_dir}/slurm-{job_id}.log", flush=True)
+    print(
+        f"doctor job {job_id}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), log {run_dir}/slurm-{job_id}.log",
+        flush=True,
+    )
     deadline = started + timeout_s + STARTUP_S
     fields: dict[str, str] = {}
     while time.monotonic() < deadline:
@@ -268,7 +306,10 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
         said = why_pending(fields) if state == "PENDING" else f"still {state}"
         failures.append(f"job {job_id} did not finish within --timeout {timeout_s:.0f} s (cancelled): {said}")
     elif state in ENDED_BY_SLURM:
-        failures.append(f"job {job_id} ended {state} (reason {fields.get('Reason', 'None')}): Slurm stopped it, see {run_dir}/slurm-{job_id}.log")
+        failures.append(
+            f"job {job_id} ended {state} (reason {fields.get('Reason', 'None')}): Slurm stopped it, see "
+            f"{run_dir}/slurm-{job_id}.log"
+        )
     return read_reports(out), failures, nodes_of_ranks(fields.get("NodeList", ""), res.ntasks_per_node, res.world_size)
 
 
@@ -278,18 +319,28 @@ def main(args: list[str]) -> int:
     Raises:
         UserError: for arguments ``train submit`` would refuse.
     """
-    parser = argparse.ArgumentParser(prog="train doctor", description=__doc__.split("\n")[0], epilog=HELP_EPILOG,
-                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser = argparse.ArgumentParser(
+        prog="train doctor",
+        description=__doc__.split("\n")[0],
+        epilog=HELP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--local", action="store_true", help="run the checks on this machine, without Slurm")
-    parser.add_argument("--timeout", type=float, default=300.0, help="seconds for the whole check, queue included (default 300)")
+    parser.add_argument(
+        "--timeout", type=float, default=300.0, help="seconds for the whole check, queue included (default 300)"
+    )
     parser.add_argument("--tasks", type=int, default=2, help="--local: processes to start (default 2)")
-    parser.add_argument("--size_mb", type=float, default=16.0, help="MB of float32 in the timed all-reduce (default 16)")
+    parser.add_argument(
+        "--size_mb", type=float, default=16.0, help="MB of float32 in the timed all-reduce (default 16)"
+    )
     opts, rest = parser.parse_known_args(args)
     if opts.timeout <= 0 or opts.tasks < 1 or opts.size_mb <= 0:
         raise UserError("--timeout, --tasks and --size_mb must be above 0")
     if not opts.local and not rest:
-        raise UserError("train doctor checks the allocation of a run: give it what you would give `train submit` "
-                        "(--config FILE ... --trainer.num_nodes N --trainer.devices N), or --local to check this machine")
+        raise UserError(
+            "train doctor checks the allocation of a run: give it what you would give `train submit` "
+            "(--config FILE ... --trainer.num_nodes N --trainer.devices N), or --local to check this machine"
+        )
     if opts.local:
         root, class_paths = Path("runs"), []
         if rest:

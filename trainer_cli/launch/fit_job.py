@@ -1,7 +1,7 @@
 """A ``train fit`` run as a Slurm job: planned, written and queued (the library of ``train submit``).
 
 1. The fit arguments are composed and type-checked exactly as ``train fit`` does, on the submitting
-   machine, by the parse function the caller gives (:func:`trainer_cli.cli.parse_config` with the
+   machine, by the parse function the caller gives (:func:`trainer_cli.runtime.cli.parse_config` with the
    launcher's CLI, or a user's TrainerCLI subclass for ``python main.py submit``); nothing is built.
 2. Resources come from the trainer and are checked (:mod:`trainer_cli.launch.resources`).
 3. The run directory is allocated and the resolved config frozen into ``<run>/config.yaml``
@@ -28,26 +28,35 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import update_json
-from trainer_cli.compose import Layers
+from trainer_cli.config.compose import Layers
 from trainer_cli.errors import UserError
-from trainer_cli.history import rewrite_config
-from trainer_cli.launch import jobstate, snapshot
+from trainer_cli.job import jobstate
+from trainer_cli.launch import snapshot
 from trainer_cli.launch.cluster import check_resources
 from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.render import render
 from trainer_cli.launch.reservations import refuse_maintenance
 from trainer_cli.launch.resources import Resources, derive
-from trainer_cli.launch.sbatch import AGGREGATE_SCRIPT_NAME, LOG_PATTERN, SCRIPT_NAME, TEST_SCRIPT_NAME, run_sbatch, script_context
+from trainer_cli.launch.sbatch import (
+    AGGREGATE_SCRIPT_NAME,
+    LOG_PATTERN,
+    SCRIPT_NAME,
+    TEST_SCRIPT_NAME,
+    run_sbatch,
+    script_context,
+)
 from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.submissions import register
-from trainer_cli.resume import stored_config
-from trainer_cli.run_files import CONFIG_FILE
-from trainer_cli.rundir import Resume, finished_line, freeze, resume_checkpoint
-from trainer_cli.rundir import plan as rundir_plan
+from trainer_cli.rundir.history import rewrite_config
+from trainer_cli.rundir.layout import CONFIG_FILE
+from trainer_cli.rundir.policy import Resume, finished_line, freeze, resume_checkpoint
+from trainer_cli.rundir.policy import plan as rundir_plan
+from trainer_cli.rundir.resume import stored_config
 
 ParseFit = Callable[[list[str], Layers], tuple[Any, Any]]
 """Composes and type-checks ``train fit ARGS`` (``--config`` values already expanded, with the
-command line's layers), building nothing: returns the fit parser and the parsed config (:func:`trainer_cli.cli.parse_config`)."""
+command line's layers), building nothing: returns the fit parser and the parsed config
+(:func:`trainer_cli.runtime.cli.parse_config`)."""
 
 HELP = """\
 usage: train submit [--config FILE ...] [--key.sub value ...] [--slurm.KEY value ...] [--dry-run | --check]
@@ -98,7 +107,7 @@ class Plan:
     """Resubmission into an existing run: one line per value its config.yaml changes in."""
     finished: str | None = None
     """Resubmission into a run that already reached its ``max_epochs``/``max_steps``: the line
-    saying so (:func:`trainer_cli.rundir.finished_line`); such a job would start only to exit."""
+    saying so (:func:`trainer_cli.rundir.policy.finished_line`); such a job would start only to exit."""
 
     @property
     def script(self) -> Path:
@@ -124,14 +133,16 @@ class Plan:
         return render("test", context)
 
 
-def _resubmit_changes(run_dir: Path, frozen: str, resume: Resume | None, model_class: type | None = None) -> tuple[list[str], str]:
+def _resubmit_changes(
+    run_dir: Path, frozen: str, resume: Resume | None, model_class: type | None = None
+) -> tuple[list[str], str]:
     """What a resubmission into ``run_dir`` changes in its config.yaml, and the config to write.
 
     The new command's values go into the run's config (the job reads it), checked as any resume
-    checks them (:func:`trainer_cli.resume.compare_for_resume`: no other architecture, optimizer or
+    checks them (:func:`trainer_cli.rundir.resume.compare_for_resume`: no other architecture, optimizer or
     precision; a model change by the tensors of ``resume``, the checkpoint the job will load).
     ``ckpt_path`` becomes ``last`` when the run holds a checkpoint and none was named
-    (:func:`trainer_cli.rundir.resume_checkpoint`: a resubmitted run resumes from its newest checkpoint).
+    (:func:`trainer_cli.rundir.policy.resume_checkpoint`: a resubmitted run resumes from its newest checkpoint).
     ``model_class``: the model class a user's script fixes (its config.yaml holds the init arguments alone).
 
     Returns:
@@ -142,7 +153,7 @@ def _resubmit_changes(run_dir: Path, frozen: str, resume: Resume | None, model_c
     """
     import yaml
 
-    from trainer_cli.resume import check_config_weights_fit, compare_for_resume
+    from trainer_cli.rundir.resume import check_config_weights_fit, compare_for_resume
 
     config_file = run_dir / CONFIG_FILE
     if not config_file.is_file():
@@ -151,14 +162,20 @@ def _resubmit_changes(run_dir: Path, frozen: str, resume: Resume | None, model_c
     if resume is not None and resume.which == "last":  # a resubmitted run goes on from its newest checkpoint
         new["ckpt_path"] = "last"
     changes = compare_for_resume(old, new, run_dir, force=bool(new.get("resume_force")))
-    if resume is not None and any(c.startswith("model.") for c in changes):  # the checkpoint's tensors decide a model change, checked here rather than in the queue
-        check_config_weights_fit(new.get("model"), resume.path, force=bool(new.get("resume_force")), model_class=model_class)
+    if resume is not None and any(
+        c.startswith("model.") for c in changes
+    ):  # the checkpoint's tensors decide a model change, checked here rather than in the queue
+        check_config_weights_fit(
+            new.get("model"), resume.path, force=bool(new.get("resume_force")), model_class=model_class
+        )
     if old.get("ckpt_path") != new.get("ckpt_path"):
         changes.append(f"ckpt_path: {old.get('ckpt_path')} -> {new.get('ckpt_path')}")
     return changes, yaml.safe_dump(new, sort_keys=False) if changes else frozen
 
 
-def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = None, fixed: Mapping[str, type] | None = None) -> Plan:
+def plan(
+    args: list[str], dry_run: bool, parse: ParseFit, script: str | None = None, fixed: Mapping[str, type] | None = None
+) -> Plan:
     """Parse (with ``parse``), check and render ``train submit ARGS``; allocates the run directory
     unless ``dry_run``. With ``script`` (a user's script with TrainerCLI) the job runs that script.
 
@@ -170,7 +187,7 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
     fit_args, layers, _, provenance = split_args(args, fixed)
     slurm = parse_slurm_options(layers)
     parser, config = parse(fit_args, provenance)
-    from trainer_cli.run import DEFAULT_ROOT_DIR, lightning_log_root  # Lightning is imported already (parse)
+    from trainer_cli.runtime.run import DEFAULT_ROOT_DIR, lightning_log_root  # Lightning is imported already (parse)
 
     resources = derive(config.trainer, slurm)
     check_resources(slurm, resources, config, dry_run)
@@ -190,7 +207,9 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
     # resubmitting into an existing run (resume in place): the job's first start resolves its
     # checkpoint by the same rule (rundir.resume_checkpoint); say now if it cannot
     if placed.existing:
-        carried = bool(ckpt) and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt  # from the run's own config.yaml
+        carried = (
+            bool(ckpt) and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt
+        )  # from the run's own config.yaml
         resume = resume_checkpoint(run_dir, ckpt, in_job=True, carried=carried)
     else:
         resume = None
@@ -202,10 +221,14 @@ def plan(args: list[str], dry_run: bool, parse: ParseFit, script: str | None = N
         if script:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it
             context_values["entry"] = [script]
         script_text = render(template, context_values)
-        changes, frozen = _resubmit_changes(run_dir, frozen, resume, fixed.get("model")) if not created else ([], frozen)
+        changes, frozen = (
+            _resubmit_changes(run_dir, frozen, resume, fixed.get("model")) if not created else ([], frozen)
+        )
         job = Plan(run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes)
         if resume is not None and resume.progress is not None:
-            job.finished = finished_line(run_dir, resume.progress, config.trainer.get("max_epochs"), config.trainer.get("max_steps"))
+            job.finished = finished_line(
+                run_dir, resume.progress, config.trainer.get("max_epochs"), config.trainer.get("max_steps")
+            )
         if slurm.test_after_fit:
             job.test_script_text("afterok:1")  # a template error shows now, not after the fit job is queued
         if slurm.cv_folds:
@@ -221,7 +244,7 @@ def main(args: list[str], parse: ParseFit, script: str | None = None, fixed: Map
     """``train submit ARGS`` for a fit run, parsed by ``parse``; returns the exit code. ``script``: a
     user's script with TrainerCLI (``python main.py submit ARGS``), which the job then runs;
     ``fixed``: the sections whose class that script fixes, with the class (``{"model": MyModel}``,
-    :func:`trainer_cli.compose.place_class_flags`).
+    :func:`trainer_cli.config.compose.place_class_flags`).
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; the run
@@ -233,7 +256,10 @@ def main(args: list[str], parse: ParseFit, script: str | None = None, fixed: Map
     from trainer_cli.sweeps.space import requested
 
     if script and (requested(args) or "--check" in args or any(a.startswith("--slurm.cv_folds") for a in args)):
-        raise UserError("from a script, submit takes a fit run only (no --sweep, --check or --slurm.cv_folds yet): use `train submit` for those")
+        raise UserError(
+            "from a script, submit takes a fit run only (no --sweep, --check or --slurm.cv_folds yet): use `train "
+            "submit` for those"
+        )
     dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
     job = plan(args, dry_run, parse, script=script, fixed=fixed)
     if job.finished:  # as `train fit` says it, before anything is written or queued
@@ -247,12 +273,24 @@ def main(args: list[str], parse: ParseFit, script: str | None = None, fixed: Map
             print(f"resubmit: {change} (dry run: {job.run_dir / CONFIG_FILE} not changed)")
         print(f"# run directory (not created): {job.run_dir}\n# {job.script}:\n{job.script_text}")
         if job.slurm.test_after_fit:
-            print(f"# {job.run_dir / TEST_SCRIPT_NAME}, queued after the fit job:\n{job.test_script_text('afterok:<fit job id>')}")
+            print(
+                f"# {job.run_dir / TEST_SCRIPT_NAME}, queued after the fit "
+                f"job:\n{job.test_script_text('afterok:<fit job id>')}"
+            )
         if job.slurm.cv_folds:
-            print(f"# {job.run_dir / AGGREGATE_SCRIPT_NAME}, queued after every fold:\n{job.aggregate_script_text('afterok:<array job id>')}")
+            print(
+                f"# {job.run_dir / AGGREGATE_SCRIPT_NAME}, queued after every "
+                f"fold:\n{job.aggregate_script_text('afterok:<array job id>')}"
+            )
         res = job.resources
-        print(f"# world size {res.world_size}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), {res.gpus_per_node} GPU(s) per node")
-        print(f"# the sbatch command (not run):\n{shlex.join(['sbatch', '--parsable', *job.sbatch_options, str(job.script)])}")
+        print(
+            f"# world size {res.world_size}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), {res.gpus_per_node} "
+            "GPU(s) per node"
+        )
+        print(
+            f"# the sbatch command (not "
+            f"run):\n{shlex.join(['sbatch', '--parsable', *job.sbatch_options, str(job.script)])}"
+        )
         return 0
     return submit(job)
 
@@ -267,7 +305,9 @@ def submit(job: Plan) -> int:
     run_dir = job.run_dir
     previous = None
     try:
-        if not freeze(run_dir, job.frozen_config) and job.changes:  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
+        if (
+            not freeze(run_dir, job.frozen_config) and job.changes
+        ):  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
             previous = rewrite_config(run_dir, job.frozen_config)
         code = snapshot.take(Path.cwd(), run_dir) if job.slurm.snapshot else None
         job.script.write_text(job.script_text)
@@ -295,10 +335,16 @@ def submit(job: Plan) -> int:
         "command": sys.argv,
         "slurm": asdict(job.slurm),
     }
-    print(f"Run directory: {run_dir}\nScript:        {job.script}\nJob id:        {job_id}\nLog:           {record['log']}")
+    print(
+        f"Run directory: {run_dir}\nScript:        {job.script}\nJob id:        {job_id}\nLog:           "
+        f"{record['log']}"
+    )
     if code is not None:
         state = "with uncommitted changes" if code.dirty else "clean"
-        print(f"Code:          {code.root} ({code.files} files of {code.source} at {code.commit[:12]}, {state}): the job imports your code from there")
+        print(
+            f"Code:          {code.root} ({code.files} files of {code.source} at {code.commit[:12]}, {state}): the job "
+            "imports your code from there"
+        )
     if job.slurm.test_after_fit:
         test_script = run_dir / TEST_SCRIPT_NAME
         test_script.write_text(job.test_script_text(f"afterok:{job_id}"))
@@ -309,8 +355,14 @@ def submit(job: Plan) -> int:
         aggregate_script.write_text(job.aggregate_script_text(f"afterok:{job_id}"))
         record["aggregate_job_id"] = run_sbatch(aggregate_script)
         print(f"Folds:         job array {job_id}_[0-{job.slurm.cv_folds - 1}] -> {run_dir / 'cv'}/fold_<i>")
-        print(f"Aggregate:     job {record['aggregate_job_id']} (starts when every fold succeeds) -> {run_dir / 'cv'}/cv_results.csv")
+        print(
+            f"Aggregate:     job {record['aggregate_job_id']} (starts when every fold succeeds) -> "
+            f"{run_dir / 'cv'}/cv_results.csv"
+        )
     # the job may have started already and recorded itself: one locked read-modify-write keeps what it wrote
-    record = update_json(run_dir / jobstate.JOB_FILE, lambda started: (started if started.get("job_id") == job_id else {"state": "PENDING", "restarts": 0}) | record)
+    record = update_json(
+        run_dir / jobstate.JOB_FILE,
+        lambda started: (started if started.get("job_id") == job_id else {"state": "PENDING", "restarts": 0}) | record,
+    )
     register(job.root, record)
     return 0

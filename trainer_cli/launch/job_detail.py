@@ -65,7 +65,9 @@ def detail(entries: Sequence[dict[str, str]], state: str, progress: str) -> str:
     running = [e for e in entries if e.get("JobState") in ("RUNNING", "COMPLETING", "CONFIGURING")]
     parts: list[str] = []
     if running:
-        nodes = ",".join(dict.fromkeys(e.get("NodeList", "") for e in running if e.get("NodeList", "") not in _NO_VALUE))
+        nodes = ",".join(
+            dict.fromkeys(e.get("NodeList", "") for e in running if e.get("NodeList", "") not in _NO_VALUE)
+        )
         if nodes:
             parts.append(f"on {nodes}")
     if pending:

@@ -27,11 +27,11 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
-from trainer_cli.launch import jobstate
-from trainer_cli.launch import restarts as restarts_log
+from trainer_cli.job import jobstate
+from trainer_cli.job import restarts as restarts_log
+from trainer_cli.job.slurm_commands import SlurmCommandError
+from trainer_cli.job.slurm_commands import run as run_slurm
 from trainer_cli.launch.job_detail import detail
-from trainer_cli.launch.slurm_commands import SlurmCommandError
-from trainer_cli.launch.slurm_commands import run as run_slurm
 from trainer_cli.launch.status import ACTIVE_STATES, JobStatus, last_epoch_line, query_slurm, with_run_record
 from trainer_cli.launch.submissions import read_registry
 from trainer_cli.sweeps.plan import task_log
@@ -39,7 +39,11 @@ from trainer_cli.tables import print_table
 
 DEFAULT_ROOT = "runs"
 # the job-id keys of a registry record, with the script each job runs and its label in the table
-JOB_KEYS = (("job_id", "submit.sbatch", ""), ("test_job_id", "test.sbatch", " (test)"), ("aggregate_job_id", "cv_aggregate.sbatch", " (cv aggregate)"))
+JOB_KEYS = (
+    ("job_id", "submit.sbatch", ""),
+    ("test_job_id", "test.sbatch", " (test)"),
+    ("aggregate_job_id", "cv_aggregate.sbatch", " (cv aggregate)"),
+)
 
 
 def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
@@ -49,7 +53,9 @@ def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
         for key, script, _ in JOB_KEYS:
             if rec.get(key):
                 jobs.append((_current_id(rec, key), Path(rec["run_dir"]) / script))
-        jobs += [(f"{rec['job_id']}_{i}", Path(rec["run_dir"]) / JOB_KEYS[0][1]) for i in range(int(rec.get("trials") or 0))]
+        jobs += [
+            (f"{rec['job_id']}_{i}", Path(rec["run_dir"]) / JOB_KEYS[0][1]) for i in range(int(rec.get("trials") or 0))
+        ]
     slurm = query_slurm(jobs)
     rows = []
     for rec in records:
@@ -65,7 +71,9 @@ def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
             status = with_run_record(slurm.get((job_id, str(run_dir / script))), job_id, run_dir)
             restarts = restarts_cell(status, job_id, run_dir) if key == "job_id" else str(status.restarts)
             progress = detail(status.entries, status.state, last_epoch_line(log))
-            rows.append((job_id, status.state, restarts, status.elapsed, progress, f"{rec.get('job_name')}{label}", str(log)))
+            rows.append(
+                (job_id, status.state, restarts, status.elapsed, progress, f"{rec.get('job_name')}{label}", str(log))
+            )
     return rows
 
 
@@ -75,7 +83,7 @@ def _current_id(rec: dict[str, Any], key: str) -> str:
 
 
 def restarts_cell(status: JobStatus, job_id: str, run_dir: Path) -> str:
-    """The RESTARTS of a fit job with their causes (:func:`trainer_cli.launch.restarts.summary`):
+    """The RESTARTS of a fit job with their causes (:func:`trainer_cli.job.restarts.summary`):
     Slurm's count of the job plus those of the jobs it was resubmitted from."""
     recorded = jobstate.read(run_dir)
     recorded = recorded if str(recorded.get("job_id")) == job_id else {}
@@ -94,7 +102,17 @@ def _trial_rows(rec: dict[str, Any], slurm: dict[tuple[str, str], JobStatus]) ->
         log = task_log(sweep_dir, job_id, i)
         status = with_run_record(slurm.get((f"{job_id}_{i}", script)), job_id, log.parent)
         progress = detail(status.entries, status.state, last_epoch_line(log))
-        rows.append((f"{job_id}_{i}", status.state, str(status.restarts), status.elapsed, progress, f"{rec.get('job_name')} (trial {i})", str(log)))
+        rows.append(
+            (
+                f"{job_id}_{i}",
+                status.state,
+                str(status.restarts),
+                status.elapsed,
+                progress,
+                f"{rec.get('job_name')} (trial {i})",
+                str(log),
+            )
+        )
     return rows
 
 
@@ -111,7 +129,10 @@ def find_run(root: Path, run: str) -> dict[str, Any]:
         if run in ids or (target is not None and Path(rec["run_dir"]).resolve() == target):
             return rec
     known = ", ".join(sorted({str(r.get("job_id")) for r in records[-10:]})) or "none"
-    raise UserError(f"{run}: no job submitted under {root} has this run directory or job id (recent jobs: {known}); `train jobs` lists them")
+    raise UserError(
+        f"{run}: no job submitted under {root} has this run directory or job id (recent jobs: {known}); `train jobs` "
+        "lists them"
+    )
 
 
 def tail(root: Path, run: str, poll_s: float = 1.0) -> int:
@@ -120,8 +141,10 @@ def tail(root: Path, run: str, poll_s: float = 1.0) -> int:
     rec = find_run(root, run)
     job_id, run_dir = _current_id(rec, "job_id"), Path(rec["run_dir"])
     if rec.get("trials"):
-        raise UserError(f"{run}: a sweep of {rec['trials']} trials, one log each (e.g. {task_log(run_dir, job_id, 0)}); "
-                        f"`train sweep-results {run_dir}` tells how each trial is doing")
+        raise UserError(
+            f"{run}: a sweep of {rec['trials']} trials, one log each (e.g. {task_log(run_dir, job_id, 0)}); "
+            f"`train sweep-results {run_dir}` tells how each trial is doing"
+        )
     log, script = run_dir / f"slurm-{job_id}.log", run_dir / "submit.sbatch"
     position = 0
     while True:
@@ -150,9 +173,13 @@ def cancel(args: list[str]) -> int:
     Raises:
         UserError: for an unknown run, or when scancel is missing or refuses.
     """
-    parser = argparse.ArgumentParser(prog="train cancel", description="Cancel the Slurm jobs of a run submitted with `train submit`.")
+    parser = argparse.ArgumentParser(
+        prog="train cancel", description="Cancel the Slurm jobs of a run submitted with `train submit`."
+    )
     parser.add_argument("run", help="the run directory or one of its job ids")
-    parser.add_argument("--root", default=DEFAULT_ROOT, help="trainer.default_root_dir the run was submitted with (default: runs)")
+    parser.add_argument(
+        "--root", default=DEFAULT_ROOT, help="trainer.default_root_dir the run was submitted with (default: runs)"
+    )
     opts = parser.parse_args(args)
     rec = find_run(Path(opts.root), opts.run)
     ids = [_current_id(rec, k) for k, _, _ in JOB_KEYS if rec.get(k)]
@@ -174,10 +201,19 @@ def main(args: list[str]) -> int:
         UserError: when ``--root`` is not a directory, or ``--tail`` names no submitted run.
     """
     parser = argparse.ArgumentParser(prog="train jobs", description=__doc__.split("\n")[0])
-    parser.add_argument("--root", default=DEFAULT_ROOT, help="trainer.default_root_dir the jobs were submitted with (default: runs)")
+    parser.add_argument(
+        "--root", default=DEFAULT_ROOT, help="trainer.default_root_dir the jobs were submitted with (default: runs)"
+    )
     parser.add_argument("--last", type=int, default=20, help="show the newest N runs (default: 20)")
-    parser.add_argument("--tail", metavar="RUN", help="print RUN's log (a run directory or job id) and follow it while the job runs")
-    parser.add_argument("sweep", nargs="?", metavar="SWEEP_DIR", help="a sweep directory: its table of trials, as `train sweep-results` (CSV and JSON written)")
+    parser.add_argument(
+        "--tail", metavar="RUN", help="print RUN's log (a run directory or job id) and follow it while the job runs"
+    )
+    parser.add_argument(
+        "sweep",
+        nargs="?",
+        metavar="SWEEP_DIR",
+        help="a sweep directory: its table of trials, as `train sweep-results` (CSV and JSON written)",
+    )
     opts = parser.parse_args(args)
     if opts.sweep:
         from trainer_cli.sweeps.results import report
@@ -186,7 +222,9 @@ def main(args: list[str]) -> int:
         return 0
     root = Path(opts.root)
     if not root.is_dir():
-        raise UserError(f"--root {root}: no such directory (submit a job first, or name the trainer.default_root_dir you used)")
+        raise UserError(
+            f"--root {root}: no such directory (submit a job first, or name the trainer.default_root_dir you used)"
+        )
     if opts.tail:
         return tail(root, opts.tail)
     records = read_registry(root)[-opts.last :]

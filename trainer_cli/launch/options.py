@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from trainer_cli.errors import UserError
+from trainer_cli.job.slurm_commands import time_limit_s
 
 SECTION = "slurm"
 FLAG_PREFIX = f"--{SECTION}."
@@ -71,7 +72,8 @@ class SlurmOptions:
     """Queue `train cv` instead of `fit`: a job array of one task per fold (0..K-1), then a job that
     aggregates the folds' metrics when every task has succeeded. Empty: a plain fit job."""
     array_parallelism: Optional[int] = None
-    """Sweeps (`--sweep`): at most this many trials of the job array run at once (sbatch --array=0-N%P). Empty: no limit."""
+    """Sweeps (`--sweep`): at most this many trials of the job array run at once (sbatch --array=0-N%P). Empty: no
+    limit."""
     extra_sbatch: list[str] = field(default_factory=list)
     """Further sbatch options, one per #SBATCH line, e.g. --reservation=big."""
     setup: list[str] = field(default_factory=list)
@@ -100,12 +102,17 @@ class SlurmOptions:
     def __post_init__(self) -> None:
         problems = []
         if self.mem and self.mem_per_cpu:
-            problems.append(f"--slurm.mem {self.mem} and --slurm.mem_per_cpu {self.mem_per_cpu}: sbatch takes one of them, choose one")
+            problems.append(
+                f"--slurm.mem {self.mem} and --slurm.mem_per_cpu {self.mem_per_cpu}: sbatch takes one of them, choose "
+                "one"
+            )
         for key in ("cpus_per_task", "signal_delay_s", "array_parallelism"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 problems.append(f"--slurm.{key} {getattr(self, key)}: must be 1 or more")
         if str(self.time).strip().upper() not in NO_TIME_LIMIT and time_limit_s(self.time) is None:
-            problems.append(f"--slurm.time {self.time}: not a time limit sbatch takes; use {TIME_FORMATS}, e.g. 04:00:00")
+            problems.append(
+                f"--slurm.time {self.time}: not a time limit sbatch takes; use {TIME_FORMATS}, e.g. 04:00:00"
+            )
         if self.max_restarts < 0:
             problems.append(f"--slurm.max_restarts {self.max_restarts}: must be 0 or more")
         if self.cv_folds is not None and self.cv_folds < 2:
@@ -113,9 +120,13 @@ class SlurmOptions:
         if self.requeue_mode not in REQUEUE_MODES:
             problems.append(f"--slurm.requeue_mode {self.requeue_mode}: choose {' or '.join(REQUEUE_MODES)}")
         if self.cv_folds is not None and self.requeue_mode == "resubmit":
-            problems.append("--slurm.requeue_mode resubmit and --slurm.cv_folds: the tasks of a job array requeue; drop one")
+            problems.append(
+                "--slurm.requeue_mode resubmit and --slurm.cv_folds: the tasks of a job array requeue; drop one"
+            )
         if self.cv_folds is not None and self.test_after_fit:
-            problems.append("--slurm.cv_folds and --slurm.test_after_fit: choose one (cross-validation has no test job)")
+            problems.append(
+                "--slurm.cv_folds and --slurm.test_after_fit: choose one (cross-validation has no test job)"
+            )
         if self.mail_type and not self.mail_user:
             problems.append(f"--slurm.mail_type {self.mail_type}: give --slurm.mail_user too")
         if problems:
@@ -148,25 +159,3 @@ class SlurmOptions:
 REQUEUE_MODES = ("requeue", "resubmit")
 TIME_FORMATS = "MINUTES, MINUTES:SECONDS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
 NO_TIME_LIMIT = ("INFINITE", "UNLIMITED")
-
-
-def time_limit_s(text: str) -> int | None:
-    """Seconds of an sbatch ``--time`` value (one of :data:`TIME_FORMATS`, minutes and seconds below
-    60, hours below 24 after a day count); None for anything else, ``INFINITE`` included."""
-    days, sep, rest = str(text).strip().rpartition("-")
-    parts = rest.split(":")
-    if (sep and not days.isdigit()) or not 1 <= len(parts) <= 3 or not all(p.isdigit() for p in parts):
-        return None
-    numbers = [int(p) for p in parts]
-    if days:  # D-HH, D-HH:MM, D-HH:MM:SS
-        hours, minutes, seconds = (numbers + [0, 0])[:3]
-        if hours >= 24 or minutes >= 60 or seconds >= 60:
-            return None
-        return ((int(days) * 24 + hours) * 60 + minutes) * 60 + seconds
-    if any(n >= 60 for n in numbers[1:]):  # MM:SS, HH:MM:SS: the later fields are below 60
-        return None
-    if len(numbers) == 1:
-        return numbers[0] * 60
-    if len(numbers) == 2:
-        return numbers[0] * 60 + numbers[1]
-    return (numbers[0] * 60 + numbers[1]) * 60 + numbers[2]

@@ -15,38 +15,80 @@ from datetime import datetime
 # Reason code -> (what it means, what the user can do). "{job}" is the job id.
 REASONS: dict[str, tuple[str, str]] = {
     "None": ("not yet looked at by the scheduler", "wait a scheduling cycle"),
-    "Resources": ("the nodes it asks for are busy", "starts by itself; fewer nodes or a shorter --slurm.time may start it sooner"),
-    "Priority": ("jobs of higher priority go first", "starts by itself; a shorter --slurm.time may let it start in a gap sooner"),
+    "Resources": (
+        "the nodes it asks for are busy",
+        "starts by itself; fewer nodes or a shorter --slurm.time may start it sooner",
+    ),
+    "Priority": (
+        "jobs of higher priority go first",
+        "starts by itself; a shorter --slurm.time may let it start in a gap sooner",
+    ),
     "Dependency": ("waiting for the job(s) it depends on to end", "it starts when they end as --slurm.dependency asks"),
-    "DependencyNeverSatisfied": ("never starts: a job it depends on ended in a way the dependency excludes",
-                                 "cancel it (`train cancel {job}`) and submit again"),
+    "DependencyNeverSatisfied": (
+        "never starts: a job it depends on ended in a way the dependency excludes",
+        "cancel it (`train cancel {job}`) and submit again",
+    ),
     "JobHeldUser": ("held by you (or a hold on submit)", "release it: `scontrol release {job}`"),
     "JobHeldAdmin": ("held by an administrator", "ask your cluster's administrators to release it"),
-    "BeginTime": ("its earliest start time has not come yet", "it starts by itself then (`scontrol update JobId={job} StartTime=now` to start now)"),
-    "PartitionTimeLimit": ("its time limit is over the partition's MaxTime: it never starts there",
-                           "lower it: `scontrol update JobId={job} TimeLimit=HH:MM:SS`, or resubmit with a shorter --slurm.time"),
-    "PartitionNodeLimit": ("asks for more nodes than the partition allows a job: it never starts there",
-                           "cancel it and submit with fewer --trainer.num_nodes or to another --slurm.partition"),
+    "BeginTime": (
+        "its earliest start time has not come yet",
+        "it starts by itself then (`scontrol update JobId={job} StartTime=now` to start now)",
+    ),
+    "PartitionTimeLimit": (
+        "its time limit is over the partition's MaxTime: it never starts there",
+        "lower it: `scontrol update JobId={job} TimeLimit=HH:MM:SS`, or resubmit with a shorter --slurm.time",
+    ),
+    "PartitionNodeLimit": (
+        "asks for more nodes than the partition allows a job: it never starts there",
+        "cancel it and submit with fewer --trainer.num_nodes or to another --slurm.partition",
+    ),
     "PartitionDown": ("its partition is down", "wait for the administrators, or submit to another --slurm.partition"),
-    "PartitionInactive": ("its partition is inactive", "wait for the administrators, or submit to another --slurm.partition"),
-    "ReqNodeNotAvail": ("a node it needs is down, drained or reserved", "wait for the node, or cancel and submit without it (another --slurm.partition or fewer nodes)"),
+    "PartitionInactive": (
+        "its partition is inactive",
+        "wait for the administrators, or submit to another --slurm.partition",
+    ),
+    "ReqNodeNotAvail": (
+        "a node it needs is down, drained or reserved",
+        "wait for the node, or cancel and submit without it (another --slurm.partition or fewer nodes)",
+    ),
     "NodeDown": ("a node it needs is down", "wait for the node to return; it then starts by itself"),
     "Reservation": ("waiting for its reservation to start", "it starts by itself when the reservation begins"),
     "Licenses": ("waiting for a license", "it starts when one is free"),
-    "JobArrayTaskLimit": ("the array's limit of tasks at once is reached (--slurm.array_parallelism)", "it starts when a task of the array ends"),
+    "JobArrayTaskLimit": (
+        "the array's limit of tasks at once is reached (--slurm.array_parallelism)",
+        "it starts when a task of the array ends",
+    ),
     "Cleaning": ("being requeued: the previous run is still cleaning up", "it starts by itself"),
-    "BadConstraints": ("its constraints cannot be met by any node", "cancel it and submit with another --slurm.constraint"),
+    "BadConstraints": (
+        "its constraints cannot be met by any node",
+        "cancel it and submit with another --slurm.constraint",
+    ),
     "InvalidAccount": ("its account is not valid", "cancel it and submit with a valid --slurm.account"),
     "InvalidQOS": ("its QOS is not valid", "cancel it and submit with a valid --slurm.qos"),
-    "QOSNotAllowed": ("its QOS may not be used with this account or partition", "cancel it and submit with another --slurm.qos"),
-    "launch failed requeued held": ("its launch failed and Slurm held it", "look at its log, then `scontrol release {job}`"),
+    "QOSNotAllowed": (
+        "its QOS may not be used with this account or partition",
+        "cancel it and submit with another --slurm.qos",
+    ),
+    "launch failed requeued held": (
+        "its launch failed and Slurm held it",
+        "look at its log, then `scontrol release {job}`",
+    ),
     "Prolog": ("its node's prolog is running", "it starts by itself"),
     "SystemFailure": ("Slurm or its file systems failed", "ask your cluster's administrators"),
 }
 
 _LIMIT_WORDS = {  # the parts of a QOS/association limit code, e.g. QOSMaxJobsPerUserLimit, AssocGrpGRES
-    "Jobs": "running jobs", "SubmitJob": "queued jobs", "Cpu": "CPUs", "CPU": "CPUs", "Node": "nodes", "GRES": "GPUs (GRES)",
-    "Mem": "memory", "WallDuration": "time limit", "Wall": "time limit", "Billing": "billing", "TRES": "resources",
+    "Jobs": "running jobs",
+    "SubmitJob": "queued jobs",
+    "Cpu": "CPUs",
+    "CPU": "CPUs",
+    "Node": "nodes",
+    "GRES": "GPUs (GRES)",
+    "Mem": "memory",
+    "WallDuration": "time limit",
+    "Wall": "time limit",
+    "Billing": "billing",
+    "TRES": "resources",
 }
 _LIMIT = re.compile(r"(QOS|Assoc)(Grp|Max)?(.*?)(PerUser|PerJob|PerAccount|PerNode)?(Minutes|RunMinutes)?(Limit)?$")
 
@@ -66,18 +108,31 @@ def reason_words(reason: str, job_id: str = "") -> tuple[str, str]:
     match = _LIMIT.match(code)
     if match and match.group(3) is not None and code not in ("QOS", "Assoc"):
         whose = "your QOS" if match.group(1) == "QOS" else "your account"
-        scope = {"PerUser": " per user", "PerJob": " per job", "PerAccount": " per account", "PerNode": " per node"}.get(match.group(4) or "", "")
+        scope = {
+            "PerUser": " per user",
+            "PerJob": " per job",
+            "PerAccount": " per account",
+            "PerNode": " per node",
+        }.get(match.group(4) or "", "")
         group = " for the whole group" if match.group(2) == "Grp" else ""
         what = _LIMIT_WORDS.get(match.group(3), match.group(3) or "resources")
         if match.group(5):
             what += "-minutes"
         if what == "time limit":
-            return (f"its time limit is over {whose}'s maximum: it never starts as it is",
-                    f"lower it (`scontrol update JobId={job_id or 'JOBID'} TimeLimit=HH:MM:SS`) or resubmit with a shorter --slurm.time")
+            return (
+                f"its time limit is over {whose}'s maximum: it never starts as it is",
+                f"lower it (`scontrol update JobId={job_id or 'JOBID'} TimeLimit=HH:MM:SS`) or resubmit with a shorter "
+                "--slurm.time",
+            )
         if match.group(4) == "PerJob":
-            return (f"asks for more {what} than {whose} allows a job: it never starts as it is",
-                    "cancel it and ask for less (or use another --slurm.qos / --slurm.account)")
-        return (f"{whose}'s limit of {what}{scope}{group} is reached", "it starts when jobs of yours (or your group's) end")
+            return (
+                f"asks for more {what} than {whose} allows a job: it never starts as it is",
+                "cancel it and ask for less (or use another --slurm.qos / --slurm.account)",
+            )
+        return (
+            f"{whose}'s limit of {what}{scope}{group} is reached",
+            "it starts when jobs of yours (or your group's) end",
+        )
     return (f"Slurm says {code}", "see REASON in `man squeue`")
 
 
@@ -127,7 +182,7 @@ def array_task_ids(text: str) -> list[int]:
 def job_fields(line: str) -> dict[str, str]:
     """One line of ``scontrol show job -o`` as ``{key: value}``, with the nodes Slurm names in a
     ``Reason=ReqNodeNotAvail, UnavailableNodes:node3`` (a value with a space in it) as ``UnavailableNodes``."""
-    from trainer_cli.launch.slurm_commands import scontrol_fields
+    from trainer_cli.job.slurm_commands import scontrol_fields
 
     fields = scontrol_fields(line)
     found = re.search(r"UnavailableNodes:(\S*)", line)

@@ -24,8 +24,8 @@ import shlex
 from pathlib import Path
 from typing import Any
 
+from trainer_cli.config.paths import slurm_templates_dir
 from trainer_cli.errors import UserError
-from trainer_cli.paths import slurm_templates_dir
 
 TEMPLATE_SUFFIX = ".sbatch.j2"
 _CONTROL = re.compile(r"[\x00-\x1f\x7f]")
@@ -96,7 +96,9 @@ def check_env_name(value: Any) -> Quoted:
 def _finalize(value: Any) -> Any:
     if isinstance(value, Quoted) or value == "":
         return value
-    raise UserError(f"sbatch template error: {value!r} is rendered unquoted; pass it through |q, |directive or |command")
+    raise UserError(
+        f"sbatch template error: {value!r} is rendered unquoted; pass it through |q, |directive or |command"
+    )
 
 
 def template_path(template: str) -> Path:
@@ -112,7 +114,9 @@ def template_path(template: str) -> Path:
     if path.is_file():
         return path.resolve()
     names = sorted(p.name[: -len(TEMPLATE_SUFFIX)] for p in slurm_templates_dir().glob(f"*{TEMPLATE_SUFFIX}"))
-    raise UserError(f"--slurm.template {template}: no such file, and no bundled template of that name (bundled: {', '.join(names)})")
+    raise UserError(
+        f"--slurm.template {template}: no such file, and no bundled template of that name (bundled: {', '.join(names)})"
+    )
 
 
 def render(template: str, context: dict[str, Any]) -> str:
@@ -136,7 +140,9 @@ def render(template: str, context: dict[str, Any]) -> str:
         lstrip_blocks=True,
         autoescape=False,
     )
-    env.filters.update(q=quote_shell, directive=quote_directive, command=quote_command, envname=check_env_name, verbatim=verbatim)
+    env.filters.update(
+        q=quote_shell, directive=quote_directive, command=quote_command, envname=check_env_name, verbatim=verbatim
+    )
     try:
         return env.get_template(path.name).render(**context)
     except jinja2.UndefinedError as err:

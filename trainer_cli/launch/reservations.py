@@ -13,8 +13,8 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from trainer_cli.launch import slurm_commands
-from trainer_cli.launch.slurm_commands import scontrol_fields
+from trainer_cli.job import slurm_commands
+from trainer_cli.job.slurm_commands import scontrol_fields
 
 
 @dataclass(frozen=True)
@@ -53,8 +53,15 @@ def parse_reservations(text: str) -> list[Reservation]:
             start, end = datetime.fromisoformat(f["StartTime"]), datetime.fromisoformat(f["EndTime"])
         except (KeyError, ValueError):
             continue
-        out.append(Reservation(f.get("ReservationName", "?"), start, end, frozenset(expand_hostlist(f.get("Nodes", ""))),
-                               "MAINT" in f.get("Flags", "").split(",")))
+        out.append(
+            Reservation(
+                f.get("ReservationName", "?"),
+                start,
+                end,
+                frozenset(expand_hostlist(f.get("Nodes", ""))),
+                "MAINT" in f.get("Flags", "").split(","),
+            )
+        )
     return out
 
 
@@ -70,24 +77,40 @@ def read_reservations() -> list[Reservation]:
         raise RuntimeError(err.message.splitlines()[-1] if err.message else str(err)) from None
 
 
-def maintenance_problems(reservations: list[Reservation], nodes: set[str], partition: str, time_limit_s: int | None,
-                         time_text: str, now: datetime | None = None) -> list[str]:
+def maintenance_problems(
+    reservations: list[Reservation],
+    nodes: set[str],
+    partition: str,
+    time_limit_s: int | None,
+    time_text: str,
+    now: datetime | None = None,
+) -> list[str]:
     """What a job of ``time_limit_s`` on ``partition`` (its ``nodes``) starting now runs into, one line each."""
     if time_limit_s is None:
         return []
     now = now or datetime.now()
     problems = []
     for r in reservations:
-        if not r.maintenance or not (r.nodes & nodes) or r.end <= now or now + timedelta(seconds=time_limit_s) <= r.start:
+        if (
+            not r.maintenance
+            or not (r.nodes & nodes)
+            or r.end <= now
+            or now + timedelta(seconds=time_limit_s) <= r.start
+        ):
             continue
         if r.start <= now:
-            problems.append(f"--slurm.time {time_text}: maintenance {r.name} holds nodes of partition {partition} until "
-                            f"{r.end:%Y-%m-%d %H:%M}; the job waits until then (submit to another partition, or later)")
+            problems.append(
+                f"--slurm.time {time_text}: maintenance {r.name} holds nodes of partition {partition} until "
+                f"{r.end:%Y-%m-%d %H:%M}; the job waits until then (submit to another partition, or later)"
+            )
             continue
         fits_min = int((r.start - now).total_seconds() // 60)
-        problems.append(f"--slurm.time {time_text}: runs into maintenance {r.name} on partition {partition} at {r.start:%Y-%m-%d %H:%M} "
-                        f"(in {fits_min} min), so the job would wait until {r.end:%Y-%m-%d %H:%M}; use --slurm.time {fits_min} "
-                        "(minutes) or less to run before it")
+        problems.append(
+            f"--slurm.time {time_text}: runs into maintenance {r.name} on partition {partition} at "
+            f"{r.start:%Y-%m-%d %H:%M} "
+            f"(in {fits_min} min), so the job would wait until {r.end:%Y-%m-%d %H:%M}; use --slurm.time {fits_min} "
+            "(minutes) or less to run before it"
+        )
     return problems
 
 
@@ -95,8 +118,8 @@ def check_maintenance(partition: str | None, time_text: str) -> list[str]:
     """The maintenance problems of a job on ``partition`` (the default one when None) with time limit
     ``time_text``, reading the cluster; empty when Slurm cannot be asked (the partition checks
     already said so)."""
+    from trainer_cli.job.slurm_commands import time_limit_s
     from trainer_cli.launch.cluster import read_cluster
-    from trainer_cli.launch.options import time_limit_s
 
     try:
         partitions = read_cluster()
@@ -106,7 +129,9 @@ def check_maintenance(partition: str | None, time_text: str) -> list[str]:
     chosen = next((p for p in partitions if (p.name == partition if partition else p.default)), None)
     if chosen is None:
         return []
-    return maintenance_problems(reservations, {n.name for n in chosen.nodes}, chosen.name, time_limit_s(time_text), time_text)
+    return maintenance_problems(
+        reservations, {n.name for n in chosen.nodes}, chosen.name, time_limit_s(time_text), time_text
+    )
 
 
 def refuse_maintenance(partition: str | None, time_text: str) -> None:

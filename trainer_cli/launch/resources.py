@@ -88,12 +88,17 @@ def _check_strategy(strategy: Any, num_nodes: int, devices: int, problems: list[
         from lightning.pytorch.strategies import DDPStrategy, DeepSpeedStrategy, FSDPStrategy
 
         start = (strategy.get("init_args") or {}).get("start_method", "popen") if hasattr(strategy, "get") else "popen"
-        if isinstance(cls, type) and issubclass(cls, (DDPStrategy, FSDPStrategy, DeepSpeedStrategy)) and start == "popen":
+        if (
+            isinstance(cls, type)
+            and issubclass(cls, (DDPStrategy, FSDPStrategy, DeepSpeedStrategy))
+            and start == "popen"
+        ):
             return
     elif name.startswith(TASK_PER_DEVICE_STRATEGIES) and not any(word in name for word in LAUNCHING_STRATEGIES):
         return
     problems.append(
-        f"--trainer.strategy {name} with {world_size} Slurm tasks (--trainer.num_nodes {num_nodes} x --trainer.devices {devices}): srun starts "
+        f"--trainer.strategy {name} with {world_size} Slurm tasks (--trainer.num_nodes {num_nodes} x --trainer.devices "
+        f"{devices}): srun starts "
         "one process per device, which needs a DDP-family strategy: use --trainer.strategy ddp"
     )
 
@@ -140,7 +145,9 @@ def derive(trainer: Any, slurm: SlurmOptions) -> Resources:
     ):
         given = getattr(slurm, key)
         if given is not None and derived is not None and given != derived:
-            problems.append(f"--slurm.{key} {given} contradicts {source}: drop --slurm.{key} (it is derived) or change the trainer")
+            problems.append(
+                f"--slurm.{key} {given} contradicts {source}: drop --slurm.{key} (it is derived) or change the trainer"
+            )
     if problems:
         raise UserError("the job cannot run as configured:\n  " + "\n  ".join(problems))
     assert devices is not None

@@ -1,7 +1,7 @@
 """A job's sbatch script: the values its template gets, its file names, and queueing it.
 
 Rendering itself (templates, quoting) is :mod:`trainer_cli.launch.render`; ``sbatch`` runs through
-:mod:`trainer_cli.launch.slurm_commands`. Used by ``train submit`` for a fit run
+:mod:`trainer_cli.job.slurm_commands`. Used by ``train submit`` for a fit run
 (:mod:`trainer_cli.launch.fit_job`) and for a sweep (:mod:`trainer_cli.launch.sweep`).
 """
 
@@ -11,12 +11,12 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
+from trainer_cli.job.slurm_commands import SlurmCommandError
+from trainer_cli.job.slurm_commands import sbatch as run_sbatch_command
 from trainer_cli.launch import snapshot
 from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.resources import Resources
-from trainer_cli.launch.slurm_commands import SlurmCommandError
-from trainer_cli.launch.slurm_commands import sbatch as run_sbatch_command
-from trainer_cli.run_files import CONFIG_FILE
+from trainer_cli.rundir.layout import CONFIG_FILE
 
 SCRIPT_NAME = "submit.sbatch"
 TEST_SCRIPT_NAME = "test.sbatch"
@@ -41,7 +41,10 @@ def slurm_filename_pattern(path: Path) -> str:
         UserError: for a backslash in the path (it turns off every replacement, ``%j`` included).
     """
     if "\\" in str(path):
-        raise UserError(f"run directory {path}: a backslash in the path stops Slurm naming the log by job id; choose a --name or --trainer.default_root_dir without one")
+        raise UserError(
+            f"run directory {path}: a backslash in the path stops Slurm naming the log by job id; choose a --name or "
+            "--trainer.default_root_dir without one"
+        )
     return str(path).replace("%", "%%")
 
 
@@ -83,5 +86,8 @@ def run_sbatch(script: Path, *options: str) -> str:
         return run_sbatch_command(script, *options)
     except SlurmCommandError as err:
         if err.missing:
-            raise UserError("sbatch not found: run `train submit` where Slurm is installed (or start a local cluster: scripts/local-slurm start)") from None
+            raise UserError(
+                "sbatch not found: run `train submit` where Slurm is installed (or start a local cluster: "
+                "scripts/local-slurm start)"
+            ) from None
         raise UserError(f"sbatch refused {script}: {err.message}") from None

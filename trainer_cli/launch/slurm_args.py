@@ -16,12 +16,21 @@ from typing import Any
 
 import yaml
 
-from trainer_cli.compose import CONFIG_FLAGS, Layers, config_text, load_yaml_file, place_class_flags, take_config_roots
+from trainer_cli.config.compose import (
+    CONFIG_FLAGS,
+    Layers,
+    config_text,
+    load_yaml_file,
+    place_class_flags,
+    take_config_roots,
+)
 from trainer_cli.errors import UserError, did_you_mean
 from trainer_cli.launch.options import FLAG_PREFIX, SECTION, SlurmOptions
 
 
-def split_args(args: list[str], fixed: Collection[str] = ()) -> tuple[list[str], list[dict[str, Any] | list[str]], list[str], Layers]:
+def split_args(
+    args: list[str], fixed: Collection[str] = ()
+) -> tuple[list[str], list[dict[str, Any] | list[str]], list[str], Layers]:
     """Separate ``train submit`` arguments into fit arguments and Slurm layers.
 
     Every ``--config`` value is expanded (composed if it has a ``defaults:`` list); its ``slurm:``
@@ -30,10 +39,10 @@ def split_args(args: list[str], fixed: Collection[str] = ()) -> tuple[list[str],
 
     Returns:
         ``(fit_args, slurm_layers, own_flags, layers)``: fit arguments with ``--config`` already
-        expanded (for :func:`trainer_cli.cli.parse_config` with ``expand=False``), the Slurm layers in
+        expanded (for :func:`trainer_cli.runtime.cli.parse_config` with ``expand=False``), the Slurm layers in
         command-line order (a dict per config file section, a flag list per flag), the
         flags of ``train submit`` itself (``--dry-run``, ``--check``) and the fit arguments'
-        :class:`~trainer_cli.compose.Layers` (for error messages).
+        :class:`~trainer_cli.config.compose.Layers` (for error messages).
 
     Raises:
         UserError: for a missing config file, bad YAML, a ``slurm:`` that is not a mapping, or a
@@ -74,7 +83,12 @@ def split_args(args: list[str], fixed: Collection[str] = ()) -> tuple[list[str],
             provenance.note_flag(arg)  # for error messages: a later flag wins over an earlier file
             fit_args.append(arg)
         i += 1
-    return place_class_flags(fit_args, provenance, fixed), layers, own, provenance  # a stock config's --model/--data anywhere, as train fit
+    return (
+        place_class_flags(fit_args, provenance, fixed),
+        layers,
+        own,
+        provenance,
+    )  # a stock config's --model/--data anywhere, as train fit
 
 
 def _strip_section(text: str, source: str, layers: list[dict[str, Any] | list[str]]) -> str:
@@ -113,11 +127,13 @@ def parse_slurm_options(layers: list[dict[str, Any] | list[str]]) -> SlurmOption
         keys = [f"{SECTION}.{k}" for k in layer] if isinstance(layer, dict) else [layer[0][2:].split("=")[0]]
         for key in keys:
             if key not in known:
-                raise UserError(f"unknown Slurm option {key!r}.{did_you_mean(key, known) or ' See `train submit --help`.'}")
+                raise UserError(
+                    f"unknown Slurm option {key!r}.{did_you_mean(key, known) or ' See `train submit --help`.'}"
+                )
     try:
         cfg = parser.parse_args(argv)
     except Exception as err:  # jsonargparse's ArgumentError and type errors: the message is the point
-        from trainer_cli.explain import explain_parse_error
+        from trainer_cli.config.explain import explain_parse_error
 
         raise UserError("Slurm options: " + " ".join(explain_parse_error(str(err), parser).split())) from None
     values = {k: v for k, v in cfg[SECTION].as_dict().items() if k in SlurmOptions.__dataclass_fields__}

@@ -5,7 +5,7 @@ still knows: queued, running, and finished ones for ``MinJobAge``, 300 s by defa
 the jobs it no longer knows, one ``sacct -j id1,id2,...`` where accounting is on. A job id Slurm
 reuses (a fresh state directory counts from 1 again) is matched on the script the job runs
 (``<run>/submit.sbatch``), never on the id alone. Once Slurm has forgotten a job, its state and
-restarts are the ones the job recorded in ``<run>/job.json`` (:mod:`trainer_cli.launch.jobstate`).
+restarts are the ones the job recorded in ``<run>/job.json`` (:mod:`trainer_cli.job.jobstate`).
 Used by ``train jobs`` and ``train sweep-results``.
 """
 
@@ -15,13 +15,22 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from trainer_cli.launch import jobstate
-from trainer_cli.launch.options import time_limit_s
+from trainer_cli.job import jobstate
+from trainer_cli.job.slurm_commands import output_or_empty, time_limit_s
 from trainer_cli.launch.pending import array_task_ids, job_fields
-from trainer_cli.launch.slurm_commands import output_or_empty
 
 UNKNOWN = "UNKNOWN"
-ACTIVE_STATES = {"PENDING", "RUNNING", "CONFIGURING", "COMPLETING", "REQUEUED", "RESIZING", "SUSPENDED", "REQUEUE_HOLD", "REQUEUE_FED"}
+ACTIVE_STATES = {
+    "PENDING",
+    "RUNNING",
+    "CONFIGURING",
+    "COMPLETING",
+    "REQUEUED",
+    "RESIZING",
+    "SUSPENDED",
+    "REQUEUE_HOLD",
+    "REQUEUE_FED",
+}
 TAIL_BYTES = 16384  # of a log read for its last epoch line
 QUERY_TIMEOUT_S = 30.0
 
@@ -51,7 +60,9 @@ def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus
         f = job_fields(line)
         array, task = f.get("ArrayJobId"), f.get("ArrayTaskId", "")
         keys = [(array if array in ids else f.get("JobId", ""), f.get("Command", ""))]
-        if array:  # a task of an array (or a pending range of them: "0-3%2"), asked for as "<array id>_<task id>" (a sweep's trial)
+        # a task of an array (or a pending range of them: "0-3%2"),
+        # asked for as "<array id>_<task id>" (a sweep's trial)
+        if array:
             keys += [(f"{array}_{t}", f.get("Command", "")) for t in array_task_ids(task)]
         for key in keys:
             if key in wanted:
@@ -60,15 +71,33 @@ def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus
     # sacct's rows name array tasks by their own ids: a task not in scontrol is read from its job.json
     missing = {job_id: script for job_id, script in wanted if (job_id, script) not in out and "_" not in job_id}
     if missing:  # sacct has no script to match on: its rows are taken for ids scontrol no longer knows
-        text = output_or_empty(["sacct", "-X", "-n", "-P", "-j", ",".join(sorted(missing)), "-o", "JobIDRaw,State,Elapsed,ExitCode,NodeList"], QUERY_TIMEOUT_S)
+        text = output_or_empty(
+            [
+                "sacct",
+                "-X",
+                "-n",
+                "-P",
+                "-j",
+                ",".join(sorted(missing)),
+                "-o",
+                "JobIDRaw,State,Elapsed,ExitCode,NodeList",
+            ],
+            QUERY_TIMEOUT_S,
+        )
         rows: dict[str, list[dict[str, str]]] = {}
         for line in text.splitlines():
             raw, state, elapsed, exit_code, nodes = (line.split("|") + [""] * 5)[:5]
             job_id = raw.split("_")[0]
             if job_id in missing and not any(k[0] == job_id for k in out):
-                rows.setdefault(job_id, []).append({
-                    "JobState": state.split()[0] if state else UNKNOWN, "RunTime": elapsed, "Restarts": "0", "ExitCode": exit_code, "NodeList": nodes,
-                })
+                rows.setdefault(job_id, []).append(
+                    {
+                        "JobState": state.split()[0] if state else UNKNOWN,
+                        "RunTime": elapsed,
+                        "Restarts": "0",
+                        "ExitCode": exit_code,
+                        "NodeList": nodes,
+                    }
+                )
         for job_id, entries in rows.items():
             out[(job_id, missing[job_id])] = _summarise(entries, source="sacct")
     return out
@@ -98,7 +127,13 @@ def with_run_record(status: JobStatus | None, job_id: str, run_dir: Path) -> Job
         if status is not None:  # sacct knows the state, the run directory the restarts
             return JobStatus(status.state, max(restarts, status.restarts), status.elapsed, "sacct", status.entries)
         exit_code = recorded.get("exit_code")
-        return JobStatus(state, restarts, "-", "job.json", [{"JobState": state, "ExitCode": f"{exit_code}:0" if exit_code is not None else ""}])
+        return JobStatus(
+            state,
+            restarts,
+            "-",
+            "job.json",
+            [{"JobState": state, "ExitCode": f"{exit_code}:0" if exit_code is not None else ""}],
+        )
     return status or JobStatus()
 
 

@@ -1,7 +1,7 @@
 """``train submit``: the run that ``train fit`` would start, as a Slurm job (a verb).
 
 A fit run is planned, written and queued by :mod:`trainer_cli.launch.fit_job`, its arguments parsed
-by :func:`trainer_cli.cli.parse_config`; ``--sweep`` flags make it a job array
+by :func:`trainer_cli.runtime.cli.parse_config`; ``--sweep`` flags make it a job array
 (:mod:`trainer_cli.launch.sweep`); ``--check`` checks everything and queues nothing.
 """
 
@@ -10,13 +10,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
-from trainer_cli.compose import Layers
+from trainer_cli.config.before_parse import check_top_level_keys
+from trainer_cli.config.compose import Layers
 from trainer_cli.imports import heavy_import
 from trainer_cli.launch import fit_job
 from trainer_cli.launch.cluster import UNCHECKED, check_against_cluster
 from trainer_cli.launch.fit_job import Plan
 from trainer_cli.launch.reservations import refuse_maintenance
-from trainer_cli.precheck import check_top_level_keys
 
 
 def _parse_fit(cli: Any = None) -> fit_job.ParseFit:
@@ -28,7 +28,7 @@ def _parse_fit(cli: Any = None) -> fit_job.ParseFit:
         if cli is None:  # (a user's CLI may add keys of its own) before Lightning's import, as `train fit`
             check_top_level_keys("fit", fit_args, layers)
         with heavy_import():
-            from trainer_cli.cli import parse_config
+            from trainer_cli.runtime.cli import parse_config
 
         return parse_config("fit", fit_args, expand=False, cli=cli, layers=layers)
 
@@ -80,7 +80,8 @@ def check(args: list[str]) -> int:
     res = job.resources
     assert job.slurm.cpus_per_task is not None  # filled in by the plan (check_resources)
     print(
-        f"check passed{' (config and resources only)' if warning and warning.startswith(UNCHECKED) else ''}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), "
+        f"check passed{' (config and resources only)' if warning and warning.startswith(UNCHECKED) else ''}: "
+        f"{res.nodes} node(s) x {res.ntasks_per_node} task(s), "
         f"{res.gpus_per_node} GPU(s) and {job.slurm.cpus_per_task * res.ntasks_per_node} CPU(s) per node, "
         f"partition {job.slurm.partition or '(default)'}, time {job.slurm.time}; nothing written or queued"
     )

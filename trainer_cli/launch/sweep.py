@@ -21,17 +21,18 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import update_json
+from trainer_cli.config.before_parse import check_top_level_keys
 from trainer_cli.errors import UserError
-from trainer_cli.launch import jobstate, snapshot
+from trainer_cli.job import jobstate
+from trainer_cli.job.slurm_commands import output_or_empty
+from trainer_cli.launch import snapshot
 from trainer_cli.launch.cluster import check_resources
 from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.render import render
 from trainer_cli.launch.resources import Resources, derive
 from trainer_cli.launch.sbatch import SCRIPT_NAME, run_sbatch, script_context, slurm_filename_pattern
 from trainer_cli.launch.slurm_args import parse_slurm_options, split_args
-from trainer_cli.launch.slurm_commands import output_or_empty
 from trainer_cli.launch.submissions import register
-from trainer_cli.precheck import check_top_level_keys
 from trainer_cli.sweeps import plan as sweep_plan
 from trainer_cli.sweeps.plan import task_log
 from trainer_cli.sweeps.space import take_sweep_args
@@ -52,8 +53,10 @@ def _shared_resources(sweep: sweep_plan.Sweep, slurm: SlurmOptions) -> Resources
     for resources, trial in found[1:]:
         if resources != first:
             raise UserError(
-                f"sweep {trial.label()}: {resources.nodes} node(s) x {resources.ntasks_per_node} task(s), {resources.gpus_per_node} GPU(s) "
-                f"per node, but trial 0 has {first.nodes} x {first.ntasks_per_node}, {first.gpus_per_node}: the trials of one job array "
+                f"sweep {trial.label()}: {resources.nodes} node(s) x {resources.ntasks_per_node} task(s), "
+                f"{resources.gpus_per_node} GPU(s) "
+                f"per node, but trial 0 has {first.nodes} x {first.ntasks_per_node}, {first.gpus_per_node}: the trials "
+                "of one job array "
                 "share one resource request; sweep other options, or submit separate sweeps"
             )
     return first
@@ -87,8 +90,10 @@ def _script(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, 
     }
     text = render(TEMPLATE if slurm.template == "ddp" else slurm.template, context)
     if f"#SBATCH --array={context['array']}" not in text:
-        raise UserError(f"--slurm.template {slurm.template}: renders no `#SBATCH --array` line, so a sweep would run as one job; "
-                        'a sweep\'s template starts {% extends "sweep.sbatch.j2" %}')
+        raise UserError(
+            f"--slurm.template {slurm.template}: renders no `#SBATCH --array` line, so a sweep would run as one job; "
+            'a sweep\'s template starts {% extends "sweep.sbatch.j2" %}'
+        )
     return text
 
 
@@ -123,12 +128,16 @@ def plan(args: list[str], dry_run: bool) -> SweepJob:
     if slurm.cv_folds or slurm.test_after_fit:
         raise UserError("--sweep with --slurm.cv_folds or --slurm.test_after_fit: a sweep runs plain fits; choose one")
     if slurm.requeue_mode == "resubmit":
-        raise UserError("--sweep with --slurm.requeue_mode resubmit: the tasks of a job array requeue one by one; drop one")
+        raise UserError(
+            "--sweep with --slurm.requeue_mode resubmit: the tasks of a job array requeue one by one; drop one"
+        )
     check_top_level_keys("fit", fit_args, provenance)  # before Lightning's import
     count, limit = len(space.trials()), None if dry_run else max_array_size()
     if limit is not None and count > limit:  # before parsing every trial (a quarter second each)
-        raise UserError(f"the sweep has {count} trials; this cluster's job arrays hold at most {limit} tasks (MaxArraySize): "
-                        "sweep fewer values, or split the sweep")
+        raise UserError(
+            f"the sweep has {count} trials; this cluster's job arrays hold at most {limit} tasks (MaxArraySize): "
+            "sweep fewer values, or split the sweep"
+        )
     sweep = sweep_plan.plan(space, fit_args, provenance)
     resources = _shared_resources(sweep, slurm)
     check_resources(slurm, resources, sweep.trials[0].config, dry_run)
@@ -148,14 +157,23 @@ def main(args: list[str]) -> int:
     sweep, res = job.sweep, job.resources
     n = len(sweep.trials)
     if check:
-        print(f"check passed: {n} trial(s), each {res.nodes} node(s) x {res.ntasks_per_node} task(s); nothing written or queued")
+        print(
+            f"check passed: {n} trial(s), each {res.nodes} node(s) x {res.ntasks_per_node} task(s); nothing written or "
+            "queued"
+        )
         return 0
     if dry_run:
         print(f"# sweep directory (not created): {sweep.sweep_dir}")
         for trial in sweep.trials:
-            print(f"#   {sweep_plan.trial_name(trial.index)}: {' '.join(f'--{k} {v}' for k, v in trial.overrides.items())}")
+            print(
+                f"#   {sweep_plan.trial_name(trial.index)}: "
+                f"{' '.join(f'--{k} {v}' for k, v in trial.overrides.items())}"
+            )
         print(f"# {sweep.sweep_dir / SCRIPT_NAME}:\n{job.script_text}")
-        print(f"# the sbatch command (not run):\n{shlex.join(['sbatch', '--parsable', str(sweep.sweep_dir / SCRIPT_NAME)])}")
+        print(
+            f"# the sbatch command (not "
+            f"run):\n{shlex.join(['sbatch', '--parsable', str(sweep.sweep_dir / SCRIPT_NAME)])}"
+        )
         return 0
     return submit(sweep, job.slurm, res, job.job_name)
 
@@ -183,13 +201,22 @@ def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, j
         raise
     n = len(sweep.trials)
     submitted = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    sweep_plan.write_record(sweep, {"job_id": job_id, "array": _array(n, slurm), "script": str(script), "submitted": submitted})
+    sweep_plan.write_record(
+        sweep, {"job_id": job_id, "array": _array(n, slurm), "script": str(script), "submitted": submitted}
+    )
     for trial in sweep.trials:
         run_dir = sweep.trial_dir(trial)
         trial_record = {
-            "job_id": job_id, "array_task": trial.index, "job_name": job_name, "run_dir": str(run_dir), "script": str(script),
-            "log": str(task_log(sweep.sweep_dir, job_id, trial.index)), "nodes": resources.nodes,
-            "ntasks_per_node": resources.ntasks_per_node, "gpus_per_node": resources.gpus_per_node, "submitted": submitted,
+            "job_id": job_id,
+            "array_task": trial.index,
+            "job_name": job_name,
+            "run_dir": str(run_dir),
+            "script": str(script),
+            "log": str(task_log(sweep.sweep_dir, job_id, trial.index)),
+            "nodes": resources.nodes,
+            "ntasks_per_node": resources.ntasks_per_node,
+            "gpus_per_node": resources.gpus_per_node,
+            "submitted": submitted,
         }
         # a task may have started already and recorded itself: one locked read-modify-write keeps what it wrote
         update_json(run_dir / jobstate.JOB_FILE, partial(_pending_unless_started, job_id, trial_record))
@@ -202,7 +229,11 @@ def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, j
         print(f"Code:            {code.root} ({code.files} files at {code.commit[:12]}, {state})")
     print(f"Results:         train sweep-results {sweep.sweep_dir}")
     record: dict[str, Any] = {
-        "job_id": job_id, "job_name": job_name, "run_dir": str(sweep.sweep_dir), "trials": n, "submitted": submitted,
+        "job_id": job_id,
+        "job_name": job_name,
+        "run_dir": str(sweep.sweep_dir),
+        "trials": n,
+        "submitted": submitted,
         "log": str(sweep.sweep_dir / LOG_PATTERN.replace("%3a", "<i>").replace("%A", job_id).replace("%a", "<i>")),
     }
     register(sweep.root, record)

@@ -76,10 +76,16 @@ class CNN(nn.Module):
             if stage > 0:
                 blocks.append(nn.MaxPool2d(2, ceil_mode=True))
             for _ in range(2):
-                blocks += [nn.Conv2d(channels, out, 3, padding=1, bias=False), nn.BatchNorm2d(out), nn.ReLU(inplace=True)]
+                blocks += [
+                    nn.Conv2d(channels, out, 3, padding=1, bias=False),
+                    nn.BatchNorm2d(out),
+                    nn.ReLU(inplace=True),
+                ]
                 channels = out
         self.features = nn.Sequential(*blocks)
-        self.head = nn.Sequential(nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(channels, num_classes))
+        self.head = nn.Sequential(
+            nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Dropout(dropout), nn.Linear(channels, num_classes)
+        )
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         """Logits ``[b, num_classes]`` for images ``x`` of shape ``[b, c, h, w]``."""

@@ -12,7 +12,7 @@ from torchmetrics.classification import MulticlassAccuracy
 
 from trainer_cli.models.finetune import backbone_modules
 from trainer_cli.models.mixing import build_batch_mix, hard_labels
-from trainer_cli.registry import build_backbone
+from trainer_cli.models.registry import build_backbone
 
 
 class ImageClassifier(pl.LightningModule):
@@ -89,7 +89,9 @@ class ImageClassifier(pl.LightningModule):
             self.example_input_array = torch.zeros(2, in_channels, image_size, image_size)
         self.criterion = nn.CrossEntropyLoss(label_smoothing=label_smoothing)  # takes soft targets too
         self.batch_mix = build_batch_mix(num_classes, mixup_alpha, cutmix_alpha)
-        self._last_mix: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = None  # (images in, images, targets out)
+        self._last_mix: tuple[torch.Tensor, torch.Tensor, torch.Tensor] | None = (
+            None  # (images in, images, targets out)
+        )
         # training accuracy (micro: correct / samples): the hits are summed on the device each step (one
         # add, no metric bookkeeping per step) and given to the metric once per epoch, weighted by the
         # samples seen, so under DDP its sync gives all ranks' correct / samples

@@ -28,7 +28,9 @@ def build_batch_mix(num_classes: int, mixup_alpha: float = 0.0, cutmix_alpha: fl
         UserError: for a negative alpha.
     """
     if mixup_alpha < 0 or cutmix_alpha < 0:
-        raise UserError(f"mixup_alpha and cutmix_alpha must be >= 0 (0 turns one off), got {mixup_alpha}, {cutmix_alpha}")
+        raise UserError(
+            f"mixup_alpha and cutmix_alpha must be >= 0 (0 turns one off), got {mixup_alpha}, {cutmix_alpha}"
+        )
     if mixup_alpha == 0 and cutmix_alpha == 0:
         return None
     from torchvision.transforms import v2  # only when mixing (start-up: `train fit --help` needs none of it)

@@ -18,7 +18,7 @@ from trainer_cli.errors import UserError
 from trainer_cli.imports import import_class
 from trainer_cli.optim.param_groups import ParamGroups, build_param_groups, scale_per_group
 from trainer_cli.optim.sam import SAM
-from trainer_cli.schedule_resume import steps_to_build
+from trainer_cli.optim.schedule_resume import steps_to_build
 
 TOTAL_STEPS_ARG = "total_steps"
 PER_GROUP_LR_ARGS = ("max_lr", "base_lr")  # scheduler arguments scaled by each group's lr_mult
@@ -49,8 +49,13 @@ def build_scheduler(optimizer: Optimizer, init: dict[str, Any], trainer: pl.Trai
     step_wise = is_step_wise(cls)
     if step_wise and kwargs.get(TOTAL_STEPS_ARG) is None:
         if trainer is None:
-            raise RuntimeError(f"{cls.__name__} takes {TOTAL_STEPS_ARG} from the Trainer: call configure_optimizers from a Trainer, or give {TOTAL_STEPS_ARG}")
-        kwargs[TOTAL_STEPS_ARG] = steps_to_build(trainer, total_optimizer_steps(trainer))  # --resume_schedule restart: fewer
+            raise RuntimeError(
+                f"{cls.__name__} takes {TOTAL_STEPS_ARG} from the Trainer: call configure_optimizers from a Trainer, "
+                f"or give {TOTAL_STEPS_ARG}"
+            )
+        kwargs[TOTAL_STEPS_ARG] = steps_to_build(
+            trainer, total_optimizer_steps(trainer)
+        )  # --resume_schedule restart: fewer
     for key in PER_GROUP_LR_ARGS:
         if key in kwargs:
             kwargs[key] = scale_per_group(kwargs[key], optimizer.param_groups)
@@ -66,7 +71,9 @@ def _default_arg(cls: type, name: str) -> Any:
     return None if param is None or param.default is inspect.Parameter.empty else param.default
 
 
-def build_optimizer(module: pl.LightningModule, optimizer_init: dict[str, Any], param_groups: ParamGroups | None = None) -> Optimizer:
+def build_optimizer(
+    module: pl.LightningModule, optimizer_init: dict[str, Any], param_groups: ParamGroups | None = None
+) -> Optimizer:
     """The configured optimizer over the module's trainable parameters, split into groups by
     ``param_groups`` (see :mod:`trainer_cli.optim.param_groups`).
 
@@ -104,7 +111,9 @@ def configure_optimizers(
         return optimizer
     try:
         trainer = module.trainer
-    except RuntimeError:  # called outside a Trainer (as LightningCLI allows): a step-wise scheduler needs total_steps given
+    except (
+        RuntimeError
+    ):  # called outside a Trainer (as LightningCLI allows): a step-wise scheduler needs total_steps given
         trainer = None
     config = build_scheduler(optimizer, lr_scheduler_init, trainer)
     if "monitor" in config:  # ReduceLROnPlateau: the dict form, as LightningCLI returns it

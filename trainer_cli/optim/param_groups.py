@@ -47,7 +47,9 @@ class ParamGroups:
             try:
                 re.compile(pattern)
             except re.error as err:
-                raise UserError(f"param_groups.lr_multipliers: {pattern!r} is not a regular expression: {err}") from None
+                raise UserError(
+                    f"param_groups.lr_multipliers: {pattern!r} is not a regular expression: {err}"
+                ) from None
             if factor < 0:
                 raise UserError(f"param_groups.lr_multipliers[{pattern!r}] must be >= 0, got {factor}")
 
@@ -62,7 +64,9 @@ def is_no_decay(name: str, param: nn.Parameter) -> bool:
     return param.ndim < 2 or name.endswith(".bias")
 
 
-def build_param_groups(module: nn.Module, spec: ParamGroups, lr: float, weight_decay: float | None) -> list[dict[str, Any]]:
+def build_param_groups(
+    module: nn.Module, spec: ParamGroups, lr: float, weight_decay: float | None
+) -> list[dict[str, Any]]:
     """The trainable parameters of ``module`` as optimizer parameter groups.
 
     Frozen parameters (``requires_grad=False``, e.g. a backbone frozen by
@@ -98,7 +102,9 @@ def build_param_groups(module: nn.Module, spec: ParamGroups, lr: float, weight_d
     unmatched = [p for i, (p, _) in enumerate(patterns) if i not in used]
     if unmatched:
         names = ", ".join(n for n, _ in list(module.named_parameters())[:6])
-        raise UserError(f"param_groups.lr_multipliers: {unmatched} match no trainable parameter (names look like: {names}, ...)")
+        raise UserError(
+            f"param_groups.lr_multipliers: {unmatched} match no trainable parameter (names look like: {names}, ...)"
+        )
     groups = []
     for key in sorted(keys):
         index, no_decay = key

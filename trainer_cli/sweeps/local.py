@@ -16,10 +16,9 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-import trainer_cli
 from trainer_cli.errors import UserError
-from trainer_cli.launch import jobstate
-from trainer_cli.rundir import CONFIG_FILE, ENV_RUN_DIR
+from trainer_cli.job import jobstate
+from trainer_cli.rundir.policy import CONFIG_FILE, ENV_RUN_DIR
 from trainer_cli.sweeps import plan as sweep_plan
 from trainer_cli.sweeps import results
 from trainer_cli.sweeps.space import take_sweep_args
@@ -34,7 +33,7 @@ def main(args: Sequence[str]) -> int:
     Raises:
         UserError: for a bad sweep flag or any trial's bad value (nothing is written then).
     """
-    from trainer_cli.compose import compose_args
+    from trainer_cli.config.compose import compose_args
 
     space, rest = take_sweep_args(list(args))
     if space is None:
@@ -44,14 +43,16 @@ def main(args: Sequence[str]) -> int:
     n = len(sweep.trials)
     print(f"Sweep directory: {sweep.sweep_dir} ({n} trial(s), one after another)", flush=True)
     env = {k: v for k, v in os.environ.items() if k != ENV_RUN_DIR}
-    package_root = str(Path(trainer_cli.__file__).resolve().parents[1])  # each trial imports this trainer_cli
+    package_root = str(Path(__file__).resolve().parents[2])  # each trial imports this trainer_cli
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     failed = []
     for trial in sweep.trials:
         run_dir = sweep.trial_dir(trial)
         print(f"\n=== {trial.label()} [{trial.index + 1}/{n}] -> {run_dir}", flush=True)
         jobstate.update(run_dir, state="RUNNING", exit_code=None)
-        proc = subprocess.Popen([sys.executable, "-m", "trainer_cli", "fit", "--config", str(run_dir / CONFIG_FILE)], env=env)
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "trainer_cli", "fit", "--config", str(run_dir / CONFIG_FILE)], env=env
+        )
         try:
             code = proc.wait()
         except KeyboardInterrupt:  # the trial got Ctrl-C too: let it save and stop, then stop the sweep
@@ -67,6 +68,9 @@ def main(args: Sequence[str]) -> int:
     print()
     results.report(sweep.sweep_dir)
     if failed:
-        print(f"error: trial(s) {', '.join(map(str, failed))} failed; see their logs under {sweep.sweep_dir}", file=sys.stderr)
+        print(
+            f"error: trial(s) {', '.join(map(str, failed))} failed; see their logs under {sweep.sweep_dir}",
+            file=sys.stderr,
+        )
         return 1
     return 0

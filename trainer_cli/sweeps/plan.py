@@ -1,8 +1,9 @@
 """A sweep's trials composed and type-checked before any runs, and its directory.
 
 Every trial is parsed exactly as ``train fit`` parses its command line
-(:class:`trainer_cli.cli.ConfigParser`: compose, then jsonargparse type-checks every key; one
-parser, built once, for the base command and every trial), with the trial's values appended as ``--KEY VALUE`` overrides, so one bad value fails the whole sweep
+(:class:`trainer_cli.runtime.cli.ConfigParser`: compose, then jsonargparse type-checks every key; one
+parser, built once, for the base command and every trial), with the trial's values appended as ``--KEY VALUE``
+overrides, so one bad value fails the whole sweep
 before anything is written or queued, naming the trial. The layout::
 
     <trainer.default_root_dir>/<name>/sweep_<N>/
@@ -25,14 +26,14 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer_cli import rundir
-from trainer_cli.compose import Layers
+from trainer_cli.config.compose import Layers
 from trainer_cli.errors import ConfigError, UserError
 from trainer_cli.imports import heavy_import
+from trainer_cli.rundir import policy as rundir
 from trainer_cli.sweeps.space import Space
 
 if TYPE_CHECKING:
-    from trainer_cli.cli import ConfigParser
+    from trainer_cli.runtime.cli import ConfigParser
 
 SWEEP_FILE = "sweep.json"
 SWEEP_PREFIX = "sweep_"
@@ -124,7 +125,9 @@ class _TrialRefused(Exception):
     """A trial's config does not parse: the parser's message, on one line."""
 
 
-def _parse_trial(parser: ConfigParser, index: int, overrides: dict[str, str], args: list[str], layers: Layers) -> tuple[Trial, str]:
+def _parse_trial(
+    parser: ConfigParser, index: int, overrides: dict[str, str], args: list[str], layers: Layers
+) -> tuple[Trial, str]:
     """Parse ``train fit ARGS`` for one trial; returns it with what the parse wrote to stderr (warnings).
 
     Raises:
@@ -150,7 +153,7 @@ def check_trials(space: Space, fit_args: list[str], layers: Layers | None = None
     Args:
         space: The search space (:func:`trainer_cli.sweeps.space.take_sweep_args`).
         fit_args: The ``train fit`` arguments without the sweep flags, ``--config`` values already
-            expanded (:func:`trainer_cli.compose.compose_args`).
+            expanded (:func:`trainer_cli.config.compose.compose_args`).
         layers: The layers of ``fit_args`` (for error messages naming a value's file and line).
 
     Returns:
@@ -162,15 +165,21 @@ def check_trials(space: Space, fit_args: list[str], layers: Layers | None = None
             trial, those refused for the same reason together.
     """
     with heavy_import():
-        from trainer_cli.cli import ConfigParser
+        from trainer_cli.runtime.cli import ConfigParser
 
     layers = layers if layers is not None else Layers()
     parser = ConfigParser("fit")  # built once, for the base command and every trial
     _, base = parser.parse(fit_args, layers)  # errors of the command itself read as `train fit`'s
     if base.get("run_dir"):
-        raise UserError("--run_dir and --sweep: a sweep makes a run directory per trial (<root>/<name>/sweep_<N>/trial_<i>); drop --run_dir")
+        raise UserError(
+            "--run_dir and --sweep: a sweep makes a run directory per trial (<root>/<name>/sweep_<N>/trial_<i>); drop "
+            "--run_dir"
+        )
     if base.get("ckpt_path") in ("last", "best"):
-        raise UserError(f"--ckpt_path {base.get('ckpt_path')} and --sweep: every trial starts a new run; give a checkpoint file to start each from it")
+        raise UserError(
+            f"--ckpt_path {base.get('ckpt_path')} and --sweep: every trial starts a new run; give a checkpoint file to "
+            "start each from it"
+        )
     trials: list[Trial] = []
     refused: dict[str, list[str]] = {}
     warned: set[str] = set()
@@ -199,7 +208,7 @@ def plan(space: Space, fit_args: list[str], layers: Layers | None = None) -> Swe
     Raises:
         UserError: as :func:`check_trials`.
     """
-    from trainer_cli.cli import DEFAULT_ROOT_DIR
+    from trainer_cli.runtime.cli import DEFAULT_ROOT_DIR
 
     base, trials = check_trials(space, fit_args, layers)
     root = Path(base.trainer.default_root_dir or DEFAULT_ROOT_DIR)
@@ -268,8 +277,10 @@ def read_record(sweep_dir: Path) -> dict[str, Any]:
     try:
         record = json.loads(path.read_text())
     except (OSError, ValueError) as err:
-        raise UserError(f"{sweep_dir}: not a sweep directory ({SWEEP_FILE}: {getattr(err, 'strerror', None) or err}); "
-                        "`train fit --sweep ...` or `train submit --sweep ...` makes one") from None
+        raise UserError(
+            f"{sweep_dir}: not a sweep directory ({SWEEP_FILE}: {getattr(err, 'strerror', None) or err}); "
+            "`train fit --sweep ...` or `train submit --sweep ...` makes one"
+        ) from None
     if not isinstance(record, dict) or not isinstance(record.get("trials"), list):
         raise UserError(f"{path}: not a sweep record (no trials)")
     return record

@@ -1,13 +1,13 @@
 """``train sweep-results SWEEP_DIR``: one row per trial, best first, also while trials still run.
 
 Read from what is on disk, nothing is loaded into a model: each trial's best monitored score from
-its newest checkpoint's ``ModelCheckpoint`` state (:func:`trainer_cli.rundir.best_score`; before
+its newest checkpoint's ``ModelCheckpoint`` state (:func:`trainer_cli.rundir.policy.best_score`; before
 its first such checkpoint, from its TensorBoard event files), its
 state from Slurm for a submitted sweep (one ``scontrol`` call for all tasks, as ``train jobs``)
 completed by the trial's ``job.json``, and its progress from the last epoch line of its log. Rows
 are sorted by the score (``mode`` max: highest first; min: lowest first; trials without a score
 last) and written as ``sweep_results.csv`` and ``sweep_results.json`` in the sweep directory, with
-``sweep_results.png`` (:mod:`trainer_cli.plots`: the metric against each swept axis).
+``sweep_results.png`` (:mod:`trainer_cli.tools.plots`: the metric against each swept axis).
 """
 
 from __future__ import annotations
@@ -20,8 +20,8 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer_cli import rundir
-from trainer_cli.launch import jobstate
+from trainer_cli.job import jobstate
+from trainer_cli.rundir import policy as rundir
 from trainer_cli.sweeps.plan import read_record
 from trainer_cli.tables import print_table
 
@@ -31,7 +31,8 @@ NOT_STARTED = "PENDING"
 
 HELP_EPILOG = """\
 examples:
-  train fit --config configs/experiment/digits.yaml --sweep optimizer.init_args.lr=1e-3,1e-2 --sweep data.init_args.batch_size=32,64
+  train fit --config configs/experiment/digits.yaml --sweep optimizer.init_args.lr=1e-3,1e-2 --sweep
+  data.init_args.batch_size=32,64
   train submit --config configs/experiment/digits.yaml --config configs/slurm/local.yaml \\
       --sweep optimizer.init_args.lr=loguniform(1e-4,1e-1) --sweep_trials 8 --sweep_seed 0 --slurm.array_parallelism 2
   train sweep-results runs/digits/sweep_0
@@ -79,7 +80,11 @@ def logged_best(run_dir: Path, monitor: str | None, mode: str) -> float | None:
     for events in sorted(run_dir.glob("events.out.tfevents.*")):
         try:
             for event in EventFileLoader(str(events)).Load():
-                values += [v.simple_value if v.HasField("simple_value") else _tensor_value(v) for v in event.summary.value if v.tag == monitor]
+                values += [
+                    v.simple_value if v.HasField("simple_value") else _tensor_value(v)
+                    for v in event.summary.value
+                    if v.tag == monitor
+                ]
         except Exception:  # a file being written: what was read so far counts
             continue
     values = [v for v in values if not math.isnan(v)]
@@ -109,7 +114,10 @@ def trial_states(record: dict[str, Any]) -> list[tuple[str, int]]:
     script = Path(record["sweep_dir"]) / "submit.sbatch"
     tasks = [(f"{job_id}_{t['index']}", script) for t in trials]
     slurm = query_slurm(tasks)
-    statuses = [with_run_record(slurm.get((task, str(script))), job_id, Path(t["run_dir"])) for (task, _), t in zip(tasks, trials)]
+    statuses = [
+        with_run_record(slurm.get((task, str(script))), job_id, Path(t["run_dir"]))
+        for (task, _), t in zip(tasks, trials)
+    ]
     return [(s.state, s.restarts) for s in statuses]
 
 
@@ -136,11 +144,18 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
         best = rundir.best_score(run_dir, monitor)
         score = best.score if best and best.score is not None else logged_best(run_dir, monitor, mode)
         logs = sorted(run_dir.glob("slurm-*.log"), key=lambda p: p.stat().st_mtime)
-        rows.append({
-            "trial": trial["index"], "values": trial.get("values", {}), "score": score,
-            "state": state, "restarts": restarts, "epochs": best.epochs_done if best else 0,
-            "progress": last_epoch_line(logs[-1]) if logs else "-", "run_dir": str(run_dir),
-        })
+        rows.append(
+            {
+                "trial": trial["index"],
+                "values": trial.get("values", {}),
+                "score": score,
+                "state": state,
+                "restarts": restarts,
+                "epochs": best.epochs_done if best else 0,
+                "progress": last_epoch_line(logs[-1]) if logs else "-",
+                "run_dir": str(run_dir),
+            }
+        )
     sign = -1.0 if mode == "max" else 1.0
     rows.sort(key=lambda r: (r["score"] is None or math.isnan(r["score"]), sign * (r["score"] or 0.0), r["trial"]))
     return {"sweep_dir": str(Path(sweep_dir).absolute()), "monitor": monitor, "mode": mode, "keys": keys, "rows": rows}
@@ -157,7 +172,17 @@ def write(results: dict[str, Any]) -> tuple[Path, Path]:
         writer.writerow(["trial", *results["keys"], metric, "state", "restarts", "epochs", "run_dir"])
         for row in results["rows"]:
             values = [row["values"].get(k, "") for k in results["keys"]]
-            writer.writerow([row["trial"], *values, "" if row["score"] is None else row["score"], row["state"], row["restarts"], row["epochs"], row["run_dir"]])
+            writer.writerow(
+                [
+                    row["trial"],
+                    *values,
+                    "" if row["score"] is None else row["score"],
+                    row["state"],
+                    row["restarts"],
+                    row["epochs"],
+                    row["run_dir"],
+                ]
+            )
     return csv_path, json_path
 
 
@@ -169,7 +194,9 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     for row in results["rows"]:
         score = "-" if row["score"] is None else f"{row['score']:.4f}"
         values = [str(row["values"].get(k, "")) for k in results["keys"]]
-        rows.append([str(row["trial"]), *values, score, row["state"], str(row["restarts"]), str(row["epochs"]), row["progress"]])
+        rows.append(
+            [str(row["trial"]), *values, score, row["state"], str(row["restarts"]), str(row["epochs"]), row["progress"]]
+        )
     return header, rows
 
 
@@ -180,15 +207,21 @@ def report(sweep_dir: Path) -> dict[str, Any]:
         UserError: when ``sweep_dir`` is not a sweep directory.
     """
     results = collect(sweep_dir)
-    print(f"sweep {results['sweep_dir']}: {len(results['rows'])} trial(s), best {results['monitor'] or '(no monitored metric)'} first")
+    print(
+        f"sweep {results['sweep_dir']}: {len(results['rows'])} trial(s), best "
+        f"{results['monitor'] or '(no monitored metric)'} first"
+    )
     header, rows = table_rows(results)
     print_table(rows, header)
     csv_path, json_path = write(results)
-    from trainer_cli.plots import SWEEP_PNG, plot_sweep
+    from trainer_cli.tools.plots import SWEEP_PNG, plot_sweep
 
     kinds = {axis["key"]: axis.get("kind", "") for axis in read_record(Path(results["sweep_dir"])).get("axes", [])}
     png = plot_sweep(results, kinds, Path(results["sweep_dir"]) / SWEEP_PNG)
-    print(f"written: {csv_path}, {json_path}" + (f", {png}" if png else " (no plot: no trial has a score yet)"), flush=True)
+    print(
+        f"written: {csv_path}, {json_path}" + (f", {png}" if png else " (no plot: no trial has a score yet)"),
+        flush=True,
+    )
     return results
 
 
@@ -199,8 +232,10 @@ def main(args: Sequence[str]) -> int:
         UserError: when SWEEP_DIR is not a sweep directory.
     """
     parser = argparse.ArgumentParser(
-        prog="train sweep-results", description="The table of a sweep's trials: swept values, best monitored metric, state; best first.",
-        epilog=HELP_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter,
+        prog="train sweep-results",
+        description="The table of a sweep's trials: swept values, best monitored metric, state; best first.",
+        epilog=HELP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
     )
     parser.add_argument("sweep_dir", help="the sweep directory, <trainer.default_root_dir>/<name>/sweep_<N>")
     opts = parser.parse_args(list(args))

@@ -62,7 +62,11 @@ class Axis:
         low, high = (float(v) for v in self.values)
         if self.kind == "randint":
             return str(rng.randrange(int(low), int(high)))
-        value = math.exp(rng.uniform(math.log(low), math.log(high))) if self.kind == "loguniform" else rng.uniform(low, high)
+        value = (
+            math.exp(rng.uniform(math.log(low), math.log(high)))
+            if self.kind == "loguniform"
+            else rng.uniform(low, high)
+        )
         return repr(float(f"{value:.6g}"))
 
 
@@ -138,7 +142,10 @@ def parse_axis(flag_value: str) -> Axis:
     key, sep, spec = flag_value.partition("=")
     key, spec = key.strip().removeprefix("--"), spec.strip()
     if not sep or not spec:
-        raise UserError(f"{where}: write KEY=VALUES, e.g. {SWEEP_FLAG} optimizer.init_args.lr=1e-3,3e-3 (see `train sweep-results --help`)")
+        raise UserError(
+            f"{where}: write KEY=VALUES, e.g. {SWEEP_FLAG} optimizer.init_args.lr=1e-3,3e-3 (see `train sweep-results "
+            "--help`)"
+        )
     if not _KEY.fullmatch(key):
         raise UserError(f"{where}: {key!r} is not an option name (dotted, like trainer.max_epochs)")
     if key in NOT_SWEPT:
@@ -220,7 +227,10 @@ def take_sweep_args(args: list[str]) -> tuple[Space | None, list[str]]:
     if trials < 1:
         raise UserError(f"{TRIALS_FLAG} {trials}: must be 1 or more")
     if trials > 1 and not any(a.is_random for a in axes):
-        raise UserError(f"{TRIALS_FLAG} {trials}: needs a random axis (e.g. {SWEEP_FLAG} optimizer.init_args.lr=loguniform(1e-4,1e-1)); a grid runs each point once")
+        raise UserError(
+            f"{TRIALS_FLAG} {trials}: needs a random axis (e.g. {SWEEP_FLAG} "
+            "optimizer.init_args.lr=loguniform(1e-4,1e-1)); a grid runs each point once"
+        )
     return Space(axes, trials, seed), rest
 
 

@@ -1,0 +1,460 @@
+"""Config composition: ``--config`` files, Hydra ``defaults:`` lists and OmegaConf interpolation.
+
+Each ``--config`` value is resolved to a file (see :func:`trainer_cli.config.paths.resolve_config_path`).
+A file whose top level holds a ``defaults:`` list is composed with Hydra's compose API (no
+``@hydra.main``: no working-directory change, no argv rewriting) and handed to LightningCLI as the
+composed YAML text, interpolations still unresolved. LightningCLI's parser runs in jsonargparse's
+``omegaconf+`` mode, which resolves ``${...}`` once every ``--config`` layer and command-line flag
+has been merged, so interpolations see overrides.
+
+Group files start with ``# @package _global_`` so a group file is both a config fragment that
+layers with ``--config`` and a Hydra group option that composes at the top level.
+
+A user's configs live in folders laid out like ``configs/`` (config roots): an experiment's own
+root, ``--config_root DIR`` and ``$TRAINER_CLI_CONFIG_PATH`` are searched before the bundled
+``configs/`` (:func:`search_roots`). Composing a command line (:func:`compose_args`) returns its
+:class:`Layers` beside the expanded arguments: every layer with the file and line of each key it
+sets, so an error about a value names where it was written (:meth:`Layers.describe_origin`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainer_cli.config.paths import configs_dir, group_names, resolve_config_path, user_config_roots
+from trainer_cli.errors import Origin, UserError
+
+CONFIG_FLAGS = ("--config", "-c")
+ROOT_FLAG = "--config_root"
+
+
+@dataclass
+class Layer:
+    """One ``--config`` value or one ``--key value`` flag of a command line, in order.
+
+    ``keys`` maps each dotted key the layer sets (``.init_args`` dropped, see :func:`plain_key`)
+    to where it is written, ``(file, line)`` (``line`` 1-based; a flag has no file), and ``leaves``
+    holds the keys set to a value rather than to a mapping of keys.
+    """
+
+    label: str
+    keys: dict[str, tuple[Path | None, int | None]] = field(default_factory=dict)
+    leaves: set[str] = field(default_factory=set)
+    composed_from: Path | None = None  # the file with the ``defaults:`` list a composed layer came from
+
+
+SHIM_PRIMARY = "trainer_cli_primary"  # Hydra ConfigStore name of the stand-in primary config (see _compose)
+MAX_CONFIG_NODES = 1_000_000  # values a config file may expand to through YAML aliases
+
+
+class Layers(list[Layer]):
+    """The layers of one command line, in order (:func:`compose_args` returns them): where each key
+    was written, for error messages. A copy (``Layers(layers)``) extends without changing the original."""
+
+    def origin_of(self, keys: Sequence[str]) -> tuple[Layer, str] | None:
+        """The last layer that sets one of ``keys`` (the most specific first) to a value, else the
+        last that sets one to a mapping; with the key it set. None when no layer does (a default)."""
+        wanted = [plain_key(k) for k in keys]
+        for leaf_only in (True, False):
+            for layer in reversed(self):
+                for key in wanted:
+                    if key in layer.keys and (key in layer.leaves or not leaf_only):
+                        return layer, key
+        return None
+
+    def origin(self, keys: Sequence[str]) -> Origin | None:
+        """Where the value of ``keys`` (the most specific first) was written; None for a default."""
+        found = self.origin_of(keys)
+        if found is None:
+            return None
+        layer, key = found
+        file, line = layer.keys[key]
+        if file is None:
+            return Origin(flag=layer.label)
+        return Origin(file, line, layer.composed_from)
+
+    def describe_origin(self, keys: Sequence[str]) -> str:
+        """Where the value of ``keys`` was written, for an error message: ``in FILE line N`` (see
+        :class:`Origin`), or an empty string for a flag or a default."""
+        return str(self.origin(keys) or "")
+
+    def note_flag(self, arg: str) -> None:
+        """Record a ``--key value`` flag of the command line (a later flag wins over an earlier
+        file, so an error about its key names no file)."""
+        if arg.startswith("--") and len(arg) > 2:
+            key = plain_key(arg[2:].split("=", 1)[0])
+            self.append(Layer(arg.split("=", 1)[0], {key: (None, None)}, {key}))
+
+
+def load_yaml_file(path: Path) -> Any:
+    """Load a YAML file safely (no Python object tags).
+
+    Raises:
+        UserError: on a YAML syntax error, naming the file, line and column.
+    """
+    try:
+        text = path.read_text()
+    except OSError as err:
+        raise UserError(f"cannot read config file {path}: {err.strerror}") from None
+    try:
+        check_expanded_size(yaml.compose(text, Loader=yaml.SafeLoader), path)
+        return yaml.safe_load(text)
+    except yaml.MarkedYAMLError as err:
+        mark = err.problem_mark
+        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
+        raise UserError(f"YAML syntax error in {path}{where}: {err.problem or err}") from None
+    except yaml.YAMLError as err:
+        raise UserError(f"YAML error in {path}: {err}") from None
+
+
+def check_expanded_size(root: Any, path: Path, limit: int = MAX_CONFIG_NODES) -> None:
+    """Refuse a YAML document whose aliases (``*a``) expand to more than ``limit`` values (a "billion
+    laughs" file: a few lines that grow to gigabytes once anything walks or copies them).
+
+    Raises:
+        UserError: naming the file and the size it would expand to.
+    """
+    sizes: dict[int, int] = {}
+
+    def size(node: Any) -> int:
+        if id(node) in sizes:
+            return sizes[id(node)]
+        sizes[id(node)] = 1  # a recursive alias counts once
+        if isinstance(node, yaml.SequenceNode):
+            total = 1 + sum(size(child) for child in node.value)
+        elif isinstance(node, yaml.MappingNode):
+            total = 1 + sum(size(k) + size(v) for k, v in node.value)
+        else:
+            total = 1
+        sizes[id(node)] = total
+        return total
+
+    expanded = size(root) if root is not None else 0
+    if expanded > limit:
+        raise UserError(
+            f"config file {path} expands to {expanded:,} values through its YAML aliases (*name), over the limit of "
+            f'{limit:,}: a config that large is a mistake or an attack ("billion laughs"); write the values out'
+        )
+
+
+def has_defaults_list(data: Any) -> bool:
+    """True when a loaded YAML document is a Hydra primary config with a ``defaults:`` list."""
+    return isinstance(data, dict) and isinstance(data.get("defaults"), list)
+
+
+def config_root_of(path: Path) -> Path:
+    """The config root of a config file: the folder above its group folder when the file's folder
+    is named like a bundled group (``myconfigs/experiment/x.yaml`` -> ``myconfigs``), else its folder."""
+    path = path.resolve()
+    bundled = configs_dir().resolve()
+    if path.is_relative_to(bundled):
+        return bundled
+    return path.parent.parent if path.parent.name in group_names() else path.parent
+
+
+def search_roots(path: Path, roots: Sequence[Path] = ()) -> list[Path]:
+    """Where a composed file's ``defaults:`` entries are looked up, first match wins: the file's
+    own config root (:func:`config_root_of`), the user roots, then the bundled ``configs/`` (so a
+    user group file wins over a bundled one of the same name, for a bundled experiment too)."""
+    own, bundled = config_root_of(path), configs_dir().resolve()
+    return list(dict.fromkeys([*([own] if own != bundled else []), *(Path(r).resolve() for r in roots), bundled]))
+
+
+def compose_file(path: Path, roots: Sequence[Path] = ()) -> dict[str, Any]:
+    """Compose a config file that has a Hydra ``defaults:`` list into one plain dict.
+
+    Group options (``/model: cnn``) are looked up in the file's own config root, then in the user
+    config ``roots``, then in the bundled ``configs/`` folder (:func:`search_roots`): a user group
+    file named like a bundled one wins. Interpolations are left unresolved.
+
+    Raises:
+        UserError: for a missing defaults entry or any other composition error.
+    """
+    return _compose(path, roots)[0]
+
+
+def _compose(path: Path, roots: Sequence[Path] = ()) -> tuple[dict[str, Any], list[tuple[Path, str]]]:
+    """:func:`compose_file`, plus the files merged, in merge order, each with its package."""
+    from hydra import compose, initialize_config_dir
+    from hydra.core.config_store import ConfigStore
+    from hydra.core.global_hydra import GlobalHydra
+    from hydra.errors import HydraException
+    from hydra.types import RunMode
+    from omegaconf import OmegaConf
+    from omegaconf.errors import OmegaConfBaseException
+
+    path = path.resolve()
+    search = search_roots(path, roots)
+    name = path.relative_to(config_root_of(path)).with_suffix("").as_posix()
+    primary = name
+    if config_root_of(path) != search[0]:  # a bundled experiment under user roots: Hydra loads the primary
+        # config from the first root only, so a stand-in primary (in Hydra's ConfigStore) names the file
+        if any((r / f"{name}.yaml").is_file() for r in search[:-1]):
+            search = [search[-1], *search[:-1]]  # a user file of the same name: the given file, bundled groups first
+        else:
+            primary = SHIM_PRIMARY
+            ConfigStore.instance().store(name=SHIM_PRIMARY, node={"defaults": [f"/{name}", "_self_"]})
+    quoted = ",".join("'file://" + str(r).replace("\\", "\\\\").replace("'", "\\'") + "'" for r in search[1:])
+    overrides = [f"hydra.searchpath=[{quoted}]"] if len(search) > 1 else []
+    GlobalHydra.instance().clear()
+    try:
+        with initialize_config_dir(config_dir=str(search[0]), version_base="1.3", job_name="train"):
+            cfg = compose(config_name=primary, overrides=overrides)
+            merged = (
+                GlobalHydra.instance().config_loader().compute_defaults_list(primary, overrides, RunMode.RUN).defaults
+            )
+    except (HydraException, OmegaConfBaseException) as err:
+        message = str(err).strip().splitlines()[0]
+        raise UserError(f"cannot compose {path}: {message}") from None
+    except RecursionError:  # Hydra follows the defaults lists without a cycle check
+        raise UserError(
+            f"cannot compose {path}: its defaults: lists form a cycle (a config that includes itself, directly or "
+            "through another): remove one of the entries"
+        ) from None
+    finally:
+        GlobalHydra.instance().clear()
+    sources: list[tuple[Path, str]] = []
+    for entry in merged:
+        if not entry.config_path or (entry.package or "").startswith("hydra") or entry.config_path.startswith("hydra/"):
+            continue
+        found = [r / f"{entry.config_path}.yaml" for r in search if (r / f"{entry.config_path}.yaml").is_file()]
+        if entry.config_path == name:
+            found = [path]
+        if found:
+            sources.append((found[0], entry.package or ""))
+    return fold_list_appends(OmegaConf.to_container(cfg, resolve=False)), sources  # type: ignore[return-value]
+
+
+def plain_key(key: str) -> str:
+    """A dotted key as both a flag and a file may spell it: ``init_args`` segments and a list
+    append's ``+`` dropped (``optimizer.init_args.lr`` and ``optimizer.lr`` are one key)."""
+    return ".".join(p.rstrip("+") for p in key.split(".") if p and p != "init_args")
+
+
+def file_layer(label: str, files: Sequence[tuple[Path, str]], composed_from: Path | None = None) -> Layer:
+    """The :class:`Layer` of YAML ``files`` merged in order, each under its package: every dotted
+    key they set (mapping keys at every depth) -> the last file setting it and the key's line."""
+    layer = Layer(label, composed_from=composed_from)
+    for path, package in files:
+        lines, leaves = key_lines(path, package)
+        layer.keys.update(lines)
+        layer.leaves = (layer.leaves - set(lines)) | leaves
+    return layer
+
+
+def key_lines(path: Path, package: str = "") -> tuple[dict[str, tuple[Path | None, int | None]], set[str]]:
+    """Every dotted key a YAML file sets (mapping keys at every depth, under ``package``) -> the
+    file and the 1-based line of the key, and the keys set to a value (not a mapping); empty when
+    the file can't be read or parsed."""
+    out: dict[str, tuple[Path | None, int | None]] = {}
+    leaves: set[str] = set()
+    try:
+        node = yaml.compose(path.read_text())
+    except (OSError, yaml.YAMLError):
+        return out, leaves
+
+    def walk(node: Any, prefix: str) -> None:
+        if not isinstance(node, yaml.MappingNode):
+            return
+        for key_node, value_node in node.value:
+            if not isinstance(key_node, yaml.ScalarNode) or (not prefix and key_node.value == "defaults"):
+                continue
+            dotted = plain_key(f"{prefix}.{key_node.value}" if prefix else key_node.value)
+            out.setdefault(dotted, (path, key_node.start_mark.line + 1))  # `x.init_args` is `x`
+            if not isinstance(value_node, yaml.MappingNode):
+                leaves.add(dotted)
+            walk(value_node, dotted)
+
+    walk(node, plain_key(package))
+    return out, leaves
+
+
+def fold_list_appends(data: Any) -> Any:
+    """Merge ``key+: [...]`` into ``key: [...]`` where one composed dict holds both.
+
+    Additive group files (``callbacks/early_stopping.yaml``) say ``callbacks+:``: layered with
+    ``--config`` jsonargparse appends them to the list so far; composed next to the list they
+    extend (``/callbacks: [default, early_stopping]``) they are appended here, in order.
+    """
+    if isinstance(data, list):
+        return [fold_list_appends(v) for v in data]
+    if not isinstance(data, dict):
+        return data
+    out = {k: fold_list_appends(v) for k, v in data.items()}
+    for key in [k for k in out if isinstance(k, str) and k.endswith("+")]:
+        base = key[:-1]
+        if isinstance(out.get(base), list) and isinstance(out[key], list):
+            out[base] = out[base] + out.pop(key)
+    return out
+
+
+def config_text(value: str, layers: Layers, roots: Sequence[Path] = ()) -> str:
+    """What LightningCLI gets for one ``--config`` value: a file path, or composed YAML text.
+
+    ``roots`` are the user config roots (:func:`take_config_roots`); the layer is appended to
+    ``layers`` for error messages.
+    """
+    if (
+        value.lstrip().startswith("{") or "\n" in value
+    ):  # a config given inline (JSON/YAML text), as jsonargparse takes it
+        return value
+    path = resolve_config_path(value, roots)
+    data = load_yaml_file(path)
+    if data is None:
+        raise UserError(
+            f"config file {path} is empty (no keys, or only comments): give it some settings or drop this --config"
+        )
+    if not isinstance(data, dict):
+        raise UserError(f"config file {path} must hold a mapping of keys, found {type(data).__name__}")
+    if has_defaults_list(data):
+        composed, sources = _compose(path, roots)
+        layers.append(file_layer(str(path), sources, composed_from=path))
+        return yaml.safe_dump(composed, sort_keys=False)
+    layers.append(file_layer(str(path), [(path, "")]))
+    return str(path)
+
+
+def take_config_roots(args: Sequence[str]) -> tuple[list[Path], list[str]]:
+    """Take every ``--config_root DIR`` / ``--config_root=DIR`` out of ``args``; returns the user
+    config roots (those, then ``$TRAINER_CLI_CONFIG_PATH``'s) and the other arguments.
+
+    Raises:
+        UserError: for ``--config_root`` without a directory, or one that does not exist.
+    """
+    flags: list[str] = []
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg == ROOT_FLAG:
+            if i + 1 >= len(args):
+                raise UserError(f"{ROOT_FLAG} needs a directory (a folder laid out like configs/)")
+            flags.append(args[i + 1])
+            i += 2
+            continue
+        if arg.startswith(ROOT_FLAG + "="):
+            flags.append(arg.split("=", 1)[1])
+        else:
+            rest.append(arg)
+        i += 1
+    return user_config_roots(flags), rest
+
+
+def expand_config_args(args: list[str]) -> list[str]:
+    """The arguments of :func:`compose_args`, where the layers are not needed."""
+    return compose_args(args)[0]
+
+
+def compose_args(args: list[str], fixed: Collection[str] = ()) -> tuple[list[str], Layers]:
+    """Rewrite every ``--config FILE`` / ``--config=FILE`` / ``-c FILE`` in ``args`` for LightningCLI,
+    after taking out the ``--config_root DIR`` flags (:func:`take_config_roots`); returns the
+    arguments and the command line's :class:`Layers` (for error messages). ``fixed``: as
+    :func:`place_class_flags`.
+
+    Raises:
+        UserError: for a missing file, a YAML syntax error or a composition error.
+    """
+    roots, args = take_config_roots(args)
+    layers = Layers()
+    out: list[str] = []
+    i = 0
+    while i < len(args):
+        arg = args[i]
+        if arg in CONFIG_FLAGS:
+            if i + 1 >= len(args):
+                raise UserError(f"{arg} needs a file name")
+            out += ["--config", config_text(args[i + 1], layers, roots)]
+            i += 2
+            continue
+        if arg.startswith("--config="):
+            out += ["--config", config_text(arg.split("=", 1)[1], layers, roots)]
+        else:
+            layers.note_flag(arg)
+            out.append(arg)
+        i += 1
+    return place_class_flags(out, layers, fixed), layers
+
+
+CLASS_KEYS = ("model", "data")  # sections whose class a stock LightningCLI script fixes in code
+
+
+def _class_flag(args: Sequence[str], i: int) -> tuple[str, list[str]] | None:
+    """``(key, flag)`` when ``args[i]`` names the class of a :data:`CLASS_KEYS` section
+    (``--model pkg.Class``, ``--model=...``, ``--model.class_path pkg.Class``), else None."""
+    name, eq, _ = args[i].partition("=")
+    for key in CLASS_KEYS:
+        if name in (f"--{key}", f"--{key}.class_path"):
+            if eq:
+                return key, [args[i]]
+            return (key, [args[i], args[i + 1]]) if i + 1 < len(args) else None
+    return None
+
+
+def _config_section(value: str, key: str) -> Any:
+    """The ``key`` section of one expanded ``--config`` value (a file path or composed YAML text)."""
+    try:
+        data = load_yaml_file(Path(value)) if "\n" not in value and Path(value).is_file() else yaml.safe_load(value)
+    except (UserError, yaml.YAMLError):
+        return None
+    return data.get(key) if isinstance(data, dict) else None
+
+
+def place_class_flags(args: list[str], layers: Layers, fixed: Collection[str] = ()) -> list[str]:
+    """Let ``--model pkg.Class`` / ``--data pkg.Class`` stand anywhere on an expanded command line.
+
+    A config printed by a stock ``LightningCLI(MyModel, MyData)`` script has no ``class_path``
+    (``model: {hidden_dim: 32}``): its values only parse on top of a class given before it. Such a
+    flag given after the config is also put (copied, so that it still wins where it stands) right
+    before the first config that needs it. ``fixed``: the sections whose class the CLI itself fixes
+    (a user's script with ``LightningCLI(MyModel, MyData)``): there such a config is the class's
+    own arguments, as LightningCLI reads it.
+
+    Raises:
+        UserError: for a config section without ``class_path`` and no class for it anywhere, saying
+            which flag or key to add.
+    """
+    out = list(args)
+    for key in (k for k in CLASS_KEYS if k not in fixed):
+        has_class = False
+        i = 0
+        while i < len(out):
+            flag = _class_flag(out, i)
+            if flag is not None and flag[0] == key:
+                has_class = True
+                i += len(flag[1])
+                continue
+            if out[i] == "--config" and i + 1 < len(out):
+                section = _config_section(out[i + 1], key)
+                if isinstance(section, dict) and section and "class_path" not in section and not has_class:
+                    later = next(
+                        (f[1] for j in range(i + 2, len(out)) if (f := _class_flag(out, j)) and f[0] == key), None
+                    )
+                    if later is None:
+                        raise UserError(_no_class_message(key, out[:i].count("--config"), layers))
+                    out[i:i] = later
+                    i += len(later)
+                has_class = (
+                    has_class or isinstance(section, str) or (isinstance(section, dict) and "class_path" in section)
+                )
+                i += 2
+                continue
+            i += 1
+    return out
+
+
+def _no_class_message(key: str, ordinal: int, layers: Layers) -> str:
+    """The error for a ``key:`` section without ``class_path`` in the ``ordinal``-th ``--config``
+    (0-based) and no ``--key`` class flag."""
+    files = [layer for layer in layers if not layer.label.startswith("-")]
+    file, line = files[ordinal].keys.get(key, (None, None)) if ordinal < len(files) else (None, None)
+    where = f"in {file}{f' line {line}' if line else ''}: " if file else ""
+    return (
+        f"{where}the config's {key}: has no class_path (a config printed by a LightningCLI script with a fixed "
+        f"{key} class?): add --{key} pkg.Class (anywhere on the command line) or {key}.class_path: pkg.Class to the "
+        "config"
+    )

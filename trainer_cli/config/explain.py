@@ -1,0 +1,331 @@
+"""Turning library errors into one clear :class:`~trainer_cli.errors.UserError` message.
+
+jsonargparse reports a value no type of a key accepts with every Union member's complaint;
+:func:`summarize_union_error` keeps the one that matters. :func:`explain_parse_error` adds close
+matches for unknown keys, options and class names; :func:`as_user_error` maps Lightning,
+OmegaConf and constructor errors caused by the user's input to a :class:`UserError`. An exception
+raised in the user's own code (their model's ``__init__``, their module's imports, ``setup``) is
+shown as the user's frames and the exception (:func:`user_code_error`), not as a config error.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import re
+import sys
+import traceback
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+from trainer_cli.errors import Origin, UserCodeError, UserError, did_you_mean, is_user_file, user_code_report
+from trainer_cli.imports import import_class
+
+if TYPE_CHECKING:
+    from trainer_cli.config.compose import Layers
+
+
+def _known_keys(parser: Any) -> list[str]:
+    keys = []
+    for action in parser._actions:
+        keys += [s.lstrip("-") for s in action.option_strings if s.startswith("--")]
+    return keys
+
+
+def _class_options(class_path: str) -> list[str]:
+    """Constructor argument names of ``class_path`` (empty when it can't be imported)."""
+    try:
+        return [
+            p for p in inspect.signature(import_class(class_path)).parameters if p not in {"self", "args", "kwargs"}
+        ]
+    except Exception:  # noqa: BLE001 - only for a hint
+        return []
+
+
+def _short_names() -> list[str]:
+    """Every short class name a config may use (``train ls``), or the registry's when that is absent."""
+    try:
+        from trainer_cli.config.listing import all_short_names
+    except ImportError:
+        import torch.optim
+
+        from trainer_cli.models.registry import backbone_names
+
+        return (
+            backbone_names()
+            + [n for n in dir(torch.optim) if n[:1].isupper()]
+            + [n for n in dir(torch.optim.lr_scheduler) if n[:1].isupper()]
+        )
+    return list(all_short_names())
+
+
+def explain_parse_error(message: str, parser: Any, known_keys: Sequence[str] | None = None) -> str:
+    """Add close matches to jsonargparse's messages about unknown keys, options or class names; a
+    class whose module fails to import in the user's own code is reported with the user's frames.
+    ``known_keys``: the parser's option keys, where there is no parser (:mod:`trainer_cli.config.before_parse`)."""
+    head = re.match(r'Parser key "([\w.]+)"', message)
+    for key, class_path in _given_classes(message):
+        report = _import_report(class_path)
+        if report:
+            key = key or (head.group(1) if head else "")
+            return f"{key + ': ' if key else ''}cannot import {class_path}: {report}"
+    extra = ""
+    message = _plain_type_error(message)
+    unknown = re.findall(r"(?:[Uu]nrecognized arguments:?|Key) ['\"]?--?([\w.]+)", message)
+    unknown += re.findall(r"Key ['\"]([\w.]+)['\"] is not expected", message)
+    for group, option in re.findall(
+        r"(?:Group ['\"]([\w.]+)['\"] )?does not accept option ['\"]([\w.]+)['\"]", message
+    ):
+        unknown.append(f"{group}.{option}" if group else option)  # "Group 'trainer' ... 'max_epoch'"
+    known = [k for k in (_known_keys(parser) if known_keys is None else known_keys) if not k.endswith(".help")]
+    for key in dict.fromkeys(unknown):
+        prefix, _, leaf = key.rpartition(".")
+        siblings = [k for k in known if k.rpartition(".")[0] == prefix]
+        if not siblings and prefix:  # the section itself is misspelt: `optimiser.lr`
+            first = key.split(".")[0]
+            hint = did_you_mean(first, {k.split(".")[0] for k in known})
+            extra += f"\n  unknown section {first!r}.{hint}" if hint else ""
+            continue
+        hint = did_you_mean(key, siblings or known)
+        if hint:
+            extra += f"\n  unknown key {key!r}.{hint}"
+    # "Problem with given class_path 'torch.optim.AdamW': ... Option 'lrr' is not accepted" / "Key 'x' is not expected"
+    for class_path, body in re.findall(r"class_path '([\w.]+)':\n((?:\s{6,}.*\n?)+)", message):
+        for option in dict.fromkeys(re.findall(r"(?:Option|Key) '([\w.]+)' is not (?:accepted|expected)", body)):
+            options = _class_options(class_path)
+            hint = (
+                did_you_mean(option.rpartition(".")[2], options)
+                or f" {class_path.rpartition('.')[2]} takes: {', '.join(options)}."
+            )
+            extra += f"\n  unknown option {option!r} of {class_path}.{hint}"
+    for module, name in dict.fromkeys(re.findall(r"module '([\w.]+)' has no attribute '(\w+)'", message)):
+        hint = did_you_mean(name, _public_classes(module))
+        qualified = hint.replace(": ", f": {module}.").replace(", ", f", {module}.")
+        extra += f"\n  unknown class '{module}.{name}'.{qualified or ' See `train ls`.'}"
+    for module in dict.fromkeys(re.findall(r"class_path '[\w.]+':\s+No module named '([\w.]+)'", message)):
+        hint = did_you_mean(module, {m.split(".")[0] for m in sys.modules if not m.startswith("_")})
+        extra += f"\n  unknown module {module!r}.{hint or ' Is it installed, or on PYTHONPATH?'}"
+    summary = summarize_union_error(message).rstrip()
+    names = re.findall(r"Import path (\w+) does not correspond", summary)  # a short name, not a dotted path
+    names += re.findall(r"Expected a dot import path string: (\w+)", summary)
+    for name in dict.fromkeys(names):
+        hint = did_you_mean(name, _short_names())
+        extra += f"\n  unknown class {name!r}.{hint or ' See `train ls`.'}"
+    return summary + extra
+
+
+_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+"
+
+
+def _given_classes(message: str) -> list[tuple[str, str]]:
+    """``(key or "", class path)`` for every class a parse error is about: ``Problem with given
+    class_path 'X'``, a ``Given value: X`` that is a dotted path, or one holding ``class_path='X'``."""
+    found = [
+        (m.group(1) or m.group(2) or "", m.group(3))
+        for m in re.finditer(
+            rf'(?:Parser key "([\w.]+)":\s+|([\w.]+): )?Problem with given class_path \'({_DOTTED})\'', message
+        )
+    ]
+    if "Subtypes: [<class" not in message:  # a value given to a class-typed key only
+        return list(dict.fromkeys(found))
+    for line in re.findall(r"^\s*Given value: (.*)$", message, re.M):
+        plain = re.fullmatch(_DOTTED, line.strip())
+        found += (
+            [("", plain.group(0))]
+            if plain
+            else [("", c) for c in re.findall(rf"class_path['\"]?[=:] ?['\"]({_DOTTED})['\"]", line)]
+        )
+    return list(dict.fromkeys(found))
+
+
+def _import_report(class_path: str) -> str | None:
+    """The user's frames (:func:`trainer_cli.errors.user_code_report`) of the error importing
+    ``class_path``, or None when it imports or its error is not in the user's code."""
+    try:
+        import_class(class_path)
+    except Exception as err:  # noqa: BLE001 - any error the user's module raises on import
+        return user_code_report(err)
+    return None
+
+
+def user_code_error(err: Exception) -> UserCodeError | None:
+    """A :class:`UserCodeError` showing the user's own frames when ``err`` (or what it was raised
+    from) was raised in the user's code, else None (see :func:`trainer_cli.errors.user_code_report`)."""
+    report = user_code_report(err)
+    return UserCodeError(report) if report else None
+
+
+def _public_classes(module: str) -> list[str]:
+    """Class names of an importable module (empty when it can't be imported)."""
+    try:
+        return [
+            n for n, v in vars(importlib.import_module(module)).items() if inspect.isclass(v) and not n.startswith("_")
+        ]
+    except Exception:  # noqa: BLE001 - only for a hint
+        return []
+
+
+_SIMPLE_TYPE_ERROR = re.compile(r"""Parser key "([\w.]+)":\s+Expected an? <class '([\w.]+)'>\. Got value: (.*)""")
+_NESTED = re.compile(r"^([\w.]+): Problem with given class_path '([\w.]+)': (\w+): (expected .*)$")
+
+
+def _plain_type_error(message: str) -> str:
+    """``Parser key "batch_size": Expected a <class 'int'>. Got value: big`` -> ``batch_size: expected int, got
+    'big'``."""
+    return _SIMPLE_TYPE_ERROR.sub(lambda m: f"{m.group(1)}: expected {m.group(2)}, got {m.group(3)!r}", message)
+
+
+def message_keys(message: str) -> list[str]:
+    """The dotted config keys an explained parse error is about, the most specific first
+    (``optimizer.init_args.lr`` before ``optimizer``); for a class that can't be found its
+    ``class_path`` key first."""
+    keys: list[str] = []
+    head = re.match(r"([A-Za-z_][\w.]*): ", message)
+    keys += re.findall(r"unknown key '([\w.]+)'", message)
+    keys += re.findall(r"unknown section '([\w.]+)'", message)
+    keys += re.findall(r"does not accept option '([\w.]+)'", message)
+    if head:
+        keys += [f"{head.group(1)}.{o}" for o in re.findall(r"unknown option '([\w.]+)' of", message)]
+        if re.search(r"unknown (?:class|module) '|has no attribute|No module named", message):
+            keys.append(f"{head.group(1)}.class_path")
+        keys.append(head.group(1))
+    return list(dict.fromkeys(keys))
+
+
+def locate(message: str, layers: Layers | None) -> tuple[str | None, Origin | None]:
+    """The key an explained parse error is about and where its value was written in the command
+    line's ``layers`` (:meth:`trainer_cli.config.compose.Layers.origin`; None for a default), or
+    ``(None, None)`` when the message names no key."""
+    keys = message_keys(message)
+    if not keys:
+        return None, None
+    found = layers.origin_of(keys) if layers else None
+    return (found[1], layers.origin(keys)) if found and layers else (keys[0], None)
+
+
+def locate_in_files(message: str, layers: Layers | None) -> str:
+    """Where the value an explained parse error is about was written: ``in FILE line N`` (see
+    :class:`trainer_cli.errors.Origin`), or an empty string for a flag or a default."""
+    return str(locate(message, layers)[1] or "")
+
+
+_NOT_ERRORS = (
+    "Does not validate against any",
+    "Expected a <class 'NoneType'>",
+    "a class path (str)",
+    "a dict with",
+    "a dict without",
+)
+_PATH_NOISE = re.compile(r"Expected a path but .* either not accessible or invalid$")
+_TYPE_ERROR = re.compile(r"Expected an? (?:<class '([\w.]+)'>|typing\.Literal\[(.*)\])")
+
+
+def summarize_union_error(message: str) -> str:
+    """jsonargparse's report for a value no type of a key accepts, in one or two lines.
+
+    ``Parser key "trainer.max_epochs": Does not validate against any of the Union subtypes ...
+    Given value: ten`` becomes ``trainer.max_epochs: expected int, got 'ten'``; for a class it keeps
+    only the class's own complaint (``Option 'lrr' is not accepted``, ``Import path os.system does
+    not correspond to a subclass of LightningModule``). Other messages are returned unchanged.
+    """
+    head = re.match(r'Parser key "([^"]+)":', message)
+    if head is None or "Does not validate against any of the Union subtypes" not in message:
+        return message
+    body = message.split("Given value type:")[0]
+    items: list[str] = []
+    for line in body.splitlines()[1:]:
+        text = line.strip()
+        if not text or text.startswith(("Subtypes:", "Errors:")):
+            continue
+        if text.startswith("- "):
+            items.append(text[2:])
+        elif items:
+            items[-1] += " " + text
+    items = [i for i in items if not i.startswith(_NOT_ERRORS) and not _PATH_NOISE.match(i)]
+    if any(_TYPE_ERROR.fullmatch(i) for i in items):  # Union[float, Tensor] given 'abc': a float was meant
+        items = [i for i in items if not i.startswith("Expected a dot import path string")]
+    subclass = [i.split(" Subclass types expect")[0] for i in items if "does not correspond to a subclass" in i]
+    items = subclass or [i.split(" Subclass types expect")[0] for i in items]
+    if not items:
+        return message
+    key = head.group(1)
+    given = re.search(r"^\s*Given value: (.*)$", message, re.M)
+    types = [_TYPE_ERROR.fullmatch(i) for i in items]
+    if all(types) and given:
+        expected = " or ".join(m.group(1) or f"one of {m.group(2)}" for m in types if m)
+        return f"{key}: expected {expected}, got {given.group(1)!r}"
+    summary = f"{key}: " + "; ".join(dict.fromkeys(items))
+    # a class's own key of the wrong type: "optimizer.init_args.lr: expected float, got 'abc' (torch.optim.AdamW)"
+    return _NESTED.sub(lambda m: f"{m.group(1)}.init_args.{m.group(3)}: {m.group(4)} ({m.group(2)})", summary)
+
+
+def as_user_error(err: Exception, ckpt_path: str | None = None, layers: Layers | None = None) -> UserError | None:
+    """The :class:`UserError` a library exception stands for, or None when it is a bug.
+
+    ``ckpt_path`` names the checkpoint in the message when its weights do not fit the model;
+    ``layers`` (the command line's) name the file and line of a value.
+    """
+    from lightning.fabric.utilities.exceptions import MisconfigurationException
+    from omegaconf.errors import OmegaConfBaseException
+
+    cause = err.__cause__  # jsonargparse wraps a constructor's own error while instantiating
+    if isinstance(err, ValueError) and isinstance(cause, Exception) and str(err).startswith("Does not validate"):
+        if isinstance(cause, UserError):
+            return cause
+        return as_user_error(cause, ckpt_path, layers)
+    if isinstance(err, MisconfigurationException):
+        return UserError(str(err).strip().splitlines()[0])
+    if isinstance(err, OmegaConfBaseException):
+        key = getattr(err, "full_key", None)
+        where = layers.describe_origin([re.sub(r"^(fit|validate|test|predict)\.", "", key)]) if key and layers else ""
+        return UserError(f"{where + ': ' if where else ''}config interpolation: {omegaconf_message(err)}")
+    if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
+        lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
+        return UserError(
+            f"checkpoint {ckpt_path} does not fit the model (from another model?): {' '.join(lines[1:3])[:400]}"
+        )
+    if isinstance(err, (ValueError, TypeError)) and _raised_by_user_config(err):
+        where = locate_named_key(str(err), layers)  # a constructor's check of a value from a config file
+        if not where and (
+            not _raised_in_user_file(err) or _CALL_MISMATCH.search(str(err))
+        ):  # the user's code calls wrongly
+            return user_code_error(err) or UserError(str(err))
+        return UserError(f"{where}: {err}" if where else str(err))
+    return None
+
+
+def locate_named_key(message: str, layers: Layers | None) -> str:
+    """Where a value was written when ``message`` names exactly one key set in the command line's
+    ``layers`` by its last part (``label_smoothing must be in [0, 1)``): ``in FILE line N``, else empty."""
+    if not layers:
+        return ""
+    words = set(re.findall(r"[A-Za-z_]\w*", message))
+    keys = {k for layer in layers for k in layer.leaves if k.rpartition(".")[2] in words}
+    return layers.describe_origin(list(keys)) if len(keys) == 1 else ""
+
+
+def omegaconf_message(err: Exception) -> str:
+    """OmegaConf's message with the key it concerns: ``Interpolation key 'x' not found (at optimizer.lr)``."""
+    message = str(err).strip().splitlines()[0]
+    key = getattr(err, "full_key", None)
+    key = re.sub(r"^(fit|validate|test|predict)\.", "", key) if key else None
+    return f"{message} (at {key})" if key else message
+
+
+_CALL_MISMATCH = re.compile(
+    r"\(\) (?:missing \d+ required|got an unexpected keyword|got multiple values|takes \d+ positional)"
+)
+
+
+def _raised_in_user_file(err: Exception) -> bool:
+    """Whether the innermost frame of ``err`` is in the user's own code (their check of a value)."""
+    frames = traceback.extract_tb(err.__traceback__)
+    return bool(frames) and is_user_file(frames[-1].filename)
+
+
+def _raised_by_user_config(err: Exception) -> bool:
+    """A ValueError/TypeError raised by a constructor's own argument check counts as user input."""
+    tb = err.__traceback__
+    while tb is not None and tb.tb_next is not None:
+        tb = tb.tb_next
+    return tb is not None and tb.tb_frame.f_code.co_name == "__init__"

@@ -1,0 +1,1 @@
+"""Inside a Slurm job (standard library and filelock at import): job state, restarts, signals, Slurm commands."""

@@ -1,0 +1,412 @@
+"""``<run>/job.json``: the Slurm job of a run, as the job itself last reported it.
+
+``train submit`` writes the record (job id, script, resources); the job adds to it at each start
+(``restarts``: Slurm's ``SLURM_RESTART_COUNT`` plus the restarts of the jobs it was resubmitted
+from, ``state`` RUNNING), when it requeues itself (state REQUEUED) or asks to be resubmitted (state
+RESUBMIT) and at its end (COMPLETED or FAILED with the exit code). ``train jobs`` shows these once
+Slurm has forgotten the job (``MinJobAge``, 300 s by default, with accounting off). Standard library
+and :mod:`filelock` only: the sbatch script runs ``python -m trainer_cli.job.jobstate RUN_DIR start|end [RC]``.
+
+``end`` is where the batch script decides, once ``srun`` returned (:func:`end_of_step`): the job
+completed, failed by itself, or restarts (``scontrol requeue`` with a timeout, a resubmission, or
+the end of the run at ``--slurm.max_restarts``: :class:`trainer_cli.job.restarts.RestartPolicy`,
+which preemptions do not consume), from srun's exit code and what each task noted
+(:func:`step_verdict`): a SIGUSR1 that saved its checkpoint (exit :data:`EXIT_REQUEUE`) or killed a
+task before its handler (srun's :data:`EXIT_USR1`), or a step that Slurm killed, is restarted; a
+step that failed by itself is not.
+
+A job that resubmits itself (``--slurm.requeue_mode resubmit``, or a failed ``scontrol requeue``)
+does so at its ``end``: ``sbatch`` of the run's own script (``<run>/submit.sbatch``), so the new job
+runs in the same run directory and resumes from its newest checkpoint. The record then names the
+new job (``job_id``) and the ones before it (``resubmitted_from``), which ``train jobs`` and
+``train cancel`` follow (:func:`follow`).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trainer_cli.atomic import read_json, update_json
+from trainer_cli.job import restarts as restarts_log
+from trainer_cli.job import slurm_commands
+from trainer_cli.job.restarts import ENV_PRIOR_RESTARTS, RestartPolicy
+
+JOB_FILE = "job.json"
+REQUEUED = "REQUEUED"
+RESUBMIT = "RESUBMIT"
+ENV_REQUEUE_MODE = "TRAINER_CLI_REQUEUE_MODE"  # (--slurm.requeue_mode: requeue or resubmit)
+EXIT_USR1 = 128 + 10
+"""srun's exit code when a task was killed by SIGUSR1 itself: it came before the task's handler
+(:mod:`trainer_cli.job.requeue_signal`) was installed, in the first instant of the task."""
+EXIT_REQUEUE = 75
+"""The exit code of a ``train fit`` task that saved its checkpoint on Slurm's SIGUSR1 and stopped
+training for a restart (EX_TEMPFAIL of sysexits.h: try again later); the batch script then
+requeues, resubmits, or stops at the cap (:func:`end_of_step`)."""
+SLURM_TIMEOUT_S = 60  # for scontrol requeue / show job: a slow controller must not hold the job
+_JOB_ENV_PREFIXES = ("SLURM_", "SBATCH_", "SRUN_", "SALLOC_")  # this job's; not passed to the one it submits
+
+
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
+
+
+def read(run_dir: Path) -> dict[str, Any]:
+    """The run's job record; empty when there is none or it cannot be read."""
+    return read_json(Path(run_dir) / JOB_FILE)
+
+
+def write(run_dir: Path, record: dict[str, Any]) -> None:
+    """Replace the run's job record atomically, under its lock (a reader never sees half a file)."""
+    update_json(Path(run_dir) / JOB_FILE, lambda _: record)
+
+
+def update(run_dir: Path, **fields: Any) -> dict[str, Any]:
+    """Merge ``fields`` into the run's job record under its lock (:func:`trainer_cli.atomic.update_json`:
+    the submitter, the batch script and rank 0 never lose each other's changes); returns the new record."""
+    return update_json(Path(run_dir) / JOB_FILE, lambda record: record | fields)
+
+
+def this_job_id() -> str | None:
+    """The id ``train submit`` recorded for the job this process runs in (the array's id for an array task)."""
+    return os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID")
+
+
+def scontrol_id() -> str | None:
+    """The id that names this job alone to ``scontrol`` (``requeue``, ``show job``): ``<array id>_<task id>``
+    for a task of a job array (a bare id that is the array's names every task of it), else ``SLURM_JOB_ID``."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
+
+
+def policy(run_dir: Path | None = None) -> RestartPolicy:
+    """The restart policy of this job (:class:`trainer_cli.job.restarts.RestartPolicy`): its
+    restart count, and with ``run_dir`` the restarts of this submission that consumed the cap."""
+    record = read(run_dir) if run_dir is not None else {}
+    return RestartPolicy.of_job(run_dir, [*map(str, record.get("resubmitted_from") or []), str(this_job_id())])
+
+
+def follow(run_dir: Path, job_id: str) -> str:
+    """The job that now runs the submission ``job_id`` of ``run_dir``: the job it resubmitted
+    itself as (recorded in the run's job record), else ``job_id``."""
+    record = read(run_dir)
+    return str(record["job_id"]) if job_id in map(str, record.get("resubmitted_from") or []) else job_id
+
+
+def started(run_dir: Path) -> dict[str, Any]:
+    """Record a start (or restart) of this job, and say it in the log."""
+    count = policy().count
+    print(
+        f"trainer-cli: job {os.environ.get('SLURM_JOB_ID')} restart {count} on {os.environ.get('SLURM_JOB_NODELIST')} "
+        f"at {_now()}",
+        flush=True,
+    )
+    return update(
+        run_dir,
+        job_id=this_job_id(),
+        restarts=count,
+        state="RUNNING",
+        exit_code=None,
+        started=_now(),
+        node_list=os.environ.get("SLURM_JOB_NODELIST"),
+    )
+
+
+def requeued(run_dir: Path, checkpoint: str) -> dict[str, Any]:
+    """Record that this job requeued itself after saving ``checkpoint``."""
+    return update(
+        run_dir, job_id=this_job_id(), restarts=policy().count, state=REQUEUED, checkpoint=checkpoint, ended=_now()
+    )
+
+
+def resubmit_requested(run_dir: Path, checkpoint: str) -> dict[str, Any]:
+    """Record that this job is to be resubmitted, once its tasks have ended, after saving ``checkpoint``."""
+    return update(
+        run_dir, job_id=this_job_id(), restarts=policy().count, state=RESUBMIT, checkpoint=checkpoint, ended=_now()
+    )
+
+
+def ended(run_dir: Path, exit_code: int) -> dict[str, Any]:
+    """Record the end of this job's script: COMPLETED (exit 0) or FAILED, unless it requeued itself
+    or asked to be resubmitted (then it queues the run's script again: :func:`resubmit`)."""
+    record = read(run_dir)
+    ours = record.get("job_id") == this_job_id() and record.get("restarts") == policy().count
+    if record.get("state") == REQUEUED and ours:
+        return record  # the script ended because the job requeued itself: it runs again
+    if record.get("state") == RESUBMIT and ours:
+        return resubmit(run_dir, record)
+    return update(
+        run_dir,
+        job_id=this_job_id(),
+        state="COMPLETED" if exit_code == 0 else "FAILED",
+        exit_code=exit_code,
+        ended=_now(),
+    )
+
+
+def task_records(folder: Path | None) -> list[tuple[float, str, str]]:
+    """What the tasks of the step noted (:func:`trainer_cli.job.stop_signals.note`): ``(time,
+    task, what)``, oldest first; none without the folder."""
+    found = []
+    for path in sorted(Path(folder).glob("*")) if folder else []:
+        try:
+            lines = path.read_text().splitlines()
+        except OSError:
+            continue
+        for line in lines:
+            at, _, what = line.partition(" ")
+            try:
+                found.append((float(at), path.name, what))
+            except ValueError:
+                continue
+    return sorted(found)
+
+
+def step_verdict(exit_code: int, records: list[tuple[float, str, str]], tasks: int = 0) -> str:
+    """What ended the ``srun`` step of the job, from its exit code and the tasks' records.
+
+    srun's exit code alone cannot tell: with ``--kill-on-bad-exit`` one task failing ends the
+    others with SIGTERM and srun reports 143, as when Slurm kills the step. The tasks' records can:
+    each notes a stop signal when it arrives and, when it ends, its exit code (an exception: error).
+
+    Returns:
+        ``completed`` (exit 0); ``requeue``: a task ended with :data:`EXIT_REQUEUE` (SIGUSR1, the
+        checkpoint saved), or SIGUSR1 killed a task before its handler was there and no task
+        noted an error (srun's :data:`EXIT_USR1`: Slurm's requeue signal, nothing saved);
+        ``failed``: a task's own error came before any signal and every task noted something
+        (the training failed: bad input, a bug); ``killed``: a signal came first, or a task noted
+        nothing at all (killed before Python ran, or by SIGKILL; the others then fail in their
+        collectives): Slurm stopped the step (a node failure, the cleanup of an earlier run's tasks).
+
+    Args:
+        exit_code: srun's exit code.
+        records: The tasks' notes (:func:`task_records`).
+        tasks: How many tasks the step had (``SLURM_NTASKS``; 0: unknown).
+    """
+    if exit_code == 0:
+        return "completed"
+    if exit_code == EXIT_REQUEUE or any(what == f"exit {EXIT_REQUEUE}" for _, _, what in records):
+        return "requeue"
+    stopped_by_signal = {f"exit {code}" for code in (0, 130, 143)}
+    errors = [
+        at for at, _, what in records if what == "error" or (what.startswith("exit ") and what not in stopped_by_signal)
+    ]
+    signals = [at for at, _, what in records if what.startswith("signal ")]
+    silent = tasks > len({task for _, task, _ in records})
+    if exit_code == EXIT_USR1 and not errors:
+        return "requeue"
+    if errors and (not signals or min(errors) < min(signals)) and not silent:
+        return "failed"
+    return "killed"
+
+
+def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
+    """The batch script's decision once ``srun`` returned: record the end, and restart the job
+    (``scontrol requeue`` with a timeout, or a resubmission with ``--slurm.requeue_mode resubmit``)
+    when the step asked for it (SIGUSR1: :data:`EXIT_REQUEUE`) or Slurm killed it, within
+    ``--slurm.max_restarts``; past the cap the run stops there, saying so. Returns the script's
+    exit code: 0 after a restart or a stop at the cap that followed a SIGUSR1, else srun's.
+
+    ``records_dir`` None (a site template without ``TRAINER_CLI_TASK_RECORDS``): only srun's exit
+    code is known, so only 0 and :data:`EXIT_REQUEUE` are told apart from a failure."""
+    tasks = os.environ.get("SLURM_NTASKS") or "0"
+    verdict = step_verdict(exit_code, task_records(records_dir), int(tasks) if tasks.isdigit() else 0)
+    if records_dir is None and verdict == "killed":  # a script without the tasks' records: srun's code alone
+        verdict = "failed"
+    if verdict in ("completed", "failed"):
+        state = ended(run_dir, exit_code).get("state")
+        return 0 if state in (REQUEUED, "PENDING", "RUNNING") else exit_code  # requeued or resubmitted: not a failure
+    record = read(run_dir)
+    request = record.get("requeue_request") or {}
+    if record.get("requeue_request"):
+        update(run_dir, requeue_request=None)
+    job_id, restarts = this_job_id(), policy(run_dir)
+    if verdict == "requeue" and request:
+        cause, left_s = request.get("cause") or restarts_log.UNKNOWN, request.get("seconds_left")
+        checkpoint = request.get("checkpoint")
+        left = "" if left_s is None else f", {left_s} s left"
+        said = f"SIGUSR1 at step {request.get('step', '?')} ({cause}{left}): saved {checkpoint}"
+    elif verdict == "requeue":  # SIGUSR1 killed a task before its handler was installed: nothing trained, nothing saved
+        delay = os.environ.get(restarts_log.ENV_SIGNAL_DELAY_S) or "0"
+        cause, left_s = restarts_log.cause_of_signal(scontrol_id(), int(delay) if delay.isdigit() else 0, None)
+        checkpoint = None
+        left = "" if left_s is None else f", {left_s} s left"
+        said = f"SIGUSR1 as a task started, before it could act on it ({cause}{left}): nothing to save"
+    else:
+        if restarts_log.requeued_by_slurm(scontrol_id()):
+            print(f"trainer-cli: Slurm requeued job {job_id} itself: it resumes on its own", flush=True)
+            return 0
+        cause, left_s, checkpoint = restarts_log.STEP_KILLED, None, None
+        said = (
+            f"the step ended with exit code {exit_code}, stopped by Slurm "
+            "(a signal or a kill, not an error of the training)"
+        )
+    event = {
+        "job_id": job_id,
+        "cause": cause,
+        "seconds_left": left_s,
+        "step": request.get("step"),
+        "checkpoint": checkpoint,
+    }
+    if not restarts.allows(cause):
+        restarts_log.record(run_dir, restart=restarts.count, action="stop", **event)
+        update(run_dir, ended_by=cause)
+        print(
+            f"trainer-cli: {said}; {restarts.refusal(cause)}. Resume with: train submit --config "
+            f"{Path(run_dir) / 'config.yaml'}",
+            flush=True,
+        )
+        code = 0 if verdict == "requeue" else exit_code
+        ended(run_dir, code)
+        return code
+    if os.environ.get(ENV_REQUEUE_MODE) == "resubmit":
+        return _resubmit(run_dir, said, restarts.count + 1, event)
+    restarts_log.record(run_dir, restart=restarts.count + 1, action="requeue", **event)
+    requeued(run_dir, checkpoint or "")
+    print(
+        f"trainer-cli: {said}; requeueing job {job_id} (restart {restarts.count + 1}), it resumes on its own",
+        flush=True,
+    )
+    error = _slurm(["scontrol", "requeue", str(scontrol_id())])  # an array task alone
+    if error:
+        print(f"trainer-cli: `scontrol requeue {job_id}` failed: {error}; resubmitting instead", flush=True)
+        return _resubmit(run_dir, None, restarts.count + 1, event)
+    return 0
+
+
+def _resubmit(run_dir: Path, said: str | None, restart: int, event: dict[str, Any]) -> int:
+    """Queue the run's script again (:func:`resubmit`), recorded as restart ``restart``; 0, or 1 when sbatch refused."""
+    restarts_log.record(run_dir, restart=restart, action="resubmit", **event)
+    record = resubmit_requested(run_dir, event.get("checkpoint") or "")
+    start = f"{said}; the job" if said else "The job"
+    print(
+        f"trainer-cli: {start} resubmits itself into {run_dir} once its tasks have ended (restart {restart})",
+        flush=True,
+    )
+    return 1 if resubmit(run_dir, record).get("state") == "FAILED" else 0
+
+
+def _slurm(command: list[str], timeout_s: float = SLURM_TIMEOUT_S) -> str:
+    """Run a Slurm command with a timeout; its error ('' when it succeeded)."""
+    try:
+        slurm_commands.run(command, timeout_s)
+    except slurm_commands.SlurmCommandError as err:
+        return err.message
+    return ""
+
+
+def resubmit(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
+    """Queue the run's own script again (``sbatch <run>/submit.sbatch``) as the next restart of
+    this job, with the environment of this job's script less its Slurm variables; record the new job.
+
+    Returns:
+        The new record: state PENDING (or what the new job recorded already), or FAILED with
+        ``error`` when sbatch refused (one line in the log says how to resume by hand).
+    """
+    old_id, restarts = this_job_id(), policy().count + 1
+    script = Path(record.get("script") or Path(run_dir) / "submit.sbatch")
+    chain = [*map(str, record.get("resubmitted_from") or []), str(old_id)]
+    env = {k: v for k, v in os.environ.items() if not k.startswith(_JOB_ENV_PREFIXES) or k == "SLURM_CONF"}
+    env[ENV_PRIOR_RESTARTS] = str(restarts)
+    update(run_dir, resubmitted_from=chain)  # before sbatch: the new job's own start record keeps it
+    try:
+        new_id = slurm_commands.sbatch(script, env=env)
+    except slurm_commands.SlurmCommandError as err:
+        print(
+            f"trainer-cli: resubmitting {script} failed: {err.message}; resume with: train submit --config "
+            f"{Path(run_dir) / 'config.yaml'}",
+            flush=True,
+        )
+        return update(run_dir, job_id=old_id, state="FAILED", error=f"resubmission failed: {err.message}", ended=_now())
+    print(f"trainer-cli: resubmitted {run_dir} as job {new_id} (restart {restarts}), it resumes on its own", flush=True)
+    if record.get("test_job_id"):  # --slurm.test_after_fit: the test waits for the new job, not this one (ending now)
+        test_id = str(record["test_job_id"])
+        try:
+            slurm_commands.run(
+                ["scontrol", "update", f"JobId={test_id}", f"Dependency=afterok:{new_id}"], SLURM_TIMEOUT_S, env=env
+            )
+        except slurm_commands.SlurmCommandError as err:
+            print(f"trainer-cli: test job {test_id} not moved after job {new_id}: {err.message}", flush=True)
+    now = read(run_dir)
+    if str(now.get("job_id")) == new_id:  # the new job has started and recorded itself already
+        return now
+    log = Path(run_dir) / f"slurm-{new_id}.log"
+    return update(
+        run_dir,
+        job_id=new_id,
+        state="PENDING",
+        restarts=restarts,
+        prior_restarts=restarts,
+        log=str(log),
+        exit_code=None,
+    )
+
+
+MASTER_PORTS = range(10000, 30000)
+"""Where the rendezvous port of a job is chosen: below Linux's ephemeral ports (32768-60999), so no
+outgoing connection of the node holds it by chance."""
+
+
+def _port_is_free(port: int) -> bool:
+    """Whether a listener can bind ``port`` here as torch's TCPStore binds it (``SO_REUSEADDR``: a
+    connection of an ended job still in TIME_WAIT does not hold the port, a listening socket does)."""
+    import socket
+
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            probe.bind(("", port))
+        except OSError:
+            return False
+    return True
+
+
+def master_port(job_id: int, is_free: Any = _port_is_free, tries: int = 64) -> int:
+    """The ``MASTER_PORT`` of job ``job_id``, chosen on the first node of its allocation (where the
+    batch script runs and global rank 0 listens): ``10000 + job_id % 20000`` (jobs sharing a node
+    do not collide); when that is taken, a port of :data:`MASTER_PORTS` drawn from the job id
+    (not the next one: that is the next job's own port), the first of ``tries`` that is free."""
+    import random
+
+    ports = [MASTER_PORTS[job_id % len(MASTER_PORTS)], *random.Random(job_id).sample(MASTER_PORTS, tries)]
+    return next((port for port in ports if is_free(port)), ports[0])
+
+
+def main(argv: list[str]) -> int:
+    """``python -m trainer_cli.job.jobstate RUN_DIR start|end [EXIT_CODE]``: ``start`` returns 0
+    (a record that cannot be written never fails the job); ``end`` returns the exit code for the
+    batch script (:func:`end_of_step`; srun's exit code when the decision itself fails).
+    ``python -m trainer_cli.job.jobstate port``: prints this job's ``MASTER_PORT`` (:func:`master_port`)."""
+    if argv[:1] == ["port"]:
+        job_id = os.environ.get("SLURM_JOB_ID") or "0"
+        number = int(job_id) if job_id.isdigit() else 0
+        port = master_port(number)
+        if port != MASTER_PORTS[number % len(MASTER_PORTS)]:
+            print(
+                f"trainer-cli: MASTER_PORT {MASTER_PORTS[number % len(MASTER_PORTS)]} is taken on this node: using "
+                f"{port}",
+                file=sys.stderr,
+            )
+        print(port)
+        return 0
+    exit_code = 0
+    try:
+        run_dir, event = Path(argv[0]), argv[1]
+        if event == "start":
+            started(run_dir)
+        elif event == "end":
+            exit_code = int(argv[2]) if len(argv) > 2 else 0
+            records = os.environ.get("TRAINER_CLI_TASK_RECORDS")
+            return end_of_step(run_dir, exit_code, Path(records) if records else None)
+        else:
+            raise ValueError(f"unknown event {event!r}")
+    except (IndexError, ValueError, OSError) as err:
+        print(f"trainer-cli: job.json not updated: {err}", file=sys.stderr)
+    return exit_code
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

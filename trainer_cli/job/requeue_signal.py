@@ -1,0 +1,116 @@
+"""The Slurm requeue signal, recorded from the first moment of a ``train`` process.
+
+Slurm sends SIGUSR1 before a job's time limit (``#SBATCH --signal=SIGUSR1@N``) or when an operator
+preempts it (``scancel -s USR1``). Its default action kills the process (exit code 138), and
+Lightning installs its own handler only once the trainer runs, seconds after start-up: a signal in
+between killed every rank with nothing saved. :func:`install` is called first thing in
+``train``'s ``main()``, before anything slow is imported; its handler only records the signal.
+:class:`trainer_cli.callbacks.slurm_requeue.SynchronizedRequeue` acts on the record once the
+trainer can (a checkpoint, then the batch script requeues the job). Standard library only: importing it is free.
+
+No private Lightning member is touched for this. Lightning's signal connector installs its SIGUSR1
+handler (a checkpoint and ``scontrol requeue`` inside the handler) only when the signal has none
+yet, ``signal.getsignal(SIGUSR1)`` being ``SIG_DFL`` (Lightning-AI/pytorch-lightning PR #9566,
+kept by PR #14626 that made the signal configurable; still so in 2.6). Installing ours first, with
+the standard ``signal`` module, is what keeps Lightning's out: ``tests/test_restarts.py`` checks it
+against the installed Lightning through a real ``Trainer.fit``.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from typing import Any
+
+REQUEUE_SIGNAL = signal.SIGUSR1
+_INTERACTIVE_JOB_NAMES = {"bash", "interactive"}  # as Lightning's SLURMEnvironment.detect() judges them
+_state: dict[str, Any] = {"installed": False, "received": False, "requeued": False, "at": None}
+
+
+def under_slurm_batch() -> bool:
+    """Whether this process is a task of a Slurm batch job (not an interactive ``srun --pty bash``)."""
+    return "SLURM_JOB_ID" in os.environ and os.environ.get("SLURM_JOB_NAME") not in _INTERACTIVE_JOB_NAMES
+
+
+def _record(signum: int, frame: Any) -> None:
+    _state["received"] = True
+    _state["at"] = time.time()
+
+
+def install() -> bool:
+    """Record :data:`REQUEUE_SIGNAL` from now on when running under a Slurm batch job; returns
+    whether the handler is installed. Outside Slurm the signal keeps its default action."""
+    if not _state["installed"] and under_slurm_batch():
+        signal.signal(REQUEUE_SIGNAL, _record)
+        _state["installed"] = True
+    return bool(_state["installed"])
+
+
+def uninstall() -> None:
+    """Give the signal its default action back (the process runs without Slurm requeue)."""
+    if _state["installed"]:
+        signal.signal(REQUEUE_SIGNAL, signal.SIG_DFL)
+        _state["installed"] = False
+
+
+def ignore_from_now() -> None:
+    """Once the verb is done: ignore the signal from here to the process's end. Python gives caught
+    signals their default action back while it shuts down, and SIGUSR1's kills the process, so a
+    late signal (the time limit's warning right as training ends) would fail a finished job."""
+    if _state["installed"]:
+        signal.signal(REQUEUE_SIGNAL, signal.SIG_IGN)
+        _state["installed"] = False
+
+
+def installed() -> bool:
+    """Whether :func:`install` installed the recording handler (and it was not uninstalled)."""
+    return bool(_state["installed"])
+
+
+def take() -> bool:
+    """Whether the signal arrived since the last call (the record is cleared)."""
+    received, _state["received"] = _state["received"], False
+    return bool(received)
+
+
+def received_at() -> float | None:
+    """``time.time()`` when the signal last arrived (None: never); kept by :func:`take`. How much
+    time the job had left then tells the time limit's warning from a preemption
+    (:mod:`trainer_cli.job.restarts`)."""
+    return _state["at"]
+
+
+def mark_requeued() -> None:
+    """Note that this job restarts (its batch script requeues or resubmits it): the run resumes."""
+    _state["requeued"] = True
+
+
+def requested() -> bool:
+    """Whether this process saved its checkpoint on SIGUSR1 and stopped training for a restart
+    (:func:`mark_requeued`): it exits :data:`trainer_cli.job.jobstate.EXIT_REQUEUE`."""
+    return bool(_state["requeued"])
+
+
+def requeue_in_progress() -> bool:
+    """Whether this process's job is being requeued, so that its stop is not the end of the run:
+    it requeued itself (:func:`mark_requeued`), or Slurm did (a node failure, ``scontrol
+    requeue``): Slurm's restart count of the job is then past this run's ``SLURM_RESTART_COUNT``.
+    The second case is said in one line here, once."""
+    if _state["requeued"]:
+        return True
+    if not under_slurm_batch():
+        return False
+    from trainer_cli.job.jobstate import scontrol_id  # standard library only, too
+    from trainer_cli.job.restarts import requeued_by_slurm
+
+    job_id = scontrol_id() or os.environ["SLURM_JOB_ID"]  # an array task: its own record, not every task's
+    job = requeued_by_slurm(job_id)
+    if job:
+        _state["requeued"] = True
+        print(
+            f"trainer-cli: Slurm requeued job {job_id} ({job.get('JobState', '?')}): it resumes on its own (restart "
+            f"{job.get('Restarts')})",
+            flush=True,
+        )
+    return bool(_state["requeued"])

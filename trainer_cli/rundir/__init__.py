@@ -1,0 +1,1 @@
+"""Where a run lives and what is in it: layout, plan/resume/freeze/discard, history, identity."""

@@ -1,0 +1,156 @@
+"""A run's history: one record per start of the run, and its config as it is now.
+
+Every start of a run in its directory (a new run, a resume, an extension, a Slurm requeue, a
+resubmission, and a ``validate``/``test``/``predict`` from one of its checkpoints) appends one
+JSON line to ``<run>/history.jsonl``::
+
+    {"time": "2026-11-25T06:12:03+00:00", "verb": "fit", "kind": "extension",
+     "checkpoint": ".../checkpoints/last.ckpt", "global_step": 600,
+     "changes": ["trainer.max_epochs: 20 -> 25"], "slurm": {"job_id": "41", "restart_count": 0},
+     "why": "--ckpt_path last: the newest complete checkpoint by global step"}
+
+``kind`` is ``new``, ``resume``, ``extension`` (``trainer.max_epochs`` or ``max_steps`` changed),
+``requeue`` (``SLURM_RESTART_COUNT`` > 0) or ``resubmission`` (another Slurm job than the run's
+last start); for the other verbs it is the verb. ``changes`` are the ``resume:`` lines printed for
+it (:func:`trainer_cli.rundir.resume.compare_for_resume`). ``why`` is the rule that chose the checkpoint
+(:func:`trainer_cli.rundir.policy.resume_checkpoint`), for a start that loads one.
+
+``config.yaml`` always describes the run as it is now: a resume that changes the config keeps the
+earlier file beside it as ``config.prev-<N>.yaml`` and rewrites ``config.yaml`` with the new values
+(atomically: written to a temporary file and renamed over it), so ``train fit --config
+<run>/config.yaml`` builds the run as it now goes on. How one start resumed (``ckpt_path``,
+``resume_force``, ``resume_schedule``, :data:`trainer_cli.rundir.resume.RESUME_OPTIONS`) is recorded here,
+not carried into the config. Written by global rank 0 only.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from trainer_cli.atomic import append_line, read_json_lines, write_atomic
+from trainer_cli.rundir.layout import CONFIG_FILE, read_checkpoint_progress
+from trainer_cli.rundir.resume import RESUME_OPTIONS
+
+HISTORY_FILE = "history.jsonl"
+PREVIOUS_CONFIG = "config.prev-{n}.yaml"
+LENGTH_KEYS = ("trainer.max_epochs", "trainer.max_steps")  # a change of these makes a resume an extension
+
+
+def read(run_dir: Path) -> list[dict[str, Any]]:
+    """The records of ``run_dir/history.jsonl``, oldest first."""
+    return read_json_lines(run_dir / HISTORY_FILE)
+
+
+def start_kind(verb: str | None, resumed: bool, changes: list[str], previous: list[dict[str, Any]]) -> str:
+    """What this start of the run is (see the module's description)."""
+    if verb not in ("fit", None):
+        return str(verb)
+    if not resumed:
+        return "new"
+    if int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0:
+        return "requeue"
+    job = os.environ.get("SLURM_JOB_ID")
+    last_job = next((r.get("slurm", {}).get("job_id") for r in reversed(previous) if r.get("slurm")), None)
+    if job and last_job and job != last_job:
+        return "resubmission"
+    if any(line.split(":", 1)[0] in LENGTH_KEYS for line in changes):
+        return "extension"
+    return "resume"
+
+
+def append(
+    run_dir: Path,
+    verb: str | None,
+    ckpt_path: Any,
+    changes: list[str],
+    options: dict[str, Any] | None = None,
+    why: str | None = None,
+) -> dict[str, Any]:
+    """Append this start's record to ``run_dir/history.jsonl`` (one line, flushed to disk); returns it.
+    ``options``: how a resume resumed (``resume_schedule``, ``resume_force``), recorded for a resume only;
+    ``why``: the rule that chose its checkpoint."""
+    ckpt = Path(str(ckpt_path)) if ckpt_path and Path(str(ckpt_path)).is_file() else None
+    progress = read_checkpoint_progress(ckpt) if ckpt is not None else None
+    record: dict[str, Any] = {
+        "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "verb": verb or "fit",
+        "kind": start_kind(verb, ckpt is not None, changes, read(run_dir)),
+        "checkpoint": str(ckpt) if ckpt is not None else None,
+        "global_step": progress.global_step if progress is not None else 0,
+        "changes": list(changes),
+    }
+    if ckpt is not None and options:
+        record["options"] = options
+    if ckpt is not None and why:
+        record["why"] = why
+    if os.environ.get("SLURM_JOB_ID"):
+        record["slurm"] = {
+            "job_id": os.environ["SLURM_JOB_ID"],
+            "restart_count": int(os.environ.get("SLURM_RESTART_COUNT") or 0),
+        }
+    append_line(run_dir / HISTORY_FILE, json.dumps(record))
+    return record
+
+
+def rewrite_config(run_dir: Path, text: str) -> Path:
+    """Write ``text`` as ``run_dir/config.yaml``, the previous one kept as ``config.prev-<N>.yaml``
+    (the next free N); returns where it was kept. ``config.yaml`` is replaced atomically."""
+    config_file = run_dir / CONFIG_FILE
+    n = 1
+    while (run_dir / PREVIOUS_CONFIG.format(n=n)).exists():
+        n += 1
+    previous = run_dir / PREVIOUS_CONFIG.format(n=n)
+    shutil.copy2(config_file, previous)
+    write_atomic(config_file, text)
+    return previous
+
+
+def as_resumed(record_text: str, stored: dict[str, Any] | None) -> str | None:
+    """A run's new ``config.yaml`` text from this start's record (:meth:`trainer_cli.runtime.run.Run.record`):
+    the values of :data:`trainer_cli.rundir.resume.RESUME_OPTIONS` put back to the stored config's (this
+    start's ``--ckpt_path last`` resolved to a file must not make a later start load that file).
+    None for a record that is not YAML (a parser in jsonnet mode)."""
+    lines = record_text.splitlines()
+    header = [
+        line for line in lines if line.startswith("#") and line.split(":", 1)[0].strip("# ") not in RESUME_OPTIONS
+    ]
+    tree = _yaml("\n".join(line for line in lines if not line.startswith("#")))
+    if tree is None:
+        return None
+    for key in RESUME_OPTIONS:
+        if key in (stored or {}):
+            tree[key] = (stored or {})[key]
+        else:  # a config from before the option: its default
+            tree.pop(key, None)
+    header.insert(1, "# Rewritten on resume (config.prev-<N>.yaml: the earlier ones; history.jsonl: each start).")
+    return "\n".join(header) + "\n" + yaml.safe_dump(tree, sort_keys=False)
+
+
+def _yaml(text: str) -> dict[str, Any] | None:
+    try:
+        tree = yaml.safe_load(text)
+    except yaml.YAMLError:
+        return None
+    return tree if isinstance(tree, dict) else None
+
+
+def record_start(
+    run_dir: Path, verb: str | None, ckpt_path: Any, changes: list[str], record_text: str, why: str | None = None
+) -> None:
+    """This start of the run in its directory (global rank 0): ``config.yaml`` rewritten when the
+    config changed on resume (:func:`rewrite_config`), and the history record appended."""
+    config_file = run_dir / CONFIG_FILE
+    if changes and config_file.is_file() and verb in ("fit", None):
+        text = as_resumed(record_text, _yaml(config_file.read_text()))
+        if text is not None:
+            rewrite_config(run_dir, text)
+    tree = _yaml(record_text) or {}
+    options = {k: tree[k] for k in RESUME_OPTIONS if k in tree and k.startswith("resume_")}
+    append(run_dir, verb, ckpt_path, changes, options, why)

@@ -1,0 +1,163 @@
+"""The files of a run directory: their names, and its checkpoints read back.
+
+The layout of ``<trainer.default_root_dir>/<name>/version_<N>/`` (the policy that chooses, fills
+and removes it: :mod:`trainer_cli.rundir.policy`)::
+
+    config.yaml           the resolved config (CONFIG_FILE): `train fit --config <it>` builds the run again
+    config.prev-<N>.yaml  earlier ones, kept when a resume changed the config (trainer_cli.rundir.history)
+    git.txt               the git commit of the code and of the working directory (GIT_FILE)
+    history.jsonl         one record per start of the run (trainer_cli.rundir.history.HISTORY_FILE)
+    run.json              the run id every logger logs under (trainer_cli.rundir.identity.RUN_FILE)
+    checkpoints/last.ckpt written after every epoch and on SIGTERM / Ctrl-C (LAST_CKPT)
+    hpc_ckpt_<N>.ckpt     saved on a Slurm SIGUSR1 (HPC_PATTERN); ``.used`` once a resume took it
+    job.json, submit.sbatch, slurm-<job>.log   a submitted run's (trainer_cli.job.jobstate, sbatch)
+
+Reading a checkpoint here is cheap (memory-mapped, weights only) and never builds anything.
+"""
+
+from __future__ import annotations
+
+import zipfile
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+ENV_RUN_DIR = "TRAINER_CLI_RUN_DIR"  # the run directory, for the DDP processes launched from the rank that chose it
+VERSION_PREFIX = "version_"
+CONFIG_FILE = "config.yaml"
+GIT_FILE = "git.txt"
+LAST_CKPT = Path("checkpoints") / "last.ckpt"
+HPC_PATTERN = "hpc_ckpt_*.ckpt"
+USED_SUFFIX = ".used"  # a consumed hpc checkpoint: Lightning's own hpc lookup must not pick it again
+
+
+@dataclass(frozen=True)
+class RunCheckpoint:
+    """One resumable checkpoint of a run: its file, global step and epochs finished."""
+
+    path: Path
+    global_step: int
+    epochs_done: int
+
+
+def read_checkpoint_progress(path: Path) -> RunCheckpoint | None:
+    """``path``'s global step and finished epochs, read cheaply (memory-mapped, weights only).
+
+    Returns None for a file that is not a complete checkpoint (truncated, corrupt, not a
+    Lightning checkpoint), so a run's newest *complete* checkpoint can be chosen.
+    """
+    import torch
+
+    if not zipfile.is_zipfile(path):
+        return None
+    try:
+        ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
+        step = int(ckpt["global_step"])
+        progress = ckpt.get("loops", {}).get("fit_loop", {}).get("epoch_progress", {}).get("current", {})
+        epochs = int(progress.get("processed", ckpt.get("epoch", 0)))
+    except Exception:  # any unreadable file is "not a checkpoint to resume"
+        return None
+    return RunCheckpoint(path, step, epochs)
+
+
+def run_checkpoints(run_dir: Path) -> list[RunCheckpoint]:
+    """The complete resumable checkpoints of ``run_dir``, oldest first (by global step).
+
+    Candidates: ``checkpoints/last.ckpt`` (written after every epoch and by an interrupt) and the
+    Slurm requeue checkpoints ``hpc_ckpt_N.ckpt`` in the run directory (consumed ones,
+    ``hpc_ckpt_N.ckpt.used``, included: a run that crashed right after resuming from one still has
+    it as its newest state). On equal steps ``last.ckpt`` sorts last (preferred).
+    """
+    hpc = {f.name.removesuffix(USED_SUFFIX) for f in run_dir.glob(HPC_PATTERN + "*")}
+    files = []
+    for name in sorted(hpc):  # another rank may be retiring it right now: either name will do
+        files += [f for f in (run_dir / name, run_dir / (name + USED_SUFFIX)) if f.is_file()][:1]
+    found = [
+        c for c in (read_checkpoint_progress(f) for f in [*files, run_dir / LAST_CKPT] if f.is_file()) if c is not None
+    ]
+    return sorted(found, key=lambda c: c.global_step)  # stable: last.ckpt stays last among equals
+
+
+def newest_checkpoint(run_dir: Path) -> RunCheckpoint | None:
+    """The newest complete checkpoint of ``run_dir`` by global step (what every resume takes), or None."""
+    found = run_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def best_checkpoint(run_dir: Path) -> Path | None:
+    """The best checkpoint of ``run_dir`` by its monitored score, or None.
+
+    Read from the ``ModelCheckpoint`` state (a monitored one; without, as Lightning, the first
+    one's latest file) stored in the run's newest checkpoint (its ``best_model_path``, looked up by
+    file name under ``run_dir/checkpoints`` when the run was moved); without one, the
+    ``best*.ckpt`` file with the best stored score.
+    """
+    import torch
+
+    newest = newest_checkpoint(run_dir)
+    states = _checkpoint_states(newest.path) if newest is not None else []
+    monitored = [s for s in states if s.get("monitor")]
+    for state in monitored or states[:1]:  # no monitor: Lightning's "best" is the latest it saved
+        path = Path(str(state.get("best_model_path") or ""))
+        for candidate in (path, run_dir / "checkpoints" / path.name):
+            if path.name and candidate.is_file():
+                return candidate
+    scored = []
+    for file in sorted((run_dir / "checkpoints").glob("best*.ckpt")):
+        for state in _checkpoint_states(file):
+            score = state.get("current_score")
+            if isinstance(score, torch.Tensor):
+                sign = 1.0 if state.get("mode", "min") == "max" else -1.0
+                scored.append((sign * float(score), file))
+                break
+    return max(scored)[1] if scored else None
+
+
+@dataclass(frozen=True)
+class BestScore:
+    """The best monitored score a run reached, as its newest checkpoint's ``ModelCheckpoint`` holds it."""
+
+    monitor: str
+    """The metric, e.g. ``val/acc``."""
+    mode: str
+    """``max`` or ``min``: which way is better."""
+    score: float | None
+    """The best value so far; None before the first checkpoint with one."""
+    epochs_done: int
+    """Epochs finished at that checkpoint."""
+
+
+def best_score(run_dir: Path, monitor: str | None = None) -> BestScore | None:
+    """The best score of ``run_dir``'s monitored ``ModelCheckpoint`` (of ``monitor`` when given),
+    read from its newest complete checkpoint (memory-mapped: cheap while the run still trains).
+
+    Returns:
+        None when the run has no checkpoint yet, or none of its checkpoint callbacks monitors a metric.
+    """
+    import torch
+
+    newest = newest_checkpoint(run_dir)
+    if newest is None:
+        return None
+    for state in _checkpoint_states(newest.path):
+        if state.get("monitor") and (monitor is None or state["monitor"] == monitor):
+            score = state.get("best_model_score")
+            value = float(score) if isinstance(score, (torch.Tensor, float, int)) else None
+            return BestScore(str(state["monitor"]), state["mode"], value, newest.epochs_done)
+    return None
+
+
+def _checkpoint_states(path: Path) -> list[dict[str, Any]]:
+    """The states of the ``ModelCheckpoint`` callbacks stored in checkpoint ``path`` (with their ``mode``)."""
+    import torch
+
+    try:
+        callbacks = torch.load(path, map_location="cpu", weights_only=True, mmap=True).get("callbacks", {})
+    except Exception:
+        return []
+    states = []
+    for key, state in callbacks.items():
+        if str(key).startswith("ModelCheckpoint") and isinstance(state, dict):
+            mode = "max" if "'mode': 'max'" in str(key) else "min"
+            states.append({**state, "mode": mode})
+    return states

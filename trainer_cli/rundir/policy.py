@@ -1,0 +1,467 @@
+"""A run's directory, from plan to discard: the one place of the policy.
+
+Every verb that starts a run goes through this module: ``train fit``, ``validate``/``test``/
+``predict`` (``--run_dir``, ``--ckpt_path last|best``), ``train submit`` (new, resubmitted, dry run),
+each sweep trial, each ``train cv`` fold, and the batch scripts (``slurm/ddp.sbatch.j2`` runs
+``train fit --config <run>/config.yaml`` at every start of the job, requeues included;
+``slurm/test.sbatch.j2`` runs ``train test --ckpt_path best``). The steps, in order:
+
+1. **Plan** (:func:`plan`): where the start goes. A new run gets
+   ``<trainer.default_root_dir>/<name>/version_<N>``, made atomically (``mkdir``), never reused
+   (:func:`allocate`; :func:`next_dir` for a dry run); ``--run_dir`` names an existing one (a
+   submitted job, a resubmission, a sweep trial ``<name>/sweep_<N>/trial_<i>``, a cv fold
+   ``<cv dir>/fold_<i>``); ``--ckpt_path last|best`` alone takes the newest run of ``<name>`` with a
+   checkpoint (:func:`resumable_run`). Every rank agrees on one directory: the process that
+   chose it exports ``TRAINER_CLI_RUN_DIR`` for the DDP processes Lightning launches from it, and
+   ranks started together by ``srun`` (several Slurm tasks, no ``--run_dir``) share
+   ``job_<SLURM_JOB_ID>``.
+2. **Resume** (:func:`resume_checkpoint`): which checkpoint the start loads, and why. **A requeued
+   or restarted Slurm job resumes from its run's newest complete checkpoint by global step**
+   (``checkpoints/last.ckpt`` or ``hpc_ckpt_<N>.ckpt``), whatever ``--ckpt_path`` it was submitted
+   with, once it saved one; the hpc ones are then retired (:func:`retire_hpc_checkpoints`). A run
+   that already reached ``max_epochs``/``max_steps`` is not trained again (:func:`finished_line`).
+   What may change on resume is :mod:`trainer_cli.rundir.resume`'s to decide.
+3. **Freeze** (:func:`freeze`): ``config.yaml`` (the resolved config, atomically) and ``git.txt``
+   at the run's first start; a later start that changes the config keeps the earlier one as
+   ``config.prev-<N>.yaml``, and every start is one line of ``history.jsonl``
+   (:mod:`trainer_cli.rundir.history`, written by global rank 0 when the verb starts).
+4. **Discard** (:func:`discard_if_untrained`): a directory a start made is removed again when it
+   fails or is stopped before it saved a checkpoint; nothing a run saved is ever removed.
+
+The file names of a run directory and the readers of its checkpoints are
+:mod:`trainer_cli.rundir.layout` (re-exported here). The Lightning-facing part of a run (its loggers,
+callbacks, the checkpoint on SIGTERM, the exit codes) is :class:`trainer_cli.runtime.run.Run`, which calls
+this module; the Slurm job's restarts and their cap are :mod:`trainer_cli.job.jobstate`'s.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import re
+import shutil
+import subprocess
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainer_cli.atomic import write_atomic
+from trainer_cli.errors import UserError
+from trainer_cli.rundir.layout import CONFIG_FILE as CONFIG_FILE
+from trainer_cli.rundir.layout import ENV_RUN_DIR as ENV_RUN_DIR
+from trainer_cli.rundir.layout import GIT_FILE as GIT_FILE
+from trainer_cli.rundir.layout import HPC_PATTERN as HPC_PATTERN
+from trainer_cli.rundir.layout import LAST_CKPT as LAST_CKPT
+from trainer_cli.rundir.layout import USED_SUFFIX as USED_SUFFIX
+from trainer_cli.rundir.layout import VERSION_PREFIX as VERSION_PREFIX
+from trainer_cli.rundir.layout import BestScore as BestScore
+from trainer_cli.rundir.layout import RunCheckpoint as RunCheckpoint
+from trainer_cli.rundir.layout import best_checkpoint as best_checkpoint
+from trainer_cli.rundir.layout import best_score as best_score
+from trainer_cli.rundir.layout import newest_checkpoint as newest_checkpoint
+from trainer_cli.rundir.layout import read_checkpoint_progress as read_checkpoint_progress
+from trainer_cli.rundir.layout import run_checkpoints as run_checkpoints
+
+
+# -- 1. plan: where a start of a run goes -----------------------------------------------------------
+def experiment_dir(root: Path, name: str) -> Path:
+    """``root/name``, the folder of an experiment's runs.
+
+    Raises:
+        UserError: for a name that would leave ``root`` (absolute, or a ``..`` part) or is empty.
+    """
+    parts = Path(name).parts
+    if not name.strip() or Path(name).is_absolute() or ".." in parts or any(c in name for c in "\0\n\r"):
+        raise UserError(
+            f"--name {name!r}: an experiment name is a folder inside --trainer.default_root_dir {root}: "
+            "no absolute path, no '..', not empty (e.g. --name cifar10_sweep)"
+        )
+    return root / name
+
+
+def _versions(parent: Path, prefix: str = VERSION_PREFIX) -> list[tuple[int, Path]]:
+    found = []
+    if parent.is_dir():
+        for child in parent.iterdir():
+            match = re.fullmatch(rf"{prefix}(\d+)", child.name)
+            if match and child.is_dir():
+                found.append((int(match.group(1)), child))
+    return sorted(found)
+
+
+def next_dir(root: Path, name: str, prefix: str = VERSION_PREFIX) -> Path:
+    """The directory :func:`allocate` would create next, without creating it (for a dry run)."""
+    versions = _versions(experiment_dir(root, name), prefix)
+    return root / name / f"{prefix}{versions[-1][0] + 1 if versions else 0}"
+
+
+def allocate(root: Path, name: str, prefix: str = VERSION_PREFIX) -> Path:
+    """Create and return a new ``root/name/<prefix>N`` (N one past the highest; ``version_N`` by
+    default, ``sweep_N`` for a sweep); race-free (mkdir is atomic)."""
+    parent = experiment_dir(root, name)
+    try:
+        parent.mkdir(parents=True, exist_ok=True)
+    except OSError as err:  # read-only, a file in the way, a full disk
+        raise UserError(
+            f"cannot create the run directory under --trainer.default_root_dir {root}: {parent}: "
+            f"{err.strerror or err}; "
+            "choose a writable folder with --trainer.default_root_dir DIR"
+        ) from None
+    versions = _versions(parent, prefix)
+    n = versions[-1][0] + 1 if versions else 0
+    while True:
+        candidate = parent / f"{prefix}{n}"
+        try:
+            candidate.mkdir()
+            return candidate
+        except FileExistsError:
+            n += 1
+        except OSError as err:
+            raise UserError(
+                f"cannot create the run directory {candidate}: {err.strerror or err}; "
+                "choose a writable folder with --trainer.default_root_dir DIR"
+            ) from None
+
+
+def slurm_shared_run_dir(root: Path, name: str) -> Path | None:
+    """``root/name/job_<id>`` when this process is one of several tasks ``srun`` started together."""
+    job = os.environ.get("SLURM_JOB_ID")
+    if job and int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in os.environ:
+        return experiment_dir(root, name) / f"job_{job}"
+    return None
+
+
+@dataclass(frozen=True)
+class Placement:
+    """Where a start of a run goes (:func:`plan`)."""
+
+    path: Path | None
+    """The run directory; None for a user's script's new run (Lightning's ``log_dir``, known once the Trainer is
+    built)."""
+    created: bool
+    """Whether :func:`plan` made it (only then is it ever removed: :func:`discard_if_untrained`)."""
+    kind: str
+    """``inherited``, ``named``, ``resumed``, ``shared``, ``new``, ``dry-run`` or ``lightning`` (the rules of
+    :func:`plan`)."""
+
+    @property
+    def existing(self) -> bool:
+        """Whether the start goes into a run that may exist already (its checkpoint: :func:`resume_checkpoint`)."""
+        return self.kind in ("inherited", "named", "resumed")
+
+
+def plan(
+    root: Path,
+    name: str,
+    ckpt_path: str | None,
+    run_dir: str | Path | None,
+    submitting: bool = False,
+    dry_run: bool = False,
+    lightning_chooses: bool = False,
+) -> Placement:
+    """Where a start of a run goes, the first rule that applies:
+
+    1. ``inherited``: ``TRAINER_CLI_RUN_DIR`` (a DDP process launched by the rank that chose);
+    2. ``named``: ``--run_dir`` (a resume in place, a submitted job's every start, a resubmission,
+       a sweep trial, whose frozen config names its directory, a cv fold);
+    3. ``resumed``: ``--ckpt_path last|best`` alone: the newest run of ``name`` with a checkpoint
+       (:func:`resumable_run`);
+    4. ``shared``: tasks that ``srun`` started together: ``<name>/job_<SLURM_JOB_ID>``;
+    5. ``dry-run``: the next ``version_<N>``, not created (``train submit --dry-run``);
+    6. ``lightning``: a user's script's new run: Lightning's ``log_dir`` (``path`` None);
+    7. ``new``: a new ``version_<N>``, created atomically, never reused (:func:`allocate`).
+
+    Args:
+        submitting: ``train submit`` plans a job's run from the submitting machine (rules 1 and 4
+            are the job's own, not this process's).
+
+    Raises:
+        UserError: for a bad ``name``, an unwritable root, or nothing to resume (rule 3).
+    """
+    inherited = None if submitting else os.environ.get(ENV_RUN_DIR)
+    if inherited or run_dir:
+        return Placement(Path(inherited or str(run_dir)), False, "inherited" if inherited else "named")
+    if ckpt_path in RUN_CHOICES:
+        return Placement(resumable_run(root, name, ckpt_path), False, "resumed")
+    shared = None if submitting else slurm_shared_run_dir(root, name)
+    if shared is not None:
+        return Placement(shared, False, "shared")
+    if dry_run:
+        return Placement(next_dir(root, name), False, "dry-run")
+    if lightning_chooses:
+        return Placement(None, False, "lightning")
+    return Placement(allocate(root, name), True, "new")
+
+
+# -- 2. resume: which checkpoint a start loads, and why ---------------------------------------------
+RUN_CHOICES = ("last", "best")  # --ckpt_path values that name a checkpoint of a run
+
+
+@dataclass(frozen=True)
+class Resume:
+    """The checkpoint a start of a run loads (:func:`resume_checkpoint`), and why."""
+
+    path: Path
+    """The checkpoint file."""
+    which: str
+    """``last``, ``best`` or ``file`` (``--ckpt_path`` as given: a file, a URL, or a name Lightning
+    resolves itself, ``hpc`` or ``registry``)."""
+    why: str
+    """The rule that chose it, one line (recorded in ``history.jsonl``)."""
+    progress: RunCheckpoint | None = None
+    """Its global step and epochs done (read to choose a ``last``)."""
+
+
+def resume_checkpoint(
+    run_dir: Path,
+    ckpt_path: str | None,
+    trains: bool = True,
+    named: bool = True,
+    in_job: bool | None = None,
+    carried: bool = False,
+) -> Resume | None:
+    """Which checkpoint a start of the run in ``run_dir`` loads, and why; None when it loads none
+    (a new run; an evaluation of the config's own weights). Every start uses this rule: ``train
+    fit``, ``train validate|test|predict --run_dir``, ``train submit --ckpt_path last|best`` (checked
+    on the submitting machine), the batch script's ``train fit`` in a started, requeued or
+    resubmitted job, and the test job after a fit (``slurm/test.sbatch.j2``: ``--ckpt_path best``).
+
+    The rules, in order:
+
+    0. **A --ckpt_path FILE|best carried over** from the run's own ``config.yaml`` (``train fit
+       --run_dir R``, ``train submit --config R/config.yaml``: the run's first start took it) counts
+       only while the run has saved nothing; once it holds a checkpoint, the start is one without
+       ``--ckpt_path`` (rule 1), so a run never goes back to where it started.
+    1. **A trained run, no --ckpt_path** (a ``--run_dir`` that holds a checkpoint, a start that
+       trains): inside a Slurm job its newest checkpoint, as ``last`` (a requeued, restarted or
+       resubmitted job continues; a run never goes back); elsewhere refused (a run directory is
+       never reused).
+    2. **A restarted Slurm job that started from --ckpt_path FILE|best** (a requeue, or a
+       resubmission by the job itself) whose run saved a checkpoint since ``train submit`` queued
+       it (:func:`restarted_past`): ``last``, not the ``--ckpt_path`` again.
+       **An evaluation (validate, test, predict) of a trained run, no --ckpt_path**: its ``best``
+       checkpoint, or ``last`` when no ``ModelCheckpoint`` with a monitor saved one (never the
+       config's untrained weights).
+    3. ``last``: the complete checkpoint with the highest global step, ``checkpoints/last.ckpt``
+       or a Slurm ``hpc_ckpt_<N>.ckpt`` (a consumed ``.used`` one included: a run that crashed right
+       after resuming from it has it as its newest state; on equal steps ``last.ckpt``). Once chosen,
+       the hpc ones are retired (:func:`retire_hpc_checkpoints`), so Lightning never loads a stale one.
+    4. ``best``: the best monitored score of the run's ``ModelCheckpoint`` (:func:`best_checkpoint`).
+    5. A file: that file (a URL, Lightning's ``hpc`` or ``registry``: passed on as given).
+
+    Args:
+        run_dir: The run directory.
+        ckpt_path: ``--ckpt_path`` as given (None, ``last``, ``best`` or a file).
+        trains: Whether the start trains (``fit``); rules 0-2 but the evaluation's apply to training only.
+        named: Whether ``--run_dir`` named the directory (rules 1 and 2 apply to a named run only:
+            a DDP process launched into a new run inherits the directory, not its rules).
+        in_job: Whether this start is a Slurm job's (default: ``SLURM_JOB_ID`` is set); ``train
+            submit`` plans a job's start.
+        carried: Whether ``ckpt_path`` is the one the run's ``config.yaml`` held before this start
+            (rule 0). Not in a job's own start: there ``config.yaml`` holds what ``train submit``
+            decided by this rule.
+
+    Raises:
+        UserError: for rule 1 outside a job, or ``last``/``best`` with no such checkpoint in ``run_dir``.
+    """
+    in_job = bool(os.environ.get("SLURM_JOB_ID")) if in_job is None else in_job
+    if named and trains and carried and ckpt_path not in (None, "last") and newest_checkpoint(run_dir) is not None:
+        ckpt_path = None  # rule 0: the first start's --ckpt_path, not this one's
+    why = f"--ckpt_path {ckpt_path}"
+    if named and trains and not ckpt_path and newest_checkpoint(run_dir) is not None:
+        if not in_job:
+            raise UserError(
+                f"--run_dir {run_dir} already holds a trained run (a checkpoint); a run directory is never "
+                "reused: add --ckpt_path last to resume it, or drop --run_dir to start a new run"
+            )
+        ckpt_path, why = "last", "a Slurm job in its trained run continues from its newest checkpoint"
+    elif named and trains and ckpt_path and restarted_past(run_dir):
+        ckpt_path, why = "last", f"a restarted Slurm job goes on from what it saved, not from --ckpt_path {ckpt_path}"
+    elif named and not trains and not ckpt_path:  # an evaluation of a trained run: its weights, not the config's
+        best = best_checkpoint(run_dir)  # (reads the newest checkpoint once)
+        if best is not None:
+            return Resume(
+                best,
+                "best",
+                "an evaluation of a trained run without --ckpt_path uses its best checkpoint: the best monitored score",
+            )
+        if newest_checkpoint(run_dir) is not None:
+            ckpt_path, why = "last", "an evaluation of a trained run without --ckpt_path uses its last checkpoint"
+    if not ckpt_path:
+        return None
+    if ckpt_path == "best":
+        best = best_checkpoint(run_dir)
+        if best is None:
+            raise UserError(
+                f"--ckpt_path best: {run_dir} has no best checkpoint (no ModelCheckpoint with a monitor saved one); "
+                "use --ckpt_path last or give a checkpoint file"
+            )
+        return Resume(best, "best", why + ": the best monitored score")
+    if ckpt_path == "last":
+        newest = newest_checkpoint(run_dir)
+        if newest is None:
+            raise UserError(
+                f"--ckpt_path last: {run_dir} holds no complete checkpoint; nothing to resume (no {LAST_CKPT} "
+                f"or {HPC_PATTERN}; drop --ckpt_path to start it again)"
+            )
+        return Resume(newest.path, "last", why + ": the newest complete checkpoint by global step", newest)
+    return Resume(Path(ckpt_path), "file", why)
+
+
+def resumable_run(root: Path, name: str, which: str) -> Path:
+    """The run ``--ckpt_path last|best`` without ``--run_dir`` resumes: the newest
+    ``root/name/version_N`` holding a complete checkpoint.
+
+    Raises:
+        UserError: when no run of ``name`` has one.
+    """
+    found = newest_resumable(root, name)
+    if found is None:
+        raise UserError(
+            f"--ckpt_path {which}: no run of {name!r} under {root} has a checkpoint ({LAST_CKPT} or {HPC_PATTERN}); "
+            "start one without --ckpt_path first, or give a checkpoint file"
+        )
+    return found
+
+
+def newest_resumable(root: Path, name: str) -> Path | None:
+    """The newest ``root/name/version_N`` holding a complete resumable checkpoint, if any."""
+    for _, run in reversed(_versions(experiment_dir(root, name))):
+        if newest_checkpoint(run) is not None:
+            return run
+    return None
+
+
+def restarted_past(run_dir: Path) -> bool:
+    """Whether this is a restart of the Slurm job of ``run_dir`` (a requeue or resubmission, not its
+    first start) and the run holds a checkpoint written since ``train submit`` queued it: the job
+    started from its ``--ckpt_path`` before, and resumes from what it saved since."""
+    from datetime import datetime
+
+    from trainer_cli.job import jobstate, requeue_signal
+
+    if not requeue_signal.under_slurm_batch() or jobstate.policy().count == 0:
+        return False
+    newest = newest_checkpoint(run_dir)
+    submitted = jobstate.read(run_dir).get("submitted")
+    try:
+        return (
+            newest is not None
+            and bool(submitted)
+            and newest.path.stat().st_mtime >= datetime.fromisoformat(str(submitted)).timestamp()
+        )
+    except (OSError, ValueError):
+        return False
+
+
+def finished_line(
+    run_dir: Path, checkpoint: RunCheckpoint, max_epochs: int | None, max_steps: int | None
+) -> str | None:
+    """One line when ``checkpoint`` already reached ``max_epochs`` or ``max_steps`` (the trainer's):
+    a resume has nothing to train; None when it has."""
+    epochs = 1000 if max_epochs is None and max_steps in (None, -1) else max_epochs  # 1000: Lightning's default
+    done = (epochs is not None and epochs != -1 and checkpoint.epochs_done >= epochs) or (
+        max_steps is not None and max_steps != -1 and checkpoint.global_step >= max_steps
+    )
+    if not done:
+        return None
+    return (
+        f"{run_dir} is finished ({checkpoint.epochs_done} epochs, step {checkpoint.global_step}; "
+        f"max_epochs={max_epochs}, max_steps={max_steps}): nothing to train. "
+        "Pass a larger --trainer.max_epochs (or max_steps) to continue it."
+    )
+
+
+def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = True) -> RunCheckpoint:
+    """Rename every ``hpc_ckpt_N.ckpt`` of ``run_dir`` to ``hpc_ckpt_N.ckpt.used``; delete the
+    ``.used`` ones older than ``chosen`` (superseded: no resume takes them again).
+
+    Called once the resume checkpoint is chosen (and passed to Lightning explicitly): a later
+    Lightning hpc lookup (``ckpt_path=None`` under Slurm) can then never load a stale one. The
+    numbering of new hpc checkpoints keeps counting up (Lightning counts the ``.used`` names too).
+
+    Args:
+        run_dir: The run directory.
+        chosen: The checkpoint the resume takes (:func:`newest_checkpoint`).
+        rename: False on the other ranks of a job: global rank 0 renames, before the ranks meet
+            to load the checkpoint; they only take the new name.
+
+    Returns:
+        ``chosen``, with its new path when it is one of the renamed files.
+    """
+    if rename:
+        for file in run_dir.glob(HPC_PATTERN):
+            os.replace(file, file.with_name(file.name + USED_SUFFIX))
+        for older in run_checkpoints(run_dir):  # consumed before and superseded: never chosen again
+            if older.path.name.endswith(USED_SUFFIX) and older.global_step < chosen.global_step:
+                older.path.unlink(missing_ok=True)
+    if fnmatch.fnmatch(chosen.path.name, HPC_PATTERN):
+        chosen = RunCheckpoint(
+            chosen.path.with_name(chosen.path.name + USED_SUFFIX), chosen.global_step, chosen.epochs_done
+        )
+    return chosen
+
+
+# -- 3. freeze: the run's config and code at its first start ----------------------------------------
+def freeze(run_dir: Path, config_text: str) -> bool:
+    """Freeze a run at its first start: ``run_dir/config.yaml`` (``config_text``, written atomically)
+    and ``git.txt``, unless the run has its config already (a later start that changes it keeps
+    the earlier one beside it: :func:`trainer_cli.rundir.history.rewrite_config`). Used by ``train fit``
+    (global rank 0, when the verb starts), ``train submit`` and every sweep trial.
+
+    Returns:
+        Whether it wrote them (False: the run was frozen before).
+    """
+    config_file = run_dir / CONFIG_FILE
+    if config_file.exists():
+        return False
+    run_dir.mkdir(parents=True, exist_ok=True)
+    write_atomic(config_file, config_text)
+    write_git_info(run_dir)
+    return True
+
+
+def git_description(path: Path) -> str | None:
+    """``<commit>`` (plus `` (dirty)``) of the git checkout holding ``path``, or None outside one."""
+    try:
+        commit = subprocess.run(
+            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
+        ).stdout.strip()
+        dirty = subprocess.run(
+            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
+            capture_output=True,
+            text=True,
+            timeout=10,
+            check=True,
+        ).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return commit + (" (dirty)" if dirty else "")
+
+
+def write_git_info(run_dir: Path) -> None:
+    """Record the git commit of the project code and of the working directory in ``run_dir/git.txt``."""
+    lines = []
+    seen = set()
+    for label, where in (("trainer_cli", Path(__file__).resolve().parents[1]), ("cwd", Path.cwd())):
+        desc = git_description(where)
+        if desc and desc not in seen:
+            seen.add(desc)
+            lines.append(f"{label}: {desc}")
+    if lines:
+        (run_dir / GIT_FILE).write_text("\n".join(lines) + "\n")
+
+
+# -- 4. discard: a start that saved nothing leaves nothing --------------------------------------
+def discard_if_untrained(path: Path, empty_parents: int = 0) -> bool:
+    """Remove ``path`` (a run, fold or cv directory the caller made) unless something in it is a
+    checkpoint (nothing a run saved is ever removed), then up to ``empty_parents`` of the folders
+    above it that this leaves empty. Returns whether it removed ``path``."""
+    if not path.is_dir() or any(path.rglob("*.ckpt")):
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    for parent in list(path.parents)[:empty_parents]:
+        try:
+            parent.rmdir()  # only when empty
+        except OSError:
+            break
+    return True

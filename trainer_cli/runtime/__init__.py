@@ -1,0 +1,1 @@
+"""What runs inside a fit process around Lightning: TrainerCLI, the run, checkpointing, quiet logs."""

@@ -1,0 +1,108 @@
+"""Build the configured run of ``train fit`` without fitting, for the verbs that tune or wrap it.
+
+Each verb parses its own few options with :mod:`argparse` and hands everything else (``--config``
+layers and ``--key value`` overrides) to :func:`build_run`, so it reads configs exactly like
+``train fit``. :func:`write_fragment` writes what a verb found as a config fragment that layers
+onto later runs with ``--config``.
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any, NoReturn
+
+import yaml
+
+from trainer_cli.errors import UserError
+from trainer_cli.imports import heavy_import
+
+FIT_HELP = (
+    "Every other option is `train fit`'s: --config FILE (repeatable) "
+    "and --key.sub value overrides (`train fit --help`)."
+)
+
+
+class VerbParser(argparse.ArgumentParser):
+    """An :class:`argparse.ArgumentParser` whose errors are :class:`UserError` (one ``error:`` line,
+    exit 2, from ``train``'s main) instead of argparse's usage text and exit."""
+
+    def error(self, message: str) -> NoReturn:  # type: ignore[override]
+        raise UserError(f"{self.prog}: {message}")
+
+
+def verb_parser(verb: str, description: str, epilog: str) -> argparse.ArgumentParser:
+    """A :class:`VerbParser` for ``train <verb>``'s own options (no abbreviations, so no
+    ``train fit`` flag is mistaken for one of the verb's)."""
+    return VerbParser(
+        prog=f"train {verb}",
+        description=f"{description}\n\n{FIT_HELP}",
+        epilog=epilog,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+        allow_abbrev=False,
+    )
+
+
+def parse_verb_args(parser: argparse.ArgumentParser, args: Sequence[str]) -> tuple[argparse.Namespace, list[str]]:
+    """Split ``args`` into the verb's own options and the rest (for :func:`build_run`).
+
+    Raises:
+        UserError: for a bad value of one of the verb's own options (with a :class:`VerbParser`).
+    """
+    return parser.parse_known_args(list(args))
+
+
+def build_run(args: Sequence[str]) -> Any:
+    """The :class:`trainer_cli.runtime.cli.TrainerCLI` of ``train fit ARGS``, built but not run.
+
+    Its ``.model``, ``.datamodule`` and ``.trainer`` are instantiated and ``.run_dir`` (with the
+    resolved ``config.yaml``) exists; ``.run.ckpt_path`` is the checkpoint to start from
+    (``--ckpt_path``, with ``last``/``best`` resolved in the run directory, :class:`trainer_cli.runtime.run.Run`).
+    ``TRAINER_CLI_RUN_DIR`` is cleared again afterwards, so several runs can be built in one process.
+
+    Raises:
+        UserError: for a bad config file or a value a constructor rejects.
+    """
+    with heavy_import():
+        from trainer_cli.runtime.cli import TrainerCLI, building_cli
+    from trainer_cli.config.compose import compose_args
+
+    expanded, layers = compose_args(list(args))
+    with building_cli(None, layers) as run:
+        cli = TrainerCLI(args=expanded, run=False, run_directory=run, layers=layers)
+    return cli
+
+
+def write_fragment(path: Path, values: dict[str, Any], description: str) -> None:
+    """Write ``values`` as a config fragment that layers with ``--config`` (and composes as a
+    Hydra group option: ``# @package _global_``), headed by a one-line ``description``."""
+    header = f"# @package _global_\n# {description}\n"
+    path.write_text(header + yaml.safe_dump(values, sort_keys=False))
+
+
+def nested(dotted: str, value: Any) -> dict[str, Any]:
+    """``nested("a.b.c", 1) == {"a": {"b": {"c": 1}}}``."""
+    out: Any = value
+    for key in reversed(dotted.split(".")):
+        out = {key: out}
+    return out
+
+
+def drop_lr_scheduler(model: Any) -> None:
+    """Make ``model.configure_optimizers`` return its optimizer(s) without the scheduler.
+
+    For tuning runs of a few steps at a time (batch-size search): a scheduler sized for the real
+    run (``OneCycleLR`` with ``total_steps``) would otherwise be stepped past its end across trials.
+    """
+    configure = model.configure_optimizers
+
+    def optimizers_only() -> Any:
+        out = configure()
+        if isinstance(out, dict) and "optimizer" in out:
+            return out["optimizer"]
+        if isinstance(out, tuple) and len(out) == 2 and isinstance(out[0], list):
+            return out[0]
+        return out
+
+    model.configure_optimizers = optimizers_only

@@ -1,0 +1,578 @@
+"""One run's directory, as a Lightning run sees it: loggers, callbacks, stop codes.
+
+A run of ``train fit|validate|test|predict`` (and of the verbs built on ``fit``: ``cv``,
+``lr-find``, ``scale-batch-size``) lives in one directory, ``<trainer.default_root_dir>/<name>/
+version_<N>``. The policy (which directory, which checkpoint a start resumes from and why, the
+frozen config, the history, what is removed) is :mod:`trainer_cli.rundir.policy`'s; :class:`Run` applies
+it to a LightningCLI run. :class:`trainer_cli.runtime.cli.TrainerCLI` calls it at four points (after
+parsing, before building, after building, when the verb stops).
+
+In the order they are applied (:meth:`Run.prepare`):
+
+1. **New run** (no ``--run_dir``, no ``--ckpt_path last|best``): a fresh ``version_<N>``
+   (:func:`trainer_cli.rundir.policy.plan`); DDP processes that Lightning launches inherit it through
+   ``TRAINER_CLI_RUN_DIR``; Slurm tasks started together share ``<name>/job_<SLURM_JOB_ID>``.
+2. **Resume** (``--ckpt_path last`` or ``best``): without ``--run_dir``, the newest run of
+   ``<name>`` with a checkpoint; the checkpoint by :func:`trainer_cli.rundir.policy.resume_checkpoint`.
+   A run that already reached ``max_epochs``/``max_steps`` is not trained again (one line, exit
+   0). Settings changed since the run started are listed (``resume: ...``), and refused when they
+   would not resume correctly (:mod:`trainer_cli.rundir.resume`).
+3. **Explicit ``--run_dir``** (``train submit`` sets it): exactly that directory. If it already holds
+   a checkpoint, ``fit`` refuses to start over in it unless told ``--ckpt_path last``, except in a
+   Slurm job: a (re)started or resubmitted job of that run continues from its newest checkpoint
+   (the Slurm requeue rule: a run never goes back; :func:`trainer_cli.rundir.policy.resume_checkpoint`).
+4. **Identity**: ``run.json`` (written once) holds the run id every logger uses
+   (:mod:`trainer_cli.rundir.identity`): TensorBoard/CSV version, W&B run id, MLflow run id. Loggers and
+   checkpoints are pointed into the directory whatever the logger.
+5. **Freeze** (:meth:`Run.freeze`): the resolved ``config.yaml`` and ``git.txt`` are written by
+   global rank 0 when the run starts. ``config.yaml`` describes the run as it is now: a resume that
+   changes the config keeps the earlier one as ``config.prev-<N>.yaml`` and rewrites it atomically
+   with the new values (how that start resumed, ``ckpt_path``/``resume_*``, is not carried over).
+   Every start (new, resume, extension, requeue, resubmission, an evaluation) appends one record
+   to ``history.jsonl``: time, kind, checkpoint, global step, Slurm job and restart, the changes
+   (:mod:`trainer_cli.rundir.history`). A model argument may change on resume when the checkpoint's
+   tensors still fit the model (:func:`trainer_cli.rundir.resume.check_weights_fit`); a changed length
+   of a step-wise schedule prints one line and follows ``--resume_schedule``
+   (:mod:`trainer_cli.optim.schedule_resume`); ``--resume_force true`` lets a refused change through.
+6. **Stop** (:meth:`Run.stopped`): after SIGTERM or Ctrl-C during training, a checkpoint is saved
+   (``InterruptCheckpoint``), one line says how to resume, and the exit code is 143 or 130.
+7. **Cleanup** (:meth:`Run.remove_if_untrained`): a directory this run made is removed again when
+   the run fails on a user error or is stopped before it saved a checkpoint. Nothing a run saved
+   is ever removed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, Optional
+
+import yaml
+from jsonargparse import Namespace
+from lightning.fabric.utilities.rank_zero import rank_zero_only
+from lightning.pytorch import Callback
+
+from trainer_cli.rundir import history
+from trainer_cli.rundir import identity as loggers_mod
+from trainer_cli.rundir import policy as rundir
+from trainer_cli.rundir.resume import compare_for_resume, flatten, stored_config
+from trainer_cli.runtime.checkpointing import CTRL_C, InterruptCheckpoint, check_checkpoint_file
+
+DEFAULT_ROOT_DIR = "runs"
+DEFAULT_NAME = "run"  # --name: runs go to <trainer.default_root_dir>/<name>/version_<N>
+DEFAULT_LOGGER = {
+    "class_path": "lightning.pytorch.loggers.TensorBoardLogger",
+    "init_args": {"save_dir": "runs", "default_hp_metric": False},
+}
+FIT_LIKE = ("fit", None)  # None: built without running a verb (cv folds, lr-find): they train too
+LIGHTNING_CHOICES = ("last", "best", "hpc", "registry")  # --ckpt_path values Lightning resolves itself
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+EXIT_SIGTERM = 143  # 128 + SIGTERM
+
+
+def is_checkpoint_file(ckpt_path: Optional[str]) -> bool:
+    """Whether ``--ckpt_path`` names a local file (not ``last``/``best``/... nor a URL)."""
+    return bool(ckpt_path) and ckpt_path not in LIGHTNING_CHOICES and "://" not in str(ckpt_path)
+
+
+class Run:
+    """The run directory of one ``train <verb>`` (see the module's description for the rules).
+
+    Args:
+        verb: ``fit``, ``validate``, ``test``, ``predict``, or None for a run built without a verb
+            (``cv``, ``lr-find``, ``scale-batch-size``: they train like ``fit``).
+
+    Attributes:
+        path: The run directory (absolute), once :meth:`prepare` chose it.
+        created: Whether this run made the directory (only then is it ever removed).
+        ckpt_path: The checkpoint the verb starts from: ``--ckpt_path`` as given, and after
+            :meth:`prepare` a ``last``/``best`` resolved to the file in the run directory.
+        interrupt_checkpoint: The callback that saves on SIGTERM / Ctrl-C (:meth:`callbacks`).
+        trainer: The verb's Trainer, once built.
+        resume_command: The command the resume line after a stop shows.
+    """
+
+    def __init__(self, verb: Optional[str]) -> None:
+        self.verb = verb
+        self.path: Path | None = None
+        self.created = False
+        self.ckpt_path: Optional[str] = None
+        self.interrupt_checkpoint: InterruptCheckpoint | None = None
+        self.trainer: Any = None
+        self.resume_command = "train fit --run_dir {path} --ckpt_path last"
+        self._checked: set[str] = set()
+        self._config_text = ""
+        self._launcher_set: dict[str, Any] = {}
+        self._identity: dict[str, Any] = {}
+        self.linked: dict[str, Any] = {}  # values the data->model links gave (TrainerCLI), for the record
+        self.missing_is_error = True  # a missing --ckpt_path file: our message (False: Lightning's, when it loads)
+        # a user's script (LightningCLI's rule): the checkpoint's hyperparameters replace the config's
+        # model arguments, so a difference is not refused
+        self.checkpoint_hparams_win = False
+        self.link_targets: set[str] = set()  # model keys the data->model links fill (TrainerCLI)
+        self._mlflow_uris: list[str] = []
+        # a user's script (TrainerCLI as LightningCLI): a new run's directory is the Trainer's log_dir,
+        # where LightningCLI puts config.yaml, chosen by Lightning (its logger's version) and bound
+        # when the Trainer is built (:meth:`bind_to_log_dir`); config.yaml is written by the
+        # script's SaveConfigCallback
+        self.follows_lightning = False
+        self.late = False  # the directory is the Trainer's log_dir, bound once the Trainer is built
+        self.changes: list[
+            str
+        ] = []  # the config changes this resume makes (trainer_cli.rundir.resume), for history.jsonl
+        self.resumed_because: str | None = (
+            None  # the rule that chose the checkpoint (rundir.resume_checkpoint), for history.jsonl
+        )
+        self._history_written = False
+
+    @property
+    def trains(self) -> bool:
+        return self.verb in FIT_LIKE
+
+    # -- after parsing ---------------------------------------------------------------------------
+    def check_checkpoint(self, cfg: Namespace, model_keys: tuple[str, ...]) -> None:
+        """Check an explicit ``--ckpt_path`` file is a complete checkpoint of the configured model
+        (before LightningCLI reads the model's hyperparameters from it).
+
+        Raises:
+            UserError: for a truncated, corrupt or foreign checkpoint.
+        """
+        from trainer_cli.config.after_parse import check_checkpoint_model
+
+        self.ckpt_path = cfg.get("ckpt_path")
+        if is_checkpoint_file(self.ckpt_path) and (self.missing_is_error or Path(str(self.ckpt_path)).exists()):
+            check_checkpoint_file(self.ckpt_path)
+            if not self.checkpoint_hparams_win:
+                check_checkpoint_model(self.ckpt_path, cfg.get("model"), model_keys)
+            self._checked.add(str(self.ckpt_path))
+
+    # -- before building -------------------------------------------------------------------------
+    def prepare(self, cfg: Namespace, dump: Callable[[], str]) -> Path | None:
+        """Choose the directory (rules 1-3), resolve ``--ckpt_path last|best`` in ``cfg``, point the
+        loggers and checkpoints at it (rule 4); returns the directory. ``dump`` gives the resolved
+        config as YAML: before pointing (what a resume compares with) and after it (what
+        :meth:`freeze` writes: the values the Trainer is built from).
+
+        Raises:
+            UserError: for a bad ``--name``, an unwritable root, nothing to resume, a checkpoint that
+                cannot be read, or a run directory that would be reused.
+            SystemExit: 0 when ``--ckpt_path last`` names a finished run (nothing to train).
+        """
+        self._config_text = dump()
+        if cfg.trainer.get("fast_dev_run"):  # a smoke test: Lightning logs and saves nothing for it, nor do we
+            return None
+        chosen = self._choose(cfg)
+        if chosen is None:  # a user's script's new run: the Trainer's log_dir (bind_to_log_dir)
+            self.late = True
+            return None
+        self.path = chosen.absolute()
+        self.ckpt_path = cfg.get("ckpt_path")
+        # renamed any moment now
+        retired_by_rank_0 = rank_zero_only.rank != 0 and str(self.ckpt_path).endswith(rundir.USED_SUFFIX)  # type: ignore[attr-defined]
+        missing_left_to_lightning = not self.missing_is_error and not Path(str(self.ckpt_path)).exists()
+        if (
+            is_checkpoint_file(self.ckpt_path)
+            and str(self.ckpt_path) not in self._checked
+            and not retired_by_rank_0
+            and not missing_left_to_lightning
+        ):
+            check_checkpoint_file(self.ckpt_path)
+        os.environ[rundir.ENV_RUN_DIR] = str(self.path)  # DDP processes launched from here share it
+        before = _tree(self._config_text)
+        root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR).absolute()
+        # a script's logger that logs to <save_dir>/<name>/<version> already is not moved
+        logs_here = self.follows_lightning and self.path.is_relative_to(Path(*lightning_log_root(cfg)).absolute())
+        self._point_loggers(cfg)
+        self._config_text = dump()  # the record keeps the root: re-running it makes a new run beside this one
+        self._launcher_set = _changed_keys(before, _tree(self._config_text))
+        if "default_root_dir" in cfg.trainer:  # the Trainer gets the run directory (TrainerCLI.instantiate_trainer)
+            self._launcher_set["trainer.default_root_dir (the Trainer's: this run directory)"] = (
+                cfg.trainer.default_root_dir
+            )
+        moved = (
+            {}
+            if logs_here
+            else {
+                k: v
+                for k, v in self._launcher_set.items()
+                if ".logger" in k
+                and k.endswith(("save_dir", ".name"))
+                and isinstance(v, str)
+                and v not in ("", DEFAULT_ROOT_DIR, "lightning_logs")
+                and not Path(v).absolute().is_relative_to(root)
+            }
+        )
+        if moved and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
+            print(
+                f"Logs go to the run directory {self.path} ("
+                + ", ".join(f"{k} was {v!r}" for k, v in moved.items())
+                + ")",
+                flush=True,
+            )
+        return self.path
+
+    def _choose(self, cfg: Namespace) -> Path | None:
+        root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR)
+        name = cfg.name
+        if self.follows_lightning:
+            root, name = lightning_log_root(cfg)
+        ckpt = cfg.get("ckpt_path")
+        placed = rundir.plan(root, name, ckpt, cfg.run_dir, lightning_chooses=self.follows_lightning)  # rules 1-3
+        self.created = placed.created
+        if placed.path is None or not placed.existing:  # a new run (or Lightning's, bound later: bind_to_log_dir)
+            return placed.path
+        run_dir, child = (
+            placed.path,
+            placed.kind == "inherited",
+        )  # child: a DDP process launched by the rank that chose it
+        # a --ckpt_path the run's config.yaml holds from its first start (not in a job: there it is train submit's
+        # decision)
+        carried = (
+            self.trains
+            and bool(ckpt)
+            and not os.environ.get("SLURM_JOB_ID")
+            and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt
+        )
+        resume = rundir.resume_checkpoint(run_dir, ckpt, trains=self.trains, named=bool(cfg.run_dir), carried=carried)
+        self.resumed_because = resume.why if resume is not None else None
+        if resume is not None and self.trains and not child:  # before anything is renamed
+            stored = stored_config(run_dir)
+            current = yaml.safe_load(self._config_text)
+            stored = _in_form_of(
+                current, stored
+            )  # a `train fit` run (subclass form) resumed by a script fixing the classes
+            for (
+                key
+            ) in self.link_targets:  # filled from the data module when built: compared by the checkpoint's tensors
+                for tree in (stored or {}, current or {}):
+                    _pop_dotted(tree, key)
+            self.changes = (
+                compare_for_resume(stored, current, run_dir, force=bool(cfg.get("resume_force"))) if stored else []
+            )
+            for change in self.changes:
+                print(f"resume: {change} (changed since the run started)", flush=True)
+        if resume is not None and resume.which in rundir.RUN_CHOICES:
+            cfg.ckpt_path = str(self._checkpoint_of(cfg, run_dir, resume, announce=not child))
+        return run_dir
+
+    def _checkpoint_of(self, cfg: Namespace, run_dir: Path, resume: rundir.Resume, announce: bool) -> Path:
+        """The file of ``resume`` (``last``/``best``, :func:`trainer_cli.rundir.policy.resume_checkpoint`) to load:
+        a finished run is not trained again (one line, exit 0); a chosen hpc checkpoint is retired."""
+        if resume.which == "best":
+            if announce:
+                print(f"Using the best checkpoint of {run_dir}: {resume.path}", flush=True)
+            return resume.path
+        newest = resume.progress
+        assert newest is not None  # read to choose it
+        if self.trains:
+            finished = rundir.finished_line(
+                run_dir, newest, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps")
+            )
+            if finished:
+                print(finished, flush=True)
+                raise SystemExit(0)
+            # global rank 0 renames; the other ranks load it by its new name
+            newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)  # type: ignore[attr-defined]
+        if announce and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
+            doing = "Resuming" if self.trains else "Using the newest checkpoint of"
+            print(
+                f"{doing} {run_dir} from {newest.path} (step {newest.global_step}, {newest.epochs_done} epochs done)",
+                flush=True,
+            )
+        self._checked.add(str(newest.path))  # read (its progress) just now
+        return newest.path
+
+    def _point_loggers(self, cfg: Namespace) -> None:
+        """Every logger logs this run's identity (``run.json``, :mod:`trainer_cli.rundir.identity`)."""
+        assert self.path is not None
+        if "logger" not in cfg.trainer:  # a trainer class without a logger argument
+            return
+        logger = cfg.trainer.logger
+        if logger is True or logger is None:  # None: stock LightningCLI's "the default logger"; off is `false`
+            logger = cfg.trainer.logger = Namespace(
+                DEFAULT_LOGGER | {"init_args": Namespace(DEFAULT_LOGGER["init_args"])}
+            )
+        loggers = logger if isinstance(logger, list) else [logger]
+        for item in loggers:
+            if isinstance(item, Namespace) and "class_path" in item and item.get("init_args") is None:
+                item.init_args = Namespace()
+        identity = self._identity = loggers_mod.run_identity(self.path, f"{cfg.name}/{self.path.name}")
+        root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR)
+        self._mlflow_uris = loggers_mod.point_loggers_at(
+            [i for i in loggers if isinstance(i, Namespace)], self.path, root, identity
+        )
+
+    def callbacks(self, configured: list[Any], added: list[Any]) -> list[Any]:
+        """The callbacks the run directory needs (the checkpoint on SIGTERM / Ctrl-C); and every
+        ``ModelCheckpoint`` of ``configured`` + ``added`` without a ``dirpath`` saves into it."""
+        if self.late:  # Lightning's own ModelCheckpoint dirpath is the log_dir's checkpoints/ (bind_to_log_dir)
+            self.interrupt_checkpoint = InterruptCheckpoint(str(rundir.LAST_CKPT.parent))
+            return [RunRecord(self), self.interrupt_checkpoint]
+        if self.path is None:
+            return []
+        self.interrupt_checkpoint = InterruptCheckpoint(str(self.path / rundir.LAST_CKPT.parent))
+        loggers_mod.checkpoints_in_run_dir([*configured, *added, self.interrupt_checkpoint], self.path)
+        return [RunRecord(self), self.interrupt_checkpoint]
+
+    def bind_to_log_dir(self, trainer: Any) -> None:
+        """A user's script's new run (:attr:`late`): the run directory is ``trainer.log_dir``, where
+        LightningCLI puts config.yaml (``<save_dir>/<name>/version_<N>`` of a TensorBoard or CSV
+        logger, the default root without a logger); DDP processes launched from here share it."""
+        if not self.late or self.path is not None:
+            return
+        self.path = Path(trainer.log_dir or trainer.default_root_dir).absolute()
+        self.created = not self.path.exists()
+        os.environ[rundir.ENV_RUN_DIR] = str(self.path)
+        if self.interrupt_checkpoint is not None:
+            self.interrupt_checkpoint.ckpt_path = str(self.path / rundir.LAST_CKPT)
+        # Lightning's own dirpath (log_dir/checkpoints), made absolute: a resume with --run_dir finds them
+        loggers_mod.checkpoints_in_run_dir(trainer.callbacks, self.path)
+        from trainer_cli.callbacks.run_summary import RunSummary
+
+        for callback in trainer.callbacks:
+            if isinstance(callback, RunSummary) and callback.run_dir is None:
+                callback.run_dir = str(self.path)
+
+    # -- after building --------------------------------------------------------------------------
+    def freeze(self) -> None:
+        """Write ``config.yaml`` and ``git.txt`` unless the run has them (rule 5), rewrite ``config.yaml``
+        when a resume changed it and append this start to ``history.jsonl`` (once), and record the
+        logger runs made now (MLflow's run id, for a resume). Global rank 0 only; called when the
+        verb starts (:class:`RunRecord`), so a CLI built with ``run=False`` and never run leaves nothing."""
+        if self.path is None or rank_zero_only.rank != 0:  # type: ignore[attr-defined]
+            return
+        self.path.mkdir(parents=True, exist_ok=True)
+        if self._identity and not (self.path / loggers_mod.RUN_FILE).exists():  # released unused (run=False), now used
+            (self.path / loggers_mod.RUN_FILE).write_text(json.dumps(self._identity, indent=2) + "\n")
+        if self.follows_lightning:  # the script's SaveConfigCallback writes config.yaml (TrainerArgumentParser.save)
+            if self.created and not (self.path / rundir.GIT_FILE).exists():
+                rundir.write_git_info(self.path)
+        elif not (
+            self.path / rundir.CONFIG_FILE
+        ).exists():  # the run's first start (a resume that changes it rewrites it: history.record_start)
+            rundir.freeze(self.path, self.record(self.linked))
+        shared_folder = self.late and not self.created  # a script's default root without a logger: the user's folder
+        if (
+            not self._history_written and not shared_folder
+        ):  # config.yaml rewritten when the config changed on resume, history.jsonl
+            self._history_written = True
+            history.record_start(
+                self.path, self.verb, self.ckpt_path, self.changes, self.record(self.linked), self.resumed_because
+            )
+        if self.trainer is not None:
+            loggers_mod.record_logger_runs(self.trainer.loggers, self.path, self._mlflow_uris)
+
+    # -- when the verb stops ---------------------------------------------------------------------
+    @contextmanager
+    def stops_with_exit_code(self) -> Iterator[None]:
+        """Around running the verb: SIGTERM or Ctrl-C during training ends the process with exit
+        code 143 or 130 and the resume line (:meth:`stopped`), not Lightning's ``SystemExit``
+        (whose code 0 would read as success to a shell or Slurm); a Slurm SIGUSR1 that saved its
+        checkpoint and stopped training ends it with ``EXIT_REQUEUE`` (75), for the batch script
+        to restart the job (:func:`trainer_cli.job.jobstate.end_of_step`)."""
+        from trainer_cli.job import requeue_signal
+        from trainer_cli.job.jobstate import EXIT_REQUEUE
+
+        try:
+            yield
+        except (SystemExit, KeyboardInterrupt) as stop:
+            if requeue_signal.requested():
+                raise SystemExit(EXIT_REQUEUE) from None
+            code = self.stopped(stop, requeued=requeue_signal.requeue_in_progress())
+            if code is None:
+                raise
+            raise SystemExit(code) from None
+        if requeue_signal.requested():
+            raise SystemExit(EXIT_REQUEUE)
+
+    def stopped(self, stop: BaseException, requeued: bool) -> int | None:
+        """The exit code after ``stop`` (SystemExit or KeyboardInterrupt) ended the verb, with the
+        resume line printed (rule 6); None when ``stop`` is not an interrupted training (re-raise it).
+
+        Args:
+            stop: What ended the verb.
+            requeued: Whether the Slurm job is being requeued (it resumes on its own: no hint).
+        """
+        import signal
+
+        from lightning.pytorch.utilities.exceptions import SIGTERMException
+
+        from trainer_cli.job import stop_signals
+
+        trainer = self.trainer
+        if trainer is None or not trainer.interrupted:
+            return None
+        cause = stop_signals.cause()  # the signal the ranks agreed on, or the one this process got
+        if cause is None:
+            cause = signal.SIGINT if CTRL_C or not isinstance(stop, SIGTERMException) else signal.SIGTERM
+        code = stop_signals.EXIT_CODES[cause]
+        if rank_zero_only.rank == 0 and not requeued:  # type: ignore[attr-defined]
+            import sys
+
+            print(self._resume_hint(stop_signals.NAMES[cause], trainer), file=sys.stderr, flush=True)
+        return code
+
+    def _resume_hint(self, cause: str, trainer: Any) -> str:
+        saved = self.interrupt_checkpoint
+        # epochs counted from 1, as the progress lines count them
+        stopped = f"\nTraining stopped by {cause} at epoch {trainer.current_epoch + 1}, step {trainer.global_step}"
+        if saved is not None and saved.saved:
+            where = f"checkpoint saved: {saved.saved}"
+        elif self.path is not None and any(self.path.rglob("*.ckpt")):  # kept: it saved something
+            # trained but not saved: a KeyboardInterrupt inside a step (a user's script, where the
+            # signals are Lightning's) leaves no consistent state to save
+            lost = saved is not None and saved.trained
+            where = (
+                "the steps since its last checkpoint were not saved"
+                if lost
+                else "nothing trained since its last checkpoint"
+            )
+        else:
+            if rank_zero_only.rank == 0:  # type: ignore[attr-defined]
+                self.remove_if_untrained()
+            return f"{stopped}, before any batch was trained; nothing was saved (run directory {self.path} removed)."
+        return f"{stopped}; {where}.\nResume with:  {self.resume_command.format(path=self.path)}"
+
+    def finish_loggers(self) -> None:
+        """End the logger runs held by this process (W&B's current run, which a new ``WandbLogger``
+        in the same process would otherwise join), so that the next run built here (the next
+        ``train cv`` fold) logs to its own."""
+        from lightning.pytorch.loggers import WandbLogger
+
+        for logger in self.trainer.loggers if self.trainer is not None else []:
+            if isinstance(logger, WandbLogger) and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
+                logger.experiment.finish()
+
+    def record(self, linked: dict[str, Any]) -> str:
+        """The text of ``config.yaml``: the resolved config the Trainer, model, data, callbacks and
+        loggers were built from, the data->model link values filled in, and a header naming the
+        values the launcher set."""
+        body = self._config_text
+        tree = _tree(body)  # {} for a dump that is not YAML (jsonnet mode): the body is kept as dumped
+        for key, value in linked.items():
+            _set_dotted(tree, key, value)
+        # a user's script's record keeps the script's own logger settings: re-running it logs where the script does
+        own = {k: v for k, v in self._launcher_set.items() if " " not in k} if self.follows_lightning else {}
+        for key, value in own.items():
+            _set_dotted(tree, key, value)
+        header = ["# The resolved config of this run: `train fit --config <this file>` builds it again."]
+        if own:
+            header.append(
+                "# Pointed at this run directory by trainer-cli for this run (the values below are the script's own): "
+                + ", ".join(sorted(own))
+            )
+        elif self._launcher_set:
+            header.append("# Set by trainer-cli for this run directory (was -> now in the values below):")
+            header += [f"#   {key}: {value!r}" for key, value in sorted(self._launcher_set.items())]
+        if linked:
+            header.append("# Linked from the data module: " + ", ".join(f"{k}={v!r}" for k, v in linked.items()))
+        if (linked or own) and tree:
+            body = yaml.safe_dump(tree, sort_keys=False)
+        return "\n".join(header) + "\n" + body
+
+    def keep_logs(self) -> None:
+        """Before the Trainer runs (global rank 0): a resumed run's CSV metrics file is kept
+        (:func:`trainer_cli.rundir.identity.keep_csv_metrics`; the writer must not have started)."""
+        if self.path is not None and self.trainer is not None and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
+            loggers_mod.keep_csv_metrics(self.trainer.loggers)
+
+    def release_if_unused(self) -> None:
+        """Remove the directory this run made when nothing but its identity was written into it
+        (a CLI built with ``run=False`` whose Trainer has not run: :class:`RunRecord` writes it
+        again when it does)."""
+        if self.created and self.path is not None and self.path.is_dir():
+            if {p.name for p in self.path.iterdir()} <= {loggers_mod.RUN_FILE}:
+                shutil.rmtree(self.path, ignore_errors=True)
+
+    def remove_if_untrained(self) -> None:
+        """Remove the directory if this run made it and nothing in it is a checkpoint (rule 7)."""
+        if self.created and self.path is not None:
+            rundir.discard_if_untrained(self.path)
+
+
+def _tree(text: str) -> Any:
+    """The config text as a tree; {} for a dump that is not YAML (a parser in jsonnet mode)."""
+    try:
+        return yaml.safe_load(text) or {}
+    except yaml.YAMLError:
+        return {}
+
+
+def _in_form_of(current: Any, stored: Any) -> Any:
+    """``stored`` with each ``model``/``data`` section in ``class_path``/``init_args`` form unwrapped to
+    its init args where ``current`` has that section without a ``class_path`` (a fixed class)."""
+    if not isinstance(stored, dict) or not isinstance(current, dict):
+        return stored
+    out = dict(stored)
+    for key in ("model", "data"):
+        old, new = stored.get(key), current.get(key)
+        if isinstance(old, dict) and "class_path" in old and isinstance(new, dict) and "class_path" not in new:
+            out[key] = old.get("init_args") or {}
+    return out
+
+
+def _set_dotted(tree: Any, key: str, value: Any) -> None:
+    """``tree["a"]["b"] = value`` for ``key`` ``"a.b"`` (missing dicts made)."""
+    *parents, leaf = key.split(".")
+    for part in parents:
+        tree = tree.setdefault(part, {}) if isinstance(tree, dict) else {}
+    if isinstance(tree, dict):
+        tree[leaf] = value
+
+
+def _pop_dotted(tree: dict[str, Any], key: str) -> None:
+    *parents, leaf = key.split(".")
+    for part in parents:
+        tree = tree.get(part) if isinstance(tree, dict) else None  # type: ignore[assignment]
+    if isinstance(tree, dict):
+        tree.pop(leaf, None)
+
+
+def _changed_keys(before: Any, after: Any) -> dict[str, Any]:
+    """The dotted keys whose value differs between two config trees, with the value before.
+
+    Where ``before`` held a plain value at a key that ``after`` made a section (``trainer.logger:
+    null`` that became a logger's ``class_path``/``init_args``), the key is that section's, with the
+    plain value: restoring it must give back ``logger: null``, not a section of nulls.
+    """
+    old, new = flatten(before), flatten(after)
+    changed: dict[str, Any] = {}
+    for key in new:
+        parts = key.split(".")
+        was_plain = next((p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p in old), None)
+        if was_plain is not None:
+            changed[was_plain] = old[was_plain]
+        elif old.get(key) != new[key]:
+            changed[key] = old.get(key)
+    return changed
+
+
+class RunRecord(Callback):
+    """Writes the run's record (:meth:`Run.freeze`: config.yaml, git.txt, the logger runs) when the
+    Trainer starts a verb, on global rank 0 only (no collective)."""
+
+    def __init__(self, run: Run) -> None:
+        self.run = run
+
+    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
+        if trainer.is_global_zero:
+            self.run.freeze()
+
+
+def lightning_log_root(cfg: Namespace) -> tuple[Path, str]:
+    """Where Lightning keeps a script's runs: ``(save_dir, name)`` of its first logger when that is
+    configured by class (``name`` defaults to ``lightning_logs``), else ``(default_root_dir or the
+    working directory, "lightning_logs")``; a ``--name`` other than the default replaces the name."""
+    logger = cfg.trainer.get("logger") if "logger" in cfg.trainer else None
+    first = logger[0] if isinstance(logger, list) and logger else logger
+    args = first.get("init_args") if isinstance(first, Namespace) and "class_path" in first else None
+    args = args if isinstance(args, Namespace) else Namespace()
+    root = Path(args.get("save_dir") or cfg.trainer.get("default_root_dir") or ".")
+    name = args.get("name") if isinstance(args.get("name"), str) else "lightning_logs"
+    if cfg.get("name") and cfg.name != DEFAULT_NAME:
+        name = cfg.name
+    return root, name or ""

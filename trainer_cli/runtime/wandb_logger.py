@@ -1,0 +1,40 @@
+"""Lightning's ``WandbLogger`` whose W&B step is the trainer's global step, so it continues across a resume.
+
+Lightning's logger calls ``run.log(metrics)`` without a step: W&B's own step (``_step``) then counts
+the log calls of the process, and a resumed run (``--ckpt_path last``, a Slurm requeue) starts it at 0
+again, under the steps the first part logged (W&B drops a step lower than one it has when the
+resumed offline run is synced). Here every ``run.log`` gets ``step=<global step>``: the row of each
+step is W&B's step, the first part and the resumed part form one increasing series, and rows logged
+at one step (training metrics, the learning rate, validation at an epoch end) are one row.
+
+:func:`trainer_cli.rundir.identity.point_loggers_at` puts this class in place of Lightning's (a subclass: the
+same arguments) for every run of the launcher.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any, Optional
+
+from lightning.fabric.utilities.rank_zero import rank_zero_only
+from lightning.pytorch.loggers import WandbLogger as LightningWandbLogger
+
+LIGHTNING_CLASS = "lightning.pytorch.loggers.WandbLogger"
+CLASS_PATH = f"{__name__}.WandbLogger"
+
+
+class WandbLogger(LightningWandbLogger):
+    """Lightning's ``WandbLogger`` (same arguments) logging each row at ``step`` = the trainer's
+    global step (W&B's ``_step``), so the step goes on from the checkpoint when a run resumes."""
+
+    @rank_zero_only
+    def log_metrics(self, metrics: Mapping[str, float], step: Optional[int] = None) -> None:
+        if step is None or getattr(self, "_wandb_init", {}).get("sync_tensorboard"):  # W&B steps it itself: Lightning's
+            super().log_metrics(metrics, step)
+            return
+        prefix = getattr(self, "_prefix", "")
+        named = {f"{prefix}{self.LOGGER_JOIN_CHAR}{k}" if prefix else k: v for k, v in metrics.items()}
+        run: Any = self.experiment
+        if step < run.step:  # after a resume, before the checkpoint's step: W&B would drop it with a warning
+            return
+        run.log(dict(named, **{"trainer/global_step": step}), step=step)
