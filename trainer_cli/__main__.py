@@ -15,6 +15,7 @@ from typing import Any
 
 from trainer_cli.config.verbs import VERBS
 from trainer_cli.errors import UserError, report_user_error
+from trainer_cli.job import workdir
 from trainer_cli.sweeps.space import requested as sweep_requested
 
 LIGHTNING_VERBS = {"fit", "validate", "test", "predict"}
@@ -90,9 +91,7 @@ def _dispatch(argv: list[str] | None) -> int:
     verb, rest = argv[0], argv[1:]
     if "" not in sys.path and os.getcwd() not in sys.path:  # as `python -m trainer_cli` and `python main.py`:
         sys.path.insert(0, os.getcwd())  # the user's own modules in the working directory import by class_path
-    workdir = os.environ.get("TRAINER_CLI_WORKDIR")  # a Slurm job started in its code snapshot
-    if workdir:  # (trainer_cli.launch.snapshot): its imports come from there, paths from here
-        os.chdir(workdir)
+    workdir.enter()  # a Slurm job started in its code snapshot: its imports come from there, paths from here
     if verb in REQUEUE_VERBS:  # before anything slow: SIGUSR1 from Slurm must not kill a starting job,
         from trainer_cli.job import (
             requeue_signal,  # and SIGTERM / Ctrl-C stop every rank at one step

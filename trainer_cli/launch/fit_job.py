@@ -86,6 +86,41 @@ Every `train fit` option is accepted (`train fit --help`). Slurm options (a `slu
 """
 
 
+@dataclass(frozen=True)
+class ScriptEntry:
+    """The user's script a job runs (``python main.py submit``): its copy in the code snapshot, or
+    the submitted file itself where there is no copy."""
+
+    path: Path
+    """The file the job runs (absolute): ``<run>/code/...`` or the script where it is."""
+    live: str | None
+    """Why the job runs the script where it is (no copy in the snapshot); None: it runs the copy."""
+    script: Path
+    """The script as submitted (absolute)."""
+
+
+def script_entry(script: Path, slurm: SlurmOptions, run_dir: Path, submit_dir: Path) -> ScriptEntry:
+    """Which file a job running ``script`` runs. With a code snapshot (:mod:`trainer_cli.launch.snapshot`)
+    holding the script, its copy there: Python puts the script's folder first on ``sys.path``, so the
+    job imports the user's modules from the snapshot too, not from the live tree. Otherwise (no
+    snapshot, or the script outside the work tree or ignored by git) the script where it is."""
+    script = script.absolute()
+    if not slurm.snapshot:
+        return ScriptEntry(script, "--slurm.snapshot false", script)
+    top = snapshot.work_tree(submit_dir)
+    if top is None:
+        return ScriptEntry(script, f"{submit_dir} is in no git work tree", script)
+    copy = snapshot.planned_file(script, submit_dir, run_dir)
+    if copy is not None:
+        return ScriptEntry(copy, None, script)
+    try:
+        (script.parent.resolve() / script.name).relative_to(top.resolve())
+        why = f"git ignores it in {top}"
+    except ValueError:
+        why = f"it lies outside the work tree {top}"
+    return ScriptEntry(script, why, script)
+
+
 @dataclass
 class Plan:
     """A job ready to queue: its run directory, frozen config and rendered script(s)."""
@@ -108,6 +143,8 @@ class Plan:
     finished: str | None = None
     """Resubmission into a run that already reached its ``max_epochs``/``max_steps``: the line
     saying so (:func:`trainer_cli.rundir.policy.finished_line`); such a job would start only to exit."""
+    entry: ScriptEntry | None = None
+    """A user's script (``python main.py submit``): which file the job runs."""
 
     @property
     def script(self) -> Path:
@@ -218,13 +255,15 @@ def plan(
         frozen = parser.dump(config, skip_none=False, skip_link_targets=False)  # as config.yaml records a run
         template = "cv" if slurm.cv_folds and slurm.template == "ddp" else slurm.template
         context_values = script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency)
-        if script:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it
-            context_values["entry"] = [script]
+        entry = None
+        if script:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it (its snapshot copy)
+            entry = script_entry(Path(script), slurm, run_dir, Path.cwd())
+            context_values["entry"] = [str(entry.path)]
         script_text = render(template, context_values)
         changes, frozen = (
             _resubmit_changes(run_dir, frozen, resume, fixed.get("model")) if not created else ([], frozen)
         )
-        job = Plan(run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes)
+        job = Plan(run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes, entry=entry)
         if resume is not None and resume.progress is not None:
             job.finished = finished_line(
                 run_dir, resume.progress, config.trainer.get("max_epochs"), config.trainer.get("max_steps")
@@ -295,6 +334,28 @@ def main(args: list[str], parse: ParseFit, script: str | None = None, fixed: Map
     return submit(job)
 
 
+def _print_code(job: Plan, code: snapshot.Snapshot | None) -> None:
+    """The ``Code:`` line of a submission: the code snapshot, and which script a user's script's job runs."""
+    entry = job.entry
+    if code is not None:
+        state = "with uncommitted changes" if code.dirty else "clean"
+        where = f"Code:          {code.root} ({code.files} files of {code.source} at {code.commit[:12]}, {state})"
+        if entry is None:
+            print(f"{where}: the job imports your code from there")
+        elif entry.live is None:
+            print(f"{where}: the job runs {entry.path} and imports your code from there")
+        else:
+            print(
+                f"{where}: the job runs {entry.script} where it is ({entry.live}), so it imports your modules beside "
+                "it from there and later edits reach the job"
+            )
+    elif entry is not None:
+        print(
+            f"Code:          no snapshot ({entry.live}): the job runs {entry.script} and imports your code as it is "
+            "when the job starts"
+        )
+
+
 def submit(job: Plan) -> int:
     """Write the run directory's files, queue the job (and its test job); returns 0.
 
@@ -310,6 +371,8 @@ def submit(job: Plan) -> int:
         ):  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
             previous = rewrite_config(run_dir, job.frozen_config)
         code = snapshot.take(Path.cwd(), run_dir) if job.slurm.snapshot else None
+        if job.entry is not None and job.entry.live is None and not job.entry.path.is_file():
+            raise UserError(f"the code snapshot in {run_dir} holds no copy of {job.entry.script}: nothing was queued")
         job.script.write_text(job.script_text)
         job_id = run_sbatch(job.script, *job.sbatch_options)
     except BaseException:
@@ -339,12 +402,7 @@ def submit(job: Plan) -> int:
         f"Run directory: {run_dir}\nScript:        {job.script}\nJob id:        {job_id}\nLog:           "
         f"{record['log']}"
     )
-    if code is not None:
-        state = "with uncommitted changes" if code.dirty else "clean"
-        print(
-            f"Code:          {code.root} ({code.files} files of {code.source} at {code.commit[:12]}, {state}): the job "
-            "imports your code from there"
-        )
+    _print_code(job, code)
     if job.slurm.test_after_fit:
         test_script = run_dir / TEST_SCRIPT_NAME
         test_script.write_text(job.test_script_text(f"afterok:{job_id}"))

@@ -7,9 +7,12 @@ copied to ``<run>/code/``; ``<run>/code.json`` records the commit, whether the t
 the file count, and ``<run>/code.diff`` the uncommitted changes (``git diff HEAD``). The job starts
 in the snapshot (``#SBATCH --chdir``), so ``python -m trainer_cli`` puts the snapshot first on
 ``sys.path`` and the user's modules (and a trainer-cli checkout itself) are imported from there, on
-every start and requeue; it then changes to the submitting directory (``TRAINER_CLI_WORKDIR``), so
-relative paths in the config (data folders) mean what they meant at submit. Installed packages
-still come from the environment. ``--slurm.snapshot false`` turns it off.
+every start and requeue; it then changes to the submitting directory (:data:`WORKDIR_ENV`,
+:func:`trainer_cli.job.workdir.enter`), so relative paths in the config (data folders) mean what
+they meant at submit. A user's script (``python main.py submit``) inside the work tree runs from
+its copy in the snapshot (:func:`planned_file`), so its folder, first on ``sys.path``, is the
+snapshot's too. Installed packages still come from the environment. ``--slurm.snapshot false``
+turns it off.
 """
 
 from __future__ import annotations
@@ -21,10 +24,11 @@ import subprocess
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from trainer_cli.job.workdir import WORKDIR_ENV as WORKDIR_ENV  # re-exported: what the batch script exports
+
 CODE_DIR = "code"
 RECORD = "code.json"
 DIFF = "code.diff"
-WORKDIR_ENV = "TRAINER_CLI_WORKDIR"
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,24 @@ def planned(where: Path, run_dir: Path) -> Path | None:
     """Where the job would start with a snapshot of ``where`` in ``run_dir`` (None outside a work tree)."""
     top = work_tree(where)
     return None if top is None else run_dir / CODE_DIR / where.resolve().relative_to(top.resolve())
+
+
+def planned_file(path: Path, where: Path, run_dir: Path) -> Path | None:
+    """Where the copy of the file ``path`` will be in the snapshot of the work tree holding ``where``
+    taken into ``run_dir`` (absolute); None when there is no work tree, ``path`` lies outside it, or
+    git ignores it (:func:`take` copies only what ``git ls-files`` lists)."""
+    top = work_tree(where)
+    if top is None:
+        return None
+    try:
+        relative = (path.absolute().parent.resolve() / path.name).relative_to(top.resolve())
+    except ValueError:  # outside the work tree
+        return None
+    listed = _git(top, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", relative.as_posix())
+    names = {n for n in listed.stdout.decode(errors="surrogateescape").split("\0") if n}
+    if listed.returncode != 0 or relative.as_posix() not in names:
+        return None
+    return run_dir / CODE_DIR / relative
 
 
 def take(where: Path, run_dir: Path) -> Snapshot | None:

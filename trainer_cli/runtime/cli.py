@@ -55,6 +55,7 @@ from trainer_cli.config.extras import check_extras
 from trainer_cli.config.incompatible import check_compatible
 from trainer_cli.errors import ConfigError, UserError, disk_full_error, is_disk_full, report_user_error
 from trainer_cli.imports import import_class
+from trainer_cli.job import workdir
 from trainer_cli.job.requeue_signal import under_slurm_batch
 from trainer_cli.optim.configure import configure_optimizers
 from trainer_cli.optim.param_groups import ParamGroups
@@ -364,7 +365,9 @@ class TrainerCLI(LightningCLI):
     ``trainer_defaults``, ``seed_everything_default``, ``parser_kwargs``, ``args`` as a list or a dict,
     ``run=False``, ``auto_configure_optimizers``, the model's own ``configure_optimizers``, subclasses
     that add arguments and links). Constructing it leaves no process-global state behind
-    (environment variables, parsing settings, warning filters, log filters).
+    (environment variables, parsing settings, warning filters, log filters), but for one: in a Slurm
+    job run from its code snapshot it first changes to the directory the job was submitted from
+    (:func:`trainer_cli.job.workdir.enter`), before any class of the user's is built.
 
     Built on LightningCLI's public hooks only: ``init_parser`` and ``add_core_arguments_to_parser``
     (the launcher's own options: ``--name``, ``--run_dir``, ``--param_groups``, ...),
@@ -389,6 +392,7 @@ class TrainerCLI(LightningCLI):
     def __init__(
         self, *args: Any, run_directory: Run | None = None, layers: Layers | None = None, **kwargs: Any
     ) -> None:
+        workdir.enter()  # a Slurm job run from its code snapshot: relative paths mean what they meant at submit
         if run_directory is None and kwargs.get("args") is None and len(sys.argv) > 1 and sys.argv[1] == "submit":
             raise SystemExit(_submit_from_script(type(self), args, kwargs, sys.argv[0], sys.argv[2:]))
         kwargs.setdefault("parser_class", TrainerArgumentParser)
