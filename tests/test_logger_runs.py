@@ -228,3 +228,37 @@ def test_csv_metrics_file_continued_on_resume(tmp_path: Path) -> None:
     with (run / "metrics.csv").open(newline="") as f:
         after = [int(r["step"]) for r in csv.DictReader(f) if r.get("val/acc")]
     assert after == [*steps, 5 * EPOCHS + 4]
+
+
+def test_wandb_script_run_is_one_run_from_its_first_start(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A user's script with TrainerCLI (``python main.py fit``, tests/foreign): the run's identity
+    (``run.json``) exists from its first start, so the start and its resume are one W&B run (it was
+    written at the first resume: two W&B runs)."""
+    pytest.importorskip("wandb", reason="wandb is not installed (pip install 'trainer-cli[wandb]')")
+    import forkserver
+    from foreign_support import FOREIGN, foreign_env
+
+    env = foreign_env() | {"WANDB_MODE": "offline", "WANDB_SILENT": "true"}
+    loggers = tmp_path / "loggers.yaml"  # the user's own loggers: CSV (the run directory) and W&B
+    loggers.write_text(
+        "trainer:\n  logger:\n"
+        "    - class_path: lightning.pytorch.loggers.CSVLogger\n      init_args: {save_dir: logs, name: blobs}\n"
+        "    - class_path: lightning.pytorch.loggers.WandbLogger\n      init_args: {project: blobs}\n"
+    )
+
+    def script(*args: str) -> None:
+        done = forkserver.run_python([str(FOREIGN / "main.py"), "fit", "--config", str(loggers), *args], tmp_path, env, 600)
+        assert done.returncode == 0, done.stderr[-3000:]
+
+    script("--trainer.max_epochs", "1")
+    run = tmp_path / "logs" / "blobs" / "version_0"
+    identity = _run_json(run)  # from the first start
+    assert identity["name"] == "blobs/version_0"
+    first = {folder.name.rsplit("-", 1)[1] for folder in tmp_path.rglob("offline-run-*")}
+    assert first == {identity["run_id"]}
+    script("--ckpt_path", "last", "--trainer.max_epochs", "2")
+    assert _run_json(run) == identity
+    folders = sorted(tmp_path.rglob("offline-run-*"))
+    assert len(folders) == 2 and {f.name.rsplit("-", 1)[1] for f in folders} == {identity["run_id"]}  # one W&B run
+    steps = [s for f in folders for _, part in wandb_runs(f.parent.parent) if part for s in part]
+    assert steps and max(steps) >= 8  # the resume logged on from the first epoch's 8 steps

@@ -58,6 +58,15 @@ def read_identity(run_dir: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) and data.get("run_id") else {}
 
 
+def new_identity(label: str) -> dict[str, Any]:
+    """A run identity not yet written anywhere: a new run id, ``label`` and the time now (UTC)."""
+    return {
+        "run_id": uuid.uuid4().hex,
+        "name": label,
+        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+    }
+
+
 def run_identity(run_dir: Path, label: str) -> dict[str, Any]:
     """The run's identity from ``run_dir/run.json``, created (with ``run_dir``) when missing.
 
@@ -72,11 +81,7 @@ def run_identity(run_dir: Path, label: str) -> dict[str, Any]:
     if found:
         return found
     run_dir.mkdir(parents=True, exist_ok=True)
-    created = {
-        "run_id": uuid.uuid4().hex,
-        "name": label,
-        "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-    }
+    created = new_identity(label)
     update_json(run_dir / RUN_FILE, lambda found: found if found.get("run_id") else created)
     return read_identity(run_dir) or created
 
@@ -101,19 +106,9 @@ def point_loggers_at(loggers: list[Any], run_dir: Path, root: Path, identity: di
         params = inspect.signature(import_class(item.class_path)).parameters
         args = item.init_args
         if "id" in params:  # W&B: the run id is the W&B run id
-            if item.class_path == "lightning.pytorch.loggers.WandbLogger":  # its step follows the global step
-                item.class_path = "trainer_cli.runtime.wandb_logger.WandbLogger"
+            _identify_wandb(item, params, identity)
             # name: the display name (a name left from another logger's config is no W&B name)
-            _set(
-                args,
-                params,
-                save_dir=str(run_dir),
-                dir=None,
-                version=None,
-                id=identity["run_id"],
-                name=identity["name"],
-            )
-            args.resume = "allow"  # a wandb.init argument: continue the run of that id (None would not)
+            _set(args, params, save_dir=str(run_dir), dir=None, name=identity["name"])
         elif "run_id" in params:  # MLflow: its own run id, recorded at the first start
             if not args.get("tracking_uri"):
                 args.tracking_uri = default_mlflow_store(root, identity)
@@ -131,6 +126,26 @@ def point_loggers_at(loggers: list[Any], run_dir: Path, root: Path, identity: di
         else:  # TensorBoard, CSV, ...: <save_dir>/<name>/<version> is the run directory
             _set(args, params, save_dir=str(run_dir.parent), name="", version=run_dir.name)
     return mlflow_uris
+
+
+def identify_loggers(loggers: list[Any], identity: dict[str, Any]) -> None:
+    """Give the logger configs that take a run id (W&B) the run ``identity``, where they log is left
+    as configured: a user's script's new run, whose directory Lightning chooses when the Trainer is
+    built (its ``run.json`` is written then), so its first start and every resume are one logger run."""
+    for item in loggers:
+        if hasattr(item, "get") and "class_path" in item:
+            params = inspect.signature(import_class(item.class_path)).parameters
+            if "id" in params:
+                _identify_wandb(item, params, identity)
+                if not item.init_args.get("name"):
+                    _set(item.init_args, params, name=identity["name"])
+
+
+def _identify_wandb(item: Any, params: Any, identity: dict[str, Any]) -> None:
+    if item.class_path == "lightning.pytorch.loggers.WandbLogger":  # its step follows the global step
+        item.class_path = "trainer_cli.runtime.wandb_logger.WandbLogger"
+    _set(item.init_args, params, version=None, id=identity["run_id"])
+    item.init_args.resume = "allow"  # a wandb.init argument: continue the run of that id (None would not)
 
 
 def _set(args: Any, params: Any, **values: Any) -> None:

@@ -168,6 +168,7 @@ class Run:
         chosen = self._choose(cfg)
         if chosen is None:  # a user's script's new run: the Trainer's log_dir (bind_to_log_dir)
             self.late = True
+            self._identify_late(cfg)
             return None
         self.path = chosen.absolute()
         self.ckpt_path = cfg.get("ckpt_path")
@@ -305,6 +306,16 @@ class Run:
         self._mlflow_uris = loggers_mod.point_loggers_at(
             [i for i in loggers if isinstance(i, Namespace)], self.path, root, identity
         )
+
+    def _identify_late(self, cfg: Namespace) -> None:
+        """A user's script's new run has its identity from its first start, as every run does: the
+        loggers that take a run id get it now; ``run.json`` is written into the directory Lightning
+        chooses (:meth:`freeze`), where a resume reads it back."""
+        root, name = lightning_log_root(cfg)
+        self._identity = loggers_mod.new_identity(f"{name}/{rundir.next_dir(root, name).name}")
+        logger = cfg.trainer.get("logger") if "logger" in cfg.trainer else None
+        loggers = logger if isinstance(logger, list) else [logger]
+        loggers_mod.identify_loggers([i for i in loggers if isinstance(i, Namespace)], self._identity)
 
     def callbacks(self, configured: list[Any], added: list[Any]) -> list[Any]:
         """The callbacks the run directory needs (the checkpoint on SIGTERM / Ctrl-C); and every
