@@ -19,7 +19,7 @@ MIN_TESTS := tests/test_layering.py tests/test_resume.py tests/test_bad_input.py
 	tests/test_training_practice.py::test_ema_validation_checkpoints_and_final_model_carry_the_average \
 	tests/test_training_practice.py::test_monitoring_callbacks_profiler_and_early_stopping
 
-.PHONY: run test test-min lint bench clean
+.PHONY: run test test-min lint docs bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -42,14 +42,21 @@ run: $(STAMP)
 # (tests/conftest.py), so the cluster tests run one after another on one worker, beside the rest.
 XDIST := -n 2 --dist loadgroup
 
+# The documentation site (mkdocs.yml, docs/), built strictly: a broken link or reference, a missing
+# page or a docstring mkdocstrings cannot read fails it. Into site/ (git-ignored).
+MKDOCS := NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
+docs: $(STAMP)
+	$(MKDOCS)
+
 # lint (ruff: pyflakes, pycodestyle, import order) and types (mypy, strict on the launch library and
 # trainer_cli/atomic.py) of trainer_cli/, as configured in pyproject.toml
 lint: $(STAMP)
 	$(PY) -m ruff check trainer_cli && $(PY) -m ruff format --check trainer_cli
 	$(PY) -m mypy
 
-# Lint, the full suite on the newest versions, then the subset on the floors. The floor venv is built
-# (on a fresh clone) in the background while the lint and the full suite run, not before them: its
+# Lint (and the strict docs build), the full suite on the newest versions, then the subset on the
+# floors. The floor venv is built (on a fresh clone) in the background while the lint and the full
+# suite run, not before them: its
 # downloads and unpacking overlap the suite, whose cluster group spends much of its time waiting on
 # Slurm. It builds at the lowest CPU and I/O priority (nice 19, ionice idle where there is one), so
 # it takes the time the suite leaves idle instead of slowing it (86 s of CPU in all on 2 cores).
@@ -57,7 +64,7 @@ lint: $(STAMP)
 BACKGROUND := nice -n 19 $(if $(shell command -v ionice),ionice -c 3)
 test: $(STAMP)
 	@$(BACKGROUND) $(MAKE) --no-print-directory $(MIN_STAMP) >$(MIN_VENV).log 2>&1 & build=$$!; \
-	$(PY) -m ruff check trainer_cli && $(PY) -m ruff format --check trainer_cli && $(PY) -m mypy; lint=$$?; \
+	$(PY) -m ruff check trainer_cli && $(PY) -m ruff format --check trainer_cli && $(PY) -m mypy && $(MKDOCS); lint=$$?; \
 	$(PY) -m pytest -q $(XDIST); suite=$$?; \
 	if ! wait $$build; then cat $(MIN_VENV).log; echo "make test: building $(MIN_VENV) failed (log above)"; exit 1; fi; \
 	$(MIN_PY) -m pytest -q $(XDIST) $(MIN_TESTS); floor=$$?; \
@@ -70,4 +77,4 @@ bench: $(STAMP)
 	$(PY) -m benchmarks
 
 clean:
-	rm -rf runs lightning_logs .pytest_cache
+	rm -rf runs lightning_logs .pytest_cache site

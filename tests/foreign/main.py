@@ -1,8 +1,8 @@
-"""The user's script with TrainerCLI swapped in for LightningCLI (the only change)."""
+"""The user's script with TrainerCLI swapped in for LightningCLI (the only change: the import line)."""
 
-from trainer_cli import TrainerCLI
+from trainer_cli import TrainerCLI as LightningCLI
 
 from lit_foreign.cli import build
 
 if __name__ == "__main__":
-    build(TrainerCLI)
+    build(LightningCLI)
