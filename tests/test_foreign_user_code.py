@@ -94,13 +94,75 @@ def test_user_code_error_shows_the_users_frames(outcome: dict, name: str) -> Non
     assert "Traceback (most recent call last)" not in stderr + result["stdout"]
 
 
-def test_value_refused_by_the_users_check_stays_one_line(outcome: dict) -> None:
+def test_value_refused_by_the_users_check_names_the_line_the_type_and_the_users_frame(outcome: dict) -> None:
+    """The user's own check of a value (a ValueError in their ``__init__``): where the value was written,
+    the exception's type and the user's frame (it was the config line and the message alone)."""
     result = outcome["results"]["value_refused_by_user_check"]
     assert result["code"] == 2
-    assert result["stderr"].splitlines()[-1] == f"error: in {outcome['config']} line 4: dropout must be in [0, 1), got 1.5"
+    stderr = result["stderr"]
+    shown = stderr[stderr.index("error:"):]
+    assert shown.splitlines()[0] == (
+        f"error: in {outcome['config']} line 4: exception in your code: ValueError: dropout must be in [0, 1), got 1.5"
+    )
+    assert 'lit_foreign/broken.py", line 39, in __init__' in shown and "site-packages" not in shown
+    assert "Traceback (most recent call last)" not in stderr
 
 
 def test_a_failed_start_leaves_no_run_directory(outcome: dict) -> None:
     for name in outcome["results"]:
         left = list((outcome["tmp"] / name).rglob("version_*"))
         assert not left, f"{name}: {left}"
+
+
+# The same mistakes through the user's own script (TrainerCLI swapped in for LightningCLI, subclass mode):
+# the errors `train` gives, one line with the file and line or the user's frames (they were jsonargparse's
+# raw text and tracebacks).
+SCRIPT_CASES = {
+    "yaml_syntax": (["--config", "{tmp}/bad.yaml"], ["error: YAML syntax error in {tmp}/bad.yaml line 4, column 1"]),
+    "missing_config": (["--config", "nope.yaml"], ["error: config file not found: nope.yaml"]),
+    "users_init": (
+        ["--config", "{tmp}/checked.yaml"],
+        [
+            "error: in {tmp}/checked.yaml line 4: exception in your code: ValueError: dropout must be in [0, 1), got 1.5",
+            'lit_foreign/broken.py", line 39, in __init__',
+        ],
+    ),
+    "unsafe_checkpoint": (
+        ["--model", "lit_foreign.model.SmallNet", "--ckpt_path", "{tmp}/unsafe.ckpt"],
+        ["error: --ckpt_path {tmp}/unsafe.ckpt: cannot read the checkpoint (Weights only load failed."],
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def script_project(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    import argparse
+
+    import torch
+
+    tmp = tmp_path_factory.mktemp("script_errors")
+    stock = (FOREIGN / "plain_subclass_main.py").read_text()
+    swapped = stock.replace("from lightning.pytorch.cli import LightningCLI", "from trainer_cli import TrainerCLI as LightningCLI")
+    assert swapped != stock
+    (tmp / "main.py").write_text(swapped)
+    (tmp / "bad.yaml").write_text("trainer:\n  max_epochs: 1\n  callbacks: [\n")
+    (tmp / "checked.yaml").write_text("model:\n  class_path: lit_foreign.broken.CheckedNet\n  init_args:\n    dropout: 1.5\n")
+    # an object torch's safe loader does not allow (weights_only=True), as LightningCLI loads --ckpt_path
+    torch.save({"state_dict": {}, "hyper_parameters": {"extra": argparse.Namespace(a=1)}}, tmp / "unsafe.ckpt")
+    return tmp
+
+
+@pytest.mark.parametrize("name", list(SCRIPT_CASES))
+def test_the_users_script_reports_mistakes_as_train_does(script_project: Path, name: str) -> None:
+    import forkserver
+
+    args, fragments = SCRIPT_CASES[name]
+    tmp = str(script_project)
+    argv = [str(script_project / "main.py"), "fit", *(a.format(tmp=tmp) for a in args), "--trainer.max_epochs", "1"]
+    done = forkserver.run_python(argv, script_project, foreign_env(), 300)
+    assert done.returncode == 2, done.stderr[-3000:]
+    for fragment in fragments:
+        assert fragment.format(tmp=tmp) in done.stderr, done.stderr[-3000:]
+    assert "Traceback (most recent call last)" not in done.stderr + done.stdout
+    assert "<unicode string>" not in done.stderr and 'Parser key "config"' not in done.stderr
+    assert not (script_project / "foreign_logs").exists()  # a failed start leaves no run directory

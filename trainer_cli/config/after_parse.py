@@ -13,6 +13,22 @@ from trainer_cli.errors import UserError, did_you_mean
 from trainer_cli.imports import import_class
 
 
+def checkpoint_hparams(ckpt_path: str) -> dict[str, Any]:
+    """The ``hyper_parameters`` of a checkpoint, read as LightningCLI reads them (torch's safe loader,
+    ``weights_only=True``); empty when it has none.
+
+    Raises:
+        UserError: when the safe loader refuses the file (an object it does not allow, a bad file).
+    """
+    import torch
+
+    try:
+        return torch.load(ckpt_path, weights_only=True, map_location="cpu", mmap=True).get("hyper_parameters") or {}
+    except Exception as err:  # noqa: BLE001 - any unpickling problem is a bad file
+        first = re.sub(r"\x1b\[[0-9;]*m", "", str(err).splitlines()[0]).strip()  # torch bolds a part of it
+        raise UserError(f"--ckpt_path {ckpt_path}: cannot read the checkpoint ({first})") from None
+
+
 def check_checkpoint_model(ckpt_path: str, model: Any, linked: Iterable[str] = ()) -> None:
     """Compare the hyperparameters stored in a checkpoint with the configured model.
 
@@ -21,14 +37,9 @@ def check_checkpoint_model(ckpt_path: str, model: Any, linked: Iterable[str] = (
     Raises:
         UserError: naming the checkpoint and every hyperparameter that differs.
     """
-    import torch
-
     if not isinstance(model, Namespace) or not model.get("class_path"):
         return
-    try:
-        hparams = torch.load(ckpt_path, weights_only=True, map_location="cpu", mmap=True).get("hyper_parameters") or {}
-    except Exception as err:  # noqa: BLE001 - any unpickling problem is a bad file
-        raise UserError(f"--ckpt_path {ckpt_path}: cannot read the checkpoint ({str(err).splitlines()[0]})") from None
+    hparams = checkpoint_hparams(ckpt_path)
     stored_class = hparams.get("_class_path")
     if stored_class and stored_class != model.class_path and not _is_subclass(stored_class, model.class_path):
         # (a subclass of the configured model: LightningCLI builds the checkpoint's class, as it does here)

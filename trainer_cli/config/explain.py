@@ -290,6 +290,9 @@ def as_user_error(err: Exception, ckpt_path: str | None = None, layers: Layers |
             not _raised_in_user_file(err) or _CALL_MISMATCH.search(str(err))
         ):  # the user's code calls wrongly
             return user_code_error(err) or UserError(str(err))
+        report = user_code_report(err) if _raised_in_user_file(err) else None
+        if report:  # the user's own check: its type and frame, and where the value was written
+            return UserCodeError(f"{where}: {report}" if where else report)
         return UserError(f"{where}: {err}" if where else str(err))
     return None
 

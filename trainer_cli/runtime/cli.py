@@ -272,6 +272,14 @@ def _fixed_classes(
     return {k: v for k, v in fixed.items() if isinstance(v, type)}
 
 
+def _other_format_configs(args: list[str]) -> bool:
+    """Whether a ``--config`` file of ``args`` exists and is not YAML by its name (jsonnet, JSON)."""
+    files = [b for a, b in zip(args, args[1:]) if a == "--config"] + [
+        a.partition("=")[2] for a in args if a.startswith("--config=")
+    ]
+    return any(Path(f).suffix not in (".yaml", ".yml", "") and Path(f).is_file() for f in files)
+
+
 def _fixed_class_configs(args: list[str], fixed: dict[str, type]) -> list[str]:
     """In a script whose model or data class is fixed (LightningCLI's ``subclass_mode_*=False``), a
     ``--config`` written in subclass form (``train fit``'s config.yaml: ``class_path`` + ``init_args``)
@@ -425,10 +433,13 @@ class TrainerCLI(LightningCLI):
                 with _stop_contract(self.run, whole_process):
                     super().__init__(*args, **kwargs)
             except Exception as err:
-                if run_directory is None:  # a user's script: a start that failed before a checkpoint leaves nothing
-                    self.run.remove_if_untrained()
-                if run_directory is None and kwargs.get("args") is None and isinstance(err, UserError):
-                    raise SystemExit(report_user_error(err)) from None  # from the command line: one line, exit 2
+                if run_directory is not None:  # `train`: building_cli explains it
+                    raise
+                # a user's script: explained as under `train`; a start that failed before a checkpoint leaves nothing
+                user_error = err if isinstance(err, UserError) else explain_failure(err, self.run, self.layers)
+                self.run.remove_if_untrained()
+                if user_error is not None and kwargs.get("args") is None:
+                    raise SystemExit(report_user_error(user_error)) from None  # from the command line: exit 2
                 raise
             finally:
                 if requeue_from_here:
@@ -511,8 +522,10 @@ class TrainerCLI(LightningCLI):
                 expanded, layers = compose_args(sys.argv[2:], fixed)
                 args = [sys.argv[1], *with_stored_config(expanded)]
                 self.layers[:] = layers  # in place: the parsers hold this object
-            except UserError:  # not a YAML file (jsonnet, ...): the parser reads it as LightningCLI would
-                args = None
+            except UserError:
+                if not _other_format_configs(sys.argv[2:]):
+                    raise  # a YAML file with a mistake, a missing file: one line naming it, as under `train`
+                args = None  # not a YAML file (jsonnet, ...): the parser reads it as LightningCLI would
             if args is not None:
                 args = _fixed_class_configs(args, fixed)
         with warnings.catch_warnings():
@@ -797,19 +810,30 @@ def building_cli(verb: Optional[str] = None, layers: Layers | None = None) -> It
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM while building, before training started
         raise SystemExit(_stopped_before_training(run)) from None
     except Exception as err:
-        started = run.trainer is not None and run.trainer.global_step > 0  # a crash in training keeps its logs
-        if is_disk_full(err):  # the run's records, logs or metrics (a checkpoint's own error is a UserError already)
-            user_error: UserError | None = disk_full_error(err, run.path)
-        else:
-            user_error = as_user_error(err, run.ckpt_path, layers) or (None if started else user_code_error(err))
-        if not started or user_error is not None:
-            run.remove_if_untrained()
+        user_error = explain_failure(err, run, layers)
         if user_error is None:
             raise
         raise user_error from None
     finally:
         if env_before is None:
             os.environ.pop(rundir.ENV_RUN_DIR, None)
+
+
+def explain_failure(err: Exception, run: Run, layers: Layers | None) -> UserError | None:
+    """The :class:`UserError` that ``err``, raised while ``run`` was built or trained, stands for:
+    the user's input (a value, with the file and line of ``layers`` that set it), a full disk, or an
+    exception of the user's own code before the first step, shown with their frames; None for a bug
+    (its traceback is kept). A run directory that saved no checkpoint is removed first, except after
+    a crash in training that is not the user's input (its logs are kept). For both entries: ``train``
+    (:func:`building_cli`) and a user's script (:class:`TrainerCLI` from the command line)."""
+    started = run.trainer is not None and run.trainer.global_step > 0  # a crash in training keeps its logs
+    if is_disk_full(err):  # the run's records, logs or metrics (a checkpoint's own error is a UserError already)
+        user_error: UserError | None = disk_full_error(err, run.path)
+    else:
+        user_error = as_user_error(err, run.ckpt_path, layers) or (None if started else user_code_error(err))
+    if not started or user_error is not None:
+        run.remove_if_untrained()
+    return user_error
 
 
 def _stopped_before_training(run: Run) -> int:

@@ -141,13 +141,15 @@ class Run:
         Raises:
             UserError: for a truncated, corrupt or foreign checkpoint.
         """
-        from trainer_cli.config.after_parse import check_checkpoint_model
+        from trainer_cli.config.after_parse import check_checkpoint_model, checkpoint_hparams
 
         self.ckpt_path = cfg.get("ckpt_path")
         if is_checkpoint_file(self.ckpt_path) and (self.missing_is_error or Path(str(self.ckpt_path)).exists()):
             check_checkpoint_file(self.ckpt_path)
             if not self.checkpoint_hparams_win:
                 check_checkpoint_model(self.ckpt_path, cfg.get("model"), model_keys)
+            else:  # read as LightningCLI is about to: a file its safe loader refuses is one line
+                checkpoint_hparams(str(self.ckpt_path))
             self._checked.add(str(self.ckpt_path))
 
     # -- before building -------------------------------------------------------------------------
