@@ -31,8 +31,8 @@ NOT_STARTED = "PENDING"
 
 HELP_EPILOG = """\
 examples:
-  train fit --config configs/experiment/digits.yaml --sweep optimizer.init_args.lr=1e-3,1e-2 --sweep
-  data.init_args.batch_size=32,64
+  train fit --config configs/experiment/digits.yaml \\
+      --sweep optimizer.init_args.lr=1e-3,1e-2 --sweep data.init_args.batch_size=32,64
   train submit --config configs/experiment/digits.yaml --config configs/slurm/local.yaml \\
       --sweep optimizer.init_args.lr=loguniform(1e-4,1e-1) --sweep_trials 8 --sweep_seed 0 --slurm.array_parallelism 2
   train sweep-results runs/digits/sweep_0

@@ -159,8 +159,8 @@ _train() {{
         --config|-c)
             compopt -o filenames 2>/dev/null
             COMPREPLY=($(compgen -W "$_train_configs $(_train_user_configs)" -- "$cur"))
-            COMPREPLY+=($(compgen -f -X '!*.yaml' -- "$cur") $(compgen -f -X '!*.yml' -- "$cur") $(compgen -d --
-            "$cur"))
+            COMPREPLY+=($(compgen -f -X '!*.yaml' -- "$cur") $(compgen -f -X '!*.yml' -- "$cur"))
+            COMPREPLY+=($(compgen -d -- "$cur"))
             return;;
         --config_root|--trainer.default_root_dir|--ckpt_path|--data.data_dir)
             compopt -o filenames 2>/dev/null
@@ -169,8 +169,8 @@ _train() {{
 {class_cases}
     esac
     if [[ $cur == --trainer.callbacks+=* ]]; then
-        COMPREPLY=($(compgen -P --trainer.callbacks+= -W "$_train_cls___trainer_callbacks_" --
-        "${{cur#--trainer.callbacks+=}}"))
+        local word=${{cur#--trainer.callbacks+=}}
+        COMPREPLY=($(compgen -P --trainer.callbacks+= -W "$_train_cls___trainer_callbacks_" -- "$word"))
         return
     fi
     if [[ $cur == -* ]]; then
