@@ -123,6 +123,11 @@ def plan(args: list[str], dry_run: bool) -> SweepJob:
     space, rest = take_sweep_args(args)
     if space is None:
         raise UserError("no --sweep flag: nothing to sweep")
+    if not space.is_grid or space.pruner != "none" or space.storage:
+        raise UserError(
+            "train submit --sweep with --sweep_sampler other than grid, --sweep_pruner or --sweep_storage: an "
+            "Optuna-driven sweep runs here only (`train fit --sweep ...`); a submitted sweep is a grid or a seeded draw"
+        )
     fit_args, layers, _, provenance = split_args(rest)
     slurm = parse_slurm_options(layers)
     if slurm.cv_folds or slurm.test_after_fit:

@@ -1,15 +1,21 @@
-"""``train fit ... --sweep KEY=VALUES``: the trials of a sweep, one after another on this machine.
+"""``train fit ... --sweep KEY=VALUES``: the trials of a sweep, one after another on this machine,
+chosen by the sweep's Optuna study (:mod:`trainer_cli.sweeps.study`).
 
-Every trial is composed and type-checked first (:mod:`trainer_cli.sweeps.plan`); then the sweep
-directory is written and each trial runs as ``train fit --config <sweep>/trial_<i>/config.yaml`` in
-a process of its own (a plain fit: DDP launches its ranks from it as from any fit). A failed trial
-does not stop the others; the exit code is 1 when any failed. Each trial's state goes to its
-``job.json`` (RUNNING, COMPLETED, FAILED), and the results table is printed and written at the end
-(:mod:`trainer_cli.sweeps.results`). The syntax: ``train sweep-results --help``.
+The base command is composed and type-checked first, and the trials with it (a grid's every trial;
+an Optuna-driven sweep's values at each axis's edges) (:mod:`trainer_cli.sweeps.plan`); then the
+sweep directory and its study are made. The loop: ask the study for a trial, type-check it (a grid's
+is checked already), write its run directory ``trial_<n>`` and run ``train fit --config
+<sweep>/trial_<n>/config.yaml`` in a process of its own (a plain fit: DDP launches its ranks from
+it as from any fit), then tell the study its best value of the metric, or PRUNED (the pruning
+callback stopped it) or FAIL. A failed trial does not stop the others; the exit code is 1 when any
+failed. Each trial's run state goes to its ``job.json`` (RUNNING, COMPLETED, FAILED), and the
+results table is printed and written at the end (:mod:`trainer_cli.sweeps.results`). The syntax:
+``train sweep-results --help``.
 """
 
 from __future__ import annotations
 
+import math
 import os
 import subprocess
 import sys
@@ -18,20 +24,52 @@ from pathlib import Path
 
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
+from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir.policy import CONFIG_FILE, ENV_RUN_DIR
 from trainer_cli.sweeps import plan as sweep_plan
-from trainer_cli.sweeps import results
+from trainer_cli.sweeps import results, study
 from trainer_cli.sweeps.space import take_sweep_args
 
 EXIT_INTERRUPTED = 130
 
 
-def main(args: Sequence[str]) -> int:
-    """``train fit FIT_ARGS --sweep KEY=VALUES ...``; returns 0 when every trial completed, 1 when
-    one failed, 130 after Ctrl-C.
+def trial_value(run_dir: Path, metric: str | None, direction: str) -> float | None:
+    """The best value of ``metric`` a trial reached: its checkpoint's ``ModelCheckpoint`` score when
+    that monitors ``metric``, else the best value in its TensorBoard event files; None without one."""
+    if metric is None:
+        return None
+    best = rundir.best_score(run_dir, metric)
+    if best is not None and best.score is not None and not math.isnan(best.score):
+        return best.score
+    return results.logged_best(run_dir, metric, "max" if direction == "maximize" else "min")
+
+
+def _run_trial(run_dir: Path, env: dict[str, str]) -> int:
+    """``train fit --config <run_dir>/config.yaml`` in a process of its own; its exit code.
 
     Raises:
-        UserError: for a bad sweep flag or any trial's bad value (nothing is written then).
+        KeyboardInterrupt: after the trial (which got Ctrl-C too) saved and stopped.
+    """
+    jobstate.update(run_dir, state="RUNNING", exit_code=None)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "trainer_cli", "fit", "--config", str(run_dir / CONFIG_FILE)], env=env
+    )
+    try:
+        code = proc.wait()
+    except KeyboardInterrupt:  # the trial got Ctrl-C too: let it save and stop, then stop the sweep
+        code = proc.wait()
+        jobstate.update(run_dir, state="CANCELLED", exit_code=code)
+        raise
+    jobstate.update(run_dir, state="COMPLETED" if code == 0 else "FAILED", exit_code=code)
+    return code
+
+
+def main(args: Sequence[str]) -> int:
+    """``train fit FIT_ARGS --sweep KEY=VALUES ...``; returns 0 when every trial completed or was
+    pruned, 1 when one failed, 130 after Ctrl-C.
+
+    Raises:
+        UserError: for a bad sweep flag or any checked trial's bad value (nothing is written then).
     """
     from trainer_cli.config.compose import compose_args
 
@@ -39,32 +77,51 @@ def main(args: Sequence[str]) -> int:
     if space is None:
         raise UserError("no --sweep flag: nothing to sweep")
     sweep = sweep_plan.plan(space, *compose_args(rest))
-    sweep_plan.write(sweep)
-    n = len(sweep.trials)
-    print(f"Sweep directory: {sweep.sweep_dir} ({n} trial(s), one after another)", flush=True)
+    metric, direction = study.objective(space, sweep.base.as_dict())
+    n = len(sweep.trials) if space.is_grid else space.trials_per_point
+    sweep_plan.write(sweep, study_of=lambda where: study.describe(space, where, sweep.name, metric, direction))
+    assert sweep.study is not None
+    try:
+        created = study.create(sweep.study, space)
+    except BaseException:
+        sweep_plan.remove(sweep)
+        raise
+    how = "one after another" if space.is_grid else f"{space.sampler} sampler, pruner {space.pruner}"
+    print(f"Sweep directory: {sweep.sweep_dir} ({n} trial(s), {how}; study {sweep.study['name']})", flush=True)
     env = {k: v for k, v in os.environ.items() if k != ENV_RUN_DIR}
     package_root = str(Path(__file__).resolve().parents[2])  # each trial imports this trainer_cli
     env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
     failed = []
-    for trial in sweep.trials:
-        run_dir = sweep.trial_dir(trial)
-        print(f"\n=== {trial.label()} [{trial.index + 1}/{n}] -> {run_dir}", flush=True)
-        jobstate.update(run_dir, state="RUNNING", exit_code=None)
-        proc = subprocess.Popen(
-            [sys.executable, "-m", "trainer_cli", "fit", "--config", str(run_dir / CONFIG_FILE)], env=env
-        )
+    for _ in range(n):
+        asked = created.ask()
+        overrides = study.suggest(space, asked)
         try:
-            code = proc.wait()
-        except KeyboardInterrupt:  # the trial got Ctrl-C too: let it save and stop, then stop the sweep
-            code = proc.wait()
-            jobstate.update(run_dir, state="CANCELLED", exit_code=code)
+            if space.is_grid:
+                trial = sweep.trials[asked.number]
+            else:
+                trial = sweep_plan.add_trial(sweep, asked.number, overrides)
+                sweep_plan.write_trial(sweep, trial)
+                sweep_plan.write_record(sweep, {})
+        except UserError as refused:  # a value the edges did not show to be wrong: this trial fails, not the sweep
+            study.fail(created, asked.number)
+            failed.append(asked.number)
+            print(f"error: {refused}", file=sys.stderr, flush=True)
+            continue
+        run_dir = sweep.trial_dir(trial)
+        print(f"\n=== {trial.label()} [{asked.number + 1}/{n}] -> {run_dir}", flush=True)
+        try:
+            code = _run_trial(run_dir, env)
+        except KeyboardInterrupt:
+            study.fail(created, asked.number)
             print(f"\nsweep stopped by Ctrl-C in trial {trial.index}; the table so far:", file=sys.stderr, flush=True)
             results.report(sweep.sweep_dir)
             return EXIT_INTERRUPTED
-        jobstate.update(run_dir, state="COMPLETED" if code == 0 else "FAILED", exit_code=code)
-        if code != 0:
+        state = study.tell(created, asked, trial_value(run_dir, metric, direction), code)
+        if state == "FAIL":
             failed.append(trial.index)
             print(f"trial {trial.index} failed (exit {code}); going on with the next", file=sys.stderr, flush=True)
+        elif state == "PRUNED":
+            print(f"trial {trial.index} pruned; its run directory and checkpoint stay", flush=True)
     print()
     results.report(sweep.sweep_dir)
     if failed:

@@ -7,7 +7,9 @@ overrides, so one bad value fails the whole sweep
 before anything is written or queued, naming the trial. The layout::
 
     <trainer.default_root_dir>/<name>/sweep_<N>/
-        sweep.json            the axes, each trial's values (as given and as parsed) and run directory
+        sweep.json            the axes, the study (where, sampler, pruner, metric), each trial's values
+                              (as given and as parsed) and run directory
+        study.journal         the Optuna study (trainer_cli.sweeps.study), unless --sweep_storage names a database
         trial_000/            a normal run directory: frozen config.yaml (run_dir set), checkpoints/, logs
         trial_001/ ...
         sweep_results.csv     written by `train sweep-results` (and at the end of `train fit --sweep`)
@@ -21,6 +23,7 @@ import io
 import json
 import shutil
 import sys
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
@@ -93,11 +96,17 @@ class Trial:
         """``trial 1 (trainer.max_epochs=abc)``: how messages name the trial."""
         return trial_label(self.index, self.overrides)
 
-    def frozen(self, run_dir: Path) -> str:
+    def frozen(self, run_dir: Path, callback: dict[str, Any] | None = None) -> str:
         """The resolved config with ``run_dir`` set: what ``train fit --config <trial>/config.yaml`` runs
-        (the trial's parsed config itself is left as parsed)."""
+        (the trial's parsed config itself is left as parsed); ``callback`` (``class_path`` and
+        ``init_args``: the sweep's pruning callback) is added to ``trainer.callbacks``."""
+        from jsonargparse import Namespace
+
         config = self.config.clone()
         config.run_dir = str(run_dir)
+        if callback is not None:
+            extra = Namespace(class_path=callback["class_path"], init_args=Namespace(**callback["init_args"]))
+            config.trainer.callbacks = [*(config.trainer.callbacks or []), extra]
         return self.parser.dump(config, skip_none=False, skip_link_targets=False)
 
 
@@ -116,6 +125,14 @@ class Sweep:
     created: bool = False
     made_parents: list[Path] = field(default_factory=list)
     """The folders above ``sweep_dir`` that :func:`write` created (removed again with it)."""
+    base: Any = field(default=None, repr=False)
+    """The parsed config without any sweep value."""
+    parser: Any = field(default=None, repr=False)
+    """The one parser of the base command and every trial (:func:`add_trial`)."""
+    fit_args: list[str] = field(default_factory=list)
+    layers: Layers | None = None
+    study: dict[str, Any] | None = None
+    """Where the sweep's Optuna study is and how it searches (:func:`trainer_cli.sweeps.study.describe`)."""
 
     def trial_dir(self, trial: Trial) -> Path:
         return self.sweep_dir / trial_name(trial.index)
@@ -147,8 +164,12 @@ def _parse_trial(
     return Trial(index, overrides, verb_parser, config), err.getvalue()
 
 
-def check_trials(space: Space, fit_args: list[str], layers: Layers | None = None) -> tuple[Any, list[Trial]]:
-    """Compose and type-check the base command and every trial of ``space``; nothing is written.
+def check_trials(
+    space: Space, fit_args: list[str], layers: Layers | None = None
+) -> tuple[ConfigParser, Any, list[Trial]]:
+    """Compose and type-check the base command and every trial of ``space`` (a grid's; else the
+    trials that reach each axis's edges, :meth:`~trainer_cli.sweeps.space.Space.checked_trials`);
+    nothing is written.
 
     Args:
         space: The search space (:func:`trainer_cli.sweeps.space.take_sweep_args`).
@@ -157,7 +178,8 @@ def check_trials(space: Space, fit_args: list[str], layers: Layers | None = None
         layers: The layers of ``fit_args`` (for error messages naming a value's file and line).
 
     Returns:
-        ``(base config, trials)``: the config without any sweep value, and one :class:`Trial` per trial.
+        ``(parser, base config, trials)``: the parser, the config without any sweep value, and one
+        :class:`Trial` per trial checked.
 
     Raises:
         UserError: for a bad base config, ``--run_dir`` or ``--ckpt_path last|best`` (a sweep makes
@@ -183,7 +205,7 @@ def check_trials(space: Space, fit_args: list[str], layers: Layers | None = None
     trials: list[Trial] = []
     refused: dict[str, list[str]] = {}
     warned: set[str] = set()
-    for index, overrides in enumerate(space.trials()):
+    for index, overrides in enumerate(space.checked_trials()):
         args = [*fit_args]
         for key, value in overrides.items():
             args += [f"--{key}", value]
@@ -199,7 +221,41 @@ def check_trials(space: Space, fit_args: list[str], layers: Layers | None = None
                 sys.stderr.write(line)
     if refused:
         raise UserError("sweep " + "; ".join(f"{', '.join(labels)}: {why}" for why, labels in refused.items()))
-    return base, trials
+    return parser, base, trials
+
+
+def _trial_args(fit_args: list[str], overrides: dict[str, str]) -> list[str]:
+    return [*fit_args, *(arg for key, value in overrides.items() for arg in (f"--{key}", value))]
+
+
+def add_trial(sweep: Sweep, index: int, overrides: dict[str, str]) -> Trial:
+    """Type-check one more trial (an Optuna-driven sweep's, as the study asks for it) with the sweep's
+    parser; it joins ``sweep.trials``.
+
+    Raises:
+        UserError: naming the trial, when its config does not parse.
+    """
+    try:
+        trial, said = _parse_trial(
+            sweep.parser, index, overrides, _trial_args(sweep.fit_args, overrides), sweep.layers or Layers()
+        )
+    except _TrialRefused as why:
+        raise UserError(f"sweep {trial_label(index, overrides)}: {why}") from None
+    sys.stderr.write(said)
+    sweep.trials.append(trial)
+    return trial
+
+
+def write_trial(sweep: Sweep, trial: Trial) -> Path:
+    """Make ``trial``'s run directory with its frozen ``config.yaml`` (with the pruning callback when
+    the sweep has a pruner) and ``git.txt``; returns it."""
+    from trainer_cli.sweeps.study import pruning_callback
+
+    run_dir = sweep.trial_dir(trial)
+    run_dir.mkdir()
+    callback = pruning_callback(sweep.study, trial.index) if sweep.study else None
+    rundir.freeze(run_dir, trial.frozen(run_dir, callback))
+    return run_dir
 
 
 def plan(space: Space, fit_args: list[str], layers: Layers | None = None) -> Sweep:
@@ -210,14 +266,28 @@ def plan(space: Space, fit_args: list[str], layers: Layers | None = None) -> Swe
     """
     from trainer_cli.runtime.cli import DEFAULT_ROOT_DIR
 
-    base, trials = check_trials(space, fit_args, layers)
+    parser, base, trials = check_trials(space, fit_args, layers)
     root = Path(base.trainer.default_root_dir or DEFAULT_ROOT_DIR)
-    return Sweep(space, trials, root, base.name, rundir.next_dir(root, base.name, SWEEP_PREFIX).absolute())
+    return Sweep(
+        space,
+        trials if space.is_grid else [],  # an Optuna-driven sweep's trials come as the study asks for them
+        root,
+        base.name,
+        rundir.next_dir(root, base.name, SWEEP_PREFIX).absolute(),
+        base=base,
+        parser=parser,
+        fit_args=list(fit_args),
+        layers=layers,
+    )
 
 
-def write(sweep: Sweep, extra: dict[str, Any] | None = None) -> None:
+def write(
+    sweep: Sweep, extra: dict[str, Any] | None = None, study_of: Callable[[Path], dict[str, Any]] | None = None
+) -> None:
     """Create the sweep directory: every trial's run directory with its frozen ``config.yaml`` and
-    ``git.txt``, and ``sweep.json`` (with ``extra`` fields, e.g. the job id).
+    ``git.txt`` (a grid's; an Optuna-driven sweep's come later, :func:`write_trial`), and
+    ``sweep.json`` (with ``extra`` fields, e.g. the job id). ``study_of(sweep_dir)`` gives the
+    sweep's study (:func:`trainer_cli.sweeps.study.describe`) once the directory is made.
 
     Raises:
         UserError: when the directory cannot be created (nothing is left of it).
@@ -226,10 +296,10 @@ def write(sweep: Sweep, extra: dict[str, Any] | None = None) -> None:
     sweep.sweep_dir = rundir.allocate(sweep.root, sweep.name, SWEEP_PREFIX).absolute()
     sweep.created = True
     try:
+        if study_of is not None:
+            sweep.study = study_of(sweep.sweep_dir)
         for trial in sweep.trials:
-            run_dir = sweep.trial_dir(trial)
-            run_dir.mkdir()
-            rundir.freeze(run_dir, trial.frozen(run_dir))
+            write_trial(sweep, trial)
         write_record(sweep, extra or {})
     except BaseException:
         remove(sweep)
@@ -246,6 +316,7 @@ def write_record(sweep: Sweep, extra: dict[str, Any]) -> None:
         "axes": sweep.space.describe(),
         "trials_per_point": sweep.space.trials_per_point,
         "seed": sweep.space.seed,
+        **({"study": sweep.study} if sweep.study else {}),
         "trials": [
             {"index": t.index, "run_dir": str(sweep.trial_dir(t)), "overrides": t.overrides, "values": t.values}
             for t in sweep.trials

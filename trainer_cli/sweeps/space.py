@@ -9,11 +9,22 @@ in dotted form (``optimizer.init_args.lr``, ``trainer.max_epochs``). ``VALUES`` 
 - ``uniform(low,high)``, ``loguniform(low,high)`` (floats), ``randint(low,high)`` (integers,
   high excluded, as ``range``) or ``choice(v1,v2,...)``: a random axis, drawn per trial.
 
-Grid axes are crossed (the first axis varies slowest). With random axes every grid point gets
-``--sweep_trials N`` trials (default 1), each drawing every random axis from one
-``random.Random(--sweep_seed)`` stream in trial order, so the same command gives the same trials.
+``--sweep_sampler grid`` (the default): grid axes are crossed (the first axis varies slowest). With
+random axes every grid point gets ``--sweep_trials N`` trials (default 1), each drawing every random
+axis from one ``random.Random(--sweep_seed)`` stream in trial order, so the same command gives the
+same trials; they are enqueued into the Optuna study in that order (:mod:`trainer_cli.sweeps.study`).
+
+``--sweep_sampler random|tpe|cmaes``: Optuna chooses ``--sweep_trials N`` trials (default 10) one
+after another, each axis an Optuna distribution (:meth:`Axis.distribution`: a list or ``choice`` a
+categorical one, ``range`` and ``randint`` integers, ``uniform`` and ``loguniform`` floats).
+``--sweep_pruner none|median|hyperband|successive_halving`` (optionally with keyword arguments of
+Optuna's pruner, ``median(n_startup_trials=2)``) stops hopeless trials; ``--sweep_metric`` and
+``--sweep_direction`` default to the checkpoint's monitor and mode; ``--sweep_storage URL`` puts the
+study in a database instead of the journal file in the sweep directory.
+
 Values are text here; :mod:`trainer_cli.sweeps.plan` type-checks each trial with jsonargparse,
-exactly as if every value had been given as ``--KEY VALUE``. Standard library only.
+exactly as if every value had been given as ``--KEY VALUE``. Standard library only (Optuna is
+imported by :meth:`Axis.distribution` alone).
 """
 
 from __future__ import annotations
@@ -30,6 +41,17 @@ from trainer_cli.errors import UserError
 SWEEP_FLAG = "--sweep"
 TRIALS_FLAG = "--sweep_trials"
 SEED_FLAG = "--sweep_seed"
+SAMPLER_FLAG = "--sweep_sampler"
+PRUNER_FLAG = "--sweep_pruner"
+STORAGE_FLAG = "--sweep_storage"
+METRIC_FLAG = "--sweep_metric"
+DIRECTION_FLAG = "--sweep_direction"
+# every flag that takes_sweep_args takes out of a command line (each takes a value)
+FLAGS = (SWEEP_FLAG, TRIALS_FLAG, SEED_FLAG, SAMPLER_FLAG, PRUNER_FLAG, STORAGE_FLAG, METRIC_FLAG, DIRECTION_FLAG)
+SAMPLERS = ("grid", "random", "tpe", "cmaes")
+PRUNERS = ("none", "median", "hyperband", "successive_halving")
+DIRECTIONS = ("maximize", "minimize")
+DEFAULT_TRIALS = 10  # --sweep_trials of an Optuna-driven sampler
 RANDOM_KINDS = ("uniform", "loguniform", "randint", "choice")
 GRID_KINDS = ("list", "range")
 # options a trial may not vary: they say where the sweep itself lives
@@ -69,14 +91,79 @@ class Axis:
         )
         return repr(float(f"{value:.6g}"))
 
+    def distribution(self) -> Any:
+        """The axis as an Optuna distribution (imports optuna): a list or ``choice`` categorical over the
+        value texts, ``range`` and ``randint`` integers (``high`` included, as Optuna counts), ``uniform``
+        and ``loguniform`` floats."""
+        from optuna.distributions import CategoricalDistribution, FloatDistribution, IntDistribution
+
+        if self.kind in ("list", "choice"):
+            return CategoricalDistribution(list(self.values))
+        if self.kind == "range":
+            numbers = [int(v) for v in self.values]
+            step = numbers[1] - numbers[0] if len(numbers) > 1 else 1
+            return IntDistribution(numbers[0], numbers[-1], step=step)
+        if self.kind == "randint":
+            return IntDistribution(int(self.values[0]), int(self.values[1]) - 1)
+        return FloatDistribution(float(self.values[0]), float(self.values[1]), log=self.kind == "loguniform")
+
+    def param(self, text: str) -> Any:
+        """A value text of this axis as its Optuna parameter (what :meth:`distribution` holds)."""
+        if self.kind in ("range", "randint"):
+            return int(text)
+        if self.kind in ("uniform", "loguniform"):
+            return float(text)
+        return text
+
+    def text(self, param: Any) -> str:
+        """An Optuna parameter of this axis as the value text a trial's ``--KEY VALUE`` gets."""
+        return repr(float(param)) if self.kind in ("uniform", "loguniform") else str(param)
+
+    def corners(self) -> list[str]:
+        """Values that between them reach every edge of the axis: each value of a list, range or
+        choice, ``low`` and ``high`` of a distribution (``randint``: ``high - 1``). What a trial may
+        be given is type-checked with these before an Optuna-driven sweep starts."""
+        if self.kind in ("uniform", "loguniform"):
+            return [repr(float(v)) for v in self.values]
+        if self.kind == "randint":
+            return [str(int(self.values[0])), str(int(self.values[1]) - 1)]
+        return list(self.values)
+
 
 @dataclass(frozen=True)
 class Space:
-    """Every ``--sweep`` flag of a command line, with ``--sweep_trials`` and ``--sweep_seed``."""
+    """Every ``--sweep`` flag of a command line, with the other ``--sweep_*`` flags."""
 
     axes: tuple[Axis, ...]
     trials_per_point: int = 1
+    """Grid: the trials per grid point; another sampler: the trials of the study."""
     seed: int = 0
+    sampler: str = "grid"
+    pruner: str = "none"
+    """A name of :data:`PRUNERS`, possibly with keyword arguments: ``median(n_startup_trials=2)``."""
+    storage: str | None = None
+    """``--sweep_storage URL``; None: Optuna's journal file in the sweep directory."""
+    metric: str | None = None
+    direction: str | None = None
+
+    @property
+    def is_grid(self) -> bool:
+        return self.sampler == "grid"
+
+    def checked_trials(self) -> list[dict[str, str]]:
+        """The trials type-checked before the sweep starts: every trial of a grid, else trials that
+        between them give every axis each of its :meth:`Axis.corners` (as many as the longest axis has)."""
+        if self.is_grid:
+            return self.trials()
+        corners = [a.corners() for a in self.axes]
+        return [
+            {a.key: values[min(i, len(values) - 1)] for a, values in zip(self.axes, corners)}
+            for i in range(max(len(c) for c in corners))
+        ]
+
+    def params(self, overrides: dict[str, str]) -> dict[str, Any]:
+        """A trial's ``{key: value text}`` as Optuna parameters (``study.enqueue_trial``)."""
+        return {a.key: a.param(overrides[a.key]) for a in self.axes}
 
     def trials(self) -> list[dict[str, str]]:
         """The trials in order: each ``{key: value text}`` over every axis.
@@ -98,6 +185,16 @@ class Space:
     def describe(self) -> list[dict[str, Any]]:
         """The axes for ``sweep.json``: key, kind and the values or arguments."""
         return [{"key": a.key, "kind": a.kind, "spec": a.spec, "values": list(a.values)} for a in self.axes]
+
+    def settings(self) -> dict[str, Any]:
+        """The search's settings for ``sweep.json`` (the sampler, pruner, storage, metric and direction)."""
+        return {
+            "sampler": self.sampler,
+            "pruner": self.pruner,
+            "storage": self.storage,
+            "metric": self.metric,
+            "direction": self.direction,
+        }
 
 
 def split_values(text: str) -> list[str]:
@@ -189,17 +286,17 @@ def _numbers(where: str, args: list[str], kind: type, noun: str, count: tuple[in
 
 
 def take_sweep_args(args: list[str]) -> tuple[Space | None, list[str]]:
-    """Take ``--sweep``, ``--sweep_trials`` and ``--sweep_seed`` (``--flag value`` or ``--flag=value``)
-    out of ``args``.
+    """Take the ``--sweep*`` flags (:data:`FLAGS`; ``--flag value`` or ``--flag=value``) out of ``args``.
 
     Returns:
         ``(space, rest)``: the search space (None when no ``--sweep`` is given) and the other arguments.
 
     Raises:
         UserError: for a flag without a value, a bad axis, a key swept twice, ``--sweep_trials``
-            below 1 or above 1 without a random axis, or ``--sweep_trials``/``--sweep_seed`` alone.
+            below 1 or above 1 for a grid without a random axis, an unknown sampler, pruner or
+            direction, or another ``--sweep_*`` flag without ``--sweep``.
     """
-    found: dict[str, list[str]] = {SWEEP_FLAG: [], TRIALS_FLAG: [], SEED_FLAG: []}
+    found: dict[str, list[str]] = {flag: [] for flag in FLAGS}
     rest: list[str] = []
     i = 0
     while i < len(args):
@@ -214,7 +311,7 @@ def take_sweep_args(args: list[str]) -> tuple[Space | None, list[str]]:
             rest.append(args[i])
         i += 1
     if not found[SWEEP_FLAG]:
-        extra = [f for f in (TRIALS_FLAG, SEED_FLAG) if found[f]]
+        extra = [f for f in FLAGS[1:] if found[f]]
         if extra:
             raise UserError(f"{' and '.join(extra)} without {SWEEP_FLAG}: nothing to sweep")
         return None, rest
@@ -223,15 +320,38 @@ def take_sweep_args(args: list[str]) -> tuple[Space | None, list[str]]:
     twice = sorted({k for k in keys if keys.count(k) > 1})
     if twice:
         raise UserError(f"{SWEEP_FLAG} {twice[0]} is given twice: put every value in one flag ({twice[0]}=v1,v2,...)")
-    trials, seed = (_one_int(flag, found[flag], default) for flag, default in ((TRIALS_FLAG, 1), (SEED_FLAG, 0)))
+    sampler = _one_of(SAMPLER_FLAG, found[SAMPLER_FLAG], SAMPLERS, "grid")
+    default_trials = 1 if sampler == "grid" else DEFAULT_TRIALS
+    trials, seed = (
+        _one_int(flag, found[flag], default) for flag, default in ((TRIALS_FLAG, default_trials), (SEED_FLAG, 0))
+    )
     if trials < 1:
         raise UserError(f"{TRIALS_FLAG} {trials}: must be 1 or more")
-    if trials > 1 and not any(a.is_random for a in axes):
+    if sampler == "grid" and trials > 1 and not any(a.is_random for a in axes):
         raise UserError(
             f"{TRIALS_FLAG} {trials}: needs a random axis (e.g. {SWEEP_FLAG} "
-            "optimizer.init_args.lr=loguniform(1e-4,1e-1)); a grid runs each point once"
+            "optimizer.init_args.lr=loguniform(1e-4,1e-1)) or a sampler (--sweep_sampler tpe); a grid runs each "
+            "point once"
         )
-    return Space(axes, trials, seed), rest
+    pruner = found[PRUNER_FLAG][-1].strip() if found[PRUNER_FLAG] else "none"
+    if pruner.partition("(")[0].strip() not in PRUNERS:
+        raise UserError(
+            f"{PRUNER_FLAG} {pruner}: expected one of {', '.join(PRUNERS)} (optionally name(key=value,...))"
+        )
+    direction = _one_of(DIRECTION_FLAG, found[DIRECTION_FLAG], DIRECTIONS, None)
+    storage = found[STORAGE_FLAG][-1] if found[STORAGE_FLAG] else None
+    if storage is not None and "://" not in storage:
+        raise UserError(f"{STORAGE_FLAG} {storage}: expected a database URL, e.g. postgresql://user@host/db")
+    metric = found[METRIC_FLAG][-1] if found[METRIC_FLAG] else None
+    return Space(axes, trials, seed, sampler, pruner, storage, metric, direction), rest
+
+
+def _one_of(flag: str, values: list[str], choices: tuple[str, ...], default: str | None) -> Any:
+    if not values:
+        return default
+    if values[-1] not in choices:
+        raise UserError(f"{flag} {values[-1]}: expected one of {', '.join(choices)}")
+    return values[-1]
 
 
 def _one_int(flag: str, values: list[str], default: int) -> int:
