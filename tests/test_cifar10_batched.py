@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import torch
-import yaml
 
 from tests.support import CONFIGS, run_train, write_fake_cifar10
 from trainer_cli.data.batch_augment import crop_flip_normalize, random_crop, random_flip
 from trainer_cli.data.cifar10 import CIFAR10_MEAN, CIFAR10_STD, CIFAR10DataModule
 from trainer_cli.models.registry import build_backbone
+from trainer_cli.rundir import record
 
 FAST = str(CONFIGS / "experiment" / "cifar10_fast.yaml")
 
@@ -68,7 +68,7 @@ def test_cifar10_fast_trains_and_its_checkpoint_loads_into_a_plain_backbone(tmp_
     )
     assert done.returncode == 0, done.stderr[-3000:]
     run = next((tmp_path / "runs").glob("*/version_0"))
-    config = yaml.safe_load((run / "config.yaml").read_text())
+    config = record.read(run / "config.yaml")  # with the launcher's settings beside it (launcher.yaml)
     assert config["data"]["init_args"]["batched"] is True and config["model"]["init_args"]["channels_last"] is True
     assert config["float32_matmul_precision"] == "high" and config["trainer"]["benchmark"] is True
     ckpt = torch.load(run / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)

@@ -15,7 +15,7 @@ import yaml
 from support import CONFIGS, DIGITS
 
 from trainer_cli.errors import UserError
-from trainer_cli.rundir import history
+from trainer_cli.rundir import history, record
 from trainer_cli.runtime.cli import run_subcommand
 
 TINY = [
@@ -77,7 +77,7 @@ def test_resume_force_lets_a_refused_change_through_and_never_loads_part_of_the_
     resume(trained, tmp_path, "--resume_force", "true", configs=early_stopping)
     assert "resume: forced: trainer.callbacks: 4 -> 5 entries (EarlyStopping added)" in capsys.readouterr().out
     assert history.read(run)[-1]["options"]["resume_force"] is True
-    assert yaml.safe_load((run / "config.yaml").read_text())["resume_force"] is False  # forced once, not for every later start
+    assert record.read(run / "config.yaml")["resume_force"] is False  # forced once, not for every later start
     # weights that do not fit: forced past the check, the load is still Lightning's strict one
     with pytest.raises(UserError, match="size mismatch for net.features.0.weight"):
         run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "3", *TINY, *cnn(width=48), "--resume_force", "true"])

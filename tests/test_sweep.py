@@ -207,7 +207,7 @@ def test_fit_sweep_runs_trials_here_then_the_table(tmp_path: Path, capfd: pytest
     for i in (0, 1):
         trial = sweep_dir / f"trial_{i:03d}"
         assert (trial / "checkpoints" / "last.ckpt").is_file() and (trial / "config.yaml").is_file()
-        assert f"run_dir: {trial}" in (trial / "config.yaml").read_text()
+        assert f"run_dir: {trial}" in (trial / "launcher.yaml").read_text()  # the launcher's settings beside it
     assert "val/acc (max)" in done.out and (sweep_dir / "sweep_results.csv").is_file()
 
     out = io.StringIO()

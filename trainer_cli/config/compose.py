@@ -28,6 +28,7 @@ import yaml
 
 from trainer_cli.config.paths import configs_dir, group_names, resolve_config_path, user_config_roots
 from trainer_cli.errors import Origin, UserError
+from trainer_cli.rundir import record
 
 CONFIG_FLAGS = ("--config", "-c")
 ROOT_FLAG = "--config_root"
@@ -360,6 +361,7 @@ def compose_args(args: list[str], fixed: Collection[str] = ()) -> tuple[list[str
         UserError: for a missing file, a YAML syntax error or a composition error.
     """
     roots, args = take_config_roots(args)
+    args = record.with_launcher_settings(args)  # a run's config.yaml is read with its launcher.yaml
     layers = Layers()
     out: list[str] = []
     i = 0

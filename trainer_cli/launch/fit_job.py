@@ -47,7 +47,8 @@ from trainer_cli.launch.sbatch import (
 )
 from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.submissions import register
-from trainer_cli.rundir.history import rewrite_config
+from trainer_cli.rundir import record
+from trainer_cli.rundir.history import restore_config, rewrite_config
 from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.rundir.policy import Resume, finished_line, freeze, resume_checkpoint
 from trainer_cli.rundir.policy import plan as rundir_plan
@@ -195,7 +196,7 @@ def _resubmit_changes(
     config_file = run_dir / CONFIG_FILE
     if not config_file.is_file():
         return [], frozen
-    old, new = yaml.safe_load(config_file.read_text()) or {}, yaml.safe_load(frozen) or {}
+    old, new = record.read(config_file) or {}, yaml.safe_load(frozen) or {}
     if resume is not None and resume.which == "last":  # a resubmitted run goes on from its newest checkpoint
         new["ckpt_path"] = "last"
     changes = compare_for_resume(old, new, run_dir, force=bool(new.get("resume_force")))
@@ -379,7 +380,7 @@ def submit(job: Plan) -> int:
         if job.created:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused submission is left
         elif previous is not None:
-            previous.replace(run_dir / CONFIG_FILE)  # the run's config as it was
+            restore_config(run_dir, previous)  # the run's config as it was
         raise
     for change in job.changes:
         print(f"resubmit: {change}")

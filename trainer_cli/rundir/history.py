@@ -35,6 +35,7 @@ from typing import Any
 import yaml
 
 from trainer_cli.atomic import append_line, read_json_lines, write_atomic
+from trainer_cli.rundir import record
 from trainer_cli.rundir.layout import CONFIG_FILE, read_checkpoint_progress
 from trainer_cli.rundir.resume import RESUME_OPTIONS
 
@@ -100,16 +101,27 @@ def append(
 
 
 def rewrite_config(run_dir: Path, text: str) -> Path:
-    """Write ``text`` as ``run_dir/config.yaml``, the previous one kept as ``config.prev-<N>.yaml``
-    (the next free N); returns where it was kept. ``config.yaml`` is replaced atomically."""
+    """Write the record ``text`` as ``run_dir/config.yaml`` and ``launcher.yaml``
+    (:func:`trainer_cli.rundir.record.write`), the previous record kept whole as ``config.prev-<N>.yaml``
+    (the next free N; :func:`restore_config` puts it back); returns where it was kept."""
     config_file = run_dir / CONFIG_FILE
     n = 1
     while (run_dir / PREVIOUS_CONFIG.format(n=n)).exists():
         n += 1
     previous = run_dir / PREVIOUS_CONFIG.format(n=n)
-    shutil.copy2(config_file, previous)
-    write_atomic(config_file, text)
+    before = record.read(config_file)
+    if before is not None and (run_dir / record.LAUNCHER_FILE).is_file():
+        write_atomic(previous, yaml.safe_dump(before, sort_keys=False))
+    else:
+        shutil.copy2(config_file, previous)
+    record.write(config_file, text)
     return previous
+
+
+def restore_config(run_dir: Path, previous: Path) -> None:
+    """Put the record kept by :func:`rewrite_config` back as the run's record."""
+    record.write(run_dir / CONFIG_FILE, previous.read_text())
+    previous.unlink()
 
 
 def as_resumed(record_text: str, stored: dict[str, Any] | None) -> str | None:
@@ -148,7 +160,7 @@ def record_start(
     config changed on resume (:func:`rewrite_config`), and the history record appended."""
     config_file = run_dir / CONFIG_FILE
     if changes and config_file.is_file() and verb in ("fit", None):
-        text = as_resumed(record_text, _yaml(config_file.read_text()))
+        text = as_resumed(record_text, record.read(config_file))
         if text is not None:
             rewrite_config(run_dir, text)
     tree = _yaml(record_text) or {}

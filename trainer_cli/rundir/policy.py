@@ -44,8 +44,8 @@ import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 
-from trainer_cli.atomic import write_atomic
 from trainer_cli.errors import UserError
+from trainer_cli.rundir import record
 from trainer_cli.rundir.layout import CONFIG_FILE as CONFIG_FILE
 from trainer_cli.rundir.layout import ENV_RUN_DIR as ENV_RUN_DIR
 from trainer_cli.rundir.layout import GIT_FILE as GIT_FILE
@@ -415,7 +415,7 @@ def freeze(run_dir: Path, config_text: str) -> bool:
     if config_file.exists():
         return False
     run_dir.mkdir(parents=True, exist_ok=True)
-    write_atomic(config_file, config_text)
+    record.write(config_file, config_text)  # config.yaml and launcher.yaml beside it
     write_git_info(run_dir)
     return True
 

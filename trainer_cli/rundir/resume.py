@@ -23,9 +23,8 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from trainer_cli.errors import UserError
+from trainer_cli.rundir import record
 from trainer_cli.rundir.layout import CONFIG_FILE
 
 # keys (dotted prefixes) that decide the meaning of the network's inputs or outputs beyond its tensors
@@ -56,12 +55,9 @@ DISPLAY_CALLBACKS = frozenset(
 
 
 def stored_config(run_dir: Path) -> dict[str, Any] | None:
-    """The resolved config a run started with (``<run_dir>/config.yaml``), or None without one."""
-    file = run_dir / CONFIG_FILE
-    if not file.is_file():
-        return None
-    data = yaml.safe_load(file.read_text())
-    return data if isinstance(data, dict) else None
+    """The resolved config a run started with (``<run_dir>/config.yaml`` with the launcher's settings
+    beside it, :func:`trainer_cli.rundir.record.read`), or None without one."""
+    return record.read(run_dir / CONFIG_FILE)
 
 
 def flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -138,10 +134,7 @@ def compare_for_resume(
             keep state). Other model arguments are decided by the tensors (:func:`check_weights_fit`).
     """
     old, new = flatten(stored), flatten(current)
-    changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k) and not _matches(k, IGNORED_KEYS)]
-    # another class: its init_args differ as a matter of course, the class_path line says it all
-    other_class = tuple(k[: -len("class_path")] + "init_args" for k in changed if k.endswith("class_path"))
-    changed = [k for k in changed if not _matches(k, other_class)]
+    changed = _changed_keys(old, new)
     fatal = [k for k in changed if _matches(k, ARCHITECTURE_KEYS)]
     if fatal and not force:
         details = "; ".join(describe_change(k, old.get(k), new.get(k)) for k in fatal)
@@ -164,6 +157,23 @@ def compare_for_resume(
         )
     refused = set(fatal) | set(state)
     return [("forced: " if k in refused else "") + describe_change(k, old.get(k), new.get(k)) for k in changed]
+
+
+def _changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
+    """The flattened keys whose values differ, the resume options and the places a run logs left out."""
+    changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k) and not _matches(k, IGNORED_KEYS)]
+    # another class: its init_args differ as a matter of course, the class_path line says it all
+    other_class = tuple(k[: -len("class_path")] + "init_args" for k in changed if k.endswith("class_path"))
+    return [k for k in changed if not _matches(k, other_class)]
+
+
+def describe_overrides(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:
+    """One line per value an evaluation of a run (``test``/``validate``/``predict --run_dir``) gives
+    otherwise than the run's config (``data.init_args.path: 'val' -> 'test'``): recorded in the run's
+    history, so a number says which data and settings it came from. Nothing is refused."""
+    old, new = flatten(stored), flatten(current)
+    own = {k for k in set(new) - set(old) if "." not in k}  # the verb's own arguments (``verbose``): not the run's
+    return [describe_change(k, old.get(k), new.get(k)) for k in _changed_keys(old, new) if k not in own]
 
 
 def check_weights_fit(model: Any, ckpt_path: Any, force: bool = False, changes: Iterable[str] = ()) -> None:
@@ -227,8 +237,8 @@ def with_stored_config(args: list[str]) -> list[str]:
             run_dir = args[i + 1]
         elif arg.startswith("--run_dir="):
             run_dir = arg.split("=", 1)[1]
-    if run_dir and (Path(run_dir) / "config.yaml").is_file():
-        return ["--config", str(Path(run_dir) / "config.yaml"), *args]
+    if run_dir and (Path(run_dir) / CONFIG_FILE).is_file():
+        return record.with_launcher_settings(["--config", str(Path(run_dir) / CONFIG_FILE), *args])
     return args
 
 

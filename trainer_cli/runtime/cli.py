@@ -61,6 +61,7 @@ from trainer_cli.optim.configure import configure_optimizers
 from trainer_cli.optim.param_groups import ParamGroups
 from trainer_cli.optim.schedule_resume import ScheduleOnResume
 from trainer_cli.rundir import policy as rundir
+from trainer_cli.rundir import record as run_records
 from trainer_cli.rundir.resume import add_resume_arguments, check_weights_fit, with_stored_config
 from trainer_cli.runtime import quiet
 from trainer_cli.runtime.checkpointing import ResumeState, with_atomic_checkpoint_io
@@ -100,11 +101,26 @@ class TrainerArgumentParser(LightningArgumentParser):
         self.layers = Layers()  # where each value of the command line parsed was written (TrainerCLI sets them)
         self.exits = False  # a user's script: an error ends the process here, as LightningCLI's parser does
 
-    def link_arguments(self, source: Any, target: str, *args: Any, **kwargs: Any) -> None:  # type: ignore[override]
+    def link_arguments(  # type: ignore[override]
+        self, source: Any, target: str, compute_fn: Any = None, apply_on: str = "parse", **kwargs: Any
+    ) -> None:
         """jsonargparse's; the target is remembered, so the launcher's own data->model links leave
-        a key the user's CLI links alone."""
-        super().link_arguments(source, target, *args, **kwargs)
+        a key the user's CLI links alone. A link applied when the classes are built (``apply_on=
+        "instantiate"``) has the value it gives recorded (:attr:`link_values`, the run's config.yaml
+        holds it: the value the object was built with, not the constructor's default)."""
+        if apply_on == "instantiate" and (compute_fn is not None or isinstance(source, str)):
+            compute_fn = partial(_recorded_link, compute_fn, target, self.link_values)
+        super().link_arguments(source, target, compute_fn, apply_on, **kwargs)
         self.link_targets = getattr(self, "link_targets", set()) | {target}
+        if apply_on == "instantiate":
+            self.instantiate_link_targets = getattr(self, "instantiate_link_targets", set()) | {target}
+
+    @property
+    def link_values(self) -> dict[str, Any]:
+        """``{target key: value}`` of the links applied when the classes were built (YAML values only)."""
+        if "_link_values" not in self.__dict__:
+            self.__dict__["_link_values"] = {}
+        return self.__dict__["_link_values"]  # type: ignore[no-any-return]
 
     def error(self, message: str, ex: Optional[Exception] = None) -> Any:  # type: ignore[override]
         """jsonargparse's for its inner parsers (``exit_on_error=False``: it tries the next type);
@@ -141,13 +157,31 @@ class TrainerArgumentParser(LightningArgumentParser):
         target = Path(path)
         if target.exists() and not overwrite:
             raise ValueError(f"Refusing to overwrite existing file: {target}")  # jsonargparse's rule
-        target.write_text(record)
+        run_records.write(target, record)  # config.yaml as LightningCLI reads it, launcher.yaml beside
         return None
 
     def parse_object(self, obj: Any, namespace: Optional[Namespace] = None, *args: Any, **kwargs: Any) -> Namespace:  # type: ignore[override]
         """jsonargparse's; a stock checkpoint's hyperparameters apply to the configured model
         (:func:`trainer_cli.config.after_parse.with_checkpoint_class`)."""
         return super().parse_object(with_checkpoint_class(obj, namespace), namespace, *args, **kwargs)
+
+
+def _in_subconfig(key: str) -> str:
+    """A parser key as the verb's own config names it (``fit.model.x`` -> ``model.x``)."""
+    verb, _, rest = key.partition(".")
+    return rest if verb in LightningCLI.subcommands() and rest else key
+
+
+def _recorded_link(compute_fn: Any, target: str, values: dict[str, Any], *sources: Any) -> Any:
+    """A link's value (``compute_fn`` of the sources, or the one source as it is), recorded in
+    ``values`` under ``target`` when it is a plain YAML value (a number, a string, a list of them)."""
+    value = compute_fn(*sources) if compute_fn is not None else sources[0]
+    try:
+        yaml.safe_dump(value)
+    except yaml.YAMLError:
+        return value
+    values[target] = value
+    return value
 
 
 @contextmanager
@@ -419,7 +453,8 @@ class TrainerCLI(LightningCLI):
             self.run.missing_is_error = False
             self.run.checkpoint_hparams_win = True
             self.run.follows_lightning = True  # files where LightningCLI puts them (run.Run.bind_to_log_dir)
-            self.run.resume_command = f"python {sys.argv[0]} fit --run_dir {{path}} --ckpt_path last"
+            self.run.command = f"python {sys.argv[0]}"  # the user's script: its record is re-run with it
+            self.run.resume_command = f"{self.run.command} fit --run_dir {{path}} --ckpt_path last"
         self.verb_parser: LightningArgumentParser | None = None  # the parser of the verb being run
         self._core_parsers: list[LightningArgumentParser] = []
         self._data_links: dict[str, str] = {}  # DATA_TO_MODEL key -> model target key it links to
@@ -595,7 +630,9 @@ class TrainerCLI(LightningCLI):
         assert self.verb_parser is not None
         check_optimizer_config(cfg)
         check_trainer_minimums(cfg)
-        self.run.link_targets = set(self._data_links.values())
+        # filled when the classes are built: compared on resume by the checkpoint's tensors, not the record
+        user_links: set[str] = getattr(self.verb_parser, "instantiate_link_targets", set())
+        self.run.link_targets = set(self._data_links.values()) | {_in_subconfig(t) for t in user_links}
         parser = self.verb_parser
         assert parser is not None  # set by parse_arguments
         self.run.prepare(cfg, lambda: parser.dump(cfg, skip_none=False, skip_link_targets=False))
@@ -606,6 +643,8 @@ class TrainerCLI(LightningCLI):
                 self.model, self.run.ckpt_path, bool(self._subconfig().get("resume_force")), self.run.changes
             )
         self._add_configure_optimizers()
+        user_links = getattr(self.verb_parser, "link_values", {})
+        self.applied_links.update({_in_subconfig(k): v for k, v in user_links.items()})  # the user's own links
         self.run.linked = self.applied_links  # config.yaml is written when the verb starts (run.RunRecord)
         if (
             self.run.follows_lightning and self.verb_parser is not None

@@ -59,7 +59,8 @@ from lightning.pytorch import Callback
 from trainer_cli.rundir import history
 from trainer_cli.rundir import identity as loggers_mod
 from trainer_cli.rundir import policy as rundir
-from trainer_cli.rundir.resume import compare_for_resume, flatten, stored_config
+from trainer_cli.rundir.record import LAUNCHER_KEYS
+from trainer_cli.rundir.resume import compare_for_resume, describe_overrides, flatten, stored_config
 from trainer_cli.runtime.checkpointing import CTRL_C, InterruptCheckpoint, check_checkpoint_file
 
 DEFAULT_ROOT_DIR = "runs"
@@ -103,6 +104,7 @@ class Run:
         self.ckpt_path: Optional[str] = None
         self.interrupt_checkpoint: InterruptCheckpoint | None = None
         self.trainer: Any = None
+        self.command = "train"  # the entry that re-runs its record (a user's script sets its own)
         self.resume_command = "train fit --run_dir {path} --ckpt_path last"
         self._checked: set[str] = set()
         self._config_text = ""
@@ -242,25 +244,34 @@ class Run:
         )
         resume = rundir.resume_checkpoint(run_dir, ckpt, trains=self.trains, named=bool(cfg.run_dir), carried=carried)
         self.resumed_because = resume.why if resume is not None else None
-        if resume is not None and self.trains and not child:  # before anything is renamed
-            stored = stored_config(run_dir)
-            current = yaml.safe_load(self._config_text)
-            stored = _in_form_of(
-                current, stored
-            )  # a `train fit` run (subclass form) resumed by a script fixing the classes
-            for (
-                key
-            ) in self.link_targets:  # filled from the data module when built: compared by the checkpoint's tensors
-                for tree in (stored or {}, current or {}):
-                    _pop_dotted(tree, key)
-            self.changes = (
-                compare_for_resume(stored, current, run_dir, force=bool(cfg.get("resume_force"))) if stored else []
-            )
-            for change in self.changes:
-                print(f"resume: {change} (changed since the run started)", flush=True)
+        if not child and (resume is not None or not self.trains):  # before anything is renamed
+            stored, current = self._comparable(run_dir)
+            if not stored:
+                self.changes = []
+            elif self.trains:
+                self.changes = compare_for_resume(stored, current, run_dir, force=bool(cfg.get("resume_force")))
+                for change in self.changes:
+                    print(f"resume: {change} (changed since the run started)", flush=True)
+            else:  # an evaluation of the run: what it gives otherwise is recorded (history.jsonl), not refused
+                self.changes = describe_overrides(stored, current)
         if resume is not None and resume.which in rundir.RUN_CHOICES:
             cfg.ckpt_path = str(self._checkpoint_of(cfg, run_dir, resume, announce=not child))
         return run_dir
+
+    def _comparable(self, run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+        """The run's stored record and this start's config, in forms to compare: the classes a script
+        fixes as the stored form has them, the values links fill when the classes are built left out
+        (the checkpoint's tensors decide those), and the launcher's keys left out where the run's record
+        has none (a run a stock LightningCLI script started)."""
+        current = yaml.safe_load(self._config_text) or {}
+        stored = _in_form_of(current, stored_config(run_dir))  # a `train fit` run resumed by a script fixing classes
+        for key in self.link_targets:
+            for tree in (stored or {}, current):
+                _pop_dotted(tree, key)
+        for key in LAUNCHER_KEYS:
+            if stored is not None and key not in stored:
+                current.pop(key, None)
+        return stored, current
 
     def _checkpoint_of(self, cfg: Namespace, run_dir: Path, resume: rundir.Resume, announce: bool) -> Path:
         """The file of ``resume`` (``last``/``best``, :func:`trainer_cli.rundir.policy.resume_checkpoint`) to load:
@@ -472,7 +483,7 @@ class Run:
         own = {k: v for k, v in self._launcher_set.items() if " " not in k} if self.follows_lightning else {}
         for key, value in own.items():
             _set_dotted(tree, key, value)
-        header = ["# The resolved config of this run: `train fit --config <this file>` builds it again."]
+        header = [f"# The resolved config of this run: `{self.command} fit --config <this file>` builds it again."]
         if own:
             header.append(
                 "# Pointed at this run directory by trainer-cli for this run (the values below are the script's own): "
