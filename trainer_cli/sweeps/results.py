@@ -8,6 +8,13 @@ completed by the trial's ``job.json``, and its progress from the last epoch line
 are sorted by the score (``mode`` max: highest first; min: lowest first; trials without a score
 last) and written as ``sweep_results.csv`` and ``sweep_results.json`` in the sweep directory, with
 ``sweep_results.png`` (:mod:`trainer_cli.tools.plots`: the metric against each swept axis).
+
+A sweep with an Optuna study (every ``train fit --sweep`` since the study became its engine,
+:mod:`trainer_cli.sweeps.study`) adds each trial's state in the study (``study``: COMPLETE, PRUNED,
+FAIL, RUNNING, WAITING) and the value it was told, the parameter importances (Optuna's default
+evaluator, once two trials or more are complete), Optuna's plots beside the table
+(``sweep_history.png``: optimization history, ``sweep_importance.png``, ``sweep_parallel.png``:
+parallel coordinate; matplotlib's Agg canvas) and the ``optuna-dashboard`` command for the study.
 """
 
 from __future__ import annotations
@@ -16,12 +23,14 @@ import argparse
 import csv
 import json
 import math
+import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from trainer_cli.job import jobstate
 from trainer_cli.rundir import policy as rundir
+from trainer_cli.sweeps import study as study_of_sweep
 from trainer_cli.sweeps.plan import read_record
 from trainer_cli.tables import print_table
 
@@ -60,13 +69,87 @@ def monitor_of(config_file: Path) -> tuple[str, str] | None:
         config = yaml.safe_load(config_file.read_text()) or {}
     except (OSError, yaml.YAMLError):
         return None
-    callbacks = (config.get("trainer") or {}).get("callbacks") or []
-    for callback in callbacks if isinstance(callbacks, list) else [callbacks]:
-        if isinstance(callback, dict) and str(callback.get("class_path", "")).endswith("ModelCheckpoint"):
-            init = callback.get("init_args") or {}
-            if init.get("monitor"):
-                return str(init["monitor"]), str(init.get("mode") or "min")
-    return None
+    return study_of_sweep.monitor_of(config) if isinstance(config, dict) else None
+
+
+PLOTS = {
+    "history": "sweep_history.png",
+    "importance": "sweep_importance.png",
+    "parallel": "sweep_parallel.png",
+}
+
+
+def study_trials(record: dict[str, Any]) -> tuple[Any, dict[int, Any]]:
+    """The sweep's study and ``{trial number: FrozenTrial}``; ``(None, {})`` for a sweep without one.
+
+    Raises:
+        UserError: when the study cannot be opened.
+    """
+    if not record.get("study"):
+        return None, {}
+    study = study_of_sweep.load(record["study"])
+    return study, {t.number: t for t in study.get_trials(deepcopy=False)}
+
+
+def importances(study: Any) -> dict[str, float]:
+    """Optuna's parameter importances (default evaluator), most important first; empty with fewer
+    than two complete trials or nothing that varies."""
+    from optuna.trial import TrialState
+
+    if study is None or len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) < 2:
+        return {}
+    import optuna
+
+    try:
+        return dict(optuna.importance.get_param_importances(study))
+    except (ValueError, RuntimeError, ZeroDivisionError):  # one value per parameter, or no spread
+        return {}
+
+
+def write_study_plots(study: Any, sweep_dir: Path, with_importance: bool) -> list[Path]:
+    """Optuna's optimization history, importance and parallel-coordinate plots as PNG (Agg)."""
+    from optuna.trial import TrialState
+
+    if study is None or not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
+        return []
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from optuna.visualization import matplotlib as optuna_plots
+
+    drawers = {
+        "history": optuna_plots.plot_optimization_history,
+        "importance": optuna_plots.plot_param_importances if with_importance else None,
+        "parallel": optuna_plots.plot_parallel_coordinate,
+    }
+    written = []
+    for kind, draw in drawers.items():
+        if draw is None:
+            continue
+        try:
+            with warnings.catch_warnings():  # a parameter with one value: matplotlib widens its axis itself
+                warnings.simplefilter("ignore", UserWarning)
+                axes = draw(study)
+        except (ValueError, RuntimeError):  # nothing to draw (e.g. one parameter value)
+            continue
+        shown: Any = axes
+        figure: Any = shown.figure if hasattr(shown, "figure") else shown.flat[0].figure
+        figure.set_size_inches(9, 5)
+        figure.tight_layout()
+        figure.savefig(sweep_dir / PLOTS[kind], dpi=100)
+        plt.close(figure)
+        written.append(sweep_dir / PLOTS[kind])
+    return written
+
+
+def dashboard_command(record: dict[str, Any]) -> str | None:
+    """``optuna-dashboard <storage>``: the command that serves the study in a browser."""
+    if not record.get("study"):
+        return None
+    import shlex
+
+    return f"optuna-dashboard {shlex.quote(record['study']['storage'])}"
 
 
 def logged_best(run_dir: Path, monitor: str | None, mode: str) -> float | None:
@@ -136,6 +219,7 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
     record = read_record(sweep_dir)
     trials = record["trials"]
     keys = [axis["key"] for axis in record.get("axes", [])]
+    study, in_study = study_trials(record)
     found = monitor_of(Path(trials[0]["run_dir"]) / "config.yaml") if trials else None
     monitor, mode = found or (None, "min")
     rows = []
@@ -156,20 +240,46 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
                 "run_dir": str(run_dir),
             }
         )
+        if study is not None:
+            told = in_study.get(trial["index"])
+            rows[-1]["study"] = told.state.name if told is not None else "-"
+            rows[-1]["value"] = told.value if told is not None else None
     sign = -1.0 if mode == "max" else 1.0
     rows.sort(key=lambda r: (r["score"] is None or math.isnan(r["score"]), sign * (r["score"] or 0.0), r["trial"]))
-    return {"sweep_dir": str(Path(sweep_dir).absolute()), "monitor": monitor, "mode": mode, "keys": keys, "rows": rows}
+    out: dict[str, Any] = {
+        "sweep_dir": str(Path(sweep_dir).absolute()),
+        "monitor": monitor,
+        "mode": mode,
+        "keys": keys,
+        "rows": rows,
+    }
+    if study is not None:
+        out |= {"study": record["study"], "importances": importances(study), "_study": study}
+    return out
 
 
 def write(results: dict[str, Any]) -> tuple[Path, Path]:
     """Write ``sweep_results.csv`` (one row per trial, best first) and ``sweep_results.json``; returns both paths."""
     sweep_dir = Path(results["sweep_dir"])
     json_path, csv_path = sweep_dir / RESULTS_JSON, sweep_dir / RESULTS_CSV
-    json_path.write_text(json.dumps(results, indent=2, default=str) + "\n")
+    public = {k: v for k, v in results.items() if not k.startswith("_")}
+    json_path.write_text(json.dumps(public, indent=2, default=str) + "\n")
     metric = results["monitor"] or "score"
     with csv_path.open("w", newline="") as f:
         writer = csv.writer(f)
-        writer.writerow(["trial", *results["keys"], metric, "state", "restarts", "epochs", "run_dir"])
+        studied = "study" in results
+        writer.writerow(
+            [
+                "trial",
+                *results["keys"],
+                metric,
+                "state",
+                *(["study"] if studied else []),
+                "restarts",
+                "epochs",
+                "run_dir",
+            ]
+        )
         for row in results["rows"]:
             values = [row["values"].get(k, "") for k in results["keys"]]
             writer.writerow(
@@ -178,6 +288,7 @@ def write(results: dict[str, Any]) -> tuple[Path, Path]:
                     *values,
                     "" if row["score"] is None else row["score"],
                     row["state"],
+                    *([row["study"]] if studied else []),
                     row["restarts"],
                     row["epochs"],
                     row["run_dir"],
@@ -189,13 +300,33 @@ def write(results: dict[str, Any]) -> tuple[Path, Path]:
 def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     """``(header, rows)`` of the results table, best first (for :func:`trainer_cli.tables.print_table`)."""
     metric = results["monitor"] or "score"
-    header = ["trial", *results["keys"], f"{metric} ({results['mode']})", "state", "restarts", "epochs", "progress"]
+    studied = "study" in results
+    header = [
+        "trial",
+        *results["keys"],
+        f"{metric} ({results['mode']})",
+        "state",
+        *(["study"] if studied else []),
+        "restarts",
+        "epochs",
+        "progress",
+    ]
     rows = []
     for row in results["rows"]:
         score = "-" if row["score"] is None else f"{row['score']:.4f}"
         values = [str(row["values"].get(k, "")) for k in results["keys"]]
+        study = [row["study"]] if studied else []
         rows.append(
-            [str(row["trial"]), *values, score, row["state"], str(row["restarts"]), str(row["epochs"]), row["progress"]]
+            [
+                str(row["trial"]),
+                *values,
+                score,
+                row["state"],
+                *study,
+                str(row["restarts"]),
+                str(row["epochs"]),
+                row["progress"],
+            ]
         )
     return header, rows
 
@@ -218,10 +349,16 @@ def report(sweep_dir: Path) -> dict[str, Any]:
 
     kinds = {axis["key"]: axis.get("kind", "") for axis in read_record(Path(results["sweep_dir"])).get("axes", [])}
     png = plot_sweep(results, kinds, Path(results["sweep_dir"]) / SWEEP_PNG)
-    print(
-        f"written: {csv_path}, {json_path}" + (f", {png}" if png else " (no plot: no trial has a score yet)"),
-        flush=True,
-    )
+    pictures = write_study_plots(results.get("_study"), Path(results["sweep_dir"]), bool(results.get("importances")))
+    if results.get("importances"):
+        ranked = ", ".join(f"{key} {value:.2f}" for key, value in results["importances"].items())
+        print(f"parameter importance: {ranked}")
+    written = ", ".join(str(p) for p in (csv_path, json_path, *([png] if png else []), *pictures))
+    print(f"written: {written}" + ("" if png else " (no plot: no trial has a score yet)"), flush=True)
+    record = read_record(Path(results["sweep_dir"]))
+    command = dashboard_command(record)
+    if command:
+        print(f"dashboard: {command}", flush=True)
     return results
 
 

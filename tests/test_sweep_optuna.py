@@ -1,0 +1,141 @@
+"""Sweeps driven by a real Optuna study (issue 30): the `--sweep` syntax as Optuna distributions, the
+samplers seeded, a pruner stopping a hopeless trial through the Lightning callback (its run directory
+and checkpoint kept, the trial PRUNED), and `train sweep-results` reading the study (states, values,
+importances, Optuna's plots, the dashboard command). Trials are real `train fit` processes on CPU
+with tiny limits.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+from pathlib import Path
+
+import optuna
+import pytest
+from support import DIGITS, quiet_args
+
+from trainer_cli.callbacks.optuna_pruning import make_pruner
+from trainer_cli.errors import UserError
+from trainer_cli.sweeps import results, study
+from trainer_cli.sweeps.space import take_sweep_args
+
+SHORT = ["--trainer.limit_train_batches", "4", "--trainer.limit_val_batches", "2"]
+
+
+def test_every_kind_of_axis_is_an_optuna_distribution() -> None:
+    space, _ = take_sweep_args([
+        "--sweep", "data.init_args.batch_size=32,64", "--sweep", "trainer.max_epochs=range(2,9,3)",
+        "--sweep", "optimizer.init_args.lr=loguniform(1e-4,1e-1)", "--sweep", "model.init_args.dropout=uniform(0,0.5)",
+        "--sweep", "trainer.min_epochs=randint(1,4)", "--sweep", "optimizer.class_path=choice(AdamW,SGD)",
+        "--sweep_sampler", "tpe", "--sweep_trials", "5", "--sweep_seed", "3",
+    ])
+    assert space is not None and (space.sampler, space.trials_per_point, space.seed, space.pruner) == ("tpe", 5, 3, "none")
+    kinds = {a.key: a.distribution() for a in space.axes}
+    assert kinds["data.init_args.batch_size"] == optuna.distributions.CategoricalDistribution(["32", "64"])
+    assert kinds["trainer.max_epochs"] == optuna.distributions.IntDistribution(2, 8, step=3)
+    assert kinds["optimizer.init_args.lr"] == optuna.distributions.FloatDistribution(1e-4, 1e-1, log=True)
+    assert kinds["model.init_args.dropout"] == optuna.distributions.FloatDistribution(0, 0.5)
+    assert kinds["trainer.min_epochs"] == optuna.distributions.IntDistribution(1, 3), "randint's high is excluded"
+    assert kinds["optimizer.class_path"] == optuna.distributions.CategoricalDistribution(["AdamW", "SGD"])
+
+    def asked(seed: int) -> list[dict[str, str]]:
+        created = optuna.create_study(sampler=study._sampler("tpe", seed))
+        return [study.suggest(space, created.ask()) for _ in range(3)]
+
+    first = asked(3)
+    assert first == asked(3) and first != asked(4), "seeded: the same command asks the same trials"
+    for trial in first:
+        assert 1e-4 <= float(trial["optimizer.init_args.lr"]) <= 1e-1 and trial["trainer.max_epochs"] in {"2", "5", "8"}
+        assert trial["trainer.min_epochs"] in {"1", "2", "3"} and trial["data.init_args.batch_size"] in {"32", "64"}
+    assert space.checked_trials()[-1]["optimizer.init_args.lr"] == "0.1", "the edges of each axis are type-checked"
+
+
+@pytest.mark.parametrize("args,message", [
+    (["--sweep", "trainer.max_epochs=1,2", "--sweep_sampler", "bayes"], "expected one of grid, random, tpe, cmaes"),
+    (["--sweep", "trainer.max_epochs=1,2", "--sweep_pruner", "asha"], "expected one of none, median"),
+    (["--sweep", "trainer.max_epochs=1,2", "--sweep_direction", "up"], "expected one of maximize, minimize"),
+    (["--sweep", "trainer.max_epochs=1,2", "--sweep_storage", "study.db"], "expected a database URL"),
+    (["--sweep_sampler", "tpe"], "without --sweep"),
+])
+def test_bad_search_flags(args: list[str], message: str) -> None:
+    with pytest.raises(UserError, match=message):
+        take_sweep_args(args)
+
+
+def test_pruners_take_optunas_keyword_arguments() -> None:
+    assert isinstance(make_pruner("none"), optuna.pruners.NopPruner)
+    median = make_pruner("median(n_startup_trials=1, n_warmup_steps=2)")
+    assert isinstance(median, optuna.pruners.MedianPruner) and median._n_startup_trials == 1
+    assert isinstance(make_pruner("hyperband(min_resource=2)"), optuna.pruners.HyperbandPruner)
+    assert isinstance(make_pruner("successive_halving"), optuna.pruners.SuccessiveHalvingPruner)
+    for bad in ("median(2)", "median(n_startup=1)", "median(x=os.system)"):
+        with pytest.raises(ValueError):
+            make_pruner(bad)
+
+
+def test_a_bad_edge_value_stops_an_optuna_sweep_before_anything_is_written(tmp_path: Path) -> None:
+    from trainer_cli.__main__ import main
+
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):
+        code = main(["fit", "--config", DIGITS, *quiet_args(tmp_path), "--sweep", "data.init_args.batch_size=choice(32,abc)",
+                     "--sweep_sampler", "random", "--sweep_trials", "4"])
+    assert code == 2 and "trial 1 (data.init_args.batch_size=abc)" in err.getvalue() and "Traceback" not in err.getvalue()
+    assert not tmp_path.joinpath("digits").exists()
+
+
+def test_a_pruned_trial_keeps_its_checkpoint_and_the_table_reads_the_study(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """A grid with a median pruner that prunes after one complete trial: lr 5 learns nothing and is
+    stopped at its first validation, PRUNED in the study, its run directory and last.ckpt kept."""
+    from trainer_cli.__main__ import main
+
+    code = main(["fit", "--config", DIGITS, *quiet_args(tmp_path, epochs=3), *SHORT, "--sweep", "optimizer.init_args.lr=1e-2,5",
+                 "--sweep_pruner", "median(n_startup_trials=1)"])
+    done = capfd.readouterr()
+    assert code == 0, done.err[-3000:]
+    sweep_dir = tmp_path / "digits" / "sweep_0"
+    record = json.loads((sweep_dir / "sweep.json").read_text())
+    assert {k: record["study"][k] for k in ("metric", "direction", "sampler", "storage")} == {
+        "metric": "val/acc", "direction": "maximize", "sampler": "grid", "storage": str(sweep_dir / "study.journal")}
+    loaded = study.load(record["study"])
+    states = {t.number: t.state.name for t in loaded.trials}
+    assert states == {0: "COMPLETE", 1: "PRUNED"}, done.out[-3000:]
+    pruned = loaded.trials[1]
+    assert list(pruned.intermediate_values) == [4], "reported at the global step of its first validation, then stopped"
+    assert (sweep_dir / "trial_001" / "checkpoints" / "last.ckpt").is_file()
+    assert "trial 1 pruned at step 4" in done.out
+    assert loaded.trials[0].value == pytest.approx(results.logged_best(sweep_dir / "trial_000", "val/acc", "max"))
+
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert results.main([str(sweep_dir)]) == 0
+    rows = list(csv.DictReader((sweep_dir / "sweep_results.csv").open()))
+    assert [(r["trial"], r["study"]) for r in rows] == [("0", "COMPLETE"), ("1", "PRUNED")], "best first"
+    assert f"dashboard: optuna-dashboard {sweep_dir / 'study.journal'}" in out.getvalue()
+    assert (sweep_dir / "sweep_history.png").stat().st_size > 1000 and (sweep_dir / "sweep_parallel.png").is_file()
+
+
+def test_tpe_sweep_asks_trials_one_after_another(tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    """`--sweep_sampler tpe --sweep_trials 2`: two trials asked from the study, each type-checked and
+    written as trial_<n> when asked; all COMPLETE with their values; importances once two are complete."""
+    from trainer_cli.__main__ import main
+
+    code = main(["fit", "--config", DIGITS, *quiet_args(tmp_path), *SHORT, "--sweep", "optimizer.init_args.lr=loguniform(1e-3,1e-1)",
+                 "--sweep", "data.init_args.batch_size=16,32", "--sweep_sampler", "tpe", "--sweep_trials", "2", "--sweep_seed", "0"])
+    done = capfd.readouterr()
+    assert code == 0, done.err[-3000:]
+    sweep_dir = tmp_path / "digits" / "sweep_0"
+    record = json.loads((sweep_dir / "sweep.json").read_text())
+    assert [t["run_dir"] for t in record["trials"]] == [str(sweep_dir / f"trial_{i:03d}") for i in range(2)]
+    loaded = study.load(record["study"])
+    assert [t.state.name for t in loaded.trials] == ["COMPLETE"] * 2
+    for frozen, written in zip(loaded.trials, record["trials"]):
+        assert written["values"] == {"optimizer.init_args.lr": frozen.params["optimizer.init_args.lr"],
+                                     "data.init_args.batch_size": int(frozen.params["data.init_args.batch_size"])}
+    table = json.loads((sweep_dir / "sweep_results.json").read_text())
+    assert set(table["importances"]) == {"optimizer.init_args.lr", "data.init_args.batch_size"}
+    assert (sweep_dir / "sweep_importance.png").is_file()
+    assert "parameter importance:" in done.out
