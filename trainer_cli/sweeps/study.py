@@ -13,7 +13,8 @@ all try the same point), ``cmaes`` (``CmaEsSampler``, the ``cmaes`` package), ea
 ``--sweep_seed``. A trial's value is the best value of the metric it reached (its checkpoint's
 ``ModelCheckpoint`` score when the metric is the checkpoint's monitor, else the best logged value);
 a trial the pruning callback stopped is told PRUNED, one that failed or reached no value FAIL.
-Optuna is imported by the functions that need it.
+Optuna (and the pruning callback's module, which imports Lightning) are imported by the functions
+that need them: ``train sweep-results --help`` imports no torch.
 """
 
 from __future__ import annotations
@@ -23,7 +24,6 @@ import warnings
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.callbacks.optuna_pruning import PRUNED_ATTR, make_pruner, open_storage
 from trainer_cli.errors import UserError
 from trainer_cli.sweeps.space import Space
 
@@ -108,6 +108,8 @@ def create(study: dict[str, Any], space: Space | None = None) -> Any:
     """
     import optuna
 
+    from trainer_cli.callbacks.optuna_pruning import make_pruner, open_storage
+
     _quiet_optuna()
     try:
         created = optuna.create_study(
@@ -136,6 +138,8 @@ def load(study: dict[str, Any]) -> Any:
         UserError: when it cannot be opened.
     """
     import optuna
+
+    from trainer_cli.callbacks.optuna_pruning import make_pruner, open_storage
 
     _quiet_optuna()
     try:
@@ -199,6 +203,8 @@ def tell(created: Any, trial: Any, value: float | None, exit_code: int) -> str:
     """
     import optuna
     from optuna.trial import TrialState
+
+    from trainer_cli.callbacks.optuna_pruning import PRUNED_ATTR
 
     attrs = next(t.user_attrs for t in created.get_trials(deepcopy=False) if t.number == trial.number)
     if exit_code == 0 and PRUNED_ATTR in attrs:
