@@ -53,13 +53,11 @@ def plain_loop(cfg: dict[str, Any], compiled: bool, data: str, loader: Any) -> d
     loss_fn = nn.CrossEntropyLoss()
     synthetic = random_batch(cfg["batch_size"], device=device)
     synthetic = (synthetic[0].contiguous(memory_format=torch.channels_last), synthetic[1])
-    stamps: list[tuple[float, float]] = []
+    window = clock.Window(cfg["warmup"], cfg["steps"], device)
     model.train()
-    while len(stamps) < cfg["steps"]:
+    while window.started < cfg["steps"]:
         for batch in loader if data == "real" else iter(lambda: synthetic, None):
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            stamps.append(clock.stamp())
+            window.step_start()
             if data == "real":
                 x_u8, y = batch[0].to(device, non_blocking=True), batch[1].to(device, non_blocking=True)
                 x = crop_flip_normalize(x_u8, CIFAR10_MEAN, CIFAR10_STD, padding=4, channels_last=True)
@@ -71,9 +69,10 @@ def plain_loop(cfg: dict[str, Any], compiled: bool, data: str, loader: Any) -> d
             loss.backward()
             opt.step()
             sched.step()
-            if len(stamps) == cfg["steps"]:
+            window.step_end()
+            if window.started == cfg["steps"]:
                 break
-    return clock.step_stats(stamps, cfg["warmup"], cfg["batch_size"])
+    return clock.step_stats(window, cfg["batch_size"])
 
 
 def fit_args(cfg: dict[str, Any], compiled: bool, data: str, data_dir: Path) -> list[str]:
@@ -101,7 +100,9 @@ def run(smoke: bool = False) -> dict[str, Any]:
             for data in ("synthetic", "real"):
                 sides = {
                     "plain_loop": lambda c=compiled, d=data: plain_loop(cfg, c, d, dm.train_dataloader()),
-                    "train_fit": lambda c=compiled, d=data: clock.step_stats(run_fit(fit_args(cfg, c, d, data_dir)), cfg["warmup"], cfg["batch_size"]),
+                    "train_fit": lambda c=compiled, d=data: clock.step_stats(
+                        run_fit(fit_args(cfg, c, d, data_dir), cfg["warmup"], cfg["steps"]), cfg["batch_size"]
+                    ),
                 }
                 runs = alternate(sides, cfg["repeats"])
                 loop, fit = medians(runs["plain_loop"]), medians(runs["train_fit"])

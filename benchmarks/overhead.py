@@ -39,35 +39,38 @@ SGD = {"lr": 0.05, "momentum": 0.9, "weight_decay": 5e-4}  # configs/optimizer/s
 RESNET_MAX_LR = 0.1  # configs/experiment/cifar10_resnet18.yaml
 
 
-def plain_loop(model: nn.Module, loader: Any, optimizer: torch.optim.Optimizer, scheduler: Any, steps: int, device: torch.device) -> list[tuple[float, float]]:
-    """The floor: ``steps`` optimizer steps over ``loader`` (epoch after epoch); start time of each step."""
-    stamps: list[tuple[float, float]] = []
+def plain_loop(
+    model: nn.Module, loader: Any, optimizer: torch.optim.Optimizer, scheduler: Any, steps: int,
+    device: torch.device, warmup: int,
+) -> clock.Window:
+    """The floor: ``steps`` optimizer steps over ``loader`` (epoch after epoch), timed by a :class:`clock.Window`."""
+    window = clock.Window(warmup, steps, device)
     model.train()
     loss_fn = nn.CrossEntropyLoss()
-    while len(stamps) < steps:
+    while window.started < steps:
         for x, y in loader:
-            if device.type == "cuda":
-                torch.cuda.synchronize()
-            stamps.append(clock.stamp())
+            window.step_start()
             x, y = x.to(device, non_blocking=True), y.to(device, non_blocking=True)
             loss = loss_fn(model(x), y)
             optimizer.zero_grad(set_to_none=True)
             loss.backward()
             optimizer.step()
             scheduler.step()
-            if len(stamps) == steps:
+            window.step_end()
+            if window.started == steps:
                 break
-    return stamps
+    return window
 
 
-def run_fit(args: list[str]) -> list[tuple[float, float]]:
-    """``train fit ARGS`` in this process with a :class:`benchmarks.clock.StepClock`; its step times."""
+def run_fit(args: list[str], warmup: int = 0, steps: int = 0) -> clock.Window:
+    """``train fit ARGS`` in this process with a :class:`benchmarks.clock.StepClock`; its window."""
+    timer = json.dumps({"class_path": "benchmarks.clock.StepClock", "init_args": {"warmup": warmup, "steps": steps}})
     from trainer_cli.runtime.cli import run_subcommand
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         logging.getLogger("lightning").setLevel(logging.ERROR)
-        run_subcommand("fit", [*args, "--trainer.default_root_dir", str(Path(tmp) / "runs"), "--trainer.callbacks+=benchmarks.clock.StepClock"])
-    return list(clock.STAMPS)
+        run_subcommand("fit", [*args, "--trainer.default_root_dir", str(Path(tmp) / "runs"), f"--trainer.callbacks+={timer}"])
+    return clock.LAST[0]
 
 
 class _HandWritten(pl.LightningModule):
@@ -91,17 +94,17 @@ class _HandWritten(pl.LightningModule):
         return {"optimizer": optimizer, "lr_scheduler": {"scheduler": self._make_scheduler(optimizer), "interval": "step"}}
 
 
-def run_lightning(module: pl.LightningModule, loader: Any, steps: int, device: torch.device) -> list[tuple[float, float]]:
+def run_lightning(module: pl.LightningModule, loader: Any, steps: int, device: torch.device, warmup: int) -> clock.Window:
     """``pl.Trainer`` with Lightning's defaults (progress bar off) for ``steps`` steps; its step times."""
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         for name in ("lightning", "lightning.pytorch", "lightning.fabric"):  # its handlers hold the real stderr
             logging.getLogger(name).setLevel(logging.ERROR)
         trainer = pl.Trainer(
             max_steps=steps, max_epochs=-1, limit_val_batches=0, num_sanity_val_steps=0, enable_progress_bar=False,
-            accelerator=device.type, devices=1, default_root_dir=tmp, callbacks=[clock.StepClock()],
+            accelerator=device.type, devices=1, default_root_dir=tmp, callbacks=[clock.StepClock(warmup, steps)],
         )
         trainer.fit(module, train_dataloaders=loader)
-    return list(clock.STAMPS)
+    return clock.LAST[0]
 
 
 NO_VAL = ["--trainer.limit_val_batches", "0", "--trainer.num_sanity_val_steps", "0", "--trainer.max_epochs", "-1"]
@@ -126,15 +129,15 @@ def digits_sides(steps: int, warmup: int) -> dict[str, Any]:
     def loop() -> dict[str, float]:
         model, loader = parts()
         opt = optimizer(model.parameters())
-        return clock.step_stats(plain_loop(model, loader, opt, scheduler(opt), steps, torch.device("cpu")), warmup, DIGITS_BATCH)
+        return clock.step_stats(plain_loop(model, loader, opt, scheduler(opt), steps, torch.device("cpu"), warmup), DIGITS_BATCH)
 
     def lightning() -> dict[str, float]:
         model, loader = parts()
-        return clock.step_stats(run_lightning(_HandWritten(model, optimizer, scheduler), loader, steps, torch.device("cpu")), warmup, DIGITS_BATCH)
+        return clock.step_stats(run_lightning(_HandWritten(model, optimizer, scheduler), loader, steps, torch.device("cpu"), warmup), DIGITS_BATCH)
 
     def fit() -> dict[str, float]:
         args = ["--config", DIGITS, "--config", str(CONFIGS / "model" / "mlp.yaml"), "--trainer.max_steps", str(steps), *NO_VAL]
-        return clock.step_stats(run_fit(args), warmup, DIGITS_BATCH)
+        return clock.step_stats(run_fit(args, warmup, steps), DIGITS_BATCH)
 
     return {"plain_loop": loop, "lightning": lightning, "train_fit": fit}
 
@@ -158,11 +161,11 @@ def resnet_sides(steps: int, warmup: int, batch_size: int, cifar_stem: bool) -> 
         model, loader = parts()
         model = model.to(device)
         opt = optimizer(model.parameters())
-        return clock.step_stats(plain_loop(model, loader, opt, scheduler(opt), steps, device), warmup, batch_size)
+        return clock.step_stats(plain_loop(model, loader, opt, scheduler(opt), steps, device, warmup), batch_size)
 
     def lightning() -> dict[str, float]:
         model, loader = parts()
-        return clock.step_stats(run_lightning(_HandWritten(model, optimizer, scheduler), loader, steps, device), warmup, batch_size)
+        return clock.step_stats(run_lightning(_HandWritten(model, optimizer, scheduler), loader, steps, device, warmup), batch_size)
 
     def fit() -> dict[str, float]:
         data = json.dumps({"class_path": "benchmarks.synthetic.SyntheticImages", "init_args": {"batch_size": batch_size, "steps": steps}})
@@ -171,7 +174,7 @@ def resnet_sides(steps: int, warmup: int, batch_size: int, cifar_stem: bool) -> 
             "--model.init_args.cifar_stem", str(cifar_stem).lower(), "--trainer.max_steps", str(steps),
             "--trainer.accelerator", device.type, "--trainer.devices", "1", *NO_VAL,
         ]
-        return clock.step_stats(run_fit(args), warmup, batch_size)
+        return clock.step_stats(run_fit(args, warmup, steps), batch_size)
 
     return {"plain_loop": loop, "lightning": lightning, "train_fit": fit}
 
