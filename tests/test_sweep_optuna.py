@@ -11,6 +11,8 @@ import contextlib
 import csv
 import io
 import json
+import shutil
+import time
 from pathlib import Path
 
 import optuna
@@ -21,6 +23,7 @@ from trainer_cli.callbacks.optuna_pruning import make_pruner
 from trainer_cli.errors import UserError
 from trainer_cli.sweeps import results, study
 from trainer_cli.sweeps.space import take_sweep_args
+from trainer_cli.tools import runs
 
 SHORT = ["--trainer.limit_train_batches", "4", "--trainer.limit_val_batches", "2"]
 
@@ -139,3 +142,17 @@ def test_tpe_sweep_asks_trials_one_after_another(tmp_path: Path, capfd: pytest.C
     assert set(table["importances"]) == {"optimizer.init_args.lr", "data.init_args.batch_size"}
     assert (sweep_dir / "sweep_importance.png").is_file()
     assert "parameter importance:" in done.out
+
+    # `train runs` on the sweep: the swept keys (and what links from them) differ, nothing else; the best values
+    found = runs.collect([sweep_dir])
+    assert {"optimizer.init_args.lr", "data.init_args.batch_size"} <= set(found["keys"]) and "trainer.max_epochs" not in found["keys"]
+    assert all(len({r["config"].get(k) for r in found["runs"]}) > 1 for k in found["keys"])
+    assert [r["best"] for r in found["runs"]] == pytest.approx([t.value for t in loaded.trials])
+    many = tmp_path / "many"  # 100 runs (the trial's config and event file each) answer in under a second
+    for i in range(100):
+        (many / f"run_{i}").mkdir(parents=True)
+        for f in [sweep_dir / "trial_000" / "config.yaml", *(sweep_dir / "trial_000").glob("events.out.tfevents.*")]:
+            shutil.copy(f, many / f"run_{i}" / f.name)
+    start = time.perf_counter()
+    assert len(runs.collect([many])["runs"]) == 100
+    assert time.perf_counter() - start < 1.0

@@ -40,6 +40,10 @@ VERBS: dict[str, tuple[str, str]] = {
         "trainer_cli.sweeps.results:main",
         "The table of a sweep (`--sweep` on fit or submit): swept values, best metric, state; writes CSV/JSON.",
     ),
+    "runs": (
+        "trainer_cli.tools.runs:main",
+        "The runs under a root: state, best monitored metric, only the config keys that differ (--all: every key).",
+    ),
     "ls": (
         "trainer_cli.config.listing:main",
         "List what can be named: models, data, callbacks, optimizers, schedulers, configs.",

@@ -1,0 +1,84 @@
+"""`train runs` (issue 30): a table of the runs under a root with only the config keys that differ
+between them and each run's best monitored value, read from the run directories (no torch).
+The runs of a real sweep are in tests/test_sweep_optuna.py (the TPE sweep); here, runs whose
+config.yaml files differ in known ways.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import csv
+import io
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from support import REPO
+
+from trainer_cli.tools import runs
+
+
+def _config(lr: float, epochs: int, run_dir: Path, extra: str = "") -> str:
+    return (
+        f"seed_everything: 42\ntrainer:\n  max_epochs: {epochs}\n  accelerator: cpu\n"
+        f"  logger:\n    class_path: lightning.pytorch.loggers.TensorBoardLogger\n    init_args:\n      save_dir: {run_dir}\n"
+        "  callbacks:\n  - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n    init_args:\n      monitor: val/acc\n"
+        f"      mode: max\noptimizer:\n  class_path: torch.optim.AdamW\n  init_args:\n    lr: {lr}\n{extra}"
+    )
+
+
+def _runs(root: Path) -> None:
+    """Three unrelated runs: two differ in lr, one also in epochs and a key the others lack; each names
+    its own folder as the logger's save_dir (not a difference); job.json gives a state."""
+    for name, lr, epochs, extra in (("a/version_0", 0.01, 3, ""), ("a/version_1", 0.1, 3, ""),
+                                    ("b/version_0", 0.01, 5, "model:\n  init_args:\n    dropout: 0.5\n")):
+        run_dir = root / name
+        (run_dir / "checkpoints").mkdir(parents=True)
+        (run_dir / "config.yaml").write_text(_config(lr, epochs, run_dir.resolve(), extra))
+        (run_dir / "checkpoints" / "config.yaml").write_text("not: a run\n")  # inside a run: not a run
+    (root / "a" / "version_1" / "job.json").write_text(json.dumps({"state": "COMPLETED"}))
+
+
+def test_only_the_keys_that_differ(tmp_path: Path) -> None:
+    _runs(tmp_path)
+    found = runs.collect([tmp_path])
+    assert [r["run"] for r in found["runs"]] == [str(tmp_path / n) for n in ("a/version_0", "a/version_1", "b/version_0")]
+    assert found["keys"] == ["trainer.max_epochs", "optimizer.init_args.lr", "model.init_args.dropout"]
+    assert found["metrics"] == [("val/acc", "max")]
+    header, rows = runs.table_rows(found)
+    assert header == ["run", "state", "val/acc (max)", "trainer.max_epochs", "optimizer.init_args.lr", "model.init_args.dropout"]
+    assert [r[1:] for r in rows] == [["-", "-", "3", "0.01", "-"], ["COMPLETED", "-", "3", "0.1", "-"], ["-", "-", "5", "0.01", "0.5"]]
+    same = runs.collect([tmp_path / "a"], every_key=False)
+    assert same["keys"] == ["optimizer.init_args.lr"], "between a's runs only lr differs"
+    assert "trainer.logger.init_args.save_dir" in runs.collect([tmp_path / "a"], every_key=True)["keys"]
+    assert runs.read_run(tmp_path / "a" / "version_0")["config"]["trainer.logger.init_args.save_dir"] == "<run>"
+    assert [r["run"] for r in runs.collect([tmp_path], "version_1")["runs"]] == [str(tmp_path / "a/version_1")]
+    assert [r["run"] for r in runs.collect([tmp_path], "b/*")["runs"]] == [str(tmp_path / "b/version_0")]
+
+
+def test_the_verb_prints_csv_json_and_refuses_a_missing_root(tmp_path: Path) -> None:
+    _runs(tmp_path)
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert runs.main([str(tmp_path), "--format", "csv"]) == 0
+    rows = list(csv.DictReader(io.StringIO(out.getvalue())))
+    assert [r["optimizer.init_args.lr"] for r in rows] == ["0.01", "0.1", "0.01"]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert runs.main([str(tmp_path), "--format", "json", "--name", "a/*"]) == 0
+    assert json.loads(out.getvalue())["keys"] == ["optimizer.init_args.lr"]
+    bad = subprocess.run([sys.executable, "-m", "trainer_cli", "runs", str(tmp_path / "nowhere")], capture_output=True, text=True,
+                         cwd=REPO, timeout=120)
+    assert bad.returncode == 2 and bad.stderr.startswith("error:") and "no such folder" in bad.stderr and "Traceback" not in bad.stderr
+
+
+def test_train_runs_imports_no_torch(tmp_path: Path) -> None:
+    _runs(tmp_path)
+    code = (
+        "import sys\nfrom trainer_cli.__main__ import main\nrc = main(['runs', %r])\n"
+        "assert 'torch' not in sys.modules and 'lightning' not in sys.modules, 'torch imported'\nsys.exit(rc)" % str(tmp_path)
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert "3 run(s); 3 key(s) that differ" in proc.stdout

@@ -1,0 +1,208 @@
+"""``train runs [ROOT...]``: the runs under one or more roots, with only the config keys that differ
+between them and the best value of each run's monitored metric (as ``dvc exp show --only-changed``).
+
+A run is a folder holding a ``config.yaml`` (a ``train fit`` run directory, a sweep's ``trial_<n>``,
+a cv fold). Each config is flattened to dotted keys (list items by index,
+``trainer.callbacks.1.init_args.monitor``); a value naming the run's own folder reads ``<run>``, so
+paths that only follow the run directory do not count as a difference. Keys with one value across
+every run listed are left out (``--all`` keeps them). The metric is the monitor of the run's
+``ModelCheckpoint`` and its best value in the run's TensorBoard event files. A sweep trial's
+pruning callback (its trial number) is not counted as a setting. The state is the run's
+``job.json`` (a submitted run or a sweep trial), else ``-``.
+
+Read from the run directories only (no Slurm call, no checkpoint loaded): no torch import.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import fnmatch
+import json
+import os
+import re
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from trainer_cli.errors import UserError
+from trainer_cli.job import jobstate
+from trainer_cli.tables import print_table
+
+CONFIG_FILE = "config.yaml"
+SKIPPED_DIRS = {"checkpoints", "code", "lightning_logs", "__pycache__", ".git"}
+PRUNING = "trainer_cli.callbacks.optuna_pruning.OptunaPruning"
+MAX_WIDTH = 40  # a value wider than this is cut in the table (CSV and JSON keep it whole)
+
+HELP_EPILOG = """\
+examples:
+  train runs                                  every run under runs/, only the keys that differ
+  train runs runs/digits/sweep_0              a sweep's trials
+  train runs runs --name 'digits/version_*'   runs whose path (under the root) matches
+  train runs runs --all --format csv > runs.csv
+"""
+
+
+def find_runs(root: Path) -> list[Path]:
+    """Every folder under ``root`` (``root`` included) holding a ``config.yaml``, in natural order."""
+    found = []
+    for folder, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.startswith(".")]
+        if CONFIG_FILE in files:
+            found.append(Path(folder))
+    return sorted(found, key=_natural)
+
+
+def _natural(path: Path) -> list[Any]:
+    return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
+
+
+def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
+    """``{dotted key: scalar}`` of a parsed YAML value; list items by index; empty containers as they are."""
+    if isinstance(value, dict) and value:
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            out |= flatten(item, f"{prefix}.{key}" if prefix else str(key))
+        return out
+    if isinstance(value, list) and value:
+        out = {}
+        for index, item in enumerate(value):
+            out |= flatten(item, f"{prefix}.{index}" if prefix else str(index))
+        return out
+    return {prefix: value}
+
+
+def _text(value: Any) -> str:
+    if value is None:
+        return "null"
+    if isinstance(value, (dict, list)):
+        return json.dumps(value)
+    return str(value)
+
+
+def read_run(run_dir: Path) -> dict[str, Any]:
+    """A run's flattened config (its own folder as ``<run>``), state, monitor and best value."""
+    import yaml
+
+    from trainer_cli.sweeps.results import logged_best
+    from trainer_cli.sweeps.study import monitor_of
+
+    try:
+        config = yaml.load((run_dir / CONFIG_FILE).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
+    except (OSError, yaml.YAMLError):
+        config = None
+    config = config if isinstance(config, dict) else {}
+    callbacks = (config.get("trainer") or {}).get("callbacks")
+    if isinstance(callbacks, list):  # a sweep's pruning callback differs by trial number only: not a setting
+        config["trainer"]["callbacks"] = [
+            c for c in callbacks if not (isinstance(c, dict) and c.get("class_path") == PRUNING)
+        ]
+    own = str(run_dir.resolve())
+    values = {k: _text(v).replace(own, "<run>") for k, v in flatten(config).items() if k != "run_dir"}
+    found = monitor_of(config)
+    monitor, mode = found or (None, "min")
+    recorded = jobstate.read(run_dir)
+    return {
+        "run_dir": str(run_dir),
+        "state": str(recorded.get("state") or "-"),
+        "config": values,
+        "monitor": monitor,
+        "mode": mode,
+        "best": logged_best(run_dir, monitor, mode),
+    }
+
+
+def compare(runs: list[dict[str, Any]], every_key: bool = False) -> list[str]:
+    """The config keys to show: those whose value differs between ``runs`` (all with ``every_key``),
+    in the order they first appear."""
+    keys: dict[str, None] = {}
+    for run in runs:
+        keys |= dict.fromkeys(run["config"])
+    if every_key:
+        return list(keys)
+    return [k for k in keys if len({run["config"].get(k, "-") for run in runs}) > 1]
+
+
+def collect(roots: list[Path], pattern: str | None = None, every_key: bool = False) -> dict[str, Any]:
+    """The runs under ``roots`` (their paths under the root matching ``pattern``: a glob, or a part of
+    the path when it has no ``*?[``; a glob may match the last part alone), the keys shown and the metric columns.
+
+    Raises:
+        UserError: for a root that is not a folder.
+    """
+    runs = []
+    for root in roots:
+        if not root.is_dir():
+            raise UserError(f"{root}: no such folder (train runs ROOT: a folder of runs, e.g. runs/)")
+        for run_dir in find_runs(root):
+            label = str(run_dir.relative_to(root)) if run_dir != root else run_dir.name
+            if pattern and not (_globbed(label, pattern) if any(c in pattern for c in "*?[") else pattern in label):
+                continue
+            runs.append({"run": str(root / label) if run_dir != root else str(run_dir), **read_run(run_dir)})
+    metrics = list(dict.fromkeys((r["monitor"], r["mode"]) for r in runs if r["monitor"]))
+    return {"keys": compare(runs, every_key), "metrics": metrics, "runs": runs}
+
+
+def _globbed(label: str, pattern: str) -> bool:
+    """Whether the path ``label`` or its last part matches the glob ``pattern``."""
+    return fnmatch.fnmatch(label, pattern) or fnmatch.fnmatch(Path(label).name, pattern)
+
+
+def _cut(text: str) -> str:
+    return text if len(text) <= MAX_WIDTH else text[: MAX_WIDTH - 3] + "..."
+
+
+def table_rows(found: dict[str, Any], cut: bool = True) -> tuple[list[str], list[list[str]]]:
+    """``(header, rows)``: run, state, each metric's best value, each key shown."""
+    header = ["run", "state", *(f"{m} ({mode})" for m, mode in found["metrics"]), *found["keys"]]
+    rows = []
+    for run in found["runs"]:
+        scores = [
+            f"{run['best']:.4f}" if run["monitor"] == m and run["best"] is not None else "-"
+            for m, _ in found["metrics"]
+        ]
+        values = [run["config"].get(k, "-") for k in found["keys"]]
+        rows.append([run["run"], run["state"], *scores, *(_cut(v) if cut else v for v in values)])
+    return header, rows
+
+
+def main(args: Sequence[str]) -> int:
+    """``train runs [ROOT...] [--name PATTERN] [--all] [--format table|csv|json]``; returns 0.
+
+    Raises:
+        UserError: for a root that is not a folder.
+    """
+    parser = argparse.ArgumentParser(
+        prog="train runs",
+        description="The runs under ROOT (default runs/): state, best monitored metric, and the config keys "
+        "that differ between them.",
+        epilog=HELP_EPILOG,
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
+    parser.add_argument("roots", nargs="*", type=Path, help="folders of runs (default: runs)")
+    parser.add_argument("--name", help="only runs whose path under the root matches (a glob, or a part of it)")
+    parser.add_argument("--all", action="store_true", help="every config key, not only those that differ")
+    parser.add_argument("--diff", action="store_true", help="only the keys that differ (the default)")
+    parser.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    opts = parser.parse_args(list(args))
+    found = collect(opts.roots or [Path("runs")], opts.name, opts.all)
+    if opts.format == "json":
+        print(json.dumps(found, indent=2, default=str))
+        return 0
+    header, rows = table_rows(found, cut=opts.format == "table")
+    if opts.format == "csv":
+        writer = csv.writer(sys.stdout)
+        writer.writerow(header)
+        writer.writerows(rows)
+        return 0
+    if not rows:
+        print(
+            f"no runs under {', '.join(map(str, opts.roots or ['runs']))}"
+            + (f" matching {opts.name}" if opts.name else "")
+        )
+        return 0
+    print_table(rows, header)
+    shown = "every key" if opts.all else f"{len(found['keys'])} key(s) that differ"
+    print(f"{len(rows)} run(s); {shown}")
+    return 0
