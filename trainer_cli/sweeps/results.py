@@ -58,6 +58,13 @@ axes from --sweep_seed S (default 0): the same command gives the same trials. Ev
 composed and type-checked (as if each value were given as --KEY VALUE) before anything is written
 or queued. `train fit --sweep` runs the trials one after another here; `train submit --sweep`
 queues one Slurm job array, one task per trial (--slurm.array_parallelism N: at most N at once).
+
+The search is an Optuna study (study.journal in the sweep directory, or --sweep_storage URL):
+  --sweep_sampler grid|random|tpe|cmaes   grid (default): the trials above; else the study asks
+                                          --sweep_trials N (default 10), seeded by --sweep_seed
+  --sweep_pruner none|median|hyperband|successive_halving   optionally 'median(n_startup_trials=2)'
+  --sweep_metric NAME --sweep_direction maximize|minimize   default: the checkpoint's monitor and mode
+`train fit` runs an Optuna-driven sweep; `train runs` compares the trials' configs.
 """
 
 
