@@ -108,7 +108,7 @@ def importances(study: Any) -> dict[str, float]:
     import optuna
 
     try:
-        return dict(optuna.importance.get_param_importances(study))
+        return {key: float(value) for key, value in optuna.importance.get_param_importances(study).items()}
     except (ValueError, RuntimeError, ZeroDivisionError):  # one value per parameter, or no spread
         return {}
 

@@ -96,7 +96,7 @@ def _sampler(sampler: str, seed: int) -> Any:
     if sampler == "tpe":
         return optuna.samplers.TPESampler(seed=seed, multivariate=True, constant_liar=True)
     if sampler == "cmaes":
-        return optuna.samplers.CmaEsSampler(seed=seed)
+        return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)  # categorical axes: random
     return optuna.samplers.RandomSampler(seed=seed)  # grid: every trial is enqueued
 
 
