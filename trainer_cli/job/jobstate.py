@@ -216,6 +216,9 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
     verdict = step_verdict(exit_code, task_records(records_dir), int(tasks) if tasks.isdigit() else 0)
     if records_dir is None and verdict == "killed":  # a script without the tasks' records: srun's code alone
         verdict = "failed"
+    stall = this_stall(run_dir) if exit_code != 0 else None
+    if stall is not None:  # the watchdog (trainer_cli.job.progress) ended the step: whatever the tasks noted after
+        verdict = "stall"
     if verdict in ("completed", "failed"):
         state = ended(run_dir, exit_code).get("state")
         return 0 if state in (REQUEUED, "PENDING", "RUNNING") else exit_code  # requeued or resubmitted: not a failure
@@ -235,6 +238,13 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
         checkpoint = None
         left = "" if left_s is None else f", {left_s} s left"
         said = f"SIGUSR1 as a task started, before it could act on it ({cause}{left}): nothing to save"
+    elif verdict == "stall" and stall is not None:
+        cause, left_s, checkpoint = restarts_log.STALL, None, None
+        ranks = ", ".join(f"rank {r} on {n}" for r, n in zip(stall.get("ranks") or [], stall.get("nodes") or []))
+        said = f"the step stalled ({ranks}: no step for {stall.get('idle_s')} s; stacks in {stall.get('stacks')})"
+        if stall.get("exclude"):
+            excluded = sorted({*record.get("excluded_nodes", []), *stall["exclude"]})
+            update(run_dir, excluded_nodes=excluded)
     else:
         if restarts_log.requeued_by_slurm(scontrol_id()):
             print(f"trainer-cli: Slurm requeued job {job_id} itself: it resumes on its own", flush=True)
@@ -248,9 +258,11 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
         "job_id": job_id,
         "cause": cause,
         "seconds_left": left_s,
-        "step": request.get("step"),
+        "step": request.get("step") if stall is None else stall.get("step"),
         "checkpoint": checkpoint,
     }
+    if stall is not None:
+        event.update(stalled=stall.get("ranks"), nodes=stall.get("nodes"), stacks=stall.get("stacks"))
     if not restarts.allows(cause):
         restarts_log.record(run_dir, restart=restarts.count, action="stop", **event)
         update(run_dir, ended_by=cause)
@@ -274,7 +286,21 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
     if error:
         print(f"trainer-cli: `scontrol requeue {job_id}` failed: {error}; resubmitting instead", flush=True)
         return _resubmit(run_dir, None, restarts.count + 1, event)
+    excluded = read(run_dir).get("excluded_nodes") if stall is not None else None
+    if excluded:  # the requeued job is pending: it starts on other nodes
+        nodes = ",".join(excluded)
+        error = _slurm(["scontrol", "update", f"JobId={scontrol_id()}", f"ExcNodeList={nodes}"])
+        print(f"trainer-cli: job {job_id} excludes {nodes}" + (f": not set: {error}" if error else ""), flush=True)
     return 0
+
+
+def this_stall(run_dir: Path) -> dict[str, Any] | None:
+    """The stall the watchdog recorded for this start of this job (:mod:`trainer_cli.job.progress`), if any."""
+    stall = read(run_dir).get("stall")
+    if not isinstance(stall, dict):
+        return None
+    ours = str(stall.get("job_id")) == str(this_job_id()) and stall.get("restart") == policy().count
+    return stall if ours else None
 
 
 def _resubmit(run_dir: Path, said: str | None, restart: int, event: dict[str, Any]) -> int:
@@ -311,6 +337,8 @@ def resubmit(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
     chain = [*map(str, record.get("resubmitted_from") or []), str(old_id)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(_JOB_ENV_PREFIXES) or k == "SLURM_CONF"}
     env[ENV_PRIOR_RESTARTS] = str(restarts)
+    if record.get("excluded_nodes"):  # nodes a rank stalled on (trainer_cli.job.progress)
+        env["SBATCH_EXCLUDE"] = ",".join(record["excluded_nodes"])
     update(run_dir, resubmitted_from=chain)  # before sbatch: the new job's own start record keeps it
     try:
         new_id = slurm_commands.sbatch(script, env=env)

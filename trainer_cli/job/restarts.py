@@ -54,6 +54,9 @@ hand): counted by Slurm, never seen by the job as a signal."""
 STEP_KILLED = "step killed by Slurm"
 """A step that Slurm stopped (the cleanup after a node failure, a SIGUSR1 in the first instant of a
 task) and the batch script requeued (:func:`trainer_cli.job.jobstate.step_verdict`)."""
+STALL = "stall"
+"""A step in which a rank made no training step for the stall timeout, ended by the batch script's
+watchdog (:mod:`trainer_cli.job.progress`) and requeued without the node of the stalled rank."""
 EARLY_MARGIN_S = 90
 """Seconds past ``signal_delay_s`` that still count as the time limit's warning (Slurm: up to 60 s early)."""
 RESTART_ACTIONS = ("requeue", "resubmit")
@@ -62,8 +65,9 @@ ENDED_BY = {
     PREEMPTED: "a preemption",
     UNKNOWN: "a SIGUSR1 of unknown cause",
     STEP_KILLED: "Slurm killing the step",
+    STALL: "a stall",
 }
-CAPPED = frozenset({TIME_LIMIT, UNKNOWN, STEP_KILLED})
+CAPPED = frozenset({TIME_LIMIT, UNKNOWN, STEP_KILLED, STALL})
 """The causes whose restarts consume ``--slurm.max_restarts``: the time limit, a step Slurm killed
 (an out-of-memory kill looks the same: without a cap it would loop) and a SIGUSR1 whose cause could
 not be told. A preemption (:data:`PREEMPTED`: the scheduler's, an operator's ``scancel -s USR1``)

@@ -64,6 +64,11 @@ class SlurmOptions:
     """How the job restarts after SIGUSR1: requeue (scontrol requeue, same job id) or resubmit (sbatch
     of the same script into the same run, a new job id), for sites where a requeue does not bring
     the job back (preempted jobs cancelled, requeues refused). A failed requeue resubmits too."""
+    stall_timeout_s: Optional[int] = None
+    """Seconds without a training step on some rank after which the job counts as stalled: the stacks
+    of every rank go to <run>/stalls/, the step ends and the job requeues without the node whose rank
+    stopped answering (counted against max_restarts). Empty: 20 times the slowest rank's median step
+    time, at least 300. Validation, checkpoint writes and the first step are never a stall. 0: off."""
     dependency: Optional[str] = None
     """Start after other jobs (sbatch --dependency), e.g. afterok:1234."""
     test_after_fit: bool = False
@@ -113,6 +118,8 @@ class SlurmOptions:
             problems.append(
                 f"--slurm.time {self.time}: not a time limit sbatch takes; use {TIME_FORMATS}, e.g. 04:00:00"
             )
+        if self.stall_timeout_s is not None and self.stall_timeout_s < 0:
+            problems.append(f"--slurm.stall_timeout_s {self.stall_timeout_s}: must be 0 (off) or more")
         if self.max_restarts < 0:
             problems.append(f"--slurm.max_restarts {self.max_restarts}: must be 0 or more")
         if self.cv_folds is not None and self.cv_folds < 2:

@@ -38,6 +38,8 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from trainer_cli.errors import UserError, is_disk_full
 from trainer_cli.job import stop_signals
+from trainer_cli.job.progress import DONE as PROGRESS_DONE
+from trainer_cli.job.progress import beacon as progress_beacon
 
 TMP_MARK = ".tmp-"
 RNG_KEY = "trainer_cli_rng_states"
@@ -242,11 +244,29 @@ class InterruptCheckpoint(pl.Callback):
         CTRL_C.clear()  # a Ctrl-C of an earlier run in this process is not this one's
         if stage == "fit" and stop_signals.installed():
             stop_signals.arm()  # a signal from now on waits for the step all ranks agree on
+        if stage == "fit" and (beacon := progress_beacon()) is not None:
+            beacon.register_dump()  # the stall watchdog's stack dump
+
+    # the stall watchdog (trainer_cli.job.progress): each step noted; validation, checkpoints and
+    # epoch ends are phases that are no training step, not stalls
+    def on_validation_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if trainer.state.fn == TrainerFn.FITTING and (beacon := progress_beacon()) is not None:
+            beacon.pause("validation", trainer.global_step)
+
+    def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if (beacon := progress_beacon()) is not None:
+            beacon.pause("epoch end", trainer.global_step)
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if (beacon := progress_beacon()) is not None:
+            beacon.pause(PROGRESS_DONE, trainer.global_step)
 
     def on_train_batch_end(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
     ) -> None:
         self.trained = True
+        if (beacon := progress_beacon()) is not None:
+            beacon.step(trainer.global_step)
         if not stop_signals.installed() or batch_idx + 1 >= trainer.num_training_batches:
             # the epoch's last batch: saved before its end, Lightning would resume it one batch off (61 of 60 steps)
             return
@@ -278,6 +298,8 @@ class InterruptCheckpoint(pl.Callback):
     ) -> None:
         if self._in_validation:
             _as_validation_not_begun(checkpoint)
+        if trainer.state.fn == TrainerFn.FITTING and (beacon := progress_beacon()) is not None:
+            beacon.pause("checkpoint", trainer.global_step)  # writing it is no stall
 
 
 def _as_validation_not_begun(checkpoint: dict[str, Any]) -> None:
