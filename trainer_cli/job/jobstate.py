@@ -286,9 +286,8 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
     if error:
         print(f"trainer-cli: `scontrol requeue {job_id}` failed: {error}; resubmitting instead", flush=True)
         return _resubmit(run_dir, None, restarts.count + 1, event)
-    excluded = read(run_dir).get("excluded_nodes") if stall is not None else None
-    if excluded:  # the requeued job is pending: it starts on other nodes
-        nodes = ",".join(excluded)
+    if stall is not None and read(run_dir).get("excluded_nodes"):  # the requeued job, pending, starts elsewhere
+        nodes = ",".join(read(run_dir)["excluded_nodes"])
         error = _slurm(["scontrol", "update", f"JobId={scontrol_id()}", f"ExcNodeList={nodes}"])
         print(f"trainer-cli: job {job_id} excludes {nodes}" + (f": not set: {error}" if error else ""), flush=True)
     return 0
