@@ -9,6 +9,11 @@
    ``--slurm.array_parallelism``): task ``i`` trains ``trial_<i>`` as a plain fit job would, logs to
    ``trial_<i>/slurm-<array id>_<i>.log`` and, preempted, requeues itself alone and resumes.
 4. ``sweep.json``, each trial's ``job.json`` and the registry of ``train jobs`` get the array's id.
+
+With ``--slurm.array_workers N`` the array is N workers instead (``slurm/sweep_workers.sbatch.j2``,
+:mod:`trainer_cli.sweeps.worker`): each asks the sweep's Optuna study for a trial, trains it, tells
+it and asks again until the study holds ``--sweep_trials`` trials (a grid: every point); any
+``--sweep_sampler``, ``--sweep_pruner`` and ``--sweep_storage`` apply.
 """
 
 from __future__ import annotations
@@ -34,11 +39,41 @@ from trainer_cli.launch.sbatch import SCRIPT_NAME, run_sbatch, script_context, s
 from trainer_cli.launch.slurm_args import parse_slurm_options, split_args
 from trainer_cli.launch.submissions import register
 from trainer_cli.sweeps import plan as sweep_plan
+from trainer_cli.sweeps import study as sweep_study
 from trainer_cli.sweeps.plan import task_log
 from trainer_cli.sweeps.space import take_sweep_args
 
 TEMPLATE = "sweep"
+WORKERS_TEMPLATE = "sweep_workers"
+WORKERS_FLAG = "--slurm.array_workers"
+WORKERS_LOG = "workers/slurm-%A_%a.log"
 LOG_PATTERN = "trial_%3a/slurm-%A_%a.log"  # %3a: the task id padded to 3 digits, as trial_name()
+
+
+def take_workers(args: list[str]) -> tuple[int | None, list[str]]:
+    """Take ``--slurm.array_workers N`` out of ``args``: ``(N or None, the rest)``.
+
+    Raises:
+        UserError: for a value that is not an integer of 1 or more.
+    """
+    workers: int | None = None
+    rest: list[str] = []
+    i = 0
+    while i < len(args):
+        flag, sep, value = args[i].partition("=")
+        if flag != WORKERS_FLAG:
+            rest.append(args[i])
+            i += 1
+            continue
+        if not sep:
+            if i + 1 >= len(args):
+                raise UserError(f"{WORKERS_FLAG} needs a value")
+            value, i = args[i + 1], i + 1
+        if not value.isdigit() or int(value) < 1:
+            raise UserError(f"{WORKERS_FLAG} {value}: expected an integer, 1 or more")
+        workers = int(value)
+        i += 1
+    return workers, rest
 
 
 def _shared_resources(sweep: sweep_plan.Sweep, slurm: SlurmOptions) -> Resources:
@@ -48,7 +83,7 @@ def _shared_resources(sweep: sweep_plan.Sweep, slurm: SlurmOptions) -> Resources
         UserError: when trials ask for different nodes, tasks or GPUs (one job array has one shape),
             or the trainer and the Slurm options disagree.
     """
-    found = [(derive(t.config.trainer, slurm), t) for t in sweep.trials]
+    found = [(derive(t.config.trainer, slurm), t) for t in sweep.trials or sweep.checked]
     first, _ = found[0]
     for resources, trial in found[1:]:
         if resources != first:
@@ -76,7 +111,9 @@ def _array(n: int, slurm: SlurmOptions) -> str:
     return f"0-{n - 1}" + (f"%{slurm.array_parallelism}" if slurm.array_parallelism else "")
 
 
-def _script(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, job_name: str) -> str:
+def _script(
+    sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, job_name: str, workers: int | None = None
+) -> str:
     """The sweep's sbatch script (``slurm/sweep.sbatch.j2``, or ``--slurm.template``).
 
     Raises:
@@ -85,10 +122,11 @@ def _script(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, 
     context = script_context(slurm, resources, sweep.sweep_dir, job_name, Path.cwd(), slurm.dependency)
     context |= {
         "sweep_dir": str(sweep.sweep_dir),
-        "array": _array(len(sweep.trials), slurm),
-        "log_pattern": slurm_filename_pattern(sweep.sweep_dir) + "/" + LOG_PATTERN,
+        "array": _array(workers or len(sweep.trials), slurm),
+        "log_pattern": slurm_filename_pattern(sweep.sweep_dir) + "/" + (WORKERS_LOG if workers else LOG_PATTERN),
     }
-    text = render(TEMPLATE if slurm.template == "ddp" else slurm.template, context)
+    own = WORKERS_TEMPLATE if workers else TEMPLATE
+    text = render(own if slurm.template == "ddp" else slurm.template, context)
     if f"#SBATCH --array={context['array']}" not in text:
         raise UserError(
             f"--slurm.template {slurm.template}: renders no `#SBATCH --array` line, so a sweep would run as one job; "
@@ -107,6 +145,8 @@ class SweepJob:
     job_name: str
     script_text: str
     """The rendered script for the sweep directory planned (re-rendered if another one is allocated)."""
+    workers: int | None = None
+    """``--slurm.array_workers``: the array's tasks are workers of the study (None: a task per trial)."""
 
 
 def plan(args: list[str], dry_run: bool) -> SweepJob:
@@ -120,13 +160,14 @@ def plan(args: list[str], dry_run: bool) -> SweepJob:
         UserError: for a bad sweep flag, a trial's bad value (named), trials with different
             resources, what the cluster cannot run, or a template error.
     """
+    workers, args = take_workers(args)
     space, rest = take_sweep_args(args)
     if space is None:
         raise UserError("no --sweep flag: nothing to sweep")
-    if not space.is_grid or space.pruner != "none" or space.storage:
+    if workers is None and (not space.is_grid or space.pruner != "none" or space.storage):
         raise UserError(
-            "train submit --sweep with --sweep_sampler other than grid, --sweep_pruner or --sweep_storage: an "
-            "Optuna-driven sweep runs here only (`train fit --sweep ...`); a submitted sweep is a grid or a seeded draw"
+            "train submit --sweep with --sweep_sampler other than grid, --sweep_pruner or --sweep_storage: the study "
+            f"needs workers that ask it for trials; add {WORKERS_FLAG} N"
         )
     fit_args, layers, _, provenance = split_args(rest)
     slurm = parse_slurm_options(layers)
@@ -137,7 +178,7 @@ def plan(args: list[str], dry_run: bool) -> SweepJob:
             "--sweep with --slurm.requeue_mode resubmit: the tasks of a job array requeue one by one; drop one"
         )
     check_top_level_keys("fit", fit_args, provenance)  # before Lightning's import
-    count, limit = len(space.trials()), None if dry_run else max_array_size()
+    count, limit = workers or len(space.trials()), None if dry_run else max_array_size()
     if limit is not None and count > limit:  # before parsing every trial (a quarter second each)
         raise UserError(
             f"the sweep has {count} trials; this cluster's job arrays hold at most {limit} tasks (MaxArraySize): "
@@ -145,9 +186,13 @@ def plan(args: list[str], dry_run: bool) -> SweepJob:
         )
     sweep = sweep_plan.plan(space, fit_args, provenance)
     resources = _shared_resources(sweep, slurm)
-    check_resources(slurm, resources, sweep.trials[0].config, dry_run)
+    check_resources(slurm, resources, (sweep.trials or sweep.checked)[0].config, dry_run)
     job_name = slurm.job_name or sweep.name
-    return SweepJob(sweep, slurm, resources, job_name, _script(sweep, slurm, resources, job_name))
+    if workers is not None:
+        metric, direction = sweep_study.objective(space, sweep.base.as_dict())
+        sweep.study = sweep_study.describe(space, sweep.sweep_dir, sweep.name, metric, direction)
+    script = _script(sweep, slurm, resources, job_name, workers)
+    return SweepJob(sweep, slurm, resources, job_name, script, workers)
 
 
 def main(args: list[str]) -> int:
@@ -161,6 +206,8 @@ def main(args: list[str]) -> int:
     job = plan(args, dry_run=dry_run and not check)
     sweep, res = job.sweep, job.resources
     n = len(sweep.trials)
+    if job.workers is not None:
+        return _workers_main(job, check, dry_run)
     if check:
         print(
             f"check passed: {n} trial(s), each {res.nodes} node(s) x {res.ntasks_per_node} task(s); nothing written or "
@@ -181,6 +228,64 @@ def main(args: list[str]) -> int:
         )
         return 0
     return submit(sweep, job.slurm, res, job.job_name)
+
+
+def _workers_main(job: SweepJob, check: bool, dry_run: bool) -> int:
+    """``train submit --sweep ... --slurm.array_workers N``: check, show or queue the workers' array."""
+    sweep, res, workers = job.sweep, job.resources, job.workers
+    assert workers is not None and sweep.study is not None
+    trials = len(sweep.trials) if sweep.space.is_grid else sweep.space.trials_per_point
+    what = f"{trials} trial(s) ({sweep.space.sampler} sampler, pruner {sweep.space.pruner}) by {workers} worker(s)"
+    if check:
+        print(f"check passed: {what}, each trial {res.nodes} node(s) x {res.ntasks_per_node} task(s); nothing written")
+        return 0
+    if dry_run:
+        print(f"# sweep directory (not created): {sweep.sweep_dir}: {what}")
+        print(f"# {sweep.sweep_dir / SCRIPT_NAME}:\n{job.script_text}")
+        print(
+            "# the sbatch command (not run):\n"
+            + shlex.join(["sbatch", "--parsable", str(sweep.sweep_dir / SCRIPT_NAME)])
+        )
+        return 0
+    space, study = sweep.space, sweep.study
+    sweep_plan.write(
+        sweep,
+        {"sweep_args": space.as_args(), "base_args": sweep.fit_args, "workers": workers},
+        study_of=lambda where: sweep_study.describe(space, where, sweep.name, study["metric"], study["direction"]),
+    )
+    try:
+        (sweep.sweep_dir / "workers").mkdir()
+        assert sweep.study is not None
+        sweep_study.create(sweep.study, space)
+        script_text = _script(sweep, job.slurm, res, job.job_name, workers)
+        code = snapshot.take(Path.cwd(), sweep.sweep_dir) if job.slurm.snapshot else None
+        script = sweep.sweep_dir / SCRIPT_NAME
+        script.write_text(script_text)
+        job_id = run_sbatch(script)
+    except BaseException:
+        sweep_plan.remove(sweep)
+        raise
+    submitted = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    sweep_plan.write_record(
+        sweep,
+        {
+            "sweep_args": space.as_args(),
+            "base_args": sweep.fit_args,
+            "workers": workers,
+            "job_id": job_id,
+            "array": _array(workers, job.slurm),
+            "script": str(script),
+            "submitted": submitted,
+        },
+    )
+    print(f"Sweep directory: {sweep.sweep_dir} ({what}; study {sweep.study['name']})")
+    print(f"Script:          {script}")
+    print(f"Job id:          {job_id} (array {job_id}_[{_array(workers, job.slurm)}], one task per worker)")
+    print(f"Logs:            {sweep.sweep_dir}/workers/slurm-{job_id}_<task>.log")
+    if code is not None:
+        print(f"Code:            {code.root} ({code.files} files at {code.commit[:12]})")
+    print(f"Results:         train sweep-results {sweep.sweep_dir}")
+    return 0
 
 
 def _pending_unless_started(job_id: str, record: dict[str, Any], started: dict[str, Any]) -> dict[str, Any]:

@@ -131,6 +131,8 @@ class Sweep:
     """The one parser of the base command and every trial (:func:`add_trial`)."""
     fit_args: list[str] = field(default_factory=list)
     layers: Layers | None = None
+    checked: list[Trial] = field(default_factory=list)
+    """The trials type-checked before the sweep starts (a grid's every trial; else each axis's edges)."""
     study: dict[str, Any] | None = None
     """Where the sweep's Optuna study is and how it searches (:func:`trainer_cli.sweeps.study.describe`)."""
 
@@ -278,6 +280,7 @@ def plan(space: Space, fit_args: list[str], layers: Layers | None = None) -> Swe
         parser=parser,
         fit_args=list(fit_args),
         layers=layers,
+        checked=trials,
     )
 
 

@@ -186,6 +186,15 @@ class Space:
         """The axes for ``sweep.json``: key, kind and the values or arguments."""
         return [{"key": a.key, "kind": a.kind, "spec": a.spec, "values": list(a.values)} for a in self.axes]
 
+    def as_args(self) -> list[str]:
+        """The ``--sweep*`` flags that give this space again (:func:`take_sweep_args`)."""
+        args = [arg for a in self.axes for arg in (SWEEP_FLAG, f"{a.key}={a.spec}")]
+        args += [TRIALS_FLAG, str(self.trials_per_point), SEED_FLAG, str(self.seed), SAMPLER_FLAG, self.sampler]
+        args += [PRUNER_FLAG, self.pruner]
+        for flag, value in ((STORAGE_FLAG, self.storage), (METRIC_FLAG, self.metric), (DIRECTION_FLAG, self.direction)):
+            args += [flag, value] if value else []
+        return args
+
     def settings(self) -> dict[str, Any]:
         """The search's settings for ``sweep.json`` (the sampler, pruner, storage, metric and direction)."""
         return {

@@ -1,0 +1,151 @@
+"""A sweep's Slurm array worker (``train submit --sweep ... --slurm.array_workers N``): each task of the
+array asks the study for a trial, trains it, tells its result and asks again, until the study holds
+the requested number of trials.
+
+The batch script (``slurm/sweep_workers.sbatch.j2``) loops over two commands of this module::
+
+    python -m trainer_cli.sweeps.worker next SWEEP_DIR TASK     prints the next trial's run directory ("" when done)
+    python -m trainer_cli.sweeps.worker tell SWEEP_DIR TASK RC  tells the study how it ended (unless requeued)
+
+``sweep.json`` holds what a worker needs: the sweep flags (``sweep_args``) and the base command
+line, its configs composed into it (``base_args``). ``next`` first looks at the task's in-flight
+record (``workers/task_<TASK>.json``): a trial the task started and did not tell (the task was
+preempted and requeued) is handed back, so its ``train fit`` resumes from the trial's own
+checkpoint: not restarted, not asked twice, told once. Otherwise, under a lock (asks are counted
+across workers), it asks the study for a new
+trial when fewer than the requested number are finished or running, type-checks it with the
+sweep's base command line and writes its run directory ``trial_<n>`` (a grid's
+trials are written at submission). ``tell`` reads the trial's ``job.json``: a trial whose job
+requeued itself is not told (the task runs again); otherwise the study is told COMPLETE with the
+trial's best value, PRUNED or FAIL (:func:`trainer_cli.sweeps.study.tell`).
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from trainer_cli.atomic import locked, update_json
+from trainer_cli.errors import UserError
+from trainer_cli.job import jobstate
+from trainer_cli.sweeps import plan as sweep_plan
+from trainer_cli.sweeps import study as sweep_study
+from trainer_cli.sweeps.space import take_sweep_args
+
+WORKERS_DIR = "workers"
+REQUEUED_STATES = ("REQUEUED", "RESUBMIT", "PENDING")
+
+
+def in_flight_file(sweep_dir: Path, task: str) -> Path:
+    return sweep_dir / WORKERS_DIR / f"task_{task}.json"
+
+
+def _sweep(sweep_dir: Path, record: dict[str, Any]) -> sweep_plan.Sweep:
+    """The submitted sweep, ready to type-check more trials (its parser and frozen base command)."""
+    from trainer_cli.imports import heavy_import
+
+    with heavy_import():
+        from trainer_cli.runtime.cli import ConfigParser
+
+    space, _ = take_sweep_args(record["sweep_args"])
+    assert space is not None
+    return sweep_plan.Sweep(
+        space,
+        [],
+        sweep_dir.parent.parent,
+        record["name"],
+        sweep_dir,
+        parser=ConfigParser("fit"),
+        fit_args=list(record["base_args"]),
+        study=record["study"],
+    )
+
+
+def _finished_or_running(loaded: Any) -> int:
+    from optuna.trial import TrialState
+
+    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
+    return len(loaded.get_trials(deepcopy=False, states=states))
+
+
+def next_trial(sweep_dir: Path, task: str) -> Path | None:
+    """The run directory this task trains next (its in-flight trial first); None when the study is done."""
+    flight = in_flight_file(sweep_dir, task)
+    if flight.exists():
+        return Path(json.loads(flight.read_text())["run_dir"])
+    record = sweep_plan.read_record(sweep_dir)
+    wanted = int(record["study"]["n_trials"] or len(record["trials"]))
+    loaded = sweep_study.load(record["study"])
+    sweep = None
+    (sweep_dir / WORKERS_DIR).mkdir(exist_ok=True)
+    with locked(sweep_dir / WORKERS_DIR / "asks", timeout_s=600):  # one worker asks at a time
+        while _finished_or_running(loaded) < wanted:
+            asked = loaded.ask()
+            if record["study"]["sampler"] == "grid":
+                run_dir = sweep_dir / sweep_plan.trial_name(asked.number)
+                space, _ = take_sweep_args(record["sweep_args"])
+                assert space is not None
+                sweep_study.suggest(space, asked)  # the enqueued values, recorded as the trial's parameters
+            else:
+                sweep = sweep or _sweep(sweep_dir, record)
+                overrides = sweep_study.suggest(sweep.space, asked)
+                try:
+                    trial = sweep_plan.add_trial(sweep, asked.number, overrides)
+                except UserError as refused:
+                    sweep_study.fail(loaded, asked.number)
+                    print(f"trainer-cli: {refused}", file=sys.stderr, flush=True)
+                    continue
+                run_dir = sweep_plan.write_trial(sweep, trial)
+                entry = {"index": trial.index, "run_dir": str(run_dir), "overrides": overrides, "values": trial.values}
+                _append_trial(sweep_dir, entry)
+            flight.write_text(json.dumps({"trial": asked.number, "run_dir": str(run_dir)}) + "\n")
+            return run_dir
+    return None
+
+
+def _append_trial(sweep_dir: Path, entry: dict[str, Any]) -> None:
+    def change(record: dict[str, Any]) -> dict[str, Any]:
+        return record | {"trials": [*record.get("trials", []), json.loads(json.dumps(entry, default=str))]}
+
+    update_json(sweep_dir / sweep_plan.SWEEP_FILE, change)
+
+
+def tell(sweep_dir: Path, task: str, exit_code: int) -> str:
+    """Tell the study how this task's in-flight trial ended; returns the state told, or ``REQUEUED``
+    (nothing told: the task runs again and resumes the trial)."""
+    from trainer_cli.sweeps.local import trial_value
+
+    flight = in_flight_file(sweep_dir, task)
+    if not flight.exists():
+        return "NONE"
+    in_flight = json.loads(flight.read_text())
+    run_dir = Path(in_flight["run_dir"])
+    if str(jobstate.read(run_dir).get("state")) in REQUEUED_STATES:
+        return "REQUEUED"
+    record = sweep_plan.read_record(sweep_dir)
+    loaded = sweep_study.load(record["study"])
+    asked = next(t for t in loaded.get_trials(deepcopy=False) if t.number == in_flight["trial"])
+    value = trial_value(run_dir, record["study"]["metric"], record["study"]["direction"])
+    state = sweep_study.tell(loaded, asked, value, exit_code)
+    flight.unlink()
+    return state
+
+
+def main(argv: list[str]) -> int:
+    """``next SWEEP_DIR TASK`` | ``tell SWEEP_DIR TASK EXIT_CODE``; see the module docstring."""
+    command, sweep_dir, task = argv[0], Path(argv[1]), argv[2]
+    if command == "next":
+        run_dir = next_trial(sweep_dir, task)
+        print(run_dir or "")
+        return 0
+    if command == "tell":
+        state = tell(sweep_dir, task, int(argv[3]))
+        print(f"trainer-cli: worker {task}: trial told {state}", file=sys.stderr, flush=True)
+        return 0
+    raise SystemExit(f"unknown command {command!r}")
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
