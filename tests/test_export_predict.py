@@ -136,3 +136,105 @@ def test_predict_writes_index_class_and_probabilities(trained: Path, tmp_path: P
         expected = module(images).softmax(dim=-1)
     assert [int(r[1]) for r in body] == expected.argmax(dim=1).tolist()
     torch.testing.assert_close(probs, expected, atol=1e-5, rtol=1e-4)
+
+
+# a checkpoint whose callback state holds an object that runs a command when unpickled
+CRAFT = textwrap.dedent(
+    """
+    import os, sys
+    import torch
+
+    class Payload:
+        def __reduce__(self):
+            return (os.system, (f"touch {sys.argv[2]}",))
+
+    ckpt = torch.load(sys.argv[1], map_location="cpu", weights_only=True)
+    ckpt["callbacks"][next(iter(ckpt["callbacks"]))]["payload"] = Payload()
+    torch.save(ckpt, sys.argv[3])
+    """
+)
+
+
+def crafted_checkpoint(source: Path, marker: Path, tmp_path: Path) -> Path:
+    """A copy of ``source`` whose first callback state, unpickled in full, touches ``marker``."""
+    script, crafted = tmp_path / "craft.py", tmp_path / "crafted.ckpt"
+    script.write_text(CRAFT)
+    done = subprocess.run([sys.executable, str(script), str(source), str(marker), str(crafted)], capture_output=True)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return crafted
+
+
+@pytest.mark.parametrize("verb", ["export", "test", "predict"])
+def test_a_crafted_checkpoint_is_refused_in_one_line_and_nothing_runs(
+    trained: Path, tmp_path: Path, verb: str
+) -> None:
+    """Every verb that reads a checkpoint uses torch's safe loader: the crafted object is never built."""
+    marker = tmp_path / "pwned"
+    crafted = crafted_checkpoint(trained / "checkpoints" / "last.ckpt", marker, tmp_path)
+    out = tmp_path / "out"
+    if verb == "export":
+        proc = run_train("export", "--ckpt", str(crafted), "--out", str(out))
+    else:
+        proc = run_train(verb, "--config", DIGITS, *quiet_args(tmp_path / "runs"), "--ckpt_path", str(crafted))
+    assert proc.returncode == 2, proc.stderr[-3000:]
+    assert "Traceback" not in proc.stderr + proc.stdout
+    errors = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(errors) == 1 and errors[0].startswith("error: ") and "crafted.ckpt" in errors[0], proc.stderr
+    if verb == "export":
+        assert "--trust_checkpoint" in errors[0] and "posix.system" in errors[0]
+    assert not marker.exists() and not out.exists()
+
+
+def test_export_trust_checkpoint_is_the_explicit_opt_in(trained: Path, tmp_path: Path) -> None:
+    """``--trust_checkpoint`` (documented in --help) loads with the full unpickler: the file's object is built."""
+    marker = tmp_path / "trusted"
+    crafted = crafted_checkpoint(trained / "checkpoints" / "last.ckpt", marker, tmp_path)
+    help_text = run_train("export", "--help").stdout
+    assert "--trust_checkpoint" in help_text and "weights_only=False" in help_text
+    proc = run_train("export", "--ckpt", str(crafted), "--out", str(tmp_path / "out"), "--trust_checkpoint")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert marker.exists()
+
+
+def test_export_records_the_input_transform_that_gives_the_trained_accuracy(tmp_path: Path) -> None:
+    """Raw scikit-learn digits, fed as module.json's ``input_transform`` says, score in plain torch
+    as the checkpoint does on the data module's test split; the [0, 1] pixels alone do not."""
+    root = tmp_path / "runs"
+    proc = run_train("fit", "--config", DIGITS, *quiet_args(root, epochs=2))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    run = root / "digits" / "version_0"
+    proc = run_train("export", "--run_dir", str(run))  # the run's best checkpoint
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "Input: (raw * 0.0625 - mean) / std" in proc.stdout
+    spec = json.loads((run / "export" / "module.json").read_text())
+    transform = spec["input_transform"]
+    assert transform["scale"] == 1 / 16 and len(transform["mean"]) == len(transform["std"]) == 1
+
+    from sklearn.datasets import load_digits
+
+    from trainer_cli.data import DigitsDataModule
+    from trainer_cli.models import ImageClassifier
+    from trainer_cli.models.registry import build_backbone
+
+    data = DigitsDataModule()
+    data.setup("test")
+    assert data.test_set is not None
+    images, labels = data.test_set.tensors  # type: ignore[attr-defined]
+    module = ImageClassifier.load_from_checkpoint(spec["checkpoint"], map_location="cpu").eval()
+    with torch.no_grad():
+        trained_acc = (module(images).argmax(1) == labels).float().mean().item()
+    assert trained_acc > 0.8
+
+    digits = load_digits()
+    _, _, test_idx = data.split_indices(torch.tensor(digits.target))
+    raw = torch.tensor(digits.images[test_idx], dtype=torch.float32).unsqueeze(1)  # pixels 0..16
+    target = torch.tensor(digits.target[test_idx])
+    assert torch.equal(target, labels)
+    net = build_backbone(**spec["build_backbone"]).eval()
+    net.load_state_dict(torch.load(run / "export" / "weights.pt", weights_only=True))
+    mean, std = (torch.tensor(transform[k]).view(1, -1, 1, 1) for k in ("mean", "std"))
+    with torch.no_grad():
+        plain_acc = (net((raw * transform["scale"] - mean) / std).argmax(1) == target).float().mean().item()
+        unnormalised_acc = (net(raw * transform["scale"]).argmax(1) == target).float().mean().item()
+    assert plain_acc == pytest.approx(trained_acc, abs=1e-6)
+    assert unnormalised_acc < trained_acc - 0.2

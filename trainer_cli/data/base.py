@@ -18,6 +18,8 @@ from trainer_cli.imports import is_own_process
 from trainer_cli.job.stop_signals import start_forkserver
 
 TRAIN_LOADER_KEY = "train_loader"
+INPUT_TRANSFORM_KEY = "input_transform"
+"""Key of the data module's state (in each checkpoint) that records :meth:`ClassificationDataModule.input_transform`."""
 FORK_CAN_DEADLOCK = sys.implementation.name == "cpython" and sys.version_info < (3, 12)
 """CPython before 3.12 (gh-112275, fixed in 3.12 and in late security releases of older branches):
 a child of ``os.fork`` can deadlock at once in ``PyOS_AfterFork_Child`` when another thread holds
@@ -174,9 +176,19 @@ class ClassificationDataModule(pl.LightningDataModule):
             loader.load_state_dict(state)
         return loader
 
+    def input_transform(self) -> dict[str, Any] | None:
+        """How a raw image becomes the model's input, for a model used outside the launcher
+        (``train export`` writes it to ``module.json``): ``images = (raw * scale - mean[c]) / std[c]``
+        per channel ``c``. Keys: ``raw`` (what a raw image is), ``scale``, ``mean`` and ``std`` (one
+        value per channel), ``steps`` (the evaluation transform in words). None: not known (the
+        default of a subclass that does not say).
+        """
+        return None
+
     def state_dict(self) -> dict[str, Any]:
         """The training loader's position, saved in each checkpoint (every rank computes it; the
-        checkpoint holds rank 0's, which is every rank's: see :mod:`trainer_cli.data.sampler`).
+        checkpoint holds rank 0's, which is every rank's: see :mod:`trainer_cli.data.sampler`),
+        and the :meth:`input_transform` (plain values, under :data:`INPUT_TRANSFORM_KEY`).
 
         Lightning also keeps a stateful loader's state in its fit loop, but restores it only when
         the training loader is first built after the checkpoint's loops were restored; a step-wise
@@ -184,9 +196,13 @@ class ClassificationDataModule(pl.LightningDataModule):
         ``configure_optimizers``) and Lightning then never gives the state back. The data module's
         own state is restored before that, so the loader is built at its saved position.
         """
-        if self._train_loader is None:
-            return {}
-        return {TRAIN_LOADER_KEY: self._train_loader.state_dict()}
+        state: dict[str, Any] = {}
+        if self._train_loader is not None:
+            state[TRAIN_LOADER_KEY] = self._train_loader.state_dict()
+        transform = self.input_transform()
+        if transform is not None:
+            state[INPUT_TRANSFORM_KEY] = transform
+        return state
 
     def load_state_dict(self, state_dict: dict[str, Any]) -> None:
         """Keep the checkpoint's loader position for the next :meth:`train_dataloader` call."""

@@ -157,6 +157,16 @@ class CIFAR10DataModule(ClassificationDataModule):
         self.batched = batched
         self.channels_last = channels_last
 
+    def input_transform(self) -> dict[str, Any] | None:
+        """uint8 RGB pixels scaled to [0, 1], normalised with the CIFAR-10 channel mean and std."""
+        return {
+            "raw": "uint8 RGB images [b, 3, 32, 32], 0..255",
+            "scale": 1 / 255,
+            "mean": list(CIFAR10_MEAN),
+            "std": list(CIFAR10_STD),
+            "steps": "pixels / 255, then (x - mean[c]) / std[c] per channel",
+        }
+
     def transforms(self, train: bool):  # noqa: ANN201 - a torchvision transform
         """The per-sample transform of the training (``train=True``) or evaluation splits."""
         from torchvision.transforms import v2

@@ -3,6 +3,8 @@ the scikit-learn wheel (UCI optical recognition of handwritten digits), so nothi
 
 from __future__ import annotations
 
+from typing import Any
+
 import torch
 import torch.nn.functional as F
 from torch.utils.data import TensorDataset
@@ -60,6 +62,24 @@ class DigitsDataModule(ClassificationDataModule):
         self.image_size = image_size
         self.in_channels = 3 if rgb else 1
         self.seed = seed
+        self.mean: float | None = None  # the training split's, set by setup
+        self.std: float | None = None
+
+    def input_transform(self) -> dict[str, Any] | None:
+        """The pixels (scikit-learn's ``load_digits().images``, 0..16) scaled by 1/16 and standardised
+        with the training split's mean and std; None before :meth:`setup`."""
+        if self.mean is None or self.std is None:
+            return None
+        size = self.image_size
+        resize = "" if size == NATIVE_SIZE else f", resized bilinearly to {size}x{size}"
+        rgb = ", the grey channel repeated to 3" if self.in_channels == 3 else ""
+        return {
+            "raw": f"sklearn.datasets.load_digits().images as [b, 1, 8, 8], pixels 0..16{resize}{rgb}",
+            "scale": 1 / MAX_PIXEL,
+            "mean": [self.mean] * self.in_channels,
+            "std": [self.std] * self.in_channels,
+            "steps": "pixels / 16, then (x - mean) / std with the training split's mean and std",
+        }
 
     def load_arrays(self) -> tuple[torch.Tensor, torch.Tensor]:
         """All images ``[1797, c, s, s]`` (float32 in [0, 1]) and labels ``[1797]`` (int64)."""
@@ -91,6 +111,7 @@ class DigitsDataModule(ClassificationDataModule):
         x, y = self.load_arrays()
         train_idx, val_idx, test_idx = self.split_indices(y)
         mean, std = x[train_idx].mean(), x[train_idx].std()
+        self.mean, self.std = float(mean), float(std)
         x = (x - mean) / std
         self.train_set = TensorDataset(x[train_idx], y[train_idx])
         self.val_set = TensorDataset(x[val_idx], y[val_idx])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import torch
 from torch.utils.data import Subset
@@ -63,6 +64,17 @@ class ImageFolderDataModule(ClassificationDataModule):
         self.image_size = image_size
         self.val_fraction = val_fraction
         self.seed = seed
+
+    def input_transform(self) -> dict[str, Any] | None:
+        """Evaluation images resized, centre-cropped, scaled to [0, 1] and normalised with ImageNet's statistics."""
+        size = self.image_size
+        return {
+            "raw": f"uint8 RGB images, resized to {int(size * 256 / 224)} (shorter side) and centre-cropped to {size}",
+            "scale": 1 / 255,
+            "mean": list(IMAGENET_MEAN),
+            "std": list(IMAGENET_STD),
+            "steps": f"Resize({int(size * 256 / 224)}), CenterCrop({size}), pixels / 255, (x - mean[c]) / std[c]",
+        }
 
     def transforms(self, train: bool):  # noqa: ANN201 - a torchvision transform
         """The per-sample transform of the training (``train=True``) or evaluation splits."""

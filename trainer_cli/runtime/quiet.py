@@ -97,8 +97,8 @@ LOG_LINES: tuple[Silenced, ...] = (
     ),
     Silenced(
         r"`weights_only` was not set",
-        "The launcher loads its own full training checkpoints (optimizer and loop state), which need "
-        "weights_only=False; `check_checkpoint_file` checks a given file before it is loaded.",
+        "Lightning's note on saving a full checkpoint (optimizer and loop state, which a resume needs); it is "
+        "about what is saved, not how a file is read (every checkpoint the launcher reads: weights_only=True).",
     ),
     Silenced(
         r"(Creating initial MLflow database tables|Updating database tables)",
