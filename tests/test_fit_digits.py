@@ -81,3 +81,17 @@ def test_last_checkpoint_follows_every_epoch_even_without_improvement(tmp_path: 
     checkpoints = root / "digits" / "version_0" / "checkpoints"
     assert torch.load(checkpoints / "last.ckpt", weights_only=False)["global_step"] == 6
     assert [p.name for p in checkpoints.glob("best-*.ckpt")] == ["best-epoch000-val_acc" + p.name.split("val_acc")[1] for p in checkpoints.glob("best-*.ckpt")]
+
+
+def test_enable_checkpointing_false_drops_the_checkpoint_callbacks_and_says_so(tmp_path: Path) -> None:
+    """The bundled callbacks list ModelCheckpoint and LastCheckpoint; the switch wins over them (Lightning
+    alone refuses the run), and one line says what it costs."""
+    root = tmp_path / "runs"
+    fast = ["--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1"]
+    proc = run_train("fit", "--config", DIGITS, *quiet_args(root), *fast, "--trainer.enable_checkpointing", "false")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    notes = [line for line in proc.stdout.splitlines() if "keeps no checkpoints" in line]
+    assert len(notes) == 1 and "cannot be resumed" in notes[0], proc.stdout
+    run = root / "digits" / "version_0"
+    assert (run / "config.yaml").is_file() and (run / "run.json").is_file()
+    assert not list(run.rglob("*.ckpt"))

@@ -4,14 +4,21 @@ from __future__ import annotations
 
 from typing import Any
 
-from lightning.pytorch.callbacks import DeviceStatsMonitor, LearningRateMonitor, ModelSummary, ProgressBar
+from lightning.pytorch.callbacks import Checkpoint, DeviceStatsMonitor, LearningRateMonitor, ModelSummary, ProgressBar
+
+from trainer_cli.callbacks.final_checkpoint import FinalCheckpoint
 
 # trainer flag -> the callback types it turns off when false
 SWITCHES = {
     "enable_progress_bar": ProgressBar,
     "enable_model_summary": ModelSummary,
     "logger": (LearningRateMonitor, DeviceStatsMonitor),
+    "enable_checkpointing": (Checkpoint, FinalCheckpoint),
 }
+NO_CHECKPOINTS = (
+    "note: --trainer.enable_checkpointing false: this run keeps no checkpoints (the config's ModelCheckpoint, "
+    "LastCheckpoint and FinalCheckpoint are left out), so it cannot be resumed, nor tested from its best epoch"
+)
 
 
 def drop_switched_off(trainer_config: dict[str, Any]) -> dict[str, Any]:
@@ -19,9 +26,11 @@ def drop_switched_off(trainer_config: dict[str, Any]) -> dict[str, Any]:
 
     ``--trainer.enable_progress_bar false`` removes a ``RichProgressBar`` that a callbacks file
     lists (Lightning would stop with a MisconfigurationException), ``--trainer.enable_model_summary
-    false`` removes a listed ``ModelSummary``, and ``--trainer.logger false`` removes the callbacks
+    false`` removes a listed ``ModelSummary``, ``--trainer.logger false`` removes the callbacks
     that only log (``LearningRateMonitor``, ``DeviceStatsMonitor``: Lightning refuses them without
-    a logger).
+    a logger), and ``--trainer.enable_checkpointing false`` the checkpoint callbacks (``ModelCheckpoint``
+    and its subclasses such as ``LastCheckpoint``, ``FinalCheckpoint``: Lightning refuses a
+    ``ModelCheckpoint`` then).
     """
     callbacks = trainer_config.get("callbacks")
     if not callbacks:

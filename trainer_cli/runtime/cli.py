@@ -37,7 +37,7 @@ import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for 
 from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
 from trainer_cli.callbacks.progress import default_progress_bar
 from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
-from trainer_cli.callbacks.switches import drop_switched_off
+from trainer_cli.callbacks.switches import NO_CHECKPOINTS, drop_switched_off
 from trainer_cli.config.after_parse import (
     check_backbone_kwargs,
     check_optimizer_config,
@@ -677,6 +677,8 @@ class TrainerCLI(LightningCLI):
         added += self.run.callbacks(configured, added)
         added += default_progress_bar(trainer_config, added)
         callbacks = drop_switched_off({**trainer_config, "callbacks": configured + added})["callbacks"]
+        if trainer_config.get("enable_checkpointing") is False and self.run.trains:
+            print(NO_CHECKPOINTS, flush=True)
         extra: dict[str, Any] = {"callbacks": callbacks}
         if self.run_dir is not None and "default_root_dir" in trainer_config:
             extra["default_root_dir"] = str(self.run_dir)  # where hpc (Slurm requeue) checkpoints go
