@@ -190,10 +190,10 @@ def _tensor_value(value: Any) -> float:
 def trial_states(record: dict[str, Any]) -> list[tuple[str, int]]:
     """``(state, restarts)`` per trial: Slurm's (per array task) for a submitted sweep, completed
     from each trial's ``job.json`` (:func:`trainer_cli.launch.status.with_run_record`); a local
-    sweep's from ``job.json`` alone (PENDING before the trial starts)."""
+    sweep's and a sweep of workers' from ``job.json`` alone (PENDING before the trial starts)."""
     trials = record["trials"]
     job_id = str(record.get("job_id") or "")
-    if not job_id:
+    if not job_id or record.get("workers"):  # a local sweep, or workers (array tasks are not trials)
         out = []
         for trial in trials:
             recorded = jobstate.read(Path(trial["run_dir"]))

@@ -1,0 +1,80 @@
+"""Slurm array workers of an Optuna study (issue 30): `train submit --sweep ... --slurm.array_workers N`
+queues N workers that ask the study for trials, train them (2-task DDP fits) and tell them, until the
+study holds the requested number; a preempted worker requeues alone and resumes its in-flight trial
+from that trial's checkpoint (not restarted, not asked twice, told once). On the real local cluster.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
+    LOCAL_PROFILE,
+    job_id_from,
+    newest_step,
+    scontrol_job,
+    slurm_cluster,
+    train_submit,
+    wait_for_file,
+    wait_for_requeue,
+    wait_for_state,
+)
+from support import DIGITS, every_epoch_last_checkpoint, quiet_args
+
+from trainer_cli.sweeps import results, study
+
+SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2"]
+
+
+def test_dry_run_shows_the_workers_script(tmp_path: Path) -> None:
+    code, out = train_submit("--config", DIGITS, "--config", LOCAL_PROFILE, *quiet_args(tmp_path), "--dry-run",
+                             "--sweep", "optimizer.init_args.lr=loguniform(1e-3,1e-1)", "--sweep_sampler", "tpe",
+                             "--sweep_trials", "40", "--slurm.array_workers", "4")
+    assert code == 0
+    assert "40 trial(s) (tpe sampler, pruner none) by 4 worker(s)" in out and "#SBATCH --array=0-3\n" in out
+    assert "-m trainer_cli.sweeps.worker next" in out and not tmp_path.joinpath("digits").exists()
+
+
+def test_workers_fill_the_study_and_a_preempted_worker_resumes_its_trial(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    epochs, batches, trials = 20, 5, 4
+    code, out = train_submit(
+        "--config", DIGITS, "--config", LOCAL_PROFILE, *every_epoch_last_checkpoint(tmp_path), *quiet_args(tmp_path, epochs=epochs),
+        *SHORT, "--trainer.devices", "2", "--slurm.time", "00:10:00",
+        "--sweep", "optimizer.init_args.lr=loguniform(1e-3,1e-1)", "--sweep_sampler", "tpe", "--sweep_trials", str(trials),
+        "--sweep_seed", "0", "--sweep_pruner", "median(n_startup_trials=1)", "--slurm.array_workers", "2",
+    )
+    assert code == 0, out
+    job_id = job_id_from(out)
+    sweep_dir = Path(next(line.split(":", 1)[1].split(" (")[0].strip() for line in out.splitlines() if line.startswith("Sweep directory:")))
+    flight = sweep_dir / "workers" / "task_1.json"
+    wait_for_file(flight, timeout_s=300)
+    preempted_dir = Path(json.loads(flight.read_text())["run_dir"])
+    wait_for_file(preempted_dir / "checkpoints" / "last.ckpt", timeout_s=300)  # its trial is training
+    subprocess.run(["scancel", "-s", "USR1", f"{job_id}_1"], check=True, timeout=30)
+    wait_for_requeue(f"{job_id}_1")
+    preempted_at = newest_step(preempted_dir)
+    for task in (0, 1):
+        log = sweep_dir / "workers" / f"slurm-{job_id}_{task}.log"
+        assert wait_for_state(f"{job_id}_{task}", timeout_s=600) == "COMPLETED", log.read_text()[-3000:] if log.is_file() else "(no log)"
+    assert scontrol_job(f"{job_id}_1")["Restarts"] == "1" and scontrol_job(f"{job_id}_0")["Restarts"] == "0"
+
+    record = json.loads((sweep_dir / "sweep.json").read_text())
+    loaded = study.load(record["study"])
+    assert sorted(t.number for t in loaded.trials) == list(range(trials)), "exactly the trials asked for, none twice"
+    assert {t.state.name for t in loaded.trials} <= {"COMPLETE", "PRUNED"}, [(t.number, t.state.name) for t in loaded.trials]
+    assert sorted(t["index"] for t in record["trials"]) == list(range(trials))
+    number = int(preempted_dir.name.removeprefix("trial_"))
+    log = (preempted_dir / f"slurm-{job_id}_1.log").read_text()
+    assert f"Resuming {preempted_dir} from" in log, log[-3000:]
+    resumed_at = int(log.split(f"Resuming {preempted_dir} from ", 1)[1].split("(step ", 1)[1].split(",", 1)[0])
+    assert resumed_at >= preempted_at > 0, "the preempted trial continued from its checkpoint"
+    told = loaded.trials[number]
+    assert told.state.name in ("COMPLETE", "PRUNED") and json.loads((preempted_dir / "job.json").read_text())["restarts"] == 1
+    if told.state.name == "COMPLETE":
+        assert newest_step(preempted_dir) == epochs * batches
+    assert not any((sweep_dir / "workers").glob("task_*.json")), "every in-flight trial was told"
+    table = results.collect(sweep_dir)
+    assert sorted((r["trial"], r["state"], r["study"]) for r in table["rows"]) == sorted(
+        (t.number, "COMPLETED", t.state.name) for t in loaded.trials)
