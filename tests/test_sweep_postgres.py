@@ -1,0 +1,77 @@
+"""A sweep's study in PostgreSQL (`--sweep_storage URL`, issue 30): a real server that the test starts
+(initdb and pg_ctl of Debian's `postgresql` package; as `nobody` when the tests run as root, which
+PostgreSQL refuses), a TPE sweep with a median pruner whose trials report to it from their own
+`train fit` processes, and `train sweep-results` reading it back.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import os
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from glob import glob
+from pathlib import Path
+
+import pytest
+from support import DIGITS, quiet_args
+
+from trainer_cli.sweeps import results, study
+
+SHORT = ["--trainer.limit_train_batches", "4", "--trainer.limit_val_batches", "2"]
+PORT = 55000 + os.getpid() % 1000
+
+
+def _binary(name: str) -> str | None:
+    found = shutil.which(name) or sorted(glob(f"/usr/lib/postgresql/*/bin/{name}"))
+    return found if isinstance(found, str) else (found[-1] if found else None)
+
+
+@pytest.fixture
+def postgres_url() -> Iterator[str]:
+    """A PostgreSQL server of its own (unix socket only, trust auth) for the test; its URL for SQLAlchemy."""
+    pytest.importorskip("psycopg")
+    initdb, pg_ctl = _binary("initdb"), _binary("pg_ctl")
+    if not (initdb and pg_ctl):
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail("no PostgreSQL server binaries (initdb, pg_ctl): .ci/run installs Debian's postgresql")
+        pytest.skip("no PostgreSQL server binaries (initdb, pg_ctl): apt-get install postgresql")
+    home = Path(tempfile.mkdtemp(prefix="trainer-cli-pg-"))  # /tmp: reachable by `nobody`, unlike pytest's tmp_path
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        shutil.chown(home, "nobody")
+        as_user = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+    data = home / "data"
+    try:
+        subprocess.run([*as_user, initdb, "-D", str(data), "-A", "trust", "-U", "postgres", "--no-sync"],
+                       check=True, capture_output=True, timeout=120)
+        subprocess.run([*as_user, pg_ctl, "-D", str(data), "-l", str(home / "log"), "-w", "-o",
+                        f"-k {home} -p {PORT} -c listen_addresses='' -c fsync=off", "start"], check=True, capture_output=True, timeout=120)
+        yield f"postgresql+psycopg://postgres@/postgres?host={home}&port={PORT}"
+    finally:
+        subprocess.run([*as_user, pg_ctl, "-D", str(data), "-m", "immediate", "stop"], capture_output=True, timeout=60)
+        shutil.rmtree(home, ignore_errors=True)
+
+
+def test_a_study_in_postgresql(postgres_url: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
+    from trainer_cli.__main__ import main
+
+    code = main(["fit", "--config", DIGITS, *quiet_args(tmp_path, epochs=2), *SHORT, "--sweep", "optimizer.init_args.lr=loguniform(1e-3,1e-1)",
+                 "--sweep_sampler", "tpe", "--sweep_trials", "2", "--sweep_pruner", "median", "--sweep_storage", postgres_url])
+    done = capfd.readouterr()
+    assert code == 0, done.err[-3000:]
+    sweep_dir = tmp_path / "digits" / "sweep_0"
+    record = json.loads((sweep_dir / "sweep.json").read_text())
+    assert record["study"]["storage"] == postgres_url and not (sweep_dir / "study.journal").exists()
+    loaded = study.load(record["study"])
+    assert [t.state.name for t in loaded.trials] == ["COMPLETE", "COMPLETE"]
+    assert all(len(t.intermediate_values) == 2 for t in loaded.trials), "each validation reported by the trial's callback"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert results.main([str(sweep_dir)]) == 0
+    assert f"dashboard: optuna-dashboard '{postgres_url}'" in out.getvalue()
+    assert [r["study"] for r in json.loads((sweep_dir / "sweep_results.json").read_text())["rows"]] == ["COMPLETE", "COMPLETE"]
