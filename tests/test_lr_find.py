@@ -7,7 +7,7 @@ from pathlib import Path
 
 import yaml
 from support import CONFIGS, DIGITS, quiet_args, run_train
-from tuning_support import FAST, only_run_dir
+from tuning_support import FAST, LIBRARY_NOISE, only_run_dir, run_into_log_file
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -33,6 +33,8 @@ def test_lr_find_writes_plot_suggestion_and_fragment_that_fit_uses(tmp_path: Pat
     fit_root = tmp_path / "fit"
     proc = run_train("fit", "--config", DIGITS, "--config", str(run / "lr_find.yaml"), *quiet_args(fit_root), *FAST)
     assert proc.returncode == 0, proc.stderr[-3000:]
+    # the run's end is its epoch line, not Lightning's "`Trainer.fit` stopped: `max_epochs=1` reached."
+    assert "`Trainer.fit` stopped" not in proc.stdout + proc.stderr
     config = yaml.safe_load((only_run_dir(fit_root / "digits") / "config.yaml").read_text())
     assert config["optimizer"]["class_path"] == "torch.optim.AdamW"
     assert config["optimizer"]["init_args"]["lr"] == lr
@@ -46,3 +48,14 @@ def test_lr_find_rejects_a_bad_range_before_building(tmp_path: Path) -> None:
     assert proc.returncode == 2
     assert proc.stderr.strip().splitlines() == ["error: --min_lr 1.0 and --max_lr 0.1: need 0 < min_lr < max_lr"]
     assert not tmp_path.joinpath("digits").exists()
+
+
+def test_lr_find_writes_no_progress_bar_or_trial_noise_into_a_log_file(tmp_path: Path) -> None:
+    """Lightning starts a tqdm bar for the test whatever the Trainer's progress bar; in a log file
+    the launcher's output is its own report only."""
+    log = run_into_log_file(
+        tmp_path / "lr_find.log", "lr-find", "--config", DIGITS, *quiet_args(tmp_path / "runs"), "--num_training", "20"
+    )
+    assert "suggested learning rate:" in log
+    noise = [n for n in LIBRARY_NOISE if n in log]
+    assert not noise, log

@@ -23,3 +23,36 @@ def train_digits(root: Path) -> Path:
     proc = run_train("fit", "--config", DIGITS, *quiet_args(root), *FAST)
     assert proc.returncode == 0, proc.stderr[-3000:]
     return only_run_dir(root / "digits")
+
+
+# what Lightning's tuners and fit loop print that a run of the launcher does not need (issue 29)
+LIBRARY_NOISE = (
+    "\r",  # a tqdm bar's carriage returns
+    "Finding best initial lr",  # Tuner.lr_find's own tqdm bar
+    "`Trainer.fit` stopped",  # each trial fit's end, and a run's normal end before its epoch line
+    "smaller than the logging interval",  # a trial fit of a few steps
+    "will continue with full run",  # scale-batch-size does not continue
+    "Restoring states from the checkpoint",  # the tuner's temporary checkpoint
+    "Restored all states from the checkpoint",
+)
+
+
+def run_into_log_file(log: Path, *args: str) -> str:
+    """Run ``python -m trainer_cli ARGS`` with stdout and stderr into the file ``log`` (as a batch job
+    does); returns the file's text after checking the exit status is 0."""
+    import os
+    import subprocess
+    import sys
+
+    from support import REPO
+
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("TRAINER_CLI_RUN_DIR", None)
+    with log.open("w") as out:
+        done = subprocess.run(
+            [sys.executable, "-m", "trainer_cli", *args], stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=env,
+            timeout=600,
+        )
+    text = log.read_text()
+    assert done.returncode == 0, text[-3000:]
+    return text

@@ -4,11 +4,14 @@ Each entry of :data:`WARNINGS` (Python warnings) and :data:`LOG_LINES` (lines of
 ``logging`` loggers) names the message it drops (a regular expression matched at the start of
 the message) and why it does not apply to a run of this launcher. Everything else still shows:
 a new or real warning is never hidden by a broad category filter. :func:`install` is called once
-before a run is built (``trainer_cli.runtime.cli.building_cli``).
+before a run is built (``trainer_cli.runtime.cli.building_cli``); :func:`tuning` adds
+:data:`TUNING_WARNINGS` and the tuner's own progress bar while ``train lr-find`` or
+``train scale-batch-size`` runs Lightning's short trial fits.
 """
 
 from __future__ import annotations
 
+import functools
 import logging
 import os
 import re
@@ -39,6 +42,13 @@ class Silenced:
 
 def _outside_slurm_job() -> bool:
     return not os.environ.get("SLURM_JOB_ID")
+
+
+_tuning = False  # inside :func:`tuning`
+
+
+def _while_tuning() -> bool:
+    return _tuning
 
 
 WARNINGS: tuple[Silenced, ...] = (
@@ -101,15 +111,45 @@ LOG_LINES: tuple[Silenced, ...] = (
         "about what is saved, not how a file is read (every checkpoint the launcher reads: weights_only=True).",
     ),
     Silenced(
+        r"`Trainer.fit` stopped: `max_epochs=\d+` reached",
+        "The normal end of a run: the epoch line after it says `epoch N/N` (and the run summary the total "
+        "steps); printed before that line, it only read as if something had gone wrong.",
+    ),
+    Silenced(
+        r"`Trainer.fit` stopped: `max_steps=\d+` reached",
+        "Each of a tuner's trial fits ends so (scale-batch-size: `--steps_per_trial`; lr-find: `--num_training`): "
+        "one line per trial says nothing the tool's own report does not.",
+        only_if=_while_tuning,
+    ),
+    Silenced(
+        r"Finished batch size finder, will continue with full run using batch size",
+        "`train scale-batch-size` does not continue with a run: it reports the size and writes a config fragment.",
+    ),
+    Silenced(
+        r"Restor(ing|ed all) states from the checkpoint (path )?at .*[/\\]\.(lr_find|scale_batch_size)_",
+        "The tuner's own temporary checkpoint (its model and optimizer put back after the trials, the file "
+        "deleted): nothing the user asked for or can use.",
+    ),
+    Silenced(
         r"(Creating initial MLflow database tables|Updating database tables)",
         "MLflow making the tables of the default store (runs/mlflow.db) on a run root's first MLflow run: "
         "nothing to do for the user; the store is named in the README.",
     ),
 )
 
+TUNING_WARNINGS: tuple[Silenced, ...] = (
+    Silenced(
+        r"The number of training batches \(\d+\) is smaller than the logging interval",
+        "A tuner's trial fits run a few steps each and log nothing the tool reports (the fit of the tuned run "
+        "still warns).",
+    ),
+)
+
 # the loggers Lightning's rank_zero_info / log.info (and MLflow's store) write these lines to
 LIGHTNING_LOGGERS = (
     "lightning.pytorch.utilities.rank_zero",
+    "lightning.pytorch.tuner.batch_size_scaling",
+    "lightning.pytorch.tuner.lr_finder",
     "lightning.fabric.utilities.rank_zero",
     "lightning.pytorch.trainer.connectors.checkpoint_connector",
     "mlflow.store.db.utils",  # MLflow's, for its database store's first use
@@ -121,11 +161,11 @@ class _DropSilencedLines(logging.Filter):
 
     def __init__(self) -> None:
         super().__init__()
-        self.patterns = [re.compile(s.pattern) for s in LOG_LINES]
+        self.patterns = [(re.compile(s.pattern), s) for s in LOG_LINES]
 
     def filter(self, record: logging.LogRecord) -> bool:
         message = record.getMessage()
-        return not any(p.match(message) for p in self.patterns)
+        return not any(p.match(message) and s.applies() for p, s in self.patterns)
 
 
 def install() -> list[tuple[logging.Logger, logging.Filter]]:
@@ -155,3 +195,27 @@ def installed() -> Iterator[None]:
         finally:
             for logger, log_filter in added:
                 logger.removeFilter(log_filter)
+
+
+@contextmanager
+def tuning(progress_bar: bool) -> Iterator[None]:
+    """While a tuner (``Tuner.lr_find``, ``Tuner.scale_batch_size``) runs its trial fits: silence
+    :data:`TUNING_WARNINGS` and the log lines only a tuning run does not need, and, unless
+    ``progress_bar`` (a terminal and ``trainer.enable_progress_bar``), the tqdm bar of
+    ``Tuner.lr_find`` (Lightning starts it whatever the Trainer's progress bar, and its carriage
+    returns fill a log file)."""
+    global _tuning
+    from lightning.pytorch.tuner import lr_finder
+
+    bar = lr_finder.tqdm
+    with warnings.catch_warnings():
+        for silenced in TUNING_WARNINGS:
+            warnings.filterwarnings("ignore", message=silenced.pattern)
+        _tuning = True
+        if not progress_bar:
+            lr_finder.tqdm = functools.partial(bar, disable=True)  # type: ignore[misc]
+        try:
+            yield
+        finally:
+            _tuning = False
+            lr_finder.tqdm = bar  # type: ignore[misc]

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import json
 import math
+import sys
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -78,18 +79,24 @@ def main(args: Sequence[str]) -> int:
     trainer.fit_loop.max_epochs = -1
     trainer.fit_loop.epoch_loop.max_steps = opts.num_training
 
+    from lightning.pytorch.callbacks import TQDMProgressBar
     from lightning.pytorch.tuner import Tuner
 
-    finder = Tuner(trainer).lr_find(
-        cli.model,
-        datamodule=cli.datamodule,
-        min_lr=opts.min_lr,
-        max_lr=opts.max_lr,
-        num_training=opts.num_training,
-        mode=opts.mode,
-        early_stop_threshold=opts.early_stop_threshold or None,
-        update_attr=False,
-    )
+    from trainer_cli.runtime import quiet
+
+    # Lightning's own tqdm bar of the test: on a terminal with a tqdm progress bar only, never in a log file
+    show_bar = sys.stderr.isatty() and isinstance(trainer.progress_bar_callback, TQDMProgressBar)
+    with quiet.tuning(progress_bar=show_bar):
+        finder = Tuner(trainer).lr_find(
+            cli.model,
+            datamodule=cli.datamodule,
+            min_lr=opts.min_lr,
+            max_lr=opts.max_lr,
+            num_training=opts.num_training,
+            mode=opts.mode,
+            early_stop_threshold=opts.early_stop_threshold or None,
+            update_attr=False,
+        )
     assert finder is not None  # None only under fast_dev_run
     suggestion = finder.suggestion()
     run_dir = Path(cli.run_dir)

@@ -80,16 +80,19 @@ def main(args: Sequence[str]) -> int:
     drop_lr_scheduler(cli.model)
     from lightning.pytorch.tuner import Tuner
 
-    found = Tuner(cli.trainer).scale_batch_size(
-        cli.model,
-        datamodule=cli.datamodule,
-        mode=opts.mode,
-        steps_per_trial=opts.steps_per_trial,
-        init_val=opts.init_val,
-        max_trials=opts.max_trials,
-        max_val=opts.max_val,
-        margin=opts.margin if opts.mode == "binsearch" else 0.0,
-    )
+    from trainer_cli.runtime import quiet
+
+    with quiet.tuning(progress_bar=False):  # Tuner.scale_batch_size shows no bar of its own
+        found = Tuner(cli.trainer).scale_batch_size(
+            cli.model,
+            datamodule=cli.datamodule,
+            mode=opts.mode,
+            steps_per_trial=opts.steps_per_trial,
+            init_val=opts.init_val,
+            max_trials=opts.max_trials,
+            max_val=opts.max_val,
+            margin=opts.margin if opts.mode == "binsearch" else 0.0,
+        )
     if found is None:  # only under fast_dev_run
         raise UserError("scale-batch-size does not run under trainer.fast_dev_run: drop that setting")
     run_dir = Path(cli.run_dir)
