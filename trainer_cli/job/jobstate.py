@@ -25,7 +25,9 @@ new job (``job_id``) and the ones before it (``resubmitted_from``), which ``trai
 from __future__ import annotations
 
 import os
+import signal
 import sys
+import time
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -282,14 +284,20 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
         f"trainer-cli: {said}; requeueing job {job_id} (restart {restarts.count + 1}), it resumes on its own",
         flush=True,
     )
+    exclude = ",".join(read(run_dir).get("excluded_nodes") or []) if stall is not None else ""
+    if exclude:  # the requeue ends this script (SIGTERM, SIGKILL after KillWait): the exclusion must follow it
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
     error = _slurm(["scontrol", "requeue", str(scontrol_id())])  # an array task alone
     if error:
         print(f"trainer-cli: `scontrol requeue {job_id}` failed: {error}; resubmitting instead", flush=True)
         return _resubmit(run_dir, None, restarts.count + 1, event)
-    if stall is not None and read(run_dir).get("excluded_nodes"):  # the requeued job, pending, starts elsewhere
-        nodes = ",".join(read(run_dir)["excluded_nodes"])
-        error = _slurm(["scontrol", "update", f"JobId={scontrol_id()}", f"ExcNodeList={nodes}"])
-        print(f"trainer-cli: job {job_id} excludes {nodes}" + (f": not set: {error}" if error else ""), flush=True)
+    if exclude:  # Slurm changes the nodes a job excludes only while it is pending: now
+        for _ in range(5):
+            error = _slurm(["scontrol", "update", f"JobId={scontrol_id()}", f"ExcNodeList={exclude}"], 10)
+            if not error:
+                break
+            time.sleep(0.5)
+        print(f"trainer-cli: job {job_id} excludes {exclude}" + (f": not set: {error}" if error else ""), flush=True)
     return 0
 
 

@@ -18,9 +18,9 @@ requeue. So, in a job of the bundled template (``TRAINER_CLI_PROGRESS`` set):
   is older than the stall timeout (``--slurm.stall_timeout_s``; by default :func:`default_timeout_s`:
   :data:`FACTOR` times the slowest rank's median step time, at least :data:`FLOOR_S`). A rank is
   judged only once it has made its first step (start-up, data set-up and the first compile are not
-  stalls), and not while any rank is in a phase that is no training step (validation, a checkpoint
-  write, an epoch end) for less than :func:`pause_limit_s`;
-- on a stall (:func:`act`): ``scancel -s WINCH <job>`` asks every task for its stacks; a rank that
+  stalls); a rank in a phase that is no training step (validation, a checkpoint write, an epoch
+  end) counts only after :func:`pause_limit_s`, and only when every rank is late;
+- on a stall (:func:`act`): ``scancel -s 28 <job>`` (SIGWINCH) asks every task for its stacks; a rank that
   does not answer within :data:`DUMP_WAIT_S` is stopped or stuck in the kernel: that rank is the one
   named (else the rank whose last step is the oldest). The stacks go to
   ``<run>/stalls/<job>-restart<K>/rank<N>.txt``; one line in the job log names the rank, its node
@@ -182,10 +182,14 @@ def judge(beats: list[dict[str, Any]], now: float, timeout_s: float | None) -> S
         timeout_s: ``--slurm.stall_timeout_s``; None: :func:`default_timeout_s`.
     """
     timeout = timeout_s if timeout_s else default_timeout_s(beats)
-    paused = [b for b in beats if b.get("phase") not in (TRAIN, DONE)]
-    if any(now - b["time"] < pause_limit_s(timeout) for b in paused):
-        return None
-    late = sorted((b for b in beats if b.get("phase") != DONE and now - b["time"] > timeout), key=lambda b: b["time"])
+    active = [b for b in beats if b.get("phase") != DONE]
+    limit = {TRAIN: timeout}
+    late = sorted(
+        (b for b in active if now - b["time"] > limit.get(str(b.get("phase")), pause_limit_s(timeout))),
+        key=lambda b: b["time"],
+    )
+    if not any(b.get("phase") == TRAIN for b in late) and len(late) < len(active):
+        return None  # a long validation or checkpoint write of some rank, the others waiting for it
     return Stall(timeout, late) if late else None
 
 
@@ -209,7 +213,7 @@ def collect_stacks(folder: Path, beats: list[dict[str, Any]], job_id: str, into:
     """Ask every task of the job for its stacks (:data:`DUMP_SIGNAL`), copy what each rank wrote
     within :data:`DUMP_WAIT_S` into ``into/rank<N>.txt``; returns the ranks that answered."""
     sizes = {b["rank"]: _size(folder / f"stack.rank{b['rank']}") for b in beats}
-    _slurm(["scancel", "-s", DUMP_SIGNAL.name.removeprefix("SIG"), job_id])
+    _slurm(["scancel", "-s", str(int(DUMP_SIGNAL)), job_id])  # by number: Slurm 22.05 knows no WINCH by name
     answered: set[int] = set()
     deadline = time.monotonic() + DUMP_WAIT_S
     while time.monotonic() < deadline and len(answered) < len(sizes):

@@ -71,10 +71,26 @@ def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
             status = with_run_record(slurm.get((job_id, str(run_dir / script))), job_id, run_dir)
             restarts = restarts_cell(status, job_id, run_dir) if key == "job_id" else str(status.restarts)
             progress = detail(status.entries, status.state, last_epoch_line(log))
+            if key == "job_id" and (stalled := stall_note(run_dir, job_id)):
+                progress = f"{stalled}; {progress}"
             rows.append(
                 (job_id, status.state, restarts, status.elapsed, progress, f"{rec.get('job_name')}{label}", str(log))
             )
     return rows
+
+
+def stall_note(run_dir: Path, job_id: str) -> str:
+    """The latest stall of the job (:mod:`trainer_cli.job.progress`), or '': ``stalled (restart 0): rank 1
+    on node2 at step 57, no step for 31 s, excluded node2; stacks in <run>/stalls/12-restart0``."""
+    stall = jobstate.read(run_dir).get("stall")
+    if not isinstance(stall, dict) or str(stall.get("job_id")) != job_id:
+        return ""
+    who = ", ".join(f"rank {r} on {n}" for r, n in zip(stall.get("ranks") or [], stall.get("nodes") or []))
+    excluded = f", excluded {','.join(stall['exclude'])}" if stall.get("exclude") else ""
+    return (
+        f"stalled (restart {stall.get('restart')}): {who} at step {stall.get('step')}, no step for "
+        f"{stall.get('idle_s')} s{excluded}; stacks in {stall.get('stacks')}"
+    )
 
 
 def _current_id(rec: dict[str, Any], key: str) -> str:
