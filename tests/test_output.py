@@ -160,3 +160,65 @@ def test_fit_help_comes_from_the_cache_the_second_time(tmp_path: Path) -> None:
     assert (first[1].strip(), second[1].strip()) == ("True", "False")
     assert len(list((tmp_path / "trainer-cli" / "help").glob("*.txt"))) == 1
     assert help_cache.cacheable(["--help"]) and not help_cache.cacheable(["--config", DIGITS, "--help"])
+
+
+DEMO_MODEL = '''
+import time
+
+import torch
+
+from trainer_cli.models import ImageClassifier
+
+
+class DemoModel(ImageClassifier):
+    """A user's model with its own optimizer and slow steps (over a second each)."""
+
+    def training_step(self, batch, batch_idx):
+        time.sleep(1.05)
+        return super().training_step(batch, batch_idx)
+
+    def configure_optimizers(self):
+        return torch.optim.SGD(self.parameters(), lr=0.1)
+'''
+
+
+def test_a_users_model_gets_its_optimizer_note_and_slow_steps_their_seconds(tmp_path: Path) -> None:
+    """The config's optimizer replacing the model's configure_optimizers is said in the model's and the
+    config's terms (no UserWarning naming the launcher's class); an epoch of steps over a second each
+    prints its seconds per step and a rate that does not round to 0.0."""
+    (tmp_path / "demo_model.py").write_text(DEMO_MODEL)
+    env = {"PYTHONPATH": f"{tmp_path}{os.pathsep}{os.environ.get('PYTHONPATH', '')}"}
+    done = run_train(
+        "fit", "--config", DIGITS, "--model.class_path", "demo_model.DemoModel", "--trainer.default_root_dir",
+        str(tmp_path / "runs"), "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1",
+        "--trainer.max_epochs", "1", "--trainer.enable_model_summary", "false", env=env,
+    )
+    combined = done.stdout + done.stderr
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "will be overridden" not in combined and "TrainerCLI" not in combined and "UserWarning" not in combined
+    notes = [line for line in combined.splitlines() if "DemoModel.configure_optimizers is not used" in line]
+    assert len(notes) == 1 and "optimizer torch.optim.AdamW" in notes[0], combined
+    (line,) = [ln for ln in done.stdout.splitlines() if ln.startswith("epoch 1/1")]
+    match = re.search(r"  (\d+\.\d) s/step  (0\.\d+) steps/s$", line)
+    assert match and float(match.group(1)) >= 1.0 and float(match.group(2)) > 0, line
+
+
+def test_macro_accuracy_of_perfect_predictions_prints_as_1() -> None:
+    """torchmetrics' float32 macro mean over the classes present gives 1.0000001 for some perfect
+    predictions (e.g. of 23 samples of 10 classes); the classifier's metric is kept at 1."""
+    import torch
+    from torchmetrics.classification import MulticlassAccuracy
+
+    from trainer_cli.models.classifier import MacroAccuracy
+
+    generator = torch.Generator().manual_seed(0)
+    over_one = 0
+    for n in range(1, 60):  # perfect predictions of n samples of 10 classes
+        target = torch.randint(0, 10, (n,), generator=generator)
+        logits = torch.nn.functional.one_hot(target, 10).float()
+        stock, ours = MulticlassAccuracy(10, average="macro"), MacroAccuracy(10, average="macro")
+        stock.update(logits, target)
+        ours.update(logits, target)
+        over_one += stock.compute().item() > 1.0
+        assert ours.compute().item() == 1.0
+    assert over_one  # the artefact this guards against occurs

@@ -78,7 +78,8 @@ class EpochLineProgress(ProgressBar):
     the epoch (counted from 1), the metrics logged for it (``trainer.callback_metrics``: training
     metrics first; validation metrics only when validation ran that epoch), its wall time
     (training and validation) and its optimizer steps per second of that time (``train jobs``
-    shows the last one of a running job). The line is printed once the epoch's last metrics are in, i.e. as
+    shows the last one of a running job; below one step a second, the seconds per step come first,
+    e.g. ``38.2 s/step  0.026 steps/s``). The line is printed once the epoch's last metrics are in, i.e. as
     the next epoch starts or training ends. The default display when stdout is not a terminal.
     """
 
@@ -140,7 +141,10 @@ class EpochLineProgress(ProgressBar):
             f"{seconds:.1f} s",
         ]
         if steps > 0 and seconds > 0:
-            cells.append(f"{steps / seconds:.1f} steps/s")
+            rate = steps / seconds
+            if rate < 1:  # slow steps: their seconds, and a rate that does not round to 0.0
+                cells.append(f"{seconds / steps:.1f} s/step")
+            cells.append(f"{rate:.1f} steps/s" if rate >= 1 else f"{rate:.2g} steps/s")
         return "  ".join(cells)
 
     def _print_finished(self, trainer: pl.Trainer) -> None:

@@ -15,6 +15,14 @@ from trainer_cli.models.mixing import build_batch_mix, hard_labels
 from trainer_cli.models.registry import build_backbone
 
 
+class MacroAccuracy(MulticlassAccuracy):
+    """``MulticlassAccuracy(average="macro")`` kept at most 1: its float32 weighted mean over the classes
+    present rounds to 1.0000001 for some perfect predictions (e.g. 23 samples of 10 classes)."""
+
+    def compute(self) -> torch.Tensor:
+        return super().compute().clamp(max=1.0)
+
+
 class ImageClassifier(pl.LightningModule):
     """Image classification with any backbone the registry knows.
 
@@ -101,8 +109,8 @@ class ImageClassifier(pl.LightningModule):
         # micro: correct / samples; macro: mean per-class accuracy (metric states are not in the state_dict)
         self.val_acc = MulticlassAccuracy(num_classes, average="micro")
         self.test_acc = MulticlassAccuracy(num_classes, average="micro")
-        self.val_acc_macro = MulticlassAccuracy(num_classes, average="macro")
-        self.test_acc_macro = MulticlassAccuracy(num_classes, average="macro")
+        self.val_acc_macro = MacroAccuracy(num_classes, average="macro")
+        self.test_acc_macro = MacroAccuracy(num_classes, average="macro")
         self.top5 = num_classes > 5
         if self.top5:
             self.val_acc_top5 = MulticlassAccuracy(num_classes, top_k=5, average="micro")

@@ -744,13 +744,16 @@ class TrainerCLI(LightningCLI):
         if not optimizer_init:
             return  # registered automatically, not given: the model's own configure_optimizers
         scheduler_init = _with_class_path(schedulers[0][1], init.get(schedulers[0][0])) if schedulers else None
-        from lightning.pytorch.utilities import rank_zero_warn
+        from lightning.pytorch.utilities import rank_zero_info
         from lightning.pytorch.utilities.model_helpers import is_overridden
 
-        if is_overridden("configure_optimizers", self.model):
-            rank_zero_warn(
-                f"`{self.model.__class__.__name__}.configure_optimizers` will be overridden by "
-                f"`{self.__class__.__name__}.configure_optimizers`."
+        if is_overridden("configure_optimizers", self.model):  # LightningCLI's rule, said in the config's terms
+            built = f"optimizer {optimizer_init.get('class_path')}"
+            if scheduler_init:
+                built += f" and lr_scheduler {scheduler_init.get('class_path')}"
+            rank_zero_info(
+                f"note: {type(self.model).__name__}.configure_optimizers is not used: the config's {built} "
+                "replace it (LightningCLI's rule); leave `optimizer` out of the config to use the model's own"
             )
         if type(self).configure_optimizers is not LightningCLI.configure_optimizers:  # the user's CLI builds them
             from types import MethodType
