@@ -59,3 +59,21 @@ def test_lr_find_writes_no_progress_bar_or_trial_noise_into_a_log_file(tmp_path:
     assert "suggested learning rate:" in log
     noise = [n for n in LIBRARY_NOISE if n in log]
     assert not noise, log
+
+
+def test_lr_find_run_dir_takes_the_runs_config_and_writes_a_new_run(tmp_path: Path) -> None:
+    """``--run_dir`` reads as ``train fit --run_dir`` does (the run's config.yaml, no --config needed);
+    the test's files go to a new run directory beside it, the run itself untouched."""
+    root = tmp_path / "runs"
+    fit = run_train("fit", "--config", DIGITS, *quiet_args(root), *FAST, "--optimizer.init_args.weight_decay", "0.0123")
+    assert fit.returncode == 0, fit.stderr[-3000:]
+    run = root / "digits" / "version_0"
+    before = sorted(p.name for p in run.iterdir())
+    proc = run_train("lr-find", "--run_dir", str(run), "--num_training", "20", "--trainer.enable_progress_bar", "false")
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert "required" not in proc.stderr
+    new = root / "digits" / "version_1"
+    assert (new / "lr_find.json").is_file() and (new / "lr_find.yaml").is_file()
+    assert sorted(p.name for p in run.iterdir()) == before
+    config = yaml.safe_load((new / "config.yaml").read_text())
+    assert config["optimizer"]["init_args"]["weight_decay"] == 0.0123  # the run's own config, not a default

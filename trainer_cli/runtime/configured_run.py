@@ -74,6 +74,41 @@ def build_run(args: Sequence[str]) -> Any:
     return cli
 
 
+def from_run_dir(args: Sequence[str], verb: str) -> list[str]:
+    """``args`` of a tool that starts a new run (``lr-find``, ``scale-batch-size``) with ``--run_dir DIR``
+    read as ``train fit --run_dir DIR`` reads it, the run's stored config (``DIR/config.yaml`` and its
+    launcher settings) first when no ``--config`` is given, but ``--run_dir`` itself dropped: the tool's
+    outputs go to a new run directory beside ``DIR`` (a run directory is never reused).
+
+    Raises:
+        UserError: when ``DIR`` holds no ``config.yaml``.
+    """
+    from trainer_cli.rundir.resume import with_stored_config
+
+    rest: list[str] = []
+    run_dir: str | None = None
+    items = iter(args)
+    for arg in items:
+        if arg == "--run_dir":
+            run_dir = next(items, "")
+        elif arg.startswith("--run_dir="):
+            run_dir = arg.split("=", 1)[1]
+        else:
+            rest.append(arg)
+    if run_dir is None:
+        return rest
+    if not (Path(run_dir) / "config.yaml").is_file():
+        raise UserError(f"--run_dir {run_dir}: no config.yaml there (a run directory of `train fit` holds one)")
+    expanded = with_stored_config(["--run_dir", run_dir, *rest])
+    at = next(i for i in range(len(expanded) - 1) if expanded[i : i + 2] == ["--run_dir", run_dir])
+    del expanded[at : at + 2]
+    if any(a == "--config" or a.startswith("--config=") for a in rest):
+        print(f"{verb}: --run_dir {run_dir} with --config: the given configs, results in a new run directory")
+    else:
+        print(f"{verb}: the config of {run_dir}; the results go to a new run directory beside it", flush=True)
+    return expanded
+
+
 def write_fragment(path: Path, values: dict[str, Any], description: str) -> None:
     """Write ``values`` as a config fragment that layers with ``--config`` (and composes as a
     Hydra group option: ``# @package _global_``), headed by a one-line ``description``."""

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
-from trainer_cli.runtime.configured_run import build_run, nested, parse_verb_args, verb_parser, write_fragment
+from trainer_cli.runtime.configured_run import (
+    build_run,
+    from_run_dir,
+    nested,
+    parse_verb_args,
+    verb_parser,
+    write_fragment,
+)
 
 PLOT_FILE = "lr_find.png"
 RESULT_FILE = "lr_find.json"
@@ -32,6 +39,7 @@ example:
   train lr-find --config configs/experiment/digits.yaml --min_lr 1e-5 --max_lr 1
   # prints e.g.  suggested learning rate: 0.00316 -> --optimizer.lr 0.00316
   train fit --config configs/experiment/digits.yaml --config runs/digits/version_0/lr_find.yaml
+  train lr-find --run_dir runs/digits/version_0   # the config of that run; results in a new run directory
 """
 
 
@@ -66,7 +74,7 @@ def main(args: Sequence[str]) -> int:
     if opts.num_training < 2:
         raise UserError(f"--num_training {opts.num_training}: need at least 2 steps (100 is usual)")
 
-    cli = build_run(rest)
+    cli = build_run(from_run_dir(rest, "lr-find"))
     optimizer = cli.config.get("optimizer")
     if not optimizer:
         raise UserError(

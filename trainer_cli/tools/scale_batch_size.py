@@ -20,6 +20,7 @@ from trainer_cli.errors import UserError
 from trainer_cli.runtime.configured_run import (
     build_run,
     drop_lr_scheduler,
+    from_run_dir,
     nested,
     parse_verb_args,
     verb_parser,
@@ -34,6 +35,7 @@ example:
   train scale-batch-size --config configs/experiment/cifar10_resnet18.yaml --mode binsearch --max_val 4096
   # prints e.g.  largest batch size that fits: 1024 -> --data.batch_size 1024
   train fit --config configs/experiment/cifar10_resnet18.yaml --config runs/cifar10/version_3/batch_size.yaml
+  train scale-batch-size --run_dir runs/digits/version_0   # the config of that run; results in a new run directory
 """
 
 
@@ -74,7 +76,7 @@ def main(args: Sequence[str]) -> int:
     if problems:
         raise UserError("; ".join(problems))
 
-    cli = build_run(rest)
+    cli = build_run(from_run_dir(rest, "scale-batch-size"))
     if cli.datamodule is None or not hasattr(cli.datamodule, "batch_size"):
         raise UserError("scale-batch-size scales the data module's `batch_size` attribute: this data module has none")
     drop_lr_scheduler(cli.model)
