@@ -69,3 +69,25 @@ def test_a_rank_dumps_its_stacks_on_sigwinch(tmp_path: Path) -> None:
     finally:
         child.kill()
         child.wait()
+
+
+def test_pyspy_reads_a_stopped_rank_where_installed() -> None:
+    """Where py-spy is on PATH, the watchdog adds its dump of each rank (it reads a stopped process);
+    without it, nothing (the faulthandler dump stands alone)."""
+    import shutil
+
+    import pytest
+
+    code = "import time\ndef stopped_in_a_step():\n    time.sleep(30)\nstopped_in_a_step()\n"
+    child = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        time.sleep(0.5)
+        os.kill(child.pid, signal.SIGSTOP)
+        dump = progress.pyspy_dump({"pid": child.pid, "node": progress.node_name()}, "0")
+        if not shutil.which("py-spy"):
+            assert dump is None
+            pytest.skip("py-spy is not installed: only its absence is checked")
+        assert dump is not None and "stopped_in_a_step" in dump
+    finally:
+        child.kill()
+        child.wait()

@@ -20,8 +20,9 @@ requeue. So, in a job of the bundled template (``TRAINER_CLI_PROGRESS`` set):
   judged only once it has made its first step (start-up, data set-up and the first compile are not
   stalls); a rank in a phase that is no training step (validation, a checkpoint write, an epoch
   end) counts only after :func:`pause_limit_s`, and only when every rank is late;
-- on a stall (:func:`act`): ``scancel -s 28 <job>`` (SIGWINCH) asks every task for its stacks; a rank that
-  does not answer within :data:`DUMP_WAIT_S` is stopped or stuck in the kernel: that rank is the one
+- on a stall (:func:`act`): ``scancel -s 28 <job>`` (SIGWINCH) asks every task for its stacks (and
+  ``py-spy dump`` reads each rank's process too where py-spy is installed); a rank that does not
+  answer within :data:`DUMP_WAIT_S` is stopped or stuck in the kernel: that rank is the one
   named (else the rank whose last step is the oldest). The stacks go to
   ``<run>/stalls/<job>-restart<K>/rank<N>.txt``; one line in the job log names the rank, its node
   and where the stacks are; the record (``stall`` in ``<run>/job.json``) tells the batch script's
@@ -229,8 +230,31 @@ def collect_stacks(folder: Path, beats: list[dict[str, Any]], job_id: str, into:
             with open(folder / f"stack.rank{rank}", errors="replace") as dump:
                 dump.seek(size)
                 text = dump.read()
+        beat = next(b for b in beats if b["rank"] == rank)
+        native = pyspy_dump(beat, job_id)
+        if native:
+            text += f"\n--- py-spy dump --nonblocking (pid {beat.get('pid')} on {beat.get('node')}) ---\n{native}"
         (into / f"rank{rank}.txt").write_text(text)
     return answered
+
+
+def pyspy_dump(beat: dict[str, Any], job_id: str, timeout_s: float = 30) -> str | None:
+    """``py-spy dump`` of a rank's process where py-spy is installed (it reads a stopped process too),
+    on another node through ``srun --overlap`` in the job; None without
+    py-spy, or when it cannot read the process (ptrace not allowed)."""
+    import shutil
+    import subprocess
+
+    if not shutil.which("py-spy") or not beat.get("pid"):
+        return None
+    command = ["py-spy", "dump", "--nonblocking", "--pid", str(beat["pid"])]  # (--native needs to pause it)
+    if beat.get("node") != node_name():
+        command = ["srun", "--overlap", f"--jobid={job_id}", f"--nodelist={beat['node']}", "-N1", "-n1", *command]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return done.stdout if done.returncode == 0 and done.stdout.strip() else None
 
 
 def _size(path: Path) -> int:
