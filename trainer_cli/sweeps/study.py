@@ -20,6 +20,7 @@ that need them: ``train sweep-results --help`` imports no torch.
 from __future__ import annotations
 
 import logging
+import os
 import warnings
 from pathlib import Path
 from typing import Any
@@ -28,6 +29,12 @@ from trainer_cli.errors import UserError
 from trainer_cli.sweeps.space import Space
 
 JOURNAL_FILE = "study.journal"
+ENV_HEARTBEAT_S = "TRAINER_CLI_SWEEP_HEARTBEAT_S"
+HEARTBEAT_S = 60
+"""A database study's heartbeat (``--sweep_storage URL``): a worker's trial beats every minute and is
+failed (and retried once with the same values) three minutes after its last beat; the journal file
+has no heartbeat (a worker's task is requeued and resumes its trial instead)."""
+MAX_RETRY = 1
 PRUNING_CALLBACK = "trainer_cli.callbacks.optuna_pruning.OptunaPruning"
 # Optuna's states as the tables show them
 FINISHED = ("COMPLETE", "PRUNED", "FAIL")
@@ -83,6 +90,33 @@ def describe(space: Space, sweep_dir: Path, name: str, metric: str | None, direc
     }
 
 
+def heartbeat_s() -> int:
+    """The heartbeat interval (:data:`HEARTBEAT_S`, or the environment's ``TRAINER_CLI_SWEEP_HEARTBEAT_S``)."""
+    return max(1, int(os.environ.get(ENV_HEARTBEAT_S) or HEARTBEAT_S))
+
+
+def storage(spec: str) -> Any:
+    """The Optuna storage of ``sweep.json``'s ``storage``: the journal file, or the database with a
+    heartbeat (a stale trial failed and retried once, ``RetryFailedTrialCallback``)."""
+    import inspect
+
+    import optuna
+
+    from trainer_cli.callbacks.optuna_pruning import open_storage
+
+    if "://" not in spec:
+        return open_storage(spec)
+    interval = heartbeat_s()
+    retrying = getattr(optuna.storages, "RetryHeartbeatStaleTrialCallback", None)  # Optuna 4.9's name
+    retry = (retrying or optuna.storages.RetryFailedTrialCallback)(max_retry=MAX_RETRY)
+    names = inspect.signature(optuna.storages.RDBStorage).parameters  # renamed in Optuna 5
+    callback = (
+        "heartbeat_stale_trial_callback" if "heartbeat_stale_trial_callback" in names else "failed_trial_callback"
+    )
+    kwargs: dict[str, Any] = {"heartbeat_interval": interval, "grace_period": 3 * interval, callback: retry}
+    return optuna.storages.RDBStorage(spec, **kwargs)
+
+
 def _quiet_optuna() -> None:
     import optuna
 
@@ -108,12 +142,12 @@ def create(study: dict[str, Any], space: Space | None = None) -> Any:
     """
     import optuna
 
-    from trainer_cli.callbacks.optuna_pruning import make_pruner, open_storage
+    from trainer_cli.callbacks.optuna_pruning import make_pruner
 
     _quiet_optuna()
     try:
         created = optuna.create_study(
-            storage=open_storage(study["storage"]),
+            storage=storage(study["storage"]),
             study_name=study["name"],
             sampler=_sampler(study["sampler"], study["seed"]),
             pruner=make_pruner(study["pruner"]),
@@ -139,13 +173,13 @@ def load(study: dict[str, Any]) -> Any:
     """
     import optuna
 
-    from trainer_cli.callbacks.optuna_pruning import make_pruner, open_storage
+    from trainer_cli.callbacks.optuna_pruning import make_pruner
 
     _quiet_optuna()
     try:
         return optuna.load_study(
             study_name=study["name"],
-            storage=open_storage(study["storage"]),
+            storage=storage(study["storage"]),
             sampler=_sampler(study["sampler"], study["seed"]),
             pruner=make_pruner(study["pruner"]),
         )

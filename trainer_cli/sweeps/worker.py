@@ -5,6 +5,7 @@ the requested number of trials.
 The batch script (``slurm/sweep_workers.sbatch.j2``) loops over two commands of this module::
 
     python -m trainer_cli.sweeps.worker next SWEEP_DIR TASK     prints the next trial's run directory ("" when done)
+    python -m trainer_cli.sweeps.worker beat SWEEP_DIR TASK     the trial's heartbeat while it trains (a database study)
     python -m trainer_cli.sweeps.worker tell SWEEP_DIR TASK RC  tells the study how it ended (unless requeued)
 
 ``sweep.json`` holds what a worker needs: the sweep flags (``sweep_args``) and the base command
@@ -17,7 +18,11 @@ trial when fewer than the requested number are finished or running, type-checks 
 sweep's base command line and writes its run directory ``trial_<n>`` (a grid's
 trials are written at submission). ``tell`` reads the trial's ``job.json``: a trial whose job
 requeued itself is not told (the task runs again); otherwise the study is told COMPLETE with the
-trial's best value, PRUNED or FAIL (:func:`trainer_cli.sweeps.study.tell`).
+trial's best value, PRUNED or FAIL (:func:`trainer_cli.sweeps.study.tell`). A FAIL does not
+count as done: workers ask again (at most twice the trials wanted in all). A worker that died
+without being requeued (its node lost, its task cancelled) leaves a RUNNING trial: in a database
+study its heartbeat stops, and the next ask fails it and retries it once with the same values, in a
+new ``trial_<n>`` (Optuna's heartbeat and ``RetryFailedTrialCallback``).
 """
 
 from __future__ import annotations
@@ -63,11 +68,14 @@ def _sweep(sweep_dir: Path, record: dict[str, Any]) -> sweep_plan.Sweep:
     )
 
 
-def _finished_or_running(loaded: Any) -> int:
+def _counts(loaded: Any) -> tuple[int, int]:
+    """``(trials done or under way, trials asked)``: COMPLETE, PRUNED and RUNNING count as done; a
+    FAIL does not (a worker asks again), but asks stop at twice the trials wanted."""
     from optuna.trial import TrialState
 
-    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL, TrialState.RUNNING)
-    return len(loaded.get_trials(deepcopy=False, states=states))
+    trials = loaded.get_trials(deepcopy=False)
+    done = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.RUNNING)
+    return sum(t.state in done for t in trials), sum(t.state != TrialState.WAITING for t in trials)
 
 
 def next_trial(sweep_dir: Path, task: str) -> Path | None:
@@ -81,28 +89,49 @@ def next_trial(sweep_dir: Path, task: str) -> Path | None:
     sweep = None
     (sweep_dir / WORKERS_DIR).mkdir(exist_ok=True)
     with locked(sweep_dir / WORKERS_DIR / "asks", timeout_s=600):  # one worker asks at a time
-        while _finished_or_running(loaded) < wanted:
-            asked = loaded.ask()
-            if record["study"]["sampler"] == "grid":
-                run_dir = sweep_dir / sweep_plan.trial_name(asked.number)
-                space, _ = take_sweep_args(record["sweep_args"])
-                assert space is not None
-                sweep_study.suggest(space, asked)  # the enqueued values, recorded as the trial's parameters
-            else:
-                sweep = sweep or _sweep(sweep_dir, record)
-                overrides = sweep_study.suggest(sweep.space, asked)
+        while True:
+            if "://" in record["study"]["storage"]:  # trials whose heartbeat stopped: failed (and retried)
+                import optuna
+
+                optuna.storages.fail_stale_trials(loaded)
+            done, asked_so_far = _counts(loaded)
+            if done >= wanted or asked_so_far >= 2 * wanted:
+                return None
+            asked = loaded.ask()  # a database study first fails the trials whose heartbeat stopped (and retries them)
+            run_dir = sweep_dir / sweep_plan.trial_name(asked.number)
+            sweep = sweep or _sweep(sweep_dir, record)
+            overrides = sweep_study.suggest(sweep.space, asked)
+            if not run_dir.exists():  # a grid's trials are written at submission; others and retries now
                 try:
                     trial = sweep_plan.add_trial(sweep, asked.number, overrides)
                 except UserError as refused:
                     sweep_study.fail(loaded, asked.number)
                     print(f"trainer-cli: {refused}", file=sys.stderr, flush=True)
                     continue
-                run_dir = sweep_plan.write_trial(sweep, trial)
+                sweep_plan.write_trial(sweep, trial)
                 entry = {"index": trial.index, "run_dir": str(run_dir), "overrides": overrides, "values": trial.values}
                 _append_trial(sweep_dir, entry)
             flight.write_text(json.dumps({"trial": asked.number, "run_dir": str(run_dir)}) + "\n")
             return run_dir
-    return None
+
+
+def beat(sweep_dir: Path, task: str) -> int:
+    """Beat for this task's in-flight trial every :func:`~trainer_cli.sweeps.study.heartbeat_s` until
+    killed (the batch script kills it when the trial's ``train fit`` ends); nothing for a journal study."""
+    import time
+
+    record = sweep_plan.read_record(sweep_dir)
+    flight = in_flight_file(sweep_dir, task)
+    if "://" not in record["study"]["storage"] or not flight.exists():
+        return 0
+    storage = sweep_study.storage(record["study"]["storage"])
+    study_id = storage.get_study_id_from_name(record["study"]["name"])
+    trial_id = storage.get_trial_id_from_study_id_trial_number(study_id, json.loads(flight.read_text())["trial"])
+    storage.record_heartbeat(trial_id)
+    print(f"trainer-cli: worker {task}: heartbeat for trial {trial_id} every {sweep_study.heartbeat_s()} s", flush=True)
+    while True:
+        time.sleep(sweep_study.heartbeat_s())
+        storage.record_heartbeat(trial_id)
 
 
 def _append_trial(sweep_dir: Path, entry: dict[str, Any]) -> None:
@@ -140,6 +169,8 @@ def main(argv: list[str]) -> int:
         run_dir = next_trial(sweep_dir, task)
         print(run_dir or "")
         return 0
+    if command == "beat":
+        return beat(sweep_dir, task)
     if command == "tell":
         state = tell(sweep_dir, task, int(argv[3]))
         print(f"trainer-cli: worker {task}: trial told {state}", file=sys.stderr, flush=True)
