@@ -689,6 +689,18 @@ class TrainerCLI(LightningCLI):
             self._as_lightning_cli_does(trainer, added)
         return self._remember_trainer(trainer)
 
+    def _prepare_subcommand_kwargs(self, subcommand: str) -> dict[str, Any]:
+        """LightningCLI's, with ``weights_only=True`` where the config leaves it empty: the checkpoint a
+        verb starts from is read with torch's safe loader whatever torch's default or its
+        ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` (LightningCLI reads its hyperparameters so already)."""
+        kwargs = super()._prepare_subcommand_kwargs(subcommand)
+        if (
+            "weights_only" in self._subcommand_method_arguments.get(subcommand, ())
+            and kwargs.get("weights_only") is None
+        ):
+            kwargs["weights_only"] = True
+        return kwargs
+
     def _remember_trainer(self, trainer: pl.Trainer) -> pl.Trainer:
         self.run.trainer = trainer
         return trainer

@@ -164,7 +164,7 @@ def run_fold(cv_dir: Path, fold: int, folds: int, cv_seed: int, fit_args: list[s
             remove_untrained(fold_dir)
         raise
     with cli.run.stops_with_exit_code():
-        cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.run.ckpt_path)
+        cli.trainer.fit(cli.model, datamodule=cli.datamodule, ckpt_path=cli.run.ckpt_path, weights_only=True)
         results = cli.trainer.validate(cli.model, datamodule=cli.datamodule, verbose=False)
     cli.run.finish_loggers()  # the next fold in this process gets its own logger runs
     metrics = {k: float(v) for k, v in (results[0] if results else {}).items()}
