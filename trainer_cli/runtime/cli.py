@@ -643,6 +643,11 @@ class TrainerCLI(LightningCLI):
                 self.model, self.run.ckpt_path, bool(self._subconfig().get("resume_force")), self.run.changes
             )
         self._add_configure_optimizers()
+        init = self._subconfig_init()
+        if self.subcommand and "weights_only" in init and init.get("weights_only") is None:
+            # the checkpoint the verb starts from is read with torch's safe loader, whatever torch's default
+            # or TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (LightningCLI reads its hyperparameters so already)
+            init["weights_only"] = True
         user_links = getattr(self.verb_parser, "link_values", {})
         self.applied_links.update({_in_subconfig(k): v for k, v in user_links.items()})  # the user's own links
         self.run.linked = self.applied_links  # config.yaml is written when the verb starts (run.RunRecord)
@@ -688,18 +693,6 @@ class TrainerCLI(LightningCLI):
         if self.run.follows_lightning:
             self._as_lightning_cli_does(trainer, added)
         return self._remember_trainer(trainer)
-
-    def _prepare_subcommand_kwargs(self, subcommand: str) -> dict[str, Any]:
-        """LightningCLI's, with ``weights_only=True`` where the config leaves it empty: the checkpoint a
-        verb starts from is read with torch's safe loader whatever torch's default or its
-        ``TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD`` (LightningCLI reads its hyperparameters so already)."""
-        kwargs = super()._prepare_subcommand_kwargs(subcommand)
-        if (
-            "weights_only" in self._subcommand_method_arguments.get(subcommand, ())
-            and kwargs.get("weights_only") is None
-        ):
-            kwargs["weights_only"] = True
-        return kwargs
 
     def _remember_trainer(self, trainer: pl.Trainer) -> pl.Trainer:
         self.run.trainer = trainer
