@@ -361,20 +361,26 @@ def compose_args(args: list[str], fixed: Collection[str] = ()) -> tuple[list[str
         UserError: for a missing file, a YAML syntax error or a composition error.
     """
     roots, args = take_config_roots(args)
-    args = record.with_launcher_settings(args)  # a run's config.yaml is read with its launcher.yaml
     layers = Layers()
     out: list[str] = []
+
+    def add_config(value: str) -> None:
+        out.extend(["--config", config_text(value, layers, roots)])
+        beside = None if "\n" in value else record.launcher_file(value)
+        if beside is not None and str(beside) not in args:  # a run's config.yaml is read with its launcher.yaml
+            out.extend(["--config", config_text(str(beside), layers, roots)])
+
     i = 0
     while i < len(args):
         arg = args[i]
         if arg in CONFIG_FLAGS:
             if i + 1 >= len(args):
                 raise UserError(f"{arg} needs a file name")
-            out += ["--config", config_text(args[i + 1], layers, roots)]
+            add_config(args[i + 1])
             i += 2
             continue
         if arg.startswith("--config="):
-            out += ["--config", config_text(arg.split("=", 1)[1], layers, roots)]
+            add_config(arg.split("=", 1)[1])
         else:
             layers.note_flag(arg)
             out.append(arg)

@@ -7,7 +7,7 @@ from (the values links gave included): the user's stock LightningCLI script read
 (:data:`LAUNCHER_KEYS`: ``--name``, ``--run_dir``, ``--param_groups``, ...) would make that script
 refuse it, so they are written to ``launcher.yaml`` in the same folder. Wherever trainer-cli reads a
 run's ``config.yaml`` (``--config <run>/config.yaml``, ``--run_dir <run>``, a resume, a Slurm job's
-every start) it reads ``launcher.yaml`` with it (:func:`with_launcher_settings`), so the two files
+every start) it reads ``launcher.yaml`` with it (:func:`launcher_file`), so the two files
 together build the run again, as the one file did before. A record from before this split (the keys
 inline in ``config.yaml``) reads as it did.
 """
@@ -92,27 +92,3 @@ def launcher_file(config_file: str | Path) -> Path | None:
         return None
     beside = path.with_name(LAUNCHER_FILE)
     return beside if beside.is_file() else None
-
-
-def with_launcher_settings(args: list[str]) -> list[str]:
-    """``args`` with ``--config <run>/launcher.yaml`` right after each ``--config <run>/config.yaml``
-    that has one (and names no launcher.yaml already), so the two files are read together wherever a
-    run's record is read."""
-    out: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg in ("--config", "-c") and i + 1 < len(args):
-            value, taken = args[i + 1], [arg, args[i + 1]]
-        elif arg.startswith("--config="):
-            value, taken = arg.partition("=")[2], [arg]
-        else:
-            out.append(arg)
-            i += 1
-            continue
-        out += taken
-        i += len(taken)
-        beside = None if "\n" in value else launcher_file(value)
-        if beside is not None and str(beside) not in args:
-            out += ["--config", str(beside)]
-    return out

@@ -238,7 +238,9 @@ def with_stored_config(args: list[str]) -> list[str]:
         elif arg.startswith("--run_dir="):
             run_dir = arg.split("=", 1)[1]
     if run_dir and (Path(run_dir) / CONFIG_FILE).is_file():
-        return record.with_launcher_settings(["--config", str(Path(run_dir) / CONFIG_FILE), *args])
+        config = Path(run_dir) / CONFIG_FILE
+        beside = record.launcher_file(config)  # the launcher's settings of the run, read with it
+        return ["--config", str(config), *(["--config", str(beside)] if beside else []), *args]
     return args
 
 
