@@ -122,6 +122,8 @@ def _quiet_optuna() -> None:
 
     optuna.logging.set_verbosity(logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
+    # workers beat for their trials themselves (trainer_cli.sweeps.worker beat), asking and telling outside optimize
+    warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
 
 
 def _sampler(sampler: str, seed: int) -> Any:
