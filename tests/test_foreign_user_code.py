@@ -129,7 +129,7 @@ SCRIPT_CASES = {
     ),
     "unsafe_checkpoint": (
         ["--model", "lit_foreign.model.SmallNet", "--ckpt_path", "{tmp}/unsafe.ckpt"],
-        ["error: --ckpt_path {tmp}/unsafe.ckpt: cannot read the checkpoint (Weights only load failed."],
+        ["error: --ckpt_path {tmp}/unsafe.ckpt: refused by torch's safe loader (weights_only=True; nothing in it was run)"],
     ),
 }
 

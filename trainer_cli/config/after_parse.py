@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import inspect
+import pickle
 import re
 from collections.abc import Iterable
 from typing import Any
@@ -24,9 +25,26 @@ def checkpoint_hparams(ckpt_path: str) -> dict[str, Any]:
 
     try:
         return torch.load(ckpt_path, weights_only=True, map_location="cpu", mmap=True).get("hyper_parameters") or {}
+    except pickle.UnpicklingError as err:
+        raise UserError(
+            f"--ckpt_path {ckpt_path}: refused by torch's safe loader (weights_only=True; nothing in it was run): "
+            f"{refused_object(err)}"
+        ) from None
     except Exception as err:  # noqa: BLE001 - any unpickling problem is a bad file
-        first = re.sub(r"\x1b\[[0-9;]*m", "", str(err).splitlines()[0]).strip()  # torch bolds a part of it
-        raise UserError(f"--ckpt_path {ckpt_path}: cannot read the checkpoint ({first})") from None
+        raise UserError(f"--ckpt_path {ckpt_path}: cannot read the checkpoint ({first_line(err)})") from None
+
+
+def first_line(err: BaseException) -> str:
+    """The first line of an error's message, without the terminal colour codes torch puts in it."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", (str(err).strip().splitlines() or [type(err).__name__])[0]).strip()
+
+
+def refused_object(err: BaseException) -> str:
+    """What torch's safe loader refused, in one sentence: its line naming the ``GLOBAL`` it does not
+    allow (e.g. ``Trying to load unsupported GLOBAL posix.system whose module posix is blocked``)."""
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err))
+    named = [line.strip() for line in text.splitlines() if "GLOBAL" in line]
+    return named[0].split(". ")[0].rstrip(".") if named else first_line(err)
 
 
 def check_checkpoint_model(ckpt_path: str, model: Any, linked: Iterable[str] = ()) -> None:

@@ -36,7 +36,6 @@ from __future__ import annotations
 import importlib.util
 import json
 import pickle
-import re
 import zipfile
 from collections.abc import Sequence
 from pathlib import Path
@@ -45,6 +44,7 @@ from typing import Any
 import torch
 from torch import nn
 
+from trainer_cli.config.after_parse import first_line, refused_object
 from trainer_cli.errors import UserError
 from trainer_cli.imports import import_class
 from trainer_cli.runtime.configured_run import parse_verb_args, verb_parser
@@ -223,18 +223,6 @@ def load_lightning_module(ckpt: Path, trust: bool = False) -> tuple[Any, str, di
     overrides = {"weights_path": None} if "weights_path" in hparams else {}
     module = cls.load_from_checkpoint(ckpt, map_location="cpu", weights_only=not trust, **overrides)
     return module.eval(), hparams["_class_path"], raw
-
-
-def refused_object(err: BaseException) -> str:
-    """What torch's safe loader refused, in one sentence (the line naming the ``GLOBAL`` it does not allow)."""
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(err))
-    named = [line.strip() for line in text.splitlines() if "GLOBAL" in line]
-    return named[0].split(". ")[0].rstrip(".") if named else first_line(err)
-
-
-def first_line(err: BaseException) -> str:
-    """The first line of an error's message, without the terminal colour codes torch puts in it."""
-    return re.sub(r"\x1b\[[0-9;]*m", "", (str(err).strip().splitlines() or [type(err).__name__])[0]).strip()
 
 
 def backbone_and_spec(module: Any, ckpt: Path) -> tuple[nn.Module, dict[str, Any]]:
