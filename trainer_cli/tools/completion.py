@@ -54,6 +54,24 @@ def help_options(verb: str) -> list[str]:
     return sorted(set(OPTION.findall(text.getvalue())))
 
 
+# verbs whose own parser (``train <verb> --help``) lists options of their own, read from that help
+OWN_OPTIONS = ("lr-find", "scale-batch-size", "export")
+
+
+def own_options(verb: str) -> list[str]:
+    """The ``--keys`` that ``train <verb> --help`` lists for a verb with a parser of its own (:data:`OWN_OPTIONS`)."""
+    import importlib
+
+    from trainer_cli.config.verbs import VERBS
+
+    module, _, function = VERBS[verb][0].partition(":")
+    main = getattr(importlib.import_module(module), function)
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), contextlib.suppress(SystemExit):
+        main(["--help"])
+    return sorted(set(OPTION.findall(text.getvalue())) - {"--help"})
+
+
 def slurm_options() -> list[str]:
     """``--slurm.<field>`` of every field of the ``slurm:`` block."""
     import dataclasses
@@ -95,6 +113,8 @@ def tables() -> dict[str, Any]:
     for verb in FIT_LIKE:
         options[verb] = list(fit)
     options["submit"] += slurm_options()
+    for verb in OWN_OPTIONS:
+        options[verb] = sorted(set(options.get(verb, [])) | set(own_options(verb)))
     for verb, extra in EXTRA_OPTIONS.items():
         options[verb] = sorted(set(options[verb]) | set(extra))
     return {"verbs": list(VERBS), "options": options, "classes": class_names(), "configs": config_short_forms()}
