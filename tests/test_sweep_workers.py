@@ -6,6 +6,8 @@ from that trial's checkpoint (not restarted, not asked twice, told once). On the
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import subprocess
 from pathlib import Path
@@ -23,6 +25,7 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
 )
 from support import DIGITS, every_epoch_last_checkpoint, quiet_args
 
+from trainer_cli.launch import jobs
 from trainer_cli.sweeps import results, study
 
 SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2"]
@@ -75,6 +78,11 @@ def test_workers_fill_the_study_and_a_preempted_worker_resumes_its_trial(slurm_c
     if told.state.name == "COMPLETE":
         assert newest_step(preempted_dir) == epochs * batches
     assert not any((sweep_dir / "workers").glob("task_*.json")), "every in-flight trial was told"
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert jobs.main(["--root", str(tmp_path)]) == 0  # `train jobs`: a row per worker
+    rows = [line.split() for line in out.getvalue().splitlines()[1:]]
+    assert sorted((r[0], r[1]) for r in rows) == [(f"{job_id}_{i}", "COMPLETED") for i in range(2)], out.getvalue()
     table = results.collect(sweep_dir)
     assert sorted((r["trial"], r["state"], r["study"]) for r in table["rows"]) == sorted(
         (t.number, "COMPLETED", t.state.name) for t in loaded.trials)

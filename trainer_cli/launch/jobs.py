@@ -26,6 +26,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from trainer_cli.atomic import read_json
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.job import restarts as restarts_log
@@ -53,15 +54,17 @@ def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
         for key, script, _ in JOB_KEYS:
             if rec.get(key):
                 jobs.append((_current_id(rec, key), Path(rec["run_dir"]) / script))
-        jobs += [
-            (f"{rec['job_id']}_{i}", Path(rec["run_dir"]) / JOB_KEYS[0][1]) for i in range(int(rec.get("trials") or 0))
-        ]
+        tasks = int(rec.get("trials") or rec.get("workers") or 0)
+        jobs += [(f"{rec['job_id']}_{i}", Path(rec["run_dir"]) / JOB_KEYS[0][1]) for i in range(tasks)]
     slurm = query_slurm(jobs)
     rows = []
     for rec in records:
         run_dir = Path(rec["run_dir"])
         if rec.get("trials"):  # a sweep (train submit --sweep): one row per trial, its own task of the array
             rows += _trial_rows(rec, slurm)
+            continue
+        if rec.get("workers"):  # a sweep's workers (--slurm.array_workers): one row per worker
+            rows += _worker_rows(rec, slurm)
             continue
         for key, script, label in JOB_KEYS:
             if not rec.get(key):
@@ -129,6 +132,24 @@ def _trial_rows(rec: dict[str, Any], slurm: dict[tuple[str, str], JobStatus]) ->
                 str(log),
             )
         )
+    return rows
+
+
+def _worker_rows(rec: dict[str, Any], slurm: dict[tuple[str, str], JobStatus]) -> list[tuple[str, ...]]:
+    """The rows of a sweep's workers: per worker ``<array id>_<i>``, its task's state and the trial it
+    trains (:mod:`trainer_cli.sweeps.worker`), its log in ``<sweep>/workers``."""
+    sweep_dir, job_id = Path(rec["run_dir"]), str(rec["job_id"])
+    script = str(sweep_dir / JOB_KEYS[0][1])
+    rows: list[tuple[str, ...]] = []
+    for i in range(int(rec["workers"])):
+        log = sweep_dir / "workers" / f"slurm-{job_id}_{i}.log"
+        status = slurm.get((f"{job_id}_{i}", script))
+        flight = read_json(sweep_dir / "workers" / f"task_{i}.json")
+        trial = f"trial {flight['trial']}" if "trial" in flight else "-"
+        state = status.state if status is not None else "-"
+        elapsed = status.elapsed if status is not None else "-"
+        restarts = str(status.restarts) if status is not None else "-"
+        rows.append((f"{job_id}_{i}", state, restarts, elapsed, trial, f"{rec.get('job_name')} (worker {i})", str(log)))
     return rows
 
 

@@ -14,7 +14,17 @@ from typing import Any
 from trainer_cli.atomic import append_line, read_json_lines
 
 REGISTRY_NAME = "submissions.jsonl"
-RECORD_KEYS = ("job_id", "test_job_id", "aggregate_job_id", "job_name", "run_dir", "log", "submitted", "trials")
+RECORD_KEYS = (
+    "job_id",
+    "test_job_id",
+    "aggregate_job_id",
+    "job_name",
+    "run_dir",
+    "log",
+    "submitted",
+    "trials",
+    "workers",
+)
 """What a registry line keeps of a submission's record."""
 
 

@@ -285,6 +285,17 @@ def _workers_main(job: SweepJob, check: bool, dry_run: bool) -> int:
     if code is not None:
         print(f"Code:            {code.root} ({code.files} files at {code.commit[:12]})")
     print(f"Results:         train sweep-results {sweep.sweep_dir}")
+    register(
+        sweep.root,
+        {
+            "job_id": job_id,
+            "job_name": job.job_name,
+            "run_dir": str(sweep.sweep_dir),
+            "workers": workers,
+            "submitted": submitted,
+            "log": str(sweep.sweep_dir / WORKERS_LOG.replace("%A", job_id).replace("%a", "<i>")),
+        },
+    )
     return 0
 
 
