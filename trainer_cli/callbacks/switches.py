@@ -17,7 +17,8 @@ SWITCHES = {
 }
 NO_CHECKPOINTS = (
     "note: --trainer.enable_checkpointing false: this run keeps no checkpoints (the config's ModelCheckpoint, "
-    "LastCheckpoint and FinalCheckpoint are left out), so it cannot be resumed, nor tested from its best epoch"
+    "LastCheckpoint and FinalCheckpoint are left out): it cannot be resumed after it ends or fails, nor tested "
+    "from its best epoch (only a stop by Ctrl-C or SIGTERM still saves checkpoints/last.ckpt)"
 )
 
 
