@@ -54,8 +54,8 @@ def test_a_rank_notes_steps_throttled_and_pauses_at_once(tmp_path: Path) -> None
 def test_a_rank_dumps_its_stacks_on_sigwinch(tmp_path: Path) -> None:
     code = (
         "import sys, time; from pathlib import Path; from trainer_cli.job import progress\n"
-        "progress.Beacon(Path(sys.argv[1]), 0).register_dump(); print('ready', flush=True)\n"
-        "def stuck_in_a_collective():\n    time.sleep(30)\nstuck_in_a_collective()\n"
+        "progress.Beacon(Path(sys.argv[1]), 0).register_dump()\n"
+        "def stuck_in_a_collective():\n    print('ready', flush=True)\n    time.sleep(30)\nstuck_in_a_collective()\n"
     )
     child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
