@@ -108,7 +108,10 @@ def importances(study: Any) -> dict[str, float]:
     import optuna
 
     try:
-        return {key: float(value) for key, value in optuna.importance.get_param_importances(study).items()}
+        with warnings.catch_warnings():  # with few trials Optuna says the importances are all equal: they show it
+            warnings.simplefilter("ignore", UserWarning)
+            found = optuna.importance.get_param_importances(study)
+        return {key: float(value) for key, value in found.items()}
     except (ValueError, RuntimeError, ZeroDivisionError):  # one value per parameter, or no spread
         return {}
 
