@@ -6,7 +6,9 @@ a cv fold). Each config is flattened to dotted keys (list items by index,
 ``trainer.callbacks.1.init_args.monitor``); a value naming the run's own folder reads ``<run>``, so
 paths that only follow the run directory do not count as a difference. Keys with one value across
 every run listed are left out (``--all`` keeps them). The metric is the monitor of the run's
-``ModelCheckpoint`` and its best value in the run's TensorBoard event files. A sweep trial's
+``ModelCheckpoint`` and its best value in the run's TensorBoard event files, which also give the
+epochs and steps logged and the duration (first to last event); the start is the run's first
+``history.jsonl`` record. ``--plot METRIC`` draws that metric's curves of the runs listed into a PNG. A sweep trial's
 pruning callback (its trial number) is not counted as a setting. The state is the run's
 ``job.json`` (a submitted run or a sweep trial), else ``-``.
 
@@ -19,6 +21,7 @@ import argparse
 import csv
 import fnmatch
 import json
+import math
 import os
 import re
 import sys
@@ -26,6 +29,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from trainer_cli.atomic import read_json_lines
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.tables import print_table
@@ -37,6 +41,7 @@ MAX_WIDTH = 40  # a value wider than this is cut in the table (CSV and JSON keep
 
 HELP_EPILOG = """\
 examples:
+  train runs runs --plot val/acc              the curves of val/acc of every run, in runs_val_acc.png
   train runs                                  every run under runs/, only the keys that differ
   train runs runs/digits/sweep_0              a sweep's trials
   train runs runs --name 'digits/version_*'   runs whose path (under the root) matches
@@ -81,11 +86,41 @@ def _text(value: Any) -> str:
     return str(value)
 
 
+def read_scalars(run_dir: Path) -> tuple[dict[str, list[tuple[int, float]]], float | None, float | None]:
+    """The scalars of the run's TensorBoard event files, ``{tag: [(step, value), ...]}``, with the
+    first and last event's wall time (None without events). A file being written counts as far as read."""
+    files = sorted(run_dir.glob("events.out.tfevents.*"))
+    if not files:
+        return {}, None, None
+    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
+
+    scalars: dict[str, list[tuple[int, float]]] = {}
+    first = last = None
+    for events in files:
+        try:
+            for event in EventFileLoader(str(events)).Load():
+                first = event.wall_time if first is None else min(first, event.wall_time)
+                last = event.wall_time if last is None else max(last, event.wall_time)
+                for value in event.summary.value:
+                    number = value.simple_value if value.HasField("simple_value") else _tensor_value(value)
+                    if not math.isnan(number):
+                        scalars.setdefault(value.tag, []).append((int(event.step), number))
+        except Exception:  # a file being written: what was read so far counts
+            continue
+    return scalars, first, last
+
+
+def _tensor_value(value: Any) -> float:
+    from tensorboard.util import tensor_util
+
+    return float(tensor_util.make_ndarray(value.tensor)) if value.HasField("tensor") else math.nan
+
+
 def read_run(run_dir: Path) -> dict[str, Any]:
-    """A run's flattened config (its own folder as ``<run>``), state, monitor and best value."""
+    """A run's flattened config (its own folder as ``<run>``), state, monitor and best value, epochs,
+    steps, start and duration, and its scalars (for ``--plot``)."""
     import yaml
 
-    from trainer_cli.sweeps.results import logged_best
     from trainer_cli.sweeps.study import monitor_of
 
     try:
@@ -103,13 +138,23 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     found = monitor_of(config)
     monitor, mode = found or (None, "min")
     recorded = jobstate.read(run_dir)
+    scalars, first, last = read_scalars(run_dir)
+    logged = [v for _, v in scalars.get(monitor or "", [])]
+    best = (max(logged) if mode == "max" else min(logged)) if logged else None
+    epochs = [v for _, v in scalars.get("epoch", [])]
+    history = read_json_lines(run_dir / "history.jsonl")
     return {
         "run_dir": str(run_dir),
         "state": str(recorded.get("state") or "-"),
         "config": values,
         "monitor": monitor,
         "mode": mode,
-        "best": logged_best(run_dir, monitor, mode),
+        "best": best,
+        "epochs": int(max(epochs)) + 1 if epochs else 0,
+        "steps": max((step for points in scalars.values() for step, _ in points), default=0),
+        "start": str(history[0].get("time") or "-") if history else "-",
+        "duration_s": round(last - first) if first is not None and last is not None else None,
+        "scalars": scalars,
     }
 
 
@@ -153,9 +198,24 @@ def _cut(text: str) -> str:
     return text if len(text) <= MAX_WIDTH else text[: MAX_WIDTH - 3] + "..."
 
 
+def _duration(seconds: int | None) -> str:
+    if seconds is None:
+        return "-"
+    return f"{seconds // 3600}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+
+
 def table_rows(found: dict[str, Any], cut: bool = True) -> tuple[list[str], list[list[str]]]:
-    """``(header, rows)``: run, state, each metric's best value, each key shown."""
-    header = ["run", "state", *(f"{m} ({mode})" for m, mode in found["metrics"]), *found["keys"]]
+    """``(header, rows)``: run, state, epochs, steps, each metric's best value, start, duration, each key shown."""
+    header = [
+        "run",
+        "state",
+        "epochs",
+        "steps",
+        *(f"{m} ({mode})" for m, mode in found["metrics"]),
+        "start",
+        "duration",
+        *found["keys"],
+    ]
     rows = []
     for run in found["runs"]:
         scores = [
@@ -163,8 +223,44 @@ def table_rows(found: dict[str, Any], cut: bool = True) -> tuple[list[str], list
             for m, _ in found["metrics"]
         ]
         values = [run["config"].get(k, "-") for k in found["keys"]]
-        rows.append([run["run"], run["state"], *scores, *(_cut(v) if cut else v for v in values)])
+        start = run["start"].replace("T", " ")[:16]
+        rows.append(
+            [
+                run["run"],
+                run["state"],
+                str(run["epochs"]),
+                str(run["steps"]),
+                *scores,
+                start,
+                _duration(run["duration_s"]),
+                *(_cut(v) if cut else v for v in values),
+            ]
+        )
     return header, rows
+
+
+def plot(found: dict[str, Any], metric: str, path: Path) -> Path | None:
+    """Draw ``metric`` against the step for every run listed that logged it (matplotlib's Agg
+    canvas, object API); None when none did."""
+    curves = [(run["run"], sorted(run["scalars"][metric])) for run in found["runs"] if run["scalars"].get(metric)]
+    if not curves:
+        return None
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    figure = Figure(figsize=(9, 5))
+    FigureCanvasAgg(figure)
+    axes = figure.add_subplot()
+    for label, points in curves:
+        axes.plot([s for s, _ in points], [v for _, v in points], marker="." if len(points) < 30 else None, label=label)
+    axes.set_xlabel("step")
+    axes.set_ylabel(metric)
+    axes.grid(alpha=0.3)
+    if len(curves) <= 12:
+        axes.legend(fontsize="small")
+    figure.tight_layout()
+    figure.savefig(path, dpi=100)
+    return path
 
 
 def main(args: Sequence[str]) -> int:
@@ -185,10 +281,18 @@ def main(args: Sequence[str]) -> int:
     parser.add_argument("--all", action="store_true", help="every config key, not only those that differ")
     parser.add_argument("--diff", action="store_true", help="only the keys that differ (the default)")
     parser.add_argument("--format", choices=("table", "csv", "json"), default="table")
+    parser.add_argument("--plot", metavar="METRIC", help="write METRIC's curves of the runs listed to a PNG")
+    parser.add_argument("--plot_file", type=Path, help="the PNG of --plot (default: runs_<METRIC>.png here)")
     opts = parser.parse_args(list(args))
     found = collect(opts.roots or [Path("runs")], opts.name, opts.all)
+    if opts.plot:
+        path = opts.plot_file or Path(f"runs_{re.sub(r'[^A-Za-z0-9_.-]+', '_', opts.plot)}.png")
+        if plot(found, opts.plot, path) is None:
+            raise UserError(f"--plot {opts.plot}: no run listed logged it")
+        print(f"written: {path}", file=sys.stderr if opts.format != "table" else sys.stdout)
     if opts.format == "json":
-        print(json.dumps(found, indent=2, default=str))
+        public = {**found, "runs": [{k: v for k, v in r.items() if k != "scalars"} for r in found["runs"]]}
+        print(json.dumps(public, indent=2, default=str))
         return 0
     header, rows = table_rows(found, cut=opts.format == "table")
     if opts.format == "csv":
