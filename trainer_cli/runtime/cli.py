@@ -470,8 +470,15 @@ class TrainerCLI(LightningCLI):
             except Exception as err:
                 if run_directory is not None:  # `train`: building_cli explains it
                     raise
-                # a user's script: explained as under `train`; a start that failed before a checkpoint leaves nothing
-                user_error = err if isinstance(err, UserError) else explain_failure(err, self.run, self.layers)
+                # a user's script run as the program: explained as under `train` (called from Python, only
+                # the launcher's own UserError is); a start that failed before a checkpoint leaves nothing
+                user_error = (
+                    err
+                    if isinstance(err, UserError)
+                    else explain_failure(err, self.run, self.layers)
+                    if whole_process
+                    else None
+                )
                 self.run.remove_if_untrained()
                 if user_error is not None and kwargs.get("args") is None:
                     raise SystemExit(report_user_error(user_error)) from None  # from the command line: exit 2
@@ -644,7 +651,12 @@ class TrainerCLI(LightningCLI):
             )
         self._add_configure_optimizers()
         init = self._subconfig_init()
-        if self.subcommand and "weights_only" in init and init.get("weights_only") is None:
+        if (
+            self.subcommand
+            and not self.run.follows_lightning  # a user's script passes what LightningCLI passes (torch decides)
+            and "weights_only" in init
+            and init.get("weights_only") is None
+        ):
             # the checkpoint the verb starts from is read with torch's safe loader, whatever torch's default
             # or TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (LightningCLI reads its hyperparameters so already)
             init["weights_only"] = True
@@ -752,7 +764,15 @@ class TrainerCLI(LightningCLI):
         from lightning.pytorch.utilities import rank_zero_info
         from lightning.pytorch.utilities.model_helpers import is_overridden
 
-        if is_overridden("configure_optimizers", self.model):  # LightningCLI's rule, said in the config's terms
+        if is_overridden("configure_optimizers", self.model) and self.run.follows_lightning:
+            from lightning.pytorch.utilities import rank_zero_warn
+
+            # a user's script: LightningCLI's own warning, naming the user's CLI class
+            rank_zero_warn(
+                f"`{self.model.__class__.__name__}.configure_optimizers` will be overridden by "
+                f"`{self.__class__.__name__}.configure_optimizers`."
+            )
+        elif is_overridden("configure_optimizers", self.model):  # LightningCLI's rule, said in the config's terms
             built = f"optimizer {optimizer_init.get('class_path')}"
             if scheduler_init:
                 built += f" and lr_scheduler {scheduler_init.get('class_path')}"
