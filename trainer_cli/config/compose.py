@@ -365,10 +365,8 @@ def compose_args(args: list[str], fixed: Collection[str] = ()) -> tuple[list[str
     out: list[str] = []
 
     def add_config(value: str) -> None:
-        out.extend(["--config", config_text(value, layers, roots)])
-        beside = None if "\n" in value else record.launcher_file(value)
-        if beside is not None and str(beside) not in args:  # a run's config.yaml is read with its launcher.yaml
-            out.extend(["--config", config_text(str(beside), layers, roots)])
+        for file in with_run_settings(value, args):
+            out.extend(["--config", config_text(file, layers, roots)])
 
     i = 0
     while i < len(args):
@@ -386,6 +384,13 @@ def compose_args(args: list[str], fixed: Collection[str] = ()) -> tuple[list[str
             out.append(arg)
         i += 1
     return place_class_flags(out, layers, fixed), layers
+
+
+def with_run_settings(value: str, args: Sequence[str]) -> list[str]:
+    """A ``--config`` value and, when it is a run's ``config.yaml``, the ``launcher.yaml`` beside it
+    (the launcher's settings of the run, :mod:`trainer_cli.rundir.record`) unless ``args`` name it."""
+    beside = None if "\n" in value else record.launcher_file(value)
+    return [value] if beside is None or str(beside) in args else [value, str(beside)]
 
 
 CLASS_KEYS = ("model", "data")  # sections whose class a stock LightningCLI script fixes in code

@@ -23,6 +23,7 @@ from trainer_cli.config.compose import (
     load_yaml_file,
     place_class_flags,
     take_config_roots,
+    with_run_settings,
 )
 from trainer_cli.errors import UserError, did_you_mean
 from trainer_cli.launch.options import FLAG_PREFIX, SECTION, SlurmOptions
@@ -63,7 +64,8 @@ def split_args(
                 value, i = args[i + 1], i + 2
             else:
                 value, i = arg.split("=", 1)[1], i + 1
-            fit_args += ["--config", _strip_section(config_text(value, provenance, roots), value, layers)]
+            for file in with_run_settings(value, args):  # a run's config.yaml: its launcher.yaml too
+                fit_args += ["--config", _strip_section(config_text(file, provenance, roots), file, layers)]
             continue
         if arg.startswith(FLAG_PREFIX) or arg in (f"--{SECTION}", f"--{SECTION}=") or arg.startswith(f"--{SECTION}="):
             if "=" in arg:
