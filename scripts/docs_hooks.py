@@ -6,13 +6,18 @@ A page's ``<!-- generated: NAME -->`` line is replaced by:
 - ``help``: every verb's ``--help`` (the LightningCLI verbs' help depends on the config: their
   section says how to print it);
 - ``configs``: every bundled config group (``configs/``) with each file's one-line description
-  (what ``train ls configs`` prints).
+  (what ``train ls configs`` prints);
+- ``slurm_options``: every option of ``train submit``'s ``slurm:`` section (``--slurm.*``), read with
+  ``ast`` from the source of :class:`trainer_cli.launch.options.SlurmOptions`: each field's name, type,
+  default and attribute docstring.
 
 Nothing is hand-kept: a new verb or config file shows up in the next build.
 """
 
 from __future__ import annotations
 
+import ast
+import inspect
 import re
 import subprocess
 import sys
@@ -20,6 +25,7 @@ from typing import Any
 
 from trainer_cli.config.listing import config_groups
 from trainer_cli.config.verbs import VERBS
+from trainer_cli.launch import options as slurm_options_module
 
 MARKER = re.compile(r"^<!-- generated: (\w+) -->$", re.MULTILINE)
 # verbs whose --help is LightningCLI's: it lists the options of the classes a config chooses
@@ -62,7 +68,71 @@ def configs() -> str:
     return "\n".join(parts)
 
 
-GENERATORS = {"verbs": verbs, "help": helps, "configs": configs}
+def _default(value: ast.expr | None) -> str:
+    """A field's default as the user writes it: ``field(default_factory=list)`` is ``[]``, None is empty."""
+    if value is None:
+        return "required"
+    if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "field":
+        for keyword in value.keywords:
+            if keyword.arg == "default_factory":
+                return {"list": "`[]`", "dict": "`{}`"}.get(ast.unparse(keyword.value), f"`{ast.unparse(keyword.value)}()`")
+            if keyword.arg == "default":
+                return _default(keyword.value)
+        return "required"
+    if isinstance(value, ast.Constant):
+        if value.value is None:
+            return "empty"
+        if isinstance(value.value, bool):
+            return f"`{str(value.value).lower()}`"
+        return f"`{value.value}`"
+    return f"`{ast.unparse(value)}`"
+
+
+def _type(annotation: ast.expr) -> str:
+    """``Optional[int]`` reads as ``int`` (empty is its default's business)."""
+    text = ast.unparse(annotation)
+    match = re.fullmatch(r"Optional\[(.*)\]", text)
+    return match.group(1) if match else text
+
+
+def slurm_option_fields() -> list[tuple[str, str, str, str]]:
+    """``(name, type, default, docstring)`` of each field of ``SlurmOptions``, in source order: the
+    annotated assignments of the class body and the string literal that follows each one."""
+    cls = slurm_options_module.SlurmOptions
+    tree = ast.parse(inspect.getsource(slurm_options_module))
+    body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__).body
+    fields = []
+    for node, after in zip(body, [*body[1:], None]):
+        if not (isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)):
+            continue
+        doc = ""
+        if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
+            doc = inspect.cleandoc(after.value.value)
+        if not doc:
+            raise RuntimeError(f"SlurmOptions.{node.target.id} has no docstring: the sbatch reference needs one")
+        fields.append((node.target.id, _type(node.annotation), _default(node.value), doc))
+    missing = set(cls.__dataclass_fields__) - {name for name, *_ in fields}
+    if missing:
+        raise RuntimeError(f"SlurmOptions fields not read from the source: {sorted(missing)}")
+    return fields
+
+
+def _text(doc: str) -> str:
+    """A docstring as one table cell: one line, ``|`` escaped, ``<`` outside code spans escaped (``<run>``
+    is a placeholder, not HTML)."""
+    parts = " ".join(doc.split()).split("`")
+    return _cell("`".join(p if i % 2 else p.replace("<", "&lt;") for i, p in enumerate(parts)))
+
+
+def slurm_options() -> str:
+    rows = [
+        f"| `--{slurm_options_module.SECTION}.{name}` | `{_cell(type_)}` | {default} | {_text(doc)} |"
+        for name, type_, default, doc in slurm_option_fields()
+    ]
+    return "\n".join(["| option | type | default | what it does |", "| --- | --- | --- | --- |", *rows])
+
+
+GENERATORS = {"verbs": verbs, "help": helps, "configs": configs, "slurm_options": slurm_options}
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
