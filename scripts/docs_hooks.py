@@ -75,7 +75,8 @@ def _default(value: ast.expr | None) -> str:
     if isinstance(value, ast.Call) and getattr(value.func, "id", "") == "field":
         for keyword in value.keywords:
             if keyword.arg == "default_factory":
-                return {"list": "`[]`", "dict": "`{}`"}.get(ast.unparse(keyword.value), f"`{ast.unparse(keyword.value)}()`")
+                factory = ast.unparse(keyword.value)
+                return {"list": "`[]`", "dict": "`{}`"}.get(factory, f"`{factory}()`")
             if keyword.arg == "default":
                 return _default(keyword.value)
         return "required"
@@ -84,7 +85,7 @@ def _default(value: ast.expr | None) -> str:
             return "empty"
         if isinstance(value.value, bool):
             return f"`{str(value.value).lower()}`"
-        return f"`{value.value}`"
+        return f"`{value.value!s}`"
     return f"`{ast.unparse(value)}`"
 
 
