@@ -44,7 +44,7 @@ def test_workers_fill_the_study_and_a_preempted_worker_resumes_its_trial(slurm_c
     epochs, batches, trials = 20, 5, 3
     code, out = train_submit(
         "--config", DIGITS, "--config", LOCAL_PROFILE, *every_epoch_last_checkpoint(tmp_path), *quiet_args(tmp_path, epochs=epochs),
-        *SHORT, "--trainer.devices", "2", "--slurm.time", "00:10:00",
+        *SHORT, "--trainer.devices", "1", "--slurm.time", "00:10:00",  # DDP trials of an array: test_sweep.py
         "--sweep", "optimizer.init_args.lr=loguniform(1e-3,1e-1)", "--sweep_sampler", "tpe", "--sweep_trials", str(trials),
         "--sweep_seed", "0", "--sweep_pruner", "median(n_startup_trials=1)", "--slurm.array_workers", "2",
     )
