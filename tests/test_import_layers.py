@@ -9,6 +9,7 @@ submodule ``pkg.name`` when there is one, else ``pkg`` itself.
 from __future__ import annotations
 
 import ast
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -204,3 +205,20 @@ def test_job_and_launch_import_no_torch_at_module_level() -> None:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
+
+
+def test_the_public_paths_of_before_the_move_still_work() -> None:
+    """One-line shims for a release: users' main.py (``trainer_cli.cli.TrainerCLI``), the class path old
+    config.yaml files name (``trainer_cli.wandb_logger.WandbLogger``) and the batch scripts of jobs
+    queued before the move (``python -m trainer_cli.launch.jobstate``)."""
+    code = (
+        "from trainer_cli.cli import TrainerCLI\nfrom trainer_cli.runtime.cli import TrainerCLI as New\n"
+        "from trainer_cli.wandb_logger import WandbLogger\nfrom trainer_cli.runtime.wandb_logger import WandbLogger as W\n"
+        "assert TrainerCLI is New and WandbLogger is W\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    env = {**os.environ, "SLURM_JOB_ID": "123"}
+    port = subprocess.run([sys.executable, "-m", "trainer_cli.launch.jobstate", "port"], capture_output=True, text=True,
+                          cwd=REPO, env=env, timeout=60)
+    assert port.returncode == 0 and 10000 <= int(port.stdout.strip()) < 30000, port.stderr
