@@ -41,7 +41,7 @@ def test_dry_run_shows_the_workers_script(tmp_path: Path) -> None:
 
 
 def test_workers_fill_the_study_and_a_preempted_worker_resumes_its_trial(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
-    epochs, batches, trials = 20, 5, 3
+    epochs, batches, trials = 20, 5, 2  # two workers, two trials: each asks, one is preempted and resumes
     code, out = train_submit(
         "--config", DIGITS, "--config", LOCAL_PROFILE, *every_epoch_last_checkpoint(tmp_path), *quiet_args(tmp_path, epochs=epochs),
         *SHORT, "--trainer.devices", "1", "--slurm.time", "00:10:00",  # DDP trials of an array: test_sweep.py
