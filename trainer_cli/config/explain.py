@@ -277,7 +277,7 @@ def as_user_error(err: Exception, ckpt_path: str | None = None, layers: Layers |
         return UserError(str(err).strip().splitlines()[0])
     if isinstance(err, OmegaConfBaseException):
         key = getattr(err, "full_key", None)
-        where = layers.describe_origin([re.sub(r"^(fit|validate|test|predict)\.", "", key)]) if key and layers else ""
+        where = layers.describe_origin([without_verb(key)]) if key and layers else ""
         return UserError(f"{where + ': ' if where else ''}config interpolation: {omegaconf_message(err)}")
     if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
         lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
@@ -307,11 +307,16 @@ def locate_named_key(message: str, layers: Layers | None) -> str:
     return layers.describe_origin(list(keys)) if len(keys) == 1 else ""
 
 
+def without_verb(key: str) -> str:
+    """A parser key as the verb's own config names it: ``fit.model.lr`` -> ``model.lr``."""
+    return re.sub(r"^(fit|validate|test|predict)\.", "", key)
+
+
 def omegaconf_message(err: Exception) -> str:
     """OmegaConf's message with the key it concerns: ``Interpolation key 'x' not found (at optimizer.lr)``."""
     message = str(err).strip().splitlines()[0]
     key = getattr(err, "full_key", None)
-    key = re.sub(r"^(fit|validate|test|predict)\.", "", key) if key else None
+    key = without_verb(key) if key else None
     return f"{message} (at {key})" if key else message
 
 

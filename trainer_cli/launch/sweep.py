@@ -19,6 +19,7 @@ it and asks again until the study holds ``--sweep_trials`` trials (a grid: every
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
 from functools import partial
@@ -253,18 +254,14 @@ def _workers_main(job: SweepJob, check: bool, dry_run: bool) -> int:
         {"sweep_args": space.as_args(), "base_args": sweep.fit_args, "workers": workers},
         study_of=lambda where: sweep_study.describe(space, where, sweep.name, study["metric"], study["direction"]),
     )
-    try:
+
+    def prepare() -> str:
         (sweep.sweep_dir / "workers").mkdir()
         assert sweep.study is not None
         sweep_study.create(sweep.study, space)
-        script_text = _script(sweep, job.slurm, res, job.job_name, workers)
-        code = snapshot.take(Path.cwd(), sweep.sweep_dir) if job.slurm.snapshot else None
-        script = sweep.sweep_dir / SCRIPT_NAME
-        script.write_text(script_text)
-        job_id = run_sbatch(script)
-    except BaseException:
-        sweep_plan.remove(sweep)
-        raise
+        return _script(sweep, job.slurm, res, job.job_name, workers)
+
+    job_id, script, code = _queue(sweep, prepare, job.slurm.snapshot)
     submitted = datetime.now(timezone.utc).isoformat(timespec="seconds")
     sweep_plan.write_record(
         sweep,
@@ -304,6 +301,23 @@ def _pending_unless_started(job_id: str, record: dict[str, Any], started: dict[s
     return started | ({"state": "PENDING", "restarts": 0} if started.get("job_id") != job_id else {}) | record
 
 
+def _queue(
+    sweep: sweep_plan.Sweep, script_text: Callable[[], str], take_snapshot: bool
+) -> tuple[str, Path, snapshot.Snapshot | None]:
+    """Write the sweep's batch script (``script_text()``, after any preparation it does), take the
+    code snapshot and queue it; ``(job id, script, snapshot)``. On any failure the sweep directory
+    written so far is removed again, so a refused sweep leaves nothing."""
+    try:
+        text = script_text()
+        code = snapshot.take(Path.cwd(), sweep.sweep_dir) if take_snapshot else None
+        script = sweep.sweep_dir / SCRIPT_NAME
+        script.write_text(text)
+        return run_sbatch(script), script, code
+    except BaseException:
+        sweep_plan.remove(sweep)
+        raise
+
+
 def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, job_name: str) -> int:
     """Write the sweep directory, queue its job array and record the job id; returns 0.
 
@@ -311,15 +325,8 @@ def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, j
         UserError: when sbatch is missing or refuses the job (the sweep directory is removed again).
     """
     sweep_plan.write(sweep)
-    try:
-        script_text = _script(sweep, slurm, resources, job_name)  # the directory allocated may be a later one
-        code = snapshot.take(Path.cwd(), sweep.sweep_dir) if slurm.snapshot else None
-        script = sweep.sweep_dir / SCRIPT_NAME
-        script.write_text(script_text)
-        job_id = run_sbatch(script)
-    except BaseException:
-        sweep_plan.remove(sweep)
-        raise
+    # the script is rendered once the directory is allocated: it may be a later one than planned
+    job_id, script, code = _queue(sweep, lambda: _script(sweep, slurm, resources, job_name), slurm.snapshot)
     n = len(sweep.trials)
     submitted = datetime.now(timezone.utc).isoformat(timespec="seconds")
     sweep_plan.write_record(

@@ -50,6 +50,7 @@ from trainer_cli.config.explain import (
     explain_parse_error,
     locate,
     user_code_error,
+    without_verb,
 )
 from trainer_cli.config.extras import check_extras
 from trainer_cli.config.incompatible import check_compatible
@@ -164,12 +165,6 @@ class TrainerArgumentParser(LightningArgumentParser):
         """jsonargparse's; a stock checkpoint's hyperparameters apply to the configured model
         (:func:`trainer_cli.config.after_parse.with_checkpoint_class`)."""
         return super().parse_object(with_checkpoint_class(obj, namespace), namespace, *args, **kwargs)
-
-
-def _in_subconfig(key: str) -> str:
-    """A parser key as the verb's own config names it (``fit.model.x`` -> ``model.x``)."""
-    verb, _, rest = key.partition(".")
-    return rest if verb in LightningCLI.subcommands() and rest else key
 
 
 def _recorded_link(compute_fn: Any, target: str, values: dict[str, Any], *sources: Any) -> Any:
@@ -639,7 +634,7 @@ class TrainerCLI(LightningCLI):
         check_trainer_minimums(cfg)
         # filled when the classes are built: compared on resume by the checkpoint's tensors, not the record
         user_links: set[str] = getattr(self.verb_parser, "instantiate_link_targets", set())
-        self.run.link_targets = set(self._data_links.values()) | {_in_subconfig(t) for t in user_links}
+        self.run.link_targets = set(self._data_links.values()) | {without_verb(t) for t in user_links}
         parser = self.verb_parser
         assert parser is not None  # set by parse_arguments
         self.run.prepare(cfg, lambda: parser.dump(cfg, skip_none=False, skip_link_targets=False))
@@ -661,7 +656,7 @@ class TrainerCLI(LightningCLI):
             # or TORCH_FORCE_NO_WEIGHTS_ONLY_LOAD (LightningCLI reads its hyperparameters so already)
             init["weights_only"] = True
         user_links = getattr(self.verb_parser, "link_values", {})
-        self.applied_links.update({_in_subconfig(k): v for k, v in user_links.items()})  # the user's own links
+        self.applied_links.update({without_verb(k): v for k, v in user_links.items()})  # the user's own links
         self.run.linked = self.applied_links  # config.yaml is written when the verb starts (run.RunRecord)
         if (
             self.run.follows_lightning and self.verb_parser is not None
