@@ -9,9 +9,11 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import subprocess
 from pathlib import Path
 
+import pytest
 from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
     LOCAL_PROFILE,
     job_id_from,
@@ -26,7 +28,7 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
 from support import DIGITS, every_epoch_last_checkpoint, quiet_args
 
 from trainer_cli.launch import jobs
-from trainer_cli.sweeps import results, study
+from trainer_cli.sweeps import results, study, worker
 
 SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2"]
 
@@ -86,3 +88,51 @@ def test_workers_fill_the_study_and_a_preempted_worker_resumes_its_trial(slurm_c
     table = results.collect(sweep_dir)
     assert sorted((r["trial"], r["state"], r["study"]) for r in table["rows"]) == sorted(
         (t.number, "COMPLETED", t.state.name) for t in loaded.trials)
+
+
+def test_a_trial_whose_worker_ended_untold_is_failed_and_retried(
+    slurm_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]  # noqa: F811
+) -> None:
+    """The journal file has no heartbeat: a worker whose Slurm job ended without telling its trial
+    (cancelled, its node lost) is found by the next ask from Slurm's own answer. Worker 0's job here
+    is a real array task of the cluster (the workers' sbatch only answers an id; the workers' `next`
+    runs in this process): while that job runs its trial is left alone; once it is cancelled, worker
+    1's ask fails that trial and retries it with the same values."""
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "sbatch").write_text("#!/bin/sh\necho 424242\n")
+    (fake / "sbatch").chmod(0o755)
+    with monkeypatch.context() as patched:
+        patched.setenv("PATH", f"{fake}:{os.environ['PATH']}")
+        code, out = train_submit("--config", DIGITS, "--config", LOCAL_PROFILE, *quiet_args(tmp_path), "--sweep",
+                                 "optimizer.init_args.lr=loguniform(1e-3,1e-1)", "--sweep_sampler", "tpe",
+                                 "--sweep_trials", "2", "--slurm.array_workers", "2")
+    assert code == 0 and "424242" in out, out
+    sweep_dir = tmp_path / "digits" / "sweep_0"
+    held = subprocess.run(["sbatch", "--parsable", "--array=0", "-p", "debug", "-o", str(tmp_path / "held.log"),
+                           "--wrap", "sleep 120"], capture_output=True, text=True, check=True, timeout=30).stdout
+    held = held.strip().split(";")[0]
+    assert wait_for_state(f"{held}_0", {"RUNNING"}, timeout_s=60) == "RUNNING"
+
+    def next_trial(task: str, job: str) -> Path | None:
+        monkeypatch.setenv("SLURM_ARRAY_JOB_ID", job)
+        monkeypatch.setenv("SLURM_ARRAY_TASK_ID", task)
+        return worker.next_trial(sweep_dir, task)
+
+    assert next_trial("0", held) == sweep_dir / "trial_000"
+    assert next_trial("1", "424242") == sweep_dir / "trial_001"  # worker 0's job runs: its trial is not touched
+    assert "never told" not in capsys.readouterr().err
+    subprocess.run(["scancel", f"{held}_0"], check=True, timeout=30)
+    assert wait_for_state(f"{held}_0", timeout_s=60) == "CANCELLED"
+    record = json.loads((sweep_dir / "sweep.json").read_text())["study"]
+    assert [t.state.name for t in study.load(record).trials] == ["RUNNING", "RUNNING"]
+    (sweep_dir / "workers" / "task_1.json").unlink()  # worker 1 moves on (as after its tell) and asks again
+    assert next_trial("1", "424242") == sweep_dir / "trial_002"
+    said = capsys.readouterr().err
+    assert f"trial 0 ({sweep_dir / 'trial_000'}) of worker 0 was never told and its job {held}_0 has ended" in said
+    loaded = study.load(record)
+    dead, retry = loaded.trials[0], loaded.trials[2]
+    assert (dead.state.name, loaded.trials[1].state.name, retry.state.name) == ("FAIL", "RUNNING", "RUNNING")
+    assert retry.params == dead.params and retry.user_attrs["retried_from"] == 0
+    assert not (sweep_dir / "workers" / "task_0.json").exists()
+    assert (sweep_dir / "workers" / "dead_task_0.json").is_file()

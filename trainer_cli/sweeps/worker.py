@@ -19,15 +19,22 @@ sweep's base command line and writes its run directory ``trial_<n>`` (a grid's
 trials are written at submission). ``tell`` reads the trial's ``job.json``: a trial whose job
 requeued itself is not told (the task runs again); otherwise the study is told COMPLETE with the
 trial's best value, PRUNED or FAIL (:func:`trainer_cli.sweeps.study.tell`). A FAIL does not
-count as done: workers ask again (at most twice the trials wanted in all). A worker that died
-without being requeued (its node lost, its task cancelled) leaves a RUNNING trial: in a database
-study its heartbeat stops, and the next ask fails it and retries it once with the same values, in a
-new ``trial_<n>`` (Optuna's heartbeat and ``RetryFailedTrialCallback``).
+count as done: workers ask again (at most twice the trials wanted in all).
+
+A worker that died without being requeued (its node lost, its task cancelled, its restarts spent)
+leaves a RUNNING trial that nobody will tell. Every ask first looks for such trials
+(:func:`reclaim_dead`): an in-flight record names its worker's Slurm job (``<array id>_<task>``),
+and a trial still RUNNING whose job Slurm reports ended (or no longer knows) is failed and retried
+once with the same values, in a new ``trial_<n>``; a requeued or pending task is alive and keeps its
+trial. This serves the journal file, which has no heartbeat, and a database alike; a database study
+also has Optuna's heartbeat (``beat``; a trial whose beats stop is failed and retried by
+``RetryFailedTrialCallback``), which covers a worker Slurm still shows running.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -41,6 +48,12 @@ from trainer_cli.sweeps.space import take_sweep_args
 
 WORKERS_DIR = "workers"
 REQUEUED_STATES = ("REQUEUED", "RESUBMIT", "PENDING")
+ENDED_STATES = frozenset(
+    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
+)
+"""Slurm's states of a job that has ended (``squeue`` shows them for ``MinJobAge`` seconds)."""
+RETRIED_FROM = "retried_from"
+"""The user attribute of a trial retried for a dead worker: the trial it repeats."""
 
 
 def in_flight_file(sweep_dir: Path, task: str) -> Path:
@@ -89,6 +102,7 @@ def next_trial(sweep_dir: Path, task: str) -> Path | None:
     sweep = None
     (sweep_dir / WORKERS_DIR).mkdir(exist_ok=True)
     with locked(sweep_dir / WORKERS_DIR / "asks", timeout_s=600):  # one worker asks at a time
+        reclaim_dead(sweep_dir, loaded, task)
         while True:
             if "://" in record["study"]["storage"]:  # trials whose heartbeat stopped: failed (and retried)
                 import optuna
@@ -111,8 +125,64 @@ def next_trial(sweep_dir: Path, task: str) -> Path | None:
                 sweep_plan.write_trial(sweep, trial)
                 entry = {"index": trial.index, "run_dir": str(run_dir), "overrides": overrides, "values": trial.values}
                 _append_trial(sweep_dir, entry)
-            flight.write_text(json.dumps({"trial": asked.number, "run_dir": str(run_dir)}) + "\n")
+            in_flight = {"trial": asked.number, "run_dir": str(run_dir), "job": slurm_task_id()}
+            flight.write_text(json.dumps(in_flight) + "\n")
             return run_dir
+
+
+def slurm_task_id() -> str | None:
+    """This worker's Slurm job as ``squeue -j`` takes it: ``<array id>_<task>`` in an array, else the job id."""
+    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
+    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
+
+
+def job_alive(job: str) -> bool | None:
+    """Whether Slurm still holds ``job`` (pending, running, requeued, suspended, completing: its batch
+    script may still tell); False when it ended or Slurm no longer knows it; None when Slurm cannot
+    be asked (the controller unreachable, no squeue): nothing is decided then."""
+    from trainer_cli.job import slurm_commands
+
+    try:
+        out = slurm_commands.run(["squeue", "-h", "-j", job, "-o", "%T"], 30)
+    except slurm_commands.SlurmCommandError as err:
+        return False if "invalid job id" in err.message.lower() else None
+    states = set(out.split())
+    return bool(states - ENDED_STATES)
+
+
+def reclaim_dead(sweep_dir: Path, loaded: Any, task: str) -> list[int]:
+    """Fail, and retry once with the same values, the RUNNING trials whose worker's Slurm job ended
+    without telling them (see the module's docstring); returns the trials failed. Called under the
+    ask lock. A trial that was a retry already is failed, not retried again."""
+    from optuna.trial import TrialState
+
+    trials = {t.number: t for t in loaded.get_trials(deepcopy=False)}
+    failed = []
+    for path in sorted((sweep_dir / WORKERS_DIR).glob("task_*.json")):
+        other = path.stem.removeprefix("task_")
+        try:
+            in_flight = json.loads(path.read_text())
+        except (OSError, ValueError):
+            continue
+        trial, job = trials.get(in_flight.get("trial")), in_flight.get("job")
+        if other == task or not job or trial is None or trial.state != TrialState.RUNNING:
+            continue
+        if job_alive(str(job)) is not False:
+            continue
+        sweep_study.fail(loaded, trial.number)
+        retried = RETRIED_FROM in trial.user_attrs
+        if not retried:
+            loaded.enqueue_trial(trial.params, user_attrs={RETRIED_FROM: trial.number}, skip_if_exists=False)
+        path.rename(path.with_name(f"dead_{path.name}"))
+        then = "not retried (it was a retry already)" if retried else "retried once with the same values"
+        print(
+            f"trainer-cli: worker {task}: trial {trial.number} ({in_flight.get('run_dir')}) of worker {other} was "
+            f"never told and its job {job} has ended: failed, {then}",
+            file=sys.stderr,
+            flush=True,
+        )
+        failed.append(trial.number)
+    return failed
 
 
 def beat(sweep_dir: Path, task: str) -> int:
