@@ -219,3 +219,59 @@ def test_a_restarted_job_goes_on_from_what_it_saved_not_its_ckpt_path(tmp_path: 
     assert not _restarted_past(tmp_path), "a checkpoint from before the submission"
     monkeypatch.delenv("SLURM_JOB_ID")
     assert not _restarted_past(tmp_path), "not under Slurm"
+
+
+@pytest.mark.parametrize(
+    "code,records,timeout_s,ran_s,verdict",
+    [
+        (1, [], 5, 5.4, "step_start"),  # srun --immediate=5 gave up: "Requested nodes are busy", no task ran
+        (1, [], 5, None, "step_start"),  # when the step started is not known
+        (1, [], 600, 3.0, "killed"),  # ended long before its timeout: not srun giving up on the step
+        (1, [], 0, 700.0, "killed"),  # no --immediate: srun waits for the step as long as Slurm wants
+        (137, [], 5, 9.0, "killed"),  # SIGKILL before Python noted anything: Slurm stopped the step
+        (138, [], 5, 9.0, "requeue"),  # SIGUSR1 in the first instant of a task
+        (1, [(3.0, "0", "error"), (3.0, "1", "error")], 5, 9.0, "failed"),  # the tasks ran and failed by themselves
+    ],
+)
+def test_a_step_srun_could_not_start_is_told_from_one_slurm_killed(
+    code: int, records: list[tuple[float, str, str]], timeout_s: int, ran_s: float | None, verdict: str
+) -> None:
+    assert jobstate.step_verdict(code, records, 2, timeout_s, ran_s) == verdict
+
+
+def test_a_step_srun_could_not_start_requeues_within_the_cap(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """srun exited 1 after --slurm.step_start_timeout_s and no task noted anything: `jobstate end`
+    requeues the job with cause step start timeout (counted against --slurm.max_restarts, shown by
+    `train jobs`), saying why; at the cap the run stops, naming that cause."""
+    for name in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", restarts.ENV_PRIOR_RESTARTS, jobstate.ENV_REQUEUE_MODE):
+        monkeypatch.delenv(name, raising=False)
+    env = {"SLURM_JOB_ID": "21", "SLURM_NTASKS": "2", "SLURM_RESTART_COUNT": "0", restarts.ENV_MAX_RESTARTS: "1",
+           restarts.ENV_STEP_START_TIMEOUT_S: "5"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    calls: list[list[str]] = []
+    monkeypatch.setattr(jobstate, "_slurm", lambda command, timeout_s=0: calls.append(command) or "")
+    monkeypatch.setattr(restarts, "requeued_by_slurm", lambda job_id: None)
+    records = tmp_path / ".tasks"
+    records.mkdir()
+    jobstate.started(tmp_path)
+    jobstate.update(tmp_path, started="2026-01-01T00:00:00+00:00")  # srun ran past its timeout
+    assert jobstate.end_of_step(tmp_path, 1, records) == 0
+    said = capsys.readouterr().out
+    assert ("trainer-cli: srun started no task of the step within --slurm.step_start_timeout_s (5 s): nodes busy or "
+            "still cleaning up; requeueing job 21 (restart 1), it resumes on its own") in said
+    assert calls == [["scontrol", "requeue", "21"]] and jobstate.read(tmp_path)["state"] == jobstate.REQUEUED
+    assert [(e["cause"], e["action"], e["restart"]) for e in restarts.read(tmp_path)] == [(restarts.STEP_START, "requeue", 1)]
+    assert restarts.summary(restarts.read(tmp_path), ["21"], 1) == "1 (1 step start timeout)"
+
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")  # the restart could not start its step either: the cap (1) is spent
+    jobstate.started(tmp_path)
+    jobstate.update(tmp_path, started="2026-01-01T00:00:00+00:00")
+    assert jobstate.end_of_step(tmp_path, 1, records) == 1
+    said = capsys.readouterr().out
+    assert "--slurm.max_restarts 1 allows (preemptions do not count): the run stops here, ended by srun not starting " \
+           "the step in time. Resume with: train submit --config" in said
+    assert jobstate.read(tmp_path)["state"] == "FAILED" and len(calls) == 1
+    assert restarts.summary(restarts.read(tmp_path), ["21"], 1) == "1 (1 step start timeout; stopped by step start timeout)"

@@ -12,8 +12,9 @@ completed, failed by itself, or restarts (``scontrol requeue`` with a timeout, a
 the end of the run at ``--slurm.max_restarts``: :class:`trainer_cli.job.restarts.RestartPolicy`,
 which preemptions do not consume), from srun's exit code and what each task noted
 (:func:`step_verdict`): a SIGUSR1 that saved its checkpoint (exit :data:`EXIT_REQUEUE`) or killed a
-task before its handler (srun's :data:`EXIT_USR1`), or a step that Slurm killed, is restarted; a
-step that failed by itself is not.
+task before its handler (srun's :data:`EXIT_USR1`), a step that Slurm killed, or one that srun
+could not start within ``--slurm.step_start_timeout_s``, is restarted; a step that failed by itself
+is not.
 
 A job that resubmits itself (``--slurm.requeue_mode resubmit``, or a failed ``scontrol requeue``)
 does so at its ``end``: ``sbatch`` of the run's own script (``<run>/submit.sbatch``), so the new job
@@ -167,7 +168,13 @@ def task_records(folder: Path | None) -> list[tuple[float, str, str]]:
     return sorted(found)
 
 
-def step_verdict(exit_code: int, records: list[tuple[float, str, str]], tasks: int = 0) -> str:
+def step_verdict(
+    exit_code: int,
+    records: list[tuple[float, str, str]],
+    tasks: int = 0,
+    start_timeout_s: int = 0,
+    ran_s: float | None = None,
+) -> str:
     """What ended the ``srun`` step of the job, from its exit code and the tasks' records.
 
     srun's exit code alone cannot tell: with ``--kill-on-bad-exit`` one task failing ends the
@@ -181,12 +188,18 @@ def step_verdict(exit_code: int, records: list[tuple[float, str, str]], tasks: i
         ``failed``: a task's own error came before any signal and every task noted something
         (the training failed: bad input, a bug); ``killed``: a signal came first, or a task noted
         nothing at all (killed before Python ran, or by SIGKILL; the others then fail in their
-        collectives): Slurm stopped the step (a node failure, the cleanup of an earlier run's tasks).
+        collectives): Slurm stopped the step (a node failure, the cleanup of an earlier run's tasks);
+        ``step_start``: srun exited 1 after running for the step start timeout and no task noted
+        anything: srun gave up creating the step (``srun --immediate``: "Requested nodes are busy",
+        a node still cleaning up after an earlier step), so no task ever ran.
 
     Args:
         exit_code: srun's exit code.
         records: The tasks' notes (:func:`task_records`).
         tasks: How many tasks the step had (``SLURM_NTASKS``; 0: unknown).
+        start_timeout_s: srun's ``--immediate`` (``--slurm.step_start_timeout_s``); 0: none, srun
+            waits for the step as long as Slurm wants.
+        ran_s: Seconds from the start of the step (``jobstate start``) to its end; None: not known.
     """
     if exit_code == 0:
         return "completed"
@@ -198,6 +211,9 @@ def step_verdict(exit_code: int, records: list[tuple[float, str, str]], tasks: i
     ]
     signals = [at for at, _, what in records if what.startswith("signal ")]
     silent = tasks > len({task for _, task, _ in records})
+    waited = start_timeout_s > 0 and (ran_s is None or ran_s >= start_timeout_s)
+    if exit_code == 1 and not records and tasks > 0 and waited:
+        return "step_start"
     if exit_code == EXIT_USR1 and not errors:
         return "requeue"
     if errors and (not signals or min(errors) < min(signals)) and not silent:
@@ -208,15 +224,17 @@ def step_verdict(exit_code: int, records: list[tuple[float, str, str]], tasks: i
 def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
     """The batch script's decision once ``srun`` returned: record the end, and restart the job
     (``scontrol requeue`` with a timeout, or a resubmission with ``--slurm.requeue_mode resubmit``)
-    when the step asked for it (SIGUSR1: :data:`EXIT_REQUEUE`) or Slurm killed it, within
+    when the step asked for it (SIGUSR1: :data:`EXIT_REQUEUE`), Slurm killed it or srun could not
+    start it in time (:data:`trainer_cli.job.restarts.STEP_START`), within
     ``--slurm.max_restarts``; past the cap the run stops there, saying so. Returns the script's
     exit code: 0 after a restart or a stop at the cap that followed a SIGUSR1, else srun's.
 
     ``records_dir`` None (a site template without ``TRAINER_CLI_TASK_RECORDS``): only srun's exit
     code is known, so only 0 and :data:`EXIT_REQUEUE` are told apart from a failure."""
-    tasks = os.environ.get("SLURM_NTASKS") or "0"
-    verdict = step_verdict(exit_code, task_records(records_dir), int(tasks) if tasks.isdigit() else 0)
-    if records_dir is None and verdict == "killed":  # a script without the tasks' records: srun's code alone
+    tasks, start_timeout_s = _env_int("SLURM_NTASKS"), _env_int(restarts_log.ENV_STEP_START_TIMEOUT_S)
+    ran_s = _seconds_since(read(run_dir).get("started"))
+    verdict = step_verdict(exit_code, task_records(records_dir), tasks, start_timeout_s, ran_s)
+    if records_dir is None and verdict in ("killed", "step_start"):  # no tasks' records: srun's code alone
         verdict = "failed"
     stall = this_stall(run_dir) if exit_code != 0 else None
     if stall is not None:  # the watchdog (trainer_cli.job.progress) ended the step: whatever the tasks noted after
@@ -256,6 +274,12 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
             f"the step ended with exit code {exit_code}, stopped by Slurm "
             "(a signal or a kill, not an error of the training)"
         )
+        if verdict == "step_start":
+            cause = restarts_log.STEP_START
+            said = (
+                "srun started no task of the step within --slurm.step_start_timeout_s "
+                f"({start_timeout_s} s): nodes busy or still cleaning up"
+            )
     event = {
         "job_id": job_id,
         "cause": cause,
@@ -299,6 +323,20 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
             time.sleep(0.5)
         print(f"trainer-cli: job {job_id} excludes {exclude}" + (f": not set: {error}" if error else ""), flush=True)
     return 0
+
+
+def _env_int(name: str) -> int:
+    """A count or a number of seconds the job's environment gives (0: unset or not a number)."""
+    value = (os.environ.get(name) or "").strip()
+    return int(value) if value.isdigit() else 0
+
+
+def _seconds_since(iso: Any) -> float | None:
+    """Seconds from ``iso`` (a time :func:`_now` wrote) until now; None when it cannot be read."""
+    try:
+        return (datetime.now(timezone.utc) - datetime.fromisoformat(str(iso))).total_seconds()
+    except (TypeError, ValueError):
+        return None
 
 
 def this_stall(run_dir: Path) -> dict[str, Any] | None:

@@ -57,6 +57,10 @@ task) and the batch script requeued (:func:`trainer_cli.job.jobstate.step_verdic
 STALL = "stall"
 """A step in which a rank made no training step for the stall timeout, ended by the batch script's
 watchdog (:mod:`trainer_cli.job.progress`) and requeued without the node of the stalled rank."""
+STEP_START = "step start timeout"
+"""A step of which srun started no task within ``--slurm.step_start_timeout_s`` (``srun --immediate``:
+a node still busy or cleaning up after an earlier step, "Requested nodes are busy"), requeued by the
+batch script rather than left waiting until the time limit (:func:`trainer_cli.job.jobstate.step_verdict`)."""
 EARLY_MARGIN_S = 90
 """Seconds past ``signal_delay_s`` that still count as the time limit's warning (Slurm: up to 60 s early)."""
 RESTART_ACTIONS = ("requeue", "resubmit")
@@ -66,11 +70,13 @@ ENDED_BY = {
     UNKNOWN: "a SIGUSR1 of unknown cause",
     STEP_KILLED: "Slurm killing the step",
     STALL: "a stall",
+    STEP_START: "srun not starting the step in time",
 }
-CAPPED = frozenset({TIME_LIMIT, UNKNOWN, STEP_KILLED, STALL})
+CAPPED = frozenset({TIME_LIMIT, UNKNOWN, STEP_KILLED, STALL, STEP_START})
 """The causes whose restarts consume ``--slurm.max_restarts``: the time limit, a step Slurm killed
-(an out-of-memory kill looks the same: without a cap it would loop) and a SIGUSR1 whose cause could
-not be told. A preemption (:data:`PREEMPTED`: the scheduler's, an operator's ``scancel -s USR1``)
+(an out-of-memory kill looks the same: without a cap it would loop), a stall, a step srun could not
+start in time (a node that stays busy must not requeue the job forever) and a SIGUSR1 whose cause
+could not be told. A preemption (:data:`PREEMPTED`: the scheduler's, an operator's ``scancel -s USR1``)
 and a requeue Slurm made itself (:data:`BY_SLURM`: a node failure) restart without consuming it."""
 ENV_MAX_RESTARTS = "TRAINER_CLI_MAX_RESTARTS"
 """Exported by the sbatch template: ``--slurm.max_restarts``."""
@@ -78,6 +84,8 @@ ENV_PRIOR_RESTARTS = "TRAINER_CLI_PRIOR_RESTARTS"
 """Set by a resubmission for the new job: the restarts of the jobs of the run before it."""
 ENV_SIGNAL_DELAY_S = "TRAINER_CLI_SIGNAL_DELAY_S"
 """Exported by the sbatch template: ``--slurm.signal_delay_s``."""
+ENV_STEP_START_TIMEOUT_S = "TRAINER_CLI_STEP_START_TIMEOUT_S"
+"""Exported by the sbatch template: ``--slurm.step_start_timeout_s`` (0 or empty: srun waits as Slurm wants)."""
 
 
 def _env_count(environ: Mapping[str, str], name: str) -> int:
