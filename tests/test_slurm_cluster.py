@@ -532,4 +532,4 @@ def test_raw_setup_block_activates_the_python_the_job_runs(one_task_job: tuple[s
     log = (run_dir / f"slurm-{job_id}.log").read_text()
     assert scontrol_job(job_id)["JobState"] == "COMPLETED", log[-3000:]
     assert f"site block ran in job {job_id}" in log and "site env python" in log
-    assert "srun --kill-on-bad-exit=1 python -m trainer_cli fit" in (run_dir / "submit.sbatch").read_text()
+    assert "srun --kill-on-bad-exit=1 --immediate=600 python -m trainer_cli fit" in (run_dir / "submit.sbatch").read_text()

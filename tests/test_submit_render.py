@@ -265,6 +265,34 @@ def test_job_record_keeps_a_requeue_past_the_script_end(tmp_path: Path, monkeypa
     assert {k: jobstate.read(tmp_path)[k] for k in ("state", "restarts", "exit_code")} == {"state": "COMPLETED", "restarts": 2, "exit_code": 0}
 
 
+def test_step_start_timeout_bounds_every_srun_of_the_tasks(tmp_path: Path) -> None:
+    """--slurm.step_start_timeout_s N: every srun that starts the tasks (fit, a sweep's trial, an
+    array worker's trial, the test job) gets --immediate=N, and `jobstate end` reads N; the fit steps
+    of a run, of a sweep's trial and of a worker's trial are one block (slurm/fit_step.j2: the
+    watchdog in each); the scripts are valid bash; 0 renders no --immediate; below 0 is refused."""
+    from trainer_cli.launch.sweep import plan as plan_sweep
+
+    args = [*_args(CASES["cpu_1x1"], tmp_path), "--slurm.step_start_timeout_s", "30"]
+    job = plan([*args, "--slurm.test_after_fit", "true"], dry_run=True)
+    sweep = plan_sweep([*args, "--sweep", "optimizer.init_args.lr=1e-3,1e-2"], dry_run=True).script_text
+    workers = plan_sweep([*args, "--sweep", "optimizer.init_args.lr=loguniform(1e-3,1e-1)", "--sweep_sampler", "tpe",
+                          "--sweep_trials", "4", "--slurm.array_workers", "2"], dry_run=True).script_text
+    scripts = {"fit": job.script_text, "test": job.test_script_text("afterok:1"), "sweep": sweep, "workers": workers}
+    for name, text in scripts.items():
+        assert text.count("srun --kill-on-bad-exit=1 --immediate=30 ") == 1, name
+        assert subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True).returncode == 0, name
+    for text in (job.script_text, sweep, workers):
+        assert "export TRAINER_CLI_STEP_START_TIMEOUT_S=30\n" in text
+        assert text.count('-m trainer_cli.job.progress "$run_dir" watch &\n') == 1 and 'kill "$watchdog"' in text
+    assert 'fit --config "$run_dir/config.yaml" >>"$run_dir/slurm-${SLURM_ARRAY_JOB_ID}_${task}.log" 2>&1 || rc=$?' in workers
+    assert '\n    end=0\n' in workers and 'jobstate "$run_dir" end "$rc" || end=$?\n    kill "$heartbeat"' in workers
+    assert "exec " not in workers.split("while true")[1] and "told=$(" in workers
+    job = plan([*args, "--slurm.step_start_timeout_s", "0"], dry_run=True)
+    assert "--immediate=" not in job.script_text and "export TRAINER_CLI_STEP_START_TIMEOUT_S=0\n" in job.script_text
+    with pytest.raises(UserError, match=r"--slurm.step_start_timeout_s -1: must be 0 \(no timeout\) or more"):
+        plan([*args, "--slurm.step_start_timeout_s", "-1"], dry_run=True)
+
+
 def test_site_defaults_cpus_from_workers_raw_setup_and_python(tmp_path: Path) -> None:
     """Without --slurm.cpus_per_task a task gets the data module's num_workers + 1 cores; a raw setup
     block is rendered verbatim between labels; with setup lines and no --slurm.python the job runs
@@ -272,11 +300,11 @@ def test_site_defaults_cpus_from_workers_raw_setup_and_python(tmp_path: Path) ->
     base = ["--config", CIFAR, "--trainer.default_root_dir", str(tmp_path), "--trainer.accelerator", "cpu", "--trainer.strategy", "ddp", "--trainer.devices", "1"]
     job = plan([*base, "--data.init_args.num_workers", "3", "--slurm.mem_per_cpu", "4G"], dry_run=True)
     assert "#SBATCH --cpus-per-task=4\n" in job.script_text and "#SBATCH --mem-per-cpu=4G\n" in job.script_text
-    assert f"srun --kill-on-bad-exit=1 {os.path.abspath(sys.executable)} -m trainer_cli fit" in job.script_text
+    assert f"srun --kill-on-bad-exit=1 --immediate=600 {os.path.abspath(sys.executable)} -m trainer_cli fit" in job.script_text
     raw = 'conda activate "my env" && export DATA=$SCRATCH/data'
     job = plan([*base, "--slurm.setup_raw", raw], dry_run=True)
     assert f"not quoted ----\n{raw}\n# ---- end of site setup block" in job.script_text
-    assert "srun --kill-on-bad-exit=1 python -m trainer_cli fit" in job.script_text
+    assert "srun --kill-on-bad-exit=1 --immediate=600 python -m trainer_cli fit" in job.script_text
     with pytest.raises(UserError, match="--slurm.mem 4G and --slurm.mem_per_cpu 1G: sbatch takes one of them"):
         plan([*base, "--slurm.mem", "4G", "--slurm.mem_per_cpu", "1G"], dry_run=True)
 

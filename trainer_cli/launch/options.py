@@ -69,6 +69,12 @@ class SlurmOptions:
     of every rank go to <run>/stalls/, the step ends and the job requeues without the node whose rank
     stopped answering (counted against max_restarts). Empty: 20 times the slowest rank's median step
     time, at least 300. Validation, checkpoint writes and the first step are never a stall. 0: off."""
+    step_start_timeout_s: int = 600
+    """Seconds srun may wait to start the training step's tasks (srun --immediate) before it gives up:
+    the job then requeues (counted against max_restarts) instead of holding its nodes until the time
+    limit while one of them is still busy or cleaning up after an earlier step. The default leaves
+    time for a prolog or a slow node to come up and is short against a time limit. 0: wait as long
+    as Slurm wants."""
     dependency: Optional[str] = None
     """Start after other jobs (sbatch --dependency), e.g. afterok:1234."""
     test_after_fit: bool = False
@@ -120,6 +126,8 @@ class SlurmOptions:
             )
         if self.stall_timeout_s is not None and self.stall_timeout_s < 0:
             problems.append(f"--slurm.stall_timeout_s {self.stall_timeout_s}: must be 0 (off) or more")
+        if self.step_start_timeout_s < 0:
+            problems.append(f"--slurm.step_start_timeout_s {self.step_start_timeout_s}: must be 0 (no timeout) or more")
         if self.max_restarts < 0:
             problems.append(f"--slurm.max_restarts {self.max_restarts}: must be 0 or more")
         if self.cv_folds is not None and self.cv_folds < 2:
