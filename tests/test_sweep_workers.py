@@ -125,7 +125,9 @@ def test_a_trial_whose_worker_ended_untold_is_failed_and_retried(
     subprocess.run(["scancel", f"{held}_0"], check=True, timeout=30)
     assert wait_for_state(f"{held}_0", timeout_s=60) == "CANCELLED"
     record = json.loads((sweep_dir / "sweep.json").read_text())["study"]
-    assert [t.state.name for t in study.load(record).trials] == ["RUNNING", "RUNNING"]
+    first, second = study.load(record).trials
+    assert (first.state.name, second.state.name) == ("RUNNING", "RUNNING")
+    assert first.params != second.params, "each ask (a process of its own) draws its own values from the seed"
     (sweep_dir / "workers" / "task_1.json").unlink()  # worker 1 moves on (as after its tell) and asks again
     assert next_trial("1", "424242") == sweep_dir / "trial_002"
     said = capsys.readouterr().err

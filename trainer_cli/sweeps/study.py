@@ -126,7 +126,7 @@ def _quiet_optuna() -> None:
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
 
 
-def _sampler(sampler: str, seed: int) -> Any:
+def _sampler(sampler: str, seed: int | None) -> Any:
     import optuna
 
     if sampler == "tpe":
@@ -134,6 +134,18 @@ def _sampler(sampler: str, seed: int) -> Any:
     if sampler == "cmaes":
         return optuna.samplers.CmaEsSampler(seed=seed, warn_independent_sampling=False)  # categorical axes: random
     return optuna.samplers.RandomSampler(seed=seed)  # grid: every trial is enqueued
+
+
+def sampler_for(study: dict[str, Any], asked: int) -> Any:
+    """The sampler a Slurm worker asks with once the study holds ``asked`` trials: seeded with
+    ``--sweep_seed + asked``.
+
+    Every ask of a worker is a process of its own (``python -m trainer_cli.sweeps.worker next``):
+    with the seed alone, each would start the same random stream and draw the same values (the
+    sampler's random startup trials all alike). The offset gives each trial its own, reproducible
+    stream; asks are made one at a time under the sweep's lock, so ``asked`` is the new trial's number."""
+    seed = study["seed"]
+    return _sampler(study["sampler"], None if seed is None else int(seed) + asked)
 
 
 def create(study: dict[str, Any], space: Space | None = None) -> Any:

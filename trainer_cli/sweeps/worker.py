@@ -111,7 +111,8 @@ def next_trial(sweep_dir: Path, task: str) -> Path | None:
             done, asked_so_far = _counts(loaded)
             if done >= wanted or asked_so_far >= 2 * wanted:
                 return None
-            asked = loaded.ask()  # a database study first fails the trials whose heartbeat stopped (and retries them)
+            loaded.sampler = sweep_study.sampler_for(record["study"], len(loaded.get_trials(deepcopy=False)))
+            asked = loaded.ask()
             run_dir = sweep_dir / sweep_plan.trial_name(asked.number)
             sweep = sweep or _sweep(sweep_dir, record)
             overrides = sweep_study.suggest(sweep.space, asked)
