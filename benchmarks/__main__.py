@@ -1,7 +1,8 @@
 """``python -m benchmarks [NAME ...] [--smoke]``: run the benchmarks, write JSON and the README table.
 
-Names: overhead, startup, datapath, gpu (default: all). ``--smoke`` runs each in a tiny mode into
-``--out`` (a check that they work; its figures mean nothing) and leaves the README alone.
+Names: overhead, startup, datapath, gpu, sweep_overhead (default: all). ``--smoke`` runs each in a
+tiny mode into ``--out`` (a check that they work; its figures mean nothing) and leaves the README
+alone; without names it leaves out :data:`NOT_IN_SMOKE` (too slow for a smoke run: name them).
 """
 
 from __future__ import annotations
@@ -15,7 +16,8 @@ from pathlib import Path
 from benchmarks.common import RESULTS, machine, write_result
 from tests.support import REPO
 
-NAMES = ("overhead", "startup", "datapath", "gpu")
+NAMES = ("overhead", "startup", "datapath", "gpu", "sweep_overhead")
+NOT_IN_SMOKE = ("sweep_overhead",)  # a dozen fresh processes of ~5 s each even in its tiny mode
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -35,7 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     import torch
 
     torch.set_num_threads(args.threads)
-    for name in args.names or NAMES:
+    default = [n for n in NAMES if not (args.smoke and n in NOT_IN_SMOKE)]
+    for name in args.names or default:
         t0, before = time.perf_counter(), machine()
         print(f"== {name} ...", flush=True)
         result = importlib.import_module(f"benchmarks.{name}").run(smoke=args.smoke)

@@ -93,6 +93,22 @@ def rows(results: Path) -> list[str]:
                     f"recipe `{key.removesuffix('_real_over_synthetic')}`: real data path within 10% of synthetic{note}",
                     f"{v:.3f} of synthetic", None if reduced else v >= 0.9,
                 ))
+    if (w := _load(results, "sweep_overhead")) is not None:
+        r = w["result"]
+        sizes = sorted(r["sizes"].items(), key=lambda item: int(item[0]))
+        per_size = ", ".join(
+            f"{v['commands_s']['launcher total']:.1f} s ({v['commands_s']['launcher total cpu']:.1f} s CPU) at "
+            f"{size} told (next {v['commands_s']['next']:.1f}, tell {v['commands_s']['tell']:.1f})"
+            for size, v in sizes
+        )
+        first = r["first_trial_s"]
+        out.append(_row(
+            "sweep worker's own commands per trial, wall (journal study, TPE; no target)",
+            f"{per_size}; {r['overhead_over_training']:.0%} of one digits trial's `train fit` "
+            f"({r['train_epochs']} epochs, {first['train fit']:.1f} s, {first['train fit cpu']:.1f} s CPU; "
+            f"CPU: {r['overhead_over_training_cpu']:.0%})",
+            None,
+        ))
     return out
 
 
