@@ -10,13 +10,12 @@ default journal file (``study.journal``). Then the batch script's loop is run by
 fresh process from the sweep's code snapshot (the job's working directory) with the script's
 environment (``TRAINER_CLI_WORKDIR``, ``PYTHONUNBUFFERED``):
 
-- ``python -m trainer_cli.sweeps.worker next SWEEP_DIR 0``: interpreter, imports, study load
-  (Optuna's ``JournalStorage`` replays the whole log), ask (TPE), type-check with the sweep's
+- ``python -m trainer_cli.sweeps.worker next SWEEP_DIR 0 0``: interpreter, imports, study load
+  (Optuna's ``JournalStorage`` replays the whole log); tell the last trial (read its best
+  ``val/acc`` from its checkpoint, tell COMPLETE); ask (TPE), type-check with the sweep's
   LightningCLI parser, write ``trial_<n>``;
 - ``python -m trainer_cli.job.jobstate RUN_DIR start`` / ``end 0`` and ``worker beat`` (on a
-  journal study it returns at once; it runs beside the training);
-- ``python -m trainer_cli.sweeps.worker tell SWEEP_DIR 0 0``: load the study again, read the
-  trial's best ``val/acc`` from its checkpoint, tell COMPLETE.
+  journal study it returns at once; it runs beside the training).
 
 The first trial is trained for real (``train fit --config trial_000/config.yaml`` with fewer epochs):
 its wall time is the comparison, and its ``checkpoints/`` are copied into every later trial so that
@@ -230,16 +229,45 @@ class Worker:
         self.sweep_dir, self.env, self.checkpoints = sweep_dir, env, checkpoints
         self.code = sweep_dir / "code"  # the job's working directory: python imports the snapshot
 
+    def pending(self) -> bool:
+        """Whether task 0 has a trial in flight (trained, not told yet)."""
+        from trainer_cli.sweeps import worker
+
+        return worker.in_flight_file(self.sweep_dir, "0").exists()
+
+    def prepare(self) -> None:
+        """A trained trial in flight, as the loop has one when it asks again (not timed): asked in this
+        process, the trained trial's checkpoints copied into it."""
+        from trainer_cli.sweeps import worker
+
+        if not self.pending():
+            assert self.checkpoints is not None
+            run_dir = worker.next_trial(self.sweep_dir, "0")
+            assert run_dir is not None
+            shutil.copytree(self.checkpoints, run_dir / "checkpoints")
+
+    def settle(self) -> None:
+        """Tell the trial in flight, if any (not timed): before a round's study grows or ``split`` asks."""
+        from trainer_cli.sweeps import worker
+
+        if self.pending():
+            worker.tell(self.sweep_dir, "0", 0)
+
     def cycle(self, train_args: list[str] | None = None) -> dict[str, float]:
-        """next, jobstate start, beat, (training, or the trained trial's checkpoints copied), jobstate
-        end, tell: each command's wall time (``NAME``) and CPU time (``NAME cpu``)."""
+        """The loop's commands for one trial: ``next SWEEP 0 0`` (tells the last trial, then asks),
+        jobstate start, beat, (training, or the trained trial's checkpoints copied), jobstate end;
+        each command's wall time (``NAME``) and CPU time (``NAME cpu``). The first cycle (training)
+        has no trial to tell."""
         t: dict[str, float] = {}
 
         def run(name: str, *args: str) -> str:
             t[name], out, t[f"{name} cpu"] = _timed([PY, "-m", *args], self.code, self.env)
             return out
 
-        run_dir = Path(run("next", "trainer_cli.sweeps.worker", "next", str(self.sweep_dir), "0").strip())
+        if train_args is None:
+            self.prepare()
+        told = ["0"] if self.pending() else []
+        run_dir = Path(run("next", "trainer_cli.sweeps.worker", "next", str(self.sweep_dir), "0", *told).strip())
         assert run_dir.is_dir(), run_dir
         run("jobstate start", "trainer_cli.job.jobstate", str(run_dir), "start")
         run("beat (journal: returns at once)", "trainer_cli.sweeps.worker", "beat", str(self.sweep_dir), "0")
@@ -250,7 +278,6 @@ class Worker:
             assert self.checkpoints is not None
             shutil.copytree(self.checkpoints, run_dir / "checkpoints")
         run("jobstate end", "trainer_cli.job.jobstate", str(run_dir), "end", "0")
-        run("tell", "trainer_cli.sweeps.worker", "tell", str(self.sweep_dir), "0", "0")
         commands = [k for k in t if not k.endswith(" cpu") and k != "train fit"]
         t["launcher total"] = sum(t[k] for k in commands)
         t["launcher total cpu"] = sum(t[f"{k} cpu"] for k in commands)
@@ -295,6 +322,7 @@ def run(smoke: bool = False) -> dict[str, Any]:
         first = worker.cycle(train_args)  # trial_000, trained for real
         rounds: dict[str, Any] = {}
         for size in sizes:
+            worker.settle()
             held = grow(sweep_dir, size, rng)
             cycles, splits, interpreter = [], [], []
             for r in range(repeats):
@@ -304,6 +332,7 @@ def run(smoke: bool = False) -> dict[str, Any]:
                     if what == "cycle":
                         cycles.append(worker.cycle())
                     elif what == "split":
+                        worker.settle()
                         splits.append(worker.split())
                     else:
                         interpreter.append(worker.interpreter())

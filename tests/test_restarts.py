@@ -98,6 +98,24 @@ def test_resubmitted_job_counts_and_is_followed(tmp_path: Path, monkeypatch: pyt
     assert (record["state"], record["restarts"], record["checkpoint"]) == ("RESUBMIT", 3, "hpc_ckpt_1.ckpt")
 
 
+def test_a_run_counts_the_restarts_since_it_first_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An array worker's task restarted once (trial 2 preempted) then starts trial 5: trial 5 has not
+    restarted; a run's resubmission keeps the restarts counted before it."""
+    monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "944")
+    monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
+    monkeypatch.delenv(jobstate.ENV_PRIOR_RESTARTS, raising=False)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
+    preempted, later = tmp_path / "trial_002", tmp_path / "trial_005"
+    jobstate.started(preempted)
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
+    jobstate.started(preempted)  # resumed after the requeue
+    jobstate.started(later)
+    assert [jobstate.run_restarts(jobstate.read(r)) for r in (preempted, later)] == [1, 0]
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
+    jobstate.started(later)
+    assert jobstate.run_restarts(jobstate.read(later)) == 1
+
+
 class _HandlerAtTrainStart:
     """Notes the SIGUSR1 handler in place once Lightning has registered its signal handlers."""
 

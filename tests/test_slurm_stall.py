@@ -1,7 +1,8 @@
 """The stall watchdog on the real local Slurm cluster (scripts/local-slurm, four nodes): a 2-node
 DDP job one of whose ranks is stopped (SIGSTOP) mid-epoch is ended by the batch script's watchdog
 within the stall timeout plus a margin, its stacks dumped, the rank and node named in the log, and
-requeued without that node; it resumes from its last checkpoint and completes. The same job's long
+requeued without that node; it resumes from its last checkpoint and completes, its final weights,
+optimizer and scheduler state bitwise equal to the same job's left alone beside it. The same job's long
 but healthy validation before the stop (twice the timeout, in epoch 0) is not taken for a stall.
 One job for both: each start of a 2-node job on this machine costs about 10 s."""
 
@@ -22,6 +23,7 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
     wait_for_requeue,
     wait_for_state,
 )
+from resume_support import final_state, same_tensors
 from support import REPO
 from test_slurm_cluster import _submit
 
@@ -74,10 +76,13 @@ def _wait_mid_epoch(beat: Path, steps_per_epoch: int, timeout_s: float = 120) ->
 
 def test_a_stopped_rank_is_a_stall_requeued_without_its_node(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     timeout_s, epochs, batches = 6, 2, 10  # 1,257 digits / (64 x 2 ranks): 10 batches an epoch
+    exact = ["--trainer.max_epochs", str(epochs), "--trainer.limit_train_batches", str(batches), "--trainer.deterministic", "true"]
     job_id, run_dir, _ = _submit(
-        tmp_path, 2, 1, "--trainer.max_epochs", str(epochs), "--trainer.limit_train_batches", str(batches),
-        "--slurm.stall_timeout_s", str(timeout_s), *_slow(step_s=0.3, validation_s=2 * timeout_s, slow_epoch=0),
+        tmp_path / "stalled", 2, 1, *exact, "--slurm.stall_timeout_s", str(timeout_s),
+        *_slow(step_s=0.3, validation_s=2 * timeout_s, slow_epoch=0),
     )
+    # the same run left alone, beside it (the slow callback only sleeps: it changes no weight)
+    reference_id, reference_dir, _ = _submit(tmp_path / "reference", 2, 1, *exact)
     log = run_dir / f"slurm-{job_id}.log"
     wait_for_file(run_dir / "checkpoints" / "last.ckpt", timeout_s=300)  # epoch 0 done: stop in epoch 1
     _wait_mid_epoch(run_dir / ".progress" / "rank1", steps_per_epoch=batches)
@@ -121,4 +126,10 @@ def test_a_stopped_rank_is_a_stall_requeued_without_its_node(slurm_cluster: None
     assert last["global_step"] == epochs * batches
     assert f"rank 1 on {node}" in stall_note(run_dir, job_id) and str(stacks) in stall_note(run_dir, job_id)
     assert jobstate.read(run_dir)["excluded_nodes"] == [node]
+    reference_log = (reference_dir / f"slurm-{reference_id}.log")
+    assert wait_for_state(reference_id, timeout_s=300) == "COMPLETED", reference_log.read_text()[-3000:]
+    resumed, alone = final_state(run_dir), final_state(reference_dir)
+    assert resumed["step"] == alone["step"] == epochs * batches
+    assert same_tensors(resumed["model"], alone["model"]), "weights differ from the run left alone"
+    assert same_tensors(resumed["optimizer"], alone["optimizer"]) and same_tensors(resumed["scheduler"], alone["scheduler"])
 

@@ -286,7 +286,9 @@ def test_step_start_timeout_bounds_every_srun_of_the_tasks(tmp_path: Path) -> No
         assert text.count('-m trainer_cli.job.progress "$run_dir" watch &\n') == 1 and 'kill "$watchdog"' in text
     assert 'fit --config "$run_dir/config.yaml" >>"$run_dir/slurm-${SLURM_ARRAY_JOB_ID}_${task}.log" 2>&1 || rc=$?' in workers
     assert '\n    end=0\n' in workers and 'jobstate "$run_dir" end "$rc" || end=$?\n    kill "$heartbeat"' in workers
-    assert "exec " not in workers.split("while true")[1] and "told=$(" in workers
+    loop = workers.split("while true")[1]
+    assert "exec " not in loop and '-m trainer_cli.sweeps.worker next' in loop and '"$task" $ended) || asked=$?' in loop
+    assert 'ended="$rc"\ndone\n' in loop, "the trial's exit code is told by the next ask, one process a trial"
     job = plan([*args, "--slurm.step_start_timeout_s", "0"], dry_run=True)
     assert "--immediate=" not in job.script_text and "export TRAINER_CLI_STEP_START_TIMEOUT_S=0\n" in job.script_text
     with pytest.raises(UserError, match=r"--slurm.step_start_timeout_s -1: must be 0 \(no timeout\) or more"):

@@ -12,6 +12,8 @@ Long (marker ``long``, 3-5 minutes per storage on 2 cores): not in ``make test``
 
 from __future__ import annotations
 
+import contextlib
+import io
 import json
 import re
 import subprocess
@@ -32,6 +34,7 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
 )
 from support import DIGITS, every_epoch_last_checkpoint, quiet_args
 
+from trainer_cli.launch import jobs
 from trainer_cli.sweeps import results, study
 
 EPOCHS, BATCHES, TRIALS, WORKERS = 4, 5, 12, 3
@@ -97,3 +100,10 @@ def test_twelve_trials_three_workers_ddp_trials_one_preempted(
     assert not any((sweep_dir / "workers").glob("task_*.json")), "every in-flight trial was told"
     table = results.collect(sweep_dir)
     assert sorted((r["trial"], r["study"]) for r in table["rows"]) == sorted(states.items())
+    preempted_number = int(preempted_dir.name.removeprefix("trial_"))  # the trials after it in its task: no restart
+    assert {r["trial"]: r["restarts"] for r in table["rows"]} == {n: int(n == preempted_number) for n in range(TRIALS)}
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert jobs.main(["--root", str(tmp_path)]) == 0  # `train jobs`: the workers' tasks, each COMPLETED
+    rows = [line.split() for line in out.getvalue().splitlines()[1:]]
+    assert {(r[0], r[1]) for r in rows} == {(f"{job_id}_{i}", "COMPLETED") for i in range(WORKERS)}, out.getvalue()

@@ -1,7 +1,9 @@
 """Slurm array workers of an Optuna study (issue 30): `train submit --sweep ... --slurm.array_workers N`
-queues N workers that ask the study for trials, train them (2-task DDP fits) and tell them, until the
-study holds the requested number; a preempted worker requeues alone and resumes its in-flight trial
-from that trial's checkpoint (not restarted, not asked twice, told once). On the real local cluster.
+queues N workers that ask the study for trials, train them and tell them, until the study holds the
+requested number; a preempted worker requeues alone and resumes its in-flight trial from that trial's
+checkpoint (not restarted, not asked twice, told once); a worker whose job ended untold has its trial
+failed and retried. On the real local cluster. The workers' whole study (2 trials here; 12 trials by 3
+workers of 2-task DDP trials in tests/test_sweep_study_cluster.py) is long (marker long): `make test-long`.
 """
 
 from __future__ import annotations
@@ -42,6 +44,7 @@ def test_dry_run_shows_the_workers_script(tmp_path: Path) -> None:
     assert "-m trainer_cli.sweeps.worker next" in out and not tmp_path.joinpath("digits").exists()
 
 
+@pytest.mark.long  # the same at full size (12 trials, 3 workers, DDP): tests/test_sweep_study_cluster.py
 def test_workers_fill_the_study_and_a_preempted_worker_resumes_its_trial(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     epochs, batches, trials = 20, 5, 2  # two workers, two trials: each asks, one is preempted and resumes
     code, out = train_submit(

@@ -107,6 +107,7 @@ def started(run_dir: Path) -> dict[str, Any]:
         f"at {_now()}",
         flush=True,
     )
+    first = {} if "started" in read(run_dir) else {"restarts_before": count}
     return update(
         run_dir,
         job_id=this_job_id(),
@@ -115,7 +116,15 @@ def started(run_dir: Path) -> dict[str, Any]:
         exit_code=None,
         started=_now(),
         node_list=os.environ.get("SLURM_JOB_NODELIST"),
+        **first,
     )
+
+
+def run_restarts(record: dict[str, Any]) -> int:
+    """The restarts a run directory went through (its ``job.json`` ``record``): its job's restarts
+    since the run first started in it. A Slurm array worker's trial starts in a task that may have
+    restarted before, for an earlier trial (``restarts_before``)."""
+    return max(0, int(record.get("restarts") or 0) - int(record.get("restarts_before") or 0))
 
 
 def requeued(run_dir: Path, checkpoint: str) -> dict[str, Any]:

@@ -200,7 +200,7 @@ def trial_states(record: dict[str, Any]) -> list[tuple[str, int]]:
         out = []
         for trial in trials:
             recorded = jobstate.read(Path(trial["run_dir"]))
-            out.append((str(recorded.get("state") or NOT_STARTED), int(recorded.get("restarts") or 0)))
+            out.append((str(recorded.get("state") or NOT_STARTED), jobstate.run_restarts(recorded)))
         return out
     from trainer_cli.launch.status import query_slurm, with_run_record
 

@@ -4,9 +4,14 @@ the requested number of trials.
 
 The batch script (``slurm/sweep_workers.sbatch.j2``) loops over two commands of this module::
 
-    python -m trainer_cli.sweeps.worker next SWEEP_DIR TASK     prints the next trial's run directory ("" when done)
-    python -m trainer_cli.sweeps.worker beat SWEEP_DIR TASK     the trial's heartbeat while it trains (a database study)
-    python -m trainer_cli.sweeps.worker tell SWEEP_DIR TASK RC  tells the study how it ended (unless requeued)
+    python -m trainer_cli.sweeps.worker next SWEEP_DIR TASK [RC]
+        tells how the last trial ended (RC: its fit's exit code), then prints the next trial's run
+        directory ("" when the study is done); exits 75 when the task was requeued (nothing asked)
+    python -m trainer_cli.sweeps.worker beat SWEEP_DIR TASK
+        the trial's heartbeat while it trains (a database study)
+
+(``tell SWEEP_DIR TASK RC`` tells alone.) Telling and asking are one process: each is mostly the
+interpreter's start, its imports and its exit (``benchmarks/sweep_overhead.py``), paid once a trial.
 
 ``sweep.json`` holds what a worker needs: the sweep flags (``sweep_args``) and the base command
 line, its configs composed into it (``base_args``). ``next`` first looks at the task's in-flight
@@ -52,6 +57,9 @@ ENDED_STATES = frozenset(
     {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
 )
 """Slurm's states of a job that has ended (``squeue`` shows them for ``MinJobAge`` seconds)."""
+EXIT_REQUEUED = 75
+"""``next`` with an exit code, when the trial's task was requeued: nothing told, nothing asked (the
+task starts again and resumes the trial)."""
 RETRIED_FROM = "retried_from"
 """The user attribute of a trial retried for a dead worker: the trial it repeats."""
 
@@ -234,9 +242,15 @@ def tell(sweep_dir: Path, task: str, exit_code: int) -> str:
 
 
 def main(argv: list[str]) -> int:
-    """``next SWEEP_DIR TASK`` | ``tell SWEEP_DIR TASK EXIT_CODE``; see the module docstring."""
+    """``next SWEEP_DIR TASK [EXIT_CODE]`` | ``beat SWEEP_DIR TASK`` | ``tell SWEEP_DIR TASK EXIT_CODE``;
+    see the module docstring."""
     command, sweep_dir, task = argv[0], Path(argv[1]), argv[2]
     if command == "next":
+        if len(argv) > 3:  # the last trial's fit ended with this exit code: tell it first
+            state = tell(sweep_dir, task, int(argv[3]))
+            print(f"trainer-cli: worker {task}: trial told {state}", file=sys.stderr, flush=True)
+            if state == "REQUEUED":
+                return EXIT_REQUEUED
         run_dir = next_trial(sweep_dir, task)
         print(run_dir or "")
         return 0
@@ -250,4 +264,7 @@ def main(argv: list[str]) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))
+    code = main(sys.argv[1:])
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)  # its files are written and closed: not a second of interpreter teardown per trial
