@@ -12,10 +12,11 @@ MIN_CONSTRAINTS := tests/constraints-min.txt
 # resume test is left out: test_resume.py covers it): fit and resume (SIGKILL, then `--ckpt_path
 # last` resumes the newest run bitwise-equal to an uninterrupted one; signals), config layering,
 # bad input, submit dry-run and rendering, EMA (Lightning's WeightAveraging) and DeviceStatsMonitor
-# (psutil). The sbatch --test-only case needs the local
-# Slurm cluster and checks the script, not a dependency: it runs in the full suite only.
+# (psutil). The sbatch --test-only cases need the local
+# Slurm cluster (starting it again costs 10 s) and check the scripts, not a dependency: they run in the full suite only.
 MIN_TESTS := tests/test_layering.py tests/test_resume.py tests/test_bad_input.py \
 	tests/test_submit_render.py --deselect tests/test_submit_render.py::test_sbatch_test_only_accepts_each \
+	--deselect tests/test_submit_render.py::test_sbatch_test_only_accepts_the_sweep \
 	tests/test_training_practice.py::test_ema_validation_checkpoints_and_final_model_carry_the_average \
 	tests/test_training_practice.py::test_monitoring_callbacks_profiler_and_early_stopping
 
