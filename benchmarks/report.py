@@ -98,7 +98,7 @@ def rows(results: Path) -> list[str]:
         sizes = sorted(r["sizes"].items(), key=lambda item: int(item[0]))
         per_size = ", ".join(
             f"{v['commands_s']['launcher total']:.1f} s ({v['commands_s']['launcher total cpu']:.1f} s CPU) at "
-            f"{size} told (next {v['commands_s']['next']:.1f}, tell {v['commands_s']['tell']:.1f})"
+            f"{size} told (next, which tells the last trial: {v['commands_s']['next']:.1f})"
             for size, v in sizes
         )
         first = r["first_trial_s"]
