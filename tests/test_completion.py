@@ -53,6 +53,7 @@ def test_bash_completes_verbs_configs_options_and_class_names(script: Path, tmp_
     assert complete(script, "train", "lr-find", "--num_")[1] == ["--num_training"]
     assert "--trainer.max_epochs" in complete(script, "train", "lr-find", "--trainer.max_e")[1]
     assert complete(script, "train", "scale-batch-size", "--steps")[1] == ["--steps_per_trial"]
+    assert complete(script, "train", "runs", "--di")[1] == ["--diff"] and "--tail" in complete(script, "train", "jobs", "--")[1]
     assert complete(script, "train", "fit", "--model", "")[1] == ["ImageClassifier"]
     assert "DigitsDataModule" in complete(script, "train", "fit", "--data", "")[1]
     assert set(complete(script, "train", "fit", "--optimizer", "Adam")[1]) >= {"Adam", "AdamW", "Adamax"}
