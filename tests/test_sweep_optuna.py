@@ -168,3 +168,37 @@ def test_tpe_sweep_asks_trials_one_after_another(tmp_path: Path, capfd: pytest.C
     header = out.getvalue().splitlines()[1].split()
     assert header[:4] == ["run", "state", "epochs", "steps"] and "duration" in header
     assert all(r["epochs"] == 1 and r["steps"] > 0 for r in found["runs"])
+
+
+def test_sweep_results_ranks_by_the_study_metric_not_the_checkpoint_monitor(tmp_path: Path) -> None:
+    """`--sweep_metric val/loss --sweep_direction minimize` with a ModelCheckpoint monitoring val/acc
+    (or none at all): the table shows, ranks and plots val/loss, min first, as the study was told it;
+    the epochs come from the newest checkpoint even when no ModelCheckpoint monitors the metric."""
+    import torch
+    from torch.utils.tensorboard import SummaryWriter
+
+    sweep_dir = tmp_path / "sweep_0"
+    record = {"metric": "val/loss", "direction": "minimize", "name": "x/sweep_0", "sampler": "tpe", "pruner": "none",
+              "seed": 0, "storage": str(sweep_dir / "study.journal"), "n_trials": 2}
+    trials = []
+    for index, (losses, acc) in enumerate((((3.0, 2.0), 0.9), ((2.5, 1.5), 0.5))):  # by val/acc trial 0 leads
+        run_dir = sweep_dir / f"trial_{index:03d}"
+        (run_dir / "checkpoints").mkdir(parents=True)
+        (run_dir / "config.yaml").write_text(
+            "trainer:\n  callbacks:\n  - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
+            "    init_args:\n      monitor: val/acc\n      mode: max\n"
+        )
+        with SummaryWriter(str(run_dir)) as writer:
+            for step, value in enumerate(losses):
+                writer.add_scalar("val/loss", value, step)
+        torch.save({"global_step": 8, "epoch": 1, "loops": {"fit_loop": {"epoch_progress": {"current": {"processed": 2}}}},
+                    "callbacks": {"ModelCheckpoint{'monitor': 'val/acc', 'mode': 'max'}": {
+                        "monitor": "val/acc", "best_model_score": torch.tensor(acc)}}},
+                   run_dir / "checkpoints" / "last.ckpt")
+        trials.append({"index": index, "run_dir": str(run_dir), "values": {"model.lr": str(index)}})
+    (sweep_dir / "sweep.json").write_text(json.dumps({
+        "sweep_dir": str(sweep_dir), "trials": trials, "axes": [{"key": "model.lr"}], "study": record}))
+    study.create(record)
+    found = results.collect(sweep_dir)
+    assert (found["monitor"], found["mode"]) == ("val/loss", "min")
+    assert [(r["trial"], r["score"], r["epochs"]) for r in found["rows"]] == [(1, 1.5, 2), (0, 2.0, 2)]

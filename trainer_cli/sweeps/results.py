@@ -1,8 +1,9 @@
 """``train sweep-results SWEEP_DIR``: one row per trial, best first, also while trials still run.
 
-Read from what is on disk, nothing is loaded into a model: each trial's best monitored score from
-its newest checkpoint's ``ModelCheckpoint`` state (:func:`trainer_cli.rundir.policy.best_score`; before
-its first such checkpoint, from its TensorBoard event files), its
+Read from what is on disk, nothing is loaded into a model: each trial's best score of the study's
+metric (``--sweep_metric``, by default the checkpoint's monitor) from its newest checkpoint's
+``ModelCheckpoint`` state (:func:`trainer_cli.rundir.policy.best_score`; before its first such
+checkpoint, or when no ``ModelCheckpoint`` monitors that metric, from its TensorBoard event files), its
 state from Slurm for a submitted sweep (one ``scontrol`` call for all tasks, as ``train jobs``)
 completed by the trial's ``job.json``, and its progress from the last epoch line of its log. Rows
 are sorted by the score (``mode`` max: highest first; min: lowest first; trials without a score
@@ -230,13 +231,19 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
     trials = record["trials"]
     keys = [axis["key"] for axis in record.get("axes", [])]
     study, in_study = study_trials(record)
-    found = monitor_of(Path(trials[0]["run_dir"]) / "config.yaml") if trials else None
-    monitor, mode = found or (None, "min")
+    objective = record.get("study") or {}
+    monitor: str | None
+    if objective.get("metric"):  # the study's metric (--sweep_metric, or the checkpoint's monitor it defaulted to)
+        monitor, mode = str(objective["metric"]), "max" if objective.get("direction") == "maximize" else "min"
+    else:
+        found = monitor_of(Path(trials[0]["run_dir"]) / "config.yaml") if trials else None
+        monitor, mode = found or (None, "min")
     rows = []
     for trial, (state, restarts) in zip(trials, trial_states(record)):
         run_dir = Path(trial["run_dir"])
         best = rundir.best_score(run_dir, monitor)
         score = best.score if best and best.score is not None else logged_best(run_dir, monitor, mode)
+        newest = best or rundir.newest_checkpoint(run_dir)  # epochs done also without a monitored checkpoint
         logs = sorted(run_dir.glob("slurm-*.log"), key=lambda p: p.stat().st_mtime)
         rows.append(
             {
@@ -245,7 +252,7 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
                 "score": score,
                 "state": state,
                 "restarts": restarts,
-                "epochs": best.epochs_done if best else 0,
+                "epochs": newest.epochs_done if newest else 0,
                 "progress": last_epoch_line(logs[-1]) if logs else "-",
                 "run_dir": str(run_dir),
             }
