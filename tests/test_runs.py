@@ -84,3 +84,22 @@ def test_train_runs_imports_no_torch(tmp_path: Path) -> None:
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
     assert proc.returncode == 0, proc.stderr[-2000:]
     assert "3 run(s); 3 key(s) that differ" in proc.stdout
+
+
+def test_a_run_that_logged_its_hyperparameters_is_read_past_them(tmp_path: Path) -> None:
+    """TensorBoardLogger's defaults (a user's script) write the hparams plugin's summaries first, which
+    hold no number: the scalars after them still count (they were dropped with the rest of the file)."""
+    from lightning.pytorch.loggers import TensorBoardLogger
+
+    run_dir = tmp_path / "lightning_logs" / "version_0"
+    logger = TensorBoardLogger(save_dir=tmp_path)
+    logger.log_hyperparams({"lr": 0.1}, metrics={"hp_metric": -1})
+    for step, (loss, epoch) in ((4, (2.0, 0)), (9, (1.5, 1))):
+        logger.log_metrics({"val/loss": loss, "epoch": epoch}, step=step)
+    logger.finalize("success")
+    (run_dir / "config.yaml").write_text(
+        "trainer:\n  callbacks:\n  - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
+        "    init_args:\n      monitor: val/loss\n"
+    )
+    run = runs.read_run(run_dir)
+    assert (run["epochs"], run["steps"], run["best"]) == (2, 9, 1.5)

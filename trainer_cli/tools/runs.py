@@ -111,9 +111,16 @@ def read_scalars(run_dir: Path) -> tuple[dict[str, list[tuple[int, float]]], flo
 
 
 def _tensor_value(value: Any) -> float:
+    """A scalar summary's number; NaN for any other (the hparams plugin's summaries, which
+    TensorBoardLogger writes for a run that logs its hyperparameters, hold no number)."""
     from tensorboard.util import tensor_util
 
-    return float(tensor_util.make_ndarray(value.tensor)) if value.HasField("tensor") else math.nan
+    if not value.HasField("tensor"):
+        return math.nan
+    try:
+        return float(tensor_util.make_ndarray(value.tensor))
+    except (TypeError, ValueError):
+        return math.nan
 
 
 def read_run(run_dir: Path) -> dict[str, Any]:
