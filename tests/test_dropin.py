@@ -141,6 +141,29 @@ def test_users_script_submits_itself_dry_run(tmp_path: Path) -> None:
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--trainer.devices" in bad.stderr
 
 
+def test_a_sweep_from_a_script_is_refused_naming_the_train_submit_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """``python main.py submit --sweep``: not yet; the error names the ``train submit`` command with the
+    script's classes (a class defined in the script itself by the script's module name) and its folder on PYTHONPATH."""
+    from trainer_cli.errors import UserError
+    from trainer_cli.launch import fit_job
+
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(FOREIGN))
+    from lit_foreign.data import BlobData
+
+    class Local:  # a class of the script's own file: its module is __main__
+        pass
+
+    Local.__module__, Local.__qualname__ = "__main__", "Local"
+    with pytest.raises(UserError) as err:
+        fit_job.main(["--sweep", "model.hidden_dim=8,16"], parse=None, script=str(tmp_path / "proj" / "main.py"),  # type: ignore[arg-type]
+                     fixed={"model": Local, "data": BlobData})
+    assert "`PYTHONPATH=proj train submit --model main.Local --data lit_foreign.data.BlobData ...`" in str(err.value)
+    assert "--sweep_metric NAME" in str(err.value)
+
+
 def test_users_script_with_lightnings_defaults_submits_beside_its_fit_runs(tmp_path: Path) -> None:
     """A script on Lightning's default logger and root: ``python main.py submit`` freezes the script's
     defaults (not the launcher's ``runs/`` root and logger) and takes the next ``lightning_logs/version_<N>``

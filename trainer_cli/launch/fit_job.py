@@ -280,6 +280,31 @@ def plan(
     return job
 
 
+def _train_submit_hint(script: str, fixed: Mapping[str, type], sweep: bool) -> str:
+    """How ``train submit`` names the classes a user's script fixes (``--model main.MyModel``, the
+    script's folder on ``PYTHONPATH``), and what it leaves behind; empty when the script fixes none."""
+    if not fixed:
+        return ""
+    import os
+
+    module = Path(script).stem
+    flags = " ".join(
+        f"--{key} {module if cls.__module__ == '__main__' else cls.__module__}.{cls.__qualname__}"
+        for key, cls in fixed.items()
+    )
+    folder = os.path.relpath(Path(script).parent) if Path(script).parent != Path.cwd() else "."
+    metric = (
+        "; a sweep's metric: a ModelCheckpoint with a monitor, or --sweep_metric NAME --sweep_direction "
+        "maximize|minimize"
+        if sweep
+        else ""
+    )
+    return (
+        f", naming your classes: `PYTHONPATH={folder} train submit {flags} ...` (the script's own arguments, "
+        f"links and trainer defaults do not apply there{metric})"
+    )
+
+
 def main(args: list[str], parse: ParseFit, script: str | None = None, fixed: Mapping[str, type] | None = None) -> int:
     """``train submit ARGS`` for a fit run, parsed by ``parse``; returns the exit code. ``script``: a
     user's script with TrainerCLI (``python main.py submit ARGS``), which the job then runs;
@@ -298,7 +323,7 @@ def main(args: list[str], parse: ParseFit, script: str | None = None, fixed: Map
     if script and (requested(args) or "--check" in args or any(a.startswith("--slurm.cv_folds") for a in args)):
         raise UserError(
             "from a script, submit takes a fit run only (no --sweep, --check or --slurm.cv_folds yet): use `train "
-            "submit` for those"
+            f"submit` for those{_train_submit_hint(script, fixed or {}, requested(args))}"
         )
     dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
     job = plan(args, dry_run, parse, script=script, fixed=fixed)
