@@ -230,6 +230,23 @@ def test_sweep_results_of_a_folder_that_is_not_a_sweep(tmp_path: Path) -> None:
     assert bad.returncode == 2 and bad.stderr.startswith("error:") and "not a sweep directory" in bad.stderr and "Traceback" not in bad.stderr
 
 
+def test_tail_names_one_task_of_a_sweeps_array(tmp_path: Path) -> None:
+    """`train jobs --tail` takes the task ids `train jobs` lists (`<array id>_<i>`, a trial's or a
+    worker's) and a trial's run directory; the whole array points at them."""
+    from trainer_cli.launch.submissions import register
+
+    trials, workers = tmp_path / "digits" / "sweep_0", tmp_path / "digits" / "sweep_1"
+    register(tmp_path, {"job_id": "41", "job_name": "digits", "run_dir": str(trials), "trials": 3})
+    register(tmp_path, {"job_id": "52", "job_name": "digits", "run_dir": str(workers), "workers": 2})
+    assert jobs.sweep_task(tmp_path, "41_2") == (jobs.read_registry(tmp_path)[0], 2)
+    assert jobs.sweep_task(tmp_path, str(trials / "trial_001")) == (jobs.read_registry(tmp_path)[0], 1)
+    assert jobs.sweep_task(tmp_path, "52_1") == (jobs.read_registry(tmp_path)[1], 1)
+    assert jobs.sweep_task(tmp_path, "41_3") is None and jobs.sweep_task(tmp_path, "41") is None
+    for whole, told in (("41", "`train jobs --tail 41_0`"), ("52", "`train jobs --tail 52_0`")):
+        with pytest.raises(UserError, match=told):
+            jobs.tail(tmp_path, whole)
+
+
 # -- train submit --sweep on the local cluster -------------------------------------------------
 def _submit_sweep(root: Path, *extra: str) -> tuple[str, Path]:
     code, out = train_submit(

@@ -14,7 +14,8 @@ A sweep (``train submit --sweep``) is listed one row per trial (``<array id>_<i>
 jobs SWEEP_DIR`` prints its table of trials (:mod:`trainer_cli.sweeps.results`).
 ``train jobs --tail RUN`` prints a run's log and follows it while the job is queued or running;
 ``train cancel RUN`` cancels every job of a run (fit, test, a cross-validation array and its
-aggregate job). RUN is a run directory or a job id.
+aggregate job). RUN is a run directory or a job id; for ``--tail`` also one task of a sweep's array
+(``<array id>_<i>``, a trial's or a worker's, or a trial's run directory).
 """
 
 from __future__ import annotations
@@ -172,26 +173,81 @@ def find_run(root: Path, run: str) -> dict[str, Any]:
     )
 
 
+def sweep_task(root: Path, run: str) -> tuple[dict[str, Any], int] | None:
+    """The sweep record and task index when ``run`` names one array task of a sweep submitted under
+    ``root``: ``<array id>_<i>`` (a trial's task or a worker, as ``train jobs`` lists them) or, with a
+    task per trial, the trial's run directory; else None."""
+    named = re.fullmatch(r"(\d+)_(\d+)", run)
+    target = None if named else Path(run).resolve()
+    for rec in reversed(read_registry(root)):
+        count = int(rec.get("trials") or rec.get("workers") or 0)
+        if not count or not rec.get("job_id"):
+            continue
+        if named and named[1] == str(rec["job_id"]) and int(named[2]) < count:
+            return rec, int(named[2])
+        if target is not None and rec.get("trials"):
+            for i in range(count):
+                if task_log(Path(rec["run_dir"]), str(rec["job_id"]), i).parent.resolve() == target:
+                    return rec, i
+    return None
+
+
+def _tail_task(rec: dict[str, Any], index: int, poll_s: float) -> int:
+    """Print the log of task ``index`` of a sweep's array (a trial's fit, or a worker's) and follow
+    it while the task is queued or running."""
+    sweep_dir, job_id = Path(rec["run_dir"]), str(rec["job_id"])
+    task_id, script = f"{job_id}_{index}", str(sweep_dir / JOB_KEYS[0][1])
+    trial = bool(rec.get("trials"))
+    log = task_log(sweep_dir, job_id, index) if trial else sweep_dir / "workers" / f"slurm-{task_id}.log"
+    position = 0
+    while True:
+        position = _print_from(log, position)
+        status = query_slurm([(task_id, Path(script))]).get((task_id, script))
+        if trial:
+            status = with_run_record(status, job_id, log.parent)
+        state = status.state if status is not None else "UNKNOWN"
+        if not any(s in ACTIVE_STATES for s in re.findall(r"[A-Z_]+", state)):
+            print(f"[train jobs --tail: task {task_id} is {state}]", file=sys.stderr)
+            return 0
+        time.sleep(poll_s)
+
+
+def _print_from(log: Path, position: int) -> int:
+    """Print ``log`` from byte ``position`` on (nothing while it does not exist); returns the new position."""
+    if not log.is_file():
+        return position
+    with open(log, "rb") as f:
+        f.seek(position)
+        chunk = f.read()
+    sys.stdout.write(chunk.decode(errors="replace"))
+    sys.stdout.flush()
+    return position + len(chunk)
+
+
 def tail(root: Path, run: str, poll_s: float = 1.0) -> int:
     """Print the log of ``run``'s fit job and follow it while the job is queued or running (into
-    the job it resubmits itself as, if it does)."""
+    the job it resubmits itself as, if it does); of one task of a sweep's array for a task id
+    (``<array id>_<i>``) or a trial's run directory."""
+    task = sweep_task(root, run)
+    if task is not None:
+        return _tail_task(*task, poll_s)
     rec = find_run(root, run)
     job_id, run_dir = _current_id(rec, "job_id"), Path(rec["run_dir"])
     if rec.get("trials"):
         raise UserError(
-            f"{run}: a sweep of {rec['trials']} trials, one log each (e.g. {task_log(run_dir, job_id, 0)}); "
-            f"`train sweep-results {run_dir}` tells how each trial is doing"
+            f"{run}: a sweep of {rec['trials']} trials, one log each (e.g. {task_log(run_dir, job_id, 0)}): follow "
+            f"one with `train jobs --tail {job_id}_0`; `train sweep-results {run_dir}` tells how each trial is doing"
+        )
+    if rec.get("workers"):
+        raise UserError(
+            f"{run}: a sweep of {rec['workers']} workers, one log each (e.g. {run_dir}/workers/slurm-{job_id}_0.log): "
+            f"follow one with `train jobs --tail {job_id}_0`; `train sweep-results {run_dir}` tells how each trial "
+            "is doing"
         )
     log, script = run_dir / f"slurm-{job_id}.log", run_dir / "submit.sbatch"
     position = 0
     while True:
-        if log.is_file():
-            with open(log, "rb") as f:
-                f.seek(position)
-                chunk = f.read()
-                position += len(chunk)
-            sys.stdout.write(chunk.decode(errors="replace"))
-            sys.stdout.flush()
+        position = _print_from(log, position)
         status = with_run_record(query_slurm([(job_id, script)]).get((job_id, str(script))), job_id, run_dir)
         if not any(state in ACTIVE_STATES for state in re.findall(r"[A-Z_]+", status.state)):
             print(f"[train jobs --tail: job {job_id} is {status.state}]", file=sys.stderr)
