@@ -98,15 +98,20 @@ def test_resubmitted_job_counts_and_is_followed(tmp_path: Path, monkeypatch: pyt
     assert (record["state"], record["restarts"], record["checkpoint"]) == ("RESUBMIT", 3, "hpc_ckpt_1.ckpt")
 
 
-def test_a_run_counts_the_restarts_since_it_first_started(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_a_run_counts_the_restarts_since_it_first_started(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
     """An array worker's task restarted once (trial 2 preempted) then starts trial 5: trial 5 has not
-    restarted; a run's resubmission keeps the restarts counted before it."""
+    restarted; a run's resubmission keeps the restarts counted before it. The start line names the
+    task as `train jobs` does (944_1), not by its own job id (Slurm's 945, or the array's 944 for its last task)."""
     monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "944")
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
+    monkeypatch.setenv("SLURM_JOB_ID", "945")
     monkeypatch.delenv(jobstate.ENV_PRIOR_RESTARTS, raising=False)
     monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
     preempted, later = tmp_path / "trial_002", tmp_path / "trial_005"
     jobstate.started(preempted)
+    assert capsys.readouterr().out.startswith("trainer-cli: job 944_1 restart 0 on ")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
     jobstate.started(preempted)  # resumed after the requeue
     jobstate.started(later)

@@ -103,8 +103,7 @@ def started(run_dir: Path) -> dict[str, Any]:
     """Record a start (or restart) of this job, and say it in the log."""
     count = policy().count
     print(
-        f"trainer-cli: job {os.environ.get('SLURM_JOB_ID')} restart {count} on {os.environ.get('SLURM_JOB_NODELIST')} "
-        f"at {_now()}",
+        f"trainer-cli: job {scontrol_id()} restart {count} on {os.environ.get('SLURM_JOB_NODELIST')} at {_now()}",
         flush=True,
     )
     first = {} if "started" in read(run_dir) else {"restarts_before": count}
