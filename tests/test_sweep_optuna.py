@@ -118,6 +118,7 @@ def test_a_pruned_trial_keeps_its_checkpoint_and_the_table_reads_the_study(tmp_p
     rows = list(csv.DictReader((sweep_dir / "sweep_results.csv").open()))
     assert [(r["trial"], r["study"]) for r in rows] == [("0", "COMPLETE"), ("1", "PRUNED")], "best first"
     assert f"dashboard: optuna-dashboard {sweep_dir / 'study.journal'}" in out.getvalue()
+    assert ("pip install optuna-dashboard" in out.getvalue()) == (shutil.which("optuna-dashboard") is None), "how to get it"
     assert (sweep_dir / "sweep_history.png").stat().st_size > 1000 and (sweep_dir / "sweep_parallel.png").is_file()
 
 

@@ -375,7 +375,10 @@ def report(sweep_dir: Path) -> dict[str, Any]:
     record = read_record(Path(results["sweep_dir"]))
     command = dashboard_command(record)
     if command:
-        print(f"dashboard: {command}", flush=True)
+        import shutil
+
+        missing = "" if shutil.which("optuna-dashboard") else "  (not installed here: pip install optuna-dashboard)"
+        print(f"dashboard: {command}{missing}", flush=True)
     return results
 
 
