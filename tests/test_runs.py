@@ -103,3 +103,6 @@ def test_a_run_that_logged_its_hyperparameters_is_read_past_them(tmp_path: Path)
     )
     run = runs.read_run(run_dir)
     assert (run["epochs"], run["steps"], run["best"]) == (2, 9, 1.5)
+    bad = subprocess.run([sys.executable, "-m", "trainer_cli", "runs", str(run_dir.parent), "--plot", "val/los"], capture_output=True,
+                         text=True, cwd=tmp_path, timeout=120)
+    assert bad.returncode == 2 and "--plot val/los: no run listed logged it; did you mean: val/loss?" in bad.stderr, bad.stderr

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import difflib
 import fnmatch
 import json
 import math
@@ -295,7 +296,11 @@ def main(args: Sequence[str]) -> int:
     if opts.plot:
         path = opts.plot_file or Path(f"runs_{re.sub(r'[^A-Za-z0-9_.-]+', '_', opts.plot)}.png")
         if plot(found, opts.plot, path) is None:
-            raise UserError(f"--plot {opts.plot}: no run listed logged it")
+            logged = sorted({tag for run in found["runs"] for tag in run["scalars"]})
+            close = difflib.get_close_matches(opts.plot, logged, n=3)
+            listed = ", ".join(logged) or "nothing"
+            hint = f"; did you mean: {', '.join(close)}?" if close else f" (they logged: {listed})"
+            raise UserError(f"--plot {opts.plot}: no run listed logged it{hint}")
         print(f"written: {path}", file=sys.stderr if opts.format != "table" else sys.stdout)
     if opts.format == "json":
         public = {**found, "runs": [{k: v for k, v in r.items() if k != "scalars"} for r in found["runs"]]}
