@@ -239,7 +239,8 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
 
     ``records_dir`` None (a site template without ``TRAINER_CLI_TASK_RECORDS``): only srun's exit
     code is known, so only 0 and :data:`EXIT_REQUEUE` are told apart from a failure."""
-    tasks, start_timeout_s = _env_int("SLURM_NTASKS"), _env_int(restarts_log.ENV_STEP_START_TIMEOUT_S)
+    tasks = restarts_log.env_count(os.environ, "SLURM_NTASKS")
+    start_timeout_s = restarts_log.env_count(os.environ, restarts_log.ENV_STEP_START_TIMEOUT_S)
     ran_s = _seconds_since(read(run_dir).get("started"))
     verdict = step_verdict(exit_code, task_records(records_dir), tasks, start_timeout_s, ran_s)
     if records_dir is None and verdict in ("killed", "step_start"):  # no tasks' records: srun's code alone
@@ -331,12 +332,6 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
             time.sleep(0.5)
         print(f"trainer-cli: job {job_id} excludes {exclude}" + (f": not set: {error}" if error else ""), flush=True)
     return 0
-
-
-def _env_int(name: str) -> int:
-    """A count or a number of seconds the job's environment gives (0: unset or not a number)."""
-    value = (os.environ.get(name) or "").strip()
-    return int(value) if value.isdigit() else 0
 
 
 def _seconds_since(iso: Any) -> float | None:

@@ -88,8 +88,9 @@ ENV_STEP_START_TIMEOUT_S = "TRAINER_CLI_STEP_START_TIMEOUT_S"
 """Exported by the sbatch template: ``--slurm.step_start_timeout_s`` (0 or empty: srun waits as Slurm wants)."""
 
 
-def _env_count(environ: Mapping[str, str], name: str) -> int:
-    value = environ.get(name) or "0"
+def env_count(environ: Mapping[str, str], name: str) -> int:
+    """A count or a number of seconds the job's environment gives (0: unset or not a number)."""
+    value = (environ.get(name) or "0").strip()
     return int(value) if value.isdigit() else 0
 
 
@@ -129,7 +130,7 @@ class RestartPolicy:
             if str(e.get("job_id")) in ids and e.get("action") in RESTART_ACTIONS and e.get("cause") in CAPPED
         }
         cap = environ.get(ENV_MAX_RESTARTS) or ""
-        count = _env_count(environ, "SLURM_RESTART_COUNT") + _env_count(environ, ENV_PRIOR_RESTARTS)
+        count = env_count(environ, "SLURM_RESTART_COUNT") + env_count(environ, ENV_PRIOR_RESTARTS)
         return cls(count=count, capped=len(capped), cap=int(cap) if cap.isdigit() else None)
 
     @staticmethod
@@ -164,7 +165,7 @@ def requeued_by_slurm(job_id: str | None) -> dict[str, str] | None:
         return None
     job = scontrol_fields(out)
     restarts = job.get("Restarts", "")
-    return job if restarts.isdigit() and int(restarts) > _env_count(os.environ, "SLURM_RESTART_COUNT") else None
+    return job if restarts.isdigit() and int(restarts) > env_count(os.environ, "SLURM_RESTART_COUNT") else None
 
 
 def classify(job: dict[str, str], signal_delay_s: int, since_signal_s: float = 0.0) -> tuple[str, int | None]:

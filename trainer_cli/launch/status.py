@@ -30,7 +30,12 @@ ACTIVE_STATES = {
     "SUSPENDED",
     "REQUEUE_HOLD",
     "REQUEUE_FED",
+    "STOPPED",
+    "SIGNALING",
+    "STAGE_OUT",
 }
+"""Slurm's states of a job that has not ended (``train jobs --tail`` follows it; a sweep's worker in
+one of them keeps its trial: :func:`trainer_cli.sweeps.worker.job_alive`)."""
 TAIL_BYTES = 16384  # of a log read for its last epoch line
 QUERY_TIMEOUT_S = 30.0
 

@@ -53,10 +53,6 @@ from trainer_cli.sweeps.space import take_sweep_args
 
 WORKERS_DIR = "workers"
 REQUEUED_STATES = ("REQUEUED", "RESUBMIT", "PENDING")
-ENDED_STATES = frozenset(
-    {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
-)
-"""Slurm's states of a job that has ended (``squeue`` shows them for ``MinJobAge`` seconds)."""
 EXIT_REQUEUED = 75
 """``next`` with an exit code, when the trial's task was requeued: nothing told, nothing asked (the
 task starts again and resumes the trial)."""
@@ -134,15 +130,9 @@ def next_trial(sweep_dir: Path, task: str) -> Path | None:
                 sweep_plan.write_trial(sweep, trial)
                 entry = {"index": trial.index, "run_dir": str(run_dir), "overrides": overrides, "values": trial.values}
                 _append_trial(sweep_dir, entry)
-            in_flight = {"trial": asked.number, "run_dir": str(run_dir), "job": slurm_task_id()}
+            in_flight = {"trial": asked.number, "run_dir": str(run_dir), "job": jobstate.scontrol_id()}
             flight.write_text(json.dumps(in_flight) + "\n")
             return run_dir
-
-
-def slurm_task_id() -> str | None:
-    """This worker's Slurm job as ``squeue -j`` takes it: ``<array id>_<task>`` in an array, else the job id."""
-    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
-    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
 
 
 def job_alive(job: str) -> bool | None:
@@ -150,13 +140,13 @@ def job_alive(job: str) -> bool | None:
     script may still tell); False when it ended or Slurm no longer knows it; None when Slurm cannot
     be asked (the controller unreachable, no squeue): nothing is decided then."""
     from trainer_cli.job import slurm_commands
+    from trainer_cli.launch.status import ACTIVE_STATES
 
     try:
         out = slurm_commands.run(["squeue", "-h", "-j", job, "-o", "%T"], 30)
     except slurm_commands.SlurmCommandError as err:
         return False if "invalid job id" in err.message.lower() else None
-    states = set(out.split())
-    return bool(states - ENDED_STATES)
+    return bool(set(out.split()) & ACTIVE_STATES)  # an ended job stays listed for MinJobAge seconds
 
 
 def reclaim_dead(sweep_dir: Path, loaded: Any, task: str) -> list[int]:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import csv
-import difflib
 import fnmatch
 import json
 import math
@@ -31,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import read_json_lines
-from trainer_cli.errors import UserError
+from trainer_cli.errors import UserError, close_matches
 from trainer_cli.job import jobstate
 from trainer_cli.tables import print_table
 
@@ -297,7 +296,7 @@ def main(args: Sequence[str]) -> int:
         path = opts.plot_file or Path(f"runs_{re.sub(r'[^A-Za-z0-9_.-]+', '_', opts.plot)}.png")
         if plot(found, opts.plot, path) is None:
             logged = sorted({tag for run in found["runs"] for tag in run["scalars"]})
-            close = difflib.get_close_matches(opts.plot, logged, n=3)
+            close = close_matches(opts.plot, logged)
             listed = ", ".join(logged) or "nothing"
             hint = f"; did you mean: {', '.join(close)}?" if close else f" (they logged: {listed})"
             raise UserError(f"--plot {opts.plot}: no run listed logged it{hint}")
