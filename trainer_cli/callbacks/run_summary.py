@@ -23,6 +23,9 @@ class RunSummary(pl.Callback):
         """The summary as a dict (also used by tests)."""
         datamodule = getattr(trainer, "datamodule", None)  # set by Lightning outside the Trainer class body
         per_device = getattr(datamodule, "batch_size", None) if datamodule is not None else None
+        if not isinstance(per_device, int):  # a data module with its own name for it: the loader's
+            size = getattr(getattr(trainer, "train_dataloader", None), "batch_size", None)
+            per_device = size if isinstance(size, int) else None
         accumulate = trainer.accumulate_grad_batches
         batches = trainer.num_training_batches
         steps_per_epoch = math.ceil(batches / accumulate) if math.isfinite(batches) else batches
@@ -47,7 +50,7 @@ class RunSummary(pl.Callback):
             f"{q['global_batch_size']} = {q['batch_size_per_device']} per device x {q['world_size']} x "
             f"accumulate {q['accumulate_grad_batches']}"
             if q["global_batch_size"]
-            else "unknown (no data.batch_size)"
+            else "unknown (no data.batch_size, and the training DataLoader has none)"
         )
         rows = [
             ("world size", f"{q['world_size']} = {q['devices']} devices x {q['num_nodes']} nodes"),
