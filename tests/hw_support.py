@@ -7,9 +7,9 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
+import forkserver
 from support import REPO
 
 HW = REPO / "tests" / "foreign_hw"
@@ -63,17 +63,15 @@ def hw_env(**extra: str) -> dict[str, str]:
 
 
 def run_main(project: Path, *args: str, script: str = "main.py", timeout: float = 300) -> subprocess.CompletedProcess[str]:
-    """``python <script> <args>`` in the project folder, as the user runs it."""
-    return subprocess.run(
-        [sys.executable, script, *args], cwd=project, env=hw_env(), capture_output=True, text=True, timeout=timeout
-    )
+    """``python <script> <args>`` in the project folder, as the user runs it (forked from the suite's
+    server where it can: :mod:`forkserver`, no torch import per start)."""
+    return forkserver.run_python([script, *args], project, hw_env(), timeout)
 
 
 def run_train(project: Path, *args: str, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """``train <args>`` in the project folder, the project's package importable from there."""
     env = hw_env(PYTHONPATH=os.pathsep.join(p for p in (str(project), os.environ.get("PYTHONPATH")) if p))
-    train = [sys.executable, "-m", "trainer_cli"]
-    return subprocess.run([*train, *args], cwd=project, env=env, capture_output=True, text=True, timeout=timeout)
+    return forkserver.run_python(["-m", "trainer_cli", *args], project, env, timeout)
 
 
 DEFAULT = ("--config", "configs/default.yaml")
