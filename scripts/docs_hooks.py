@@ -138,3 +138,13 @@ GENERATORS = {"verbs": verbs, "help": helps, "configs": configs, "slurm_options"
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:
     return MARKER.sub(lambda m: GENERATORS[m.group(1)](), markdown)
+
+
+# The docstrings name code with Sphinx roles (``:func:`x` ``), which Google-style rendering keeps as text:
+# mkdocstrings renders the role's name before the code span. The page shows the code span alone.
+SPHINX_ROLE = re.compile(r":(?:func|class|mod|meth|data|attr|exc|obj):(?=<code>)")
+
+
+def on_page_content(html: str, **kwargs: Any) -> str:
+    return SPHINX_ROLE.sub("", html)
+

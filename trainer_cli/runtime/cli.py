@@ -423,7 +423,8 @@ class TrainerCLI(LightningCLI):
             being run when not given. The caller keeps it to clean up after an error.
         layers: Where each value of ``args`` was written (:func:`trainer_cli.config.compose.compose_args`),
             for error messages naming a file and line; a user's script composes its own.
-        *args, **kwargs: LightningCLI's.
+        *args: LightningCLI's positional arguments (model class, data module class, ...).
+        **kwargs: LightningCLI's keyword arguments.
     """
 
     def __init__(
