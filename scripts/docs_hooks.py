@@ -63,7 +63,7 @@ def helps() -> str:
 def configs() -> str:
     parts = []
     for group, entries in config_groups().items():
-        rows = [f"| `{group}/{stem}` | {_cell(description)} |" for stem, description in entries]
+        rows = [f"| `{group}/{stem}` | {_text(description)} |" for stem, description in entries]
         parts.append("\n".join([f"## `{group}/`\n", "| config | what it sets |", "| --- | --- |", *rows, ""]))
     return "\n".join(parts)
 
