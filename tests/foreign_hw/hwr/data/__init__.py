@@ -1,0 +1,3 @@
+from hwr.data.datamodule import StrokeData, StrokeDataBase
+
+__all__ = ["StrokeData", "StrokeDataBase"]
