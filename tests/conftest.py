@@ -21,6 +21,7 @@ import pytest
 
 CLUSTER_GROUP = "slurm_cluster"
 QUERY_GROUP = "slurm_queries"
+STATE_KEY = pytest.StashKey[str]()
 # Modules whose module-scoped fixture is expensive (a training run, a process running many cases):
 # under --dist loadgroup each test is scheduled alone, so every worker that gets one of the module's
 # tests would run the fixture again. Their tests go to one worker (an xdist group per module); a
@@ -60,14 +61,27 @@ def _cluster_group(item: pytest.Item) -> str:
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """In the process that runs the session (not an xdist worker): name the file that says the
+    """In every process (each xdist worker too): the user's state folder (``XDG_STATE_HOME``, where
+    ``train submit`` keeps its registry of jobs) is a temporary one of its own, so that tests neither
+    share nor pollute the real home; removed at :func:`pytest_unconfigure`.
+
+    In the process that runs the session (not an xdist worker): name the file that says the
     tests started the local cluster (``slurm_support.slurm_cluster`` writes it; the workers inherit
     the environment), so that :func:`pytest_sessionfinish` stops it once every worker is done."""
-    if not hasattr(config, "workerinput"):
-        import tempfile
+    import tempfile
 
+    config.stash[STATE_KEY] = os.environ["XDG_STATE_HOME"] = tempfile.mkdtemp(prefix="trainer-cli-tests-state-")
+    if not hasattr(config, "workerinput"):
         mark = os.path.join(tempfile.gettempdir(), f"trainer-cli-tests-started-cluster-{os.getpid()}")
         os.environ["TRAINER_CLI_TESTS_CLUSTER_MARK"] = mark
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    """Remove this process's temporary state folder (:func:`pytest_configure`)."""
+    import shutil
+
+    if STATE_KEY in config.stash:
+        shutil.rmtree(config.stash[STATE_KEY], ignore_errors=True)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:

@@ -8,6 +8,8 @@ import json
 import multiprocessing
 from pathlib import Path
 
+import pytest
+
 from trainer_cli.atomic import append_line, read_json, update_json, write_atomic
 from trainer_cli.job import jobstate
 from trainer_cli.launch import submissions
@@ -54,10 +56,11 @@ def test_job_record_writers_keep_each_others_fields(tmp_path: Path) -> None:
     assert jobstate.read(tmp_path) == {"job_id": "7", "state": "PENDING", "worker_0": 25, "worker_1": 25, "worker_2": 25}
 
 
-def test_registry_lines_are_whole_under_concurrent_submissions(tmp_path: Path) -> None:
+def test_registry_lines_are_whole_under_concurrent_submissions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))  # the user's registry, this test's alone
     _spawn(_register, [(str(tmp_path), i, 30) for i in range(3)])
     records = submissions.read_registry(tmp_path)
-    assert len(records) == 90 and len((tmp_path / submissions.REGISTRY_NAME).read_text().splitlines()) == 90
+    assert len(records) == 90 and len(submissions.registry_file().read_text().splitlines()) == 90
     assert sorted(r["job_id"] for r in records) == sorted(f"{w}{i:03d}" for w in range(3) for i in range(30))
 
 

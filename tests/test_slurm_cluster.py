@@ -217,8 +217,8 @@ def test_train_jobs_reads_the_run_once_slurm_forgot_the_job(early_signals: tuple
     record = json.loads((run_dir / "job.json").read_text())
     assert (record["job_id"], record["restarts"], record["state"]) == (job_id, 2, "COMPLETED")
     (run_dir / "job.json").write_text(json.dumps(record | {"job_id": forgotten}))
-    registry = root / submissions.REGISTRY_NAME
-    lines = [json.loads(line) for line in registry.read_text().splitlines()]
+    registry = root / submissions.REGISTRY_NAME  # as an earlier version kept it, in the root: read too
+    lines = submissions.read_registry(root)
     registry.write_text("".join(json.dumps(r | {"job_id": forgotten}) + "\n" for r in lines if r["job_id"] == job_id))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):

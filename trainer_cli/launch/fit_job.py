@@ -122,6 +122,17 @@ def script_entry(script: Path, slurm: SlurmOptions, run_dir: Path, submit_dir: P
     return ScriptEntry(script, why, script)
 
 
+def script_job_name(config: Any, script: Path) -> str:
+    """The Slurm job name of a user's script's run, as ``train submit`` names a job after its
+    experiment: the name its runs go under (``--name``, its logger's ``name``:
+    :func:`trainer_cli.runtime.run.lightning_log_root`), else, where that is Lightning's default
+    ``lightning_logs``, the folder of the script (its project)."""
+    from trainer_cli.runtime.run import lightning_log_root
+
+    _, name = lightning_log_root(config)
+    return name if name and name != "lightning_logs" else script.absolute().parent.name or "run"
+
+
 @dataclass
 class Plan:
     """A job ready to queue: its run directory, frozen config and rendered script(s)."""
@@ -234,7 +245,7 @@ def plan(
     root, name = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR), config.name
     if script:  # where `python main.py fit` puts the script's runs: its logger's <save_dir>/<name>/version_<N>
         root, name = lightning_log_root(config)
-    job_name = slurm.job_name or config.name
+    job_name = slurm.job_name or (script_job_name(config, Path(script)) if script else config.name)
     ckpt = config.get("ckpt_path")
     placed = rundir_plan(root, name, ckpt, config.run_dir, submitting=True, dry_run=dry_run)
     run_dir, created = placed.path, placed.created
@@ -396,7 +407,7 @@ def submit(job: Plan) -> int:
             not freeze(run_dir, job.frozen_config) and job.changes
         ):  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
             previous = rewrite_config(run_dir, job.frozen_config)
-        code = snapshot.take(Path.cwd(), run_dir) if job.slurm.snapshot else None
+        code = snapshot.take(Path.cwd(), run_dir, job.slurm.snapshot_max_mb) if job.slurm.snapshot else None
         if job.entry is not None and job.entry.live is None and not job.entry.path.is_file():
             raise UserError(f"the code snapshot in {run_dir} holds no copy of {job.entry.script}: nothing was queued")
         job.script.write_text(job.script_text)

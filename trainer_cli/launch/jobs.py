@@ -1,9 +1,10 @@
-"""``train jobs`` and ``train cancel``: the runs submitted from here, their Slurm jobs and states.
+"""``train jobs`` and ``train cancel``: the runs you submitted, their Slurm jobs and states.
 
-``train submit`` appends one JSON line per run to ``<trainer.default_root_dir>/submissions.jsonl``
-(default ``runs/``; :mod:`trainer_cli.launch.submissions`). ``train jobs`` asks Slurm once per call,
-whatever the number of jobs, and reads ``<run>/job.json`` for the jobs Slurm has forgotten
-(:mod:`trainer_cli.launch.status`); a job that resubmitted itself is followed
+``train submit`` and ``python main.py submit`` append one JSON line per run to the user's registry
+(:mod:`trainer_cli.launch.submissions`, outside any repository): ``train jobs`` lists every job the
+user submitted, from any folder, ``--root DIR`` those under one ``trainer.default_root_dir``. It
+asks Slurm once per call, whatever the number of jobs, and reads ``<run>/job.json`` for the jobs
+Slurm has forgotten (:mod:`trainer_cli.launch.status`); a job that resubmitted itself is followed
 to its new id there. Per job the table shows state, restarts (with their causes, from
 ``<run>/restarts.jsonl``: ``2 (1 time limit, 1 preempted)``), elapsed time, a DETAIL in words
 (:mod:`trainer_cli.launch.job_detail`: why a pending job waits, what to do and Slurm's estimated
@@ -35,11 +36,10 @@ from trainer_cli.job.slurm_commands import SlurmCommandError
 from trainer_cli.job.slurm_commands import run as run_slurm
 from trainer_cli.launch.job_detail import detail
 from trainer_cli.launch.status import ACTIVE_STATES, JobStatus, last_epoch_line, query_slurm, with_run_record
-from trainer_cli.launch.submissions import read_registry
+from trainer_cli.launch.submissions import read_registry, registry_file
 from trainer_cli.sweeps.plan import task_log
 from trainer_cli.tables import print_table
 
-DEFAULT_ROOT = "runs"
 # the job-id keys of a registry record, with the script each job runs and its label in the table
 JOB_KEYS = (
     ("job_id", "submit.sbatch", ""),
@@ -154,11 +154,17 @@ def _worker_rows(rec: dict[str, Any], slurm: dict[tuple[str, str], JobStatus]) -
     return rows
 
 
-def find_run(root: Path, run: str) -> dict[str, Any]:
-    """The newest registry record of ``run`` (a run directory or one of its job ids).
+def _where(root: Path | None) -> str:
+    """How a message names the jobs searched: ``under ROOT``, or the user's."""
+    return f"submitted under {root}" if root is not None else "you submitted"
+
+
+def find_run(root: Path | None, run: str) -> dict[str, Any]:
+    """The newest registry record of ``run`` (a run directory or one of its job ids), among the jobs
+    submitted under ``root`` (None: every job of the user's).
 
     Raises:
-        UserError: when no job submitted under ``root`` matches.
+        UserError: when no job matches.
     """
     records = read_registry(root)
     target = Path(run).resolve() if not run.isdigit() else None
@@ -168,15 +174,14 @@ def find_run(root: Path, run: str) -> dict[str, Any]:
             return rec
     known = ", ".join(sorted({str(r.get("job_id")) for r in records[-10:]})) or "none"
     raise UserError(
-        f"{run}: no job submitted under {root} has this run directory or job id (recent jobs: {known}); `train jobs` "
-        "lists them"
+        f"{run}: no job {_where(root)} has this run directory or job id (recent jobs: {known}); `train jobs` lists them"
     )
 
 
-def sweep_task(root: Path, run: str) -> tuple[dict[str, Any], int] | None:
+def sweep_task(root: Path | None, run: str) -> tuple[dict[str, Any], int] | None:
     """The sweep record and task index when ``run`` names one array task of a sweep submitted under
-    ``root``: ``<array id>_<i>`` (a trial's task or a worker, as ``train jobs`` lists them) or, with a
-    task per trial, the trial's run directory; else None."""
+    ``root`` (None: any of the user's): ``<array id>_<i>`` (a trial's task or a worker, as ``train
+    jobs`` lists them) or, with a task per trial, the trial's run directory; else None."""
     named = re.fullmatch(r"(\d+)_(\d+)", run)
     target = None if named else Path(run).resolve()
     for rec in reversed(read_registry(root)):
@@ -224,7 +229,7 @@ def _print_from(log: Path, position: int) -> int:
     return position + len(chunk)
 
 
-def tail(root: Path, run: str, poll_s: float = 1.0) -> int:
+def tail(root: Path | None, run: str, poll_s: float = 1.0) -> int:
     """Print the log of ``run``'s fit job and follow it while the job is queued or running (into
     the job it resubmits itself as, if it does); of one task of a sweep's array for a task id
     (``<array id>_<i>``) or a trial's run directory."""
@@ -271,10 +276,10 @@ def cancel(args: list[str]) -> int:
     )
     parser.add_argument("run", help="the run directory or one of its job ids")
     parser.add_argument(
-        "--root", default=DEFAULT_ROOT, help="trainer.default_root_dir the run was submitted with (default: runs)"
+        "--root", help="only a run submitted under this trainer.default_root_dir (default: any you submitted)"
     )
     opts = parser.parse_args(args)
-    rec = find_run(Path(opts.root), opts.run)
+    rec = find_run(_root(opts.root), opts.run)
     ids = [_current_id(rec, k) for k, _, _ in JOB_KEYS if rec.get(k)]
     try:
         run_slurm(["scancel", *ids], timeout_s=60)
@@ -286,16 +291,32 @@ def cancel(args: list[str]) -> int:
     return 0
 
 
+def _root(root: str | None) -> Path | None:
+    """``--root DIR`` as a path (None when not given).
+
+    Raises:
+        UserError: when it names no directory.
+    """
+    if root is None:
+        return None
+    if not Path(root).is_dir():
+        raise UserError(
+            f"--root {root}: no such directory (name the trainer.default_root_dir you submitted with, or leave --root "
+            "out for every job you submitted)"
+        )
+    return Path(root)
+
+
 def main(args: list[str]) -> int:
-    """``train jobs [--root DIR] [--last N] [--tail RUN] [SWEEP_DIR]``: print a table of submitted jobs
-    (or follow one run's log, or print a sweep's table of trials); returns the exit code.
+    """``train jobs [--root DIR] [--last N] [--tail RUN] [SWEEP_DIR]``: print a table of the jobs the
+    user submitted (or follow one run's log, or print a sweep's table of trials); returns the exit code.
 
     Raises:
         UserError: when ``--root`` is not a directory, or ``--tail`` names no submitted run.
     """
     parser = argparse.ArgumentParser(prog="train jobs", description=__doc__.split("\n")[0])
     parser.add_argument(
-        "--root", default=DEFAULT_ROOT, help="trainer.default_root_dir the jobs were submitted with (default: runs)"
+        "--root", help="only the jobs submitted under this trainer.default_root_dir (default: every job you submitted)"
     )
     parser.add_argument("--last", type=int, default=20, help="show the newest N runs (default: 20)")
     parser.add_argument(
@@ -313,16 +334,12 @@ def main(args: list[str]) -> int:
 
         report(Path(opts.sweep))
         return 0
-    root = Path(opts.root)
-    if not root.is_dir():
-        raise UserError(
-            f"--root {root}: no such directory (submit a job first, or name the trainer.default_root_dir you used)"
-        )
+    root = _root(opts.root)
     if opts.tail:
         return tail(root, opts.tail)
     records = read_registry(root)[-opts.last :]
     if not records:
-        print(f"no jobs submitted under {root}")
+        print(f"no jobs {_where(root)} (train submit records them in {registry_file()})")
         return 0
     print_table(job_rows(records), header=("JOB", "STATE", "RESTARTS", "ELAPSED", "DETAIL", "NAME", "LOG"))
     return 0

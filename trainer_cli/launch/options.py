@@ -15,6 +15,8 @@ from trainer_cli.job.slurm_commands import time_limit_s
 
 SECTION = "slurm"
 FLAG_PREFIX = f"--{SECTION}."
+SNAPSHOT_MAX_MB = 100
+"""The default of ``--slurm.snapshot_max_mb``: the most a code snapshot may copy, in MB."""
 
 
 @dataclass
@@ -104,9 +106,12 @@ class SlurmOptions:
     """Python that runs `-m trainer_cli` in the job. Empty: `python` from PATH when setup or
     setup_raw is given (the environment they activate), else the one running `train submit`."""
     snapshot: bool = True
-    """Copy the git work tree you submit from (tracked and untracked-not-ignored files, uncommitted
-    changes included) into <run>/code; the job and every requeue import your code from there, so
+    """Copy the code of the git work tree you submit from (tracked and untracked-not-ignored files,
+    uncommitted changes included; not checkpoints, run folders or earlier snapshots) into <run>/code,
+    its git-ignored data linked there; the job and every requeue import your code from there, so
     editing it after submitting changes nothing queued. Off: the job imports the live tree."""
+    snapshot_max_mb: float = SNAPSHOT_MAX_MB
+    """The most the code snapshot may copy, in MB; over it the submission names the largest files."""
     template: str = "ddp"
     """sbatch template: a name in the bundled slurm/ folder (ddp) or the path of your own Jinja2 file."""
 
@@ -117,6 +122,8 @@ class SlurmOptions:
                 f"--slurm.mem {self.mem} and --slurm.mem_per_cpu {self.mem_per_cpu}: sbatch takes one of them, choose "
                 "one"
             )
+        if self.snapshot_max_mb <= 0:
+            problems.append(f"--slurm.snapshot_max_mb {self.snapshot_max_mb}: must be more than 0")
         for key in ("cpus_per_task", "signal_delay_s", "array_parallelism"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 problems.append(f"--slurm.{key} {getattr(self, key)}: must be 1 or more")

@@ -1,13 +1,28 @@
 """The code a Slurm job runs is the code that was submitted: a snapshot of the git work tree.
 
 Without it, editing the code after ``train submit`` silently changes what a queued job, or a
-requeued one, imports. At submit, when the working directory is inside a git work tree, its files
-(tracked and untracked-but-not-ignored, as they are on disk: uncommitted changes included) are
-copied to ``<run>/code/``; ``<run>/code.json`` records the commit, whether the tree was dirty, and
-the file count, and ``<run>/code.diff`` the uncommitted changes (``git diff HEAD``). The job starts
-in the snapshot (``#SBATCH --chdir``), so ``python -m trainer_cli`` puts the snapshot first on
-``sys.path`` and the user's modules (and a trainer-cli checkout itself) are imported from there, on
-every start and requeue; it then changes to the submitting directory (:data:`WORKDIR_ENV`,
+requeued one, imports. At submit, when the working directory is inside a git work tree, the
+snapshot freezes its code, not its data and not its outputs (:func:`take`):
+
+- its files, tracked and untracked-but-not-ignored, as they are on disk (uncommitted changes
+  included), are copied to ``<run>/code/``, except outputs: checkpoints (``*.ckpt``), the
+  launcher's run folders (a folder holding ``run.json`` or ``launcher.yaml``), earlier snapshots
+  and the registries an earlier version kept in the tree (:data:`LEGACY_OUTPUTS`);
+- its git-ignored entries (a data folder) are linked, not copied, at the same place, so a path the
+  user's code derives from its own file (``Path(__file__).parents[2] / "data"``) finds the same data
+  as in the live tree; outputs are never linked: a folder holding the run itself or a run folder
+  (two levels down), Python's ``__pycache__``, the loggers' default folders (:data:`OUTPUT_DIRS`),
+  checkpoints;
+- a tracked checkpoint is linked too (it is not code);
+- over ``--slurm.snapshot_max_mb`` of copies it refuses, naming the largest files and how to leave
+  them out.
+
+``<run>/code.json`` records the commit, whether the code has uncommitted changes (tracked files
+changed, or untracked files copied: run outputs do not count), the files copied and linked, and
+``<run>/code.diff`` the changes to tracked files (``git diff HEAD``). The job starts in the snapshot
+(``#SBATCH --chdir``), so ``python -m trainer_cli`` puts the snapshot first on ``sys.path`` and the
+user's modules (and a trainer-cli checkout itself) are imported from there, on every start and
+requeue; it then changes to the submitting directory (:data:`WORKDIR_ENV`,
 :func:`trainer_cli.job.workdir.enter`), so relative paths in the config (data folders) mean what
 they meant at submit. A user's script (``python main.py submit``) inside the work tree runs from
 its copy in the snapshot (:func:`planned_file`), so its folder, first on ``sys.path``, is the
@@ -21,14 +36,30 @@ import json
 import os
 import shutil
 import subprocess
+from collections.abc import Iterable
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
+from trainer_cli.errors import UserError
 from trainer_cli.job.workdir import WORKDIR_ENV as WORKDIR_ENV  # re-exported: what the batch script exports
+from trainer_cli.launch.options import SNAPSHOT_MAX_MB
+from trainer_cli.rundir.identity import RUN_FILE
+from trainer_cli.rundir.record import LAUNCHER_FILE
 
 CODE_DIR = "code"
 RECORD = "code.json"
 DIFF = "code.diff"
+CHECKPOINT_SUFFIX = ".ckpt"
+RUN_MARKERS = (RUN_FILE, LAUNCHER_FILE)
+"""A folder holding one of these is a launcher's run folder: an output, never copied or linked."""
+OUTPUT_DIRS = frozenset({"__pycache__", "lightning_logs", "wandb", "mlruns"})
+"""Git-ignored folders never linked: Python's byte code (a job would rewrite the live tree's) and the
+loggers' default output folders."""
+LEGACY_OUTPUTS = frozenset({"submissions.jsonl", ".submissions.jsonl.lock"})
+"""The registry (and its lock) an earlier version wrote into the run root, a script's project root."""
+SCAN_DIRS = 2000
+"""At most this many folders of a git-ignored entry are looked at for a run folder (a data folder
+of many subfolders is not walked)."""
 
 
 @dataclass(frozen=True)
@@ -43,11 +74,32 @@ class Snapshot:
     """The git work tree copied."""
     commit: str
     dirty: bool
+    """Whether the code has uncommitted changes: tracked files changed, or untracked files copied."""
     files: int
+    """Files copied."""
+    linked: int = 0
+    """Git-ignored entries (data) and tracked checkpoints linked to the live tree, not copied."""
+    left_out: int = 0
+    """Untracked outputs left out: checkpoints, byte code, run folders, earlier snapshots."""
+
+
+@dataclass
+class _Selection:
+    """What :func:`take` copies and links, relative to the work tree's top."""
+
+    copy: list[str]
+    link: list[str]
+    untracked: list[str]
+    """Untracked files among ``copy``: code not yet committed."""
+    left_out: int
 
 
 def _git(where: Path, *args: str) -> subprocess.CompletedProcess[bytes]:
     return subprocess.run(["git", "-C", str(where), *args], capture_output=True, timeout=60)
+
+
+def _names(proc: subprocess.CompletedProcess[bytes]) -> list[str]:
+    return [n for n in proc.stdout.decode(errors="surrogateescape").split("\0") if n]
 
 
 def work_tree(where: Path) -> Path | None:
@@ -76,48 +128,150 @@ def planned_file(path: Path, where: Path, run_dir: Path) -> Path | None:
     except ValueError:  # outside the work tree
         return None
     listed = _git(top, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", relative.as_posix())
-    names = {n for n in listed.stdout.decode(errors="surrogateescape").split("\0") if n}
-    if listed.returncode != 0 or relative.as_posix() not in names:
+    if listed.returncode != 0 or relative.as_posix() not in set(_names(listed)):
         return None
     return run_dir / CODE_DIR / relative
 
 
-def take(where: Path, run_dir: Path) -> Snapshot | None:
-    """Copy the git work tree holding ``where`` into ``run_dir/code`` (replacing an older snapshot of
-    a resubmitted run); None outside a work tree.
+class _Outputs:
+    """Which paths of the work tree ``top`` are outputs (never copied, never linked): the run
+    ``run_dir`` itself, the launcher's run folders and earlier snapshots, at any depth below the top."""
 
-    Raises:
-        OSError: when a file cannot be copied (the caller removes what it made).
-    """
-    top = work_tree(where)
-    if top is None:
-        return None
-    listed = _git(top, "ls-files", "-z", "--cached", "--others", "--exclude-standard")
-    if listed.returncode != 0:
-        return None
-    dest = run_dir / CODE_DIR
-    if dest.exists():
-        shutil.rmtree(dest)
-    count = 0
-    for name in sorted({n for n in listed.stdout.decode(errors="surrogateescape").split("\0") if n}):
+    def __init__(self, top: Path, run_dir: Path) -> None:
+        self.top, self.run_dir = top.resolve(), run_dir.resolve()
+        self._folders: dict[Path, bool] = {}
+
+    def _output_folder(self, folder: Path) -> bool:
+        if folder not in self._folders:
+            self._folders[folder] = (
+                folder == self.run_dir
+                or any((folder / m).is_file() for m in RUN_MARKERS)
+                or (folder.name == CODE_DIR and (folder.parent / RECORD).is_file())  # an earlier snapshot
+            )
+        return self._folders[folder]
+
+    def inside(self, name: str) -> bool:
+        """Whether ``name`` (relative to the top) lies in an output folder below the top, or is one."""
+        path = self.top / name
+        if path.is_dir() and not path.is_symlink() and self._output_folder(path):
+            return True
+        return any(self._output_folder(p) for p in path.parents if p != self.top and self.top in p.parents)
+
+    def holds(self, name: str) -> bool:
+        """Whether the folder ``name`` holds the run or a run folder in it or two levels down (a run
+        root, a logger's folder of runs); at most :data:`SCAN_DIRS` folders are looked at."""
+        path = self.top / name
+        if path == self.run_dir or path in self.run_dir.parents:
+            return True
+        level, seen = [path], 0
+        for _ in range(3):
+            below: list[Path] = []
+            for folder in level:
+                if self._output_folder(folder):
+                    return True
+                try:
+                    below += [Path(e.path) for e in os.scandir(folder) if e.is_dir(follow_symlinks=False)]
+                except OSError:
+                    continue
+            seen += len(below)
+            if seen > SCAN_DIRS:
+                return False
+            level = below
+        return False
+
+
+def _output_name(name: str) -> bool:
+    """Whether the file ``name`` is an output by its name: a checkpoint, Python's byte code."""
+    return name.endswith((CHECKPOINT_SUFFIX, ".pyc")) or "__pycache__" in Path(name).parts
+
+
+def _select(top: Path, run_dir: Path) -> _Selection:
+    """Sort the work tree's entries into copied (code), linked (git-ignored data, tracked
+    checkpoints) and left out (outputs)."""
+    tracked = set(_names(_git(top, "ls-files", "-z", "--cached")))
+    listed = _names(_git(top, "ls-files", "-z", "--cached", "--others", "--exclude-standard"))
+    ignored = _names(_git(top, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"))
+    outputs = _Outputs(top, run_dir)
+    chosen = _Selection([], [], [], 0)
+    for name in sorted(set(listed)):
         source = top / name
         if not source.exists() and not source.is_symlink():  # deleted in the work tree, not yet committed
             continue
         if source.is_dir() and not source.is_symlink():  # a submodule: not copied
             continue
-        target = dest / name
+        if name in tracked:
+            (chosen.link if name.endswith(CHECKPOINT_SUFFIX) else chosen.copy).append(name)
+        elif _output_name(name) or Path(name).name in LEGACY_OUTPUTS or outputs.inside(name):
+            chosen.left_out += 1
+        else:
+            chosen.copy.append(name)
+            chosen.untracked.append(name)
+    for entry in sorted(n.rstrip("/") for n in ignored):
+        if Path(entry).name in OUTPUT_DIRS or _output_name(entry) or outputs.inside(entry):
+            continue
+        if (top / entry).is_dir() and not (top / entry).is_symlink() and outputs.holds(entry):
+            continue
+        chosen.link.append(entry)
+    return chosen
+
+
+def _check_size(top: Path, names: Iterable[str], max_mb: float) -> None:
+    """Refuse a snapshot that would copy more than ``max_mb`` MB, naming its largest files.
+
+    Raises:
+        UserError: over the limit.
+    """
+    sizes = sorted(((top / n).lstat().st_size, n) for n in names if (top / n).exists())
+    total = sum(s for s, _ in sizes)
+    if total <= max_mb * 1e6:
+        return
+    largest = ", ".join(f"{n} ({s / 1e6:.1f} MB)" for s, n in reversed(sizes[-5:]) if s * 100 >= total)
+    raise UserError(
+        f"the code snapshot of {top} would copy {total / 1e6:.0f} MB, over --slurm.snapshot_max_mb {max_mb:g}; "
+        f"largest: {largest}. Leave data and outputs out by git-ignoring them (they are linked, not copied), or "
+        "raise --slurm.snapshot_max_mb, or submit with --slurm.snapshot false"
+    )
+
+
+def take(where: Path, run_dir: Path, max_mb: float = SNAPSHOT_MAX_MB) -> Snapshot | None:
+    """Copy the code of the git work tree holding ``where`` into ``run_dir/code`` and link its
+    git-ignored data there (replacing an older snapshot of a resubmitted run); None outside a work
+    tree. What is copied, linked and left out: the module's docstring.
+
+    Raises:
+        UserError: when the copies would exceed ``max_mb`` MB (nothing written).
+        OSError: when a file cannot be copied (the caller removes what it made).
+    """
+    top = work_tree(where)
+    if top is None:
+        return None
+    if _git(top, "ls-files", "-z").returncode != 0:
+        return None
+    chosen = _select(top, run_dir)
+    _check_size(top, chosen.copy, max_mb)
+    dest = run_dir / CODE_DIR
+    if dest.exists():
+        shutil.rmtree(dest)
+    for name in chosen.copy:
+        source, target = top / name, dest / name
         target.parent.mkdir(parents=True, exist_ok=True)
         if source.is_symlink():
             os.symlink(os.readlink(source), target)
         else:
             shutil.copy2(source, target)
-        count += 1
+    for name in chosen.link:  # the live entry itself: paths derived from the code's own file find it
+        target = dest / name
+        target.parent.mkdir(parents=True, exist_ok=True)
+        os.symlink(top.absolute() / name, target)
     commit = _git(top, "rev-parse", "HEAD").stdout.decode().strip() or "(no commit)"
     diff = _git(top, "diff", "HEAD", "--binary").stdout
-    status = _git(top, "status", "--porcelain").stdout
+    changed = _git(top, "status", "--porcelain", "--untracked-files=no").stdout
     (run_dir / DIFF).write_bytes(diff)
     workdir = dest / where.resolve().relative_to(top.resolve())
     workdir.mkdir(parents=True, exist_ok=True)
-    snap = Snapshot(str(dest), str(workdir), str(top), commit, bool(status.strip()), count)
+    dirty = bool(changed.strip()) or bool(chosen.untracked)
+    snap = Snapshot(
+        str(dest), str(workdir), str(top), commit, dirty, len(chosen.copy), len(chosen.link), chosen.left_out
+    )
     (run_dir / RECORD).write_text(json.dumps(asdict(snap), indent=2) + "\n")
     return snap

@@ -1,19 +1,30 @@
-"""The registry of submitted jobs: ``<trainer.default_root_dir>/submissions.jsonl`` (default ``runs/``).
+"""The registry of submitted jobs: one per user, ``$XDG_STATE_HOME/trainer-cli/submissions.jsonl``
+(``~/.local/state/trainer-cli/`` where ``XDG_STATE_HOME`` is unset), never in the user's repository.
 
-``train submit`` (a fit run, its test and cross-validation jobs, or a sweep) appends one JSON line
-per submission, under the registry's lock (:func:`trainer_cli.atomic.append_line`); ``train jobs``
-and ``train cancel`` read it, newest last.
+``train submit`` and ``python main.py submit`` (a fit run, its test and cross-validation jobs, or a
+sweep) append one JSON line per submission under the registry's lock
+(:func:`trainer_cli.atomic.append_line`), with the root the run was submitted under
+(``trainer.default_root_dir``, a script's logger folder); ``train jobs`` and ``train cancel`` read
+it, newest last: every job of the user without flags, those under one root with ``--root``. The
+registries an earlier version wrote into the root itself (``<root>/submissions.jsonl``) are read
+too, so the jobs they list still show.
 """
 
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import append_line, read_json_lines
 
 REGISTRY_NAME = "submissions.jsonl"
+STATE_ENV = "XDG_STATE_HOME"
+STATE_DIR = "trainer-cli"
+LEGACY_ROOTS = ("runs", ".")
+"""Where an earlier version's registry may be, seen from the working directory: ``train submit``'s
+default root, and a script's project root (its logger's default ``save_dir``)."""
 RECORD_KEYS = (
     "job_id",
     "test_job_id",
@@ -25,15 +36,41 @@ RECORD_KEYS = (
     "trials",
     "workers",
 )
-"""What a registry line keeps of a submission's record."""
+"""What a registry line keeps of a submission's record (with ``root``)."""
+
+
+def registry_file() -> Path:
+    """The user's registry: ``$XDG_STATE_HOME/trainer-cli/submissions.jsonl``, else under ``~/.local/state``."""
+    state = os.environ.get(STATE_ENV, "")
+    base = Path(state) if os.path.isabs(state) else Path.home() / ".local" / "state"  # a relative one: invalid (XDG)
+    return base / STATE_DIR / REGISTRY_NAME
 
 
 def register(root: Path, record: dict[str, Any]) -> None:
-    """Append a submitted job to ``root``'s registry."""
-    root.mkdir(parents=True, exist_ok=True)
-    append_line(root / REGISTRY_NAME, json.dumps({k: record.get(k) for k in RECORD_KEYS}))
+    """Append a job submitted under ``root`` to the user's registry."""
+    file = registry_file()
+    file.parent.mkdir(parents=True, exist_ok=True)
+    line = {k: record.get(k) for k in RECORD_KEYS} | {"root": str(Path(root).absolute())}
+    append_line(file, json.dumps(line))
 
 
-def read_registry(root: Path) -> list[dict[str, Any]]:
-    """The jobs submitted under ``root``, oldest first (an unreadable line is skipped)."""
-    return read_json_lines(root / REGISTRY_NAME)
+def _under(rec: dict[str, Any], root: Path) -> bool:
+    """Whether ``rec`` was submitted under ``root`` (its recorded root, or its run directory inside it)."""
+    if rec.get("root") and Path(rec["root"]).resolve() == root:
+        return True
+    return bool(rec.get("run_dir")) and root in Path(rec["run_dir"]).resolve().parents
+
+
+def read_registry(root: Path | None = None) -> list[dict[str, Any]]:
+    """The jobs the user submitted, oldest first (an unreadable line is skipped): under ``root``
+    only when given. An earlier version's registry in ``root`` (or, without one, in
+    :data:`LEGACY_ROOTS` of the working directory) adds its jobs."""
+    legacy = [Path(root)] if root is not None else [Path(r) for r in LEGACY_ROOTS]
+    records = [r for folder in legacy for r in read_json_lines(folder / REGISTRY_NAME)]
+    mine = read_json_lines(registry_file())
+    if root is not None:
+        where = Path(root).resolve()
+        mine = [r for r in mine if _under(r, where)]
+    seen = {(str(r.get("job_id")), r.get("run_dir")) for r in mine}
+    records = [r for r in records if (str(r.get("job_id")), r.get("run_dir")) not in seen] + mine
+    return sorted(records, key=lambda r: str(r.get("submitted") or ""))  # stable: lines without a time first
