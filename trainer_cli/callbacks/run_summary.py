@@ -1,22 +1,39 @@
-"""Prints the quantities people reason about when a run starts."""
+"""Prints the quantities people reason about when a run starts, and records the metrics the run logs."""
 
 from __future__ import annotations
 
 import math
 import sys
+import time
+from pathlib import Path
+from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.utilities import rank_zero_only
 
+from trainer_cli.rundir import metrics
 from trainer_cli.tables import print_table
 
 
 class RunSummary(pl.Callback):
     """At the start of training, print world size, global batch size, steps per epoch, total
-    optimizer steps, accelerator, precision, strategy and the run directory (global rank 0 only)."""
+    optimizer steps, accelerator, precision, strategy and the run directory (global rank 0 only).
+
+    While fitting, it also keeps the run's own record of its metrics, whatever the logger: global
+    rank 0 appends the Trainer's ``callback_metrics`` (numbers only) with the epoch and global step to
+    the run directory's ``metrics.jsonl`` at the start of training, at each validation end (not the
+    sanity check), after each training epoch (at the next epoch's start, when the metrics the
+    module's own ``on_train_epoch_end`` logged are in: callbacks' epoch-end hooks run before it) and
+    at the end of training (:func:`trainer_cli.rundir.metrics.record`; read back by
+    :func:`trainer_cli.rundir.metrics.read`). Nothing is written per step, nor without a run directory.
+
+    Args:
+        run_dir: The run directory (a user's script gets it once the Trainer's ``log_dir`` is known).
+    """
 
     def __init__(self, run_dir: str | None = None) -> None:
         self.run_dir = run_dir
+        self._epoch_started = False
 
     @staticmethod
     def quantities(trainer: pl.Trainer) -> dict[str, object]:
@@ -64,3 +81,34 @@ class RunSummary(pl.Callback):
         ]
         print_table([(k, str(v)) for k, v in rows])
         sys.stdout.flush()
+        self._record(trainer, "start", {})
+
+    def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if not trainer.sanity_checking and trainer.state.fn == "fit":
+            self._record(trainer, "validation", self.logged(trainer))
+
+    def on_train_epoch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        if self._epoch_started:  # the epoch before ended: its metrics, those its module's epoch-end hook logged too
+            self._record(trainer, metrics.EPOCH_STAGE, self.logged(trainer), trainer.current_epoch - 1)
+        self._epoch_started = True
+
+    def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
+        self._record(trainer, "end", self.logged(trainer))
+
+    @staticmethod
+    def logged(trainer: pl.Trainer) -> dict[str, float]:
+        """The numbers in ``trainer.callback_metrics``, read on every rank (computing an epoch's
+        metric may synchronize the ranks; only global rank 0 writes them)."""
+        out = {}
+        for key, value in trainer.callback_metrics.items():
+            number: Any = value
+            if hasattr(value, "numel"):
+                number = value.item() if value.numel() == 1 else None
+            if isinstance(number, (int, float)) and not isinstance(number, bool):
+                out[str(key)] = float(number)
+        return out
+
+    def _record(self, trainer: pl.Trainer, stage: str, logged: dict[str, float], epoch: int | None = None) -> None:
+        if self.run_dir and trainer.is_global_zero:
+            epoch = trainer.current_epoch if epoch is None else epoch
+            metrics.record(Path(self.run_dir), stage, epoch, trainer.global_step, time.time(), logged)

@@ -8,6 +8,7 @@ and removes it: :mod:`trainer_cli.rundir.policy`)::
     git.txt               the git commit of the code and of the working directory (GIT_FILE)
     history.jsonl         one record per start of the run (trainer_cli.rundir.history.HISTORY_FILE)
     run.json              the run id every logger logs under (trainer_cli.rundir.identity.RUN_FILE)
+    metrics.jsonl         the metrics the run logged, one line per validation and epoch end (METRICS_FILE)
     checkpoints/last.ckpt written after every epoch and on SIGTERM / Ctrl-C (LAST_CKPT)
     hpc_ckpt_<N>.ckpt     saved on a Slurm SIGUSR1 (HPC_PATTERN); ``.used`` once a resume took it
     job.json, submit.sbatch, slurm-<job>.log   a submitted run's (trainer_cli.job.jobstate, sbatch)
@@ -26,6 +27,7 @@ ENV_RUN_DIR = "TRAINER_CLI_RUN_DIR"  # the run directory, for the DDP processes 
 VERSION_PREFIX = "version_"
 CONFIG_FILE = "config.yaml"
 GIT_FILE = "git.txt"
+METRICS_FILE = "metrics.jsonl"  # the run's own record of its logged metrics (trainer_cli.rundir.metrics)
 LAST_CKPT = Path("checkpoints") / "last.ckpt"
 HPC_PATTERN = "hpc_ckpt_*.ckpt"
 USED_SUFFIX = ".used"  # a consumed hpc checkpoint: Lightning's own hpc lookup must not pick it again

@@ -15,7 +15,6 @@ results table is printed and written at the end (:mod:`trainer_cli.sweeps.result
 
 from __future__ import annotations
 
-import math
 import os
 import subprocess
 import sys
@@ -24,7 +23,7 @@ from pathlib import Path
 
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
-from trainer_cli.rundir import policy as rundir
+from trainer_cli.rundir import metrics
 from trainer_cli.rundir.policy import CONFIG_FILE, ENV_RUN_DIR
 from trainer_cli.sweeps import plan as sweep_plan
 from trainer_cli.sweeps import results, study
@@ -34,14 +33,18 @@ EXIT_INTERRUPTED = 130
 
 
 def trial_value(run_dir: Path, metric: str | None, direction: str) -> float | None:
-    """The best value of ``metric`` a trial reached: its checkpoint's ``ModelCheckpoint`` score when
-    that monitors ``metric``, else the best value in its TensorBoard event files; None without one."""
-    if metric is None:
-        return None
-    best = rundir.best_score(run_dir, metric)
-    if best is not None and best.score is not None and not math.isnan(best.score):
-        return best.score
-    return results.logged_best(run_dir, metric, "max" if direction == "maximize" else "min")
+    """The best value of ``metric`` a trial reached (``direction`` ``maximize`` or ``minimize``): its
+    checkpoint's ``ModelCheckpoint`` score when that monitors ``metric``, else the best value it
+    logged, whatever the logger (:func:`trainer_cli.rundir.metrics.best_value`); None without one."""
+    return metrics.best_value(run_dir, metric, "max" if direction == "maximize" else "min")
+
+
+def failure(run_dir: Path, metric: str | None, exit_code: int) -> str:
+    """Why a trial the study was told FAIL failed: its exit code, or, for a trial that ended well, why
+    no value of ``metric`` was found (the files read and what they hold)."""
+    if exit_code != 0 or metric is None:
+        return f"exit {exit_code}"
+    return f"exit 0, but no value of {metric}: {metrics.why_missing(run_dir, metric)}"
 
 
 def _run_trial(run_dir: Path, env: dict[str, str]) -> int:
@@ -119,7 +122,8 @@ def main(args: Sequence[str]) -> int:
         state = study.tell(created, asked, trial_value(run_dir, metric, direction), code)
         if state == "FAIL":
             failed.append(trial.index)
-            print(f"trial {trial.index} failed (exit {code}); going on with the next", file=sys.stderr, flush=True)
+            why = failure(run_dir, metric, code)
+            print(f"trial {trial.index} failed ({why}); going on with the next", file=sys.stderr, flush=True)
         elif state == "PRUNED":
             print(f"trial {trial.index} pruned; its run directory and checkpoint stay", flush=True)
     print()

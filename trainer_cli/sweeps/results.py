@@ -3,7 +3,8 @@
 Read from what is on disk, nothing is loaded into a model: each trial's best score of the study's
 metric (``--sweep_metric``, by default the checkpoint's monitor) from its newest checkpoint's
 ``ModelCheckpoint`` state (:func:`trainer_cli.rundir.policy.best_score`; before its first such
-checkpoint, or when no ``ModelCheckpoint`` monitors that metric, from its TensorBoard event files), its
+checkpoint, or when no ``ModelCheckpoint`` monitors that metric, from what it logged, whatever the
+logger: :func:`trainer_cli.rundir.metrics.read`), its
 state from Slurm for a submitted sweep (one ``scontrol`` call for all tasks, as ``train jobs``)
 completed by the trial's ``job.json``, and its progress from the last epoch line of its log. Rows
 are sorted by the score (``mode`` max: highest first; min: lowest first; trials without a score
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.job import jobstate
+from trainer_cli.rundir import metrics
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.sweeps import study as study_of_sweep
 from trainer_cli.sweeps.plan import read_record
@@ -164,31 +166,10 @@ def dashboard_command(record: dict[str, Any]) -> str | None:
 
 
 def logged_best(run_dir: Path, monitor: str | None, mode: str) -> float | None:
-    """The best value of ``monitor`` in the run's TensorBoard event files (a trial that has logged
-    it but saved no checkpoint with a score yet); None without one."""
-    if not monitor or not any(run_dir.glob("events.out.tfevents.*")):
-        return None
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-
-    values = []
-    for events in sorted(run_dir.glob("events.out.tfevents.*")):
-        try:
-            for event in EventFileLoader(str(events)).Load():
-                values += [
-                    v.simple_value if v.HasField("simple_value") else _tensor_value(v)
-                    for v in event.summary.value
-                    if v.tag == monitor
-                ]
-        except Exception:  # a file being written: what was read so far counts
-            continue
-    values = [v for v in values if not math.isnan(v)]
-    return (max(values) if mode == "max" else min(values)) if values else None
-
-
-def _tensor_value(value: Any) -> float:
-    from tensorboard.util import tensor_util
-
-    return float(tensor_util.make_ndarray(value.tensor)) if value.HasField("tensor") else math.nan
+    """The best value of ``monitor`` the run logged, whatever the logger
+    (:func:`trainer_cli.rundir.metrics.read`: a trial that has logged it but saved no checkpoint with a
+    score yet); None without one."""
+    return metrics.read(run_dir).best(monitor, mode) if monitor else None
 
 
 def trial_states(record: dict[str, Any]) -> list[tuple[str, int]]:
@@ -241,9 +222,8 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
     rows = []
     for trial, (state, restarts) in zip(trials, trial_states(record)):
         run_dir = Path(trial["run_dir"])
-        best = rundir.best_score(run_dir, monitor)
-        score = best.score if best and best.score is not None else logged_best(run_dir, monitor, mode)
-        newest = best or rundir.newest_checkpoint(run_dir)  # epochs done also without a monitored checkpoint
+        score = metrics.best_value(run_dir, monitor, mode)
+        newest = rundir.newest_checkpoint(run_dir)  # epochs done; before the first checkpoint, as logged
         logs = sorted(run_dir.glob("slurm-*.log"), key=lambda p: p.stat().st_mtime)
         rows.append(
             {
@@ -252,7 +232,7 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
                 "score": score,
                 "state": state,
                 "restarts": restarts,
-                "epochs": newest.epochs_done if newest else 0,
+                "epochs": newest.epochs_done if newest else metrics.read(run_dir).epochs,
                 "progress": last_epoch_line(logs[-1]) if logs else "-",
                 "run_dir": str(run_dir),
             }

@@ -41,13 +41,18 @@ FINISHED = ("COMPLETE", "PRUNED", "FAIL")
 
 
 def monitor_of(config: dict[str, Any]) -> tuple[str, str] | None:
-    """``(monitor, mode)`` of the first ``ModelCheckpoint`` with a monitor in a parsed config.yaml."""
+    """``(monitor, mode)`` of the first ``ModelCheckpoint`` with a monitor in a parsed config.yaml: in
+    ``trainer.callbacks``, else one a script added with ``parser.add_lightning_class_args(ModelCheckpoint,
+    KEY)`` (a top-level ``KEY`` holding its arguments, ``monitor`` and ``save_top_k`` among them)."""
     callbacks = (config.get("trainer") or {}).get("callbacks") or []
     for callback in callbacks if isinstance(callbacks, list) else [callbacks]:
         if isinstance(callback, dict) and str(callback.get("class_path", "")).endswith("ModelCheckpoint"):
             init = callback.get("init_args") or {}
             if init.get("monitor"):
                 return str(init["monitor"]), str(init.get("mode") or "min")
+    for value in config.values():
+        if isinstance(value, dict) and value.get("monitor") and "save_top_k" in value and "class_path" not in value:
+            return str(value["monitor"]), str(value.get("mode") or "min")
     return None
 
 

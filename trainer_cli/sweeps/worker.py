@@ -213,7 +213,7 @@ def _append_trial(sweep_dir: Path, entry: dict[str, Any]) -> None:
 def tell(sweep_dir: Path, task: str, exit_code: int) -> str:
     """Tell the study how this task's in-flight trial ended; returns the state told, or ``REQUEUED``
     (nothing told: the task runs again and resumes the trial)."""
-    from trainer_cli.sweeps.local import trial_value
+    from trainer_cli.sweeps.local import failure, trial_value
 
     flight = in_flight_file(sweep_dir, task)
     if not flight.exists():
@@ -227,6 +227,9 @@ def tell(sweep_dir: Path, task: str, exit_code: int) -> str:
     asked = next(t for t in loaded.get_trials(deepcopy=False) if t.number == in_flight["trial"])
     value = trial_value(run_dir, record["study"]["metric"], record["study"]["direction"])
     state = sweep_study.tell(loaded, asked, value, exit_code)
+    if state == "FAIL":
+        why = failure(run_dir, record["study"]["metric"], exit_code)
+        print(f"trainer-cli: worker {task}: trial {asked.number} failed ({why})", file=sys.stderr, flush=True)
     flight.unlink()
     return state
 

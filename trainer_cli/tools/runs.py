@@ -2,12 +2,15 @@
 between them and the best value of each run's monitored metric (as ``dvc exp show --only-changed``).
 
 A run is a folder holding a ``config.yaml`` (a ``train fit`` run directory, a sweep's ``trial_<n>``,
-a cv fold). Each config is flattened to dotted keys (list items by index,
-``trainer.callbacks.1.init_args.monitor``); a value naming the run's own folder reads ``<run>``, so
-paths that only follow the run directory do not count as a difference. Keys with one value across
-every run listed are left out (``--all`` keeps them). The metric is the monitor of the run's
-``ModelCheckpoint`` and its best value in the run's TensorBoard event files, which also give the
-epochs and steps logged and the duration (first to last event); the start is the run's first
+a cv fold). Without a root, the launcher's runs under the current folder, a few levels deep (those
+of ``train fit`` under ``runs/``, a user's script's where its logger writes). Each config is
+flattened to dotted keys (list items by index, ``trainer.callbacks.1.init_args.monitor``); a value
+naming the run's own folder reads ``<run>``, so paths that only follow the run directory do not
+count as a difference. Keys with one value across every run listed are left out (``--all`` keeps
+them). The metric is the monitor of the run's ``ModelCheckpoint`` and its best value in what the
+run logged, whatever the logger (:func:`trainer_cli.rundir.metrics.read`: TensorBoard event files,
+else the run's own ``metrics.jsonl``, else a CSV, MLflow or W&B logger's files), which also give the
+epochs and steps logged and the duration (first to last record); the start is the run's first
 ``history.jsonl`` record. ``--plot METRIC`` draws that metric's curves of the runs listed into a PNG. A sweep trial's
 pruning callback (its trial number) is not counted as a setting. The state is the run's
 ``job.json`` (a submitted run or a sweep trial), else ``-``.
@@ -21,7 +24,6 @@ import argparse
 import csv
 import fnmatch
 import json
-import math
 import os
 import re
 import sys
@@ -32,29 +34,45 @@ from typing import Any
 from trainer_cli.atomic import read_json_lines
 from trainer_cli.errors import UserError, close_matches
 from trainer_cli.job import jobstate
+from trainer_cli.rundir import metrics
 from trainer_cli.tables import print_table
 
 CONFIG_FILE = "config.yaml"
-SKIPPED_DIRS = {"checkpoints", "code", "lightning_logs", "__pycache__", ".git"}
+RUN_FILES = ("launcher.yaml", "run.json", "history.jsonl")
+"""Beside ``config.yaml``, what makes a folder found from the current folder a launcher's run
+(a stock LightningCLI script saves a ``config.yaml`` too)."""
+SKIPPED_DIRS = {"checkpoints", "code", "__pycache__", "data", "wandb", "mlruns", "mlartifacts", "node_modules"}
+DISCOVERY_DEPTH = 6
+"""How deep ``train runs`` without a root looks under the current folder (``runs/<name>/sweep_<N>/trial_<n>``: 4)."""
 PRUNING = "trainer_cli.callbacks.optuna_pruning.OptunaPruning"
 MAX_WIDTH = 40  # a value wider than this is cut in the table (CSV and JSON keep it whole)
 
 HELP_EPILOG = """\
 examples:
   train runs runs --plot val/acc              the curves of val/acc of every run, in runs_val_acc.png
-  train runs                                  every run under runs/, only the keys that differ
+  train runs                                  every run found under this folder, only the keys that differ
   train runs runs/digits/sweep_0              a sweep's trials
   train runs runs --name 'digits/version_*'   runs whose path (under the root) matches
   train runs runs --all --format csv > runs.csv
 """
 
 
-def find_runs(root: Path) -> list[Path]:
-    """Every folder under ``root`` (``root`` included) holding a ``config.yaml``, in natural order."""
+def find_runs(root: Path, discover: bool = False) -> list[Path]:
+    """Every folder under ``root`` (``root`` included) holding a ``config.yaml``, in natural order;
+    ``checkpoints``, code snapshots, data, W&B and MLflow folders and hidden ones are not looked into.
+
+    Args:
+        root: The folder to look under.
+        discover: Look at most :data:`DISCOVERY_DEPTH` levels deep, and count only the launcher's runs
+            (a ``config.yaml`` with one of :data:`RUN_FILES` beside it): ``train runs`` without a root,
+            from a project's folder (a script's runs sit where its logger writes, e.g. ``lightning_logs/version_0``).
+    """
     found = []
     for folder, dirs, files in os.walk(root):
+        depth = len(Path(folder).relative_to(root).parts)
+        dirs[:] = [] if discover and depth >= DISCOVERY_DEPTH else dirs
         dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.startswith(".")]
-        if CONFIG_FILE in files:
+        if CONFIG_FILE in files and (not discover or any(name in files for name in RUN_FILES)):
             found.append(Path(folder))
     return sorted(found, key=_natural)
 
@@ -86,43 +104,6 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def read_scalars(run_dir: Path) -> tuple[dict[str, list[tuple[int, float]]], float | None, float | None]:
-    """The scalars of the run's TensorBoard event files, ``{tag: [(step, value), ...]}``, with the
-    first and last event's wall time (None without events). A file being written counts as far as read."""
-    files = sorted(run_dir.glob("events.out.tfevents.*"))
-    if not files:
-        return {}, None, None
-    from tensorboard.backend.event_processing.event_file_loader import EventFileLoader
-
-    scalars: dict[str, list[tuple[int, float]]] = {}
-    first = last = None
-    for events in files:
-        try:
-            for event in EventFileLoader(str(events)).Load():
-                first = event.wall_time if first is None else min(first, event.wall_time)
-                last = event.wall_time if last is None else max(last, event.wall_time)
-                for value in event.summary.value:
-                    number = value.simple_value if value.HasField("simple_value") else _tensor_value(value)
-                    if not math.isnan(number):
-                        scalars.setdefault(value.tag, []).append((int(event.step), number))
-        except Exception:  # a file being written: what was read so far counts
-            continue
-    return scalars, first, last
-
-
-def _tensor_value(value: Any) -> float:
-    """A scalar summary's number; NaN for any other (the hparams plugin's summaries, which
-    TensorBoardLogger writes for a run that logs its hyperparameters, hold no number)."""
-    from tensorboard.util import tensor_util
-
-    if not value.HasField("tensor"):
-        return math.nan
-    try:
-        return float(tensor_util.make_ndarray(value.tensor))
-    except (TypeError, ValueError):
-        return math.nan
-
-
 def read_run(run_dir: Path) -> dict[str, Any]:
     """A run's flattened config (its own folder as ``<run>``), state, monitor and best value, epochs,
     steps, start and duration, and its scalars (for ``--plot``)."""
@@ -145,10 +126,8 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     found = monitor_of(config)
     monitor, mode = found or (None, "min")
     recorded = jobstate.read(run_dir)
-    scalars, first, last = read_scalars(run_dir)
-    logged = [v for _, v in scalars.get(monitor or "", [])]
-    best = (max(logged) if mode == "max" else min(logged)) if logged else None
-    epochs = [v for _, v in scalars.get("epoch", [])]
+    logged = metrics.read(run_dir)
+    first, last = logged.first_time, logged.last_time
     history = read_json_lines(run_dir / "history.jsonl")
     return {
         "run_dir": str(run_dir),
@@ -156,12 +135,13 @@ def read_run(run_dir: Path) -> dict[str, Any]:
         "config": values,
         "monitor": monitor,
         "mode": mode,
-        "best": best,
-        "epochs": int(max(epochs)) + 1 if epochs else 0,
-        "steps": max((step for points in scalars.values() for step, _ in points), default=0),
+        "best": logged.best(monitor, mode),
+        "epochs": logged.epochs,
+        "steps": logged.steps,
         "start": str(history[0].get("time") or "-") if history else "-",
         "duration_s": round(last - first) if first is not None and last is not None else None,
-        "scalars": scalars,
+        "logged_from": logged.source or "-",
+        "scalars": logged.scalars,
     }
 
 
@@ -176,9 +156,17 @@ def compare(runs: list[dict[str, Any]], every_key: bool = False) -> list[str]:
     return [k for k in keys if len({run["config"].get(k, "-") for run in runs}) > 1]
 
 
-def collect(roots: list[Path], pattern: str | None = None, every_key: bool = False) -> dict[str, Any]:
+def collect(
+    roots: list[Path], pattern: str | None = None, every_key: bool = False, discover: bool = False
+) -> dict[str, Any]:
     """The runs under ``roots`` (their paths under the root matching ``pattern``: a glob, or a part of
     the path when it has no ``*?[``; a glob may match the last part alone), the keys shown and the metric columns.
+
+    Args:
+        roots: The folders to look under.
+        pattern: Only the runs whose path under the root matches.
+        every_key: Every config key, not only those that differ.
+        discover: Look for the launcher's runs only, a few levels deep (:func:`find_runs`).
 
     Raises:
         UserError: for a root that is not a folder.
@@ -187,7 +175,7 @@ def collect(roots: list[Path], pattern: str | None = None, every_key: bool = Fal
     for root in roots:
         if not root.is_dir():
             raise UserError(f"{root}: no such folder (train runs ROOT: a folder of runs, e.g. runs/)")
-        for run_dir in find_runs(root):
+        for run_dir in find_runs(root, discover):
             label = str(run_dir.relative_to(root)) if run_dir != root else run_dir.name
             if pattern and not (_globbed(label, pattern) if any(c in pattern for c in "*?[") else pattern in label):
                 continue
@@ -278,12 +266,15 @@ def main(args: Sequence[str]) -> int:
     """
     parser = argparse.ArgumentParser(
         prog="train runs",
-        description="The runs under ROOT (default runs/): state, best monitored metric, and the config keys "
+        description="The runs under ROOT (default: found under this folder): state, best monitored metric, "
+        "epochs and steps, and the config keys "
         "that differ between them.",
         epilog=HELP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
-    parser.add_argument("roots", nargs="*", type=Path, help="folders of runs (default: runs)")
+    parser.add_argument(
+        "roots", nargs="*", type=Path, help="folders of runs (default: the launcher's runs found under this folder)"
+    )
     parser.add_argument("--name", help="only runs whose path under the root matches (a glob, or a part of it)")
     parser.add_argument("--all", action="store_true", help="every config key, not only those that differ")
     parser.add_argument("--diff", action="store_true", help="only the keys that differ (the default)")
@@ -291,7 +282,7 @@ def main(args: Sequence[str]) -> int:
     parser.add_argument("--plot", metavar="METRIC", help="write METRIC's curves of the runs listed to a PNG")
     parser.add_argument("--plot_file", type=Path, help="the PNG of --plot (default: runs_<METRIC>.png here)")
     opts = parser.parse_args(list(args))
-    found = collect(opts.roots or [Path("runs")], opts.name, opts.all)
+    found = collect(opts.roots or [Path(".")], opts.name, opts.all, discover=not opts.roots)
     if opts.plot:
         path = opts.plot_file or Path(f"runs_{re.sub(r'[^A-Za-z0-9_.-]+', '_', opts.plot)}.png")
         if plot(found, opts.plot, path) is None:
@@ -313,8 +304,9 @@ def main(args: Sequence[str]) -> int:
         return 0
     if not rows:
         print(
-            f"no runs under {', '.join(map(str, opts.roots or ['runs']))}"
+            f"no runs under {', '.join(map(str, opts.roots or ['this folder']))}"
             + (f" matching {opts.name}" if opts.name else "")
+            + ("" if opts.roots else f" ({DISCOVERY_DEPTH} levels deep; give the folder of your runs: train runs ROOT)")
         )
         return 0
     print_table(rows, header)
