@@ -1,7 +1,8 @@
 """One run identity in every logger.
 
 Each run directory holds ``run.json``, written once when the run starts in it:
-``{"run_id": "<32 hex digits>", "name": "<name>/version_<N>", "created": ...}``. Every logger is
+``{"run_id": "<32 hex digits>", "name": "<name>/version_<N>", "created": ...}`` (``name``: the display
+name loggers show; a user's script's own W&B ``name`` where it sets one). Every logger is
 pointed at the run from it, so a resume (``--ckpt_path last``, a Slurm requeue, a resubmission into
 the run) continues the same logger run:
 
@@ -86,15 +87,29 @@ def run_identity(run_dir: Path, label: str) -> dict[str, Any]:
     return read_identity(run_dir) or created
 
 
+def write_identity(run_dir: Path, identity: dict[str, Any]) -> None:
+    """Write ``identity`` as ``run_dir/run.json`` unless the run has one (a run made before it starts:
+    ``train submit`` of a user's script whose W&B folder is the run id)."""
+    update_json(Path(run_dir) / RUN_FILE, lambda found: found if found.get("run_id") else identity)
+
+
 def update_identity(run_dir: Path, **fields: Any) -> None:
     """Merge ``fields`` into ``run_dir/run.json`` (global rank 0 only; replaced atomically)."""
     update_json(Path(run_dir) / RUN_FILE, lambda found: found | fields)
 
 
 # -- logger configs --------------------------------------------------------------------------------
-def point_loggers_at(loggers: list[Any], run_dir: Path, root: Path, identity: dict[str, Any]) -> list[str]:
+def point_loggers_at(
+    loggers: list[Any], run_dir: Path, root: Path, identity: dict[str, Any], in_place: bool = False
+) -> list[str]:
     """Set the init args of the logger configs (``class_path``/``init_args`` namespaces) so each
     logs the run ``identity`` of ``run_dir`` (see the module's description).
+
+    Args:
+        in_place: ``run_dir`` is the folder the loggers make themselves (a user's script's run:
+            ``<save_dir>/<name>/<version>``, a W&B run's ``<save_dir>/<project>/<run id>``): they keep
+            their ``save_dir`` and ``name`` as the script configures them and get only the run's version,
+            id and display name, so a resume logs and checkpoints where the first start did.
 
     Returns:
         The tracking URI of each MLflow logger, in order (for :func:`record_logger_runs`).
@@ -105,7 +120,9 @@ def point_loggers_at(loggers: list[Any], run_dir: Path, root: Path, identity: di
             continue
         params = inspect.signature(import_class(item.class_path)).parameters
         args = item.init_args
-        if "id" in params:  # W&B: the run id is the W&B run id
+        if "id" in params and in_place:
+            identify_loggers([item], identity)
+        elif "id" in params:  # W&B: the run id is the W&B run id
             _identify_wandb(item, params, identity)
             # name: the display name (a name left from another logger's config is no W&B name)
             _set(args, params, save_dir=str(run_dir), dir=None, name=identity["name"])
@@ -123,21 +140,35 @@ def point_loggers_at(loggers: list[Any], run_dir: Path, root: Path, identity: di
             if not args.get("run_name"):
                 args.run_name = identity["name"]
             mlflow_uris.append(mlflow_tracking_uri(args))
+        elif in_place:  # TensorBoard, CSV, ...: the script's <save_dir>/<name>, the run's <version>
+            _set(args, params, version=run_dir.name)
         else:  # TensorBoard, CSV, ...: <save_dir>/<name>/<version> is the run directory
             _set(args, params, save_dir=str(run_dir.parent), name="", version=run_dir.name)
     return mlflow_uris
 
 
+def takes_run_id(item: Any) -> bool:
+    """Whether the logger config ``item`` (``class_path``/``init_args``) names its run by an id it is
+    given (W&B's ``id``): its folder is ``<save_dir>/<project>/<run id>``, not a numbered version."""
+    if not hasattr(item, "get") or "class_path" not in item:
+        return False
+    return "id" in inspect.signature(import_class(item.class_path)).parameters
+
+
 def identify_loggers(loggers: list[Any], identity: dict[str, Any]) -> None:
     """Give the logger configs that take a run id (W&B) the run ``identity``, where they log is left
     as configured: a user's script's new run, whose directory Lightning chooses when the Trainer is
-    built (its ``run.json`` is written then), so its first start and every resume are one logger run."""
+    built (its ``run.json`` is written then), so its first start and every resume are one logger run.
+    The display name is the script's own ``name`` where it sets one (kept in ``identity["name"]``,
+    which ``run.json`` records), else ``identity["name"]``: the same at every start of the run."""
     for item in loggers:
         if hasattr(item, "get") and "class_path" in item:
             params = inspect.signature(import_class(item.class_path)).parameters
             if "id" in params:
                 _identify_wandb(item, params, identity)
-                if not item.init_args.get("name"):
+                if item.init_args.get("name"):
+                    identity["name"] = item.init_args.name
+                else:
                     _set(item.init_args, params, name=identity["name"])
 
 

@@ -22,7 +22,8 @@ each sweep trial, each ``train cv`` fold, and the batch scripts (``slurm/ddp.sba
    that already reached ``max_epochs``/``max_steps`` is not trained again (:func:`finished_line`).
    What may change on resume is :mod:`trainer_cli.rundir.resume`'s to decide.
 3. **Freeze** (:func:`freeze`): ``config.yaml`` (the resolved config, atomically) and ``git.txt``
-   at the run's first start; a later start that changes the config keeps the earlier one as
+   at the run's first start (``git.txt`` into a directory that existed before too: :func:`record_code`);
+   a later start that changes the config keeps the earlier one as
    ``config.prev-<N>.yaml``, and every start is one line of ``history.jsonl``
    (:mod:`trainer_cli.rundir.history`, written by global rank 0 when the verb starts).
 4. **Discard** (:func:`discard_if_untrained`): a directory a start made is removed again when it
@@ -43,9 +44,11 @@ import shutil
 import subprocess
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from trainer_cli.errors import UserError
 from trainer_cli.rundir import record
+from trainer_cli.rundir.identity import write_identity
 from trainer_cli.rundir.layout import CONFIG_FILE as CONFIG_FILE
 from trainer_cli.rundir.layout import ENV_RUN_DIR as ENV_RUN_DIR
 from trainer_cli.rundir.layout import GIT_FILE as GIT_FILE
@@ -94,9 +97,10 @@ def next_dir(root: Path, name: str, prefix: str = VERSION_PREFIX) -> Path:
     return root / name / f"{prefix}{versions[-1][0] + 1 if versions else 0}"
 
 
-def allocate(root: Path, name: str, prefix: str = VERSION_PREFIX) -> Path:
+def allocate(root: Path, name: str, prefix: str = VERSION_PREFIX, version: str | None = None) -> Path:
     """Create and return a new ``root/name/<prefix>N`` (N one past the highest; ``version_N`` by
-    default, ``sweep_N`` for a sweep); race-free (mkdir is atomic)."""
+    default, ``sweep_N`` for a sweep), or ``root/name/<version>`` (a run id: new, never reused);
+    race-free (mkdir is atomic)."""
     parent = experiment_dir(root, name)
     try:
         parent.mkdir(parents=True, exist_ok=True)
@@ -109,11 +113,13 @@ def allocate(root: Path, name: str, prefix: str = VERSION_PREFIX) -> Path:
     versions = _versions(parent, prefix)
     n = versions[-1][0] + 1 if versions else 0
     while True:
-        candidate = parent / f"{prefix}{n}"
+        candidate = parent / (version or f"{prefix}{n}")
         try:
-            candidate.mkdir()
+            candidate.mkdir(exist_ok=False)
             return candidate
         except FileExistsError:
+            if version:  # a run id is never reused
+                raise UserError(f"the run directory {candidate} exists already: it belongs to another run") from None
             n += 1
         except OSError as err:
             raise UserError(
@@ -157,6 +163,7 @@ def plan(
     submitting: bool = False,
     dry_run: bool = False,
     lightning_chooses: bool = False,
+    identity: dict[str, Any] | None = None,
 ) -> Placement:
     """Where a start of a run goes, the first rule that applies:
 
@@ -168,11 +175,16 @@ def plan(
     4. ``shared``: tasks that ``srun`` started together: ``<name>/job_<SLURM_JOB_ID>``;
     5. ``dry-run``: the next ``version_<N>``, not created (``train submit --dry-run``);
     6. ``lightning``: a user's script's new run: Lightning's ``log_dir`` (``path`` None);
-    7. ``new``: a new ``version_<N>``, created atomically, never reused (:func:`allocate`).
+    7. ``new``: a new ``version_<N>``, created atomically, never reused (:func:`allocate`), or
+       ``<name>/<version>`` where the run's logger names its folder (W&B's run id).
 
     Args:
         submitting: ``train submit`` plans a job's run from the submitting machine (rules 1 and 4
             are the job's own, not this process's).
+        identity: A new run's identity where its logger names its folder by the run id (a user's
+            script's W&B logger: ``<save_dir>/<project>/<run id>``, where Lightning's ModelCheckpoint
+            saves): the run goes to ``root/name/<run id>`` and its ``run.json`` is written now (the job
+            logs under that id); None: the next ``version_<N>``.
 
     Raises:
         UserError: for a bad ``name``, an unwritable root, or nothing to resume (rule 3).
@@ -185,11 +197,15 @@ def plan(
     shared = None if submitting else slurm_shared_run_dir(root, name)
     if shared is not None:
         return Placement(shared, False, "shared")
+    version = identity["run_id"] if identity else None
     if dry_run:
-        return Placement(next_dir(root, name), False, "dry-run")
+        return Placement(experiment_dir(root, name) / version if version else next_dir(root, name), False, "dry-run")
     if lightning_chooses:
         return Placement(None, False, "lightning")
-    return Placement(allocate(root, name), True, "new")
+    path = allocate(root, name, version=version)
+    if identity:
+        write_identity(path, identity)
+    return Placement(path, True, "new")
 
 
 # -- 2. resume: which checkpoint a start loads, and why ---------------------------------------------
@@ -413,11 +429,21 @@ def freeze(run_dir: Path, config_text: str) -> bool:
     """
     config_file = run_dir / CONFIG_FILE
     if config_file.exists():
+        record_code(run_dir)
         return False
     run_dir.mkdir(parents=True, exist_ok=True)
     record.write(config_file, config_text)  # config.yaml and launcher.yaml beside it
-    write_git_info(run_dir)
+    record_code(run_dir)
     return True
+
+
+def record_code(run_dir: Path) -> None:
+    """``git.txt`` (:func:`write_git_info`) for a run that has none and has saved no checkpoint yet:
+    the code of its first training, whoever made the directory (the launcher, ``train submit``, the
+    user, Lightning's logger). A run that trained without one keeps none: the code it trained with
+    is not known."""
+    if not (run_dir / GIT_FILE).exists() and not any(run_dir.rglob("*.ckpt")):
+        write_git_info(run_dir)
 
 
 def git_description(path: Path) -> str | None:

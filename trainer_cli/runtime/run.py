@@ -130,6 +130,7 @@ class Run:
             None  # the rule that chose the checkpoint (rundir.resume_checkpoint), for history.jsonl
         )
         self._history_written = False
+        self._records_config = False  # a script's run whose record goes where its log_dir is not (bind_to_log_dir)
 
     @property
     def trains(self) -> bool:
@@ -190,8 +191,9 @@ class Run:
         before = _tree(self._config_text)
         root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR).absolute()
         # a script's logger that logs to <save_dir>/<name>/<version> already is not moved
-        logs_here = self.follows_lightning and self.path.is_relative_to(Path(*lightning_log_root(cfg)).absolute())
-        self._point_loggers(cfg)
+        log_root = Path(*lightning_log_root(cfg)).absolute() if self.follows_lightning else None
+        logs_here = log_root is not None and self.path.is_relative_to(log_root)
+        self._point_loggers(cfg, in_place=self.path.parent == log_root)
         self._config_text = dump()  # the record keeps the root: re-running it makes a new run beside this one
         self._launcher_set = _changed_keys(before, _tree(self._config_text))
         if "default_root_dir" in cfg.trainer:  # the Trainer gets the run directory (TrainerCLI.instantiate_trainer)
@@ -300,8 +302,10 @@ class Run:
         self._checked.add(str(newest.path))  # read (its progress) just now
         return newest.path
 
-    def _point_loggers(self, cfg: Namespace) -> None:
-        """Every logger logs this run's identity (``run.json``, :mod:`trainer_cli.rundir.identity`)."""
+    def _point_loggers(self, cfg: Namespace, in_place: bool = False) -> None:
+        """Every logger logs this run's identity (``run.json``, :mod:`trainer_cli.rundir.identity`);
+        ``in_place``: the run directory is the folder the script's loggers make themselves, where they
+        keep logging (:func:`trainer_cli.rundir.identity.point_loggers_at`)."""
         assert self.path is not None
         if "logger" not in cfg.trainer:  # a trainer class without a logger argument
             return
@@ -317,7 +321,7 @@ class Run:
         identity = self._identity = loggers_mod.run_identity(self.path, f"{cfg.name}/{self.path.name}")
         root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR)
         self._mlflow_uris = loggers_mod.point_loggers_at(
-            [i for i in loggers if isinstance(i, Namespace)], self.path, root, identity
+            [i for i in loggers if isinstance(i, Namespace)], self.path, root, identity, in_place=in_place
         )
 
     def _identify_late(self, cfg: Namespace) -> None:
@@ -325,7 +329,9 @@ class Run:
         loggers that take a run id get it now; ``run.json`` is written into the directory Lightning
         chooses (:meth:`freeze`), where a resume reads it back."""
         root, name = lightning_log_root(cfg)
-        self._identity = loggers_mod.new_identity(f"{name}/{rundir.next_dir(root, name).name}")
+        self._identity = lightning_identity(cfg) or loggers_mod.new_identity(
+            f"{name}/{rundir.next_dir(root, name).name}"
+        )
         logger = cfg.trainer.get("logger") if "logger" in cfg.trainer else None
         loggers = logger if isinstance(logger, list) else [logger]
         loggers_mod.identify_loggers([i for i in loggers if isinstance(i, Namespace)], self._identity)
@@ -343,23 +349,49 @@ class Run:
         return [RunRecord(self), self.interrupt_checkpoint]
 
     def bind_to_log_dir(self, trainer: Any) -> None:
-        """A user's script's new run (:attr:`late`): the run directory is ``trainer.log_dir``, where
-        LightningCLI puts config.yaml (``<save_dir>/<name>/version_<N>`` of a TensorBoard or CSV
-        logger, the default root without a logger); DDP processes launched from here share it."""
-        if not self.late or self.path is not None:
+        """A user's script's run, once its Trainer is built. A new run (:attr:`late`): the run directory
+        is the folder Lightning's own ``ModelCheckpoint`` saves into, less its ``checkpoints/``
+        (:func:`lightning_run_dir`: ``<save_dir>/<name>/version_<N>`` of a TensorBoard or CSV logger,
+        ``<save_dir>/<project>/<run id>`` of W&B's), or a new ``<default_root_dir>/lightning_logs/
+        version_<N>`` without a logger: never a folder two runs share (the project's root). DDP processes
+        launched from here share it. Every run: each ``ModelCheckpoint`` without a ``dirpath`` saves into
+        ``<run>/checkpoints``, and the script's config goes into the run directory where that is not the
+        ``log_dir`` LightningCLI saves it in (:meth:`freeze` writes it)."""
+        if self.path is None and not self.late:
             return
-        self.path = Path(trainer.log_dir or trainer.default_root_dir).absolute()
-        self.created = not self.path.exists()
-        os.environ[rundir.ENV_RUN_DIR] = str(self.path)
-        if self.interrupt_checkpoint is not None:
-            self.interrupt_checkpoint.ckpt_path = str(self.path / rundir.LAST_CKPT)
-        # Lightning's own dirpath (log_dir/checkpoints), made absolute: a resume with --run_dir finds them
-        loggers_mod.checkpoints_in_run_dir(trainer.callbacks, self.path)
-        from trainer_cli.callbacks.run_summary import RunSummary
+        if self.path is None:
+            chosen = lightning_run_dir(trainer)
+            if chosen is None:  # no logger: Lightning's folder would be default_root_dir itself, shared by every run
+                self.path, self.created = rundir.allocate(Path(trainer.default_root_dir), "lightning_logs"), True
+            else:
+                self.path, self.created = chosen.absolute(), not chosen.exists()
+            os.environ[rundir.ENV_RUN_DIR] = str(self.path)
+            if self.interrupt_checkpoint is not None:
+                self.interrupt_checkpoint.ckpt_path = str(self.path / rundir.LAST_CKPT)
+            from trainer_cli.callbacks.run_summary import RunSummary
 
+            for callback in trainer.callbacks:
+                if isinstance(callback, RunSummary) and callback.run_dir is None:
+                    callback.run_dir = str(self.path)
+        # Lightning's own dirpath (<folder>/checkpoints), made absolute: a resume with --run_dir finds them
+        loggers_mod.checkpoints_in_run_dir(trainer.callbacks, self.path)
+        self._record_in_run_dir(trainer)
+
+    def _record_in_run_dir(self, trainer: Any) -> None:
+        """Where the Trainer's ``log_dir`` is not the run directory (a W&B logger's ``save_dir``, no
+        logger), the script's ``SaveConfigCallback`` does not save into the ``log_dir`` (a folder
+        shared with other runs, where LightningCLI refuses to overwrite an earlier run's config):
+        the run's record goes into the run directory (:meth:`freeze`)."""
+        from lightning.pytorch.cli import SaveConfigCallback
+
+        assert self.path is not None
+        log_dir = trainer.log_dir
+        if log_dir is not None and Path(log_dir).absolute() == self.path:
+            return
         for callback in trainer.callbacks:
-            if isinstance(callback, RunSummary) and callback.run_dir is None:
-                callback.run_dir = str(self.path)
+            if isinstance(callback, SaveConfigCallback) and callback.save_to_log_dir:
+                callback.save_to_log_dir = False
+                self._records_config = True
 
     # -- after building --------------------------------------------------------------------------
     def freeze(self) -> None:
@@ -372,13 +404,15 @@ class Run:
         self.path.mkdir(parents=True, exist_ok=True)
         if self._identity and not (self.path / loggers_mod.RUN_FILE).exists():  # released unused (run=False), now used
             (self.path / loggers_mod.RUN_FILE).write_text(json.dumps(self._identity, indent=2) + "\n")
-        if self.follows_lightning:  # the script's SaveConfigCallback writes config.yaml (TrainerArgumentParser.save)
-            if self.created and not (self.path / rundir.GIT_FILE).exists():
-                rundir.write_git_info(self.path)
+        if self.follows_lightning and not self._records_config:
+            # the script's SaveConfigCallback writes config.yaml into its log_dir (TrainerArgumentParser.save)
+            rundir.record_code(self.path)
         elif not (
             self.path / rundir.CONFIG_FILE
         ).exists():  # the run's first start (a resume that changes it rewrites it: history.record_start)
             rundir.freeze(self.path, self.record(self.linked))
+        else:
+            rundir.record_code(self.path)
         shared_folder = self.late and not self.created  # a script's default root without a logger: the user's folder
         if (
             not self._history_written and not shared_folder
@@ -587,16 +621,50 @@ class RunRecord(Callback):
             self.run.freeze()
 
 
-def lightning_log_root(cfg: Namespace) -> tuple[Path, str]:
-    """Where Lightning keeps a script's runs: ``(save_dir, name)`` of its first logger when that is
-    configured by class (``name`` defaults to ``lightning_logs``), else ``(default_root_dir or the
-    working directory, "lightning_logs")``; a ``--name`` other than the default replaces the name."""
+def _first_logger(cfg: Namespace) -> Namespace | None:
+    """The script's first logger config, when it is configured by class (``class_path``/``init_args``)."""
     logger = cfg.trainer.get("logger") if "logger" in cfg.trainer else None
     first = logger[0] if isinstance(logger, list) and logger else logger
-    args = first.get("init_args") if isinstance(first, Namespace) and "class_path" in first else None
+    return first if isinstance(first, Namespace) and "class_path" in first else None
+
+
+def lightning_log_root(cfg: Namespace) -> tuple[Path, str]:
+    """Where Lightning keeps a script's runs: ``(save_dir, name)`` of its first logger when that is
+    configured by class (``name`` defaults to ``lightning_logs``; a W&B logger's is its ``project``,
+    as Lightning's), else ``(default_root_dir or the working directory, "lightning_logs")``; a
+    ``--name`` other than the default replaces the name."""
+    first = _first_logger(cfg)
+    args = first.get("init_args") if first is not None else None
     args = args if isinstance(args, Namespace) else Namespace()
     root = Path(args.get("save_dir") or cfg.trainer.get("default_root_dir") or ".")
     name = args.get("name") if isinstance(args.get("name"), str) else "lightning_logs"
+    if loggers_mod.takes_run_id(first):  # W&B: <save_dir>/<project>/<run id> (its name is a display name)
+        name = args.get("project") or os.environ.get("WANDB_PROJECT") or "lightning_logs"
     if cfg.get("name") and cfg.name != DEFAULT_NAME:
         name = cfg.name
     return root, name or ""
+
+
+def lightning_identity(cfg: Namespace) -> dict[str, Any] | None:
+    """A new identity for a user's script's new run whose first logger names its folder by the run id
+    (W&B: ``<save_dir>/<project>/<run id>``, where Lightning's ``ModelCheckpoint`` saves); None for a
+    logger that numbers its versions (Lightning takes the next ``version_<N>``) or none."""
+    first = _first_logger(cfg)
+    if not loggers_mod.takes_run_id(first):
+        return None
+    identity = loggers_mod.new_identity("")
+    identity["name"] = f"{lightning_log_root(cfg)[1]}/{identity['run_id']}"
+    return identity
+
+
+def lightning_run_dir(trainer: Any) -> Path | None:
+    """The folder Lightning's own ``ModelCheckpoint`` saves into, less its ``checkpoints/``:
+    ``<save_dir or default_root_dir>/<name>/<version>`` of the first logger (a W&B logger's name is its
+    project, its version the run id); None without a logger (Lightning's folder is then
+    ``default_root_dir`` itself)."""
+    if not trainer.loggers:
+        return None
+    logger = trainer.loggers[0]
+    save_dir = logger.save_dir if logger.save_dir is not None else trainer.default_root_dir
+    version = logger.version if isinstance(logger.version, str) else f"version_{logger.version}"
+    return Path(save_dir, str(logger.name), version)
