@@ -253,7 +253,7 @@ def test_wandb_script_run_is_one_run_from_its_first_start(tmp_path: Path, monkey
     script("--trainer.max_epochs", "1")
     run = tmp_path / "logs" / "blobs" / "version_0"
     identity = _run_json(run)  # from the first start
-    assert identity["name"] == "blobs/version_0"
+    assert identity["name"] == "blobs"  # the display name the script gives its W&B logger, kept on resume
     first = {folder.name.rsplit("-", 1)[1] for folder in tmp_path.rglob("offline-run-*")}
     assert first == {identity["run_id"]}
     script("--ckpt_path", "last", "--trainer.max_epochs", "2")
