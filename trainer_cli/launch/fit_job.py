@@ -236,18 +236,24 @@ def plan(
     fit_args, layers, _, provenance = split_args(args, fixed)
     slurm = parse_slurm_options(layers)
     parser, config = parse(fit_args, provenance)
-    from trainer_cli.runtime.run import DEFAULT_ROOT_DIR, lightning_log_root  # Lightning is imported already (parse)
+    from trainer_cli.runtime.run import (  # Lightning is imported already (parse)
+        DEFAULT_ROOT_DIR,
+        lightning_identity,
+        lightning_log_root,
+    )
 
     resources = derive(config.trainer, slurm)
     check_resources(slurm, resources, config, dry_run)
     if not dry_run:
         refuse_maintenance(slurm.partition, slurm.time)
     root, name = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR), config.name
+    identity = None
     if script:  # where `python main.py fit` puts the script's runs: its logger's <save_dir>/<name>/version_<N>
         root, name = lightning_log_root(config)
+        identity = lightning_identity(config)  # W&B's <save_dir>/<project>/<run id>: the id is chosen now
     job_name = slurm.job_name or (script_job_name(config, Path(script)) if script else config.name)
     ckpt = config.get("ckpt_path")
-    placed = rundir_plan(root, name, ckpt, config.run_dir, submitting=True, dry_run=dry_run)
+    placed = rundir_plan(root, name, ckpt, config.run_dir, submitting=True, dry_run=dry_run, identity=identity)
     run_dir, created = placed.path, placed.created
     assert run_dir is not None  # (Lightning chooses only a user's script's run it starts itself)
     run_dir = run_dir.absolute()
