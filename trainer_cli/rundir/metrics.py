@@ -88,10 +88,10 @@ def why_missing(run_dir: Path, metric: str) -> str:
     the files looked for (a sweep trial's failure says it)."""
     logged = read(run_dir)
     if not logged.source:
-        return f"nothing logged in {run_dir} (looked for {', '.join(SOURCES)})"
+        return f"no {metric}: nothing logged in {run_dir} (looked for {', '.join(SOURCES)})"
     names = sorted(k for k in logged.scalars if k != "epoch")
     where = run_dir / logged.source if (run_dir / logged.source).is_file() else f"{logged.source} of {run_dir}"
-    return f"{where} holds no {metric}; " + (f"it logged: {', '.join(names)}" if names else "no metric")
+    return f"no {metric} in {where}; " + (f"it logged: {', '.join(names)}" if names else "no metric")
 
 
 def best_value(run_dir: Path, metric: str | None, mode: str) -> float | None:

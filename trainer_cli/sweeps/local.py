@@ -44,7 +44,7 @@ def failure(run_dir: Path, metric: str | None, exit_code: int) -> str:
     no value of ``metric`` was found (the files read and what they hold)."""
     if exit_code != 0 or metric is None:
         return f"exit {exit_code}"
-    return f"exit 0, but no value of {metric}: {metrics.why_missing(run_dir, metric)}"
+    return f"exit 0, but {metrics.why_missing(run_dir, metric)}"
 
 
 def _run_trial(run_dir: Path, env: dict[str, str]) -> int:
