@@ -75,6 +75,11 @@ def test_script_job_runs_the_snapshot_with_its_data_and_train_jobs_lists_it(
     log = (run_dir / f"slurm-{job_id}.log").read_text()
     assert state == "COMPLETED", log[-3000:]
     assert f"HWR_MARKER=as-committed FILE={code / 'hwr' / 'model.py'} " in log, log[-3000:]
+    # the run's folder is where its local fit puts it, <save_dir>/<project>/<W&B run id>, and the job's every
+    # checkpoint is in it (issue 35, defect 2: it was hwr/version_0, the script's own ones in hwr/version_0/hwr/<id>)
+    assert run_dir.parent == project / "hwr" and json.loads((run_dir / "run.json").read_text())["run_id"] == run_dir.name
+    earlier = {project, project / "local_run" / "version_0" / "checkpoints"}
+    assert {p.parent for p in project.rglob("*.ckpt")} - earlier == {run_dir / "checkpoints"}, log[-3000:]
     job_name = scontrol_job(job_id)["JobName"]
     assert job_name in {"hwr", "hwr-project"}, job_name  # the script's experiment or project, not `run`
 
