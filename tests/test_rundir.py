@@ -69,12 +69,13 @@ def test_which_checkpoint_a_start_loads_and_why(tmp_path: Path) -> None:
     last = rundir.resume_checkpoint(run, "last")
     assert last is not None and last.progress is not None
     assert (last.which, last.path.name, last.progress.global_step) == ("last", "hpc_ckpt_3.ckpt", 12)
-    assert last.why == "--ckpt_path last: the newest complete checkpoint by global step"
+    assert last.why == "--ckpt_path last: the newest complete checkpoint by global step (hpc_ckpt_4.ckpt damaged: passed over)"
+    assert last.skipped == (run / "hpc_ckpt_4.ckpt",)  # named where the resume is announced
     with pytest.raises(UserError, match="already holds a trained run .* add --ckpt_path last"):
         rundir.resume_checkpoint(run, None)  # outside a job a trained run is never started over
     in_job = rundir.resume_checkpoint(run, None, in_job=True)  # a job (re)started in its run continues
     assert in_job is not None and (in_job.which, in_job.path.name) == ("last", "hpc_ckpt_3.ckpt")
-    assert in_job.why == "a Slurm job in its trained run continues from its newest checkpoint: the newest complete checkpoint by global step"
+    assert in_job.why.startswith("a Slurm job in its trained run continues from its newest checkpoint: the newest complete checkpoint by global step")
     evaluation = rundir.resume_checkpoint(run, None, trains=False)  # test --run_dir R: the run's weights, not the config's
     assert evaluation is not None and (evaluation.which, evaluation.path.name) == ("last", "hpc_ckpt_3.ckpt")  # no best yet
     assert evaluation.why.startswith("an evaluation of a trained run without --ckpt_path uses its last checkpoint")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
@@ -31,6 +32,11 @@ class LastCheckpoint(ModelCheckpoint):
 
     Under DDP global rank 0 decides (its clock), and every rank follows.
 
+    It never writes over another callback's file: where another ``ModelCheckpoint`` of the Trainer
+    saves the same file (a user's ``save_last: true`` into the same folder, whatever added it: the
+    callbacks list, ``add_lightning_class_args``, the model's ``configure_callbacks``), that one is
+    the run's ``last.ckpt`` and this one saves nothing (:func:`writes_last`, checked when training starts).
+
     Args:
         dirpath: Folder of ``last.ckpt``; default: the run directory's ``checkpoints/``.
         filename: File name without ``.ckpt``.
@@ -57,6 +63,7 @@ class LastCheckpoint(ModelCheckpoint):
         self.min_interval_s = min_interval_s
         self._saved_at_s: float | None = None  # monotonic time of this callback's latest save
         self._in_hook = False  # inside Lightning's epoch-end hook: a checkpoint dumped now is this callback's
+        self._stands_aside = False  # another callback saves this file (on_train_start)
 
     @property
     def state_key(self) -> str:
@@ -69,6 +76,13 @@ class LastCheckpoint(ModelCheckpoint):
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         super().on_train_start(trainer, pl_module)
         self._saved_at_s = None
+        # every callback is attached (the model's too) and every dirpath resolved (their setup) by now
+        name = f"{self.filename}{self.FILE_EXTENSION}"
+        callbacks = trainer.checkpoint_callbacks
+        mine = next(i for i, c in enumerate(callbacks) if c is self)
+        # another LastCheckpoint of the same file: the first one saves it
+        others = [c for i, c in enumerate(callbacks) if i != mine and (i < mine or not isinstance(c, LastCheckpoint))]
+        self._stands_aside = self.dirpath is not None and any(writes_last(c, self.dirpath, name) for c in others)
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._due(trainer):
@@ -96,6 +110,8 @@ class LastCheckpoint(ModelCheckpoint):
     def _due(self, trainer: pl.Trainer) -> bool:
         """Whether this epoch end may save (Lightning's ``ModelCheckpoint`` then decides as usual:
         not in the sanity check, not twice at one step, only from the hook it saves in)."""
+        if self._stands_aside:
+            return False
         if trainer.sanity_checking:
             return True
         due = (
@@ -114,3 +130,29 @@ def _last_epoch(trainer: pl.Trainer) -> bool:
         or (max_steps is not None and max_steps >= 0 and trainer.global_step >= max_steps)
         or (max_epochs is not None and max_epochs >= 0 and trainer.current_epoch + 1 >= max_epochs)
     )
+
+
+def writes_last(callback: Any, folder: str | Path | None, name: str = "last.ckpt") -> bool:
+    """Whether ``callback`` (a ``ModelCheckpoint``) saves ``<folder>/<name>``: with ``save_last`` (its
+    ``CHECKPOINT_NAME_LAST``) or as its ``filename`` (a :class:`LastCheckpoint`). Its ``dirpath`` not
+    set yet counts as ``folder``: the launcher points it at the run's ``checkpoints/``
+    (:func:`trainer_cli.rundir.identity.checkpoints_in_run_dir`); ``folder`` None: the run's folder, not
+    known yet.
+
+    Args:
+        callback: Any callback (False for one that is no ``ModelCheckpoint``).
+        folder: The folder of the file.
+        name: The file name.
+    """
+    if not isinstance(callback, ModelCheckpoint):
+        return False
+    if callback.dirpath is not None and (folder is None or not _same_folder(callback.dirpath, folder)):
+        return False
+    names = {callback.filename, callback.CHECKPOINT_NAME_LAST if callback.save_last else None}
+    return name in {f"{n}{callback.FILE_EXTENSION}" for n in names if n}
+
+
+def _same_folder(a: str | Path, b: str | Path) -> bool:
+    if "://" in str(a) or "://" in str(b):  # remote: as written
+        return str(a).rstrip("/") == str(b).rstrip("/")
+    return Path(a).absolute() == Path(b).absolute()

@@ -19,7 +19,7 @@ Reading a checkpoint here is cheap (memory-mapped, weights only) and never build
 from __future__ import annotations
 
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +40,8 @@ class RunCheckpoint:
     path: Path
     global_step: int
     epochs_done: int
+    resumable: bool = field(default=True, compare=False)
+    """Whether it holds the training state (a ``save_weights_only`` file holds the weights alone)."""
 
 
 def read_checkpoint_progress(path: Path) -> RunCheckpoint | None:
@@ -59,7 +61,17 @@ def read_checkpoint_progress(path: Path) -> RunCheckpoint | None:
         epochs = int(progress.get("processed", ckpt.get("epoch", 0)))
     except Exception:  # any unreadable file is "not a checkpoint to resume"
         return None
-    return RunCheckpoint(path, step, epochs)
+    return RunCheckpoint(path, step, epochs, "optimizer_states" in ckpt)
+
+
+def _resume_files(run_dir: Path) -> list[Path]:
+    """The run's own resume checkpoints that exist: the Slurm requeue ones, then ``checkpoints/last.ckpt``."""
+    hpc = {f.name.removesuffix(USED_SUFFIX) for f in run_dir.glob(HPC_PATTERN + "*")}
+    files = []
+    for name in sorted(hpc):  # another rank may be retiring it right now: either name will do
+        files += [f for f in (run_dir / name, run_dir / (name + USED_SUFFIX)) if f.is_file()][:1]
+    last = run_dir / LAST_CKPT
+    return [*files, last] if last.is_file() else files
 
 
 def run_checkpoints(run_dir: Path) -> list[RunCheckpoint]:
@@ -70,19 +82,41 @@ def run_checkpoints(run_dir: Path) -> list[RunCheckpoint]:
     ``hpc_ckpt_N.ckpt.used``, included: a run that crashed right after resuming from one still has
     it as its newest state). On equal steps ``last.ckpt`` sorts last (preferred).
     """
-    hpc = {f.name.removesuffix(USED_SUFFIX) for f in run_dir.glob(HPC_PATTERN + "*")}
-    files = []
-    for name in sorted(hpc):  # another rank may be retiring it right now: either name will do
-        files += [f for f in (run_dir / name, run_dir / (name + USED_SUFFIX)) if f.is_file()][:1]
-    found = [
-        c for c in (read_checkpoint_progress(f) for f in [*files, run_dir / LAST_CKPT] if f.is_file()) if c is not None
-    ]
+    found = [c for c in map(read_checkpoint_progress, _resume_files(run_dir)) if c is not None]
     return sorted(found, key=lambda c: c.global_step)  # stable: last.ckpt stays last among equals
 
 
+def damaged_checkpoints(run_dir: Path) -> list[Path]:
+    """The run's own resume checkpoints (``checkpoints/last.ckpt``, ``hpc_ckpt_N.ckpt``) that are there
+    but do not read as a complete checkpoint (truncated, corrupt)."""
+    return [f for f in _resume_files(run_dir) if read_checkpoint_progress(f) is None]
+
+
+def _other_checkpoints(run_dir: Path) -> list[RunCheckpoint]:
+    """The complete checkpoints other callbacks saved in ``run_dir/checkpoints`` (a user's ``ModelCheckpoint``)."""
+    own = {f.absolute() for f in _resume_files(run_dir)}
+    others = sorted(f for f in (run_dir / LAST_CKPT.parent).glob("*.ckpt") if f.is_file() and f.absolute() not in own)
+    return [c for c in map(read_checkpoint_progress, others) if c is not None]
+
+
+def saved_checkpoints(run_dir: Path) -> list[RunCheckpoint]:
+    """Every complete checkpoint of ``run_dir``, oldest first (by global step): its resume checkpoints
+    (:func:`run_checkpoints`, preferred on equal steps) and whatever any callback saved in
+    ``checkpoints/`` (a user's ``ModelCheckpoint`` files), weights-only files included
+    (:attr:`RunCheckpoint.resumable` tells them apart)."""
+    return sorted([*_other_checkpoints(run_dir), *run_checkpoints(run_dir)], key=lambda c: c.global_step)
+
+
 def newest_checkpoint(run_dir: Path) -> RunCheckpoint | None:
-    """The newest complete checkpoint of ``run_dir`` by global step (what every resume takes), or None."""
-    found = run_checkpoints(run_dir)
+    """The newest complete checkpoint of ``run_dir`` by global step (what every resume takes), or None.
+
+    Its resume checkpoints (:func:`run_checkpoints`) when they all read; when one of them is damaged
+    (:func:`damaged_checkpoints`: a ``last.ckpt`` cut short), the newest complete resumable one of
+    every checkpoint it saved (:func:`saved_checkpoints`), whatever callback wrote it.
+    """
+    read = [read_checkpoint_progress(f) for f in _resume_files(run_dir)]
+    others = [c for c in _other_checkpoints(run_dir) if c.resumable] if None in read else []
+    found = sorted([*others, *(c for c in read if c is not None)], key=lambda c: c.global_step)  # own ones last
     return found[-1] if found else None
 
 

@@ -47,7 +47,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
-from trainer_cli.rundir import record
+from trainer_cli.rundir import history, metrics, record
 from trainer_cli.rundir.identity import write_identity
 from trainer_cli.rundir.layout import CONFIG_FILE as CONFIG_FILE
 from trainer_cli.rundir.layout import ENV_RUN_DIR as ENV_RUN_DIR
@@ -60,9 +60,11 @@ from trainer_cli.rundir.layout import BestScore as BestScore
 from trainer_cli.rundir.layout import RunCheckpoint as RunCheckpoint
 from trainer_cli.rundir.layout import best_checkpoint as best_checkpoint
 from trainer_cli.rundir.layout import best_score as best_score
+from trainer_cli.rundir.layout import damaged_checkpoints as damaged_checkpoints
 from trainer_cli.rundir.layout import newest_checkpoint as newest_checkpoint
 from trainer_cli.rundir.layout import read_checkpoint_progress as read_checkpoint_progress
 from trainer_cli.rundir.layout import run_checkpoints as run_checkpoints
+from trainer_cli.rundir.layout import saved_checkpoints as saved_checkpoints
 
 
 # -- 1. plan: where a start of a run goes -----------------------------------------------------------
@@ -225,6 +227,8 @@ class Resume:
     """The rule that chose it, one line (recorded in ``history.jsonl``)."""
     progress: RunCheckpoint | None = None
     """Its global step and epochs done (read to choose a ``last``)."""
+    skipped: tuple[Path, ...] = ()
+    """The run's resume checkpoints a ``last`` passed over: there but damaged (truncated, corrupt)."""
 
 
 def resume_checkpoint(
@@ -259,7 +263,9 @@ def resume_checkpoint(
        config's untrained weights).
     3. ``last``: the complete checkpoint with the highest global step, ``checkpoints/last.ckpt``
        or a Slurm ``hpc_ckpt_<N>.ckpt`` (a consumed ``.used`` one included: a run that crashed right
-       after resuming from it has it as its newest state; on equal steps ``last.ckpt``). Once chosen,
+       after resuming from it has it as its newest state; on equal steps ``last.ckpt``); where one of
+       them is damaged (a ``last.ckpt`` cut short), the newest complete checkpoint the run saved,
+       whatever callback wrote it (:attr:`Resume.skipped` names the damaged ones). Once chosen,
        the hpc ones are retired (:func:`retire_hpc_checkpoints`), so Lightning never loads a stale one.
     4. ``best``: the best monitored score of the run's ``ModelCheckpoint`` (:func:`best_checkpoint`).
     5. A file: that file (a URL, Lightning's ``hpc`` or ``registry``: passed on as given).
@@ -314,13 +320,38 @@ def resume_checkpoint(
         return Resume(best, "best", why + ": the best monitored score")
     if ckpt_path == "last":
         newest = newest_checkpoint(run_dir)
+        damaged = tuple(damaged_checkpoints(run_dir))
+        if newest is None and damaged:
+            raise UserError(
+                f"--ckpt_path last: {run_dir} holds no complete checkpoint: "
+                + ", ".join(str(f.relative_to(run_dir)) for f in damaged)
+                + " is damaged (truncated or corrupt) and no other checkpoint of the run is complete; "
+                "give a checkpoint file, or drop --ckpt_path to start it again"
+            )
         if newest is None:
             raise UserError(
                 f"--ckpt_path last: {run_dir} holds no complete checkpoint; nothing to resume (no {LAST_CKPT} "
                 f"or {HPC_PATTERN}; drop --ckpt_path to start it again)"
             )
-        return Resume(newest.path, "last", why + ": the newest complete checkpoint by global step", newest)
+        why += ": the newest complete checkpoint by global step"
+        if damaged:
+            why += " (" + ", ".join(str(f.relative_to(run_dir)) for f in damaged) + " damaged: passed over)"
+        return Resume(newest.path, "last", why, newest, damaged)
     return Resume(Path(ckpt_path), "file", why)
+
+
+def repeated_steps(run_dir: Path, start: RunCheckpoint) -> tuple[int, int]:
+    """How far behind the run's progress a start from ``start`` is: ``(steps it repeats, the furthest
+    step the run reached)``, ``(0, ...)`` when it starts where the run got to. The run's progress is the
+    highest global step of every complete checkpoint it saved (its ``last.ckpt`` and Slurm ones, and
+    any callback's in ``checkpoints/``: :func:`trainer_cli.rundir.layout.saved_checkpoints`), of the
+    checkpoints its earlier starts loaded (``history.jsonl``) and of what it logged
+    (:func:`trainer_cli.rundir.metrics.read`: the step a damaged ``last.ckpt`` held)."""
+    steps = [c.global_step for c in saved_checkpoints(run_dir)]
+    steps += [int(r.get("global_step") or 0) for r in history.read(run_dir) if r.get("verb") in ("fit", None)]
+    steps.append(metrics.read(run_dir).steps)
+    reached = max(steps, default=0)
+    return max(reached - start.global_step, 0), reached
 
 
 def resumable_run(root: Path, name: str, which: str) -> Path:

@@ -34,7 +34,8 @@ import trainer_cli.callbacks  # noqa: F401 - registers the project's callbacks f
 import trainer_cli.data  # noqa: F401 - registers the project's data modules for short names
 import trainer_cli.models.classifier  # noqa: F401 - registers the project's models for short names
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
-from trainer_cli.callbacks import PredictionCSVWriter, RunSummary
+from trainer_cli.callbacks import LastCheckpoint, PredictionCSVWriter, RunSummary
+from trainer_cli.callbacks.last_checkpoint import writes_last
 from trainer_cli.callbacks.progress import default_progress_bar
 from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
 from trainer_cli.callbacks.switches import NO_CHECKPOINTS, drop_switched_off
@@ -445,8 +446,10 @@ class TrainerCLI(LightningCLI):
         self.layers = layers if layers is not None else Layers()  # shared by its parsers (init_parser)
         self._subcommands = kwargs.get("run", True)
         self.run = run_directory if run_directory is not None else Run(None)
-        if run_directory is None:  # a user's script: a missing --ckpt_path file fails where LightningCLI's does
-            self.run.missing_is_error = False
+        if run_directory is None:  # a user's script
+            # a missing --ckpt_path file: one line before anything is written when the script is the program;
+            # called from Python (args=..., a test), it fails where LightningCLI's does
+            self.run.missing_is_error = kwargs.get("args") is None and _runs_as_script()
             self.run.checkpoint_hparams_win = True
             self.run.follows_lightning = True  # files where LightningCLI puts them (run.Run.bind_to_log_dir)
             self.run.command = f"python {sys.argv[0]}"  # the user's script: its record is re-run with it
@@ -677,17 +680,12 @@ class TrainerCLI(LightningCLI):
         if self.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in configured):
             added.append(PredictionCSVWriter())  # predictions.csv in the run directory
         added += [ResumeState(), ScheduleOnResume(self._subconfig().get("resume_schedule"))]
-        if (
-            trainer_config.get("enable_checkpointing") is not False
-            and not trainer_config.get("fast_dev_run")
-            and not any(isinstance(c, ModelCheckpoint) for c in configured)
-        ):
-            added.append(
-                ModelCheckpoint(save_last=True)
-            )  # a config without one (stock LightningCLI's): Lightning's default, plus last.ckpt
+        known = [*configured, *self._lightning_cli_callbacks()]
+        if trainer_config.get("enable_checkpointing") is not False and not trainer_config.get("fast_dev_run"):
+            added += self._checkpoint_callbacks(known)
         if under_slurm_batch():  # SIGUSR1 -> checkpoint + requeue (trainer_cli.job.requeue_signal)
             added.append(SynchronizedRequeue())
-        added += self.run.callbacks(configured, added)
+        added += self.run.callbacks(known, added)
         added += default_progress_bar(trainer_config, added)
         callbacks = drop_switched_off({**trainer_config, "callbacks": configured + added})["callbacks"]
         if trainer_config.get("enable_checkpointing") is False and self.run.trains:
@@ -701,6 +699,30 @@ class TrainerCLI(LightningCLI):
         if self.run.follows_lightning:
             self._as_lightning_cli_does(trainer, added)
         return self._remember_trainer(trainer)
+
+    def _lightning_cli_callbacks(self) -> list[Any]:
+        """The callbacks LightningCLI adds to the Trainer itself, beside ``trainer.callbacks``: those of
+        the parser's ``callback_keys`` (``parser.add_lightning_class_args(ModelCheckpoint, ...)``) and
+        of ``trainer_defaults["callbacks"]``."""
+        keys = getattr(self.verb_parser, "callback_keys", None) or []
+        found = [self._subconfig_init().get(key) for key in keys]
+        defaults = self.trainer_defaults.get("callbacks") or []
+        return [c for c in [*found, *(defaults if isinstance(defaults, list) else [defaults])] if c is not None]
+
+    def _checkpoint_callbacks(self, known: list[Any]) -> list[Any]:
+        """The checkpoint callbacks the run adds to ``known``, every callback the Trainer is given
+        (``trainer.callbacks``, :meth:`_lightning_cli_callbacks`): Lightning's default ``ModelCheckpoint``
+        where none of them is one (as stock LightningCLI's run has it; a model's ``configure_callbacks``
+        returning one replaces it, by Lightning's rule), so two never write the same files; and the
+        run's resume checkpoint, ``checkpoints/last.ckpt`` (:class:`~trainer_cli.callbacks.LastCheckpoint`),
+        unless one of them saves that file already (a ``save_last`` one: :func:`writes_last`)."""
+        added: list[Any] = []
+        if not any(isinstance(c, ModelCheckpoint) for c in known):
+            added.append(ModelCheckpoint())
+        folder = self.run_dir / rundir.LAST_CKPT.parent if self.run_dir is not None else None
+        if not any(writes_last(c, folder, rundir.LAST_CKPT.name) for c in known):
+            added.append(LastCheckpoint())  # its dirpath: the run's checkpoints/ (Run.callbacks, bind_to_log_dir)
+        return added
 
     def _remember_trainer(self, trainer: pl.Trainer) -> pl.Trainer:
         self.run.trainer = trainer

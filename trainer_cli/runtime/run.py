@@ -256,8 +256,8 @@ class Run:
                     print(f"resume: {change} (changed since the run started)", flush=True)
             else:  # an evaluation of the run: what it gives otherwise is recorded (history.jsonl), not refused
                 self.changes = describe_overrides(stored, current)
-        if resume is not None and resume.which in rundir.RUN_CHOICES:
-            cfg.ckpt_path = str(self._checkpoint_of(cfg, run_dir, resume, announce=not child))
+        if resume is not None:
+            cfg.ckpt_path = self._checkpoint_of(cfg, run_dir, resume, announce=not child)
         return run_dir
 
     def _comparable(self, run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
@@ -275,13 +275,21 @@ class Run:
                 current.pop(key, None)
         return stored, current
 
-    def _checkpoint_of(self, cfg: Namespace, run_dir: Path, resume: rundir.Resume, announce: bool) -> Path:
-        """The file of ``resume`` (``last``/``best``, :func:`trainer_cli.rundir.policy.resume_checkpoint`) to load:
-        a finished run is not trained again (one line, exit 0); a chosen hpc checkpoint is retired."""
+    def _checkpoint_of(self, cfg: Namespace, run_dir: Path, resume: rundir.Resume, announce: bool) -> str:
+        """The checkpoint ``resume`` loads (:func:`trainer_cli.rundir.policy.resume_checkpoint`): ``last``/``best``
+        resolved to their file, a file as given. A finished run is not trained again (one line, exit 0); a
+        chosen hpc checkpoint is retired; a damaged newest checkpoint passed over is named, and a training
+        start behind the run's progress says how many steps it repeats."""
+        if resume.which == "file":
+            given = str(cfg.ckpt_path)
+            local = is_checkpoint_file(given) and resume.path.is_file()
+            self._say_if_behind(run_dir, rundir.read_checkpoint_progress(resume.path) if local else None, announce)
+            return given
         if resume.which == "best":
             if announce:
                 print(f"Using the best checkpoint of {run_dir}: {resume.path}", flush=True)
-            return resume.path
+            self._say_if_behind(run_dir, rundir.read_checkpoint_progress(resume.path), announce)
+            return str(resume.path)
         newest = resume.progress
         assert newest is not None  # read to choose it
         if self.trains:
@@ -294,13 +302,29 @@ class Run:
             # global rank 0 renames; the other ranks load it by its new name
             newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)  # type: ignore[attr-defined]
         if announce and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
+            for damaged in resume.skipped:
+                print(f"{damaged} is damaged (truncated or corrupt): passed over for the newest complete checkpoint")
             doing = "Resuming" if self.trains else "Using the newest checkpoint of"
             print(
                 f"{doing} {run_dir} from {newest.path} (step {newest.global_step}, {newest.epochs_done} epochs done)",
                 flush=True,
             )
+        self._say_if_behind(run_dir, newest, announce)
         self._checked.add(str(newest.path))  # read (its progress) just now
-        return newest.path
+        return str(newest.path)
+
+    def _say_if_behind(self, run_dir: Path, start: rundir.RunCheckpoint | None, announce: bool) -> None:
+        """One line when a training start from ``start`` is behind the step the run reached
+        (:func:`trainer_cli.rundir.policy.repeated_steps`): how many steps it trains again."""
+        if not (self.trains and announce and start is not None and rank_zero_only.rank == 0):  # type: ignore[attr-defined]
+            return
+        repeats, reached = rundir.repeated_steps(run_dir, start)
+        if repeats:
+            print(
+                f"resume: from step {start.global_step}, behind the run's progress (step {reached}): "
+                f"it repeats {repeats} steps",
+                flush=True,
+            )
 
     def _point_loggers(self, cfg: Namespace, in_place: bool = False) -> None:
         """Every logger logs this run's identity (``run.json``, :mod:`trainer_cli.rundir.identity`);
