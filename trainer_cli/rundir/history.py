@@ -16,11 +16,15 @@ it (:func:`trainer_cli.rundir.resume.compare_for_resume`). ``why`` is the rule t
 (:func:`trainer_cli.rundir.policy.resume_checkpoint`), for a start that loads one.
 
 ``config.yaml`` always describes the run as it is now: a resume that changes the config keeps the
-earlier file beside it as ``config.prev-<N>.yaml`` and rewrites ``config.yaml`` with the new values
-(atomically: written to a temporary file and renamed over it), so ``train fit --config
-<run>/config.yaml`` builds the run as it now goes on. How one start resumed (``ckpt_path``,
-``resume_force``, ``resume_schedule``, :data:`trainer_cli.rundir.resume.RESUME_OPTIONS`) is recorded here,
-not carried into the config. Written by global rank 0 only.
+earlier file beside it as ``config.prev-<N>.yaml`` (byte for byte, its ``launcher.yaml`` as
+``launcher.prev-<N>.yaml``) and rewrites ``config.yaml`` with the new values (atomically: written to a
+temporary file and renamed over it), so ``train fit --config <run>/config.yaml`` builds the run as it
+now goes on. The values the links gave when the classes were built are not a change of the config:
+a run frozen before they were known (a submitted run, a sweep trial) gets them written in place when
+its fit starts (:func:`trainer_cli.rundir.record.fill`), with no earlier record kept and no change
+listed. How one start resumed (``ckpt_path``, ``resume_force``, ``resume_schedule``,
+:data:`trainer_cli.rundir.resume.RESUME_OPTIONS`) is recorded here, not carried into the config.
+Written by global rank 0 only.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 
 import yaml
 
-from trainer_cli.atomic import append_line, read_json_lines, write_atomic
+from trainer_cli.atomic import append_line, read_json_lines
 from trainer_cli.rundir import record
 from trainer_cli.rundir.layout import CONFIG_FILE, read_checkpoint_progress
 from trainer_cli.rundir.resume import RESUME_OPTIONS
@@ -102,26 +106,33 @@ def append(
 
 def rewrite_config(run_dir: Path, text: str) -> Path:
     """Write the record ``text`` as ``run_dir/config.yaml`` and ``launcher.yaml``
-    (:func:`trainer_cli.rundir.record.write`), the previous record kept whole as ``config.prev-<N>.yaml``
-    (the next free N; :func:`restore_config` puts it back); returns where it was kept."""
+    (:func:`trainer_cli.rundir.record.write`), the previous record kept as it was written, byte for
+    byte: ``config.prev-<N>.yaml`` (the next free N; what the stock script reads) and its launcher
+    settings as ``launcher.prev-<N>.yaml`` (:func:`trainer_cli.rundir.record.launcher_path`);
+    :func:`restore_config` puts them back. Returns where the config was kept."""
     config_file = run_dir / CONFIG_FILE
     n = 1
     while (run_dir / PREVIOUS_CONFIG.format(n=n)).exists():
         n += 1
     previous = run_dir / PREVIOUS_CONFIG.format(n=n)
-    before = record.read(config_file)
-    if before is not None and (run_dir / record.LAUNCHER_FILE).is_file():
-        write_atomic(previous, yaml.safe_dump(before, sort_keys=False))
-    else:
-        shutil.copy2(config_file, previous)
+    launcher, launcher_kept = record.launcher_path(config_file), record.launcher_path(previous)
+    launcher_kept.unlink(missing_ok=True)  # a stale one: this N's config was never kept
+    if launcher.is_file():
+        shutil.copy2(launcher, launcher_kept)
+    shutil.copy2(config_file, previous)
     record.write(config_file, text)
     return previous
 
 
 def restore_config(run_dir: Path, previous: Path) -> None:
-    """Put the record kept by :func:`rewrite_config` back as the run's record."""
-    record.write(run_dir / CONFIG_FILE, previous.read_text())
-    previous.unlink()
+    """Put the record kept by :func:`rewrite_config` back as the run's record, the files as they were."""
+    config_file = run_dir / CONFIG_FILE
+    launcher, launcher_kept = record.launcher_path(config_file), record.launcher_path(previous)
+    if launcher_kept.is_file():
+        os.replace(launcher_kept, launcher)
+    else:
+        launcher.unlink(missing_ok=True)
+    os.replace(previous, config_file)
 
 
 def as_resumed(record_text: str, stored: dict[str, Any] | None) -> str | None:

@@ -10,6 +10,13 @@ run's ``config.yaml`` (``--config <run>/config.yaml``, ``--run_dir <run>``, a re
 every start) it reads ``launcher.yaml`` with it (:func:`launcher_file`), so the two files
 together build the run again, as the one file did before. A record from before this split (the keys
 inline in ``config.yaml``) reads as it did.
+
+An earlier record kept when a resume changed the config (``config.prev-<N>.yaml``,
+:func:`trainer_cli.rundir.history.rewrite_config`) is the earlier file byte for byte, its launcher settings
+beside it as ``launcher.prev-<N>.yaml`` (:func:`launcher_path`). The values the links gave when the
+classes were built are the one thing written into an existing ``config.yaml`` in place (:func:`fill`): a
+submitted run or a sweep trial is frozen before its classes are built, and its job records them when its
+fit starts, as a local run does; they are not the user's settings, so no earlier record is kept for them.
 """
 
 from __future__ import annotations
@@ -24,6 +31,8 @@ from trainer_cli.atomic import write_atomic
 LAUNCHER_FILE = "launcher.yaml"
 LAUNCHER_KEYS = ("name", "run_dir", "resume_schedule", "resume_force", "param_groups", "float32_matmul_precision")
 """The top-level keys trainer-cli adds to LightningCLI's (``TrainerCLI.add_core_arguments_to_parser``)."""
+LINKED_HEADER = "# Linked from the data module: "
+"""The header line of a record naming the values the links gave (:func:`linked_line`)."""
 LAUNCHER_HEADER = (
     "# trainer-cli's own settings of this run, read with config.yaml beside it (which holds what LightningCLI\n"
     "# reads): `train fit --config config.yaml` and a resume take both.\n"
@@ -62,7 +71,7 @@ def write(config_file: Path, text: str) -> None:
     no launcher keys is removed."""
     config, launcher = split(text)
     config_file.parent.mkdir(parents=True, exist_ok=True)
-    beside = config_file.with_name(LAUNCHER_FILE)
+    beside = launcher_path(config_file)
     if launcher is not None:
         write_atomic(beside, launcher)
     else:
@@ -78,17 +87,64 @@ def read(config_file: Path) -> dict[str, Any] | None:
     _, tree = _split_text(config_file.read_text())
     if tree is None:
         return None
-    beside = config_file.with_name(LAUNCHER_FILE)
+    beside = launcher_path(config_file)
     if beside.is_file():
         _, launcher = _split_text(beside.read_text())
         tree.update({k: v for k, v in (launcher or {}).items() if k in LAUNCHER_KEYS})
     return tree
 
 
+def launcher_path(config_file: Path) -> Path:
+    """Where the launcher's settings of ``config_file`` are: ``launcher.yaml`` beside ``config.yaml``,
+    ``launcher.prev-<N>.yaml`` beside an earlier record ``config.prev-<N>.yaml``."""
+    name = config_file.name
+    if name.startswith("config.") and name != "config.yaml":
+        return config_file.with_name("launcher." + name.removeprefix("config."))
+    return config_file.with_name(LAUNCHER_FILE)
+
+
 def launcher_file(config_file: str | Path) -> Path | None:
-    """The ``launcher.yaml`` that belongs to a run's ``config_file`` (None when there is none)."""
+    """The launcher's settings that belong to a run's ``config_file`` (``config.yaml`` or an earlier
+    ``config.prev-<N>.yaml``, :func:`launcher_path`); None for another file or when there are none."""
     path = Path(config_file)
-    if path.name != "config.yaml":
+    if not (path.name == "config.yaml" or (path.name.startswith("config.prev-") and path.suffix == ".yaml")):
         return None
-    beside = path.with_name(LAUNCHER_FILE)
+    beside = launcher_path(path)
     return beside if beside.is_file() else None
+
+
+def linked_line(linked: dict[str, Any]) -> str:
+    """The header line naming the values the links gave (``{dotted key: value}``)."""
+    return LINKED_HEADER + ", ".join(f"{k}={v!r}" for k, v in linked.items())
+
+
+def fill(config_file: Path, linked: dict[str, Any]) -> bool:
+    """Write the values the links gave when the classes were built (``{dotted key: value}``) into the
+    existing record ``config_file``, in place, with the header line naming them (:func:`linked_line`);
+    the rest of the record and ``launcher.yaml`` are left as they are. A key whose section holds a
+    ``class_path`` without that key (a record in another form than this start's) is left alone.
+
+    Returns:
+        Whether the file was rewritten (False: it held these values already, or it is not YAML).
+    """
+    if not linked or not config_file.is_file():
+        return False
+    header, tree = _split_text(config_file.read_text())
+    if tree is None:
+        return False
+    changed = False
+    for key, value in linked.items():
+        *parents, leaf = key.split(".")
+        section: Any = tree
+        for part in parents:
+            section = section.get(part) if isinstance(section, dict) else None
+        if not isinstance(section, dict) or (leaf not in section and "class_path" in section):
+            continue
+        if leaf not in section or section[leaf] != value:
+            section[leaf] = value
+            changed = True
+    if not changed:
+        return False
+    header = [line for line in header if not line.startswith(LINKED_HEADER)] + [linked_line(linked)]
+    write_atomic(config_file, "\n".join(header) + "\n" + yaml.safe_dump(tree, sort_keys=False))
+    return True

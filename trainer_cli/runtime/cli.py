@@ -102,6 +102,7 @@ class TrainerArgumentParser(LightningArgumentParser):
         super().__init__(*args, **kwargs)
         self.layers = Layers()  # where each value of the command line parsed was written (TrainerCLI sets them)
         self.exits = False  # a user's script: an error ends the process here, as LightningCLI's parser does
+        self.stock_keys_only = False  # a user's script: a printed config holds only what LightningCLI takes (dump)
 
     def link_arguments(  # type: ignore[override]
         self, source: Any, target: str, compute_fn: Any = None, apply_on: str = "parse", **kwargs: Any
@@ -148,6 +149,19 @@ class TrainerArgumentParser(LightningArgumentParser):
         if self.exits:
             sys.exit(report_user_error(error))
         raise error
+
+    def dump(self, namespace: Namespace, *args: Any, **kwargs: Any) -> str:  # type: ignore[override]
+        """jsonargparse's; in a user's script (:attr:`stock_keys_only`) a dump that leaves the link targets
+        out, as ``--print_config`` and a plain ``save`` do, holds only what the script's stock LightningCLI
+        takes: the launcher's own keys (:data:`trainer_cli.rundir.record.LAUNCHER_KEYS`) are left out, as the
+        run's config.yaml leaves them out. The run's record (a dump with the link targets) keeps them, for
+        ``launcher.yaml``."""
+        if self.stock_keys_only and kwargs.get("skip_link_targets", True) and isinstance(namespace, Namespace):
+            namespace = namespace.clone()
+            for key in run_records.LAUNCHER_KEYS:
+                if key in namespace:
+                    del namespace[key]
+        return super().dump(namespace, *args, **kwargs)  # type: ignore[no-any-return]
 
     def save(self, cfg: Namespace, path: Any, *args: Any, overwrite: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
         """jsonargparse's; in a user's script the run's record (:meth:`trainer_cli.runtime.run.Run.record`:
@@ -501,6 +515,7 @@ class TrainerCLI(LightningCLI):
         if self.run.follows_lightning:  # a user's script: its errors point at its own --help, and end it
             parser.help_command = f"python {sys.argv[0]}"  # type: ignore[attr-defined]
             parser.exits = True  # type: ignore[attr-defined]
+            parser.stock_keys_only = True  # type: ignore[attr-defined]  # --print_config: what stock prints
         return parser
 
     def add_core_arguments_to_parser(self, parser: LightningArgumentParser) -> None:

@@ -59,6 +59,7 @@ from lightning.pytorch import Callback
 from trainer_cli.rundir import history
 from trainer_cli.rundir import identity as loggers_mod
 from trainer_cli.rundir import policy as rundir
+from trainer_cli.rundir import record as run_records
 from trainer_cli.rundir.record import LAUNCHER_KEYS
 from trainer_cli.rundir.resume import compare_for_resume, describe_overrides, flatten, stored_config
 from trainer_cli.runtime.checkpointing import CTRL_C, InterruptCheckpoint, check_checkpoint_file
@@ -445,6 +446,8 @@ class Run:
             history.record_start(
                 self.path, self.verb, self.ckpt_path, self.changes, self.record(self.linked), self.resumed_because
             )
+        if self.trains and not shared_folder:  # frozen before its classes were built (train submit, a sweep trial)
+            run_records.fill(self.path / rundir.CONFIG_FILE, self.linked)  # the link values built: not a change
         if self.trainer is not None:
             loggers_mod.record_logger_runs(self.trainer.loggers, self.path, self._mlflow_uris)
 
@@ -551,7 +554,7 @@ class Run:
             header.append("# Set by trainer-cli for this run directory (was -> now in the values below):")
             header += [f"#   {key}: {value!r}" for key, value in sorted(self._launcher_set.items())]
         if linked:
-            header.append("# Linked from the data module: " + ", ".join(f"{k}={v!r}" for k, v in linked.items()))
+            header.append(run_records.linked_line(linked))
         if (linked or own) and tree:
             body = yaml.safe_dump(tree, sort_keys=False)
         return "\n".join(header) + "\n" + body
