@@ -73,3 +73,14 @@ def test_script_run_in_a_folder_that_existed_gets_its_record_and_git_txt(tmp_pat
     assert "cwd: " in (run / "git.txt").read_text()  # the project's commit
     assert {p.parent for p in project.rglob("*.ckpt")} == {run / "checkpoints"}
     assert not any((project / name).exists() for name in RECORD)
+
+
+def test_script_runs_without_a_logger_get_a_versioned_folder_each(tmp_path: Path) -> None:
+    """No logger, no default_root_dir: Lightning's folder would be the project's root, for every run."""
+    project = hw_project(tmp_path)
+    for _ in range(2):
+        _ok(run_main(project, "fit", *DEFAULT, *SHORT, "--trainer.max_epochs", "1", "--trainer.logger", "false"))
+    runs = [project / "lightning_logs" / f"version_{i}" for i in range(2)]
+    assert _runs(project) == set(runs) and all((run / "config.yaml").is_file() for run in runs)
+    assert {p.parent for p in project.rglob("*.ckpt")} == {run / "checkpoints" for run in runs}
+    assert not any((project / name).exists() for name in RECORD)

@@ -377,19 +377,20 @@ class Run:
         """A user's script's run, once its Trainer is built. A new run (:attr:`late`): the run directory
         is the folder Lightning's own ``ModelCheckpoint`` saves into, less its ``checkpoints/``
         (:func:`lightning_run_dir`: ``<save_dir>/<name>/version_<N>`` of a TensorBoard or CSV logger,
-        ``<save_dir>/<project>/<run id>`` of W&B's), or a new ``<default_root_dir>/lightning_logs/
-        version_<N>`` without a logger: never a folder two runs share (the project's root). DDP processes
-        launched from here share it. Every run: each ``ModelCheckpoint`` without a ``dirpath`` saves into
+        ``<save_dir>/<project>/<run id>`` of W&B's, ``default_root_dir`` without a logger), and where that
+        is the working directory (the project's root: no logger, no ``default_root_dir``) a new
+        ``lightning_logs/version_<N>`` in it, never a folder every run shares. DDP processes launched
+        from here share it. Every run: each ``ModelCheckpoint`` without a ``dirpath`` saves into
         ``<run>/checkpoints``, and the script's config goes into the run directory where that is not the
         ``log_dir`` LightningCLI saves it in (:meth:`freeze` writes it)."""
         if self.path is None and not self.late:
             return
         if self.path is None:
-            chosen = lightning_run_dir(trainer)
-            if chosen is None:  # no logger: Lightning's folder would be default_root_dir itself, shared by every run
-                self.path, self.created = rundir.allocate(Path(trainer.default_root_dir), "lightning_logs"), True
+            chosen = (lightning_run_dir(trainer) or Path(trainer.default_root_dir)).absolute()
+            if chosen == Path.cwd().absolute():  # the project's root (no logger, default_root_dir "."): versioned
+                self.path, self.created = rundir.allocate(chosen, "lightning_logs"), True
             else:
-                self.path, self.created = chosen.absolute(), not chosen.exists()
+                self.path, self.created = chosen, not chosen.exists()
             os.environ[rundir.ENV_RUN_DIR] = str(self.path)
             if self.interrupt_checkpoint is not None:
                 self.interrupt_checkpoint.ckpt_path = str(self.path / rundir.LAST_CKPT)
