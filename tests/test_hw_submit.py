@@ -44,6 +44,7 @@ def test_script_job_runs_the_snapshot_with_its_data_and_train_jobs_lists_it(
     slurm_cluster: None,  # noqa: F811
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
+    request: pytest.FixtureRequest,
 ) -> None:
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))  # the user's state folder, this test's own
     project = hw_project(tmp_path)
@@ -52,17 +53,18 @@ def test_script_job_runs_the_snapshot_with_its_data_and_train_jobs_lists_it(
     done = run_main(project, "submit", *DEFAULT, *SMALL)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     job_id = job_id_from(done.stdout)
+    request.addfinalizer(lambda: subprocess.run(["scancel", job_id], capture_output=True, timeout=30))  # if it fails early
     run_dir = Path(next(line.split(":", 1)[1].strip() for line in done.stdout.splitlines() if line.startswith("Run directory:")))
     code = run_dir / "code"
 
     # the snapshot: the code, clean (outputs are no uncommitted changes); the data linked; no outputs
-    assert f"Code:          {code} (" in done.stdout and ", clean)" in done.stdout, done.stdout
+    assert f"Code:          {code} (" in done.stdout and ", clean; git-ignored data linked, not copied)" in done.stdout, done.stdout
     assert (code / "data").is_symlink() and (code / "data").resolve() == (project / "data").resolve()
     copied = {p.relative_to(code).as_posix() for p in code.rglob("*") if not p.is_dir()}
     assert "hwr/data/datamodule.py" in copied and "main.py" in copied, copied
     assert not [p for p in copied if p.endswith(".ckpt") or p.startswith("local_run") or "submissions" in p], copied
     record = json.loads((run_dir / "code.json").read_text())
-    assert record["dirty"] is False and record["linked"] == 1 and record["left_out"] >= 5, record
+    assert record["dirty"] is False and record["linked"] == ["data"] and record["left_out"] >= 5, record
 
     # nothing the launcher keeps for itself in the project: the tree's status and the old files as they were
     assert _status(project, run_dir) == before, (before, git(project, "status", "--porcelain").stdout)

@@ -382,6 +382,9 @@ def _print_code(job: Plan, code: snapshot.Snapshot | None) -> None:
     entry = job.entry
     if code is not None:
         state = "with uncommitted changes" if code.dirty else "clean"
+        if code.linked:  # git-ignored data, found where the code's own file says
+            shown = ", ".join(code.linked[:3]) + (f" and {len(code.linked) - 3} more" if len(code.linked) > 3 else "")
+            state += f"; git-ignored {shown} linked, not copied"
         where = f"Code:          {code.root} ({code.files} files of {code.source} at {code.commit[:12]}, {state})"
         if entry is None:
             print(f"{where}: the job imports your code from there")

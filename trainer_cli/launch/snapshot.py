@@ -37,7 +37,7 @@ import os
 import shutil
 import subprocess
 from collections.abc import Iterable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from trainer_cli.errors import UserError
@@ -77,8 +77,9 @@ class Snapshot:
     """Whether the code has uncommitted changes: tracked files changed, or untracked files copied."""
     files: int
     """Files copied."""
-    linked: int = 0
-    """Git-ignored entries (data) and tracked checkpoints linked to the live tree, not copied."""
+    linked: list[str] = field(default_factory=list)
+    """Git-ignored entries (data) and tracked checkpoints linked to the live tree, not copied
+    (relative to its top)."""
     left_out: int = 0
     """Untracked outputs left out: checkpoints, byte code, run folders, earlier snapshots."""
 
@@ -270,8 +271,6 @@ def take(where: Path, run_dir: Path, max_mb: float = SNAPSHOT_MAX_MB) -> Snapsho
     workdir = dest / where.resolve().relative_to(top.resolve())
     workdir.mkdir(parents=True, exist_ok=True)
     dirty = bool(changed.strip()) or bool(chosen.untracked)
-    snap = Snapshot(
-        str(dest), str(workdir), str(top), commit, dirty, len(chosen.copy), len(chosen.link), chosen.left_out
-    )
+    snap = Snapshot(str(dest), str(workdir), str(top), commit, dirty, len(chosen.copy), chosen.link, chosen.left_out)
     (run_dir / RECORD).write_text(json.dumps(asdict(snap), indent=2) + "\n")
     return snap
