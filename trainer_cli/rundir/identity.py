@@ -155,12 +155,18 @@ def takes_run_id(item: Any) -> bool:
     return "id" in inspect.signature(import_class(item.class_path)).parameters
 
 
-def identify_loggers(loggers: list[Any], identity: dict[str, Any]) -> None:
+def identify_loggers(loggers: list[Any], identity: dict[str, Any]) -> list[str]:
     """Give the logger configs that take a run id (W&B) the run ``identity``, where they log is left
     as configured: a user's script's new run, whose directory Lightning chooses when the Trainer is
     built (its ``run.json`` is written then), so its first start and every resume are one logger run.
     The display name is the script's own ``name`` where it sets one (kept in ``identity["name"]``,
-    which ``run.json`` records), else ``identity["name"]``: the same at every start of the run."""
+    which ``run.json`` records), else ``identity["name"]``: the same at every start of the run.
+
+    Returns:
+        The tracking URI of each MLflow logger, in order (for :func:`record_logger_runs`: the MLflow
+        run it makes now is the one a resume continues).
+    """
+    mlflow_uris = []
     for item in loggers:
         if hasattr(item, "get") and "class_path" in item:
             params = inspect.signature(import_class(item.class_path)).parameters
@@ -170,6 +176,9 @@ def identify_loggers(loggers: list[Any], identity: dict[str, Any]) -> None:
                     identity["name"] = item.init_args.name
                 else:
                     _set(item.init_args, params, name=identity["name"])
+            elif "run_id" in params:
+                mlflow_uris.append(mlflow_tracking_uri(item.init_args))
+    return mlflow_uris
 
 
 def _identify_wandb(item: Any, params: Any, identity: dict[str, Any]) -> None:

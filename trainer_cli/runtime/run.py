@@ -359,7 +359,9 @@ class Run:
         )
         logger = cfg.trainer.get("logger") if "logger" in cfg.trainer else None
         loggers = logger if isinstance(logger, list) else [logger]
-        loggers_mod.identify_loggers([i for i in loggers if isinstance(i, Namespace)], self._identity)
+        self._mlflow_uris = loggers_mod.identify_loggers(
+            [i for i in loggers if isinstance(i, Namespace)], self._identity
+        )
 
     def callbacks(self, configured: list[Any], added: list[Any]) -> list[Any]:
         """The callbacks the run directory needs (the checkpoint on SIGTERM / Ctrl-C); and every
