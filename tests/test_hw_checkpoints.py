@@ -92,3 +92,29 @@ def test_a_missing_ckpt_path_is_one_line_before_anything_is_written(tmp_path: Pa
         errors = [line for line in proc.stderr.splitlines() if line.strip()]
         assert len(errors) == 1 and "--ckpt_path nope.ckpt: file not found" in errors[0], proc.stderr[-3000:]
         assert files(project) == before
+
+
+def test_the_resume_checkpoint_stands_aside_for_a_save_last_one_the_model_adds(tmp_path: Path) -> None:
+    """A ``ModelCheckpoint(save_last=True)`` from the model's ``configure_callbacks`` (attached by Lightning
+    when ``fit`` starts, after the launcher chose its callbacks) into the run's folder is the run's
+    ``last.ckpt``: the launcher's ``LastCheckpoint`` writes nothing there (both wrote ``last.ckpt``, and the
+    user's callback, finding a file it did not write, went on in ``last-v1.ckpt``)."""
+    import lightning.pytorch as pl
+    from lightning.pytorch.callbacks import ModelCheckpoint
+    from lightning.pytorch.demos.boring_classes import BoringModel
+
+    from trainer_cli.callbacks import LastCheckpoint
+
+    folder = tmp_path / "checkpoints"
+
+    class WithItsOwn(BoringModel):
+        def configure_callbacks(self):
+            return [ModelCheckpoint(dirpath=folder, save_last=True, save_top_k=0)]
+
+    trainer = pl.Trainer(default_root_dir=tmp_path, max_epochs=2, limit_train_batches=2, limit_val_batches=1,
+                         callbacks=[LastCheckpoint(dirpath=str(folder), min_interval_s=0)], logger=False,
+                         enable_progress_bar=False, enable_model_summary=False)
+    trainer.fit(WithItsOwn())
+    assert sorted(p.name for p in folder.iterdir()) == ["last.ckpt"]
+    (users,) = [c for c in trainer.checkpoint_callbacks if type(c) is ModelCheckpoint]
+    assert Path(users.last_model_path) == folder / "last.ckpt" and load(folder / "last.ckpt")["global_step"] == 4

@@ -78,10 +78,7 @@ class LastCheckpoint(ModelCheckpoint):
         self._saved_at_s = None
         # every callback is attached (the model's too) and every dirpath resolved (their setup) by now
         name = f"{self.filename}{self.FILE_EXTENSION}"
-        callbacks = trainer.checkpoint_callbacks
-        mine = next(i for i, c in enumerate(callbacks) if c is self)
-        # another LastCheckpoint of the same file: the first one saves it
-        others = [c for i, c in enumerate(callbacks) if i != mine and (i < mine or not isinstance(c, LastCheckpoint))]
+        others = [c for c in trainer.checkpoint_callbacks if c is not self]  # (Lightning refuses two LastCheckpoints)
         self._stands_aside = self.dirpath is not None and any(writes_last(c, self.dirpath, name) for c in others)
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
