@@ -183,7 +183,11 @@ class Plan:
 
 
 def _resubmit_changes(
-    run_dir: Path, frozen: str, resume: Resume | None, model_class: type | None = None
+    run_dir: Path,
+    frozen: str,
+    resume: Resume | None,
+    model_class: type | None = None,
+    links: frozenset[str] = frozenset(),
 ) -> tuple[list[str], str]:
     """What a resubmission into ``run_dir`` changes in its config.yaml, and the config to write.
 
@@ -193,6 +197,8 @@ def _resubmit_changes(
     ``ckpt_path`` becomes ``last`` when the run holds a checkpoint and none was named
     (:func:`trainer_cli.rundir.policy.resume_checkpoint`: a resubmitted run resumes from its newest checkpoint).
     ``model_class``: the model class a user's script fixes (its config.yaml holds the init arguments alone).
+    ``links``: the keys links fill when the classes are built: the run's recorded values are kept
+    (:func:`trainer_cli.rundir.record.keep_linked`), not compared with a parse that cannot know them.
 
     Returns:
         ``(changes, config_text)``: one line per changed value (empty: nothing to rewrite).
@@ -208,6 +214,7 @@ def _resubmit_changes(
     if not config_file.is_file():
         return [], frozen
     old, new = record.read(config_file) or {}, yaml.safe_load(frozen) or {}
+    record.keep_linked(old, new, links)
     if resume is not None and resume.which == "last":  # a resubmitted run goes on from its newest checkpoint
         new["ckpt_path"] = "last"
     changes = compare_for_resume(old, new, run_dir, force=bool(new.get("resume_force")))
@@ -220,6 +227,14 @@ def _resubmit_changes(
     if old.get("ckpt_path") != new.get("ckpt_path"):
         changes.append(f"ckpt_path: {old.get('ckpt_path')} -> {new.get('ckpt_path')}")
     return changes, yaml.safe_dump(new, sort_keys=False) if changes else frozen
+
+
+def _instantiate_links(parser: Any) -> frozenset[str]:
+    """The keys of ``parser``'s links applied when the classes are built (the user's and the launcher's
+    data->model links: ``TrainerArgumentParser.link_arguments``), as the verb's config names them."""
+    from trainer_cli.config.explain import without_verb
+
+    return frozenset(without_verb(t) for t in getattr(parser, "instantiate_link_targets", ()))
 
 
 def plan(
@@ -279,7 +294,9 @@ def plan(
             context_values["entry"] = [str(entry.path)]
         script_text = render(template, context_values)
         changes, frozen = (
-            _resubmit_changes(run_dir, frozen, resume, fixed.get("model")) if not created else ([], frozen)
+            _resubmit_changes(run_dir, frozen, resume, fixed.get("model"), _instantiate_links(parser))
+            if not created
+            else ([], frozen)
         )
         job = Plan(run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes, entry=entry)
         if resume is not None and resume.progress is not None:
@@ -416,7 +433,7 @@ def submit(job: Plan) -> int:
             not freeze(run_dir, job.frozen_config) and job.changes
         ):  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
             previous = rewrite_config(run_dir, job.frozen_config)
-        code = snapshot.take(Path.cwd(), run_dir, job.slurm.snapshot_max_mb) if job.slurm.snapshot else None
+        code = snapshot.take(Path.cwd(), run_dir, job.slurm.snapshot_max_mb, [job.root]) if job.slurm.snapshot else None
         if job.entry is not None and job.entry.live is None and not job.entry.path.is_file():
             raise UserError(f"the code snapshot in {run_dir} holds no copy of {job.entry.script}: nothing was queued")
         job.script.write_text(job.script_text)

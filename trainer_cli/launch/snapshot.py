@@ -5,9 +5,9 @@ requeued one, imports. At submit, when the working directory is inside a git wor
 snapshot freezes its code, not its data and not its outputs (:func:`take`):
 
 - its files, tracked and untracked-but-not-ignored, as they are on disk (uncommitted changes
-  included), are copied to ``<run>/code/``, except outputs: checkpoints (``*.ckpt``), the
-  launcher's run folders (a folder holding ``run.json`` or ``launcher.yaml``), earlier snapshots
-  and the registries an earlier version kept in the tree (:data:`LEGACY_OUTPUTS`);
+  included), are copied to ``<run>/code/``, except outputs: checkpoints (``*.ckpt``), byte code, the
+  run root, the launcher's run folders (a folder holding ``run.json`` or ``launcher.yaml``), earlier
+  snapshots and the registries an earlier version kept in the tree (:data:`LEGACY_OUTPUTS`);
 - its git-ignored entries (a data folder) are linked, not copied, at the same place, so a path the
   user's code derives from its own file (``Path(__file__).parents[2] / "data"``) finds the same data
   as in the live tree; outputs are never linked: a folder holding the run itself or a run folder
@@ -136,16 +136,19 @@ def planned_file(path: Path, where: Path, run_dir: Path) -> Path | None:
 
 class _Outputs:
     """Which paths of the work tree ``top`` are outputs (never copied, never linked): the run
-    ``run_dir`` itself, the launcher's run folders and earlier snapshots, at any depth below the top."""
+    ``run_dir`` itself, the run roots ``roots`` below the top, the launcher's run folders and earlier
+    snapshots, at any depth below the top."""
 
-    def __init__(self, top: Path, run_dir: Path) -> None:
+    def __init__(self, top: Path, run_dir: Path, roots: Iterable[Path] = ()) -> None:
         self.top, self.run_dir = top.resolve(), run_dir.resolve()
+        self.roots = {r.resolve() for r in roots}
         self._folders: dict[Path, bool] = {}
 
     def _output_folder(self, folder: Path) -> bool:
         if folder not in self._folders:
             self._folders[folder] = (
                 folder == self.run_dir
+                or folder in self.roots
                 or any((folder / m).is_file() for m in RUN_MARKERS)
                 or (folder.name == CODE_DIR and (folder.parent / RECORD).is_file())  # an earlier snapshot
             )
@@ -186,13 +189,13 @@ def _output_name(name: str) -> bool:
     return name.endswith((CHECKPOINT_SUFFIX, ".pyc")) or "__pycache__" in Path(name).parts
 
 
-def _select(top: Path, run_dir: Path) -> _Selection:
+def _select(top: Path, run_dir: Path, roots: Iterable[Path]) -> _Selection:
     """Sort the work tree's entries into copied (code), linked (git-ignored data, tracked
     checkpoints) and left out (outputs)."""
     tracked = set(_names(_git(top, "ls-files", "-z", "--cached")))
     listed = _names(_git(top, "ls-files", "-z", "--cached", "--others", "--exclude-standard"))
     ignored = _names(_git(top, "ls-files", "-z", "--others", "--ignored", "--exclude-standard", "--directory"))
-    outputs = _Outputs(top, run_dir)
+    outputs = _Outputs(top, run_dir, roots)
     chosen = _Selection([], [], [], 0)
     for name in sorted(set(listed)):
         source = top / name
@@ -234,10 +237,12 @@ def _check_size(top: Path, names: Iterable[str], max_mb: float) -> None:
     )
 
 
-def take(where: Path, run_dir: Path, max_mb: float = SNAPSHOT_MAX_MB) -> Snapshot | None:
+def take(where: Path, run_dir: Path, max_mb: float = SNAPSHOT_MAX_MB, roots: Iterable[Path] = ()) -> Snapshot | None:
     """Copy the code of the git work tree holding ``where`` into ``run_dir/code`` and link its
     git-ignored data there (replacing an older snapshot of a resubmitted run); None outside a work
-    tree. What is copied, linked and left out: the module's docstring.
+    tree. What is copied, linked and left out: the module's docstring; ``roots``: the run roots
+    (``trainer.default_root_dir``), left out too unless they hold ``where`` (a script's logger
+    folder may be the project itself).
 
     Raises:
         UserError: when the copies would exceed ``max_mb`` MB (nothing written).
@@ -248,7 +253,9 @@ def take(where: Path, run_dir: Path, max_mb: float = SNAPSHOT_MAX_MB) -> Snapsho
         return None
     if _git(top, "ls-files", "-z").returncode != 0:
         return None
-    chosen = _select(top, run_dir)
+    here = where.resolve()
+    roots = [r for r in roots if r.resolve() != here and r.resolve() not in here.parents]  # a script's logger at "."
+    chosen = _select(top, run_dir, roots)
     _check_size(top, chosen.copy, max_mb)
     dest = run_dir / CODE_DIR
     if dest.exists():
