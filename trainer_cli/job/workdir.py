@@ -4,7 +4,8 @@ The batch script starts the job in ``<run>/code/<submit dir>`` (``#SBATCH --chdi
 the snapshot first on ``sys.path`` and the user's modules are imported from the submitted copy
 (:mod:`trainer_cli.launch.snapshot`); it exports :data:`WORKDIR_ENV`, the submitting directory, and
 :func:`enter` changes to it, so relative paths (a config's data folder, a data module's
-``data/x.csv``, git-ignored and so absent from the snapshot) mean what they meant at submit. Called
+``data/x.csv``) mean what they meant at submit. Paths derived from a module's own file resolve in
+the snapshot, where the work tree's git-ignored entries (its data) are linked. Called
 first thing by ``train`` (:mod:`trainer_cli.__main__`) and by a user's script's TrainerCLI
 (:class:`trainer_cli.runtime.cli.TrainerCLI`), before any class of the user's is built.
 """
