@@ -111,3 +111,27 @@ def test_snapshot_over_its_limit_names_the_largest_files(tmp_path: Path) -> None
     assert subprocess.run(["git", "-C", str(project), "status", "--porcelain"], capture_output=True, text=True).stdout == (
         "?? strokes_export.bin\n"
     )
+
+
+def test_the_registry_is_the_users_and_reads_an_earlier_versions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Submissions are registered in the user's state folder, not under the run root (a script's root is
+    its project); the jobs an earlier version registered in ``runs/`` or the project root still list."""
+    from trainer_cli.launch import jobs, submissions
+
+    state, project = tmp_path / "state", tmp_path / "project"
+    monkeypatch.setenv("XDG_STATE_HOME", str(state))
+    monkeypatch.chdir(tmp_path)
+    (project / "runs").mkdir(parents=True)
+    old = {"job_id": "5", "job_name": "old", "run_dir": str(project / "runs" / "a" / "version_0"), "submitted": "2026-01-01T00:00:00"}
+    (project / "runs" / "submissions.jsonl").write_text(json.dumps(old) + "\n")
+    (project / "submissions.jsonl").write_text(json.dumps(old | {"job_id": "6", "run_dir": str(project / "hwr" / "x")}) + "\n")
+    submissions.register(project, {"job_id": "7", "job_name": "hwr", "run_dir": str(project / "hwr" / "y"), "submitted": "2026-02-01T00:00:00"})
+    submissions.register(tmp_path / "elsewhere", {"job_id": "8", "run_dir": str(tmp_path / "elsewhere" / "z"), "submitted": "2026-03-01T00:00:00"})
+    assert sorted(p.name for p in project.iterdir()) == ["runs", "submissions.jsonl"]  # nothing new in the project
+    assert submissions.registry_file() == state / "trainer-cli" / "submissions.jsonl"
+    assert [r["job_id"] for r in submissions.read_registry(project)] == ["6", "7"]
+    monkeypatch.chdir(project)
+    assert [r["job_id"] for r in submissions.read_registry()] == ["5", "6", "7", "8"]
+    assert jobs.find_run(None, "8")["run_dir"] == str(tmp_path / "elsewhere" / "z")
+    with pytest.raises(jobs.UserError, match="no job you submitted has this run directory or job id"):
+        jobs.find_run(None, "9")
