@@ -42,15 +42,16 @@ def _run_dir(out: str) -> Path:
     return Path(next(line.split(":", 1)[1].strip() for line in out.splitlines() if line.startswith("Run directory:")))
 
 
-def _submit(project: Path, tmp_path: Path) -> Path:
-    """``python main.py submit`` up to the queue (``sbatch`` answers job 4242); the run directory."""
+def _submit(project: Path, tmp_path: Path, *more: str) -> subprocess.CompletedProcess[str]:
+    """``python main.py submit`` up to the queue (``sbatch`` answers job 4242)."""
     bin_dir = tmp_path / "bin"
-    bin_dir.mkdir()
-    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 4242\n")
-    (bin_dir / "sbatch").chmod(0o755)
+    if not bin_dir.is_dir():
+        bin_dir.mkdir()
+        (bin_dir / "sbatch").write_text("#!/bin/sh\necho 4242\n")
+        (bin_dir / "sbatch").chmod(0o755)
     env = hw_env(PATH=f"{bin_dir}:{hw_env()['PATH']}", XDG_STATE_HOME=str(tmp_path / "state"))
-    args = ["main.py", "submit", *DEFAULT, *TINY, "--trainer.accelerator", "cpu", "--trainer.devices", "1"]
-    return _run_dir(_ok(forkserver.run_python(args, project, env, 300)).stdout)
+    args = ["main.py", "submit", *DEFAULT, *TINY, "--trainer.accelerator", "cpu", "--trainer.devices", "1", *more]
+    return _ok(forkserver.run_python(args, project, env, 300))
 
 
 def _run_job(run_dir: Path) -> None:
@@ -70,7 +71,7 @@ def _run_job(run_dir: Path) -> None:
 
 def test_a_submitted_runs_job_records_the_link_values_it_built_and_a_resume_keeps_the_record(tmp_path: Path) -> None:
     project = hw_project(tmp_path)
-    run_dir = _submit(project, tmp_path)
+    run_dir = _run_dir(_submit(project, tmp_path).stdout)
     submitted = {name: (run_dir / name).read_bytes() for name in ("config.yaml", "launcher.yaml")}
     assert "num_classes" not in yaml.safe_load(submitted["config.yaml"])["model"]  # not known before the build
 
@@ -83,6 +84,12 @@ def test_a_submitted_runs_job_records_the_link_values_it_built_and_a_resume_keep
     assert (run_dir / "launcher.yaml").read_bytes() == submitted["launcher.yaml"]
     [start] = [yaml.safe_load(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
     assert start["kind"] == "new" and start["changes"] == []
+    # resubmitted with the same command: the values the job recorded are no change of the model
+    more = ("--trainer.max_epochs", "2", "--run_dir", str(run_dir), "--ckpt_path", "last", "--dry-run")
+    again = _submit(project, tmp_path, *more).stdout
+    assert [line.split(" (dry run")[0] for line in again.splitlines() if line.startswith("resubmit:")] == [
+        "resubmit: trainer.max_epochs: 1 -> 2", "resubmit: ckpt_path: None -> last"
+    ], again
 
     # a resume that changes the config keeps the earlier files as they were written
     job_record = {name: (run_dir / name).read_bytes() for name in ("config.yaml", "launcher.yaml")}

@@ -21,6 +21,7 @@ fit starts, as a local run does; they are not the user's settings, so no earlier
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -134,13 +135,8 @@ def fill(config_file: Path, linked: dict[str, Any]) -> bool:
         return False
     changed = False
     for key, value in linked.items():
-        *parents, leaf = key.split(".")
-        section: Any = tree
-        for part in parents:
-            section = section.get(part) if isinstance(section, dict) else None
-        if not isinstance(section, dict) or (leaf not in section and "class_path" in section):
-            continue
-        if leaf not in section or section[leaf] != value:
+        section, leaf = _section(tree, key)
+        if section is not None and (leaf not in section or section[leaf] != value):
             section[leaf] = value
             changed = True
     if not changed:
@@ -148,3 +144,28 @@ def fill(config_file: Path, linked: dict[str, Any]) -> bool:
     header = [line for line in header if not line.startswith(LINKED_HEADER)] + [linked_line(linked)]
     write_atomic(config_file, "\n".join(header) + "\n" + yaml.safe_dump(tree, sort_keys=False))
     return True
+
+
+def keep_linked(stored: dict[str, Any], new: dict[str, Any], targets: Iterable[str]) -> None:
+    """Put into ``new``, a config tree of the run whose record is ``stored`` parsed before its classes
+    are built (a resubmission), the values ``stored`` holds at the link ``targets`` (dotted keys the
+    links fill when the classes are built, :func:`fill`): the parse does not know them, so their
+    absence is no change of the run (the job records them again when it builds the classes)."""
+    for key in targets:
+        before, leaf = _section(stored, key)
+        section, _ = _section(new, key)
+        if before is not None and leaf in before and section is not None:
+            section[leaf] = before[leaf]
+
+
+def _section(tree: dict[str, Any], key: str) -> tuple[dict[str, Any] | None, str]:
+    """The section of ``tree`` that holds the dotted ``key``, and the key's last part; the section is
+    None where ``tree`` has no such section, or where it holds a ``class_path`` without that key (a
+    record in another form than ``key``'s)."""
+    *parents, leaf = key.split(".")
+    section: Any = tree
+    for part in parents:
+        section = section.get(part) if isinstance(section, dict) else None
+    if not isinstance(section, dict) or (leaf not in section and "class_path" in section):
+        return None, leaf
+    return section, leaf
