@@ -108,6 +108,12 @@ def best_value(run_dir: Path, metric: str | None, mode: str) -> float | None:
     return read(run_dir).best(metric, mode)
 
 
+def recorded(run_dir: Path) -> Logged:
+    """The run's own record (:data:`METRICS_FILE`) alone, cheap whatever the size of the loggers' files (a
+    resume's check of the step the run reached); an empty :class:`Logged` without one."""
+    return _own_record(Path(run_dir)) or Logged()
+
+
 def record(run_dir: Path, stage: str, epoch: int, step: int, time: float, metrics: dict[str, float]) -> None:
     """Append one record to ``run_dir``'s :data:`METRICS_FILE` (global rank 0 only: one writer)."""
     from trainer_cli.atomic import append_line

@@ -345,11 +345,11 @@ def repeated_steps(run_dir: Path, start: RunCheckpoint) -> tuple[int, int]:
     step the run reached)``, ``(0, ...)`` when it starts where the run got to. The run's progress is the
     highest global step of every complete checkpoint it saved (its ``last.ckpt`` and Slurm ones, and
     any callback's in ``checkpoints/``: :func:`trainer_cli.rundir.layout.saved_checkpoints`), of the
-    checkpoints its earlier starts loaded (``history.jsonl``) and of what it logged
-    (:func:`trainer_cli.rundir.metrics.read`: the step a damaged ``last.ckpt`` held)."""
+    checkpoints its earlier starts loaded (``history.jsonl``) and of its own metrics record
+    (:func:`trainer_cli.rundir.metrics.recorded`: the step a damaged ``last.ckpt`` held)."""
     steps = [c.global_step for c in saved_checkpoints(run_dir)]
     steps += [int(r.get("global_step") or 0) for r in history.read(run_dir) if r.get("verb") in ("fit", None)]
-    steps.append(metrics.read(run_dir).steps)
+    steps.append(metrics.recorded(run_dir).steps)
     reached = max(steps, default=0)
     return max(reached - start.global_step, 0), reached
 
