@@ -2,7 +2,8 @@
 ``tests/foreign_hw`` logs to W&B with the default ``save_dir="."``. Its runs go where Lightning's own
 ``ModelCheckpoint`` saves, ``hwr/<W&B run id>/``, one folder a run, never the project's root: a second fit
 gets its own, ``--run_dir <first> --ckpt_path last`` resumes the first run's own checkpoint into it, under
-the same W&B run and display name; a run directory that existed before the run gets its ``git.txt``."""
+the same W&B run and display name (``--ckpt_path last`` alone: the newest run's); a run directory that existed
+before the run gets its ``git.txt``."""
 
 from __future__ import annotations
 
@@ -59,6 +60,11 @@ def test_script_runs_with_wandb_default_save_dir_get_one_folder_each(tmp_path: P
     assert {p.parent for p in project.rglob("*.ckpt")} == {run / "checkpoints", second / "checkpoints"}
     assert not any((project / name).exists() for name in RECORD)
     assert _display_names(project, run_id) == ["hw-first", "hw-first"]  # one W&B run, its name kept on resume
+
+    newest = _ok(run_main(project, "fit", *DEFAULT, *SHORT, "--ckpt_path", "last", "--trainer.max_epochs", "2"))
+    here = second.relative_to(project)  # the newest run
+    assert f"Resuming {here} from {here / 'checkpoints' / 'last.ckpt'} (step 2" in newest, newest
+    assert _runs(project) == {run, second} and not any((project / name).exists() for name in RECORD)
 
 
 def test_script_run_in_a_folder_that_existed_gets_its_record_and_git_txt(tmp_path: Path) -> None:

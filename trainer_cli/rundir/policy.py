@@ -48,7 +48,7 @@ from typing import Any
 
 from trainer_cli.errors import UserError
 from trainer_cli.rundir import history, metrics, record
-from trainer_cli.rundir.identity import write_identity
+from trainer_cli.rundir.identity import RUN_FILE, write_identity
 from trainer_cli.rundir.layout import CONFIG_FILE as CONFIG_FILE
 from trainer_cli.rundir.layout import ENV_RUN_DIR as ENV_RUN_DIR
 from trainer_cli.rundir.layout import GIT_FILE as GIT_FILE
@@ -356,7 +356,7 @@ def repeated_steps(run_dir: Path, start: RunCheckpoint) -> tuple[int, int]:
 
 def resumable_run(root: Path, name: str, which: str) -> Path:
     """The run ``--ckpt_path last|best`` without ``--run_dir`` resumes: the newest
-    ``root/name/version_N`` holding a complete checkpoint.
+    ``root/name/version_N`` (or ``root/name/<run id>``) holding a complete checkpoint.
 
     Raises:
         UserError: when no run of ``name`` has one.
@@ -371,8 +371,15 @@ def resumable_run(root: Path, name: str, which: str) -> Path:
 
 
 def newest_resumable(root: Path, name: str) -> Path | None:
-    """The newest ``root/name/version_N`` holding a complete resumable checkpoint, if any."""
-    for _, run in reversed(_versions(experiment_dir(root, name))):
+    """The newest ``root/name/version_N`` holding a complete resumable checkpoint, if any; where the runs
+    of ``name`` are named by their run id (a user's script's W&B runs, ``<project>/<run id>``), the newest
+    by its ``run.json`` (written at its first start)."""
+    parent = experiment_dir(root, name)
+    runs = [run for _, run in _versions(parent)]
+    if not runs and parent.is_dir():
+        by_id = [(identity.stat().st_mtime_ns, identity.parent) for identity in parent.glob(f"*/{RUN_FILE}")]
+        runs = [run for _, run in sorted(by_id)]
+    for run in reversed(runs):
         if newest_checkpoint(run) is not None:
             return run
     return None
