@@ -4,7 +4,9 @@ The layout of ``<trainer.default_root_dir>/<name>/version_<N>/`` (the policy tha
 and removes it: :mod:`trainer_cli.rundir.policy`)::
 
     config.yaml           the resolved config (CONFIG_FILE): `train fit --config <it>` builds the run again
-    config.prev-<N>.yaml  earlier ones, kept when a resume changed the config (trainer_cli.rundir.history)
+    launcher.yaml         the launcher's own settings, read with config.yaml (trainer_cli.rundir.record)
+    config.prev-<N>.yaml  earlier ones as they were, kept when a resume changed the config (trainer_cli.rundir.history),
+    launcher.prev-<N>.yaml  each with its launcher.yaml
     git.txt               the git commit of the code and of the working directory (GIT_FILE)
     history.jsonl         one record per start of the run (trainer_cli.rundir.history.HISTORY_FILE)
     run.json              the run id every logger logs under (trainer_cli.rundir.identity.RUN_FILE)
