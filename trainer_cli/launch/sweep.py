@@ -261,7 +261,7 @@ def _workers_main(job: SweepJob, check: bool, dry_run: bool) -> int:
         sweep_study.create(sweep.study, space)
         return _script(sweep, job.slurm, res, job.job_name, workers)
 
-    job_id, script, code = _queue(sweep, prepare, job.slurm.snapshot)
+    job_id, script, code = _queue(sweep, prepare, job.slurm)
     submitted = datetime.now(timezone.utc).isoformat(timespec="seconds")
     sweep_plan.write_record(
         sweep,
@@ -302,14 +302,16 @@ def _pending_unless_started(job_id: str, record: dict[str, Any], started: dict[s
 
 
 def _queue(
-    sweep: sweep_plan.Sweep, script_text: Callable[[], str], take_snapshot: bool
+    sweep: sweep_plan.Sweep, script_text: Callable[[], str], slurm: SlurmOptions
 ) -> tuple[str, Path, snapshot.Snapshot | None]:
     """Write the sweep's batch script (``script_text()``, after any preparation it does), take the
     code snapshot and queue it; ``(job id, script, snapshot)``. On any failure the sweep directory
     written so far is removed again, so a refused sweep leaves nothing."""
     try:
         text = script_text()
-        code = snapshot.take(Path.cwd(), sweep.sweep_dir) if take_snapshot else None
+        code = (
+            snapshot.take(Path.cwd(), sweep.sweep_dir, slurm.snapshot_max_mb, [sweep.root]) if slurm.snapshot else None
+        )
         script = sweep.sweep_dir / SCRIPT_NAME
         script.write_text(text)
         return run_sbatch(script), script, code
@@ -326,7 +328,7 @@ def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, j
     """
     sweep_plan.write(sweep)
     # the script is rendered once the directory is allocated: it may be a later one than planned
-    job_id, script, code = _queue(sweep, lambda: _script(sweep, slurm, resources, job_name), slurm.snapshot)
+    job_id, script, code = _queue(sweep, lambda: _script(sweep, slurm, resources, job_name), slurm)
     n = len(sweep.trials)
     submitted = datetime.now(timezone.utc).isoformat(timespec="seconds")
     sweep_plan.write_record(
