@@ -28,7 +28,12 @@ def _outputs_of_earlier_runs(project: Path) -> dict[str, bytes]:
     (old_run / "checkpoints" / "epoch=0-step=6.ckpt").write_bytes(b"\0" * 4096)
     (old_run / "code" / "hwr" / "model.py").write_text((project / "hwr" / "model.py").read_text())
     (project / "epoch=3-step=24.ckpt").write_bytes(b"\0" * 4096)
-    old_line = {"job_id": "777001", "job_name": "hwr-old", "run_dir": str(old_run), "submitted": "2026-01-01T00:00:00+00:00"}
+    old_line = {
+        "job_id": "777001",
+        "job_name": "hwr-old",
+        "run_dir": str(old_run),
+        "submitted": "2026-01-01T00:00:00+00:00",
+    }
     (project / "submissions.jsonl").write_text(json.dumps(old_line) + "\n")
     return {p: (project / p).read_bytes() for p in ("submissions.jsonl", "epoch=3-step=24.ckpt")}
 
@@ -53,12 +58,18 @@ def test_script_job_runs_the_snapshot_with_its_data_and_train_jobs_lists_it(
     done = run_main(project, "submit", *DEFAULT, *SMALL)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     job_id = job_id_from(done.stdout)
-    request.addfinalizer(lambda: subprocess.run(["scancel", job_id], capture_output=True, timeout=30))  # if it fails early
-    run_dir = Path(next(line.split(":", 1)[1].strip() for line in done.stdout.splitlines() if line.startswith("Run directory:")))
+    request.addfinalizer(
+        lambda: subprocess.run(["scancel", job_id], capture_output=True, timeout=30)
+    )  # if it fails early
+    run_dir = Path(
+        next(line.split(":", 1)[1].strip() for line in done.stdout.splitlines() if line.startswith("Run directory:"))
+    )
     code = run_dir / "code"
 
     # the snapshot: the code, clean (outputs are no uncommitted changes); the data linked; no outputs
-    assert f"Code:          {code} (" in done.stdout and ", clean; git-ignored data linked, not copied)" in done.stdout, done.stdout
+    assert (
+        f"Code:          {code} (" in done.stdout and ", clean; git-ignored data linked, not copied)" in done.stdout
+    ), done.stdout
     assert (code / "data").is_symlink() and (code / "data").resolve() == (project / "data").resolve()
     copied = {p.relative_to(code).as_posix() for p in code.rglob("*") if not p.is_dir()}
     assert "hwr/data/datamodule.py" in copied and "main.py" in copied, copied
@@ -79,7 +90,9 @@ def test_script_job_runs_the_snapshot_with_its_data_and_train_jobs_lists_it(
     assert f"HWR_MARKER=as-committed FILE={code / 'hwr' / 'model.py'} " in log, log[-3000:]
     # the run's folder is where its local fit puts it, <save_dir>/<project>/<W&B run id>, and the job's every
     # checkpoint is in it (issue 35, defect 2: it was hwr/version_0, the script's own ones in hwr/version_0/hwr/<id>)
-    assert run_dir.parent == project / "hwr" and json.loads((run_dir / "run.json").read_text())["run_id"] == run_dir.name
+    assert (
+        run_dir.parent == project / "hwr" and json.loads((run_dir / "run.json").read_text())["run_id"] == run_dir.name
+    )
     earlier = {project, project / "local_run" / "version_0" / "checkpoints"}
     assert {p.parent for p in project.rglob("*.ckpt")} - earlier == {run_dir / "checkpoints"}, log[-3000:]
     job_name = scontrol_job(job_id)["JobName"]
@@ -108,12 +121,14 @@ def test_snapshot_over_its_limit_names_the_largest_files(tmp_path: Path) -> None
     assert "git-ignoring" in error[0] and "--slurm.snapshot false" in error[0], error
     after = sorted(p.relative_to(project).as_posix() for p in project.rglob("*") if ".git" not in p.parts)
     assert after == before, set(after) ^ set(before)
-    assert subprocess.run(["git", "-C", str(project), "status", "--porcelain"], capture_output=True, text=True).stdout == (
-        "?? strokes_export.bin\n"
-    )
+    assert subprocess.run(
+        ["git", "-C", str(project), "status", "--porcelain"], capture_output=True, text=True
+    ).stdout == ("?? strokes_export.bin\n")
 
 
-def test_the_registry_is_the_users_and_reads_an_earlier_versions(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_the_registry_is_the_users_and_reads_an_earlier_versions(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """Submissions are registered in the user's state folder, not under the run root (a script's root is
     its project); the jobs an earlier version registered in ``runs/`` or the project root still list."""
     from trainer_cli.launch import jobs, submissions
@@ -122,11 +137,24 @@ def test_the_registry_is_the_users_and_reads_an_earlier_versions(tmp_path: Path,
     monkeypatch.setenv("XDG_STATE_HOME", str(state))
     monkeypatch.chdir(tmp_path)
     (project / "runs").mkdir(parents=True)
-    old = {"job_id": "5", "job_name": "old", "run_dir": str(project / "runs" / "a" / "version_0"), "submitted": "2026-01-01T00:00:00"}
+    old = {
+        "job_id": "5",
+        "job_name": "old",
+        "run_dir": str(project / "runs" / "a" / "version_0"),
+        "submitted": "2026-01-01T00:00:00",
+    }
     (project / "runs" / "submissions.jsonl").write_text(json.dumps(old) + "\n")
-    (project / "submissions.jsonl").write_text(json.dumps(old | {"job_id": "6", "run_dir": str(project / "hwr" / "x")}) + "\n")
-    submissions.register(project, {"job_id": "7", "job_name": "hwr", "run_dir": str(project / "hwr" / "y"), "submitted": "2026-02-01T00:00:00"})
-    submissions.register(tmp_path / "elsewhere", {"job_id": "8", "run_dir": str(tmp_path / "elsewhere" / "z"), "submitted": "2026-03-01T00:00:00"})
+    (project / "submissions.jsonl").write_text(
+        json.dumps(old | {"job_id": "6", "run_dir": str(project / "hwr" / "x")}) + "\n"
+    )
+    submissions.register(
+        project,
+        {"job_id": "7", "job_name": "hwr", "run_dir": str(project / "hwr" / "y"), "submitted": "2026-02-01T00:00:00"},
+    )
+    submissions.register(
+        tmp_path / "elsewhere",
+        {"job_id": "8", "run_dir": str(tmp_path / "elsewhere" / "z"), "submitted": "2026-03-01T00:00:00"},
+    )
     assert sorted(p.name for p in project.iterdir()) == ["runs", "submissions.jsonl"]  # nothing new in the project
     assert submissions.registry_file() == state / "trainer-cli" / "submissions.jsonl"
     assert [r["job_id"] for r in submissions.read_registry(project)] == ["6", "7"]
