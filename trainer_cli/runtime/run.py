@@ -10,8 +10,10 @@ parsing, before building, after building, when the verb stops).
 In the order they are applied (:meth:`Run.prepare`):
 
 1. **New run** (no ``--run_dir``, no ``--ckpt_path last|best``): a fresh ``version_<N>``
-   (:func:`trainer_cli.rundir.policy.plan`); DDP processes that Lightning launches inherit it through
-   ``TRAINER_CLI_RUN_DIR``; Slurm tasks started together share ``<name>/job_<SLURM_JOB_ID>``.
+   (:func:`trainer_cli.rundir.policy.plan`; a user's script's: the folder Lightning's own
+   ``ModelCheckpoint`` saves into, never the project's root: :meth:`Run.bind_to_log_dir`); DDP processes
+   that Lightning launches inherit it through ``TRAINER_CLI_RUN_DIR``; Slurm tasks started together share
+   ``<name>/job_<SLURM_JOB_ID>``.
 2. **Resume** (``--ckpt_path last`` or ``best``): without ``--run_dir``, the newest run of
    ``<name>`` with a checkpoint; the checkpoint by :func:`trainer_cli.rundir.policy.resume_checkpoint`.
    A run that already reached ``max_epochs``/``max_steps`` is not trained again (one line, exit
@@ -118,12 +120,12 @@ class Run:
         self.checkpoint_hparams_win = False
         self.link_targets: set[str] = set()  # model keys the data->model links fill (TrainerCLI)
         self._mlflow_uris: list[str] = []
-        # a user's script (TrainerCLI as LightningCLI): a new run's directory is the Trainer's log_dir,
-        # where LightningCLI puts config.yaml, chosen by Lightning (its logger's version) and bound
+        # a user's script (TrainerCLI as LightningCLI): a new run's directory is the folder Lightning's
+        # ModelCheckpoint saves into, chosen by Lightning (its logger's version or run id) and bound
         # when the Trainer is built (:meth:`bind_to_log_dir`); config.yaml is written by the
-        # script's SaveConfigCallback
+        # script's SaveConfigCallback where that folder is its log_dir
         self.follows_lightning = False
-        self.late = False  # the directory is the Trainer's log_dir, bound once the Trainer is built
+        self.late = False  # the directory is Lightning's, bound once the Trainer is built
         self.changes: list[
             str
         ] = []  # the config changes this resume makes (trainer_cli.rundir.resume), for history.jsonl
