@@ -105,11 +105,11 @@ def quiet_disk_full_in_threads() -> None:
     def hook(args: threading.ExceptHookArgs) -> None:
         if args.exc_value is not None and is_disk_full(args.exc_value):
             name = args.thread.name if args.thread is not None else "a thread"
-            print(
-                f"trainer-cli: {name} ({type(args.thread).__name__}) stopped: no space left on the device",
-                file=sys.stderr,
-                flush=True,
-            )
+            # one write of the whole line: print's two writes (text, newline) interleave with the main
+            # thread's error line ("...devicerror: ...")
+            kind = type(args.thread).__name__
+            sys.stderr.write(f"trainer-cli: {name} ({kind}) stopped: no space left on the device\n")
+            sys.stderr.flush()
             return
         previous(args)
 
@@ -118,7 +118,8 @@ def quiet_disk_full_in_threads() -> None:
 
 def report_user_error(err: BaseException) -> int:
     """Print ``err`` as one ``error:`` message on stderr and return the user-error exit code."""
-    print(f"error: {err}", file=sys.stderr)
+    sys.stderr.write(f"error: {err}\n")  # one write: no writer thread's line splits it (quiet_disk_full_in_threads)
+    sys.stderr.flush()
     return EXIT_USER_ERROR
 
 
