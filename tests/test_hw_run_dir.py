@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 import torch
+import yaml
 from hw_support import DEFAULT, hw_project, run_main
 from test_logger_runs import wandb_records
 
@@ -82,11 +83,20 @@ def test_script_run_in_a_folder_that_existed_gets_its_record_and_git_txt(tmp_pat
 
 
 def test_script_runs_without_a_logger_get_a_versioned_folder_each(tmp_path: Path) -> None:
-    """No logger, no default_root_dir: Lightning's folder would be the project's root, for every run."""
+    """No logger, no default_root_dir: Lightning's folder would be the project's root, for every run. The
+    run's files go to a new folder each; the script's SaveConfigCallback saves stock's config.yaml where
+    stock saves it (the root: Lightning's own LightningCLI tests read it there), and refuses to overwrite
+    it as stock does (the user removes it, as with stock)."""
     project = hw_project(tmp_path)
-    for _ in range(2):
-        _ok(run_main(project, "fit", *DEFAULT, *SHORT, "--trainer.max_epochs", "1", "--trainer.logger", "false"))
+    args = ("fit", *DEFAULT, *SHORT, "--trainer.max_epochs", "1", "--trainer.logger", "false")
+    _ok(run_main(project, *args))
+    stock = yaml.safe_load((project / "config.yaml").read_text())
+    assert "run_dir" not in stock and "name" not in stock and stock["trainer"]["logger"] is False
+    refused = run_main(project, *args)
+    assert refused.returncode != 0 and "Aborting to avoid overwriting" in refused.stdout + refused.stderr
+    (project / "config.yaml").unlink()
+    _ok(run_main(project, *args))
     runs = [project / "lightning_logs" / f"version_{i}" for i in range(2)]
     assert _runs(project) == set(runs) and all((run / "config.yaml").is_file() for run in runs)
     assert {p.parent for p in project.rglob("*.ckpt")} == {run / "checkpoints" for run in runs}
-    assert not any((project / name).exists() for name in RECORD)
+    assert not any((project / name).exists() for name in RECORD if name != "config.yaml")

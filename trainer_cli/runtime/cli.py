@@ -166,9 +166,12 @@ class TrainerArgumentParser(LightningArgumentParser):
     def save(self, cfg: Namespace, path: Any, *args: Any, overwrite: bool = False, **kwargs: Any) -> None:  # type: ignore[override]
         """jsonargparse's; in a user's script the run's record (:meth:`trainer_cli.runtime.run.Run.record`:
         the resolved config with the linked values and a header) is what LightningCLI's
-        SaveConfigCallback saves."""
+        SaveConfigCallback saves into the run directory; a config it saves elsewhere (no logger: stock's
+        ``config.yaml`` in ``default_root_dir``, :meth:`trainer_cli.runtime.run.Run.bind_to_log_dir`) is
+        stock's text."""
         record = getattr(self, "run_record", None)
-        if record is None:
+        record_dir = getattr(self, "record_dir", None)
+        if record is None or (record_dir is not None and Path(path).absolute().parent != record_dir):
             return super().save(cfg, path, *args, overwrite=overwrite, **kwargs)
         target = Path(path)
         if target.exists() and not overwrite:

@@ -408,10 +408,13 @@ class Run:
         self._record_in_run_dir(trainer)
 
     def _record_in_run_dir(self, trainer: Any) -> None:
-        """Where the Trainer's ``log_dir`` is not the run directory (a W&B logger's ``save_dir``, no
-        logger), the script's ``SaveConfigCallback`` does not save into the ``log_dir`` (a folder
-        shared with other runs, where LightningCLI refuses to overwrite an earlier run's config):
-        the run's record goes into the run directory (:meth:`freeze`)."""
+        """Where the Trainer's ``log_dir`` is not the run directory, the run's record goes into the run
+        directory (:meth:`freeze`). A logger's folder shared by its runs (a W&B logger's ``save_dir``):
+        the script's ``SaveConfigCallback`` does not save into it (where LightningCLI would refuse to
+        overwrite an earlier run's config). No logger: ``log_dir`` is ``default_root_dir``, and the
+        script's ``SaveConfigCallback`` saves there as LightningCLI does (stock's ``config.yaml``, the
+        stock parser's keys only: Lightning's own LightningCLI tests read it there, and a second run
+        is refused as stock refuses it), while the run's files stay in its own directory."""
         from lightning.pytorch.cli import SaveConfigCallback
 
         assert self.path is not None
@@ -420,8 +423,11 @@ class Run:
             return
         for callback in trainer.callbacks:
             if isinstance(callback, SaveConfigCallback) and callback.save_to_log_dir:
-                callback.save_to_log_dir = False
                 self._records_config = True
+                if trainer.loggers:
+                    callback.save_to_log_dir = False
+                else:  # stock's text where stock saves it: the run's record is saved in the run directory only
+                    callback.parser.record_dir = self.path  # type: ignore[attr-defined]
 
     # -- after building --------------------------------------------------------------------------
     def freeze(self) -> None:
