@@ -43,7 +43,7 @@ run: $(STAMP)
 # (tests/conftest.py), so the cluster tests run one after another on one worker, beside the rest.
 # That worker mostly waits on Slurm, so a third keeps both cores busy: the full suite took 647 s
 # with -n 3 against 673 s with -n 2 (fresh clones of the same code, 2026-11-26).
-XDIST := -n 3 --dist loadgroup
+XDIST := -n 4 --dist loadgroup
 
 # The documentation site (mkdocs.yml, docs/), built strictly: a broken link or reference, a missing
 # page or a docstring mkdocstrings cannot read fails it. Into site/ (git-ignored).

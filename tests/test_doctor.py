@@ -153,6 +153,7 @@ def test_a_rank_that_never_starts_is_named_with_its_node(slurm_cluster: None, tm
     assert time.monotonic() - start < 10 + STARTUP_S + 30, "--timeout, the probes' start-up, the doctor's own start and sbatch"
 
 
+@pytest.mark.long  # make test's 12 minutes: the doctor on the cluster is test_two_nodes_by_two_tasks_pass_and_a_drained_node_is_named
 def test_bad_gloo_interface_on_the_cluster_fails_naming_it_on_each_node(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     start = time.monotonic()
     done = run_train(*_cluster_args(tmp_path, 20), env={"GLOO_SOCKET_IFNAME": "nosuch0"})

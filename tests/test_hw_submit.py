@@ -55,7 +55,7 @@ def test_script_job_runs_the_snapshot_with_its_data_and_train_jobs_lists_it(
     project = hw_project(tmp_path)
     kept = _outputs_of_earlier_runs(project)
     before = git(project, "status", "--porcelain").stdout.splitlines()
-    done = run_main(project, "submit", *DEFAULT, *SMALL)
+    done = run_main(project, "submit", *DEFAULT, *SMALL, "--slurm.extra_sbatch", '["--hold"]')  # released below
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
     job_id = job_id_from(done.stdout)
     request.addfinalizer(
@@ -83,11 +83,18 @@ def test_script_job_runs_the_snapshot_with_its_data_and_train_jobs_lists_it(
     assert not list(project.rglob(".submissions.jsonl.lock"))
     assert (tmp_path / "state" / "trainer-cli" / "submissions.jsonl").is_file()
 
-    # the job ran the submitted copy and found the data from its own file
+    # the job ran the submitted copy (the live tree edited while it was held), in the submitting folder,
+    # and found the data from its own file
+    model = project / "hwr" / "model.py"
+    committed = model.read_text()
+    model.write_text(committed.replace('"as-committed"', '"edited-after"'))
+    subprocess.run(["scontrol", "release", job_id], check=True, timeout=30)
     state = wait_for_state(job_id, timeout_s=240)
+    model.write_text(committed)  # the user's edit undone once the job ended: the tree as it was, for the checks below
     log = (run_dir / f"slurm-{job_id}.log").read_text()
     assert state == "COMPLETED", log[-3000:]
-    assert f"HWR_MARKER=as-committed FILE={code / 'hwr' / 'model.py'} " in log, log[-3000:]
+    assert f"HWR_MARKER=as-committed FILE={code / 'hwr' / 'model.py'} CWD={project.resolve()}\n" in log, log[-3000:]
+    assert "edited-after" not in log, log[-3000:]
     # the run's folder is where its local fit puts it, <save_dir>/<project>/<W&B run id>, and the job's every
     # checkpoint is in it (issue 35, defect 2: it was hwr/version_0, the script's own ones in hwr/version_0/hwr/<id>)
     assert (

@@ -107,6 +107,7 @@ def test_which_script_the_job_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert reason.get(case, "is in no git work tree") in (entry.live or "")
 
 
+@pytest.mark.long  # make test's 12 minutes: tests/test_hw_submit.py's cluster test asserts the same (held, edited, released)
 def test_users_script_job_runs_the_submitted_copy_where_it_was_submitted(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     """A foreign project in a git repository, its data git-ignored: ``python main.py submit``, held;
     the model's marker is edited in the live tree, then the job released. The job runs the script's

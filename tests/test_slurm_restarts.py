@@ -148,6 +148,7 @@ def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_p
     assert f"cancelled job(s) {new_id}, {test_id} of {run_dir}" in out.getvalue()
 
 
+@pytest.mark.long  # make test's 12 minutes: a job resubmitting itself and resuming is test_resubmit_mode_continues_the_run_as_a_new_job
 def test_refused_requeue_resubmits_instead(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     """A job Slurm will not requeue (`--no-requeue`, as a site's JobRequeue=0 or a PreemptMode that
     cancels makes it): `scontrol requeue` fails, and the job resubmits itself instead; the new job
@@ -177,7 +178,8 @@ def _urgent_partition() -> bool:
     return out.returncode == 0 and "PriorityTier=2" in out.stdout and "preempt_send_user_signal" in config
 
 
-@pytest.mark.parametrize("mode", ["requeue", "resubmit"])
+# resubmit in the long tier (make test's 12 minutes): a self-resubmission resuming is test_resubmit_mode_continues_the_run_as_a_new_job
+@pytest.mark.parametrize("mode", ["requeue", pytest.param("resubmit", marks=pytest.mark.long)])
 def test_a_real_preemption_is_told_from_the_time_limit(slurm_cluster: None, tmp_path: Path, mode: str) -> None:  # noqa: F811
     """Slurm itself preempts the job (a job of the higher-tier partition `urgent` needs its node;
     PreemptMode=CANCEL with a 60 s GraceTime, the --signal sent at once): the job tells it from the
@@ -290,6 +292,7 @@ def test_preempted_ddp_job_resumes_bitwise_equal_to_the_job_left_alone(slurm_clu
     assert same_tensors(resumed["scheduler"], reference["scheduler"]), "scheduler state differs"
 
 
+@pytest.mark.long  # make test's 12 minutes: --ckpt_path best's choice is tests/test_resume_choice.py's, the job's resume test_resume_never_goes_back's
 def test_submit_ckpt_path_best_runs_in_the_queue(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     """`train submit --ckpt_path best` continues the experiment's newest run from its best
     checkpoint, chosen in the job as `train fit --ckpt_path best` chooses it (it used to pass the
