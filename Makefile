@@ -39,10 +39,11 @@ $(MIN_STAMP): pyproject.toml $(MIN_CONSTRAINTS)
 run: $(STAMP)
 	$(VENV)/bin/train fit --config configs/experiment/digits.yaml
 
-# Three pytest-xdist workers on 2 cores; every test on the real Slurm cluster is in one xdist group
+# Four pytest-xdist workers on 2 cores; every test on the real Slurm cluster is in one xdist group
 # (tests/conftest.py), so the cluster tests run one after another on one worker, beside the rest.
-# That worker mostly waits on Slurm, so a third keeps both cores busy: the full suite took 647 s
-# with -n 3 against 673 s with -n 2 (fresh clones of the same code, 2026-11-26).
+# That worker mostly waits on Slurm, so the others keep both cores busy. The cluster group is the
+# suite's longest chain: 749 s of a 771 s suite with -n 3 (fresh clone, 2026-11-27); with five of its
+# tests in the long tier (each has a sibling here) and -n 4, 630 s of a 675 s suite (+ 43 s floor subset).
 XDIST := -n 4 --dist loadgroup
 
 # The documentation site (mkdocs.yml, docs/), built strictly: a broken link or reference, a missing
