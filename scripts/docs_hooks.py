@@ -21,6 +21,7 @@ import inspect
 import re
 import subprocess
 import sys
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from trainer_cli.config.listing import config_groups
@@ -41,22 +42,31 @@ def verbs() -> str:
     return "\n".join(["| verb | what it does |", "| --- | --- |", *rows])
 
 
+def _help(verb: str) -> subprocess.CompletedProcess[str]:
+    argv = [sys.executable, "-m", "trainer_cli", verb, "--help"]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=120)
+
+
 def helps() -> str:
     parts = []
+    with ThreadPoolExecutor(2) as pool:  # each --help is a process of its own (the Lightning verbs' import torch)
+        outs = dict(zip(VERBS, pool.map(_help, VERBS)))
     for verb, (_, help_) in VERBS.items():
         parts.append(f"## `{verb}` {{#{verb}}}\n\n{help_}\n")
-        if verb in LIGHTNING_VERBS:
-            parts.append(
-                f"A LightningCLI subcommand: `train {verb} --config experiment/digits --help` lists every option "
-                "with the docstrings of the classes that config chooses (model, data, optimizer, scheduler).\n"
-            )
-            continue
-        out = subprocess.run(
-            [sys.executable, "-m", "trainer_cli", verb, "--help"], capture_output=True, text=True, timeout=120
-        )
+        out = outs[verb]
         if out.returncode != 0:
             raise RuntimeError(f"train {verb} --help failed ({out.returncode}):\n{out.stderr}")
-        parts.append(f"```text\n{out.stdout.rstrip()}\n```\n")
+        text = out.stdout.rstrip()
+        if verb in LIGHTNING_VERBS:  # its own options; the Trainer's and the classes' follow in the full --help
+            text = "options:" + text.split("\noptions:", 1)[1].split("\n\n", 1)[0]
+            parts.append(
+                f"A LightningCLI subcommand. Its own options (LightningCLI's and the launcher's) are below; "
+                f"`train {verb} --help` then lists the Trainer's, and `--model.help CLASS` (likewise "
+                "`--data.help`, `--optimizer.help`, `--lr_scheduler.help`) the options of one class with its "
+                f"docstring; `train {verb} --config experiment/digits --print_config` prints every value a "
+                "config chooses.\n"
+            )
+        parts.append(f"```text\n{text}\n```\n")
     return "\n".join(parts)
 
 
