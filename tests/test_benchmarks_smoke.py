@@ -7,9 +7,12 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from tests.support import REPO
 
 
+@pytest.mark.long  # make test's 12 minutes: 97 s of CPU on 2 cores (the benchmarks run, not the product)
 def test_benchmarks_smoke_run_writes_every_result(tmp_path) -> None:
     out = tmp_path / "results"
     done = subprocess.run(
