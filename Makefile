@@ -43,7 +43,8 @@ run: $(STAMP)
 # (tests/conftest.py), so the cluster tests run one after another on one worker, beside the rest.
 # That worker mostly waits on Slurm, so the others keep both cores busy. The cluster group is the
 # suite's longest chain: 749 s of a 771 s suite with -n 3 (fresh clone, 2026-11-27); with five of its
-# tests in the long tier (each has a sibling here) and -n 4, 630 s of a 675 s suite (+ 43 s floor subset).
+# tests in the long tier (each has a sibling here) and -n 4, 630 s of a 675 s suite (+ 43 s floor subset);
+# three fresh clones of nearly the same code that day: 675 + 43, 704 + 46, 712 + 59 s: at the 12 minutes.
 XDIST := -n 4 --dist loadgroup
 
 # The documentation site (mkdocs.yml, docs/), built strictly: a broken link or reference, a missing
