@@ -6,7 +6,7 @@ snapshot freezes its code, not its data and not its outputs (:func:`take`):
 
 - its files, tracked and untracked-but-not-ignored, as they are on disk (uncommitted changes
   included), are copied to ``<run>/code/``, except outputs: checkpoints (``*.ckpt``), byte code, the
-  run root, the launcher's run folders (a folder holding ``run.json`` or ``launcher.yaml``), earlier
+  run root, the launcher's run folders (:func:`trainer_cli.rundir.layout.is_run_dir`), earlier
   snapshots and the registries an earlier version kept in the tree (:data:`LEGACY_OUTPUTS`);
 - its git-ignored entries (a data folder) are linked, not copied, at the same place, so a path the
   user's code derives from its own file (``Path(__file__).parents[2] / "data"``) finds the same data
@@ -43,15 +43,12 @@ from pathlib import Path
 from trainer_cli.errors import UserError
 from trainer_cli.job.workdir import WORKDIR_ENV as WORKDIR_ENV  # re-exported: what the batch script exports
 from trainer_cli.launch.options import SNAPSHOT_MAX_MB
-from trainer_cli.rundir.identity import RUN_FILE
-from trainer_cli.rundir.record import LAUNCHER_FILE
+from trainer_cli.rundir.layout import is_run_dir
 
 CODE_DIR = "code"
 RECORD = "code.json"
 DIFF = "code.diff"
 CHECKPOINT_SUFFIX = ".ckpt"
-RUN_MARKERS = (RUN_FILE, LAUNCHER_FILE)
-"""A folder holding one of these is a launcher's run folder: an output, never copied or linked."""
 OUTPUT_DIRS = frozenset({"__pycache__", "lightning_logs", "wandb", "mlruns"})
 """Git-ignored folders never linked: Python's byte code (a job would rewrite the live tree's) and the
 loggers' default output folders."""
@@ -149,7 +146,7 @@ class _Outputs:
             self._folders[folder] = (
                 folder == self.run_dir
                 or folder in self.roots
-                or any((folder / m).is_file() for m in RUN_MARKERS)
+                or is_run_dir(folder)
                 or (folder.name == CODE_DIR and (folder.parent / RECORD).is_file())  # an earlier snapshot
             )
         return self._folders[folder]

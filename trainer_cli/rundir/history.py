@@ -39,11 +39,11 @@ from typing import Any
 import yaml
 
 from trainer_cli.atomic import append_line, read_json_lines
-from trainer_cli.rundir import record
+from trainer_cli.rundir import layout, record
 from trainer_cli.rundir.layout import CONFIG_FILE, read_checkpoint_progress
 from trainer_cli.rundir.resume import RESUME_OPTIONS
 
-HISTORY_FILE = "history.jsonl"
+HISTORY_FILE = layout.HISTORY_FILE
 PREVIOUS_CONFIG = "config.prev-{n}.yaml"
 LENGTH_KEYS = ("trainer.max_epochs", "trainer.max_steps")  # a change of these makes a resume an extension
 

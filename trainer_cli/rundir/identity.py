@@ -41,8 +41,9 @@ from typing import Any
 from trainer_cli.atomic import locked, update_json
 from trainer_cli.errors import UserError
 from trainer_cli.imports import import_class
+from trainer_cli.rundir import layout
 
-RUN_FILE = "run.json"
+RUN_FILE = layout.RUN_FILE
 MLFLOW_KEY = "mlflow"  # in run.json: {tracking_uri: MLflow run id}
 MLFLOW_DB = "mlflow.db"  # the default MLflow store: <default_root_dir>/mlflow.db (SQLite)
 MLFLOW_ARTIFACTS = "mlartifacts"  # its artifacts (MLflow's default would follow the working directory)

@@ -30,9 +30,21 @@ VERSION_PREFIX = "version_"
 CONFIG_FILE = "config.yaml"
 GIT_FILE = "git.txt"
 METRICS_FILE = "metrics.jsonl"  # the run's own record of its logged metrics (trainer_cli.rundir.metrics)
+RUN_FILE = "run.json"  # the run id every logger logs under (trainer_cli.rundir.identity)
+LAUNCHER_FILE = "launcher.yaml"  # the launcher's own settings beside config.yaml (trainer_cli.rundir.record)
+HISTORY_FILE = "history.jsonl"  # one record per start (trainer_cli.rundir.history)
+RUN_MARKERS = (RUN_FILE, LAUNCHER_FILE, HISTORY_FILE)
+"""The files only the launcher writes into a run directory: a folder holding one is a launcher's run
+(:func:`is_run_dir`)."""
 LAST_CKPT = Path("checkpoints") / "last.ckpt"
 HPC_PATTERN = "hpc_ckpt_*.ckpt"
 USED_SUFFIX = ".used"  # a consumed hpc checkpoint: Lightning's own hpc lookup must not pick it again
+
+
+def is_run_dir(folder: Path) -> bool:
+    """Whether ``folder`` is a launcher's run directory (it holds one of :data:`RUN_MARKERS`): the rule
+    ``train runs`` finds runs by and the code snapshot leaves run outputs out by."""
+    return any((folder / name).is_file() for name in RUN_MARKERS)
 
 
 @dataclass(frozen=True)

@@ -30,12 +30,11 @@ from typing import Any
 from urllib.parse import unquote, urlparse
 
 from trainer_cli.atomic import read_json, read_json_lines
-from trainer_cli.rundir.layout import METRICS_FILE
+from trainer_cli.rundir.layout import METRICS_FILE, RUN_FILE
 
 EVENTS_GLOB = "events.out.tfevents.*"
 CSV_FILE = "metrics.csv"  # CSVLogger's
 WANDB_SUMMARY_GLOB = "wandb/*/files/wandb-summary.json"
-RUN_FILE = "run.json"  # trainer_cli.rundir.identity.RUN_FILE (not imported: it pulls in the loggers' module)
 MLFLOW_KEY = "mlflow"  # in run.json: {tracking_uri: MLflow run id}
 EPOCH_STAGE = "epoch"
 """A record of :data:`METRICS_FILE` written at a training epoch's end (its ``epoch`` is then done)."""

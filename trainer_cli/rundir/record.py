@@ -28,8 +28,9 @@ from typing import Any
 import yaml
 
 from trainer_cli.atomic import write_atomic
+from trainer_cli.rundir import layout
 
-LAUNCHER_FILE = "launcher.yaml"
+LAUNCHER_FILE = layout.LAUNCHER_FILE
 LAUNCHER_KEYS = ("name", "run_dir", "resume_schedule", "resume_force", "param_groups", "float32_matmul_precision")
 """The top-level keys trainer-cli adds to LightningCLI's (``TrainerCLI.add_core_arguments_to_parser``)."""
 LINKED_HEADER = "# Linked from the data module: "

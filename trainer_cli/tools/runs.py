@@ -34,11 +34,10 @@ from typing import Any
 from trainer_cli.atomic import read_json_lines
 from trainer_cli.errors import UserError, close_matches
 from trainer_cli.job import jobstate
-from trainer_cli.rundir import metrics
+from trainer_cli.rundir import layout, metrics
 from trainer_cli.tables import print_table
 
-CONFIG_FILE = "config.yaml"
-RUN_FILES = ("launcher.yaml", "run.json", "history.jsonl")
+CONFIG_FILE = layout.CONFIG_FILE
 """Beside ``config.yaml``, what makes a folder found from the current folder a launcher's run
 (a stock LightningCLI script saves a ``config.yaml`` too)."""
 SKIPPED_DIRS = {"checkpoints", "code", "__pycache__", "data", "wandb", "mlruns", "mlartifacts", "node_modules"}
@@ -63,16 +62,17 @@ def find_runs(root: Path, discover: bool = False) -> list[Path]:
 
     Args:
         root: The folder to look under.
-        discover: Look at most :data:`DISCOVERY_DEPTH` levels deep, and count only the launcher's runs
-            (a ``config.yaml`` with one of :data:`RUN_FILES` beside it): ``train runs`` without a root,
-            from a project's folder (a script's runs sit where its logger writes, e.g. ``lightning_logs/version_0``).
+        discover: Look at most :data:`DISCOVERY_DEPTH` levels deep, and count only the launcher's runs (a
+            ``config.yaml`` in a run directory: :func:`trainer_cli.rundir.layout.is_run_dir`): ``train runs``
+            without a root, from a project's folder (a script's runs sit where its logger writes, e.g.
+            ``lightning_logs/version_0``).
     """
     found = []
     for folder, dirs, files in os.walk(root):
         depth = len(Path(folder).relative_to(root).parts)
         dirs[:] = [] if discover and depth >= DISCOVERY_DEPTH else dirs
         dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.startswith(".")]
-        if CONFIG_FILE in files and (not discover or any(name in files for name in RUN_FILES)):
+        if CONFIG_FILE in files and (not discover or layout.is_run_dir(Path(folder))):
             found.append(Path(folder))
     return sorted(found, key=_natural)
 
@@ -128,7 +128,7 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     recorded = jobstate.read(run_dir)
     logged = metrics.read(run_dir)
     first, last = logged.first_time, logged.last_time
-    history = read_json_lines(run_dir / "history.jsonl")
+    history = read_json_lines(run_dir / layout.HISTORY_FILE)
     return {
         "run_dir": str(run_dir),
         "state": str(recorded.get("state") or "-"),
