@@ -13,10 +13,10 @@ import os
 import sys
 from typing import Any
 
+from trainer_cli.config.request import Request
 from trainer_cli.config.verbs import VERBS
 from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.job import workdir
-from trainer_cli.sweeps.space import requested as sweep_requested
 
 LIGHTNING_VERBS = {"fit", "validate", "test", "predict"}
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as shells report a writer whose reader went away
@@ -57,9 +57,10 @@ def main(argv: list[str] | None = None) -> int:
     output is dropped quietly: no ``BrokenPipeError`` traceback (the Python documentation's
     recipe for ``SIGPIPE``).
     """
+    whole_process = argv is None  # `train` / `python -m trainer_cli` itself, not a call from Python (tests, notebooks)
     try:
         try:
-            return _dispatch(argv)
+            return _dispatch(list(sys.argv[1:] if argv is None else argv), whole_process)
         finally:  # also when --help exits: a pipe closed early fails here, at the last flush
             sys.stdout.flush()
     except BrokenPipeError:
@@ -69,8 +70,7 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_BROKEN_PIPE
 
 
-def _dispatch(argv: list[str] | None) -> int:
-    whole_process = argv is None  # `train` / `python -m trainer_cli` itself, not a call from Python (tests, notebooks)
+def _dispatch(argv: list[str], whole_process: bool) -> int:
     if whole_process:
         from trainer_cli.imports import own_process
 
@@ -79,7 +79,6 @@ def _dispatch(argv: list[str] | None) -> int:
 
         quiet_disk_full_in_threads()  # a writer thread's full disk is one line; the main thread reports it
         atexit.register(_quick_exit)  # registered first: runs after every other exit handler (Lightning's, loggers')
-    argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in {"-h", "--help", "help"}:
         print(usage())
         return 0
@@ -142,24 +141,26 @@ def _run_verb(verb: str, rest: list[str]) -> int:
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         return report_user_error(UserError(f"unknown verb {verb!r}.{hint} Verbs: {', '.join(VERBS)}."))
     target, _ = VERBS[verb]
-    if verb == "fit" and sweep_requested(rest):  # trials one after another, each a plain `fit` process
+    request = Request.of(rest, verb)  # the command line, read once
+    if verb == "fit" and request.sweep:  # trials one after another, each a plain `fit` process
         target, verb = "trainer_cli.sweeps.local:main", "fit-sweep"
     module_name, func_name = target.split(":")
     try:
         from trainer_cli.config.before_parse import precheck
 
         composed = precheck(
-            verb if verb != "fit-sweep" else "fit", rest
+            verb if verb != "fit-sweep" else "fit", request
         )  # mistakes seen without torch, before its import
         if verb in LIGHTNING_VERBS:  # parses the command line the precheck composed (its files are read once)
             run = lambda: getattr(_import_verb(module_name), func_name)(verb, rest, composed)  # noqa: E731
-            if rest in (["--help"], ["-h"]):  # `train fit --help` without importing Lightning, after the first time
+            if request.only_help:  # `train fit --help` without importing Lightning, after the first time
                 from trainer_cli.config import help_cache
 
-                if help_cache.cacheable(rest):
+                if help_cache.cacheable(request):
                     return help_cache.print_help(verb, run)
             return int(run() or 0)
-        return int(getattr(_import_verb(module_name), func_name)(rest) or 0)
+        takes_request = verb == "submit"  # (the other verbs read their own arguments with the request's reader)
+        return int(getattr(_import_verb(module_name), func_name)(request if takes_request else rest) or 0)
     except UserError as err:
         return report_user_error(err)
 

@@ -22,8 +22,9 @@ from typing import Any
 
 import yaml
 
-from trainer_cli.config.compose import CONFIG_FLAGS, Layers, compose_args, load_yaml_file
+from trainer_cli.config.compose import Layers, compose_args, load_yaml_file
 from trainer_cli.config.explain import explain_parse_error, locate
+from trainer_cli.config.request import LAUNCHER_OPTIONS, Request
 from trainer_cli.errors import ConfigError, UserError
 
 _COMMON = frozenset(
@@ -56,24 +57,9 @@ TOP_LEVEL_KEYS: dict[str, frozenset[str]] = {
 }
 # verbs whose --config files are read by trainer_cli.config.compose (their own flags pass through it)
 CONFIG_VERBS = frozenset({*TOP_LEVEL_KEYS, "lr-find", "scale-batch-size", "cv"})
-# flags read before the parser sees the command line: (flag, takes a value)
-LAUNCHER_FLAGS = {
-    "--sweep": True,
-    "--sweep_trials": True,
-    "--sweep_seed": True,
-    "--sweep_sampler": True,
-    "--sweep_pruner": True,
-    "--sweep_storage": True,
-    "--sweep_metric": True,
-    "--sweep_direction": True,
-    "--dry-run": False,
-    "--dry_run": False,
-    "--check": False,
-}
-HELP_FLAGS = ("-h", "--help")
 
 
-def precheck(verb: str, args: Sequence[str]) -> tuple[list[str], Layers] | None:
+def precheck(verb: str, args: Request | Sequence[str]) -> tuple[list[str], Layers] | None:
     """Check ``train VERB ARGS`` for the mistakes that need no class (see the module docstring).
 
     Returns:
@@ -84,13 +70,13 @@ def precheck(verb: str, args: Sequence[str]) -> tuple[list[str], Layers] | None:
     Raises:
         UserError: with the message the verb would give for the first such mistake.
     """
-    args = list(args)
-    helps = any(a in HELP_FLAGS for a in args)
+    request = Request.of(args)
+    helps = request.helps
     if helps and verb not in TOP_LEVEL_KEYS:  # their help comes first, whatever else is given
         return None
     if verb not in CONFIG_VERBS:  # (`train submit` reads its files and checks its keys before torch itself)
         return None
-    expanded, layers = compose_args(args)  # a Lightning verb reads its --config files before its help too
+    expanded, layers = compose_args(request)  # a Lightning verb reads its --config files before its help too
     if verb in TOP_LEVEL_KEYS and not helps:
         check_top_level_keys(verb, expanded, layers)
     return expanded, layers
@@ -112,25 +98,20 @@ def check_top_level_keys(verb: str, args: Sequence[str], layers: Layers | None =
     known = TOP_LEVEL_KEYS[verb]
     extras: list[str] = []  # what argparse would call unrecognized arguments
     file_keys: dict[str, None] = {}  # unknown dotted keys of the config files, in merge order
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        name = arg.split("=", 1)[0]
-        if arg in CONFIG_FLAGS and i + 1 < len(args):
-            file_keys |= dict.fromkeys(_unknown_file_keys(args[i + 1], known))
-            i += 2
+    taking_values = False  # the value tokens of an unknown option: argparse has no positional to give them
+    for arg in Request.of(args):
+        if arg.name == "config" and arg.value is not None:
+            file_keys |= dict.fromkeys(_unknown_file_keys(arg.value, known))
+        elif arg.name in LAUNCHER_OPTIONS:
+            pass
+        elif arg.is_option and _top(arg.name or "") not in known:
+            extras.extend(arg.tokens)
+            taking_values = True
             continue
-        if name in LAUNCHER_FLAGS:
-            i += 2 if LAUNCHER_FLAGS[name] and "=" not in arg else 1
+        elif taking_values and not _is_flag(arg.tokens[0]):
+            extras.extend(arg.tokens)
             continue
-        if arg.startswith("--") and len(arg) > 2 and _top(name[2:]) not in known:
-            extras.append(arg)
-            i += 1
-            while i < len(args) and not _is_flag(args[i]):  # its values: argparse has no positional to give them
-                extras.append(args[i])
-                i += 1
-            continue
-        i += 1
+        taking_values = False
     if extras:
         _raise(verb, f"unrecognized arguments: {' '.join(extras)}", layers)
     if file_keys:

@@ -27,11 +27,10 @@ from typing import Any
 import yaml
 
 from trainer_cli.config.paths import configs_dir, group_names, resolve_config_path, user_config_roots
+from trainer_cli.config.request import Arg, Request, option
 from trainer_cli.errors import Origin, UserError
 from trainer_cli.rundir import record
-
-CONFIG_FLAGS = ("--config", "-c")
-ROOT_FLAG = "--config_root"
+from trainer_cli.rundir.layout import CONFIG_FILE
 
 
 @dataclass
@@ -320,30 +319,23 @@ def config_text(value: str, layers: Layers, roots: Sequence[Path] = ()) -> str:
     return str(path)
 
 
-def take_config_roots(args: Sequence[str]) -> tuple[list[Path], list[str]]:
+def take_config_roots(args: Request | Sequence[str]) -> tuple[list[Path], list[str]]:
     """Take every ``--config_root DIR`` / ``--config_root=DIR`` out of ``args``; returns the user
     config roots (those, then ``$TRAINER_CLI_CONFIG_PATH``'s) and the other arguments.
 
     Raises:
         UserError: for ``--config_root`` without a directory, or one that does not exist.
     """
-    flags: list[str] = []
-    rest: list[str] = []
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg == ROOT_FLAG:
-            if i + 1 >= len(args):
-                raise UserError(f"{ROOT_FLAG} needs a directory (a folder laid out like configs/)")
-            flags.append(args[i + 1])
-            i += 2
-            continue
-        if arg.startswith(ROOT_FLAG + "="):
-            flags.append(arg.split("=", 1)[1])
-        else:
-            rest.append(arg)
-        i += 1
-    return user_config_roots(flags), rest
+    roots, rest = take_roots(Request.of(args))
+    return roots, rest.tokens()
+
+
+def take_roots(request: Request) -> tuple[list[Path], Request]:
+    """:func:`take_config_roots` of a request: the user config roots and the request without them."""
+    for arg in request:
+        if arg.name == "config_root" and arg.missing_value:
+            raise UserError(f"{arg.flag} needs a directory (a folder laid out like configs/)")
+    return user_config_roots(request.values("config_root")), request.without("config_root")
 
 
 def expand_config_args(args: list[str]) -> list[str]:
@@ -351,7 +343,7 @@ def expand_config_args(args: list[str]) -> list[str]:
     return compose_args(args)[0]
 
 
-def compose_args(args: list[str], fixed: Collection[str] = ()) -> tuple[list[str], Layers]:
+def compose_args(args: Request | Sequence[str], fixed: Collection[str] = ()) -> tuple[list[str], Layers]:
     """Rewrite every ``--config FILE`` / ``--config=FILE`` / ``-c FILE`` in ``args`` for LightningCLI,
     after taking out the ``--config_root DIR`` flags (:func:`take_config_roots`); returns the
     arguments and the command line's :class:`Layers` (for error messages). ``fixed``: as
@@ -360,30 +352,31 @@ def compose_args(args: list[str], fixed: Collection[str] = ()) -> tuple[list[str
     Raises:
         UserError: for a missing file, a YAML syntax error or a composition error.
     """
-    roots, args = take_config_roots(args)
+    roots, request = take_roots(Request.of(args))
     layers = Layers()
-    out: list[str] = []
-
-    def add_config(value: str) -> None:
-        for file in with_run_settings(value, args):
-            out.extend(["--config", config_text(file, layers, roots)])
-
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg in CONFIG_FLAGS:
-            if i + 1 >= len(args):
-                raise UserError(f"{arg} needs a file name")
-            add_config(args[i + 1])
-            i += 2
-            continue
-        if arg.startswith("--config="):
-            add_config(arg.split("=", 1)[1])
+    given = request.tokens()
+    out: list[Arg] = []
+    for arg in request:
+        if arg.name == "config":
+            if arg.value is None:
+                raise UserError(f"{arg.flag} needs a file name")
+            for file in with_run_settings(arg.value, given):
+                out.append(option("config", config_text(file, layers, roots)))
         else:
-            layers.note_flag(arg)
+            layers.note_flag(arg.tokens[0])
             out.append(arg)
-        i += 1
-    return place_class_flags(out, layers, fixed), layers
+    return _placed(out, layers, fixed), layers
+
+
+def with_stored_config(args: Request | list[str]) -> list[str]:
+    """Put ``--config <run_dir>/config.yaml`` first when ``--run_dir`` names a run and no --config is given."""
+    request = Request.of(args)
+    run_dir = request.last("run_dir")
+    if request.has("config") or not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
+        return request.tokens()
+    config = Path(run_dir) / CONFIG_FILE
+    beside = record.launcher_file(config)  # the launcher's settings of the run, read with it
+    return ["--config", str(config), *(["--config", str(beside)] if beside else []), *request.tokens()]
 
 
 def with_run_settings(value: str, args: Sequence[str]) -> list[str]:
@@ -396,15 +389,12 @@ def with_run_settings(value: str, args: Sequence[str]) -> list[str]:
 CLASS_KEYS = ("model", "data")  # sections whose class a stock LightningCLI script fixes in code
 
 
-def _class_flag(args: Sequence[str], i: int) -> tuple[str, list[str]] | None:
-    """``(key, flag)`` when ``args[i]`` names the class of a :data:`CLASS_KEYS` section
-    (``--model pkg.Class``, ``--model=...``, ``--model.class_path pkg.Class``), else None."""
-    name, eq, _ = args[i].partition("=")
+def _class_flag(arg: Arg) -> str | None:
+    """The :data:`CLASS_KEYS` section whose class ``arg`` names (``--model pkg.Class``, ``--model=...``,
+    ``--model.class_path pkg.Class``), else None."""
     for key in CLASS_KEYS:
-        if name in (f"--{key}", f"--{key}.class_path"):
-            if eq:
-                return key, [args[i]]
-            return (key, [args[i], args[i + 1]]) if i + 1 < len(args) else None
+        if arg.name in (key, f"{key}.class_path") and arg.value is not None:
+            return key
     return None
 
 
@@ -417,7 +407,7 @@ def _config_section(value: str, key: str) -> Any:
     return data.get(key) if isinstance(data, dict) else None
 
 
-def place_class_flags(args: list[str], layers: Layers, fixed: Collection[str] = ()) -> list[str]:
+def place_class_flags(args: Request | Sequence[str], layers: Layers, fixed: Collection[str] = ()) -> list[str]:
     """Let ``--model pkg.Class`` / ``--data pkg.Class`` stand anywhere on an expanded command line.
 
     A config printed by a stock ``LightningCLI(MyModel, MyData)`` script has no ``class_path``
@@ -431,33 +421,34 @@ def place_class_flags(args: list[str], layers: Layers, fixed: Collection[str] = 
         UserError: for a config section without ``class_path`` and no class for it anywhere, saying
             which flag or key to add.
     """
+    return _placed(list(Request.of(args)), layers, fixed)
+
+
+def _placed(args: list[Arg], layers: Layers, fixed: Collection[str]) -> list[str]:
+    """:func:`place_class_flags` of the items of a command line; returns its tokens."""
     out = list(args)
     for key in (k for k in CLASS_KEYS if k not in fixed):
         has_class = False
+        configs = 0  # the --config items seen so far
         i = 0
         while i < len(out):
-            flag = _class_flag(out, i)
-            if flag is not None and flag[0] == key:
+            arg = out[i]
+            if _class_flag(arg) == key:
                 has_class = True
-                i += len(flag[1])
-                continue
-            if out[i] == "--config" and i + 1 < len(out):
-                section = _config_section(out[i + 1], key)
+            elif arg.name == "config" and arg.value is not None:
+                section = _config_section(arg.value, key)
                 if isinstance(section, dict) and section and "class_path" not in section and not has_class:
-                    later = next(
-                        (f[1] for j in range(i + 2, len(out)) if (f := _class_flag(out, j)) and f[0] == key), None
-                    )
+                    later = next((a for a in out[i + 1 :] if _class_flag(a) == key), None)
                     if later is None:
-                        raise UserError(_no_class_message(key, out[:i].count("--config"), layers))
-                    out[i:i] = later
-                    i += len(later)
+                        raise UserError(_no_class_message(key, configs, layers))
+                    out.insert(i, later)  # copied: it still wins where it stands
+                    i += 1
                 has_class = (
                     has_class or isinstance(section, str) or (isinstance(section, dict) and "class_path" in section)
                 )
-                i += 2
-                continue
+                configs += 1
             i += 1
-    return out
+    return [token for a in out for token in a.tokens]
 
 
 def _no_class_message(key: str, ordinal: int, layers: Layers) -> str:

@@ -25,9 +25,9 @@ from importlib import metadata
 from pathlib import Path
 
 from trainer_cli.atomic import write_atomic
+from trainer_cli.config.request import Request, command_line
 
 ENV_SWITCH = "TRAINER_CLI_HELP_CACHE"
-HELP_FLAGS = ({"--help"}, {"-h"})
 # distributions whose code shapes the text of a Lightning verb's help
 SHAPING_DISTRIBUTIONS = (
     "lightning",
@@ -42,9 +42,9 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # trainer_cli/
 KEEP_PER_VERB = 8  # texts kept per verb (older ones are from edited sources or other environments)
 
 
-def cacheable(args: list[str]) -> bool:
+def cacheable(args: Request | list[str]) -> bool:
     """Whether ``train <verb> ARGS`` is a bare help request whose text may come from the cache."""
-    return os.environ.get(ENV_SWITCH, "1") != "0" and set(args) in HELP_FLAGS and len(args) == 1
+    return os.environ.get(ENV_SWITCH, "1") != "0" and Request.of(args).only_help
 
 
 def cache_dir() -> Path:
@@ -57,7 +57,7 @@ def cache_key(verb: str) -> str:
     """A hash of every input of the help text of ``train <verb> --help``."""
     parts = [
         verb,
-        os.path.basename(sys.argv[0]),
+        os.path.basename((command_line() or [""])[0]),
         str(shutil.get_terminal_size().columns),
         sys.executable,
         sys.version,

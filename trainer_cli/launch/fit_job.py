@@ -29,6 +29,7 @@ from typing import Any
 
 from trainer_cli.atomic import update_json
 from trainer_cli.config.compose import Layers
+from trainer_cli.config.request import Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.launch import snapshot
@@ -339,7 +340,9 @@ def _train_submit_hint(script: str, fixed: Mapping[str, type], sweep: bool) -> s
     )
 
 
-def main(args: list[str], parse: ParseFit, script: str | None = None, fixed: Mapping[str, type] | None = None) -> int:
+def main(
+    args: Request | list[str], parse: ParseFit, script: str | None = None, fixed: Mapping[str, type] | None = None
+) -> int:
     """``train submit ARGS`` for a fit run, parsed by ``parse``; returns the exit code. ``script``: a
     user's script with TrainerCLI (``python main.py submit ARGS``), which the job then runs;
     ``fixed``: the sections whose class that script fixes, with the class (``{"model": MyModel}``,
@@ -349,18 +352,17 @@ def main(args: list[str], parse: ParseFit, script: str | None = None, fixed: Map
         UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; the run
             directory made for it is removed again.
     """
-    if any(a in ("-h", "--help") for a in args):
+    request = Request.of(args)
+    if request.helps:
         print(HELP + slurm_help())
         return 0
-    from trainer_cli.sweeps.space import requested
-
-    if script and (requested(args) or "--check" in args or any(a.startswith("--slurm.cv_folds") for a in args)):
+    if script and (request.sweep or request.check or request.has_prefix("slurm.cv_folds")):
         raise UserError(
             "from a script, submit takes a fit run only (no --sweep, --check or --slurm.cv_folds yet): use `train "
-            f"submit` for those{_train_submit_hint(script, fixed or {}, requested(args))}"
+            f"submit` for those{_train_submit_hint(script, fixed or {}, request.sweep)}"
         )
-    dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
-    job = plan(args, dry_run, parse, script=script, fixed=fixed)
+    dry_run = request.dry_run
+    job = plan(request.tokens(), dry_run, parse, script=script, fixed=fixed)
     if job.finished:  # as `train fit` says it, before anything is written or queued
         print(f"{job.finished} Nothing was queued.")
         return 0
@@ -458,7 +460,7 @@ def submit(job: Plan) -> int:
         "ntasks_per_node": job.resources.ntasks_per_node,
         "gpus_per_node": job.resources.gpus_per_node,
         "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": sys.argv,
+        "command": command_line(),
         "slurm": asdict(job.slurm),
     }
     print(

@@ -17,20 +17,20 @@ from typing import Any
 import yaml
 
 from trainer_cli.config.compose import (
-    CONFIG_FLAGS,
     Layers,
     config_text,
     load_yaml_file,
     place_class_flags,
-    take_config_roots,
+    take_roots,
     with_run_settings,
 )
+from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError, did_you_mean
-from trainer_cli.launch.options import FLAG_PREFIX, SECTION, SlurmOptions
+from trainer_cli.launch.options import SECTION, SlurmOptions
 
 
 def split_args(
-    args: list[str], fixed: Collection[str] = ()
+    args: Request | list[str], fixed: Collection[str] = ()
 ) -> tuple[list[str], list[dict[str, Any] | list[str]], list[str], Layers]:
     """Separate ``train submit`` arguments into fit arguments and Slurm layers.
 
@@ -49,42 +49,29 @@ def split_args(
         UserError: for a missing config file, bad YAML, a ``slurm:`` that is not a mapping, or a
             ``--slurm.*`` flag without a value.
     """
-    roots, args = take_config_roots(args)  # --config_root DIR: user config roots
+    roots, request = take_roots(Request.of(args))  # --config_root DIR: user config roots
+    given = request.tokens()
     fit_args: list[str] = []
     layers: list[dict[str, Any] | list[str]] = []
     own: list[str] = []
     provenance = Layers()
-    i = 0
-    while i < len(args):
-        arg = args[i]
-        if arg in CONFIG_FLAGS or arg.startswith("--config="):
-            if arg in CONFIG_FLAGS:
-                if i + 1 >= len(args):
-                    raise UserError(f"{arg} needs a file name")
-                value, i = args[i + 1], i + 2
-            else:
-                value, i = arg.split("=", 1)[1], i + 1
-            for file in with_run_settings(value, args):  # a run's config.yaml: its launcher.yaml too
+    for arg in request:
+        if arg.name == "config":
+            if arg.value is None:
+                raise UserError(f"{arg.flag} needs a file name")
+            for file in with_run_settings(arg.value, given):  # a run's config.yaml: its launcher.yaml too
                 fit_args += ["--config", _strip_section(config_text(file, provenance, roots), file, layers)]
-            continue
-        if arg.startswith(FLAG_PREFIX) or arg in (f"--{SECTION}", f"--{SECTION}=") or arg.startswith(f"--{SECTION}="):
-            if "=" in arg:
-                layers.append([arg])
-                i += 1
-            elif i + 1 < len(args):
-                layers.append([arg, args[i + 1]])
-                i += 2
-            else:
-                raise UserError(f"{arg} needs a value")
-            continue
-        if arg in ("--dry-run", "--dry_run"):
+        elif arg.name == SECTION or (arg.name or "").startswith(SECTION + "."):
+            if arg.value is None:
+                raise UserError(f"{arg.flag} needs a value")
+            layers.append(list(arg.tokens))
+        elif arg.name == "dry_run":
             own.append("--dry-run")
-        elif arg == "--check":
-            own.append(arg)
+        elif arg.name == "check":
+            own.append("--check")
         else:
-            provenance.note_flag(arg)  # for error messages: a later flag wins over an earlier file
-            fit_args.append(arg)
-        i += 1
+            provenance.note_flag(arg.tokens[0])  # for error messages: a later flag wins over an earlier file
+            fit_args.extend(arg.tokens)
     return (
         place_class_flags(fit_args, provenance, fixed),
         layers,

@@ -12,6 +12,7 @@ from typing import Any
 
 from trainer_cli.config.before_parse import check_top_level_keys
 from trainer_cli.config.compose import Layers
+from trainer_cli.config.request import Request
 from trainer_cli.imports import heavy_import
 from trainer_cli.launch import fit_job
 from trainer_cli.launch.cluster import UNCHECKED, check_against_cluster
@@ -46,23 +47,22 @@ def plan(args: list[str], dry_run: bool, cli: Any = None, script: str | None = N
     return fit_job.plan(args, dry_run, _parse_fit(cli), script)
 
 
-def main(args: list[str]) -> int:
+def main(args: Request | list[str]) -> int:
     """``train submit ARGS``; returns the exit code.
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; the run
             directory made for it is removed again.
     """
-    if not any(a in ("-h", "--help") for a in args):
-        from trainer_cli.sweeps.space import requested
-
-        if requested(args):  # one job array, a task per trial (trainer_cli.launch.sweep)
+    request = Request.of(args)
+    if not request.helps:
+        if request.sweep:  # one job array, a task per trial (trainer_cli.launch.sweep)
             from trainer_cli.launch.sweep import main as submit_sweep
 
-            return submit_sweep(args)
-        if "--check" in args:
-            return check(args)
-    return fit_job.main(args, _parse_fit())
+            return submit_sweep(request)
+        if request.check:
+            return check(request.tokens())
+    return fit_job.main(request, _parse_fit())
 
 
 def check(args: list[str]) -> int:

@@ -28,6 +28,7 @@ from typing import Any
 
 from trainer_cli.atomic import update_json
 from trainer_cli.config.before_parse import check_top_level_keys
+from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.job.slurm_commands import output_or_empty
@@ -51,7 +52,7 @@ WORKERS_LOG = "workers/slurm-%A_%a.log"
 LOG_PATTERN = "trial_%3a/slurm-%A_%a.log"  # %3a: the task id padded to 3 digits, as trial_name()
 
 
-def take_workers(args: list[str]) -> tuple[int | None, list[str]]:
+def take_workers(args: Request | list[str]) -> tuple[int | None, list[str]]:
     """Take ``--slurm.array_workers N`` out of ``args``: ``(N or None, the rest)``.
 
     Raises:
@@ -59,21 +60,15 @@ def take_workers(args: list[str]) -> tuple[int | None, list[str]]:
     """
     workers: int | None = None
     rest: list[str] = []
-    i = 0
-    while i < len(args):
-        flag, sep, value = args[i].partition("=")
-        if flag != WORKERS_FLAG:
-            rest.append(args[i])
-            i += 1
+    for arg in Request.of(args):
+        if arg.name != WORKERS_FLAG[2:]:
+            rest.extend(arg.tokens)
             continue
-        if not sep:
-            if i + 1 >= len(args):
-                raise UserError(f"{WORKERS_FLAG} needs a value")
-            value, i = args[i + 1], i + 1
-        if not value.isdigit() or int(value) < 1:
-            raise UserError(f"{WORKERS_FLAG} {value}: expected an integer, 1 or more")
-        workers = int(value)
-        i += 1
+        if arg.value is None:
+            raise UserError(f"{WORKERS_FLAG} needs a value")
+        if not arg.value.isdigit() or int(arg.value) < 1:
+            raise UserError(f"{WORKERS_FLAG} {arg.value}: expected an integer, 1 or more")
+        workers = int(arg.value)
     return workers, rest
 
 
@@ -196,15 +191,15 @@ def plan(args: list[str], dry_run: bool) -> SweepJob:
     return SweepJob(sweep, slurm, resources, job_name, script, workers)
 
 
-def main(args: list[str]) -> int:
+def main(args: Request | list[str]) -> int:
     """``train submit FIT_ARGS --sweep KEY=VALUES ... [--slurm.KEY value ...] [--dry-run | --check]``.
 
     Raises:
         UserError: as :func:`plan`, or for a refused job; nothing is left on disk then.
     """
-    check = "--check" in args
-    dry_run = any(a in ("--dry-run", "--dry_run") for a in args)
-    job = plan(args, dry_run=dry_run and not check)
+    request = Request.of(args)
+    check, dry_run = request.check, request.dry_run
+    job = plan(request.tokens(), dry_run=dry_run and not check)
     sweep, res = job.sweep, job.resources
     n = len(sweep.trials)
     if job.workers is not None:

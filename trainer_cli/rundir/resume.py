@@ -227,23 +227,6 @@ def check_weights_fit(model: Any, ckpt_path: Any, force: bool = False, changes: 
     )
 
 
-def with_stored_config(args: list[str]) -> list[str]:
-    """Put ``--config <run_dir>/config.yaml`` first when ``--run_dir`` names a run and no --config is given."""
-    if any(a == "--config" or a.startswith("--config=") for a in args):
-        return args
-    run_dir = None
-    for i, arg in enumerate(args):
-        if arg == "--run_dir" and i + 1 < len(args):
-            run_dir = args[i + 1]
-        elif arg.startswith("--run_dir="):
-            run_dir = arg.split("=", 1)[1]
-    if run_dir and (Path(run_dir) / CONFIG_FILE).is_file():
-        config = Path(run_dir) / CONFIG_FILE
-        beside = record.launcher_file(config)  # the launcher's settings of the run, read with it
-        return ["--config", str(config), *(["--config", str(beside)] if beside else []), *args]
-    return args
-
-
 def check_config_weights_fit(
     model_config: Any, ckpt_path: Any, force: bool = False, model_class: type | None = None
 ) -> None:

@@ -45,7 +45,7 @@ from trainer_cli.config.after_parse import (
     check_trainer_minimums,
     with_checkpoint_class,
 )
-from trainer_cli.config.compose import Layers, compose_args
+from trainer_cli.config.compose import Layers, compose_args, with_stored_config
 from trainer_cli.config.explain import (
     as_user_error,
     explain_parse_error,
@@ -64,7 +64,7 @@ from trainer_cli.optim.param_groups import ParamGroups
 from trainer_cli.optim.schedule_resume import ScheduleOnResume
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir import record as run_records
-from trainer_cli.rundir.resume import add_resume_arguments, check_weights_fit, with_stored_config
+from trainer_cli.rundir.resume import add_resume_arguments, check_weights_fit
 from trainer_cli.runtime import quiet
 from trainer_cli.runtime.checkpointing import ResumeState, with_atomic_checkpoint_io
 from trainer_cli.runtime.run import (

@@ -83,26 +83,19 @@ def from_run_dir(args: Sequence[str], verb: str) -> list[str]:
     Raises:
         UserError: when ``DIR`` holds no ``config.yaml``.
     """
-    from trainer_cli.rundir.resume import with_stored_config
+    from trainer_cli.config.compose import with_stored_config
+    from trainer_cli.config.request import Request, option
 
-    rest: list[str] = []
-    run_dir: str | None = None
-    items = iter(args)
-    for arg in items:
-        if arg == "--run_dir":
-            run_dir = next(items, "")
-        elif arg.startswith("--run_dir="):
-            run_dir = arg.split("=", 1)[1]
-        else:
-            rest.append(arg)
+    request = Request.of(args)
+    run_dir = request.last("run_dir") or ("" if request.has("run_dir") else None)
+    rest = request.without("run_dir")
     if run_dir is None:
-        return rest
+        return rest.tokens()
     if not (Path(run_dir) / "config.yaml").is_file():
         raise UserError(f"--run_dir {run_dir}: no config.yaml there (a run directory of `train fit` holds one)")
-    expanded = with_stored_config(["--run_dir", run_dir, *rest])
-    at = next(i for i in range(len(expanded) - 1) if expanded[i : i + 2] == ["--run_dir", run_dir])
-    del expanded[at : at + 2]
-    if any(a == "--config" or a.startswith("--config=") for a in rest):
+    stored = with_stored_config(rest.with_args([option("run_dir", run_dir), *rest.args]))
+    expanded = Request.of(stored).without("run_dir").tokens()
+    if rest.has("config"):
         print(f"{verb}: --run_dir {run_dir} with --config: the given configs, results in a new run directory")
     else:
         print(f"{verb}: the config of {run_dir}; the results go to a new run directory beside it", flush=True)

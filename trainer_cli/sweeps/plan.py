@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer_cli.config.compose import Layers
+from trainer_cli.config.request import command_line
 from trainer_cli.errors import ConfigError, UserError
 from trainer_cli.imports import heavy_import
 from trainer_cli.rundir import policy as rundir
@@ -315,7 +316,7 @@ def write_record(sweep: Sweep, extra: dict[str, Any]) -> None:
         "sweep_dir": str(sweep.sweep_dir),
         "name": sweep.name,
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": sys.argv,
+        "command": command_line(),
         "axes": sweep.space.describe(),
         "trials_per_point": sweep.space.trials_per_point,
         "seed": sweep.space.seed,

@@ -36,6 +36,7 @@ import re
 from dataclasses import dataclass
 from typing import Any
 
+from trainer_cli.config.request import SWEEP_OPTIONS, Request
 from trainer_cli.errors import UserError
 
 SWEEP_FLAG = "--sweep"
@@ -47,7 +48,7 @@ STORAGE_FLAG = "--sweep_storage"
 METRIC_FLAG = "--sweep_metric"
 DIRECTION_FLAG = "--sweep_direction"
 # every flag that takes_sweep_args takes out of a command line (each takes a value)
-FLAGS = (SWEEP_FLAG, TRIALS_FLAG, SEED_FLAG, SAMPLER_FLAG, PRUNER_FLAG, STORAGE_FLAG, METRIC_FLAG, DIRECTION_FLAG)
+FLAGS = tuple(f"--{name}" for name in SWEEP_OPTIONS)  # SWEEP_FLAG, TRIALS_FLAG, ... in this order
 SAMPLERS = ("grid", "random", "tpe", "cmaes")
 PRUNERS = ("none", "median", "hyperband", "successive_halving")
 DIRECTIONS = ("maximize", "minimize")
@@ -294,7 +295,7 @@ def _numbers(where: str, args: list[str], kind: type, noun: str, count: tuple[in
         raise UserError(f"{where}: the arguments must be {noun}, got {', '.join(args)}") from None
 
 
-def take_sweep_args(args: list[str]) -> tuple[Space | None, list[str]]:
+def take_sweep_args(args: Request | list[str]) -> tuple[Space | None, list[str]]:
     """Take the ``--sweep*`` flags (:data:`FLAGS`; ``--flag value`` or ``--flag=value``) out of ``args``.
 
     Returns:
@@ -307,18 +308,13 @@ def take_sweep_args(args: list[str]) -> tuple[Space | None, list[str]]:
     """
     found: dict[str, list[str]] = {flag: [] for flag in FLAGS}
     rest: list[str] = []
-    i = 0
-    while i < len(args):
-        flag, sep, value = args[i].partition("=")
-        if flag in found:
-            if not sep:
-                if i + 1 >= len(args):
-                    raise UserError(f"{flag} needs a value")
-                value, i = args[i + 1], i + 1
-            found[flag].append(value)
+    for arg in Request.of(args):
+        if arg.name in SWEEP_OPTIONS:
+            if arg.value is None:
+                raise UserError(f"{arg.flag} needs a value")
+            found[f"--{arg.name}"].append(arg.value)
         else:
-            rest.append(args[i])
-        i += 1
+            rest.extend(arg.tokens)
     if not found[SWEEP_FLAG]:
         extra = [f for f in FLAGS[1:] if found[f]]
         if extra:
@@ -372,6 +368,6 @@ def _one_int(flag: str, values: list[str], default: int) -> int:
         raise UserError(f"{flag} {values[-1]}: expected an integer") from None
 
 
-def requested(args: list[str]) -> bool:
+def requested(args: Request | list[str]) -> bool:
     """Whether ``args`` hold a ``--sweep`` flag (cheap: nothing is parsed)."""
-    return any(a == SWEEP_FLAG or a.startswith(SWEEP_FLAG + "=") for a in args)
+    return Request.of(args).sweep
