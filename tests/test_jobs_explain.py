@@ -16,8 +16,9 @@ import pytest
 from slurm_support import LOCAL_PROFILE, counting_slurm_path, job_id_from, scontrol_job, slurm_cluster, train_submit, wait_for_state  # noqa: F401 - a fixture
 from support import DIGITS, run_train
 
+from trainer_cli.job.slurm_commands import array_task_ids, job_fields
 from trainer_cli.launch.job_detail import detail
-from trainer_cli.launch.pending import array_task_ids, job_fields, reason_words, start_estimate, why_pending
+from trainer_cli.launch.pending import reason_words, start_estimate, why_pending
 
 
 @pytest.mark.parametrize("reason,words", [

@@ -30,11 +30,11 @@ from slurm_support import (  # noqa: F401 - slurm_cluster and slurm_queries are 
 )
 from support import DIGITS, quiet_args, run_train
 
+from trainer_cli import plots
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobs
 from trainer_cli.sweeps import results
 from trainer_cli.sweeps.space import take_sweep_args
-from trainer_cli.tools import plots
 
 SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2"]
 

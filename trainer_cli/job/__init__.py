@@ -1,1 +1,2 @@
-"""Inside a Slurm job (standard library and filelock at import): job state, restarts, signals, Slurm commands."""
+"""Inside a Slurm job (standard library and filelock at import): job state, restarts, signals, Slurm commands
+and what they say of submitted jobs (status)."""

@@ -247,11 +247,11 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     Raises:
         UserError: for what ``train submit`` would refuse (config, resources, the cluster).
     """
-    from trainer_cli.job.slurm_commands import SlurmCommandError, output_or_empty
+    from trainer_cli.job.slurm_commands import SlurmCommandError, job_fields, output_or_empty
     from trainer_cli.job.slurm_commands import run as slurm_run
     from trainer_cli.launch import snapshot
     from trainer_cli.launch.cluster import check_against_cluster
-    from trainer_cli.launch.pending import job_fields, why_pending
+    from trainer_cli.launch.pending import why_pending
     from trainer_cli.launch.render import render
     from trainer_cli.launch.sbatch import run_sbatch, script_context
     from trainer_cli.launch.submit import plan

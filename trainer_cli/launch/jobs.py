@@ -4,7 +4,7 @@
 (:mod:`trainer_cli.launch.submissions`, outside any repository): ``train jobs`` lists every job the
 user submitted, from any folder, ``--root DIR`` those under one ``trainer.default_root_dir``. It
 asks Slurm once per call, whatever the number of jobs, and reads ``<run>/job.json`` for the jobs
-Slurm has forgotten (:mod:`trainer_cli.launch.status`); a job that resubmitted itself is followed
+Slurm has forgotten (:mod:`trainer_cli.job.status`); a job that resubmitted itself is followed
 to its new id there. Per job the table shows state, restarts (with their causes, from
 ``<run>/restarts.jsonl``: ``2 (1 time limit, 1 preempted)``), elapsed time, a DETAIL in words
 (:mod:`trainer_cli.launch.job_detail`: why a pending job waits, what to do and Slurm's estimated
@@ -34,8 +34,8 @@ from trainer_cli.job import jobstate
 from trainer_cli.job import restarts as restarts_log
 from trainer_cli.job.slurm_commands import SlurmCommandError
 from trainer_cli.job.slurm_commands import run as run_slurm
+from trainer_cli.job.status import ACTIVE_STATES, JobStatus, last_epoch_line, query_slurm, with_run_record
 from trainer_cli.launch.job_detail import detail
-from trainer_cli.launch.status import ACTIVE_STATES, JobStatus, last_epoch_line, query_slurm, with_run_record
 from trainer_cli.launch.submissions import read_registry, registry_file
 from trainer_cli.sweeps.plan import task_log
 from trainer_cli.tables import print_table

@@ -165,27 +165,3 @@ def why_pending(fields: dict[str, str], now: datetime | None = None) -> str:
     start = start_estimate(fields.get("StartTime", ""), now)
     line = f"{reason.split(',')[0]}: {meaning}; {action}"
     return line + (f"; est. start {start}" if start else "")
-
-
-def array_task_ids(text: str) -> list[int]:
-    """The task ids of an ``ArrayTaskId`` as ``scontrol`` shows a pending range of an array:
-    ``0-3``, ``4,6-7``, ``0-9%2`` (the ``%`` limit dropped); empty for anything else."""
-    ids: list[int] = []
-    for part in text.split("%")[0].split(","):
-        low, sep, high = part.partition("-")
-        if not low.isdigit() or (sep and not high.isdigit()):
-            return []
-        ids += range(int(low), int(high if sep else low) + 1)
-    return ids
-
-
-def job_fields(line: str) -> dict[str, str]:
-    """One line of ``scontrol show job -o`` as ``{key: value}``, with the nodes Slurm names in a
-    ``Reason=ReqNodeNotAvail, UnavailableNodes:node3`` (a value with a space in it) as ``UnavailableNodes``."""
-    from trainer_cli.job.slurm_commands import scontrol_fields
-
-    fields = scontrol_fields(line)
-    found = re.search(r"UnavailableNodes:(\S*)", line)
-    if found and found.group(1):
-        fields["UnavailableNodes"] = found.group(1)
-    return fields

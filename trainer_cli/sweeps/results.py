@@ -9,7 +9,7 @@ state from Slurm for a submitted sweep (one ``scontrol`` call for all tasks, as 
 completed by the trial's ``job.json``, and its progress from the last epoch line of its log. Rows
 are sorted by the score (``mode`` max: highest first; min: lowest first; trials without a score
 last) and written as ``sweep_results.csv`` and ``sweep_results.json`` in the sweep directory, with
-``sweep_results.png`` (:mod:`trainer_cli.tools.plots`: the metric against each swept axis).
+``sweep_results.png`` (:mod:`trainer_cli.plots`: the metric against each swept axis).
 
 A sweep with an Optuna study (every ``train fit --sweep`` since the study became its engine,
 :mod:`trainer_cli.sweeps.study`) adds each trial's state in the study (``study``: COMPLETE, PRUNED,
@@ -174,7 +174,7 @@ def logged_best(run_dir: Path, monitor: str | None, mode: str) -> float | None:
 
 def trial_states(record: dict[str, Any]) -> list[tuple[str, int]]:
     """``(state, restarts)`` per trial: Slurm's (per array task) for a submitted sweep, completed
-    from each trial's ``job.json`` (:func:`trainer_cli.launch.status.with_run_record`); a local
+    from each trial's ``job.json`` (:func:`trainer_cli.job.status.with_run_record`); a local
     sweep's and a sweep of workers' from ``job.json`` alone (PENDING before the trial starts)."""
     trials = record["trials"]
     job_id = str(record.get("job_id") or "")
@@ -184,7 +184,7 @@ def trial_states(record: dict[str, Any]) -> list[tuple[str, int]]:
             recorded = jobstate.read(Path(trial["run_dir"]))
             out.append((str(recorded.get("state") or NOT_STARTED), jobstate.run_restarts(recorded)))
         return out
-    from trainer_cli.launch.status import query_slurm, with_run_record
+    from trainer_cli.job.status import query_slurm, with_run_record
 
     script = Path(record["sweep_dir"]) / "submit.sbatch"
     tasks = [(f"{job_id}_{t['index']}", script) for t in trials]
@@ -206,7 +206,7 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
     Raises:
         UserError: when ``sweep_dir`` is not a sweep directory.
     """
-    from trainer_cli.launch.status import last_epoch_line
+    from trainer_cli.job.status import last_epoch_line
 
     record = read_record(sweep_dir)
     trials = record["trials"]
@@ -342,7 +342,7 @@ def report(sweep_dir: Path) -> dict[str, Any]:
     header, rows = table_rows(results)
     print_table(rows, header)
     csv_path, json_path = write(results)
-    from trainer_cli.tools.plots import SWEEP_PNG, plot_sweep
+    from trainer_cli.plots import SWEEP_PNG, plot_sweep
 
     kinds = {axis["key"]: axis.get("kind", "") for axis in read_record(Path(results["sweep_dir"])).get("axes", [])}
     png = plot_sweep(results, kinds, Path(results["sweep_dir"]) / SWEEP_PNG)

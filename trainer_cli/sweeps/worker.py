@@ -140,7 +140,7 @@ def job_alive(job: str) -> bool | None:
     script may still tell); False when it ended or Slurm no longer knows it; None when Slurm cannot
     be asked (the controller unreachable, no squeue): nothing is decided then."""
     from trainer_cli.job import slurm_commands
-    from trainer_cli.launch.status import ACTIVE_STATES
+    from trainer_cli.job.status import ACTIVE_STATES
 
     try:
         out = slurm_commands.run(["squeue", "-h", "-j", job, "-o", "%T"], 30)

@@ -228,7 +228,7 @@ def print_table(summary: dict[str, Any]) -> None:
         title="cross-validation (validation metrics of each fold's final weights):",
     )
     cv_dir = Path(summary["cv_dir"])
-    from trainer_cli.tools.plots import CV_PNG, plot_folds
+    from trainer_cli.plots import CV_PNG, plot_folds
 
     png = plot_folds(summary, cv_dir / CV_PNG)
     print(f"written: {cv_dir / RESULTS_CSV}, {cv_dir / RESULTS_JSON}" + (f", {png}" if png else ""), flush=True)

@@ -16,8 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer_cli.job import jobstate
-from trainer_cli.job.slurm_commands import output_or_empty, time_limit_s
-from trainer_cli.launch.pending import array_task_ids, job_fields
+from trainer_cli.job.slurm_commands import array_task_ids, job_fields, output_or_empty, time_limit_s
 
 UNKNOWN = "UNKNOWN"
 ACTIVE_STATES = {
