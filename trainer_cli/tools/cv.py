@@ -27,6 +27,7 @@ from typing import Any
 from trainer_cli import tables
 from trainer_cli.errors import UserError
 from trainer_cli.imports import heavy_import
+from trainer_cli.job import export
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.runtime.configured_run import build_run, parse_verb_args, verb_parser
 
@@ -73,22 +74,19 @@ def main(args: Sequence[str]) -> int:
             raise UserError("--aggregate needs --cv_dir: the cv directory holding fold_<i>/")
         print_table(aggregate(Path(opts.cv_dir), opts.folds))
         return 0
-    env_before = os.environ.get(ENV_CV_DIR)
-    given = opts.cv_dir or env_before or ""
+    given = opts.cv_dir or os.environ.get(ENV_CV_DIR) or ""
     existed = bool(given) and Path(given).exists()
     cv_dir = choose_cv_dir(opts.cv_dir, opts.fold, rest)
-    os.environ[ENV_CV_DIR] = str(cv_dir)
     try:
-        check_settings(cv_dir, opts.folds, opts.cv_seed)
-        for fold in [opts.fold] if opts.fold is not None else range(opts.folds):
-            run_fold(cv_dir, fold, opts.folds, opts.cv_seed, rest)
+        with export.scope():
+            export.export(ENV_CV_DIR, str(cv_dir))  # the folds' DDP ranks use the same cv directory
+            check_settings(cv_dir, opts.folds, opts.cv_seed)
+            for fold in [opts.fold] if opts.fold is not None else range(opts.folds):
+                run_fold(cv_dir, fold, opts.folds, opts.cv_seed, rest)
     except UserError:
         if not existed and _is_rank_zero():
             remove_untrained(cv_dir)
         raise
-    finally:
-        if env_before is None:
-            os.environ.pop(ENV_CV_DIR, None)
     if opts.fold is None and _is_rank_zero():
         print_table(aggregate(cv_dir, opts.folds))
     return 0
