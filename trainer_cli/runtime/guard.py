@@ -22,7 +22,7 @@ from trainer_cli.runtime.run import EXIT_INTERRUPTED, Run
 
 @contextmanager
 def _process_state_restored() -> Iterator[None]:
-    """Around building and running a :class:`TrainerCLI`: the launcher's process-global settings
+    """Around building and running a :class:`trainer_cli.runtime.cli.TrainerCLI`: the launcher's process-global settings
     (jsonargparse's ``omegaconf_absolute_to_relative_paths``, the quiet warning and log filters of
     :mod:`trainer_cli.runtime.quiet`, ``TRAINER_CLI_RUN_DIR``) apply inside and are put back afterwards, so a
     plain LightningCLI built later in the same process behaves as it would alone."""
@@ -47,7 +47,7 @@ def explain_failure(err: Exception, run: Run, layers: Layers | None) -> UserErro
     exception of the user's own code before the first step, shown with their frames; None for a bug
     (its traceback is kept). A run directory that saved no checkpoint is removed first, except after
     a crash in training that is not the user's input (its logs are kept). For both entries: ``train``
-    (:func:`building_cli`) and a user's script (:class:`TrainerCLI` from the command line)."""
+    (:func:`trainer_cli.runtime.verbs.building_cli`) and a user's script (:class:`TrainerCLI` from the command line)."""
     started = run.trainer is not None and run.trainer.global_step > 0  # a crash in training keeps its logs
     if is_disk_full(err):  # the run's records, logs or metrics (a checkpoint's own error is a UserError already)
         user_error: UserError | None = disk_full_error(err, run.path)
