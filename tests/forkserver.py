@@ -56,10 +56,10 @@ STARTUP_PREFIXES = (
 # new interpreter. (What imports set themselves, torch's TORCHINDUCTOR_CACHE_DIR and scikit-learn's
 # KMP_*, is matched against the server's own imports instead: `set_by_imports` in _serve.)
 NOT_STARTUP = {"PYTHONUNBUFFERED", "PYTHONPATH", "SLURM_CONF", "PL_GLOBAL_SEED", "PL_SEED_WORKERS"}
-# not trainer_cli.__main__: runpy runs it. After the three big ones, what a `train fit` imports on its
+# not trainer_cli.__main__: runpy runs it. After the big ones (and the verb runner), what a `train fit` imports on its
 # way (Hydra's compose, the digits data, the TensorBoard writer, ...): 0.3 s of every command otherwise
 PRELOAD = (
-    "lightning.pytorch", "torchvision", "trainer_cli.runtime.cli",
+    "lightning.pytorch", "torchvision", "trainer_cli.runtime.cli", "trainer_cli.runtime.verbs",
     "hydra", "hydra.compose", "hydra.initialize", "omegaconf", "sklearn.datasets", "torch.utils.tensorboard", "psutil",
     "trainer_cli.config.before_parse", "trainer_cli.sweeps", "trainer_cli.models.backbones",
 )

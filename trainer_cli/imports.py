@@ -37,7 +37,7 @@ def is_own_process() -> bool:
 
 @contextmanager
 def heavy_import() -> Iterator[None]:
-    """Run an import of torch and Lightning (``from trainer_cli.runtime.cli import ...``, a verb's module)
+    """Run an import of torch and Lightning (``from trainer_cli.runtime.verbs import ...``, a verb's module)
     with the cyclic garbage collector paused, then freeze what was imported and turn it back on.
 
     Importing Lightning makes about 750,000 objects that live as long as the process; the

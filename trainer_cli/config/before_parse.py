@@ -93,7 +93,7 @@ def check_top_level_keys(verb: str, args: Sequence[str], layers: Layers | None =
 
     Raises:
         ConfigError: ``[in FILE line N: ]<jsonargparse's message>`` with close matches, as the verb's
-            parser reports it (:class:`trainer_cli.runtime.cli.TrainerArgumentParser`).
+            parser reports it (:class:`trainer_cli.runtime.parser.TrainerArgumentParser`).
     """
     known = TOP_LEVEL_KEYS[verb]
     extras: list[str] = []  # what argparse would call unrecognized arguments

@@ -4,10 +4,10 @@ until a verb runs, and its one-line help (``train --help``, shell completion).""
 # verb -> (module:function, one-line help). Each function takes the argument list after the verb
 # and returns an exit code.
 VERBS: dict[str, tuple[str, str]] = {
-    "fit": ("trainer_cli.runtime.cli:run_subcommand", "Train a model (LightningCLI `fit`)."),
-    "validate": ("trainer_cli.runtime.cli:run_subcommand", "Run the validation loop (LightningCLI `validate`)."),
-    "test": ("trainer_cli.runtime.cli:run_subcommand", "Run the test loop (LightningCLI `test`)."),
-    "predict": ("trainer_cli.runtime.cli:run_subcommand", "Run prediction (LightningCLI `predict`)."),
+    "fit": ("trainer_cli.runtime.verbs:run_subcommand", "Train a model (LightningCLI `fit`)."),
+    "validate": ("trainer_cli.runtime.verbs:run_subcommand", "Run the validation loop (LightningCLI `validate`)."),
+    "test": ("trainer_cli.runtime.verbs:run_subcommand", "Run the test loop (LightningCLI `test`)."),
+    "predict": ("trainer_cli.runtime.verbs:run_subcommand", "Run prediction (LightningCLI `predict`)."),
     "lr-find": (
         "trainer_cli.tools.lr_find:main",
         "Find a learning rate (Lightning's LR range test); writes a plot and a config fragment.",
@@ -52,4 +52,13 @@ VERBS: dict[str, tuple[str, str]] = {
         "trainer_cli.tools.completion:main",
         "Print a bash or zsh completion script (verbs, --config files, option keys, class names).",
     ),
+}
+
+# verb -> module:function of the verbs a user's script with TrainerCLI takes beside LightningCLI's
+# (``python main.py submit ARGS``), resolved when the verb runs (trainer_cli.runtime.script). Each function
+# takes the argument list after the verb and the script's CLI (its class, positional and keyword
+# arguments), with ``script`` (the script's path) and ``fixed`` (the sections whose class it fixes), and
+# returns an exit code.
+SCRIPT_VERBS: dict[str, str] = {
+    "submit": "trainer_cli.launch.submit:from_script",
 }

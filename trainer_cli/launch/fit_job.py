@@ -1,7 +1,7 @@
 """A ``train fit`` run as a Slurm job: planned, written and queued (the library of ``train submit``).
 
 1. The fit arguments are composed and type-checked exactly as ``train fit`` does, on the submitting
-   machine, by the parse function the caller gives (:func:`trainer_cli.runtime.cli.parse_config` with the
+   machine, by the parse function the caller gives (:func:`trainer_cli.runtime.verbs.parse_config` with the
    launcher's CLI, or a user's TrainerCLI subclass for ``python main.py submit``); nothing is built.
 2. Resources come from the trainer and are checked (:mod:`trainer_cli.launch.resources`).
 3. The run directory is allocated and the resolved config frozen into ``<run>/config.yaml``
@@ -58,7 +58,7 @@ from trainer_cli.rundir.resume import stored_config
 ParseFit = Callable[[list[str], Layers], tuple[Any, Any]]
 """Composes and type-checks ``train fit ARGS`` (``--config`` values already expanded, with the
 command line's layers), building nothing: returns the fit parser and the parsed config
-(:func:`trainer_cli.runtime.cli.parse_config`)."""
+(:func:`trainer_cli.runtime.verbs.parse_config`)."""
 
 HELP = """\
 usage: train submit [--config FILE ...] [--key.sub value ...] [--slurm.KEY value ...] [--dry-run | --check]

@@ -40,7 +40,7 @@ def split_args(
 
     Returns:
         ``(fit_args, slurm_layers, own_flags, layers)``: fit arguments with ``--config`` already
-        expanded (for :func:`trainer_cli.runtime.cli.parse_config` with ``expand=False``), the Slurm layers in
+        expanded (for :func:`trainer_cli.runtime.verbs.parse_config` with ``expand=False``), the Slurm layers in
         command-line order (a dict per config file section, a flag list per flag), the
         flags of ``train submit`` itself (``--dry-run``, ``--check``) and the fit arguments'
         :class:`~trainer_cli.config.compose.Layers` (for error messages).

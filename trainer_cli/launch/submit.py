@@ -1,13 +1,14 @@
 """``train submit``: the run that ``train fit`` would start, as a Slurm job (a verb).
 
 A fit run is planned, written and queued by :mod:`trainer_cli.launch.fit_job`, its arguments parsed
-by :func:`trainer_cli.runtime.cli.parse_config`; ``--sweep`` flags make it a job array
+by :func:`trainer_cli.runtime.verbs.parse_config`; ``--sweep`` flags make it a job array
 (:mod:`trainer_cli.launch.sweep`); ``--check`` checks everything and queues nothing.
 """
 
 from __future__ import annotations
 
 import sys
+from collections.abc import Mapping
 from typing import Any
 
 from trainer_cli.config.before_parse import check_top_level_keys
@@ -29,7 +30,7 @@ def _parse_fit(cli: Any = None) -> fit_job.ParseFit:
         if cli is None:  # (a user's CLI may add keys of its own) before Lightning's import, as `train fit`
             check_top_level_keys("fit", fit_args, layers)
         with heavy_import():
-            from trainer_cli.runtime.cli import parse_config
+            from trainer_cli.runtime.verbs import parse_config
 
         return parse_config("fit", fit_args, expand=False, cli=cli, layers=layers)
 
@@ -63,6 +64,19 @@ def main(args: Request | list[str]) -> int:
         if request.check:
             return check(request.tokens())
     return fit_job.main(request, _parse_fit())
+
+
+def from_script(
+    args: Request | list[str], cli: tuple[type, tuple[Any, ...], dict[str, Any]], script: str, fixed: Mapping[str, type]
+) -> int:
+    """``python main.py submit ARGS`` (:data:`trainer_cli.config.verbs.SCRIPT_VERBS`): a fit run of a user's
+    script, parsed by its own TrainerCLI ``cli`` (its class with its constructor arguments), the job
+    running ``script``; ``fixed``: the sections whose class the script fixes (:func:`trainer_cli.launch.fit_job.main`).
+
+    Raises:
+        UserError: for a bad config or Slurm option, a resource mismatch, or a refused job.
+    """
+    return fit_job.main(args, _parse_fit(cli), script=script, fixed=fixed)
 
 
 def check(args: list[str]) -> int:

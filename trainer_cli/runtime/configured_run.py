@@ -65,7 +65,8 @@ def build_run(args: Sequence[str]) -> Any:
         UserError: for a bad config file or a value a constructor rejects.
     """
     with heavy_import():
-        from trainer_cli.runtime.cli import TrainerCLI, building_cli
+        from trainer_cli.runtime.cli import TrainerCLI
+        from trainer_cli.runtime.verbs import building_cli
     from trainer_cli.config.compose import compose_args
 
     expanded, layers = compose_args(list(args))

@@ -4,7 +4,7 @@ Each entry of :data:`WARNINGS` (Python warnings) and :data:`LOG_LINES` (lines of
 ``logging`` loggers) names the message it drops (a regular expression matched at the start of
 the message) and why it does not apply to a run of this launcher. Everything else still shows:
 a new or real warning is never hidden by a broad category filter. :func:`install` is called once
-before a run is built (``trainer_cli.runtime.cli.building_cli``); :func:`tuning` adds
+before a run is built (``trainer_cli.runtime.verbs.building_cli``); :func:`tuning` adds
 :data:`TUNING_WARNINGS` and the tuner's own progress bar while ``train lr-find`` or
 ``train scale-batch-size`` runs Lightning's short trial fits.
 """

@@ -1,7 +1,7 @@
 """A sweep's trials composed and type-checked before any runs, and its directory.
 
 Every trial is parsed exactly as ``train fit`` parses its command line
-(:class:`trainer_cli.runtime.cli.ConfigParser`: compose, then jsonargparse type-checks every key; one
+(:class:`trainer_cli.runtime.verbs.ConfigParser`: compose, then jsonargparse type-checks every key; one
 parser, built once, for the base command and every trial), with the trial's values appended as ``--KEY VALUE``
 overrides, so one bad value fails the whole sweep
 before anything is written or queued, naming the trial. The layout::
@@ -37,7 +37,7 @@ from trainer_cli.rundir import policy as rundir
 from trainer_cli.sweeps.space import Space
 
 if TYPE_CHECKING:
-    from trainer_cli.runtime.cli import ConfigParser
+    from trainer_cli.runtime.verbs import ConfigParser
 
 SWEEP_FILE = "sweep.json"
 SWEEP_PREFIX = "sweep_"
@@ -190,7 +190,7 @@ def check_trials(
             trial, those refused for the same reason together.
     """
     with heavy_import():
-        from trainer_cli.runtime.cli import ConfigParser
+        from trainer_cli.runtime.verbs import ConfigParser
 
     layers = layers if layers is not None else Layers()
     parser = ConfigParser("fit")  # built once, for the base command and every trial

@@ -69,7 +69,7 @@ def _sweep(sweep_dir: Path, record: dict[str, Any]) -> sweep_plan.Sweep:
     from trainer_cli.imports import heavy_import
 
     with heavy_import():
-        from trainer_cli.runtime.cli import ConfigParser
+        from trainer_cli.runtime.verbs import ConfigParser
 
     space, _ = take_sweep_args(record["sweep_args"])
     assert space is not None

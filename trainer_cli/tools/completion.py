@@ -44,7 +44,7 @@ def help_options(verb: str) -> list[str]:
     from trainer_cli.config import help_cache
 
     def build() -> object:  # only when the cache has no text for this verb: imports Lightning
-        from trainer_cli.runtime.cli import run_subcommand
+        from trainer_cli.runtime.verbs import run_subcommand
 
         return run_subcommand(verb, ["--help"])
 

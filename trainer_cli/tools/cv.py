@@ -102,7 +102,8 @@ def choose_cv_dir(cv_dir: str | None, fold: int | None, fit_args: list[str]) -> 
     if cv_dir or os.environ.get(ENV_CV_DIR):
         return Path(cv_dir or os.environ[ENV_CV_DIR]).absolute()
     with heavy_import():
-        from trainer_cli.runtime.cli import DEFAULT_ROOT_DIR, parse_config
+        from trainer_cli.runtime.cli import DEFAULT_ROOT_DIR
+        from trainer_cli.runtime.verbs import parse_config
 
     _, cfg = parse_config("fit", fit_args)
     base = Path(cfg.trainer.default_root_dir or DEFAULT_ROOT_DIR) / cfg.name / "cv"

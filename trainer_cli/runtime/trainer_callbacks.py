@@ -1,0 +1,64 @@
+"""The callbacks a run of :class:`trainer_cli.runtime.cli.TrainerCLI` adds to the Trainer's own
+(``instantiate_trainer``): what the launcher's run directory, resume and Slurm requeue need, next to
+the callbacks the config and LightningCLI give."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
+
+from trainer_cli.callbacks import LastCheckpoint, PredictionCSVWriter, RunSummary
+from trainer_cli.callbacks.last_checkpoint import writes_last
+from trainer_cli.callbacks.progress import default_progress_bar
+from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
+from trainer_cli.job.requeue_signal import under_slurm_batch
+from trainer_cli.optim.schedule_resume import ScheduleOnResume
+from trainer_cli.rundir import policy as rundir
+from trainer_cli.runtime.checkpointing import ResumeState
+
+
+def added_callbacks(cli: Any, trainer_config: dict[str, Any], configured: list[Any]) -> list[Any]:
+    """The callbacks the run of ``cli`` (a :class:`trainer_cli.runtime.cli.TrainerCLI`) adds to the Trainer's
+    ``configured`` ones (``trainer_config``: the trainer's config with the arguments it is built with):
+    the run summary, RNG states, the schedule on resume, the checkpoints (:func:`checkpoint_callbacks`),
+    Slurm requeue, the run's own (:meth:`trainer_cli.runtime.run.Run.callbacks`) and the progress bar."""
+    added: list[Any] = [RunSummary(str(cli.run_dir) if cli.run_dir else None)]
+    if cli.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in configured):
+        added.append(PredictionCSVWriter())  # predictions.csv in the run directory
+    added += [ResumeState(), ScheduleOnResume(cli._subconfig().get("resume_schedule"))]
+    known = [*configured, *lightning_cli_callbacks(cli)]
+    if trainer_config.get("enable_checkpointing") is not False and not trainer_config.get("fast_dev_run"):
+        added += checkpoint_callbacks(known, cli.run_dir)
+    if under_slurm_batch():  # SIGUSR1 -> checkpoint + requeue (trainer_cli.job.requeue_signal)
+        added.append(SynchronizedRequeue())
+    added += cli.run.callbacks(known, added)
+    added += default_progress_bar(trainer_config, added)
+    return added
+
+
+def lightning_cli_callbacks(cli: Any) -> list[Any]:
+    """The callbacks LightningCLI adds to the Trainer itself, beside ``trainer.callbacks``: those of
+    the parser's ``callback_keys`` (``parser.add_lightning_class_args(ModelCheckpoint, ...)``) and
+    of ``trainer_defaults["callbacks"]``."""
+    keys = getattr(cli.verb_parser, "callback_keys", None) or []
+    found = [cli._subconfig_init().get(key) for key in keys]
+    defaults = cli.trainer_defaults.get("callbacks") or []
+    return [c for c in [*found, *(defaults if isinstance(defaults, list) else [defaults])] if c is not None]
+
+
+def checkpoint_callbacks(known: list[Any], run_dir: Path | None) -> list[Any]:
+    """The checkpoint callbacks the run adds to ``known``, every callback the Trainer is given
+    (``trainer.callbacks``, :func:`lightning_cli_callbacks`): Lightning's default ``ModelCheckpoint``
+    where none of them is one (as stock LightningCLI's run has it; a model's ``configure_callbacks``
+    returning one replaces it, by Lightning's rule), so two never write the same files; and the
+    run's resume checkpoint, ``checkpoints/last.ckpt`` (:class:`~trainer_cli.callbacks.LastCheckpoint`),
+    unless one of them saves that file already (a ``save_last`` one: :func:`writes_last`)."""
+    added: list[Any] = []
+    if not any(isinstance(c, ModelCheckpoint) for c in known):
+        added.append(ModelCheckpoint())
+    folder = run_dir / rundir.LAST_CKPT.parent if run_dir is not None else None
+    if not any(writes_last(c, folder, rundir.LAST_CKPT.name) for c in known):
+        added.append(LastCheckpoint())  # its dirpath: the run's checkpoints/ (Run.callbacks, bind_to_log_dir)
+    return added

@@ -1,0 +1,184 @@
+"""The verb runner of ``train fit|validate|test|predict``: a :class:`trainer_cli.runtime.cli.TrainerCLI`
+built for one verb and run (:func:`run_subcommand`, the functions :data:`trainer_cli.config.verbs.VERBS`
+names), and the parse of a verb's command line that builds nothing (:func:`parse_config`,
+:class:`ConfigParser`: ``train submit``, sweeps, cross-validation)."""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any, Optional
+
+from jsonargparse import Namespace
+from lightning.pytorch.cli import LightningArgumentParser
+
+from trainer_cli.config.compose import Layers, compose_args, with_stored_config
+from trainer_cli.errors import UserError
+from trainer_cli.rundir import policy as rundir
+from trainer_cli.runtime import quiet
+from trainer_cli.runtime.cli import TrainerCLI, verb_cli
+from trainer_cli.runtime.guard import _process_state_restored, _stopped_before_training, explain_failure
+from trainer_cli.runtime.run import Run, is_checkpoint_file
+
+
+def run_subcommand(verb: str, args: list[str], composed: tuple[list[str], Layers] | None = None) -> int:
+    """``train <verb> ...`` for a LightningCLI subcommand; returns the exit code.
+
+    ``composed``: ``args`` composed already (:func:`trainer_cli.config.compose.compose_args`, as ``train``'s
+    precheck does), taken as they are.
+
+    With ``--run_dir DIR`` and no ``--config``, the run's stored ``DIR/config.yaml`` is the config
+    (resuming takes the config stored with the run). A run directory this call created is removed
+    again when the run fails on a user error before it saved a checkpoint. After SIGTERM or Ctrl-C
+    during training: the exit code is 143 or 130, with one line saying how to resume.
+
+    Raises:
+        ConfigError: for a key or value the parser refuses (a :class:`UserError`).
+        UserError: for a bad config file, a bad value found while building, missing data, or a
+            checkpoint that does not fit the model.
+    """
+    args, layers = composed or compose_args(args)
+    args = with_stored_config(args)
+    with building_cli(verb, layers) as run, run.stops_with_exit_code():
+        verb_cli(verb)(args=[verb, *args], run_directory=run, layers=layers)
+    return 0
+
+
+@contextmanager
+def building_cli(verb: Optional[str] = None, layers: Layers | None = None) -> Iterator[Run]:
+    """Around building a :class:`TrainerCLI` (give it the :class:`trainer_cli.runtime.run.Run` this yields):
+    LightningCLI's warning about ``args`` silenced, errors of the user's input reported as
+    :class:`UserError` (naming the file and line of a value in the command line's ``layers``) and exceptions of the
+    user's own code before the first step with their
+    frames (a run directory this created removed again when it saved no checkpoint),
+    and ``TRAINER_CLI_RUN_DIR`` cleared again afterwards when it was not set before (so one process
+    can build several runs)."""
+    env_before = os.environ.get(rundir.ENV_RUN_DIR)
+    run = Run(verb)
+    quiet.install()  # library messages that do not apply to a launcher run (trainer_cli.runtime.quiet)
+    try:
+        with warnings.catch_warnings():
+            warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+            yield run
+    except UserError:
+        run.remove_if_untrained()
+        raise
+    except KeyboardInterrupt:  # Ctrl-C or SIGTERM while building, before training started
+        raise SystemExit(_stopped_before_training(run)) from None
+    except Exception as err:
+        user_error = explain_failure(err, run, layers)
+        if user_error is None:
+            raise
+        raise user_error from None
+    finally:
+        if env_before is None:
+            os.environ.pop(rundir.ENV_RUN_DIR, None)
+
+
+class _Parsed(Exception):
+    """Raised to stop a :class:`TrainerCLI` right after parsing (see :func:`parse_config`)."""
+
+
+def parse_config(
+    verb: str,
+    args: list[str],
+    expand: bool = True,
+    cli: tuple[type, tuple[Any, ...], dict[str, Any]] | None = None,
+    layers: Layers | None = None,
+) -> tuple[LightningArgumentParser, Namespace]:
+    """Compose and type-check ``train <verb> ARGS`` exactly as the verb would, building nothing.
+
+    Returns the subcommand's parser and its parsed (resolved) config; ``parser.dump(config)``
+    gives the YAML that ``train <verb> --config`` re-runs. No model, data or trainer is built and
+    no run directory is made, so it is quick (used by ``train submit``). To parse several command
+    lines with one parser (sweep trials), use a :class:`ConfigParser`.
+
+    With ``expand=False`` the ``--config`` values are taken as already expanded by
+    :func:`trainer_cli.config.compose.compose_args` (file paths or composed YAML text), with its ``layers``
+    (for error messages naming a file and line). ``cli`` is a user's TrainerCLI subclass with its
+    constructor arguments (``python main.py submit``): it parses.
+
+    Raises:
+        ConfigError: for a key or value the parser refuses (jsonargparse's message explained, with
+            the file and line it was written on).
+        UserError: for a bad config file.
+    """
+    if expand:
+        args, layers = compose_args(args)
+    return ConfigParser(verb, cli).parse(args, layers)
+
+
+class ConfigParser:
+    """``train <verb>``'s parse (:func:`parse_config`) for many command lines: the parser is built by
+    the first parse and reused by the next (building LightningCLI's parser costs more than a parse).
+
+    A command line with a ``--ckpt_path`` file gets a parser of its own: LightningCLI applies the
+    checkpoint's hyperparameters while it is being built. The data->model links an earlier parse
+    added stay on the parser: they apply when classes are built, which a parse-only use never does,
+    and a dump with ``skip_link_targets=False`` (what a run records) does not depend on them.
+
+    Args:
+        verb: ``fit``, ``validate``, ``test`` or ``predict``.
+        cli: A user's TrainerCLI subclass with its constructor arguments (see :func:`parse_config`).
+    """
+
+    def __init__(self, verb: str, cli: tuple[type, tuple[Any, ...], dict[str, Any]] | None = None) -> None:
+        self.verb = verb
+        self.cli = cli
+        self._built: TrainerCLI | None = None
+
+    def parse(self, args: list[str], layers: Layers | None = None) -> tuple[LightningArgumentParser, Namespace]:
+        """Type-check ``train <verb> ARGS`` (``--config`` values expanded, see :func:`parse_config`).
+
+        Raises:
+            ConfigError: for a key or value the parser refuses.
+            UserError: for a bad config file.
+        """
+        if self._built is not None:
+            built = self._built
+            built.layers[:] = layers or Layers()  # in place: its parsers hold this object
+            with _process_state_restored(), warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+                built.parse_arguments(built.parser, [self.verb, *args])
+            assert built.verb_parser is not None  # set by parse_arguments
+            config = built._subconfig()
+            if not is_checkpoint_file(config.get("ckpt_path")):
+                return built.verb_parser, config
+        built = self._build(args, layers)
+        config = built._subconfig()
+        if not is_checkpoint_file(config.get("ckpt_path")):
+            self._built = built
+        assert built.verb_parser is not None
+        return built.verb_parser, config
+
+    def _build(self, args: list[str], layers: Layers | None) -> TrainerCLI:
+        """A TrainerCLI that parses ``args`` and stops before it builds anything."""
+        captured: dict[str, TrainerCLI] = {}
+        cli_class, cli_args, cli_kwargs = self.cli or (TrainerCLI, (), {})
+
+        class _ParseOnlyCLI(cli_class):  # type: ignore[misc, valid-type]
+            def before_instantiate_classes(self) -> None:
+                captured["cli"] = self
+                raise _Parsed
+
+        seed_log = logging.getLogger(
+            "lightning.fabric.utilities.seed"
+        )  # "Seed set to 42": said by the run, not the parse
+        level = seed_log.level
+        seed_log.setLevel(logging.WARNING)
+        run = Run(self.verb)
+        run.follows_lightning = self.cli is not None  # a user's script: Lightning's defaults, as its own fit parses
+        try:
+            with warnings.catch_warnings():
+                warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
+                verb_cli(self.verb, _ParseOnlyCLI)(
+                    *cli_args, **{**cli_kwargs, "args": [self.verb, *args], "run_directory": run, "layers": layers}
+                )
+        except _Parsed:
+            pass
+        finally:
+            seed_log.setLevel(level)
+        return captured["cli"]
