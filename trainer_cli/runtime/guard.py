@@ -4,7 +4,6 @@ settings put back afterwards, and a failure said as the user's error it stands f
 
 from __future__ import annotations
 
-import os
 import sys
 import warnings
 from collections.abc import Iterator
@@ -15,7 +14,7 @@ from jsonargparse import set_parsing_settings
 from trainer_cli.config.compose import Layers
 from trainer_cli.config.explain import as_user_error, user_code_error
 from trainer_cli.errors import UserError, disk_full_error, is_disk_full
-from trainer_cli.rundir import policy as rundir
+from trainer_cli.job import export
 from trainer_cli.runtime import quiet
 from trainer_cli.runtime.run import EXIT_INTERRUPTED, Run
 
@@ -26,19 +25,14 @@ def _process_state_restored() -> Iterator[None]:
     (jsonargparse's ``omegaconf_absolute_to_relative_paths``, the quiet warning and log filters of
     :mod:`trainer_cli.runtime.quiet`, ``TRAINER_CLI_RUN_DIR``) apply inside and are put back afterwards, so a
     plain LightningCLI built later in the same process behaves as it would alone."""
-    env_before = os.environ.get(rundir.ENV_RUN_DIR)
     relative_before = False  # jsonargparse's default; it has no public getter to read another value back
     # configs say ${optimizer.init_args.lr}; under a subcommand the key is fit.optimizer...: resolve relative
     set_parsing_settings(omegaconf_absolute_to_relative_paths=True)
     try:
-        with warnings.catch_warnings(), quiet.installed():
+        with warnings.catch_warnings(), quiet.installed(), export.scope():  # what the run exports for its ranks
             yield
     finally:
         set_parsing_settings(omegaconf_absolute_to_relative_paths=relative_before)
-        if env_before is None:
-            os.environ.pop(rundir.ENV_RUN_DIR, None)
-        else:
-            os.environ[rundir.ENV_RUN_DIR] = env_before
 
 
 def explain_failure(err: Exception, run: Run, layers: Layers | None) -> UserError | None:

@@ -6,7 +6,6 @@ names), and the parse of a verb's command line that builds nothing (:func:`parse
 from __future__ import annotations
 
 import logging
-import os
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -17,7 +16,7 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from trainer_cli.config.compose import Layers, compose_args, with_stored_config
 from trainer_cli.errors import UserError
-from trainer_cli.rundir import policy as rundir
+from trainer_cli.job import export
 from trainer_cli.runtime import quiet
 from trainer_cli.runtime.cli import TrainerCLI, verb_cli
 from trainer_cli.runtime.guard import _process_state_restored, _stopped_before_training, explain_failure
@@ -54,13 +53,12 @@ def building_cli(verb: Optional[str] = None, layers: Layers | None = None) -> It
     :class:`UserError` (naming the file and line of a value in the command line's ``layers``) and exceptions of the
     user's own code before the first step with their
     frames (a run directory this created removed again when it saved no checkpoint),
-    and ``TRAINER_CLI_RUN_DIR`` cleared again afterwards when it was not set before (so one process
-    can build several runs)."""
-    env_before = os.environ.get(rundir.ENV_RUN_DIR)
+    and what the run exported for its processes (``TRAINER_CLI_RUN_DIR``, :mod:`trainer_cli.job.export`)
+    put back afterwards (so one process can build several runs)."""
     run = Run(verb)
     quiet.install()  # library messages that do not apply to a launcher run (trainer_cli.runtime.quiet)
     try:
-        with warnings.catch_warnings():
+        with warnings.catch_warnings(), export.scope():  # what the run exports for its ranks ends with it
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
             yield run
     except UserError:
@@ -73,9 +71,6 @@ def building_cli(verb: Optional[str] = None, layers: Layers | None = None) -> It
         if user_error is None:
             raise
         raise user_error from None
-    finally:
-        if env_before is None:
-            os.environ.pop(rundir.ENV_RUN_DIR, None)
 
 
 class _Parsed(Exception):
