@@ -456,8 +456,9 @@ def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = 
 
 
 # -- 3. freeze: the run's config and code at its first start ----------------------------------------
-def freeze(run_dir: Path, config_text: str) -> bool:
-    """Freeze a run at its first start: ``run_dir/config.yaml`` (``config_text``, written atomically)
+def freeze(run_dir: Path, config_text: record.Record | str) -> bool:
+    """Freeze a run at its first start: ``run_dir/config.yaml`` (the record ``config_text``, a
+    :class:`trainer_cli.rundir.record.Record` or its text, written atomically)
     and ``git.txt``, unless the run has its config already (a later start that changes it keeps
     the earlier one beside it: :func:`trainer_cli.rundir.history.rewrite_config`). Used by ``train fit``
     (global rank 0, when the verb starts), ``train submit`` and every sweep trial.
