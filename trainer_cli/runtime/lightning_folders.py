@@ -1,5 +1,6 @@
-"""Where Lightning keeps a user's script's runs, as its own ``ModelCheckpoint`` and loggers choose:
-the folder a script's new run is bound to (:meth:`trainer_cli.runtime.run.Run.bind_to_log_dir`)."""
+"""Where runs are kept: the launcher's defaults (``<trainer.default_root_dir>/<name>``), and where
+Lightning keeps a user's script's runs, as its own ``ModelCheckpoint`` and loggers choose: the
+folder a script's new run is bound to (:meth:`trainer_cli.runtime.run.Run.bind_to_log_dir`)."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ from jsonargparse import Namespace
 
 from trainer_cli.rundir import identity as loggers_mod
 
+DEFAULT_ROOT_DIR = "runs"
 DEFAULT_NAME = "run"  # --name: runs go to <trainer.default_root_dir>/<name>/version_<N>
 
 

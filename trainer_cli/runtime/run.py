@@ -61,38 +61,31 @@ from trainer_cli.rundir import history
 from trainer_cli.rundir import identity as loggers_mod
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir import record as run_records
-from trainer_cli.rundir.record import LAUNCHER_KEYS
-from trainer_cli.rundir.resume import compare_for_resume, describe_overrides, stored_config
-from trainer_cli.runtime.checkpointing import CTRL_C, InterruptCheckpoint, check_checkpoint_file
+from trainer_cli.runtime import run_choice, run_stop
+from trainer_cli.runtime.checkpointing import InterruptCheckpoint, check_checkpoint_file
 from trainer_cli.runtime.lightning_folders import DEFAULT_NAME as DEFAULT_NAME
+from trainer_cli.runtime.lightning_folders import DEFAULT_ROOT_DIR as DEFAULT_ROOT_DIR
 from trainer_cli.runtime.lightning_folders import lightning_identity as lightning_identity
 from trainer_cli.runtime.lightning_folders import lightning_log_root as lightning_log_root
 from trainer_cli.runtime.lightning_folders import lightning_run_dir as lightning_run_dir
+from trainer_cli.runtime.run_choice import LIGHTNING_CHOICES as LIGHTNING_CHOICES
+from trainer_cli.runtime.run_choice import is_checkpoint_file as is_checkpoint_file
 from trainer_cli.runtime.run_record import RunRecord as RunRecord
 from trainer_cli.runtime.run_record import (
     build_record,
     changed_keys,
-    in_form_of,
     plain,
     pointed_tree,
-    pop_dotted,
     tree_of,
 )
 
-DEFAULT_ROOT_DIR = "runs"
 DEFAULT_LOGGER = {
     "class_path": "lightning.pytorch.loggers.TensorBoardLogger",
     "init_args": {"save_dir": "runs", "default_hp_metric": False},
 }
 FIT_LIKE = ("fit", None)  # None: built without running a verb (cv folds, lr-find): they train too
-LIGHTNING_CHOICES = ("last", "best", "hpc", "registry")  # --ckpt_path values Lightning resolves itself
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 EXIT_SIGTERM = 143  # 128 + SIGTERM
-
-
-def is_checkpoint_file(ckpt_path: Optional[str]) -> bool:
-    """Whether ``--ckpt_path`` names a local file (not ``last``/``best``/... nor a URL)."""
-    return bool(ckpt_path) and ckpt_path not in LIGHTNING_CHOICES and "://" not in str(ckpt_path)
 
 
 class Run:
@@ -190,7 +183,7 @@ class Run:
         if cfg.trainer.get("fast_dev_run"):  # a smoke test: Lightning logs and saves nothing for it, nor do we
             return None
         ckpt_dumped = plain(cfg.get("ckpt_path"))
-        chosen = self._choose(cfg)
+        chosen = run_choice.choose(self, cfg)  # rules 1-3
         if chosen is None:  # a user's script's new run: the Trainer's log_dir (bind_to_log_dir)
             self.late = True
             self._identify_late(cfg)
@@ -274,110 +267,6 @@ class Run:
         LightningCLI's ``config_dump`` (the model's and data's hyperparameters) is, without dumping it
         again; None before :meth:`prepare` or for a dump that is not YAML."""
         return copy.deepcopy(self._tree) if self._tree is not None else None
-
-    def _choose(self, cfg: Namespace) -> Path | None:
-        root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR)
-        name = cfg.name
-        if self.follows_lightning:
-            root, name = lightning_log_root(cfg)
-        ckpt = cfg.get("ckpt_path")
-        placed = rundir.plan(root, name, ckpt, cfg.run_dir, lightning_chooses=self.follows_lightning)  # rules 1-3
-        self.created = placed.created
-        if placed.path is None or not placed.existing:  # a new run (or Lightning's, bound later: bind_to_log_dir)
-            return placed.path
-        run_dir, child = (
-            placed.path,
-            placed.kind == "inherited",
-        )  # child: a DDP process launched by the rank that chose it
-        # a --ckpt_path the run's config.yaml holds from its first start (not in a job: there it is train submit's
-        # decision)
-        carried = (
-            self.trains
-            and bool(ckpt)
-            and not os.environ.get("SLURM_JOB_ID")
-            and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt
-        )
-        resume = rundir.resume_checkpoint(run_dir, ckpt, trains=self.trains, named=bool(cfg.run_dir), carried=carried)
-        self.resumed_because = resume.why if resume is not None else None
-        if not child and (resume is not None or not self.trains):  # before anything is renamed
-            stored, current = self._comparable(run_dir)
-            if not stored:
-                self.changes = []
-            elif self.trains:
-                self.changes = compare_for_resume(stored, current, run_dir, force=bool(cfg.get("resume_force")))
-                for change in self.changes:
-                    print(f"resume: {change} (changed since the run started)", flush=True)
-            else:  # an evaluation of the run: what it gives otherwise is recorded (history.jsonl), not refused
-                self.changes = describe_overrides(stored, current)
-        if resume is not None:
-            cfg.ckpt_path = self._checkpoint_of(cfg, run_dir, resume, announce=not child)
-        return run_dir
-
-    def _comparable(self, run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-        """The run's stored record and this start's config, in forms to compare: the classes a script
-        fixes as the stored form has them, the values links fill when the classes are built left out
-        (the checkpoint's tensors decide those), and the launcher's keys left out where the run's record
-        has none (a run a stock LightningCLI script started)."""
-        current = copy.deepcopy(self._tree) if self._tree is not None else {}
-        stored = in_form_of(current, stored_config(run_dir))  # a `train fit` run resumed by a script fixing classes
-        for key in self.link_targets:
-            for tree in (stored or {}, current):
-                pop_dotted(tree, key)
-        for key in LAUNCHER_KEYS:
-            if stored is not None and key not in stored:
-                current.pop(key, None)
-        return stored, current
-
-    def _checkpoint_of(self, cfg: Namespace, run_dir: Path, resume: rundir.Resume, announce: bool) -> str:
-        """The checkpoint ``resume`` loads (:func:`trainer_cli.rundir.policy.resume_checkpoint`): ``last``/``best``
-        resolved to their file, a file as given. A finished run is not trained again (one line, exit 0); a
-        chosen hpc checkpoint is retired; a damaged newest checkpoint passed over is named, and a training
-        start behind the run's progress says how many steps it repeats."""
-        if resume.which == "file":
-            given = str(cfg.ckpt_path)
-            local = is_checkpoint_file(given) and resume.path.is_file()
-            self._say_if_behind(run_dir, rundir.read_checkpoint_progress(resume.path) if local else None, announce)
-            return given
-        if resume.which == "best":
-            if announce:
-                print(f"Using the best checkpoint of {run_dir}: {resume.path}", flush=True)
-            self._say_if_behind(run_dir, rundir.read_checkpoint_progress(resume.path), announce)
-            return str(resume.path)
-        newest = resume.progress
-        assert newest is not None  # read to choose it
-        if self.trains:
-            finished = rundir.finished_line(
-                run_dir, newest, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps")
-            )
-            if finished:
-                print(finished, flush=True)
-                raise SystemExit(0)
-            # global rank 0 renames; the other ranks load it by its new name
-            newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)  # type: ignore[attr-defined]
-        if announce and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
-            for damaged in resume.skipped:
-                print(f"{damaged} is damaged (truncated or corrupt): passed over for the newest complete checkpoint")
-            doing = "Resuming" if self.trains else "Using the newest checkpoint of"
-            print(
-                f"{doing} {run_dir} from {newest.path} (step {newest.global_step}, {newest.epochs_done} epochs done)",
-                flush=True,
-            )
-        self._say_if_behind(run_dir, newest, announce)
-        self._checked.add(str(newest.path))  # read (its progress) just now
-        return str(newest.path)
-
-    def _say_if_behind(self, run_dir: Path, start: rundir.RunCheckpoint | None, announce: bool) -> None:
-        """One line when a training start from ``start`` is behind the step the run reached
-        (:func:`trainer_cli.rundir.policy.repeated_steps`): how many steps it trains again."""
-        if not (self.trains and announce and start is not None and rank_zero_only.rank == 0):  # type: ignore[attr-defined]
-            return
-        repeats, reached = rundir.repeated_steps(run_dir, start)
-        if repeats:
-            print(
-                f"resume: from step {start.global_step}, behind the run's progress (step {reached}): "
-                f"it repeats {repeats} steps",
-                flush=True,
-            )
 
     def _point_loggers(self, cfg: Namespace, in_place: bool = False) -> None:
         """Every logger logs this run's identity (``run.json``, :mod:`trainer_cli.rundir.identity`);
@@ -546,45 +435,7 @@ class Run:
             stop: What ended the verb.
             requeued: Whether the Slurm job is being requeued (it resumes on its own: no hint).
         """
-        import signal
-
-        from lightning.pytorch.utilities.exceptions import SIGTERMException
-
-        from trainer_cli.job import stop_signals
-
-        trainer = self.trainer
-        if trainer is None or not trainer.interrupted:
-            return None
-        cause = stop_signals.cause()  # the signal the ranks agreed on, or the one this process got
-        if cause is None:
-            cause = signal.SIGINT if CTRL_C or not isinstance(stop, SIGTERMException) else signal.SIGTERM
-        code = stop_signals.EXIT_CODES[cause]
-        if rank_zero_only.rank == 0 and not requeued:  # type: ignore[attr-defined]
-            import sys
-
-            print(self._resume_hint(stop_signals.NAMES[cause], trainer), file=sys.stderr, flush=True)
-        return code
-
-    def _resume_hint(self, cause: str, trainer: Any) -> str:
-        saved = self.interrupt_checkpoint
-        # epochs counted from 1, as the progress lines count them
-        stopped = f"\nTraining stopped by {cause} at epoch {trainer.current_epoch + 1}, step {trainer.global_step}"
-        if saved is not None and saved.saved:
-            where = f"checkpoint saved: {saved.saved}"
-        elif self.path is not None and any(self.path.rglob("*.ckpt")):  # kept: it saved something
-            # trained but not saved: a KeyboardInterrupt inside a step (a user's script, where the
-            # signals are Lightning's) leaves no consistent state to save
-            lost = saved is not None and saved.trained
-            where = (
-                "the steps since its last checkpoint were not saved"
-                if lost
-                else "nothing trained since its last checkpoint"
-            )
-        else:
-            if rank_zero_only.rank == 0:  # type: ignore[attr-defined]
-                self.remove_if_untrained()
-            return f"{stopped}, before any batch was trained; nothing was saved (run directory {self.path} removed)."
-        return f"{stopped}; {where}.\nResume with:  {self.resume_command.format(path=self.path)}"
+        return run_stop.exit_code(self, stop, requeued)
 
     def finish_loggers(self) -> None:
         """End the logger runs held by this process (W&B's current run, which a new ``WandbLogger``
