@@ -78,10 +78,13 @@ def as_record(record: Record | str) -> Record:
     return record if isinstance(record, Record) else Record.of_text(record)
 
 
-def _tree_of(text: str) -> dict[str, Any] | None:
+_FILE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _tree_of(text: str, loader: Any = yaml.SafeLoader) -> dict[str, Any] | None:
     """The YAML mapping of ``text``, or None when it is not one."""
     try:
-        tree = yaml.safe_load(text)
+        tree = yaml.load(text, Loader=loader)
     except yaml.YAMLError:
         return None
     return tree if isinstance(tree, dict) else None
@@ -125,18 +128,22 @@ def write(config_file: Path, record: Record | str) -> None:
     write_atomic(config_file, config)
 
 
-def read(config_file: Path) -> dict[str, Any] | None:
-    """The record of ``config_file`` as one tree (``launcher.yaml`` beside it merged in), or None
-    when the file is missing or not a YAML mapping. The one reader of a run's record files."""
+def read(config_file: Path, launcher: bool = True) -> dict[str, Any] | None:
+    """The record of ``config_file`` as one tree (``launcher.yaml`` beside it merged in, unless not
+    ``launcher``: what LightningCLI reads, what ``train runs`` compares), or None when the file is
+    missing or not a YAML mapping. The one reader of a run's record files (with libyaml's loader where
+    there is one: ``train runs`` reads many).
+
+    Raises:
+        OSError: for a file that cannot be read.
+    """
     if not config_file.is_file():
         return None
-    tree = _tree_of(config_file.read_text())
-    if tree is None:
-        return None
+    tree = _tree_of(config_file.read_text(), _FILE_LOADER)
     beside = launcher_path(config_file)
-    if beside.is_file():
-        launcher = _tree_of(beside.read_text())
-        tree.update({k: v for k, v in (launcher or {}).items() if k in LAUNCHER_KEYS})
+    if tree is not None and launcher and beside.is_file():
+        settings = _tree_of(beside.read_text(), _FILE_LOADER)
+        tree.update({k: v for k, v in (settings or {}).items() if k in LAUNCHER_KEYS})
     return tree
 
 
