@@ -5,7 +5,11 @@ A run of ``train fit|validate|test|predict`` (and of the verbs built on ``fit``:
 version_<N>``. The policy (which directory, which checkpoint a start resumes from and why, the
 frozen config, the history, what is removed) is :mod:`trainer_cli.rundir.policy`'s; :class:`Run` applies
 it to a LightningCLI run. :class:`trainer_cli.runtime.cli.TrainerCLI` calls it at four points (after
-parsing, before building, after building, when the verb stops).
+parsing, before building, after building, when the verb stops). Its parts, each with its own
+reason to change: :mod:`trainer_cli.runtime.run_choice` (which directory and checkpoint),
+:mod:`trainer_cli.runtime.run_record` (the config as a tree, dumped once, and the record made from
+it), :mod:`trainer_cli.runtime.run_stop` (how a stopped run ends),
+:mod:`trainer_cli.runtime.lightning_folders` (where runs are kept).
 
 In the order they are applied (:meth:`Run.prepare`):
 
