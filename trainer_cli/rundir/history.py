@@ -36,8 +36,6 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from trainer_cli.atomic import append_line, read_json_lines
 from trainer_cli.rundir import layout, record
 from trainer_cli.rundir.layout import CONFIG_FILE, read_checkpoint_progress
@@ -104,8 +102,9 @@ def append(
     return record
 
 
-def rewrite_config(run_dir: Path, text: str) -> Path:
-    """Write the record ``text`` as ``run_dir/config.yaml`` and ``launcher.yaml``
+def rewrite_config(run_dir: Path, text: record.Record | str) -> Path:
+    """Write the record ``text`` (a :class:`trainer_cli.rundir.record.Record` or its text) as
+    ``run_dir/config.yaml`` and ``launcher.yaml``
     (:func:`trainer_cli.rundir.record.write`), the previous record kept as it was written, byte for
     byte: ``config.prev-<N>.yaml`` (the next free N; what the stock script reads) and its launcher
     settings as ``launcher.prev-<N>.yaml`` (:func:`trainer_cli.rundir.record.launcher_path`);
@@ -135,45 +134,45 @@ def restore_config(run_dir: Path, previous: Path) -> None:
     os.replace(previous, config_file)
 
 
-def as_resumed(record_text: str, stored: dict[str, Any] | None) -> str | None:
-    """A run's new ``config.yaml`` text from this start's record (:meth:`trainer_cli.runtime.run.Run.record`):
+def as_resumed(start: record.Record, stored: dict[str, Any] | None) -> record.Record | None:
+    """A run's new ``config.yaml`` record from this start's (:meth:`trainer_cli.runtime.run.Run.record`):
     the values of :data:`trainer_cli.rundir.resume.RESUME_OPTIONS` put back to the stored config's (this
     start's ``--ckpt_path last`` resolved to a file must not make a later start load that file).
     None for a record that is not YAML (a parser in jsonnet mode)."""
-    lines = record_text.splitlines()
-    header = [
-        line for line in lines if line.startswith("#") and line.split(":", 1)[0].strip("# ") not in RESUME_OPTIONS
-    ]
-    tree = _yaml("\n".join(line for line in lines if not line.startswith("#")))
-    if tree is None:
+    if start.tree is None:
         return None
+    header = [line for line in start.leading_comments() if line.split(":", 1)[0].strip("# ") not in RESUME_OPTIONS]
+    tree = dict(start.tree)
     for key in RESUME_OPTIONS:
         if key in (stored or {}):
             tree[key] = (stored or {})[key]
         else:  # a config from before the option: its default
             tree.pop(key, None)
     header.insert(1, "# Rewritten on resume (config.prev-<N>.yaml: the earlier ones; history.jsonl: each start).")
-    return "\n".join(header) + "\n" + yaml.safe_dump(tree, sort_keys=False)
-
-
-def _yaml(text: str) -> dict[str, Any] | None:
-    try:
-        tree = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return None
-    return tree if isinstance(tree, dict) else None
+    return record.Record(header, tree)
 
 
 def record_start(
-    run_dir: Path, verb: str | None, ckpt_path: Any, changes: list[str], record_text: str, why: str | None = None
-) -> None:
+    run_dir: Path,
+    verb: str | None,
+    ckpt_path: Any,
+    changes: list[str],
+    start: record.Record | str,
+    why: str | None = None,
+) -> bool:
     """This start of the run in its directory (global rank 0): ``config.yaml`` rewritten when the
-    config changed on resume (:func:`rewrite_config`), and the history record appended."""
+    config changed on resume (:func:`rewrite_config`), and the history record appended. ``start``:
+    this start's record (:meth:`trainer_cli.runtime.run.Run.record`). Returns whether it rewrote
+    ``config.yaml``."""
+    start = record.as_record(start)
     config_file = run_dir / CONFIG_FILE
+    rewritten = False
     if changes and config_file.is_file() and verb in ("fit", None):
-        text = as_resumed(record_text, record.read(config_file))
-        if text is not None:
-            rewrite_config(run_dir, text)
-    tree = _yaml(record_text) or {}
+        new = as_resumed(start, record.read(config_file))
+        if new is not None:
+            rewrite_config(run_dir, new)
+            rewritten = True
+    tree = start.tree or {}
     options = {k: tree[k] for k in RESUME_OPTIONS if k in tree and k.startswith("resume_")}
     append(run_dir, verb, ckpt_path, changes, options, why)
+    return rewritten

@@ -25,7 +25,8 @@ each sweep trial, each ``train cv`` fold, and the batch scripts (``slurm/ddp.sba
    at the run's first start (``git.txt`` into a directory that existed before too: :func:`record_code`);
    a later start that changes the config keeps the earlier one as
    ``config.prev-<N>.yaml``, and every start is one line of ``history.jsonl``
-   (:mod:`trainer_cli.rundir.history`, written by global rank 0 when the verb starts).
+   (:mod:`trainer_cli.rundir.history`, written by global rank 0 when the verb starts). The writing is
+   :mod:`trainer_cli.rundir.freezing`'s (re-exported here).
 4. **Discard** (:func:`discard_if_untrained`): a directory a start made is removed again when it
    fails or is stopped before it saved a checkpoint; nothing a run saved is ever removed.
 
@@ -41,13 +42,16 @@ import fnmatch
 import os
 import re
 import shutil
-import subprocess
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
-from trainer_cli.rundir import history, metrics, record
+from trainer_cli.rundir import history, metrics
+from trainer_cli.rundir.freezing import freeze as freeze
+from trainer_cli.rundir.freezing import git_description as git_description
+from trainer_cli.rundir.freezing import record_code as record_code
+from trainer_cli.rundir.freezing import write_git_info as write_git_info
 from trainer_cli.rundir.identity import RUN_FILE, write_identity
 from trainer_cli.rundir.layout import CONFIG_FILE as CONFIG_FILE
 from trainer_cli.rundir.layout import ENV_RUN_DIR as ENV_RUN_DIR
@@ -453,66 +457,6 @@ def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = 
             chosen.path.with_name(chosen.path.name + USED_SUFFIX), chosen.global_step, chosen.epochs_done
         )
     return chosen
-
-
-# -- 3. freeze: the run's config and code at its first start ----------------------------------------
-def freeze(run_dir: Path, config_text: str) -> bool:
-    """Freeze a run at its first start: ``run_dir/config.yaml`` (``config_text``, written atomically)
-    and ``git.txt``, unless the run has its config already (a later start that changes it keeps
-    the earlier one beside it: :func:`trainer_cli.rundir.history.rewrite_config`). Used by ``train fit``
-    (global rank 0, when the verb starts), ``train submit`` and every sweep trial.
-
-    Returns:
-        Whether it wrote them (False: the run was frozen before).
-    """
-    config_file = run_dir / CONFIG_FILE
-    if config_file.exists():
-        record_code(run_dir)
-        return False
-    run_dir.mkdir(parents=True, exist_ok=True)
-    record.write(config_file, config_text)  # config.yaml and launcher.yaml beside it
-    record_code(run_dir)
-    return True
-
-
-def record_code(run_dir: Path) -> None:
-    """``git.txt`` (:func:`write_git_info`) for a run that has none and has saved no checkpoint yet:
-    the code of its first training, whoever made the directory (the launcher, ``train submit``, the
-    user, Lightning's logger). A run that trained without one keeps none: the code it trained with
-    is not known."""
-    if not (run_dir / GIT_FILE).exists() and not any(run_dir.rglob("*.ckpt")):
-        write_git_info(run_dir)
-
-
-def git_description(path: Path) -> str | None:
-    """``<commit>`` (plus `` (dirty)``) of the git checkout holding ``path``, or None outside one."""
-    try:
-        commit = subprocess.run(
-            ["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10, check=True
-        ).stdout.strip()
-        dirty = subprocess.run(
-            ["git", "-C", str(path), "status", "--porcelain", "--untracked-files=no"],
-            capture_output=True,
-            text=True,
-            timeout=10,
-            check=True,
-        ).stdout.strip()
-    except (OSError, subprocess.SubprocessError):
-        return None
-    return commit + (" (dirty)" if dirty else "")
-
-
-def write_git_info(run_dir: Path) -> None:
-    """Record the git commit of the project code and of the working directory in ``run_dir/git.txt``."""
-    lines = []
-    seen = set()
-    for label, where in (("trainer_cli", Path(__file__).resolve().parents[1]), ("cwd", Path.cwd())):
-        desc = git_description(where)
-        if desc and desc not in seen:
-            seen.add(desc)
-            lines.append(f"{label}: {desc}")
-    if lines:
-        (run_dir / GIT_FILE).write_text("\n".join(lines) + "\n")
 
 
 # -- 4. discard: a start that saved nothing leaves nothing --------------------------------------

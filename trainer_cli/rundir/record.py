@@ -22,6 +22,7 @@ fit starts, as a local run does; they are not the user's settings, so no earlier
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -41,37 +42,83 @@ LAUNCHER_HEADER = (
 )
 
 
+@dataclass
+class Record:
+    """A run's record as a value: its header (comment lines) and its config as a tree, the text made
+    from it only where a file is written (:func:`write`). ``body`` is the tree's text as the parser
+    dumped it, kept while the tree is unchanged; ``tree`` is None for a dump that is not a YAML
+    mapping (a parser in jsonnet mode), whose ``body`` is written as it is."""
+
+    header: list[str]
+    tree: dict[str, Any] | None
+    body: str | None = None
+
+    @classmethod
+    def of_text(cls, text: str) -> Record:
+        """A record given as text (a sweep trial's, a submitted job's): the tree read from it once."""
+        return cls([], _tree_of(text), text)
+
+    def text(self) -> str:
+        """The whole record as one text: the header, then the body (dumped from the tree where it changed)."""
+        body = self.body if self.body is not None or self.tree is None else yaml.safe_dump(self.tree, sort_keys=False)
+        return "".join(line + "\n" for line in self.header) + (body or "")
+
+    def leading_comments(self) -> list[str]:
+        """The header and the comment lines the body starts with (a parser's ``dump_header``)."""
+        lines = list(self.header)
+        for line in (self.body or "").splitlines() if self.body is not None else []:
+            if not line.startswith("#"):
+                break
+            lines.append(line)
+        return lines
+
+
+def as_record(record: Record | str) -> Record:
+    """``record`` as a :class:`Record` (a text is read once)."""
+    return record if isinstance(record, Record) else Record.of_text(record)
+
+
+_FILE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+def _tree_of(text: str, loader: Any = yaml.SafeLoader) -> dict[str, Any] | None:
+    """The YAML mapping of ``text``, or None when it is not one."""
+    try:
+        tree = yaml.load(text, Loader=loader)
+    except yaml.YAMLError:
+        return None
+    return tree if isinstance(tree, dict) else None
+
+
 def _split_text(text: str) -> tuple[list[str], dict[str, Any] | None]:
-    """The leading comment lines of a record and its YAML tree (None when not a YAML mapping)."""
-    lines = text.splitlines()
+    """The leading comment lines of a record file and its YAML tree (None when not a YAML mapping)."""
     header = []
-    for line in lines:
+    for line in text.splitlines():
         if not line.startswith("#"):
             break
         header.append(line)
-    try:
-        tree = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return header, None
-    return header, tree if isinstance(tree, dict) else None
+    return header, _tree_of(text)
 
 
-def split(text: str) -> tuple[str, str | None]:
+def split(record: Record | str) -> tuple[str, str | None]:
     """``(config.yaml text, launcher.yaml text or None)`` of a record: :data:`LAUNCHER_KEYS` move to
     the second. A record that is not YAML (a parser in jsonnet mode) is kept whole."""
-    header, tree = _split_text(text)
+    record = as_record(record)
+    tree = record.tree
     if tree is None or not any(key in tree for key in LAUNCHER_KEYS):
-        return text, None
-    launcher = {key: tree.pop(key) for key in LAUNCHER_KEYS if key in tree}
-    config = "\n".join(header) + ("\n" if header else "") + yaml.safe_dump(tree, sort_keys=False)
+        return record.text(), None
+    header = record.leading_comments()
+    launcher = {key: tree[key] for key in LAUNCHER_KEYS if key in tree}
+    rest = {key: value for key, value in tree.items() if key not in LAUNCHER_KEYS}
+    config = "\n".join(header) + ("\n" if header else "") + yaml.safe_dump(rest, sort_keys=False)
     return config, LAUNCHER_HEADER + yaml.safe_dump(launcher, sort_keys=False)
 
 
-def write(config_file: Path, text: str) -> None:
-    """Write the record ``text`` as ``config_file`` (LightningCLI's part) and ``launcher.yaml`` beside
-    it (the launcher's part), each replaced atomically; a stale ``launcher.yaml`` of a record that has
-    no launcher keys is removed."""
-    config, launcher = split(text)
+def write(config_file: Path, record: Record | str) -> None:
+    """Write the record (a :class:`Record`, or its text) as ``config_file`` (LightningCLI's part) and
+    ``launcher.yaml`` beside it (the launcher's part), each replaced atomically; a stale
+    ``launcher.yaml`` of a record that has no launcher keys is removed."""
+    config, launcher = split(record)
     config_file.parent.mkdir(parents=True, exist_ok=True)
     beside = launcher_path(config_file)
     if launcher is not None:
@@ -81,18 +128,22 @@ def write(config_file: Path, text: str) -> None:
     write_atomic(config_file, config)
 
 
-def read(config_file: Path) -> dict[str, Any] | None:
-    """The record of ``config_file`` as one tree (``launcher.yaml`` beside it merged in), or None
-    when the file is missing or not a YAML mapping."""
+def read(config_file: Path, launcher: bool = True) -> dict[str, Any] | None:
+    """The record of ``config_file`` as one tree (``launcher.yaml`` beside it merged in, unless not
+    ``launcher``: what LightningCLI reads, what ``train runs`` compares), or None when the file is
+    missing or not a YAML mapping. The one reader of a run's record files (with libyaml's loader where
+    there is one: ``train runs`` reads many).
+
+    Raises:
+        OSError: for a file that cannot be read.
+    """
     if not config_file.is_file():
         return None
-    _, tree = _split_text(config_file.read_text())
-    if tree is None:
-        return None
+    tree = _tree_of(config_file.read_text(), _FILE_LOADER)
     beside = launcher_path(config_file)
-    if beside.is_file():
-        _, launcher = _split_text(beside.read_text())
-        tree.update({k: v for k, v in (launcher or {}).items() if k in LAUNCHER_KEYS})
+    if tree is not None and launcher and beside.is_file():
+        settings = _tree_of(beside.read_text(), _FILE_LOADER)
+        tree.update({k: v for k, v in (settings or {}).items() if k in LAUNCHER_KEYS})
     return tree
 
 

@@ -5,7 +5,11 @@ A run of ``train fit|validate|test|predict`` (and of the verbs built on ``fit``:
 version_<N>``. The policy (which directory, which checkpoint a start resumes from and why, the
 frozen config, the history, what is removed) is :mod:`trainer_cli.rundir.policy`'s; :class:`Run` applies
 it to a LightningCLI run. :class:`trainer_cli.runtime.cli.TrainerCLI` calls it at four points (after
-parsing, before building, after building, when the verb stops).
+parsing, before building, after building, when the verb stops). Its parts, each with its own
+reason to change: :mod:`trainer_cli.runtime.run_choice` (which directory and checkpoint),
+:mod:`trainer_cli.runtime.run_record` (the config as a tree, dumped once, and the record made from
+it), :mod:`trainer_cli.runtime.run_stop` (how a stopped run ends),
+:mod:`trainer_cli.runtime.lightning_folders` (where runs are kept).
 
 In the order they are applied (:meth:`Run.prepare`):
 
@@ -45,6 +49,7 @@ In the order they are applied (:meth:`Run.prepare`):
 
 from __future__ import annotations
 
+import copy
 import json
 import os
 import shutil
@@ -53,34 +58,38 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, Optional
 
-import yaml
 from jsonargparse import Namespace
 from lightning.fabric.utilities.rank_zero import rank_zero_only
-from lightning.pytorch import Callback
 
 from trainer_cli.rundir import history
 from trainer_cli.rundir import identity as loggers_mod
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir import record as run_records
-from trainer_cli.rundir.record import LAUNCHER_KEYS
-from trainer_cli.rundir.resume import compare_for_resume, describe_overrides, flatten, stored_config
-from trainer_cli.runtime.checkpointing import CTRL_C, InterruptCheckpoint, check_checkpoint_file
+from trainer_cli.runtime import run_choice, run_stop
+from trainer_cli.runtime.checkpointing import InterruptCheckpoint, check_checkpoint_file
+from trainer_cli.runtime.lightning_folders import DEFAULT_NAME as DEFAULT_NAME
+from trainer_cli.runtime.lightning_folders import DEFAULT_ROOT_DIR as DEFAULT_ROOT_DIR
+from trainer_cli.runtime.lightning_folders import lightning_identity as lightning_identity
+from trainer_cli.runtime.lightning_folders import lightning_log_root as lightning_log_root
+from trainer_cli.runtime.lightning_folders import lightning_run_dir as lightning_run_dir
+from trainer_cli.runtime.run_choice import LIGHTNING_CHOICES as LIGHTNING_CHOICES
+from trainer_cli.runtime.run_choice import is_checkpoint_file as is_checkpoint_file
+from trainer_cli.runtime.run_record import RunRecord as RunRecord
+from trainer_cli.runtime.run_record import (
+    build_record,
+    changed_keys,
+    plain,
+    pointed_tree,
+    tree_of,
+)
 
-DEFAULT_ROOT_DIR = "runs"
-DEFAULT_NAME = "run"  # --name: runs go to <trainer.default_root_dir>/<name>/version_<N>
 DEFAULT_LOGGER = {
     "class_path": "lightning.pytorch.loggers.TensorBoardLogger",
     "init_args": {"save_dir": "runs", "default_hp_metric": False},
 }
 FIT_LIKE = ("fit", None)  # None: built without running a verb (cv folds, lr-find): they train too
-LIGHTNING_CHOICES = ("last", "best", "hpc", "registry")  # --ckpt_path values Lightning resolves itself
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 EXIT_SIGTERM = 143  # 128 + SIGTERM
-
-
-def is_checkpoint_file(ckpt_path: Optional[str]) -> bool:
-    """Whether ``--ckpt_path`` names a local file (not ``last``/``best``/... nor a URL)."""
-    return bool(ckpt_path) and ckpt_path not in LIGHTNING_CHOICES and "://" not in str(ckpt_path)
 
 
 class Run:
@@ -110,7 +119,10 @@ class Run:
         self.command = "train"  # the entry that re-runs its record (a user's script sets its own)
         self.resume_command = "train fit --run_dir {path} --ckpt_path last"
         self._checked: set[str] = set()
-        self._config_text = ""
+        # the resolved config as a tree, dumped and read once (prepare): before pointing, then as the
+        # Trainer is built; its text as dumped while unchanged (None once changed; kept for a non-YAML dump)
+        self._tree: dict[str, Any] | None = None
+        self._body: str | None = ""
         self._launcher_set: dict[str, Any] = {}
         self._identity: dict[str, Any] = {}
         self.linked: dict[str, Any] = {}  # values the data->model links gave (TrainerCLI), for the record
@@ -170,10 +182,12 @@ class Run:
                 cannot be read, or a run directory that would be reused.
             SystemExit: 0 when ``--ckpt_path last`` names a finished run (nothing to train).
         """
-        self._config_text = dump()
+        self._body = dump()  # the one dump of the config: a tree from here on (run_record)
+        self._tree = tree_of(self._body)
         if cfg.trainer.get("fast_dev_run"):  # a smoke test: Lightning logs and saves nothing for it, nor do we
             return None
-        chosen = self._choose(cfg)
+        ckpt_dumped = plain(cfg.get("ckpt_path"))
+        chosen = run_choice.choose(self, cfg)  # rules 1-3
         if chosen is None:  # a user's script's new run: the Trainer's log_dir (bind_to_log_dir)
             self.late = True
             self._identify_late(cfg)
@@ -191,14 +205,24 @@ class Run:
         ):
             check_checkpoint_file(self.ckpt_path)
         os.environ[rundir.ENV_RUN_DIR] = str(self.path)  # DDP processes launched from here share it
-        before = _tree(self._config_text)
         root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR).absolute()
         # a script's logger that logs to <save_dir>/<name>/<version> already is not moved
         log_root = Path(*lightning_log_root(cfg)).absolute() if self.follows_lightning else None
         logs_here = log_root is not None and self.path.is_relative_to(log_root)
+        logger_dumped = self._logger_now(cfg)
         self._point_loggers(cfg, in_place=self.path.parent == log_root)
-        self._config_text = dump()  # the record keeps the root: re-running it makes a new run beside this one
-        self._launcher_set = _changed_keys(before, _tree(self._config_text))
+        # the record keeps the root: re-running it makes a new run beside this one
+        self._point_tree(
+            cfg,
+            dump,
+            {
+                "ckpt_path": (ckpt_dumped, plain(cfg.get("ckpt_path"))),
+                "trainer.logger": (
+                    logger_dumped,
+                    plain(cfg.trainer.get("logger")) if "logger" in cfg.trainer else None,
+                ),
+            },
+        )
         if "default_root_dir" in cfg.trainer:  # the Trainer gets the run directory (TrainerCLI.instantiate_trainer)
             self._launcher_set["trainer.default_root_dir (the Trainer's: this run directory)"] = (
                 cfg.trainer.default_root_dir
@@ -225,109 +249,28 @@ class Run:
             )
         return self.path
 
-    def _choose(self, cfg: Namespace) -> Path | None:
-        root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR)
-        name = cfg.name
-        if self.follows_lightning:
-            root, name = lightning_log_root(cfg)
-        ckpt = cfg.get("ckpt_path")
-        placed = rundir.plan(root, name, ckpt, cfg.run_dir, lightning_chooses=self.follows_lightning)  # rules 1-3
-        self.created = placed.created
-        if placed.path is None or not placed.existing:  # a new run (or Lightning's, bound later: bind_to_log_dir)
-            return placed.path
-        run_dir, child = (
-            placed.path,
-            placed.kind == "inherited",
-        )  # child: a DDP process launched by the rank that chose it
-        # a --ckpt_path the run's config.yaml holds from its first start (not in a job: there it is train submit's
-        # decision)
-        carried = (
-            self.trains
-            and bool(ckpt)
-            and not os.environ.get("SLURM_JOB_ID")
-            and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt
-        )
-        resume = rundir.resume_checkpoint(run_dir, ckpt, trains=self.trains, named=bool(cfg.run_dir), carried=carried)
-        self.resumed_because = resume.why if resume is not None else None
-        if not child and (resume is not None or not self.trains):  # before anything is renamed
-            stored, current = self._comparable(run_dir)
-            if not stored:
-                self.changes = []
-            elif self.trains:
-                self.changes = compare_for_resume(stored, current, run_dir, force=bool(cfg.get("resume_force")))
-                for change in self.changes:
-                    print(f"resume: {change} (changed since the run started)", flush=True)
-            else:  # an evaluation of the run: what it gives otherwise is recorded (history.jsonl), not refused
-                self.changes = describe_overrides(stored, current)
-        if resume is not None:
-            cfg.ckpt_path = self._checkpoint_of(cfg, run_dir, resume, announce=not child)
-        return run_dir
-
-    def _comparable(self, run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
-        """The run's stored record and this start's config, in forms to compare: the classes a script
-        fixes as the stored form has them, the values links fill when the classes are built left out
-        (the checkpoint's tensors decide those), and the launcher's keys left out where the run's record
-        has none (a run a stock LightningCLI script started)."""
-        current = yaml.safe_load(self._config_text) or {}
-        stored = _in_form_of(current, stored_config(run_dir))  # a `train fit` run resumed by a script fixing classes
-        for key in self.link_targets:
-            for tree in (stored or {}, current):
-                _pop_dotted(tree, key)
-        for key in LAUNCHER_KEYS:
-            if stored is not None and key not in stored:
-                current.pop(key, None)
-        return stored, current
-
-    def _checkpoint_of(self, cfg: Namespace, run_dir: Path, resume: rundir.Resume, announce: bool) -> str:
-        """The checkpoint ``resume`` loads (:func:`trainer_cli.rundir.policy.resume_checkpoint`): ``last``/``best``
-        resolved to their file, a file as given. A finished run is not trained again (one line, exit 0); a
-        chosen hpc checkpoint is retired; a damaged newest checkpoint passed over is named, and a training
-        start behind the run's progress says how many steps it repeats."""
-        if resume.which == "file":
-            given = str(cfg.ckpt_path)
-            local = is_checkpoint_file(given) and resume.path.is_file()
-            self._say_if_behind(run_dir, rundir.read_checkpoint_progress(resume.path) if local else None, announce)
-            return given
-        if resume.which == "best":
-            if announce:
-                print(f"Using the best checkpoint of {run_dir}: {resume.path}", flush=True)
-            self._say_if_behind(run_dir, rundir.read_checkpoint_progress(resume.path), announce)
-            return str(resume.path)
-        newest = resume.progress
-        assert newest is not None  # read to choose it
-        if self.trains:
-            finished = rundir.finished_line(
-                run_dir, newest, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps")
-            )
-            if finished:
-                print(finished, flush=True)
-                raise SystemExit(0)
-            # global rank 0 renames; the other ranks load it by its new name
-            newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)  # type: ignore[attr-defined]
-        if announce and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
-            for damaged in resume.skipped:
-                print(f"{damaged} is damaged (truncated or corrupt): passed over for the newest complete checkpoint")
-            doing = "Resuming" if self.trains else "Using the newest checkpoint of"
-            print(
-                f"{doing} {run_dir} from {newest.path} (step {newest.global_step}, {newest.epochs_done} epochs done)",
-                flush=True,
-            )
-        self._say_if_behind(run_dir, newest, announce)
-        self._checked.add(str(newest.path))  # read (its progress) just now
-        return str(newest.path)
-
-    def _say_if_behind(self, run_dir: Path, start: rundir.RunCheckpoint | None, announce: bool) -> None:
-        """One line when a training start from ``start`` is behind the step the run reached
-        (:func:`trainer_cli.rundir.policy.repeated_steps`): how many steps it trains again."""
-        if not (self.trains and announce and start is not None and rank_zero_only.rank == 0):  # type: ignore[attr-defined]
+    def _point_tree(self, cfg: Namespace, dump: Callable[[], str], changed: dict[str, tuple[Any, Any]]) -> None:
+        """The config as the Trainer is built from it: the dumped tree with the values set since the dump
+        (``changed``: ``{dotted key: (value then, value now)}``), and :attr:`_launcher_set`, what changed."""
+        before = self._tree
+        if before is None:  # a dump that is not YAML: its text as the Trainer is built from it (no tree)
+            self._body = dump()
+            self._launcher_set = {}
             return
-        repeats, reached = rundir.repeated_steps(run_dir, start)
-        if repeats:
-            print(
-                f"resume: from step {start.global_step}, behind the run's progress (step {reached}): "
-                f"it repeats {repeats} steps",
-                flush=True,
-            )
+        self._tree = pointed_tree(before, changed)
+        if self._tree != before:
+            self._body = None  # dumped from the tree where it is written
+        self._launcher_set = changed_keys(before, self._tree)
+
+    @staticmethod
+    def _logger_now(cfg: Namespace) -> Any:
+        return plain(cfg.trainer.get("logger")) if "logger" in cfg.trainer else None
+
+    def config_tree(self) -> dict[str, Any] | None:
+        """The resolved config as the Trainer is built from it (:meth:`prepare`), as a new tree: what
+        LightningCLI's ``config_dump`` (the model's and data's hyperparameters) is, without dumping it
+        again; None before :meth:`prepare` or for a dump that is not YAML."""
+        return copy.deepcopy(self._tree) if self._tree is not None else None
 
     def _point_loggers(self, cfg: Namespace, in_place: bool = False) -> None:
         """Every logger logs this run's identity (``run.json``, :mod:`trainer_cli.rundir.identity`);
@@ -440,13 +383,15 @@ class Run:
         self.path.mkdir(parents=True, exist_ok=True)
         if self._identity and not (self.path / loggers_mod.RUN_FILE).exists():  # released unused (run=False), now used
             (self.path / loggers_mod.RUN_FILE).write_text(json.dumps(self._identity, indent=2) + "\n")
+        record = self.record(self.linked)
+        written = False  # config.yaml written from this record here: it holds the link values
         if self.follows_lightning and not self._records_config:
             # the script's SaveConfigCallback writes config.yaml into its log_dir (TrainerArgumentParser.save)
             rundir.record_code(self.path)
         elif not (
             self.path / rundir.CONFIG_FILE
         ).exists():  # the run's first start (a resume that changes it rewrites it: history.record_start)
-            rundir.freeze(self.path, self.record(self.linked))
+            written = rundir.freeze(self.path, record)
         else:
             rundir.record_code(self.path)
         shared_folder = self.late and not self.created  # a script's default root without a logger: the user's folder
@@ -454,10 +399,11 @@ class Run:
             not self._history_written and not shared_folder
         ):  # config.yaml rewritten when the config changed on resume, history.jsonl
             self._history_written = True
-            history.record_start(
-                self.path, self.verb, self.ckpt_path, self.changes, self.record(self.linked), self.resumed_because
+            written |= history.record_start(
+                self.path, self.verb, self.ckpt_path, self.changes, record, self.resumed_because
             )
-        if self.trains and not shared_folder:  # frozen before its classes were built (train submit, a sweep trial)
+        if self.trains and not shared_folder and not written:  # frozen before its classes were built (train
+            # submit, a sweep trial)
             run_records.fill(self.path / rundir.CONFIG_FILE, self.linked)  # the link values built: not a change
         if self.trainer is not None:
             loggers_mod.record_logger_runs(self.trainer.loggers, self.path, self._mlflow_uris)
@@ -493,45 +439,7 @@ class Run:
             stop: What ended the verb.
             requeued: Whether the Slurm job is being requeued (it resumes on its own: no hint).
         """
-        import signal
-
-        from lightning.pytorch.utilities.exceptions import SIGTERMException
-
-        from trainer_cli.job import stop_signals
-
-        trainer = self.trainer
-        if trainer is None or not trainer.interrupted:
-            return None
-        cause = stop_signals.cause()  # the signal the ranks agreed on, or the one this process got
-        if cause is None:
-            cause = signal.SIGINT if CTRL_C or not isinstance(stop, SIGTERMException) else signal.SIGTERM
-        code = stop_signals.EXIT_CODES[cause]
-        if rank_zero_only.rank == 0 and not requeued:  # type: ignore[attr-defined]
-            import sys
-
-            print(self._resume_hint(stop_signals.NAMES[cause], trainer), file=sys.stderr, flush=True)
-        return code
-
-    def _resume_hint(self, cause: str, trainer: Any) -> str:
-        saved = self.interrupt_checkpoint
-        # epochs counted from 1, as the progress lines count them
-        stopped = f"\nTraining stopped by {cause} at epoch {trainer.current_epoch + 1}, step {trainer.global_step}"
-        if saved is not None and saved.saved:
-            where = f"checkpoint saved: {saved.saved}"
-        elif self.path is not None and any(self.path.rglob("*.ckpt")):  # kept: it saved something
-            # trained but not saved: a KeyboardInterrupt inside a step (a user's script, where the
-            # signals are Lightning's) leaves no consistent state to save
-            lost = saved is not None and saved.trained
-            where = (
-                "the steps since its last checkpoint were not saved"
-                if lost
-                else "nothing trained since its last checkpoint"
-            )
-        else:
-            if rank_zero_only.rank == 0:  # type: ignore[attr-defined]
-                self.remove_if_untrained()
-            return f"{stopped}, before any batch was trained; nothing was saved (run directory {self.path} removed)."
-        return f"{stopped}; {where}.\nResume with:  {self.resume_command.format(path=self.path)}"
+        return run_stop.exit_code(self, stop, requeued)
 
     def finish_loggers(self) -> None:
         """End the logger runs held by this process (W&B's current run, which a new ``WandbLogger``
@@ -543,32 +451,11 @@ class Run:
             if isinstance(logger, WandbLogger) and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
                 logger.experiment.finish()
 
-    def record(self, linked: dict[str, Any]) -> str:
-        """The text of ``config.yaml``: the resolved config the Trainer, model, data, callbacks and
-        loggers were built from, the data->model link values filled in, and a header naming the
-        values the launcher set."""
-        body = self._config_text
-        tree = _tree(body)  # {} for a dump that is not YAML (jsonnet mode): the body is kept as dumped
-        for key, value in linked.items():
-            _set_dotted(tree, key, value)
-        # a user's script's record keeps the script's own logger settings: re-running it logs where the script does
-        own = {k: v for k, v in self._launcher_set.items() if " " not in k} if self.follows_lightning else {}
-        for key, value in own.items():
-            _set_dotted(tree, key, value)
-        header = [f"# The resolved config of this run: `{self.command} fit --config <this file>` builds it again."]
-        if own:
-            header.append(
-                "# Pointed at this run directory by trainer-cli for this run (the values below are the script's own): "
-                + ", ".join(sorted(own))
-            )
-        elif self._launcher_set:
-            header.append("# Set by trainer-cli for this run directory (was -> now in the values below):")
-            header += [f"#   {key}: {value!r}" for key, value in sorted(self._launcher_set.items())]
-        if linked:
-            header.append(run_records.linked_line(linked))
-        if (linked or own) and tree:
-            body = yaml.safe_dump(tree, sort_keys=False)
-        return "\n".join(header) + "\n" + body
+    def record(self, linked: dict[str, Any]) -> run_records.Record:
+        """The record ``config.yaml`` is written from (:func:`trainer_cli.runtime.run_record.build_record`):
+        the resolved config the Trainer, model, data, callbacks and loggers were built from, the
+        data->model link values filled in, and a header naming the values the launcher set."""
+        return build_record(self._tree, self._body, self._launcher_set, linked, self.follows_lightning, self.command)
 
     def keep_logs(self) -> None:
         """Before the Trainer runs (global rank 0): a resumed run's CSV metrics file is kept
@@ -588,121 +475,3 @@ class Run:
         """Remove the directory if this run made it and nothing in it is a checkpoint (rule 7)."""
         if self.created and self.path is not None:
             rundir.discard_if_untrained(self.path)
-
-
-def _tree(text: str) -> Any:
-    """The config text as a tree; {} for a dump that is not YAML (a parser in jsonnet mode)."""
-    try:
-        return yaml.safe_load(text) or {}
-    except yaml.YAMLError:
-        return {}
-
-
-def _in_form_of(current: Any, stored: Any) -> Any:
-    """``stored`` with each ``model``/``data`` section in ``class_path``/``init_args`` form unwrapped to
-    its init args where ``current`` has that section without a ``class_path`` (a fixed class)."""
-    if not isinstance(stored, dict) or not isinstance(current, dict):
-        return stored
-    out = dict(stored)
-    for key in ("model", "data"):
-        old, new = stored.get(key), current.get(key)
-        if isinstance(old, dict) and "class_path" in old and isinstance(new, dict) and "class_path" not in new:
-            out[key] = old.get("init_args") or {}
-    return out
-
-
-def _set_dotted(tree: Any, key: str, value: Any) -> None:
-    """``tree["a"]["b"] = value`` for ``key`` ``"a.b"`` (missing dicts made)."""
-    *parents, leaf = key.split(".")
-    for part in parents:
-        tree = tree.setdefault(part, {}) if isinstance(tree, dict) else {}
-    if isinstance(tree, dict):
-        tree[leaf] = value
-
-
-def _pop_dotted(tree: dict[str, Any], key: str) -> None:
-    *parents, leaf = key.split(".")
-    for part in parents:
-        tree = tree.get(part) if isinstance(tree, dict) else None  # type: ignore[assignment]
-    if isinstance(tree, dict):
-        tree.pop(leaf, None)
-
-
-def _changed_keys(before: Any, after: Any) -> dict[str, Any]:
-    """The dotted keys whose value differs between two config trees, with the value before.
-
-    Where ``before`` held a plain value at a key that ``after`` made a section (``trainer.logger:
-    null`` that became a logger's ``class_path``/``init_args``), the key is that section's, with the
-    plain value: restoring it must give back ``logger: null``, not a section of nulls.
-    """
-    old, new = flatten(before), flatten(after)
-    changed: dict[str, Any] = {}
-    for key in new:
-        parts = key.split(".")
-        was_plain = next((p for p in (".".join(parts[:i]) for i in range(1, len(parts))) if p in old), None)
-        if was_plain is not None:
-            changed[was_plain] = old[was_plain]
-        elif old.get(key) != new[key]:
-            changed[key] = old.get(key)
-    return changed
-
-
-class RunRecord(Callback):
-    """Writes the run's record (:meth:`Run.freeze`: config.yaml, git.txt, the logger runs) when the
-    Trainer starts a verb, on global rank 0 only (no collective)."""
-
-    def __init__(self, run: Run) -> None:
-        self.run = run
-
-    def setup(self, trainer: Any, pl_module: Any, stage: str) -> None:
-        if trainer.is_global_zero:
-            self.run.freeze()
-
-
-def _first_logger(cfg: Namespace) -> Namespace | None:
-    """The script's first logger config, when it is configured by class (``class_path``/``init_args``)."""
-    logger = cfg.trainer.get("logger") if "logger" in cfg.trainer else None
-    first = logger[0] if isinstance(logger, list) and logger else logger
-    return first if isinstance(first, Namespace) and "class_path" in first else None
-
-
-def lightning_log_root(cfg: Namespace) -> tuple[Path, str]:
-    """Where Lightning keeps a script's runs: ``(save_dir, name)`` of its first logger when that is
-    configured by class (``name`` defaults to ``lightning_logs``; a W&B logger's is its ``project``,
-    as Lightning's), else ``(default_root_dir or the working directory, "lightning_logs")``; a
-    ``--name`` other than the default replaces the name."""
-    first = _first_logger(cfg)
-    args = first.get("init_args") if first is not None else None
-    args = args if isinstance(args, Namespace) else Namespace()
-    root = Path(args.get("save_dir") or cfg.trainer.get("default_root_dir") or ".")
-    name = args.get("name") if isinstance(args.get("name"), str) else "lightning_logs"
-    if loggers_mod.takes_run_id(first):  # W&B: <save_dir>/<project>/<run id> (its name is a display name)
-        name = args.get("project") or os.environ.get("WANDB_PROJECT") or "lightning_logs"
-    if cfg.get("name") and cfg.name != DEFAULT_NAME:
-        name = cfg.name
-    return root, name or ""
-
-
-def lightning_identity(cfg: Namespace) -> dict[str, Any] | None:
-    """A new identity for a user's script's new run whose first logger names its folder by the run id
-    (W&B: ``<save_dir>/<project>/<run id>``, where Lightning's ``ModelCheckpoint`` saves); None for a
-    logger that numbers its versions (Lightning takes the next ``version_<N>``) or none."""
-    first = _first_logger(cfg)
-    if not loggers_mod.takes_run_id(first):
-        return None
-    identity = loggers_mod.new_identity("")
-    identity["name"] = f"{lightning_log_root(cfg)[1]}/{identity['run_id']}"
-    return identity
-
-
-def lightning_run_dir(trainer: Any) -> Path | None:
-    """The folder Lightning's own ``ModelCheckpoint`` saves into, less its ``checkpoints/``:
-    ``<save_dir or default_root_dir>/<name>/<version>`` of the first logger (a W&B logger's name is its
-    project, its version the run id); None without a logger (Lightning's folder is then
-    ``default_root_dir`` itself)."""
-    if not trainer.loggers:
-        return None
-    logger = trainer.loggers[0]
-    save_dir = logger.save_dir if logger.save_dir is not None else trainer.default_root_dir
-    version = logger.version if isinstance(logger.version, str) else f"version_{logger.version}"
-    return Path(save_dir, str(logger.name), version)

@@ -1,0 +1,136 @@
+"""Which directory a start of a run goes to and which checkpoint it resumes from (rules 1-3 of
+:mod:`trainer_cli.runtime.run`), as :class:`trainer_cli.runtime.run.Run` applies
+:mod:`trainer_cli.rundir.policy` to a LightningCLI run: the changes a resume makes listed (and
+refused where they would not resume correctly), ``--ckpt_path last|best`` resolved to its file."""
+
+from __future__ import annotations
+
+import copy
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Optional
+
+from jsonargparse import Namespace
+from lightning.fabric.utilities.rank_zero import rank_zero_only
+
+from trainer_cli.rundir import policy as rundir
+from trainer_cli.rundir.record import LAUNCHER_KEYS
+from trainer_cli.rundir.resume import compare_for_resume, describe_overrides, stored_config
+from trainer_cli.runtime.lightning_folders import DEFAULT_ROOT_DIR, lightning_log_root
+from trainer_cli.runtime.run_record import in_form_of, pop_dotted
+
+if TYPE_CHECKING:
+    from trainer_cli.runtime.run import Run
+
+LIGHTNING_CHOICES = ("last", "best", "hpc", "registry")  # --ckpt_path values Lightning resolves itself
+
+
+def is_checkpoint_file(ckpt_path: Optional[str]) -> bool:
+    """Whether ``--ckpt_path`` names a local file (not ``last``/``best``/... nor a URL)."""
+    return bool(ckpt_path) and ckpt_path not in LIGHTNING_CHOICES and "://" not in str(ckpt_path)
+
+
+def choose(run: Run, cfg: Namespace) -> Path | None:
+    root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR)
+    name = cfg.name
+    if run.follows_lightning:
+        root, name = lightning_log_root(cfg)
+    ckpt = cfg.get("ckpt_path")
+    placed = rundir.plan(root, name, ckpt, cfg.run_dir, lightning_chooses=run.follows_lightning)  # rules 1-3
+    run.created = placed.created
+    if placed.path is None or not placed.existing:  # a new run (or Lightning's, bound later: bind_to_log_dir)
+        return placed.path
+    run_dir, child = (
+        placed.path,
+        placed.kind == "inherited",
+    )  # child: a DDP process launched by the rank that chose it
+    # a --ckpt_path the run's config.yaml holds from its first start (not in a job: there it is train submit's
+    # decision)
+    carried = (
+        run.trains
+        and bool(ckpt)
+        and not os.environ.get("SLURM_JOB_ID")
+        and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt
+    )
+    resume = rundir.resume_checkpoint(run_dir, ckpt, trains=run.trains, named=bool(cfg.run_dir), carried=carried)
+    run.resumed_because = resume.why if resume is not None else None
+    if not child and (resume is not None or not run.trains):  # before anything is renamed
+        stored, current = _comparable(run, run_dir)
+        if not stored:
+            run.changes = []
+        elif run.trains:
+            run.changes = compare_for_resume(stored, current, run_dir, force=bool(cfg.get("resume_force")))
+            for change in run.changes:
+                print(f"resume: {change} (changed since the run started)", flush=True)
+        else:  # an evaluation of the run: what it gives otherwise is recorded (history.jsonl), not refused
+            run.changes = describe_overrides(stored, current)
+    if resume is not None:
+        cfg.ckpt_path = _checkpoint_of(run, cfg, run_dir, resume, announce=not child)
+    return run_dir
+
+
+def _comparable(run: Run, run_dir: Path) -> tuple[dict[str, Any] | None, dict[str, Any]]:
+    """The run's stored record and this start's config, in forms to compare: the classes a script
+    fixes as the stored form has them, the values links fill when the classes are built left out
+    (the checkpoint's tensors decide those), and the launcher's keys left out where the run's record
+    has none (a run a stock LightningCLI script started)."""
+    current = copy.deepcopy(run._tree) if run._tree is not None else {}
+    stored = in_form_of(current, stored_config(run_dir))  # a `train fit` run resumed by a script fixing classes
+    for key in run.link_targets:
+        for tree in (stored or {}, current):
+            pop_dotted(tree, key)
+    for key in LAUNCHER_KEYS:
+        if stored is not None and key not in stored:
+            current.pop(key, None)
+    return stored, current
+
+
+def _checkpoint_of(run: Run, cfg: Namespace, run_dir: Path, resume: rundir.Resume, announce: bool) -> str:
+    """The checkpoint ``resume`` loads (:func:`trainer_cli.rundir.policy.resume_checkpoint`): ``last``/``best``
+    resolved to their file, a file as given. A finished run is not trained again (one line, exit 0); a
+    chosen hpc checkpoint is retired; a damaged newest checkpoint passed over is named, and a training
+    start behind the run's progress says how many steps it repeats."""
+    if resume.which == "file":
+        given = str(cfg.ckpt_path)
+        local = is_checkpoint_file(given) and resume.path.is_file()
+        _say_if_behind(run, run_dir, rundir.read_checkpoint_progress(resume.path) if local else None, announce)
+        return given
+    if resume.which == "best":
+        if announce:
+            print(f"Using the best checkpoint of {run_dir}: {resume.path}", flush=True)
+        _say_if_behind(run, run_dir, rundir.read_checkpoint_progress(resume.path), announce)
+        return str(resume.path)
+    newest = resume.progress
+    assert newest is not None  # read to choose it
+    if run.trains:
+        finished = rundir.finished_line(run_dir, newest, cfg.trainer.get("max_epochs"), cfg.trainer.get("max_steps"))
+        if finished:
+            print(finished, flush=True)
+            raise SystemExit(0)
+        # global rank 0 renames; the other ranks load it by its new name
+        newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)  # type: ignore[attr-defined]
+    if announce and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
+        for damaged in resume.skipped:
+            print(f"{damaged} is damaged (truncated or corrupt): passed over for the newest complete checkpoint")
+        doing = "Resuming" if run.trains else "Using the newest checkpoint of"
+        print(
+            f"{doing} {run_dir} from {newest.path} (step {newest.global_step}, {newest.epochs_done} epochs done)",
+            flush=True,
+        )
+    _say_if_behind(run, run_dir, newest, announce)
+    run._checked.add(str(newest.path))  # read (its progress) just now
+    return str(newest.path)
+
+
+def _say_if_behind(run: Run, run_dir: Path, start: rundir.RunCheckpoint | None, announce: bool) -> None:
+    """One line when a training start from ``start`` is behind the step the run reached
+    (:func:`trainer_cli.rundir.policy.repeated_steps`): how many steps it trains again."""
+    if not (run.trains and announce and start is not None and rank_zero_only.rank == 0):  # type: ignore[attr-defined]
+        return
+    repeats, reached = rundir.repeated_steps(run_dir, start)
+    if repeats:
+        print(
+            f"resume: from step {start.global_step}, behind the run's progress (step {reached}): "
+            f"it repeats {repeats} steps",
+            flush=True,
+        )
