@@ -203,12 +203,6 @@ def locate(message: str, layers: Layers | None) -> tuple[str | None, Origin | No
     return (found[1], layers.origin(keys)) if found and layers else (keys[0], None)
 
 
-def locate_in_files(message: str, layers: Layers | None) -> str:
-    """Where the value an explained parse error is about was written: ``in FILE line N`` (see
-    :class:`trainer_cli.errors.Origin`), or an empty string for a flag or a default."""
-    return str(locate(message, layers)[1] or "")
-
-
 _NOT_ERRORS = (
     "Does not validate against any",
     "Expected a <class 'NoneType'>",

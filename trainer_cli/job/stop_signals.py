@@ -194,13 +194,6 @@ def cause() -> int | None:
     return _state["agreed"] or pending()
 
 
-def reset() -> None:
-    """Forget the records (a new run in the same process, e.g. the next fold of ``train cv``)."""
-    with _lock:
-        _state["received"].clear()
-        _state["agreed"] = _state["key"] = None
-
-
 def note(what: str) -> None:
     """Append ``what`` and the time to this task's record under ``$TRAINER_CLI_TASK_RECORDS`` (set
     by the sbatch script; elsewhere nothing is written). Never raises."""

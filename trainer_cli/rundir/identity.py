@@ -41,6 +41,7 @@ from typing import Any
 from trainer_cli.atomic import locked, update_json
 from trainer_cli.errors import UserError
 from trainer_cli.imports import import_class
+from trainer_cli.job import export
 from trainer_cli.rundir import layout
 
 RUN_FILE = layout.RUN_FILE
@@ -134,7 +135,7 @@ def point_loggers_at(
                     _set(args, params, artifact_location=str(root.absolute() / MLFLOW_ARTIFACTS))
             uri = mlflow_tracking_uri(args)
             if uri.startswith("file:"):  # MLflow 3 refuses its file store unless told
-                os.environ.setdefault("MLFLOW_ALLOW_FILE_STORE", "true")
+                export.export("MLFLOW_ALLOW_FILE_STORE", "true", keep_given=True)
             elif uri.startswith("sqlite:///"):  # a file (sqlite:// alone is in memory)
                 open_sqlite_store(uri)
             args.run_id = _live_mlflow_run(identity, uri)

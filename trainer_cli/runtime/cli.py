@@ -309,6 +309,9 @@ class TrainerCLI(LightningCLI):
         parser = self.verb_parser
         assert parser is not None  # set by parse_arguments
         self.run.prepare(cfg, lambda: parser.dump(cfg, skip_none=False, skip_link_targets=False))
+        tree = self.run.config_tree()
+        if tree is not None:  # LightningCLI's config_dump (the model's and data's hparams, lightning>=2.6's
+            self.config_dump = tree  # attribute; it dumps the config only when unset): this tree, not a second dump
 
     def after_instantiate_classes(self) -> None:
         if self.run.trains and self.run.path is not None:  # the checkpoint's tensors decide what a resume may change

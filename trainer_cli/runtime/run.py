@@ -51,7 +51,6 @@ from __future__ import annotations
 
 import copy
 import json
-import os
 import shutil
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -61,6 +60,7 @@ from typing import Any, Optional
 from jsonargparse import Namespace
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
+from trainer_cli.job import export
 from trainer_cli.rundir import history
 from trainer_cli.rundir import identity as loggers_mod
 from trainer_cli.rundir import policy as rundir
@@ -204,7 +204,7 @@ class Run:
             and not missing_left_to_lightning
         ):
             check_checkpoint_file(self.ckpt_path)
-        os.environ[rundir.ENV_RUN_DIR] = str(self.path)  # DDP processes launched from here share it
+        export.export(rundir.ENV_RUN_DIR, str(self.path))  # DDP processes launched from here share it
         root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR).absolute()
         # a script's logger that logs to <save_dir>/<name>/<version> already is not moved
         log_root = Path(*lightning_log_root(cfg)).absolute() if self.follows_lightning else None
@@ -338,7 +338,7 @@ class Run:
                 self.path, self.created = rundir.allocate(chosen, "lightning_logs"), True
             else:
                 self.path, self.created = chosen, not chosen.exists()
-            os.environ[rundir.ENV_RUN_DIR] = str(self.path)
+            export.export(rundir.ENV_RUN_DIR, str(self.path))
             if self.interrupt_checkpoint is not None:
                 self.interrupt_checkpoint.ckpt_path = str(self.path / rundir.LAST_CKPT)
             from trainer_cli.callbacks.run_summary import RunSummary

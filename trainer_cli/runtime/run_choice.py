@@ -8,7 +8,7 @@ from __future__ import annotations
 import copy
 import os
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import Any, Optional
 
 from jsonargparse import Namespace
 from lightning.fabric.utilities.rank_zero import rank_zero_only
@@ -19,8 +19,7 @@ from trainer_cli.rundir.resume import compare_for_resume, describe_overrides, st
 from trainer_cli.runtime.lightning_folders import DEFAULT_ROOT_DIR, lightning_log_root
 from trainer_cli.runtime.run_record import in_form_of, pop_dotted
 
-if TYPE_CHECKING:
-    from trainer_cli.runtime.run import Run
+Run = Any  # trainer_cli.runtime.run.Run, which imports this module (not imported back: no module circle)
 
 LIGHTNING_CHOICES = ("last", "best", "hpc", "registry")  # --ckpt_path values Lightning resolves itself
 

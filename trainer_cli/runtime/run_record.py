@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import yaml
 from jsonargparse import Namespace
@@ -22,8 +22,7 @@ from lightning.pytorch import Callback
 from trainer_cli.rundir import record as run_records
 from trainer_cli.rundir.resume import flatten
 
-if TYPE_CHECKING:
-    from trainer_cli.runtime.run import Run
+Run = Any  # trainer_cli.runtime.run.Run, which imports this module (not imported back: no module circle)
 
 MISSING: Any = object()  # no value at a key (a new key, or a dump that has none there)
 

@@ -4,14 +4,13 @@ saved (the directory this run made is then removed)."""
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 from trainer_cli.runtime.checkpointing import CTRL_C
 
-if TYPE_CHECKING:
-    from trainer_cli.runtime.run import Run
+Run = Any  # trainer_cli.runtime.run.Run, which imports this module (not imported back: no module circle)
 
 
 def exit_code(run: Run, stop: BaseException, requeued: bool) -> int | None:

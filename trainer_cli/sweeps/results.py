@@ -73,13 +73,13 @@ The search is an Optuna study (study.journal in the sweep directory, or --sweep_
 
 def monitor_of(config_file: Path) -> tuple[str, str] | None:
     """``(monitor, mode)`` of the first ``ModelCheckpoint`` with a monitor in a run's config.yaml."""
-    import yaml
+    from trainer_cli.rundir import record
 
     try:
-        config = yaml.safe_load(config_file.read_text()) or {}
-    except (OSError, yaml.YAMLError):
+        config = record.read(config_file, launcher=False)  # the one reader of a run's record
+    except OSError:
         return None
-    return study_of_sweep.monitor_of(config) if isinstance(config, dict) else None
+    return study_of_sweep.monitor_of(config) if config is not None else None
 
 
 PLOTS = {

@@ -34,7 +34,7 @@ from typing import Any
 from trainer_cli.atomic import read_json_lines
 from trainer_cli.errors import UserError, close_matches
 from trainer_cli.job import jobstate
-from trainer_cli.rundir import layout, metrics
+from trainer_cli.rundir import layout, metrics, record
 from trainer_cli.tables import print_table
 
 CONFIG_FILE = layout.CONFIG_FILE
@@ -107,15 +107,13 @@ def _text(value: Any) -> str:
 def read_run(run_dir: Path) -> dict[str, Any]:
     """A run's flattened config (its own folder as ``<run>``), state, monitor and best value, epochs,
     steps, start and duration, and its scalars (for ``--plot``)."""
-    import yaml
 
     from trainer_cli.sweeps.study import monitor_of
 
     try:
-        config = yaml.load((run_dir / CONFIG_FILE).read_text(), Loader=getattr(yaml, "CSafeLoader", yaml.SafeLoader))
-    except (OSError, yaml.YAMLError):
-        config = None
-    config = config if isinstance(config, dict) else {}
+        config = record.read(run_dir / CONFIG_FILE, launcher=False) or {}  # the one reader of a run's record
+    except OSError:
+        config = {}
     callbacks = (config.get("trainer") or {}).get("callbacks")
     if isinstance(callbacks, list):  # a sweep's pruning callback differs by trial number only: not a setting
         config["trainer"]["callbacks"] = [
