@@ -21,6 +21,8 @@ from trainer_cli.job import workdir
 LIGHTNING_VERBS = {"fit", "validate", "test", "predict"}
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as shells report a writer whose reader went away
 REQUEUE_VERBS = {"fit", "cv"}  # verbs whose Slurm jobs checkpoint and requeue on SIGUSR1
+# verbs whose main takes the request (trainer_cli.config.request.Request) with the precheck's composition
+REQUEST_VERBS = {"submit", "fit-sweep", "cv", "lr-find", "scale-batch-size"}
 
 USAGE = """\
 usage: train <verb> [--config FILE ...] [--key.sub value ...]
@@ -159,7 +161,8 @@ def _run_verb(verb: str, rest: list[str]) -> int:
                 if help_cache.cacheable(request):
                     return help_cache.print_help(verb, run)
             return int(run() or 0)
-        takes_request = verb == "submit"  # (the other verbs read their own arguments with the request's reader)
+        request.composed = composed  # a verb that reads --config files composes them once: here
+        takes_request = verb in REQUEST_VERBS  # (the others read their own arguments with the request's reader)
         return int(getattr(_import_verb(module_name), func_name)(request if takes_request else rest) or 0)
     except UserError as err:
         return report_user_error(err)

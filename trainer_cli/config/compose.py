@@ -343,6 +343,15 @@ def expand_config_args(args: list[str]) -> list[str]:
     return compose_args(args)[0]
 
 
+def composed(args: Request | Sequence[str]) -> tuple[list[str], Layers]:
+    """``args`` composed (:func:`compose_args`): as ``train``'s precheck composed them already
+    (:attr:`trainer_cli.config.request.Request.composed`), else here."""
+    if isinstance(args, Request) and args.composed is not None:
+        expanded, layers = args.composed
+        return list(expanded), layers
+    return compose_args(args)
+
+
 def compose_args(args: Request | Sequence[str], fixed: Collection[str] = ()) -> tuple[list[str], Layers]:
     """Rewrite every ``--config FILE`` / ``--config=FILE`` / ``-c FILE`` in ``args`` for LightningCLI,
     after taking out the ``--config_root DIR`` flags (:func:`take_config_roots`); returns the

@@ -19,6 +19,7 @@ import sys
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 
 @dataclass(frozen=True)
@@ -157,12 +158,16 @@ class Request:
         args: The verb's arguments, in command-line order.
         entry: How the user runs it: ``train``, or ``python main.py`` for a user's script.
         script: The user's script's path, as given (``main.py``); None under ``train``.
+        composed: The arguments composed by ``train``'s precheck (``(args, layers)``:
+            :func:`trainer_cli.config.compose.compose_args`), for the verb to take as they are: each
+            ``--config`` file is read and composed once (:func:`trainer_cli.config.compose.composed`).
     """
 
     verb: str | None
     args: list[Arg] = field(default_factory=list)
     entry: str = "train"
     script: str | None = None
+    composed: Any = None
 
     @classmethod
     def of(cls, args: Request | Sequence[str], verb: str | None = None) -> Request:

@@ -15,6 +15,8 @@ from typing import Any, NoReturn
 
 import yaml
 
+from trainer_cli.config.compose import Layers
+from trainer_cli.config.request import Request, option
 from trainer_cli.errors import UserError
 from trainer_cli.imports import heavy_import
 
@@ -53,13 +55,39 @@ def parse_verb_args(parser: argparse.ArgumentParser, args: Sequence[str]) -> tup
     return parser.parse_known_args(list(args))
 
 
-def build_run(args: Sequence[str]) -> Any:
+def composed_fit_args(
+    parser: argparse.ArgumentParser, args: Request | Sequence[str]
+) -> tuple[argparse.Namespace, list[str], Layers]:
+    """The verb's own options and its fit arguments, composed once (:func:`trainer_cli.config.compose.composed`:
+    by ``train``'s precheck, else here), with their :class:`~trainer_cli.config.compose.Layers`.
+
+    Raises:
+        UserError: for a bad value of one of the verb's own options, or a bad config file.
+    """
+    from trainer_cli.config.compose import composed
+
+    expanded, layers = composed(args)
+    opts, rest = parse_verb_args(parser, expanded)  # (composing passes the verb's own options on as written)
+    return opts, rest, layers
+
+
+def tool_run(args: list[str], layers: Layers, verb: str) -> Any:
+    """:func:`build_run` of a tool's composed fit arguments (:func:`composed_fit_args`), ``--run_dir DIR``
+    read as :func:`from_run_dir` reads it (the run's stored config, composed here when it is the config)."""
+    fit_args = from_run_dir(args, verb)
+    stored = Request.of(fit_args).has("config") and not Request.of(args).has("config")
+    return build_run(fit_args, None if stored else layers)
+
+
+def build_run(args: Sequence[str], layers: Layers | None = None) -> Any:
     """The :class:`trainer_cli.runtime.cli.TrainerCLI` of ``train fit ARGS``, built but not run.
 
     Its ``.model``, ``.datamodule`` and ``.trainer`` are instantiated and ``.run_dir`` (with the
     resolved ``config.yaml``) exists; ``.run.ckpt_path`` is the checkpoint to start from
     (``--ckpt_path``, with ``last``/``best`` resolved in the run directory, :class:`trainer_cli.runtime.run.Run`).
     ``TRAINER_CLI_RUN_DIR`` is cleared again afterwards, so several runs can be built in one process.
+
+    ``layers``: ``args`` are composed already (:func:`composed_fit_args`), with these layers.
 
     Raises:
         UserError: for a bad config file or a value a constructor rejects.
@@ -69,7 +97,7 @@ def build_run(args: Sequence[str]) -> Any:
         from trainer_cli.runtime.verbs import building_cli
     from trainer_cli.config.compose import compose_args
 
-    expanded, layers = compose_args(list(args))
+    expanded, layers = compose_args(list(args)) if layers is None else (list(args), layers)
     with building_cli(None, layers) as run:
         cli = TrainerCLI(args=expanded, run=False, run_directory=run, layers=layers)
     return cli
@@ -85,7 +113,6 @@ def from_run_dir(args: Sequence[str], verb: str) -> list[str]:
         UserError: when ``DIR`` holds no ``config.yaml``.
     """
     from trainer_cli.config.compose import with_stored_config
-    from trainer_cli.config.request import Request, option
 
     request = Request.of(args)
     run_dir = request.last("run_dir") or ("" if request.has("run_dir") else None)

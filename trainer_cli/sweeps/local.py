@@ -21,6 +21,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.rundir import metrics
@@ -67,19 +68,20 @@ def _run_trial(run_dir: Path, env: dict[str, str]) -> int:
     return code
 
 
-def main(args: Sequence[str]) -> int:
+def main(args: Request | Sequence[str]) -> int:
     """``train fit FIT_ARGS --sweep KEY=VALUES ...``; returns 0 when every trial completed or was
     pruned, 1 when one failed, 130 after Ctrl-C.
 
     Raises:
         UserError: for a bad sweep flag or any checked trial's bad value (nothing is written then).
     """
-    from trainer_cli.config.compose import compose_args
+    from trainer_cli.config.compose import composed
 
-    space, rest = take_sweep_args(list(args))
+    expanded, layers = composed(args)  # by train's precheck: each --config file read and composed once
+    space, rest = take_sweep_args(expanded)  # (composing passes the --sweep flags on as written)
     if space is None:
         raise UserError("no --sweep flag: nothing to sweep")
-    sweep = sweep_plan.plan(space, *compose_args(rest))
+    sweep = sweep_plan.plan(space, rest, layers)
     metric, direction = study.objective(space, sweep.base.as_dict())
     n = len(sweep.trials) if space.is_grid else space.trials_per_point
     sweep_plan.write(sweep, study_of=lambda where: study.describe(space, where, sweep.name, metric, direction))

@@ -25,11 +25,12 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli import tables
+from trainer_cli.config.compose import Layers
 from trainer_cli.errors import UserError
 from trainer_cli.imports import heavy_import
 from trainer_cli.job import export
 from trainer_cli.rundir import policy as rundir
-from trainer_cli.runtime.configured_run import build_run, parse_verb_args, verb_parser
+from trainer_cli.runtime.configured_run import build_run, composed_fit_args, verb_parser
 
 ENV_CV_DIR = "TRAINER_CLI_CV_DIR"  # shared with DDP processes Lightning launches from this one
 SETTINGS_FILE = "cv.json"
@@ -63,7 +64,7 @@ def main(args: Sequence[str]) -> int:
     )
     parser.add_argument("--cv_seed", type=int, default=0, help="Seed of the fold split (default: %(default)s).")
     parser.add_argument("--aggregate", action="store_true", help="Only aggregate the folds' results found in --cv_dir.")
-    opts, rest = parse_verb_args(parser, args)
+    opts, rest, layers = composed_fit_args(parser, args)  # composed once, for every fold
     if opts.folds < 2:
         raise UserError(f"--folds {opts.folds}: need at least 2 folds")
     if opts.fold is not None and not 0 <= opts.fold < opts.folds:
@@ -76,13 +77,13 @@ def main(args: Sequence[str]) -> int:
         return 0
     given = opts.cv_dir or os.environ.get(ENV_CV_DIR) or ""
     existed = bool(given) and Path(given).exists()
-    cv_dir = choose_cv_dir(opts.cv_dir, opts.fold, rest)
+    cv_dir = choose_cv_dir(opts.cv_dir, opts.fold, rest, layers)
     try:
         with export.scope():
             export.export(ENV_CV_DIR, str(cv_dir))  # the folds' DDP ranks use the same cv directory
             check_settings(cv_dir, opts.folds, opts.cv_seed)
             for fold in [opts.fold] if opts.fold is not None else range(opts.folds):
-                run_fold(cv_dir, fold, opts.folds, opts.cv_seed, rest)
+                run_fold(cv_dir, fold, opts.folds, opts.cv_seed, rest, layers)
     except UserError:
         if not existed and _is_rank_zero():
             remove_untrained(cv_dir)
@@ -92,7 +93,7 @@ def main(args: Sequence[str]) -> int:
     return 0
 
 
-def choose_cv_dir(cv_dir: str | None, fold: int | None, fit_args: list[str]) -> Path:
+def choose_cv_dir(cv_dir: str | None, fold: int | None, fit_args: list[str], layers: Layers | None = None) -> Path:
     """``--cv_dir``; in a Slurm job array ``<root>/<name>/cv/job_<array job id>`` (all tasks agree);
     else a new ``<root>/<name>/cv/version_<N>``.
 
@@ -105,7 +106,7 @@ def choose_cv_dir(cv_dir: str | None, fold: int | None, fit_args: list[str]) -> 
         from trainer_cli.runtime.cli import DEFAULT_ROOT_DIR
         from trainer_cli.runtime.verbs import parse_config
 
-    _, cfg = parse_config("fit", fit_args)
+    _, cfg = parse_config("fit", fit_args, expand=layers is None, layers=layers)
     base = Path(cfg.trainer.default_root_dir or DEFAULT_ROOT_DIR) / cfg.name / "cv"
     array_job = os.environ.get("SLURM_ARRAY_JOB_ID")
     if array_job:
@@ -140,7 +141,9 @@ def check_settings(cv_dir: Path, folds: int, cv_seed: int) -> None:
         )
 
 
-def run_fold(cv_dir: Path, fold: int, folds: int, cv_seed: int, fit_args: list[str]) -> dict[str, Any]:
+def run_fold(
+    cv_dir: Path, fold: int, folds: int, cv_seed: int, fit_args: list[str], layers: Layers | None = None
+) -> dict[str, Any]:
     """Train fold ``fold`` in ``cv_dir/fold_<fold>`` and write its ``cv_fold.json``; returns that record.
     A fold whose record exists is not run again."""
     from trainer_cli.data.folds import use_fold
@@ -154,7 +157,8 @@ def run_fold(cv_dir: Path, fold: int, folds: int, cv_seed: int, fit_args: list[s
     print(f"\n=== fold {fold} of {folds} (0-based) -> {fold_dir}", flush=True)
     existed = fold_dir.exists()
     interrupted = existed and newest_checkpoint(fold_dir) is not None  # stopped before its record: resume it
-    cli = build_run([*fit_args, "--run_dir", str(fold_dir), *(["--ckpt_path", "last"] if interrupted else [])])
+    resume = ["--ckpt_path", "last"] if interrupted else []
+    cli = build_run([*fit_args, "--run_dir", str(fold_dir), *resume], layers)
     cli.run.resume_command = "the same `train cv` command (finished folds are skipped, this one resumes)"
     try:
         sizes = use_fold(cli.trainer, cli.datamodule, folds, fold, cv_seed)

@@ -22,10 +22,9 @@ from typing import Any
 
 from trainer_cli.errors import UserError
 from trainer_cli.runtime.configured_run import (
-    build_run,
-    from_run_dir,
+    composed_fit_args,
     nested,
-    parse_verb_args,
+    tool_run,
     verb_parser,
     write_fragment,
 )
@@ -68,13 +67,13 @@ def main(args: Sequence[str]) -> int:
         default=4.0,
         help="Stop when the loss exceeds this multiple of the best loss; 0 never stops (default: %(default)s).",
     )
-    opts, rest = parse_verb_args(parser, args)
+    opts, rest, layers = composed_fit_args(parser, args)  # composed once
     if not 0 < opts.min_lr < opts.max_lr:
         raise UserError(f"--min_lr {opts.min_lr} and --max_lr {opts.max_lr}: need 0 < min_lr < max_lr")
     if opts.num_training < 2:
         raise UserError(f"--num_training {opts.num_training}: need at least 2 steps (100 is usual)")
 
-    cli = build_run(from_run_dir(rest, "lr-find"))
+    cli = tool_run(rest, layers, "lr-find")
     optimizer = cli.config.get("optimizer")
     if not optimizer:
         raise UserError(

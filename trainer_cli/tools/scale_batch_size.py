@@ -18,11 +18,10 @@ from pathlib import Path
 
 from trainer_cli.errors import UserError
 from trainer_cli.runtime.configured_run import (
-    build_run,
+    composed_fit_args,
     drop_lr_scheduler,
-    from_run_dir,
     nested,
-    parse_verb_args,
+    tool_run,
     verb_parser,
     write_fragment,
 )
@@ -65,7 +64,7 @@ def main(args: Sequence[str]) -> int:
         default=0.05,
         help="binsearch only: fraction taken off the result as headroom, in [0, 1) (default: %(default)s).",
     )
-    opts, rest = parse_verb_args(parser, args)
+    opts, rest, layers = composed_fit_args(parser, args)  # composed once
     problems = []
     if not 1 <= opts.init_val <= opts.max_val:
         problems.append(f"--init_val {opts.init_val} and --max_val {opts.max_val}: need 1 <= init_val <= max_val")
@@ -76,7 +75,7 @@ def main(args: Sequence[str]) -> int:
     if problems:
         raise UserError("; ".join(problems))
 
-    cli = build_run(from_run_dir(rest, "scale-batch-size"))
+    cli = tool_run(rest, layers, "scale-batch-size")
     if cli.datamodule is None or not hasattr(cli.datamodule, "batch_size"):
         raise UserError("scale-batch-size scales the data module's `batch_size` attribute: this data module has none")
     drop_lr_scheduler(cli.model)
