@@ -38,7 +38,14 @@ def fit_args(root: Path, tmp: Path, setup: str) -> list[str]:
 STOP_MID_EPOCH = stops_itself_at(1, 5)
 
 
-@pytest.mark.parametrize("setup", list(SETUPS))
+# make test's 12 minutes: the DDP case (about 150 s of CPU on 2 cores) is in the long tier, which CI runs; in
+# make test a DDP run preempted mid-epoch resumes bitwise equal under Slurm
+# (test_slurm_restarts.py::test_preempted_ddp_job_resumes_bitwise_equal_to_the_job_left_alone), and the
+# loader workers' exact resume is the single-process case here
+LONG = {"ddp_cpu_sim+num_workers=2"}
+
+
+@pytest.mark.parametrize("setup", [pytest.param(s, marks=pytest.mark.long) if s in LONG else s for s in SETUPS])
 def test_sigkill_mid_epoch_then_resume_is_bitwise_equal(tmp_path: Path, setup: str) -> None:
     # the run left alone goes on beside the one that is killed and resumed
     reference_root = tmp_path / "reference"
