@@ -12,7 +12,6 @@ import csv
 import io
 import json
 import shutil
-import time
 from pathlib import Path
 
 import optuna
@@ -149,17 +148,12 @@ def test_tpe_sweep_asks_trials_one_after_another(tmp_path: Path, capfd: pytest.C
     assert {"optimizer.init_args.lr", "data.init_args.batch_size"} <= set(found["keys"]) and "trainer.max_epochs" not in found["keys"]
     assert all(len({r["config"].get(k) for r in found["runs"]}) > 1 for k in found["keys"])
     assert [r["best"] for r in found["runs"]] == pytest.approx([t.value for t in loaded.trials])
-    many = tmp_path / "many"  # 100 runs (the trial's config and event file each) answer in under a second
+    many = tmp_path / "many"  # 100 runs (the trial's config and event file each): all listed (its speed: benchmarks/listing.py)
     for i in range(100):
         (many / f"run_{i}").mkdir(parents=True)
         for f in [sweep_dir / "trial_000" / "config.yaml", *(sweep_dir / "trial_000").glob("events.out.tfevents.*")]:
             shutil.copy(f, many / f"run_{i}" / f.name)
-    took = []
-    for _ in range(2):  # the better of two: a busy machine's hiccup is not the verb's time
-        start = time.perf_counter()
-        assert len(runs.collect([many])["runs"]) == 100
-        took.append(time.perf_counter() - start)
-    assert min(took) < 1.0, took
+    assert len(runs.collect([many])["runs"]) == 100
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert runs.main([str(sweep_dir), "--plot", "val/acc", "--plot_file", str(tmp_path / "curves.png")]) == 0

@@ -26,6 +26,10 @@ from trainer_cli.sweeps import results, study
 SHORT = ["--trainer.limit_train_batches", "4", "--trainer.limit_val_batches", "2"]
 
 
+# make test's 12 minutes: in the long tier, which CI runs; make test keeps a local TPE study with a median
+# pruner (tests/test_sweep_optuna.py: its journal) and a TPE study in PostgreSQL asked by a job array's
+# workers (test_a_dead_workers_trial_is_failed_and_retried, below)
+@pytest.mark.long
 def test_a_study_in_postgresql(postgres_url: str, tmp_path: Path, capfd: pytest.CaptureFixture[str]) -> None:
     from trainer_cli.__main__ import main
 
