@@ -45,6 +45,8 @@ run: $(STAMP)
 # suite's longest chain: 749 s of a 771 s suite with -n 3 (fresh clone, 2026-11-27); with five of its
 # tests in the long tier (each has a sibling here) and -n 4, 630 s of a 675 s suite (+ 43 s floor subset);
 # three fresh clones of nearly the same code that day: 675 + 43, 704 + 46, 712 + 59 s: at the 12 minutes.
+# With the 2-process DDP resume case and the local PostgreSQL study in the long tier too (each with a
+# sibling here): 650 s + 42 s floor subset (fresh clone, 2026-11-27), 11.5 minutes.
 XDIST := -n 4 --dist loadgroup
 
 # The documentation site (mkdocs.yml, docs/), built strictly: a broken link or reference, a missing
