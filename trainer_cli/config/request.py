@@ -229,11 +229,6 @@ class Request:
         """The arguments as tokens again, as written."""
         return [token for a in self.args for token in a.tokens]
 
-    @property
-    def command(self) -> str:
-        """How the user starts it: ``train`` or ``python main.py``."""
-        return self.entry
-
 
 def command_line() -> list[str]:
     """This process's command line as it was started (``sys.argv``, for records of what the user ran):
@@ -251,13 +246,16 @@ def of_process() -> Request:
     return Request(verb, read(rest), entry=f"python {script}", script=script)
 
 
-def runs_as_script() -> bool:
+def runs_as_script(request: Request) -> bool:
     """Whether this process is the user's script run from the command line (``python main.py fit``,
-    or a DDP rank Lightning started the same way): the script of :func:`of_process` is the
+    or a DDP rank Lightning started the same way): the script of ``request`` (:func:`of_process`) is the
     ``__main__`` module's file."""
     main_file = getattr(sys.modules.get("__main__"), "__file__", None)
-    script = of_process().script
     try:
-        return bool(main_file) and bool(script) and Path(str(script)).resolve() == Path(str(main_file)).resolve()
+        return (
+            bool(main_file)
+            and bool(request.script)
+            and Path(str(request.script)).resolve() == Path(str(main_file)).resolve()
+        )
     except OSError:
         return False

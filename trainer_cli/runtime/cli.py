@@ -163,7 +163,7 @@ class TrainerCLI(LightningCLI):
         if run_directory is None:  # a user's script
             # a missing --ckpt_path file: one line before anything is written when the script is the program;
             # called from Python (args=..., a test), it fails where LightningCLI's does
-            self.run.missing_is_error = kwargs.get("args") is None and runs_as_script()
+            self.run.missing_is_error = kwargs.get("args") is None and runs_as_script(self.request)
             self.run.checkpoint_hparams_win = True
             self.run.follows_lightning = True  # files where LightningCLI puts them (run.Run.bind_to_log_dir)
             self.run.command = self.request.entry  # `python main.py`: the script's record is re-run with it
@@ -175,7 +175,7 @@ class TrainerCLI(LightningCLI):
         from trainer_cli.job import requeue_signal
 
         requeue_from_here = run_directory is None and requeue_signal.install()  # a user's script in a Slurm job
-        whole_process = run_directory is None and kwargs.get("args") is None and runs_as_script()
+        whole_process = run_directory is None and kwargs.get("args") is None and runs_as_script(self.request)
         with _process_state_restored():
             try:
                 with _stop_contract(self.run, whole_process):

@@ -217,10 +217,7 @@ class Run:
             dump,
             {
                 "ckpt_path": (ckpt_dumped, plain(cfg.get("ckpt_path"))),
-                "trainer.logger": (
-                    logger_dumped,
-                    plain(cfg.trainer.get("logger")) if "logger" in cfg.trainer else None,
-                ),
+                "trainer.logger": (logger_dumped, self._logger_now(cfg)),
             },
         )
         if "default_root_dir" in cfg.trainer:  # the Trainer gets the run directory (TrainerCLI.instantiate_trainer)

@@ -17,7 +17,7 @@ import yaml
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 
 from trainer_cli.config.compose import compose_args, with_stored_config
-from trainer_cli.config.request import Arg, Request, of_process, option
+from trainer_cli.config.request import Arg, Request, option
 from trainer_cli.config.verbs import SCRIPT_VERBS
 from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.imports import import_class
@@ -146,7 +146,7 @@ def script_args(cli: Any) -> list[str] | None:
             than the script fixes.
     """
     fixed = _fixed_classes(cli._model_class, cli.datamodule_class, cli.subclass_mode_model, cli.subclass_mode_data)
-    request = of_process()
+    request = cli.request  # the script's command line, read once (TrainerCLI.__init__)
     try:
         expanded, layers = compose_args(request, fixed)
         args = [str(request.verb), *with_stored_config(expanded)]

@@ -16,7 +16,6 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from trainer_cli.config.compose import Layers, compose_args, with_stored_config
 from trainer_cli.errors import UserError
-from trainer_cli.job import export
 from trainer_cli.runtime import quiet
 from trainer_cli.runtime.cli import TrainerCLI, verb_cli
 from trainer_cli.runtime.guard import _process_state_restored, _stopped_before_training, explain_failure
@@ -52,13 +51,13 @@ def building_cli(verb: Optional[str] = None, layers: Layers | None = None) -> It
     LightningCLI's warning about ``args`` silenced, errors of the user's input reported as
     :class:`UserError` (naming the file and line of a value in the command line's ``layers``) and exceptions of the
     user's own code before the first step with their
-    frames (a run directory this created removed again when it saved no checkpoint),
-    and what the run exported for its processes (``TRAINER_CLI_RUN_DIR``, :mod:`trainer_cli.job.export`)
-    put back afterwards (so one process can build several runs)."""
+    frames (a run directory this created removed again when it saved no checkpoint). What the run exports
+    for its processes ends with the TrainerCLI that built it (:mod:`trainer_cli.runtime.guard`), so one
+    process can build several runs."""
     run = Run(verb)
     quiet.install()  # library messages that do not apply to a launcher run (trainer_cli.runtime.quiet)
     try:
-        with warnings.catch_warnings(), export.scope():  # what the run exports for its ranks ends with it
+        with warnings.catch_warnings():
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
             yield run
     except UserError:
