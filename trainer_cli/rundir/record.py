@@ -56,7 +56,7 @@ class Record:
     @classmethod
     def of_text(cls, text: str) -> Record:
         """A record given as text (a sweep trial's, a submitted job's): the tree read from it once."""
-        return cls([], _tree_of(text), text)
+        return cls([], tree_of(text), text)
 
     def text(self) -> str:
         """The whole record as one text: the header, then the body (dumped from the tree where it changed)."""
@@ -81,7 +81,7 @@ def as_record(record: Record | str) -> Record:
 _FILE_LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
-def _tree_of(text: str, loader: Any = yaml.SafeLoader) -> dict[str, Any] | None:
+def tree_of(text: str, loader: Any = yaml.SafeLoader) -> dict[str, Any] | None:
     """The YAML mapping of ``text``, or None when it is not one."""
     try:
         tree = yaml.load(text, Loader=loader)
@@ -97,7 +97,7 @@ def _split_text(text: str) -> tuple[list[str], dict[str, Any] | None]:
         if not line.startswith("#"):
             break
         header.append(line)
-    return header, _tree_of(text)
+    return header, tree_of(text)
 
 
 def split(record: Record | str) -> tuple[str, str | None]:
@@ -139,10 +139,10 @@ def read(config_file: Path, launcher: bool = True) -> dict[str, Any] | None:
     """
     if not config_file.is_file():
         return None
-    tree = _tree_of(config_file.read_text(), _FILE_LOADER)
+    tree = tree_of(config_file.read_text(), _FILE_LOADER)
     beside = launcher_path(config_file)
     if tree is not None and launcher and beside.is_file():
-        settings = _tree_of(beside.read_text(), _FILE_LOADER)
+        settings = tree_of(beside.read_text(), _FILE_LOADER)
         tree.update({k: v for k, v in (settings or {}).items() if k in LAUNCHER_KEYS})
     return tree
 

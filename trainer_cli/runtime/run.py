@@ -80,7 +80,6 @@ from trainer_cli.runtime.run_record import (
     changed_keys,
     plain,
     pointed_tree,
-    tree_of,
 )
 
 DEFAULT_LOGGER = {
@@ -183,7 +182,7 @@ class Run:
             SystemExit: 0 when ``--ckpt_path last`` names a finished run (nothing to train).
         """
         self._body = dump()  # the one dump of the config: a tree from here on (run_record)
-        self._tree = tree_of(self._body)
+        self._tree = run_records.tree_of(self._body)  # None for a dump that is not YAML (jsonnet mode)
         if cfg.trainer.get("fast_dev_run"):  # a smoke test: Lightning logs and saves nothing for it, nor do we
             return None
         ckpt_dumped = plain(cfg.get("ckpt_path"))

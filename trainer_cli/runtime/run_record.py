@@ -15,7 +15,6 @@ import copy
 from pathlib import PurePath
 from typing import Any
 
-import yaml
 from jsonargparse import Namespace
 from lightning.pytorch import Callback
 
@@ -25,16 +24,6 @@ from trainer_cli.rundir.resume import flatten
 Run = Any  # trainer_cli.runtime.run.Run, which imports this module (not imported back: no module circle)
 
 MISSING: Any = object()  # no value at a key (a new key, or a dump that has none there)
-
-
-def tree_of(text: str) -> dict[str, Any] | None:
-    """The config text the launcher dumped as a tree; None for a dump that is not a YAML mapping
-    (a parser in jsonnet mode: its text is kept as dumped)."""
-    try:
-        tree = yaml.safe_load(text)
-    except yaml.YAMLError:
-        return None
-    return tree if isinstance(tree, dict) else None
 
 
 def plain(value: Any) -> Any:
