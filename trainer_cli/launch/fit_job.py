@@ -239,7 +239,11 @@ def _instantiate_links(parser: Any) -> frozenset[str]:
 
 
 def plan(
-    args: list[str], dry_run: bool, parse: ParseFit, script: str | None = None, fixed: Mapping[str, type] | None = None
+    args: Request | list[str],
+    dry_run: bool,
+    parse: ParseFit,
+    script: str | None = None,
+    fixed: Mapping[str, type] | None = None,
 ) -> Plan:
     """Parse (with ``parse``), check and render ``train submit ARGS``; allocates the run directory
     unless ``dry_run``. With ``script`` (a user's script with TrainerCLI) the job runs that script.
@@ -362,7 +366,7 @@ def main(
             f"submit` for those{_train_submit_hint(script, fixed or {}, request.sweep)}"
         )
     dry_run = request.dry_run
-    job = plan(request.tokens(), dry_run, parse, script=script, fixed=fixed)
+    job = plan(request, dry_run, parse, script=script, fixed=fixed)
     if job.finished:  # as `train fit` says it, before anything is written or queued
         print(f"{job.finished} Nothing was queued.")
         return 0

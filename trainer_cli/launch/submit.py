@@ -37,7 +37,7 @@ def _parse_fit(cli: Any = None) -> fit_job.ParseFit:
     return parse
 
 
-def plan(args: list[str], dry_run: bool, cli: Any = None, script: str | None = None) -> Plan:
+def plan(args: Request | list[str], dry_run: bool, cli: Any = None, script: str | None = None) -> Plan:
     """Parse, check and render ``train submit ARGS`` (:func:`trainer_cli.launch.fit_job.plan`);
     allocates the run directory unless ``dry_run``.
 
@@ -62,7 +62,7 @@ def main(args: Request | list[str]) -> int:
 
             return submit_sweep(request)
         if request.check:
-            return check(request.tokens())
+            return check(request)
     return fit_job.main(request, _parse_fit())
 
 
@@ -79,7 +79,7 @@ def from_script(
     return fit_job.main(args, _parse_fit(cli), script=script, fixed=fixed)
 
 
-def check(args: list[str]) -> int:
+def check(args: Request | list[str]) -> int:
     """``train submit --check ARGS``: every check of a submission (config, resources, the cluster's
     partitions and nodes), nothing written or queued; returns 0 when the job would be accepted.
 
