@@ -74,6 +74,11 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
                                               ["interp.yaml line 3", "config interpolation", "optimizer.init_args.lrr"]),
         "interpolation_circular": ([*base, "--config", write(cfg / "circ.yaml", "name: ${run_dir}\nrun_dir: ${name}\n")], ["config interpolation", "ecursi"]),
         # unknown keys, at every level, with close matches
+        # found as a new user (a project logging val_loss with the bundled callbacks/early_stopping preset): a traceback
+        "early_stopping_metric_not_logged": ([*base, "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1", "--config",
+                                              write(cfg / "es.yaml", "trainer:\n  callbacks+:\n    - class_path: lightning.pytorch.callbacks.EarlyStopping\n"
+                                                    "      init_args:\n        monitor: val/nope\n")],
+                                             ["metric `val/nope` which is not available", "val/loss", "monitor in the config"]),
         "unknown_verb": (["fitt"], ["unknown verb 'fitt'", "Did you mean: fit"]),
         "unknown_top_key_in_file": ([*base, "--config", write(cfg / "top.yaml", "optimiser:\n  lr: 0.1\n")], ["optimiser", "Did you mean: optimizer"]),
         "unknown_trainer_flag": ([*base, "--trainer.max_epohcs", "3"], ["max_epohcs", "Did you mean: trainer.max_epochs"]),

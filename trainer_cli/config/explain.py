@@ -273,6 +273,10 @@ def as_user_error(err: Exception, ckpt_path: str | None = None, layers: Layers |
         key = getattr(err, "full_key", None)
         where = layers.describe_origin([without_verb(key)]) if key and layers else ""
         return UserError(f"{where + ': ' if where else ''}config interpolation: {omegaconf_message(err)}")
+    if isinstance(err, RuntimeError) and str(err).startswith("Early stopping conditioned on metric"):
+        # Lightning's EarlyStopping (strict) after a validation: the config's monitor names a metric the model
+        # does not log (a preset written for val/loss on a model that logs val_loss); its message lists them
+        return UserError(f"{str(err).strip()} (set the EarlyStopping callback's monitor in the config)")
     if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
         lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
         return UserError(
