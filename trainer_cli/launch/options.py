@@ -12,6 +12,7 @@ from typing import Optional
 
 from trainer_cli.errors import UserError
 from trainer_cli.job.slurm_commands import time_limit_s
+from trainer_cli.launch.container import ContainerOptions
 
 SECTION = "slurm"
 FLAG_PREFIX = f"--{SECTION}."
@@ -103,8 +104,12 @@ class SlurmOptions:
     nccl_socket_ifname: Optional[str] = None
     """Opt-in NCCL_SOCKET_IFNAME preset: the network interface(s) NCCL uses, e.g. ib0 or ^lo,docker."""
     python: Optional[str] = None
-    """Python that runs `-m trainer_cli` in the job. Empty: `python` from PATH when setup or
-    setup_raw is given (the environment they activate), else the one running `train submit`."""
+    """Python that runs `-m trainer_cli` in the job. Empty: `python3` of the image with a container,
+    `python` from PATH when setup or setup_raw is given (the environment they activate), else the one
+    running `train submit`."""
+    container: ContainerOptions = field(default_factory=ContainerOptions)
+    """Run every task in a container image: --slurm.container.runtime, .image, .mounts, .env, .workdir,
+    .options, .helper_python (guide: Jobs in containers)."""
     snapshot: bool = True
     """Copy the code of the git work tree you submit from (tracked and untracked-not-ignored files,
     uncommitted changes included; not checkpoints, run folders or earlier snapshots) into <run>/code,
@@ -116,6 +121,8 @@ class SlurmOptions:
     """sbatch template: a name in the bundled slurm/ folder (ddp) or the path of your own Jinja2 file."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.container, dict):  # from a config file, or a run's job.json
+            self.container = ContainerOptions(**self.container)
         problems = []
         if self.mem and self.mem_per_cpu:
             problems.append(
@@ -169,12 +176,15 @@ class SlurmOptions:
 
     @property
     def python_executable(self) -> str:
-        """The Python of the job: :attr:`python`; else ``python`` when setup lines activate an
-        environment (:attr:`setup`, :attr:`setup_raw`); else the absolute path of the one running now."""
+        """The Python of the job: :attr:`python`; else the image's ``python3`` in a container; else
+        ``python`` when setup lines activate an environment (:attr:`setup`, :attr:`setup_raw`); else the
+        absolute path of the one running now."""
         import sys
 
         if self.python:
             return self.python
+        if self.container.runtime:
+            return "python3"
         return "python" if self.setup or self.setup_raw else os.path.abspath(sys.executable)
 
 

@@ -34,10 +34,11 @@ from trainer_cli.job import jobstate
 from trainer_cli.job.slurm_commands import output_or_empty
 from trainer_cli.launch import snapshot
 from trainer_cli.launch.cluster import check_resources
+from trainer_cli.launch.container import data_paths
 from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.render import render
 from trainer_cli.launch.resources import Resources, derive
-from trainer_cli.launch.sbatch import SCRIPT_NAME, run_sbatch, script_context, slurm_filename_pattern
+from trainer_cli.launch.sbatch import SCRIPT_NAME, prepare_run, run_sbatch, script_context, slurm_filename_pattern
 from trainer_cli.launch.slurm_args import parse_slurm_options, split_args
 from trainer_cli.launch.submissions import register
 from trainer_cli.sweeps import plan as sweep_plan
@@ -115,7 +116,8 @@ def _script(
     Raises:
         UserError: for a template error, or a template that renders no ``#SBATCH --array`` line.
     """
-    context = script_context(slurm, resources, sweep.sweep_dir, job_name, Path.cwd(), slurm.dependency)
+    data = data_paths(sweep.base.get("data"), Path.cwd()) if slurm.container.runtime else []
+    context = script_context(slurm, resources, sweep.sweep_dir, job_name, Path.cwd(), slurm.dependency, data)
     context |= {
         "sweep_dir": str(sweep.sweep_dir),
         "array": _array(workers or len(sweep.trials), slurm),
@@ -167,6 +169,11 @@ def plan(args: list[str], dry_run: bool) -> SweepJob:
         )
     fit_args, layers, _, provenance = split_args(rest)
     slurm = parse_slurm_options(layers)
+    if workers is not None and slurm.container.runtime:
+        raise UserError(
+            f"{WORKERS_FLAG} with --slurm.container.runtime: the workers ask the study from the batch script, outside "
+            "the image; drop one (a grid --sweep without workers runs in containers)"
+        )
     if slurm.cv_folds or slurm.test_after_fit:
         raise UserError("--sweep with --slurm.cv_folds or --slurm.test_after_fit: a sweep runs plain fits; choose one")
     if slurm.requeue_mode == "resubmit":
@@ -308,6 +315,7 @@ def _queue(
             snapshot.take(Path.cwd(), sweep.sweep_dir, slurm.snapshot_max_mb, [sweep.root]) if slurm.snapshot else None
         )
         script = sweep.sweep_dir / SCRIPT_NAME
+        prepare_run(slurm, sweep.sweep_dir)
         script.write_text(text)
         return run_sbatch(script), script, code
     except BaseException:
