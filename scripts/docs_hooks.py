@@ -106,11 +106,12 @@ def _type(annotation: ast.expr) -> str:
     return match.group(1) if match else text
 
 
-def slurm_option_fields() -> list[tuple[str, str, str, str]]:
-    """``(name, type, default, docstring)`` of each field of ``SlurmOptions``, in source order: the
-    annotated assignments of the class body and the string literal that follows each one."""
-    cls = slurm_options_module.SlurmOptions
-    tree = ast.parse(inspect.getsource(slurm_options_module))
+def slurm_option_fields(module: Any = slurm_options_module, name: str = "SlurmOptions") -> list[tuple[str, str, str, str]]:
+    """``(name, type, default, docstring)`` of each field of ``SlurmOptions`` (or of class ``name`` of
+    ``module``), in source order: the annotated assignments of the class body and the string literal
+    that follows each one."""
+    cls = getattr(module, name)
+    tree = ast.parse(inspect.getsource(module))
     body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__).body
     fields = []
     for node, after in zip(body, [*body[1:], None]):
@@ -120,11 +121,11 @@ def slurm_option_fields() -> list[tuple[str, str, str, str]]:
         if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
             doc = inspect.cleandoc(after.value.value)
         if not doc:
-            raise RuntimeError(f"SlurmOptions.{node.target.id} has no docstring: the sbatch reference needs one")
+            raise RuntimeError(f"{name}.{node.target.id} has no docstring: the sbatch reference needs one")
         fields.append((node.target.id, _type(node.annotation), _default(node.value), doc))
     missing = set(cls.__dataclass_fields__) - {name for name, *_ in fields}
     if missing:
-        raise RuntimeError(f"SlurmOptions fields not read from the source: {sorted(missing)}")
+        raise RuntimeError(f"{name} fields not read from the source: {sorted(missing)}")
     return fields
 
 
@@ -136,9 +137,13 @@ def _text(doc: str) -> str:
 
 
 def slurm_options() -> str:
+    from trainer_cli.launch import container
+
+    fields = slurm_option_fields()
+    nested = [(f"container.{n}", *rest) for n, *rest in slurm_option_fields(container, "ContainerOptions")]
     rows = [
         f"| `--{slurm_options_module.SECTION}.{name}` | `{_cell(type_)}` | {default} | {_text(doc)} |"
-        for name, type_, default, doc in slurm_option_fields()
+        for name, type_, default, doc in [f for f in fields if f[0] != "container"] + nested
     ]
     return "\n".join(["| option | type | default | what it does |", "| --- | --- | --- | --- |", *rows])
 

@@ -61,6 +61,7 @@ def debian_image() -> Path:
             if done.returncode != 0:
                 raise RuntimeError(f"{' '.join(RECIPE)} {building} failed: {done.stdout[-500:]} {done.stderr[-500:]}")
             building.rename(image)
+        (image / "etc" / "hosts").touch()  # minbase has none: ch-run binds the host's (node names) onto it
     return image
 
 

@@ -40,7 +40,7 @@ FLAG = "--slurm.container"
 HELPERS_DIR = ".launcher"
 """The run's copy of the launcher's job steps (:func:`install_helpers`)."""
 PODMAN_ENV = ("SLURM_*", "TRAINER_CLI_*", "NCCL_*", "MASTER_ADDR", "MASTER_PORT", "PYTHONUNBUFFERED",
-              "SRUN_CPUS_PER_TASK", "CUDA_VISIBLE_DEVICES", "USER", "HOME")  # fmt: skip
+              "SRUN_CPUS_PER_TASK", "CUDA_VISIBLE_DEVICES", "USER")  # fmt: skip
 """What podman passes in from the host (it passes nothing by default); ``NAME*`` is every name with that start."""
 _ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
@@ -153,6 +153,11 @@ def _check_charliecloud_mounts(container: ContainerOptions) -> None:
     image = Path(str(container.image))
     if not image.is_dir():
         return  # a SquashFS image, or one not on this machine: ch-run says it in the job
+    if not (image / "etc" / "hosts").is_file():  # ch-run binds the host's file onto the image's, when it has one
+        raise UserError(
+            f"{FLAG}.image {image}: it has no /etc/hosts, so the job's node names would not resolve in it (DDP waits "
+            f"forever for its first node): touch {image}/etc/hosts (ch-run binds the host's onto it)"
+        )
     for mount in container.mounts:
         _, dst, _ = _mount(mount)
         if not _in_image(image, dst).is_dir():

@@ -75,6 +75,8 @@ def script_context(
         top = (snapshot.work_tree(submit_dir) if in_snapshot else None) or submit_dir  # the snapshot links into it
         mounts = [run_dir, top, *data]
         srun_words, prefix = container.launch_words(slurm.container, mounts, workdir, gpus, env)
+        if slurm.container.runtime == "pyxis":  # pyxis takes the values from the job's environment (--container-env)
+            env |= {str(k): str(v) for k, v in slurm.container.env.items()}
         helper = Quoted(" ".join(quote_shell(w) for w in container.helper_words(slurm.container, run_dir)))
     return {
         "container": bool(slurm.container.runtime),
