@@ -11,7 +11,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from support import DIGITS
+from support import DIGITS, REPO
 from test_submit_render import LOCAL_PROFILE, _args, _check_golden, _normalise
 
 from trainer_cli.errors import UserError
@@ -74,9 +74,17 @@ def test_charliecloud_directory_image_needs_its_mount_points(tmp_path: Path) -> 
     with pytest.raises(UserError, match=rf"mounts /data: the image has no directory /data.*mkdir -p {image}/data$"):
         plan(_args([DIGITS, LOCAL_PROFILE, *flags, "--slurm.container.mounts", "[/data]"], tmp_path / "runs"), dry_run=True)
     (image / "data").mkdir()
-    job = plan(_args([DIGITS, LOCAL_PROFILE, *flags, "--slurm.container.mounts", "[/data]"], tmp_path / "runs"), dry_run=True)
-    assert f"ch-run --bind={tmp_path}:{tmp_path}" not in job.script_text, "the image has no such directory: bound at /tmp"
-    assert " --bind=/data:/data " in job.script_text and f" {image} -- " in job.script_text
+    flags += ["--slurm.container.mounts", "[/data]"]
+    with pytest.raises(UserError, match=rf"no directory to bind {REPO} at.*mkdir -p {image}{REPO}$"):
+        plan(_args([DIGITS, LOCAL_PROFILE, *flags], tmp_path / "runs"), dry_run=True)  # the work tree submitted from
+    top, run_top = "/" + REPO.parts[1], "/" + tmp_path.parts[1]  # /tmp/pytest-of-<user>/...: /tmp
+    for where in (top, run_top):
+        (image / where.lstrip("/")).mkdir(exist_ok=True)
+    text = plan(_args([DIGITS, LOCAL_PROFILE, *flags], tmp_path / "runs"), dry_run=True).script_text
+    # each bound at the deepest directory of it the image has: the work tree and the run under their tops
+    assert f"--bind={top}:{top} " in text and f"--bind={run_top}:{run_top} " in text, text[-1500:]
+    assert "--bind=/data:/data --cd=" in text and str(tmp_path / "runs") not in text.split("ch-run")[1].split("--cd")[0]
+    assert f" {image} -- /opt/env/bin/python -m trainer_cli fit" in text
 
 
 def test_job_steps_run_by_a_bare_host_python(tmp_path: Path) -> None:

@@ -238,11 +238,9 @@ def install_helpers(run_dir: Path) -> Path:
     and filelock only), and filelock itself; returns the folder."""
     import filelock
 
-    import trainer_cli
-
     target = run_dir / HELPERS_DIR
     shutil.rmtree(target, ignore_errors=True)
-    source = Path(trainer_cli.__file__).parent
+    source = Path(__file__).resolve().parents[1]  # the trainer_cli package
     package = target / "trainer_cli"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(source / "job", package / "job", ignore=ignore)
