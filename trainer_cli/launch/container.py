@@ -132,20 +132,23 @@ def _bound(paths: Iterable[Path], image: str, runtime: str) -> list[tuple[str, s
     Raises:
         UserError: a Charliecloud directory image that has no directory above a path but ``/``.
     """
-    chosen: list[str] = []
+    targets: set[str] = set()
     directory = Path(image) if runtime == "charliecloud" and Path(image).is_dir() else None
-    for path in sorted({str(p) for p in paths}, key=len):
-        target = PurePosixPath(path)
+    for path in {str(p) for p in paths}:
+        place = PurePosixPath(path)
         if directory is not None:
-            while target != target.parent and not _in_image(directory, str(target)).is_dir():
-                target = target.parent
-            if str(target) == "/":
+            while place != place.parent and not _in_image(directory, str(place)).is_dir():
+                place = place.parent
+            if str(place) == "/":
                 raise UserError(
                     f"{FLAG}.image {image}: it has no directory to bind {path} at, and ch-run binds only onto one "
                     f"(the image is read-only): mkdir -p {directory}/{path.lstrip('/')}"
                 )
-        if not any(str(target) == c or str(target).startswith(c.rstrip("/") + "/") for c in chosen):
-            chosen.append(str(target))
+        targets.add(str(place))
+    chosen: list[str] = []
+    for target in sorted(targets, key=lambda t: (len(t), t)):  # outermost first: a bind inside one is left out
+        if not any(target.startswith(c.rstrip("/") + "/") for c in chosen):
+            chosen.append(target)
     return [(c, c, "") for c in chosen]
 
 
