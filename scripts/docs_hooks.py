@@ -61,10 +61,11 @@ def helps() -> str:
             text = "options:" + text.split("\noptions:", 1)[1].split("\n\n", 1)[0]
             parts.append(
                 f"A LightningCLI subcommand. Its own options (LightningCLI's and the launcher's) are below; "
-                f"`train {verb} --help` then lists the Trainer's, and `--model.help CLASS` (likewise "
-                "`--data.help`, `--optimizer.help`, `--lr_scheduler.help`) the options of one class with its "
-                f"docstring; `train {verb} --config experiment/digits --print_config` prints every value a "
-                "config chooses.\n"
+                f"`train {verb} --help` then lists the Trainer's; after a config (`train {verb} --config "
+                "experiment/digits --help`) it then lists the options of the model, data module, optimizer and "
+                "scheduler the config chooses, and `--model.help CLASS` (likewise `--data.help`, `--optimizer.help`, "
+                "`--lr_scheduler.help`) the options of one class with its docstring; "
+                f"`train {verb} --config experiment/digits --print_config` prints every value a config chooses.\n"
             )
         parts.append(f"```text\n{text}\n```\n")
     return "\n".join(parts)
