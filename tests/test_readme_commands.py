@@ -192,7 +192,9 @@ def wheel_site(tmp_path_factory: pytest.TempPathFactory) -> Path:
     folder) and installed with ``pip install --no-deps --target`` into a folder of its own."""
     from filelock import FileLock
 
-    shared = tmp_path_factory.getbasetemp().parent
+    shared = tmp_path_factory.getbasetemp()
+    if os.environ.get("PYTEST_XDIST_WORKER"):  # the workers' folders share this session's parent
+        shared = shared.parent
     site = shared / "docs-wheel" / "site"
     with FileLock(str(shared / "docs-wheel.lock")):
         if not (site / "trainer_cli" / "__init__.py").is_file():
