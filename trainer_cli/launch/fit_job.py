@@ -257,6 +257,8 @@ def plan(
     fixed = fixed or {}
     fit_args, layers, _, provenance = split_args(args, fixed)
     slurm = parse_slurm_options(layers)
+    if slurm.array_workers is not None:
+        raise UserError(f"--slurm.array_workers {slurm.array_workers} without --sweep: workers train a sweep's trials")
     parser, config = parse(fit_args, provenance)
     from trainer_cli.runtime.run import (  # Lightning is imported already (parse)
         DEFAULT_ROOT_DIR,

@@ -88,6 +88,10 @@ class SlurmOptions:
     array_parallelism: Optional[int] = None
     """Sweeps (`--sweep`): at most this many trials of the job array run at once (sbatch --array=0-N%P). Empty: no
     limit."""
+    array_workers: Optional[int] = None
+    """Sweeps (`--sweep`): the job array is this many workers of the sweep's Optuna study instead of a task per
+    trial; each asks the study for a trial, trains it and asks again until the study holds --sweep_trials
+    trials. Needed for --sweep_sampler other than grid, --sweep_pruner and --sweep_storage. Empty: a task per trial."""
     extra_sbatch: list[str] = field(default_factory=list)
     """Further sbatch options, one per #SBATCH line, e.g. --reservation=big."""
     setup: list[str] = field(default_factory=list)
@@ -131,7 +135,7 @@ class SlurmOptions:
             )
         if self.snapshot_max_mb <= 0:
             problems.append(f"--slurm.snapshot_max_mb {self.snapshot_max_mb}: must be more than 0")
-        for key in ("cpus_per_task", "signal_delay_s", "array_parallelism"):
+        for key in ("cpus_per_task", "signal_delay_s", "array_parallelism", "array_workers"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 problems.append(f"--slurm.{key} {getattr(self, key)}: must be 1 or more")
         if str(self.time).strip().upper() not in NO_TIME_LIMIT and time_limit_s(self.time) is None:

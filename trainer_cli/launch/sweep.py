@@ -53,26 +53,6 @@ WORKERS_LOG = "workers/slurm-%A_%a.log"
 LOG_PATTERN = "trial_%3a/slurm-%A_%a.log"  # %3a: the task id padded to 3 digits, as trial_name()
 
 
-def take_workers(args: Request | list[str]) -> tuple[int | None, list[str]]:
-    """Take ``--slurm.array_workers N`` out of ``args``: ``(N or None, the rest)``.
-
-    Raises:
-        UserError: for a value that is not an integer of 1 or more.
-    """
-    workers: int | None = None
-    rest: list[str] = []
-    for arg in Request.of(args):
-        if arg.name != WORKERS_FLAG[2:]:
-            rest.extend(arg.tokens)
-            continue
-        if arg.value is None:
-            raise UserError(f"{WORKERS_FLAG} needs a value")
-        if not arg.value.isdigit() or int(arg.value) < 1:
-            raise UserError(f"{WORKERS_FLAG} {arg.value}: expected an integer, 1 or more")
-        workers = int(arg.value)
-    return workers, rest
-
-
 def _shared_resources(sweep: sweep_plan.Sweep, slurm: SlurmOptions) -> Resources:
     """The one resource request of every trial.
 
@@ -158,17 +138,17 @@ def plan(args: list[str], dry_run: bool) -> SweepJob:
         UserError: for a bad sweep flag, a trial's bad value (named), trials with different
             resources, what the cluster cannot run, or a template error.
     """
-    workers, args = take_workers(args)
     space, rest = take_sweep_args(args)
     if space is None:
         raise UserError("no --sweep flag: nothing to sweep")
+    fit_args, layers, _, provenance = split_args(rest)
+    slurm = parse_slurm_options(layers)
+    workers = slurm.array_workers
     if workers is None and (not space.is_grid or space.pruner != "none" or space.storage):
         raise UserError(
             "train submit --sweep with --sweep_sampler other than grid, --sweep_pruner or --sweep_storage: the study "
             f"needs workers that ask it for trials; add {WORKERS_FLAG} N"
         )
-    fit_args, layers, _, provenance = split_args(rest)
-    slurm = parse_slurm_options(layers)
     if workers is not None and slurm.container.runtime:
         raise UserError(
             f"{WORKERS_FLAG} with --slurm.container.runtime: the workers ask the study from the batch script, outside "
