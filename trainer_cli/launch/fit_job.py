@@ -286,9 +286,7 @@ def plan(
     # resubmitting into an existing run (resume in place): the job's first start resolves its
     # checkpoint by the same rule (rundir.resume_checkpoint); say now if it cannot
     if placed.existing:
-        carried = (
-            bool(ckpt) and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt
-        )  # from the run's own config.yaml
+        carried = bool(ckpt) and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt  # from its config.yaml
         resume = resume_checkpoint(run_dir, ckpt, in_job=True, carried=carried)
     else:
         resume = None
