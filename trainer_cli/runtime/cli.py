@@ -36,6 +36,7 @@ from trainer_cli.config.request import Request, of_process, runs_as_script
 from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.job import workdir
 from trainer_cli.optim.param_groups import ParamGroups
+from trainer_cli.optim.partials import callable_partials
 from trainer_cli.rundir.resume import add_resume_arguments, check_weights_fit
 from trainer_cli.runtime.auto_optimizers import add_automatic_groups, add_configure_optimizers
 from trainer_cli.runtime.checkpointing import with_atomic_checkpoint_io
@@ -157,6 +158,7 @@ class TrainerCLI(LightningCLI):
         # its total steps then): the same groups are added and built lazily here (add_configure_optimizers)
         kwargs["auto_configure_optimizers"] = False
         self.config: Any = None
+        self.partials: list[str] = []  # the model's hparams callable as partials (trainer_cli.optim.partials)
         self.layers = layers if layers is not None else Layers()  # shared by its parsers (init_parser)
         self._subcommands = kwargs.get("run", True)
         self.run = run_directory if run_directory is not None else Run(None)
@@ -341,6 +343,10 @@ class TrainerCLI(LightningCLI):
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
         """LightningCLI's, with the run's callbacks and checkpoint plugin added (the run summary,
         RNG states, last.ckpt, Slurm requeue, the checkpoint on SIGTERM, atomic checkpoint files)."""
+        # built before the Trainer: a module that builds its optimizer from its hparams (`self.hparams.optimizer(
+        # params=...)`, as with Hydra's _partial_) calls them (trainer_cli.optim.partials; its checkpoints: PlainPartials)
+        model = getattr(self, "model", None)
+        self.partials = callable_partials(model.hparams) if isinstance(model, pl.LightningModule) else []
         trainer_config = {**self._subconfig_init().get("trainer", {}), **kwargs}
         if "callbacks" not in trainer_config:  # a trainer class without callbacks: LightningCLI's warning
             return self._remember_trainer(super().instantiate_trainer(**kwargs))
