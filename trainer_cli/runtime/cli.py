@@ -344,7 +344,7 @@ class TrainerCLI(LightningCLI):
         """LightningCLI's, with the run's callbacks and checkpoint plugin added (the run summary,
         RNG states, last.ckpt, Slurm requeue, the checkpoint on SIGTERM, atomic checkpoint files)."""
         # built before the Trainer: a module that builds its optimizer from its hparams (`self.hparams.optimizer(
-        # params=...)`, as with Hydra's _partial_) calls them (trainer_cli.optim.partials; its checkpoints: PlainPartials)
+        # params=...)`, as with Hydra's _partial_) calls them (trainer_cli.optim.partials)
         model = getattr(self, "model", None)
         self.partials = callable_partials(model.hparams) if isinstance(model, pl.LightningModule) else []
         trainer_config = {**self._subconfig_init().get("trainer", {}), **kwargs}
