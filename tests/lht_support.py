@@ -43,6 +43,7 @@ def write_mnist(data_dir: Path, n_train: int = 240, n_test: int = 80) -> None:
 def lht_project(dest: Path) -> Path:
     """A copy of the project at ``dest`` (its ``src/``, ``configs/``, ``.gitignore``) with its data written
     to ``data/`` (its git-ignored, relative ``data_dir``)."""
+
     def outputs(folder: str, names: list[str]) -> set[str]:  # what a run of the project left in the source tree
         top = {"data", "runs", "logs"} if Path(folder) == LHT else set()
         return {n for n in names if n == "__pycache__" or n in top}

@@ -1,0 +1,150 @@
+"""docs/migration/lightning-hydra-template.md, run as written, on a project of the template's shape
+(``tests/foreign_lht``: its module with the Hydra ``_partial_`` optimizer and scheduler arguments called as
+``self.hparams.optimizer(params=...)``, its data module reading MNIST's raw files from a relative,
+git-ignored ``data_dir``, its config groups, experiment and ``hparams_search`` file).
+
+The page's steps alone migrate it: each ``yaml title="configs/..."`` block of the page is written over
+the project's file of that name, the page's ``diff`` block (the one edit of the module) is applied with
+``patch``, then the page's ``bash`` commands run in page order in the project's root, in-process
+(``trainer_cli.__main__.main``). The default tier runs the fit, its resume and the test (a few seconds
+of training); the ``long`` one every command: the fit that tests when it ends and the Optuna sweep too.
+tests/test_readme_commands.py leaves this page to this test (:data:`test_readme_commands.OWN_TEST`).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+import subprocess
+from pathlib import Path
+
+import pytest
+import torch
+from lht_support import LHT, lht_project
+from support import REPO
+from test_readme_commands import markdown_sections
+
+PAGE = REPO / "docs" / "migration" / "lightning-hydra-template.md"
+CHEAP = ("fit", "test")  # the default tier's verbs: the sweep, --test_after_fit and submit are the long one's
+
+
+def page_files() -> dict[str, str]:
+    """``{path: text}`` of the page's ``yaml title="PATH"`` blocks."""
+    found = re.findall(r'^```yaml title="([^"]+)"\n(.*?)^```$', PAGE.read_text(), flags=re.S | re.M)
+    return dict(found)
+
+
+def page_diff() -> str:
+    """The page's one ``diff`` block."""
+    (diff,) = re.findall(r"^```diff\n(.*?)^```$", PAGE.read_text(), flags=re.S | re.M)
+    return diff
+
+
+def page_commands() -> list[str]:
+    """The page's ``bash`` commands, in page order."""
+    return markdown_sections(PAGE, by_section=False)["top"][0]
+
+
+def migrate(tmp_path: Path) -> Path:
+    """The project copied, migrated by the page's files and its diff (as a unified diff of the module)."""
+    project = lht_project(tmp_path / "project")
+    for name, text in page_files().items():
+        (project / name).write_text(text)
+    module = project / "src" / "models" / "mnist_module.py"
+    hunks = [h.strip("\n") for h in page_diff().split("@@\n") if h.strip()]
+    original = module.read_text()
+    for hunk in hunks:  # each hunk: context and removed lines -> context and added lines, found in the file
+        lines = hunk.splitlines()
+        old = "\n".join(line[1:] for line in lines if line[0] in " -") + "\n"
+        new = "\n".join(line[1:] for line in lines if line[0] in " +") + "\n"
+        assert original.count(old) == 1, f"the page's diff does not apply to {module}: {old!r}"
+        original = original.replace(old, new)
+    module.write_text(original)
+    changed = subprocess.run(
+        ["diff", str(LHT / "src" / "models" / "mnist_module.py"), str(module)], capture_output=True, text=True
+    ).stdout
+    assert sum(line.startswith(">") for line in changed.splitlines()) == 3, changed  # the one edit: 3 lines
+    return project
+
+
+def run_page(
+    project: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str], verbs: tuple[str, ...] | None
+) -> list[str]:
+    """Run the page's commands (of ``verbs`` only, without --sweep/--test_after_fit, when given) in ``project``."""
+    from trainer_cli.__main__ import main
+
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(project))
+    ran = []
+    for command in page_commands():
+        argv = shlex.split(command)[1:]
+        if verbs is not None and (argv[0] not in verbs or "--sweep" in argv or "--test_after_fit" in argv):
+            continue
+        try:
+            code = main(argv)
+        except SystemExit as stop:  # --print_config exits through argparse
+            code = stop.code if isinstance(stop.code, int) else 0
+        out = capsys.readouterr()
+        assert code == 0, f"{PAGE.name}: {command} failed ({code})\n{out.out[-3000:]}\n{out.err[-3000:]}"
+        ran.append(command)
+    return ran
+
+
+def _metric(run: Path, key: str) -> list[float]:
+    """Every value of metric ``key`` in the run's ``metrics.jsonl``, in order."""
+    lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return [line["metrics"][key] for line in lines if key in line.get("metrics", {})]
+
+
+def test_page_shows_the_steps() -> None:
+    """The page holds the migrated files of every group the template's experiment names, the one edit,
+    and fit, resume, test, test after fit and the sweep."""
+    assert {
+        "configs/model/mnist.yaml",
+        "configs/data/mnist.yaml",
+        "configs/trainer/default.yaml",
+        "configs/callbacks/default.yaml",
+        "configs/train.yaml",
+        "configs/experiment/example.yaml",
+    } <= set(page_files())
+    commands = " ; ".join(page_commands())
+    for needed in ("--ckpt_path last", "train test", "--test_after_fit", "--sweep_sampler tpe", "uniform(0.0001,0.1)"):
+        assert needed in commands, needed
+
+
+def test_migrated_project_fits_resumes_and_tests(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The page's fit, resume and test on the migrated project: 2 epochs, then the same run resumed to 3
+    (one more epoch, not three), its best checkpoint tested; the module file is the template's but for
+    the page's one edit, and its checkpoints read with torch's safe loader."""
+    project = migrate(tmp_path)
+    ran = run_page(project, monkeypatch, capsys, CHEAP)
+    assert len(ran) >= 5, ran
+    run = project / "runs" / "example" / "version_0"
+    validations = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines()]
+    assert [v["epoch"] for v in validations if v["stage"] == "validation"] == [0, 1, 2]  # resumed: 1 more, not 3
+    starts = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    assert [s["verb"] for s in starts] == ["fit", "fit", "test"]  # the fit, its resume, the test
+    checkpoint = torch.load(run / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")
+    assert checkpoint["epoch"] == 2 and checkpoint["hyper_parameters"]["optimizer"]["init_args"]["lr"] == 0.002
+    assert _metric(run, "val/acc")[-1] >= 0.5  # it learned (digits, scaled to MNIST's size)
+
+
+@pytest.mark.long
+def test_migrated_project_every_command(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Every command of the page: also the fit with --test_after_fit (a test of its best checkpoint)
+    and the template's Optuna search as --sweep flags (2 TPE trials, both complete)."""
+    project = migrate(tmp_path)
+    ran = run_page(project, monkeypatch, capsys, None)
+    assert any("--test_after_fit" in c for c in ran) and any("--sweep" in c for c in ran)
+    tested = project / "runs" / "example" / "version_1"
+    starts = [json.loads(line) for line in (tested / "history.jsonl").read_text().splitlines()]
+    assert [s["verb"] for s in starts] == ["fit", "test"], starts  # the fit, then the test of its best checkpoint
+    assert Path(starts[1]["checkpoint"]).name.startswith("epoch_"), starts[1]  # ModelCheckpoint's best, not last.ckpt
+    sweep = json.loads((project / "runs" / "example" / "sweep_0" / "sweep_results.json").read_text())
+    assert sweep["monitor"] == "val/acc_best" and sweep["mode"] == "max", sweep
+    assert [row["state"] for row in sweep["rows"]] == ["COMPLETED", "COMPLETED"], sweep["rows"]
