@@ -137,9 +137,19 @@ def test_migrated_project_every_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """Every command of the page: also the fit with --test_after_fit (a test of its best checkpoint)
-    and the template's Optuna search as --sweep flags (2 TPE trials, both complete)."""
+    and the template's Optuna search as --sweep flags (2 TPE trials, both complete). The page's fit of 2
+    epochs resumed to 3 ends with the weights of a fit of 3 left alone (``torch.equal``)."""
+    from trainer_cli.__main__ import main
+
     project = migrate(tmp_path)
     ran = run_page(project, monkeypatch, capsys, None)
+    assert main(["fit", "--config_root", "configs", "--config", "experiment/example", "--name", "straight"]) == 0
+    resumed, straight = (
+        torch.load(project / "runs" / name / "checkpoints" / "last.ckpt", weights_only=True, map_location="cpu")
+        for name in ("example/version_0", "straight/version_0")
+    )
+    assert resumed["global_step"] == straight["global_step"] > 0
+    assert all(torch.equal(resumed["state_dict"][k], v) for k, v in straight["state_dict"].items())
     assert any("--test_after_fit" in c for c in ran) and any("--sweep" in c for c in ran)
     tested = project / "runs" / "example" / "version_1"
     starts = [json.loads(line) for line in (tested / "history.jsonl").read_text().splitlines()]

@@ -24,6 +24,8 @@ CONFIG_HELP = (
     "configs/, searched before the bundled configs. "
     "train fit --sweep KEY=V1,V2 (repeatable; range(), uniform(), loguniform(), randint(), choice() with "
     "--sweep_trials N --sweep_seed S) runs one fit per trial in a sweep directory (`train sweep-results --help`). "
+    "train fit --test_after_fit: once the fit has trained to its end, `train test` on the run's best checkpoint, on "
+    "one device (as --slurm.test_after_fit true queues it on Slurm). "
     "Data->model links: the model's num_classes, in_channels and image_size take the data module's value where the "
     "model takes the argument, it was left at its default and the data module declares it (a value you set is kept); "
     "config.yaml records the value used."
