@@ -4,8 +4,8 @@
 git-ignored ``data_dir``, its config groups, experiment and ``hparams_search`` file).
 
 The page's steps alone migrate it: each ``yaml title="configs/..."`` block of the page is written over
-the project's file of that name, the page's ``diff`` block (the one edit of the module) is applied with
-``patch``, then the page's ``bash`` commands run in page order in the project's root, in-process
+the project's file of that name (``src/`` is left as it is: the classes move over unchanged), then the
+page's ``bash`` commands run in page order in the project's root, in-process
 (``trainer_cli.__main__.main``). The default tier runs the fit, its resume and the test (a few seconds
 of training); the ``long`` one every command: the fit that tests when it ends and the Optuna sweep too.
 tests/test_readme_commands.py leaves this page to this test (:data:`test_readme_commands.OWN_TEST`).
@@ -16,7 +16,6 @@ from __future__ import annotations
 import json
 import re
 import shlex
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -35,36 +34,17 @@ def page_files() -> dict[str, str]:
     return dict(found)
 
 
-def page_diff() -> str:
-    """The page's one ``diff`` block."""
-    (diff,) = re.findall(r"^```diff\n(.*?)^```$", PAGE.read_text(), flags=re.S | re.M)
-    return diff
-
-
 def page_commands() -> list[str]:
     """The page's ``bash`` commands, in page order."""
     return markdown_sections(PAGE, by_section=False)["top"][0]
 
 
 def migrate(tmp_path: Path) -> Path:
-    """The project copied, migrated by the page's files and its diff (as a unified diff of the module)."""
+    """The project copied and migrated by the page's files; its ``src/`` stays the template's."""
     project = lht_project(tmp_path / "project")
     for name, text in page_files().items():
+        assert name.startswith("configs/"), f"the page rewrites {name}: only configs/ should change"
         (project / name).write_text(text)
-    module = project / "src" / "models" / "mnist_module.py"
-    hunks = [h.strip("\n") for h in page_diff().split("@@\n") if h.strip()]
-    original = module.read_text()
-    for hunk in hunks:  # each hunk: context and removed lines -> context and added lines, found in the file
-        lines = hunk.splitlines()
-        old = "\n".join(line[1:] for line in lines if line[0] in " -") + "\n"
-        new = "\n".join(line[1:] for line in lines if line[0] in " +") + "\n"
-        assert original.count(old) == 1, f"the page's diff does not apply to {module}: {old!r}"
-        original = original.replace(old, new)
-    module.write_text(original)
-    changed = subprocess.run(
-        ["diff", str(LHT / "src" / "models" / "mnist_module.py"), str(module)], capture_output=True, text=True
-    ).stdout
-    assert sum(line.startswith(">") for line in changed.splitlines()) == 3, changed  # the one edit: 3 lines
     return project
 
 
@@ -117,9 +97,11 @@ def test_migrated_project_fits_resumes_and_tests(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """The page's fit, resume and test on the migrated project: 2 epochs, then the same run resumed to 3
-    (one more epoch, not three), its best checkpoint tested; the module file is the template's but for
-    the page's one edit, and its checkpoints read with torch's safe loader."""
+    (one more epoch, not three), its best checkpoint tested; the module is the template's as it is (its
+    Hydra partials called in configure_optimizers), and its checkpoints read with torch's safe loader."""
     project = migrate(tmp_path)
+    for path in (LHT / "src").rglob("*.py"):
+        assert (project / path.relative_to(LHT)).read_bytes() == path.read_bytes(), path
     ran = run_page(project, monkeypatch, capsys, CHEAP)
     assert len(ran) >= 5, ran
     run = project / "runs" / "example" / "version_0"

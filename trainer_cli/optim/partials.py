@@ -1,17 +1,24 @@
 """An optimizer or scheduler a module takes as an init argument and calls itself, as a module written for
 Hydra does (``_partial_: true``, called in ``configure_optimizers`` as ``self.hparams.optimizer(params=...)``).
 
-LightningCLI gives such an argument (typed :data:`lightning.pytorch.cli.OptimizerCallable` or
-``LRSchedulerCallable``) a callable, but the module's ``hparams`` hold its config, ``{"class_path",
-"init_args"}`` (LightningCLI saves the config as the hyperparameters), which cannot be called. Here
-each such config in ``hparams`` becomes a :class:`ConfiguredPartial`: the same dict, callable as
-Hydra's partial is. A checkpoint keeps it as the plain dict (:class:`PlainPartials`), which torch's
-safe loader reads.
+Such an argument may be annotated with the class it builds (``optimizer: torch.optim.Optimizer``, as
+lightning-hydra-template's module has it) or with LightningCLI's callable types (``OptimizerCallable``,
+``LRSchedulerCallable``). For the class annotation, the model's arguments named :data:`BUILT_BY_MODULE`
+leave out the argument the module gives when it calls them (:func:`skipped_arguments`: the optimizer's
+``params``, the scheduler's ``optimizer``), and the class is built as a :func:`functools.partial` of its
+configured arguments (:func:`partial_when_unbound`, :data:`INSTANTIATORS`), as Hydra builds a
+``_partial_`` entry.
+
+LightningCLI saves the arguments' config, ``{"class_path", "init_args"}``, as the module's
+hyperparameters, which cannot be called: each such config in ``hparams`` becomes a
+:class:`ConfiguredPartial`, the same dict, callable as Hydra's partial is. A checkpoint keeps it as the
+plain dict (:class:`PlainPartials`), which torch's safe loader reads.
 """
 
 from __future__ import annotations
 
 from collections.abc import MutableMapping
+from functools import partial
 from typing import Any
 
 from lightning.pytorch.callbacks import Callback
@@ -21,6 +28,34 @@ from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
 from trainer_cli.imports import import_class
 
 BUILT_LATER = (Optimizer, LRScheduler, ReduceLROnPlateau)  # classes a module can only build itself
+# the model's init arguments a module builds itself, by the names modules give them (lightning-hydra-template's)
+BUILT_BY_MODULE = ("optimizer", "scheduler", "lr_scheduler")
+
+
+def _called_with(cls: type) -> str:
+    """The argument a module gives ``cls`` when it builds it: an optimizer's ``params``, a scheduler's ``optimizer``."""
+    return "params" if issubclass(cls, Optimizer) else "optimizer"
+
+
+def skipped_arguments() -> set[str]:
+    """The nested keys the model's parser leaves out (jsonargparse's ``skip``): the argument each of
+    :data:`BUILT_BY_MODULE` is called with (``optimizer.init_args.params``, ``scheduler.init_args.optimizer``)."""
+    return {f"{name}.init_args.{arg}" for name in BUILT_BY_MODULE for arg in ("params", "optimizer")}
+
+
+def partial_when_unbound(class_type: type, *args: Any, **kwargs: Any) -> Any:
+    """jsonargparse's instantiator of an optimizer or scheduler class (:data:`INSTANTIATORS`): the object,
+    or a :func:`functools.partial` of ``kwargs`` when the argument it is called with is not given or null (a
+    model's init argument the module calls, :func:`skipped_arguments`)."""
+    first = _called_with(class_type)
+    if args or kwargs.get(first) is not None:
+        return class_type(*args, **kwargs)
+    kwargs.pop(first, None)  # `optimizer: null` of a scheduler's config (a dump of the unvalidated value)
+    return partial(class_type, **kwargs)
+
+
+# (instantiator, class, subclasses too), the form of jsonargparse's `instantiate(..., instantiators=...)`
+INSTANTIATORS = [(partial_when_unbound, cls, True) for cls in BUILT_LATER]
 
 
 class ConfiguredPartial(dict):  # type: ignore[type-arg]

@@ -12,6 +12,7 @@ files and checkpoints.
 from __future__ import annotations
 
 import importlib
+import inspect
 import warnings
 from functools import partial
 from pathlib import Path
@@ -36,7 +37,7 @@ from trainer_cli.config.request import Request, of_process, runs_as_script
 from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.job import workdir
 from trainer_cli.optim.param_groups import ParamGroups
-from trainer_cli.optim.partials import callable_partials
+from trainer_cli.optim.partials import INSTANTIATORS, callable_partials
 from trainer_cli.rundir.resume import add_resume_arguments, check_weights_fit
 from trainer_cli.runtime.auto_optimizers import add_automatic_groups, add_configure_optimizers
 from trainer_cli.runtime.checkpointing import with_atomic_checkpoint_io
@@ -339,6 +340,22 @@ class TrainerCLI(LightningCLI):
         ):  # the script's SaveConfigCallback saves the record
             self.verb_parser.run_record = self.run.record(self.applied_links)  # type: ignore[attr-defined]
         self.run.keep_logs()
+
+    def instantiate_classes(self) -> None:
+        """LightningCLI's, with an optimizer or scheduler class among the model's init arguments built as a
+        partial of its configured arguments, as Hydra's ``_partial_: true`` builds it: the module calls it
+        (:mod:`trainer_cli.optim.partials`). LightningCLI's own automatic optimizers are off here
+        (:func:`trainer_cli.runtime.auto_optimizers.add_configure_optimizers` builds them)."""
+        if "instantiators" in inspect.signature(self.parser.instantiate).parameters:  # jsonargparse >= 4.52
+            self.config_init = self.parser.instantiate(self.config, instantiators=INSTANTIATORS)
+        else:  # the parser's own instantiators (its API before the call's)
+            for instantiator, cls, subclasses in INSTANTIATORS:
+                self.parser.add_instantiator(instantiator, cls, subclasses=subclasses)
+            self.config_init = self.parser.instantiate_classes(self.config)
+        init = self._subconfig_init()
+        self.datamodule = init.get("data")
+        self.model = init.get("model")
+        self.trainer = self.instantiate_trainer()
 
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
         """LightningCLI's, with the run's callbacks and checkpoint plugin added (the run summary,

@@ -2,7 +2,7 @@
 optimizer and the scheduler are injected. Hydra's ``instantiate`` gives ``optimizer`` and ``scheduler``
 as partials (``_partial_: true``), called in ``configure_optimizers``; the annotations are the
 template's own (``scheduler`` is annotated with the *module* ``torch.optim.lr_scheduler``, as there).
-This file is not edited by the migration (tests/test_migration_lht.py checks it)."""
+The migration leaves this file as it is (tests/test_migration_lht.py checks it)."""
 
 from typing import Any
 
