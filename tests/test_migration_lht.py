@@ -21,8 +21,11 @@ from pathlib import Path
 import pytest
 import torch
 from lht_support import LHT, lht_project
+from lightning.pytorch import LightningModule
+from lightning.pytorch.cli import OptimizerCallable
 from support import REPO
 from test_readme_commands import markdown_sections
+from torch.optim.lr_scheduler import LRScheduler
 
 PAGE = REPO / "docs" / "migration" / "lightning-hydra-template.md"
 CHEAP = ("fit", "test")  # the default tier's verbs: the sweep, --test_after_fit and submit are the long one's
@@ -140,3 +143,41 @@ def test_migrated_project_every_command(
     sweep = json.loads((project / "runs" / "example" / "sweep_0" / "sweep_results.json").read_text())
     assert sweep["monitor"] == "val/acc_best" and sweep["mode"] == "max", sweep
     assert [row["state"] for row in sweep["rows"]] == ["COMPLETED", "COMPLETED"], sweep["rows"]
+
+
+class InjectedNet(LightningModule):
+    """A module that keeps its injected optimizer and scheduler itself (not through ``hparams``), annotated
+    with the classes (``torch.optim.Optimizer``, ``LRScheduler``), and one more under LightningCLI's type."""
+
+    def __init__(
+        self, optimizer: torch.optim.Optimizer, scheduler: LRScheduler, other: OptimizerCallable | None = None
+    ) -> None:
+        super().__init__()
+        self.save_hyperparameters(logger=False)
+        self.optimizer, self.scheduler, self.other = optimizer, scheduler, other
+        self.layer = torch.nn.Linear(2, 2)
+
+
+def test_class_annotated_partials_are_built_by_the_module() -> None:
+    """An optimizer and scheduler argument annotated with the class are partials of their configured
+    arguments, in the module and in its hparams (both callable as Hydra's are); the top-level --optimizer
+    group and a callable-typed argument keep their meaning; the config holds no ``params``."""
+    from trainer_cli.runtime.cli import verb_cli
+    from trainer_cli.runtime.run import Run
+
+    args = [
+        "--model", f"{__name__}.InjectedNet",
+        "--model.optimizer", "torch.optim.SGD", "--model.optimizer.lr", "0.5",
+        "--model.scheduler", "torch.optim.lr_scheduler.StepLR", "--model.scheduler.step_size", "3",
+        "--model.other", "torch.optim.Adam", "--data", "trainer_cli.data.DigitsDataModule",
+    ]  # fmt: skip
+    cli = verb_cli("fit")(args=args, run=False, run_directory=Run("fit"))
+    model = cli.model
+    assert isinstance(model, InjectedNet)
+    for built in (model.optimizer(params=model.parameters()), model.hparams.optimizer(params=model.parameters())):
+        assert isinstance(built, torch.optim.SGD) and built.defaults["lr"] == 0.5
+    for make in (model.scheduler, model.hparams.scheduler):
+        scheduler = make(optimizer=torch.optim.SGD(model.parameters(), lr=0.1))
+        assert isinstance(scheduler, torch.optim.lr_scheduler.StepLR) and scheduler.step_size == 3
+    assert isinstance(model.other(model.parameters()), torch.optim.Adam)
+    assert "params" not in cli.config.model.init_args.optimizer.init_args

@@ -17,10 +17,12 @@ plain dict (:class:`PlainPartials`), which torch's safe loader reads.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import MutableMapping
 from functools import partial
 from typing import Any
 
+from lightning.pytorch import LightningModule
 from lightning.pytorch.callbacks import Callback
 from torch.optim import Optimizer
 from torch.optim.lr_scheduler import LRScheduler, ReduceLROnPlateau
@@ -77,13 +79,42 @@ def _built_later(value: Any) -> bool:
     return isinstance(cls, type) and issubclass(cls, BUILT_LATER)
 
 
-def callable_partials(hparams: MutableMapping[str, Any]) -> list[str]:
-    """Make each optimizer or scheduler config among ``hparams``' values callable (:class:`ConfiguredPartial`),
-    in place; returns their keys."""
+def instantiate_classes(cli: Any) -> None:
+    """LightningCLI's ``instantiate_classes`` for ``cli`` (a :class:`trainer_cli.runtime.cli.TrainerCLI`,
+    whose LightningCLI automatic optimizers are off), with :data:`INSTANTIATORS` for the optimizer and
+    scheduler classes (in jsonargparse's ``instantiate`` call from 4.52, else added to the parser, its API
+    before), and the model's hparams made callable (:func:`callable_partials`) before the Trainer is built."""
+    parser, config = cli.parser, cli.config
+    if "instantiators" in inspect.signature(parser.instantiate).parameters:
+        cli.config_init = parser.instantiate(config, instantiators=INSTANTIATORS)
+    else:
+        for instantiator, cls, subclasses in INSTANTIATORS:
+            parser.add_instantiator(instantiator, cls, subclasses=subclasses)
+        cli.config_init = parser.instantiate_classes(config)
+    init = cli.config_init.get(str(cli.subcommand), cli.config_init)  # the verb's, as LightningCLI reads it
+    cli.datamodule, cli.model = init.get("data"), init.get("model")
+    callable_partials(cli.model)
+    cli.trainer = cli.instantiate_trainer()
+
+
+def callable_partials(model: Any) -> list[str]:
+    """Make each optimizer or scheduler config among the values of ``model``'s hparams callable
+    (:class:`ConfiguredPartial`), in place, built before the Trainer: a module calls them in
+    ``configure_optimizers`` (``self.hparams.optimizer(params=...)``). Returns their keys (none for
+    anything but a LightningModule)."""
+    hparams: MutableMapping[str, Any] | None = getattr(model, "hparams", None)
+    if not isinstance(model, LightningModule) or not isinstance(hparams, MutableMapping):
+        return []
     keys = [key for key, value in hparams.items() if _built_later(value) and not isinstance(value, ConfiguredPartial)]
     for key in keys:
         hparams[key] = ConfiguredPartial(hparams[key])
     return keys
+
+
+def has_partials(model: Any) -> bool:
+    """Whether ``model``'s hparams hold a :class:`ConfiguredPartial` (:func:`callable_partials` made one)."""
+    hparams = getattr(model, "hparams", None)
+    return isinstance(hparams, MutableMapping) and any(isinstance(v, ConfiguredPartial) for v in hparams.values())
 
 
 class PlainPartials(Callback):

@@ -12,7 +12,6 @@ files and checkpoints.
 from __future__ import annotations
 
 import importlib
-import inspect
 import warnings
 from functools import partial
 from pathlib import Path
@@ -37,7 +36,7 @@ from trainer_cli.config.request import Request, of_process, runs_as_script
 from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.job import workdir
 from trainer_cli.optim.param_groups import ParamGroups
-from trainer_cli.optim.partials import INSTANTIATORS, callable_partials
+from trainer_cli.optim.partials import instantiate_classes
 from trainer_cli.rundir.resume import add_resume_arguments, check_weights_fit
 from trainer_cli.runtime.auto_optimizers import add_automatic_groups, add_configure_optimizers
 from trainer_cli.runtime.checkpointing import with_atomic_checkpoint_io
@@ -159,7 +158,6 @@ class TrainerCLI(LightningCLI):
         # its total steps then): the same groups are added and built lazily here (add_configure_optimizers)
         kwargs["auto_configure_optimizers"] = False
         self.config: Any = None
-        self.partials: list[str] = []  # the model's hparams callable as partials (trainer_cli.optim.partials)
         self.layers = layers if layers is not None else Layers()  # shared by its parsers (init_parser)
         self._subcommands = kwargs.get("run", True)
         self.run = run_directory if run_directory is not None else Run(None)
@@ -188,13 +186,8 @@ class TrainerCLI(LightningCLI):
                     raise
                 # a user's script run as the program: explained as under `train` (called from Python, only
                 # the launcher's own UserError is); a start that failed before a checkpoint leaves nothing
-                user_error = (
-                    err
-                    if isinstance(err, UserError)
-                    else explain_failure(err, self.run, self.layers)
-                    if whole_process
-                    else None
-                )
+                user_error = err if isinstance(err, UserError) else None
+                user_error = user_error or (explain_failure(err, self.run, self.layers) if whole_process else None)
                 self.run.remove_if_untrained()
                 if user_error is not None and kwargs.get("args") is None:
                     raise SystemExit(report_user_error(user_error)) from None  # from the command line: exit 2
@@ -241,12 +234,9 @@ class TrainerCLI(LightningCLI):
             default=None,
             help="Use exactly this run directory (resume in place; `train submit` sets it). Empty: a new one.",
         )
-        add_resume_arguments(
-            parser
-        )  # --resume_schedule, --resume_force (trainer_cli.optim.schedule_resume, trainer_cli.rundir.resume)
-        parser.add_class_arguments(
-            ParamGroups, "param_groups"
-        )  # optimizer parameter groups (trainer_cli.optim.param_groups)
+        # --resume_schedule, --resume_force (trainer_cli.optim.schedule_resume, trainer_cli.rundir.resume)
+        add_resume_arguments(parser)
+        parser.add_class_arguments(ParamGroups, "param_groups")  # optimizer parameter groups (optim.param_groups)
         parser.add_argument(
             "--float32_matmul_precision",
             type=Optional[Literal["highest", "high", "medium"]],
@@ -342,28 +332,12 @@ class TrainerCLI(LightningCLI):
         self.run.keep_logs()
 
     def instantiate_classes(self) -> None:
-        """LightningCLI's, with an optimizer or scheduler class among the model's init arguments built as a
-        partial of its configured arguments, as Hydra's ``_partial_: true`` builds it: the module calls it
-        (:mod:`trainer_cli.optim.partials`). LightningCLI's own automatic optimizers are off here
-        (:func:`trainer_cli.runtime.auto_optimizers.add_configure_optimizers` builds them)."""
-        if "instantiators" in inspect.signature(self.parser.instantiate).parameters:  # jsonargparse >= 4.52
-            self.config_init = self.parser.instantiate(self.config, instantiators=INSTANTIATORS)
-        else:  # the parser's own instantiators (its API before the call's)
-            for instantiator, cls, subclasses in INSTANTIATORS:
-                self.parser.add_instantiator(instantiator, cls, subclasses=subclasses)
-            self.config_init = self.parser.instantiate_classes(self.config)
-        init = self._subconfig_init()
-        self.datamodule = init.get("data")
-        self.model = init.get("model")
-        self.trainer = self.instantiate_trainer()
+        """LightningCLI's, the model's ``_partial_`` optimizer and scheduler built as partials (optim.partials)."""
+        instantiate_classes(self)
 
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
         """LightningCLI's, with the run's callbacks and checkpoint plugin added (the run summary,
         RNG states, last.ckpt, Slurm requeue, the checkpoint on SIGTERM, atomic checkpoint files)."""
-        # built before the Trainer: a module that builds its optimizer from its hparams (`self.hparams.optimizer(
-        # params=...)`, as with Hydra's _partial_) calls them (trainer_cli.optim.partials)
-        model = getattr(self, "model", None)
-        self.partials = callable_partials(model.hparams) if isinstance(model, pl.LightningModule) else []
         trainer_config = {**self._subconfig_init().get("trainer", {}), **kwargs}
         if "callbacks" not in trainer_config:  # a trainer class without callbacks: LightningCLI's warning
             return self._remember_trainer(super().instantiate_trainer(**kwargs))
