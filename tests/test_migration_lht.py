@@ -29,6 +29,9 @@ from torch.optim.lr_scheduler import LRScheduler
 
 PAGE = REPO / "docs" / "migration" / "lightning-hydra-template.md"
 CHEAP = ("fit", "test")  # the default tier's verbs: the sweep, --test_after_fit and submit are the long one's
+# the template's `scheduler: torch.optim.lr_scheduler` (a module, not a type) is Unvalidated to jsonargparse, which
+# still builds the class given there (deprecated in 4.51: from 5.0 the module gets the config; it calls its hparams)
+UNVALIDATED = pytest.mark.filterwarnings(r"ignore:\s*Instantiating a subclass spec given as value for a type")
 
 
 def page_files() -> dict[str, str]:
@@ -96,6 +99,7 @@ def test_page_shows_the_steps() -> None:
         assert needed in commands, needed
 
 
+@UNVALIDATED
 def test_migrated_project_fits_resumes_and_tests(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -118,6 +122,7 @@ def test_migrated_project_fits_resumes_and_tests(
 
 
 @pytest.mark.long
+@UNVALIDATED
 def test_migrated_project_every_command(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
