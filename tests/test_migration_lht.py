@@ -14,7 +14,6 @@ tests/test_readme_commands.py leaves this page to this test (:data:`test_readme_
 from __future__ import annotations
 
 import json
-import re
 import shlex
 from pathlib import Path
 
@@ -34,15 +33,20 @@ CHEAP = ("fit", "test")  # the default tier's verbs: the sweep, --test_after_fit
 UNVALIDATED = pytest.mark.filterwarnings(r"ignore:\s*Instantiating a subclass spec given as value for a type")
 
 
+def page_steps() -> list[str | tuple[str, str]]:
+    """The page's steps in page order, as tests/test_readme_commands.py reads a page: its commands, and the
+    files of its fenced blocks with a ``title`` (``(name, text)``)."""
+    return markdown_sections(PAGE, by_section=False)["top"][0]
+
+
 def page_files() -> dict[str, str]:
     """``{path: text}`` of the page's ``yaml title="PATH"`` blocks."""
-    found = re.findall(r'^```yaml title="([^"]+)"\n(.*?)^```$', PAGE.read_text(), flags=re.S | re.M)
-    return dict(found)
+    return dict(step for step in page_steps() if isinstance(step, tuple))
 
 
 def page_commands() -> list[str]:
     """The page's ``bash`` commands, in page order."""
-    return markdown_sections(PAGE, by_section=False)["top"][0]
+    return [step for step in page_steps() if isinstance(step, str)]
 
 
 def migrate(tmp_path: Path) -> Path:
