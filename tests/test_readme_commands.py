@@ -118,9 +118,14 @@ def readme_sections() -> dict[str, tuple[list, list[str]]]:
     return markdown_sections(README)
 
 
+# pages whose commands run in a project of their own, by their own test (page -> that test)
+OWN_TEST = {"migration/lightning-hydra-template.md": "tests/test_migration_lht.py"}
+
+
 def docs_pages() -> dict[str, tuple[list, list[str]]]:
-    """``{page path under docs/: (train commands, python snippets)}`` for the pages that show any."""
-    paths = sorted(DOCS.rglob("*.md"))
+    """``{page path under docs/: (train commands, python snippets)}`` for the pages that show any
+    (but :data:`OWN_TEST`'s)."""
+    paths = sorted(p for p in DOCS.rglob("*.md") if str(p.relative_to(DOCS)) not in OWN_TEST)
     pages = {str(path.relative_to(DOCS)): markdown_sections(path, by_section=False).get("top") for path in paths}
     return {page: found for page, found in pages.items() if found}
 

@@ -147,14 +147,22 @@ def _run_verb(verb: str, rest: list[str]) -> int:
     if verb == "fit" and request.sweep:  # trials one after another, each a plain `fit` process
         target, verb = "trainer_cli.sweeps.local:main", "fit-sweep"
     module_name, func_name = target.split(":")
+    test_after_fit = request.has("test_after_fit")  # `train fit`'s own switch: the test follows the fit here
     try:
+        if test_after_fit and verb != "fit":
+            on_slurm = ": on Slurm, --slurm.test_after_fit true" if verb == "submit" else ""
+            raise UserError(f"--test_after_fit is train fit's (a plain fit, without --sweep){on_slurm}")
+        request = request.without("test_after_fit")
+        rest = request.tokens()
         from trainer_cli.config.before_parse import precheck
 
         composed = precheck(
             verb if verb != "fit-sweep" else "fit", request
         )  # mistakes seen without torch, before its import
         if verb in LIGHTNING_VERBS:  # parses the command line the precheck composed (its files are read once)
-            run = lambda: getattr(_import_verb(module_name), func_name)(verb, rest, composed)  # noqa: E731
+            run = lambda: getattr(_import_verb(module_name), func_name)(  # noqa: E731
+                verb, rest, composed, **({"test_after_fit": True} if test_after_fit else {})
+            )
             if request.only_help:  # `train fit --help` without importing Lightning, after the first time
                 from trainer_cli.config import help_cache
 

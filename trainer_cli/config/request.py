@@ -62,6 +62,7 @@ OPTIONS: tuple[Option, ...] = (
     *(Option(name) for name in SWEEP_OPTIONS),
     Option("dry_run", takes_value=False, aliases=("--dry-run",)),
     Option("check", takes_value=False),
+    Option("test_after_fit", takes_value=False),  # `train fit`'s: test the best checkpoint after the fit
     Option("help", takes_value=False, aliases=("-h",), launcher=False),
     Option(SLURM),
     Option("run_dir", launcher=False),

@@ -19,6 +19,7 @@ from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.render import Quoted, quote_shell
 from trainer_cli.launch.resources import Resources
 from trainer_cli.rundir.layout import CONFIG_FILE
+from trainer_cli.rundir.policy import test_after_fit_args
 
 SCRIPT_NAME = "submit.sbatch"
 TEST_SCRIPT_NAME = "test.sbatch"
@@ -96,6 +97,7 @@ def script_context(
         "run_dir": str(run_dir),
         "log_pattern": slurm_filename_pattern(run_dir) + "/" + LOG_PATTERN,
         "config": str(run_dir / CONFIG_FILE),
+        "test_args": test_after_fit_args(run_dir / CONFIG_FILE),  # the test job's (test.sbatch.j2)
         "python": slurm.python_executable,
         "entry": ["-m", "trainer_cli"],  # what python runs: `train`, or a user's script (plan)
         "env": env,

@@ -218,6 +218,17 @@ def plan(
 RUN_CHOICES = ("last", "best")  # --ckpt_path values that name a checkpoint of a run
 
 
+def test_after_fit_args(config: str | Path) -> list[str]:
+    """``train``'s arguments of the test that follows a fit, locally (``train fit --test_after_fit``) and
+    in a Slurm job (``--slurm.test_after_fit``'s test job): ``test`` with the run's ``config`` on its best
+    checkpoint (``--ckpt_path best``, :func:`resume_checkpoint`), on one device: a test spread over
+    several ranks repeats samples to give each the same number (Lightning's DistributedSampler)."""
+    return [
+        "test", "--config", str(config), "--ckpt_path", "best",
+        "--trainer.num_nodes", "1", "--trainer.devices", "1", "--trainer.strategy", "auto",
+    ]  # fmt: skip
+
+
 @dataclass(frozen=True)
 class Resume:
     """The checkpoint a start of a run loads (:func:`resume_checkpoint`), and why."""

@@ -36,6 +36,7 @@ from trainer_cli.config.request import Request, of_process, runs_as_script
 from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.job import workdir
 from trainer_cli.optim.param_groups import ParamGroups
+from trainer_cli.optim.partials import instantiate_classes
 from trainer_cli.rundir.resume import add_resume_arguments, check_weights_fit
 from trainer_cli.runtime.auto_optimizers import add_automatic_groups, add_configure_optimizers
 from trainer_cli.runtime.checkpointing import with_atomic_checkpoint_io
@@ -185,13 +186,8 @@ class TrainerCLI(LightningCLI):
                     raise
                 # a user's script run as the program: explained as under `train` (called from Python, only
                 # the launcher's own UserError is); a start that failed before a checkpoint leaves nothing
-                user_error = (
-                    err
-                    if isinstance(err, UserError)
-                    else explain_failure(err, self.run, self.layers)
-                    if whole_process
-                    else None
-                )
+                user_error = err if isinstance(err, UserError) else None
+                user_error = user_error or (explain_failure(err, self.run, self.layers) if whole_process else None)
                 self.run.remove_if_untrained()
                 if user_error is not None and kwargs.get("args") is None:
                     raise SystemExit(report_user_error(user_error)) from None  # from the command line: exit 2
@@ -238,12 +234,9 @@ class TrainerCLI(LightningCLI):
             default=None,
             help="Use exactly this run directory (resume in place; `train submit` sets it). Empty: a new one.",
         )
-        add_resume_arguments(
-            parser
-        )  # --resume_schedule, --resume_force (trainer_cli.optim.schedule_resume, trainer_cli.rundir.resume)
-        parser.add_class_arguments(
-            ParamGroups, "param_groups"
-        )  # optimizer parameter groups (trainer_cli.optim.param_groups)
+        # --resume_schedule, --resume_force (trainer_cli.optim.schedule_resume, trainer_cli.rundir.resume)
+        add_resume_arguments(parser)
+        parser.add_class_arguments(ParamGroups, "param_groups")  # optimizer parameter groups (optim.param_groups)
         parser.add_argument(
             "--float32_matmul_precision",
             type=Optional[Literal["highest", "high", "medium"]],
@@ -337,6 +330,10 @@ class TrainerCLI(LightningCLI):
         ):  # the script's SaveConfigCallback saves the record
             self.verb_parser.run_record = self.run.record(self.applied_links)  # type: ignore[attr-defined]
         self.run.keep_logs()
+
+    def instantiate_classes(self) -> None:
+        """LightningCLI's, the model's ``_partial_`` optimizer and scheduler built as partials (optim.partials)."""
+        instantiate_classes(self)
 
     def instantiate_trainer(self, **kwargs: Any) -> pl.Trainer:
         """LightningCLI's, with the run's callbacks and checkpoint plugin added (the run summary,

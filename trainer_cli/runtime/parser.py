@@ -10,12 +10,14 @@ from typing import Any, Optional
 
 import yaml
 from jsonargparse import Namespace
+from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from trainer_cli.config.after_parse import with_checkpoint_class
 from trainer_cli.config.compose import Layers
 from trainer_cli.config.explain import explain_parse_error, locate
 from trainer_cli.errors import ConfigError, report_user_error
+from trainer_cli.optim.partials import skipped_arguments
 from trainer_cli.rundir import record as run_records
 
 CONFIG_HELP = (
@@ -24,6 +26,8 @@ CONFIG_HELP = (
     "configs/, searched before the bundled configs. "
     "train fit --sweep KEY=V1,V2 (repeatable; range(), uniform(), loguniform(), randint(), choice() with "
     "--sweep_trials N --sweep_seed S) runs one fit per trial in a sweep directory (`train sweep-results --help`). "
+    "train fit --test_after_fit: once the fit has trained to its end, `train test` on the run's best checkpoint, on "
+    "one device (as --slurm.test_after_fit true queues it on Slurm). "
     "Data->model links: the model's num_classes, in_channels and image_size take the data module's value where the "
     "model takes the argument, it was left at its default and the data module declares it (a value you set is kept); "
     "config.yaml records the value used."
@@ -40,6 +44,27 @@ class TrainerArgumentParser(LightningArgumentParser):
         self.layers = Layers()  # where each value of the command line parsed was written (TrainerCLI sets them)
         self.exits = False  # a user's script: an error ends the process here, as LightningCLI's parser does
         self.stock_keys_only = False  # a user's script: a printed config holds only what LightningCLI takes (dump)
+
+    def add_lightning_class_args(
+        self, lightning_class: Any, nested_key: str, subclass_mode: bool = False, required: bool = True
+    ) -> list[str]:
+        """LightningArgumentParser's; a model's optimizer and scheduler arguments leave out what the module
+        gives them when it builds them (:func:`trainer_cli.optim.partials.skipped_arguments`: Hydra's
+        ``_partial_`` entries, with the class as their annotation)."""
+        if not (isinstance(lightning_class, type) and issubclass(lightning_class, LightningModule)):
+            return super().add_lightning_class_args(lightning_class, nested_key, subclass_mode, required)
+        skip = skipped_arguments()
+        if subclass_mode:
+            return self.add_subclass_arguments(  # type: ignore[no-any-return]
+                lightning_class, nested_key, fail_untyped=False, required=required, skip=skip
+            )
+        return self.add_class_arguments(  # type: ignore[no-any-return]
+            lightning_class,
+            nested_key,
+            fail_untyped=False,
+            sub_configs=True,
+            skip=skip,  # type: ignore[arg-type]
+        )
 
     def link_arguments(  # type: ignore[override]
         self, source: Any, target: str, compute_fn: Any = None, apply_on: str = "parse", **kwargs: Any

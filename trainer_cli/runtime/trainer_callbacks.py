@@ -14,6 +14,7 @@ from trainer_cli.callbacks.last_checkpoint import writes_last
 from trainer_cli.callbacks.progress import default_progress_bar
 from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
 from trainer_cli.job.requeue_signal import under_slurm_batch
+from trainer_cli.optim.partials import PlainPartials, has_partials
 from trainer_cli.optim.schedule_resume import ScheduleOnResume
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.runtime.checkpointing import ResumeState
@@ -28,6 +29,8 @@ def added_callbacks(cli: Any, trainer_config: dict[str, Any], configured: list[A
     if cli.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in configured):
         added.append(PredictionCSVWriter())  # predictions.csv in the run directory
     added += [ResumeState(), ScheduleOnResume(cli._subconfig().get("resume_schedule"))]
+    if has_partials(cli.model):  # callable optimizer configs in the model's hparams: saved as plain dicts
+        added.append(PlainPartials())
     known = [*configured, *lightning_cli_callbacks(cli)]
     if trainer_config.get("enable_checkpointing") is not False and not trainer_config.get("fast_dev_run"):
         added += checkpoint_callbacks(known, cli.run_dir)

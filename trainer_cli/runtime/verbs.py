@@ -6,6 +6,7 @@ names), and the parse of a verb's command line that builds nothing (:func:`parse
 from __future__ import annotations
 
 import logging
+import shlex
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -16,13 +17,17 @@ from lightning.pytorch.cli import LightningArgumentParser
 
 from trainer_cli.config.compose import Layers, compose_args, with_stored_config
 from trainer_cli.errors import UserError
+from trainer_cli.rundir.layout import CONFIG_FILE
+from trainer_cli.rundir.policy import test_after_fit_args
 from trainer_cli.runtime import quiet
 from trainer_cli.runtime.cli import TrainerCLI, verb_cli
 from trainer_cli.runtime.guard import _process_state_restored, _stopped_before_training, explain_failure
 from trainer_cli.runtime.run import Run, is_checkpoint_file
 
 
-def run_subcommand(verb: str, args: list[str], composed: tuple[list[str], Layers] | None = None) -> int:
+def run_subcommand(
+    verb: str, args: list[str], composed: tuple[list[str], Layers] | None = None, test_after_fit: bool = False
+) -> int:
     """``train <verb> ...`` for a LightningCLI subcommand; returns the exit code.
 
     ``composed``: ``args`` composed already (:func:`trainer_cli.config.compose.compose_args`, as ``train``'s
@@ -32,6 +37,10 @@ def run_subcommand(verb: str, args: list[str], composed: tuple[list[str], Layers
     (resuming takes the config stored with the run). A run directory this call created is removed
     again when the run fails on a user error before it saved a checkpoint. After SIGTERM or Ctrl-C
     during training: the exit code is 143 or 130, with one line saying how to resume.
+
+    ``test_after_fit`` (``train fit --test_after_fit``): a fit that trained to its end is followed by
+    ``train test`` on the run's best checkpoint, as ``--slurm.test_after_fit`` queues it in a job
+    (:func:`trainer_cli.rundir.policy.test_after_fit_args`).
 
     Raises:
         ConfigError: for a key or value the parser refuses (a :class:`UserError`).
@@ -48,6 +57,10 @@ def run_subcommand(verb: str, args: list[str], composed: tuple[list[str], Layers
         if print_classes is not None and stop.code in (0, None):
             print_classes()
         raise
+    if test_after_fit and run.path is not None:
+        test, *test_args = test_after_fit_args(run.path / CONFIG_FILE)
+        print(f"\nTest after fit: train {shlex.join([test, *test_args])}", flush=True)
+        return run_subcommand(test, test_args)
     return 0
 
 
