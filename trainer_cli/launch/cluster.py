@@ -82,6 +82,8 @@ class Partition:
     max_time_s: int | None
     """``MaxTime`` in seconds; None: unlimited."""
     nodes: list[Node] = field(default_factory=list)
+    settings: dict[str, str] = field(default_factory=dict, compare=False)
+    """Every field ``scontrol show partition`` gave (``DefaultTime``, ``PreemptMode``, ``GraceTime``, ...)."""
 
 
 def _query(*args: str) -> list[dict[str, str]]:
@@ -124,6 +126,7 @@ def read_cluster() -> list[Partition]:
                 max_nodes=_limit(p.get("MaxNodes")),
                 max_time_s=None if max_time.upper() in UNLIMITED else time_limit_s(max_time),
                 nodes=[n for n in nodes if name in n.partitions],
+                settings=p,
             )
         )
     return partitions
