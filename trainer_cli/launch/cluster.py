@@ -104,6 +104,12 @@ def read_cluster() -> list[Partition]:
     Raises:
         RuntimeError: when Slurm cannot be asked (no ``scontrol``, controller unreachable).
     """
+    return parse_cluster(_query("partition"), _query("node"))
+
+
+def parse_cluster(partition_lines: list[dict[str, str]], node_lines: list[dict[str, str]]) -> list[Partition]:
+    """The partitions with their nodes, from the lines of ``scontrol show partition -o`` and
+    ``scontrol show node -o`` (each read by :func:`trainer_cli.job.slurm_commands.scontrol_fields`)."""
     nodes = [
         Node(
             name=n.get("NodeName", "?"),
@@ -112,10 +118,10 @@ def read_cluster() -> list[Partition]:
             gres=n.get("Gres", "(null)"),
             partitions=tuple(p for p in n.get("Partitions", "").split(",") if p),
         )
-        for n in _query("node")
+        for n in node_lines
     ]
     partitions = []
-    for p in _query("partition"):
+    for p in partition_lines:
         name = p.get("PartitionName", "?")
         max_time = p.get("MaxTime", "UNLIMITED")
         partitions.append(

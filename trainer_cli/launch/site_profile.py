@@ -14,10 +14,13 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import sys
 import textwrap
 from dataclasses import dataclass, field
 from pathlib import Path
+
+import yaml
 
 from trainer_cli.errors import UserError
 from trainer_cli.job import slurm_commands
@@ -115,13 +118,21 @@ def read_user_accounting(user: str) -> Accounting:
         defaults = _sacctmgr("assoc", "where", f"user={user}", "format=Account,Partition,DefaultQOS")
     except SlurmCommandError as err:
         raise RuntimeError(err.message.splitlines()[0]) from None
+    return Accounting(
+        associations, qos, default[0].strip() if default and default[0].strip() else None, parse_default_qos(defaults)
+    )
+
+
+def parse_default_qos(text: str) -> dict[str, str]:
+    """``sacctmgr -P -n show assoc format=Account,Partition,DefaultQOS`` output as ``{account: DefaultQOS}``
+    (the first association of an account that names one)."""
     default_qos: dict[str, str] = {}
-    for line in defaults.splitlines():
+    for line in text.splitlines():
         account, _, rest = line.strip().partition("|")
         qos_name = rest.partition("|")[2]
         if account and qos_name:
             default_qos.setdefault(account, qos_name)
-    return Accounting(associations, qos, default[0].strip() if default and default[0].strip() else None, default_qos)
+    return default_qos
 
 
 def read_facts(user: str, environ: dict[str, str] | None = None) -> Facts:
@@ -157,8 +168,8 @@ def format_time(seconds: int) -> str:
 
 
 def format_mem(mem_mb: int) -> str:
-    """MB as sbatch takes it, in whole GB where there are some (rounded down, so that it fits)."""
-    return f"{mem_mb // 1024}G" if mem_mb >= 1024 else f"{mem_mb}M"
+    """MB as sbatch takes it: in GB where it is a whole number of them."""
+    return f"{mem_mb // 1024}G" if mem_mb >= 1024 and mem_mb % 1024 == 0 else f"{mem_mb}M"
 
 
 def gpu_types(node: Node) -> set[str]:
@@ -209,7 +220,10 @@ def _yaml(value: object) -> str:
         return json.dumps(value)
     if isinstance(value, str) and "\n" in value:
         return "|\n" + "\n".join(f"  {line}" for line in value.splitlines())
-    return json.dumps(str(value))  # a JSON string is a YAML string: times ("01:00:00") stay strings
+    text = str(value)
+    if re.fullmatch(r"[\w./][\w./+-]*( [\w./+-]+)*", text) and yaml.safe_load(text) == text:
+        return text
+    return json.dumps(text)  # a JSON string is a YAML string: times ("01:00:00") stay strings
 
 
 def slurm_entries(facts: Facts, partition: Partition, accelerator: str) -> list[Entry]:
@@ -234,7 +248,7 @@ def slurm_entries(facts: Facts, partition: Partition, accelerator: str) -> list[
         per_task = max(cpus // tasks, 1)
         why = f"{cpus} CPUs a node" + (f" / {tasks} GPUs (one task each)" if tasks > 1 else " (one task a node)")
         entries.append(
-            Entry("cpus_per_task", per_task, [f"{why}; with N tasks a node (trainer.devices) use at most {cpus} / N"])
+            Entry("cpus_per_task", per_task, [f"{why}; with N tasks a node (trainer.devices): {cpus} / N at most"])
         )
     else:
         facts.unread.append(f"CPUs of the nodes of {partition.name}: cpus_per_task not set")
