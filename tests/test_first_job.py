@@ -1,8 +1,8 @@
 """docs/guides/first-job.md ("Your first job on your cluster") is run here, on the local cluster, and
 what each step printed is compared with the output the page shows.
 
-The page's steps are its ``console`` blocks marked ``<!-- first-job -->``: each ``$ COMMAND`` line is
-run in one fresh project folder, in page order (``train`` is ``python -m trainer_cli``, through a
+The page's steps are its ``shell-session`` blocks marked ``<!-- first-job -->``: each ``$ COMMAND``
+line is run in one fresh project folder, in page order (``train`` is ``python -m trainer_cli``, through a
 shell, so ``| head`` and ``cat`` work as written), and its output (stdout and stderr, as a terminal
 shows them) is compared with the lines under it after masking what differs from run to run: the
 project folder and the Python environment are written as the page's (``/home/me/project``,
@@ -12,8 +12,9 @@ blanks read as one (table widths follow the numbers). Between steps the test wai
 in the commands it runs.
 
 ``FIRST_JOB_WRITE=1`` writes what the run printed into the page instead of comparing (after a change of
-the output: review the diff). The commands are kept out of tests/test_readme_commands.py (its
-extraction reads no ``$ `` prompt), which cannot run them without the cluster.
+the output: review the diff). The blocks are ``shell-session``, not ``console``, so that
+tests/test_readme_commands.py, which runs the ``console`` blocks' ``train`` lines without a cluster,
+leaves them (and the output lines that start with ``train``) to this test.
 """
 
 from __future__ import annotations
@@ -46,7 +47,7 @@ def page_blocks(text: str) -> list[tuple[int, int, list[tuple[str, list[str]]]]]
     while i < len(lines):
         if lines[i].strip() == MARK:
             start = i + 1
-            while not lines[start].startswith("```console"):
+            while not lines[start].startswith("```shell-session"):
                 start += 1
             end = start + 1
             steps: list[tuple[str, list[str]]] = []
