@@ -94,7 +94,7 @@ def main(args: Sequence[str]) -> int:
         "name", nargs="?", help="a bundled config to copy out, e.g. slurm/example_gpu (`train ls configs`)"
     )
     parser.add_argument(
-        "-o", "--output", type=Path, help=f"the file to write (default: {DEFAULT_PROFILE}, or NAME's file name)"
+        "--output", "-o", type=Path, help=f"the file to write (default: {DEFAULT_PROFILE}, or NAME's file name)"
     )
     parser.add_argument("--partition", help="the partition to write the profile for (default: the cluster's default)")
     parser.add_argument(
