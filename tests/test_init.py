@@ -173,9 +173,10 @@ def _sacctmgr(*args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_the_local_clusters_profile_matches_scontrol_and_sacctmgr_and_passes_the_check(slurm_queries: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
-    """`train init` on the local cluster: the default partition, a time limit within its MaxTime, a
-    node's CPUs, the memory (or the RealMemory it could not use), the account and QOS sacctmgr gives
-    the user (or sacctmgr's refusal, said); then `train submit --check` with only it and an experiment."""
+    """`train init` on the local cluster (with accounting): the default partition, a time limit within
+    its MaxTime, a node's CPUs, the memory (or the RealMemory it could not use), the user's default
+    account and its default QOS as sacctmgr gives them; then `train submit --check` with only it and
+    an experiment, the account and QOS checked against sacctmgr."""
     monkeypatch.chdir(tmp_path)
     code, out, err = _train("init", "--accelerator", "cpu")  # the local nodes' GPUs are count-only (Gres=gpu:8, no device)
     assert code == 0, err
@@ -195,17 +196,20 @@ def test_the_local_clusters_profile_matches_scontrol_and_sacctmgr_and_passes_the
         assert "mem_per_cpu" not in slurm and f"they report RealMemory={real_mb}" in out
     user = pwd.getpwuid(os.getuid()).pw_name
     assoc = _sacctmgr("assoc", "where", f"user={user}", "format=Account,Partition,QOS,DefaultQOS")
-    if assoc.returncode == 0 and assoc.stdout.strip():
-        default_account = _sacctmgr("user", user, "format=DefaultAccount").stdout.strip()
-        assert slurm["account"] == default_account
-        row = next(line.split("|") for line in assoc.stdout.splitlines() if line.split("|")[0] == default_account)
-        assert slurm["qos"] == (row[3] or row[2])
-    else:
-        refusal = (assoc.stderr.strip() or assoc.stdout.strip()).splitlines()[0]
-        assert "account" not in slurm and f"could not read: accounts and QOS (sacctmgr: {refusal})" in out
+    assert assoc.returncode == 0 and assoc.stdout.strip(), (
+        f"sacctmgr: {assoc.stderr.strip()}: the local cluster runs without accounting; restart it (scripts/local-slurm stop; start)"
+    )
+    default_account = _sacctmgr("user", user, "format=DefaultAccount").stdout.strip()
+    row = next(line.split("|") for line in assoc.stdout.splitlines() if line.split("|")[0] == default_account)
+    assert (slurm["account"], slurm["qos"]) == (default_account, row[3]), assoc.stdout  # its DefaultQOS
+    others = sorted({line.split("|")[0] for line in assoc.stdout.splitlines()} - {default_account})
+    assert f"# your default account; yours too: {', '.join(others)}" in text
     if sys.prefix != sys.base_prefix:  # the venv the tests run from: the job activates it
         assert slurm["setup"] == [f"source {sys.prefix}/bin/activate"] and "python" not in slurm
-    code, stdout = train_submit("--config", DIGITS, "--config", str(tmp_path / "my_site.yaml"), "--trainer.default_root_dir", str(tmp_path / "runs"), "--check")
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err):  # the account and QOS asked of sacctmgr for real: no warning that they were not
+        code, stdout = train_submit("--config", DIGITS, "--config", str(tmp_path / "my_site.yaml"), "--trainer.default_root_dir", str(tmp_path / "runs"), "--check")
+    assert "warning" not in err.getvalue(), err.getvalue()
     assert code == 0 and stdout.startswith(f"check passed: 1 node(s) x 1 task(s), 0 GPU(s) and {slurm['cpus_per_task']} CPU(s) per node, partition {slurm['partition']}"), stdout
     code, _, err = _train("init")
     assert (code, err) == (2, "error: train init: my_site.yaml exists; not overwritten (name another file with --output)\n")
