@@ -150,6 +150,7 @@ def test_a_bundled_config_is_copied_out_by_name_never_over_a_file(tmp_path: Path
     code, out, err = _train("init", "configs/experiment/digits.yaml", "--output", "mine.yaml")
     assert (code, out, err) == (2, "", "error: train init: mine.yaml exists; not overwritten (name another file with --output)\n")
     assert (tmp_path / "mine.yaml").read_text() == "mine\n"
+    assert _train("init", "slurm/local", "--partition", "gpu")[1:] == ("", "error: train init slurm/local copies a bundled config; --partition only applies to a profile read from the cluster (train init without a name): drop it\n")
     code, out, err = _train("init", "slurm/gpu")
     assert code == 2 and len(err.splitlines()) == 1, err
     assert err.startswith("error: train init slurm/gpu: no bundled config of that name; did you mean slurm/example_gpu, slurm/local? bundled: ") and "slurm/example_gpu, slurm/local" in err

@@ -104,6 +104,13 @@ def main(args: Sequence[str]) -> int:
     )
     opts = parser.parse_args(list(args))
     if opts.name:
+        given = [f"--{key}" for key in ("partition", "accelerator") if getattr(opts, key)]
+        if given:
+            raise UserError(
+                f"train init {opts.name} copies a bundled config; {' and '.join(given)} "
+                f"only appl{'y' if len(given) > 1 else 'ies'} to a profile read "
+                f"from the cluster (train init without a name): drop {'them' if len(given) > 1 else 'it'}"
+            )
         source = bundled_config(opts.name)
         target = opts.output or Path(source.name)
         write_new(target, source.read_text())
