@@ -25,6 +25,12 @@ from trainer_cli.launch import site_profile
 DEFAULT_PROFILE = "my_site.yaml"
 """Where ``train init`` writes the profile it reads from the cluster (the name the docs use)."""
 
+DESCRIPTION = """\
+Write a commented site profile read from this Slurm cluster, for `train submit --config`: the
+partition, time limit, CPUs, memory, GPUs, account and QOS chosen (the alternatives in comments),
+the environment to activate on the nodes, the preemption and requeue settings, and what could not
+be read. With NAME, copy that bundled config out instead (no Slurm needed). Never overwrites a file.
+"""
 HELP_EPILOG = """\
 examples:
   train init                            read this cluster: writes my_site.yaml
@@ -83,10 +89,7 @@ def main(args: Sequence[str]) -> int:
     """
     parser = argparse.ArgumentParser(
         prog="train init",
-        description="Write a commented site profile read from this Slurm cluster (partition, time limit, CPUs, "
-        "memory, GPUs, account and QOS, the environment to activate on the nodes, preemption and requeue "
-        "settings), for `train submit --config`. With NAME, copy that bundled config out instead (no Slurm needed). "
-        "Never overwrites a file.",
+        description=DESCRIPTION,
         epilog=HELP_EPILOG,
         formatter_class=argparse.RawDescriptionHelpFormatter,
     )
