@@ -26,8 +26,9 @@ from trainer_cli.__main__ import main
 from trainer_cli.config.paths import configs_dir
 from trainer_cli.job.slurm_commands import scontrol_fields, time_limit_s
 from trainer_cli.launch import site_profile
-from trainer_cli.launch.cluster import mem_mb, parse_associations, parse_cluster, parse_qos
+from trainer_cli.launch.cluster import accounting_problems, mem_mb, parse_associations, parse_cluster, parse_qos, problems_with
 from trainer_cli.launch.options import SlurmOptions
+from trainer_cli.launch.resources import Resources
 
 # `scontrol show partition -o` and `scontrol show node -o` of a GPU site (Slurm 22.05's layout, as the
 # local cluster prints it, with a site's values): a default gpu partition with a two-day MaxTime,
@@ -89,7 +90,10 @@ def test_a_gpu_sites_profile_takes_its_default_partition_limits_and_accounts() -
         "setup": ["module load cuda/12.4 gcc/12", "source /home/ana/venvs/train/bin/activate"],
     }
     assert profile["trainer"] == {"accelerator": "gpu", "strategy": "ddp"}
-    SlurmOptions(**profile["slurm"])  # every key is an option of train submit's slurm: section, every value valid
+    options = SlurmOptions(**profile["slurm"])  # every key an option of train submit's slurm: section, every value valid
+    facts = _facts()  # and the job a node's GPUs make passes train submit's own checks against this cluster
+    assert problems_with(facts.partitions, options, Resources(nodes=2, ntasks_per_node=8, gpus_per_node=8, accelerator="gpu")) == []
+    assert accounting_problems(parse_associations(ASSOC), parse_qos(QOS), options, "ana") == []
     assert text.startswith("# @package _global_\n")
     for comment in (
         "# the default partition; the others: cpu",
