@@ -20,7 +20,7 @@ MIN_TESTS := tests/test_layering.py tests/test_resume.py tests/test_bad_input.py
 	tests/test_training_practice.py::test_ema_validation_checkpoints_and_final_model_carry_the_average \
 	tests/test_training_practice.py::test_monitoring_callbacks_profiler_and_early_stopping
 
-.PHONY: run test test-long test-min lint docs bench clean
+.PHONY: run test test-long test-min lint docs dist bench clean
 
 $(STAMP): pyproject.toml
 	test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -54,6 +54,14 @@ XDIST := -n 4 --dist loadgroup
 MKDOCS := NO_MKDOCS_2_WARNING=1 $(PY) -m mkdocs build --strict --site-dir site
 docs: $(STAMP)
 	$(MKDOCS)
+
+# The wheel a user installs without a clone (dist/trainer_cli-<version>-py3-none-any.whl: the package
+# with its bundled configs/ and slurm/ templates), built by hatchling (pyproject.toml's build backend)
+# with the dependencies left to the pip install that takes it; tests/test_readme_commands.py runs the
+# docs' commands with a wheel built the same way.
+dist: $(STAMP)
+	rm -f dist/trainer_cli-*.whl
+	$(PY) -m pip wheel --no-deps --no-build-isolation -w dist .
 
 # lint (ruff: pyflakes, pycodestyle, import order) and types (mypy, strict on the launch library and
 # trainer_cli/atomic.py) of trainer_cli/, as configured in pyproject.toml

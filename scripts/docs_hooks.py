@@ -7,6 +7,7 @@ A page's ``<!-- generated: NAME -->`` line is replaced by:
   section says how to print it);
 - ``configs``: every bundled config group (``configs/``) with each file's one-line description
   (what ``train ls configs`` prints);
+- ``dependencies``: the package's dependencies and their versions, read from ``pyproject.toml``;
 - ``slurm_options``: every option of ``train submit``'s ``slurm:`` section (``--slurm.*``), read with
   ``ast`` from the source of :class:`trainer_cli.launch.options.SlurmOptions`: each field's name, type,
   default and attribute docstring.
@@ -21,8 +22,12 @@ import inspect
 import re
 import subprocess
 import sys
+import tomllib
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from typing import Any
+
+from packaging.requirements import Requirement
 
 from trainer_cli.config.listing import config_groups
 from trainer_cli.config.verbs import VERBS
@@ -61,10 +66,11 @@ def helps() -> str:
             text = "options:" + text.split("\noptions:", 1)[1].split("\n\n", 1)[0]
             parts.append(
                 f"A LightningCLI subcommand. Its own options (LightningCLI's and the launcher's) are below; "
-                f"`train {verb} --help` then lists the Trainer's, and `--model.help CLASS` (likewise "
-                "`--data.help`, `--optimizer.help`, `--lr_scheduler.help`) the options of one class with its "
-                f"docstring; `train {verb} --config experiment/digits --print_config` prints every value a "
-                "config chooses.\n"
+                f"`train {verb} --help` then lists the Trainer's; after a config (`train {verb} --config "
+                "experiment/digits --help`) it then lists the options of the model, data module, optimizer and "
+                "scheduler the config chooses, and `--model.help CLASS` (likewise `--data.help`, `--optimizer.help`, "
+                "`--lr_scheduler.help`) the options of one class with its docstring; "
+                f"`train {verb} --config experiment/digits --print_config` prints every value a config chooses.\n"
             )
         parts.append(f"```text\n{text}\n```\n")
     return "\n".join(parts)
@@ -106,11 +112,12 @@ def _type(annotation: ast.expr) -> str:
     return match.group(1) if match else text
 
 
-def slurm_option_fields() -> list[tuple[str, str, str, str]]:
-    """``(name, type, default, docstring)`` of each field of ``SlurmOptions``, in source order: the
-    annotated assignments of the class body and the string literal that follows each one."""
-    cls = slurm_options_module.SlurmOptions
-    tree = ast.parse(inspect.getsource(slurm_options_module))
+def slurm_option_fields(module: Any = slurm_options_module, name: str = "SlurmOptions") -> list[tuple[str, str, str, str]]:
+    """``(name, type, default, docstring)`` of each field of ``SlurmOptions`` (or of class ``name`` of
+    ``module``), in source order: the annotated assignments of the class body and the string literal
+    that follows each one."""
+    cls = getattr(module, name)
+    tree = ast.parse(inspect.getsource(module))
     body = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == cls.__name__).body
     fields = []
     for node, after in zip(body, [*body[1:], None]):
@@ -120,11 +127,11 @@ def slurm_option_fields() -> list[tuple[str, str, str, str]]:
         if isinstance(after, ast.Expr) and isinstance(after.value, ast.Constant) and isinstance(after.value.value, str):
             doc = inspect.cleandoc(after.value.value)
         if not doc:
-            raise RuntimeError(f"SlurmOptions.{node.target.id} has no docstring: the sbatch reference needs one")
+            raise RuntimeError(f"{name}.{node.target.id} has no docstring: the sbatch reference needs one")
         fields.append((node.target.id, _type(node.annotation), _default(node.value), doc))
     missing = set(cls.__dataclass_fields__) - {name for name, *_ in fields}
     if missing:
-        raise RuntimeError(f"SlurmOptions fields not read from the source: {sorted(missing)}")
+        raise RuntimeError(f"{name} fields not read from the source: {sorted(missing)}")
     return fields
 
 
@@ -136,14 +143,43 @@ def _text(doc: str) -> str:
 
 
 def slurm_options() -> str:
+    from trainer_cli.launch import container
+
+    fields = slurm_option_fields()
+    nested = [(f"container.{n}", *rest) for n, *rest in slurm_option_fields(container, "ContainerOptions")]
     rows = [
         f"| `--{slurm_options_module.SECTION}.{name}` | `{_cell(type_)}` | {default} | {_text(doc)} |"
-        for name, type_, default, doc in slurm_option_fields()
+        for name, type_, default, doc in [f for f in fields if f[0] != "container"] + nested
     ]
     return "\n".join(["| option | type | default | what it does |", "| --- | --- | --- | --- |", *rows])
 
 
-GENERATORS = {"verbs": verbs, "help": helps, "configs": configs, "slurm_options": slurm_options}
+def dependencies() -> str:
+    """The package's dependencies as ``pyproject.toml`` declares them: one row each, with the reason
+    its comment gives."""
+    pyproject = Path(__file__).resolve().parents[1] / "pyproject.toml"
+    declared = tomllib.loads(pyproject.read_text())["project"]["dependencies"]
+    reasons = {}
+    for line in pyproject.read_text().splitlines():
+        text, _, comment = line.partition("#")
+        if text.strip().startswith('"') and comment:
+            reasons[text.strip().rstrip(",").strip('"')] = comment.strip()
+    rows = []
+    for spec in declared:
+        req = Requirement(spec)
+        extras = f"[{','.join(sorted(req.extras))}]" if req.extras else ""
+        bounds = ",".join(sorted(map(str, req.specifier), key=lambda bound: not bound.startswith(">")))  # floor first
+        rows.append(f"| `{req.name}{extras}` | `{bounds}` | {_text(reasons.get(spec, ''))} |")
+    return "\n".join(["| package | versions | what for |", "| --- | --- | --- |", *rows])
+
+
+GENERATORS = {
+    "verbs": verbs,
+    "help": helps,
+    "configs": configs,
+    "slurm_options": slurm_options,
+    "dependencies": dependencies,
+}
 
 
 def on_page_markdown(markdown: str, **kwargs: Any) -> str:

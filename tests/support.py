@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import pickle
 import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -58,6 +59,22 @@ def run_train(*args: str, cwd: Path | None = None, env: dict[str, str] | None = 
     full_env = {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}
     full_env.pop("TRAINER_CLI_RUN_DIR", None)
     return forkserver.run_python(["-m", "trainer_cli", *args], cwd or REPO, full_env, timeout)
+
+
+def build_and_install_wheel(folder: Path) -> tuple[Path, Path]:
+    """Build the repository's wheel (hatchling, as ``make dist``) into ``folder/wheels`` and install it
+    with ``pip install --no-deps --target folder/site``: ``(the wheel, the site folder)``."""
+    wheels, site = folder / "wheels", folder / "site"
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(REPO)],
+        capture_output=True, text=True,
+    )
+    assert build.returncode == 0, build.stderr[-2000:]
+    wheel = next(wheels.glob("trainer_cli-*.whl"))
+    install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)],
+                             capture_output=True, text=True)
+    assert install.returncode == 0, install.stderr[-2000:]
+    return wheel, site
 
 
 def run_helper(script: Path | str, *args: str, env: dict[str, str], timeout: float = 900) -> None:

@@ -57,6 +57,9 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
                                  ["--sweep with --slurm.requeue_mode resubmit"]),
         "slurm_sweep_resources_differ": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--sweep", "trainer.devices=1,2", "--dry-run"],
                                          ["sweep trial 1 (trainer.devices=2)", "share one resource request"]),
+        "slurm_array_workers_without_sweep": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--slurm.array_workers", "2", "--dry-run"], ["--slurm.array_workers 2 without --sweep"]),
+        "slurm_array_workers_zero": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--sweep", "optimizer.init_args.lr=loguniform(1e-3,1e-1)", "--sweep_sampler", "tpe",
+                                      "--sweep_trials", "2", "--slurm.array_workers", "0", "--dry-run"], ["--slurm.array_workers 0: must be 1 or more"]),
         "slurm_name_escapes_root": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--name", "../../esc", "--dry-run"], ["--name '../../esc'", "no '..'"]),
     } if "submit" in VERBS else {}
     return slurm | {

@@ -61,3 +61,20 @@ def test_unknown_kind_and_unknown_verb() -> None:
     assert proc.returncode == 2 and "Did you mean: models" in proc.stderr
     proc = run_train("fti")
     assert proc.returncode == 2 and "Did you mean: fit" in proc.stderr
+
+
+def test_help_after_a_config_lists_the_options_of_the_classes_it_chooses(tmp_path) -> None:
+    """``train fit --config experiment/digits --help``: LightningCLI's help, then the options of the
+    model, data module, optimizer and scheduler the config chooses (as ``--model.help CLASS`` prints
+    them); a bare ``train fit --help`` stays LightningCLI's alone."""
+    done = run_train("fit", "--config", "experiment/digits", "--help", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-2000:]
+    out = done.stdout
+    assert "--trainer.max_epochs" in out  # LightningCLI's own help comes first
+    for header in ("# --model: trainer_cli.models.ImageClassifier", "# --data: trainer_cli.data.DigitsDataModule",
+                   "# --optimizer: torch.optim.AdamW", "# --lr_scheduler: torch.optim.lr_scheduler.OneCycleLR"):
+        assert header in out, header
+    for option in ("--model.backbone", "--model.label_smoothing", "--data.batch_size", "--data.val_fraction",
+                   "--optimizer.lr", "--optimizer.weight_decay", "--lr_scheduler.max_lr"):
+        assert f"\n  {option} " in out, option
+    assert not list(tmp_path.iterdir())  # nothing run, nothing written

@@ -10,25 +10,16 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from support import REPO
+from support import REPO, build_and_install_wheel
 
 
 def test_installed_wheel_finds_its_bundled_configs(tmp_path: Path) -> None:
-    wheels = tmp_path / "wheels"
-    build = subprocess.run(
-        [sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(wheels), str(REPO)],
-        capture_output=True, text=True,
-    )
-    assert build.returncode == 0, build.stderr[-2000:]
-    wheel = next(wheels.glob("trainer_cli-*.whl"))
+    wheel, site = build_and_install_wheel(tmp_path)
     names = zipfile.ZipFile(wheel).namelist()
     assert "trainer_cli/configs/experiment/digits.yaml" in names
     assert any(n.startswith("trainer_cli/slurm/") for n in names)
     assert "trainer_cli/py.typed" in names  # PEP 561: a user's type checker reads the package's hints
 
-    site = tmp_path / "site"
-    install = subprocess.run([sys.executable, "-m", "pip", "install", "--no-deps", "-q", "--target", str(site), str(wheel)], capture_output=True, text=True)
-    assert install.returncode == 0, install.stderr[-2000:]
     elsewhere = tmp_path / "elsewhere"
     elsewhere.mkdir()
     env = {**os.environ, "PYTHONPATH": str(site)}

@@ -106,7 +106,8 @@ class SynchronizedRequeue(pl.Callback):
         ):  # time limit or preemption, from the time the job had left (trainer_cli.job.restarts)
             delay_s = int(os.environ.get(restarts_log.ENV_SIGNAL_DELAY_S) or 0)
             cause, left_s = restarts_log.cause_of_signal(jobstate.scontrol_id(), delay_s, requeue_signal.received_at())
-            request = {"cause": cause, "seconds_left": left_s, "step": trainer.global_step, "checkpoint": path}
+            request = {"cause": cause, "seconds_left": left_s, "step": trainer.global_step, "checkpoint": path,
+                       "signalled_at": requeue_signal.received_at()}  # fmt: skip
             jobstate.update(run_dir, requeue_request=request)  # read by the batch script's `jobstate end`
             _say(
                 f"SIGUSR1 at step {trainer.global_step}: saved {path}; training stops, the batch script restarts the "

@@ -258,6 +258,14 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
     job_id, restarts = this_job_id(), policy(run_dir)
     if verdict == "requeue" and request:
         cause, left_s = request.get("cause") or restarts_log.UNKNOWN, request.get("seconds_left")
+        if cause == restarts_log.UNKNOWN:  # a task that could not ask scontrol (in a container image): ask here
+            delay = os.environ.get(restarts_log.ENV_SIGNAL_DELAY_S) or "0"
+            signalled_at = request.get("signalled_at")
+            cause, left_s = restarts_log.cause_of_signal(
+                scontrol_id(),
+                int(delay) if delay.isdigit() else 0,
+                signalled_at if isinstance(signalled_at, float) else None,
+            )
         checkpoint = request.get("checkpoint")
         left = "" if left_s is None else f", {left_s} s left"
         said = f"SIGUSR1 at step {request.get('step', '?')} ({cause}{left}): saved {checkpoint}"

@@ -253,7 +253,7 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     from trainer_cli.launch.cluster import check_against_cluster
     from trainer_cli.launch.pending import why_pending
     from trainer_cli.launch.render import render
-    from trainer_cli.launch.sbatch import run_sbatch, script_context
+    from trainer_cli.launch.sbatch import prepare_run, run_sbatch, script_context
     from trainer_cli.launch.submit import plan
 
     started = time.monotonic()
@@ -282,6 +282,7 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     context["probe"] = probe_args(out, job.root.absolute(), class_paths_of(job.frozen_config), timeout_s, size_mb)
     context["doctor_gpus"] = res.gpus_per_node
     script = run_dir / "doctor.sbatch"
+    prepare_run(job.slurm, run_dir)
     script.write_text(render("doctor", context))
     job_id = run_sbatch(script)
     print(

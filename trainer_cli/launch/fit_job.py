@@ -34,6 +34,7 @@ from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.launch import snapshot
 from trainer_cli.launch.cluster import check_resources
+from trainer_cli.launch.container import data_paths
 from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.render import render
 from trainer_cli.launch.reservations import refuse_maintenance
@@ -43,6 +44,7 @@ from trainer_cli.launch.sbatch import (
     LOG_PATTERN,
     SCRIPT_NAME,
     TEST_SCRIPT_NAME,
+    prepare_run,
     run_sbatch,
     script_context,
 )
@@ -255,6 +257,8 @@ def plan(
     fixed = fixed or {}
     fit_args, layers, _, provenance = split_args(args, fixed)
     slurm = parse_slurm_options(layers)
+    if slurm.array_workers is not None:
+        raise UserError(f"--slurm.array_workers {slurm.array_workers} without --sweep: workers train a sweep's trials")
     parser, config = parse(fit_args, provenance)
     from trainer_cli.runtime.run import (  # Lightning is imported already (parse)
         DEFAULT_ROOT_DIR,
@@ -282,9 +286,7 @@ def plan(
     # resubmitting into an existing run (resume in place): the job's first start resolves its
     # checkpoint by the same rule (rundir.resume_checkpoint); say now if it cannot
     if placed.existing:
-        carried = (
-            bool(ckpt) and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt
-        )  # from the run's own config.yaml
+        carried = bool(ckpt) and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt  # from its config.yaml
         resume = resume_checkpoint(run_dir, ckpt, in_job=True, carried=carried)
     else:
         resume = None
@@ -292,7 +294,8 @@ def plan(
         config.run_dir = str(run_dir)
         frozen = parser.dump(config, skip_none=False, skip_link_targets=False)  # as config.yaml records a run
         template = "cv" if slurm.cv_folds and slurm.template == "ddp" else slurm.template
-        context_values = script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency)
+        data = data_paths(config.get("data"), Path.cwd()) if slurm.container.runtime else []
+        context_values = script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency, data)
         entry = None
         if script:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it (its snapshot copy)
             entry = script_entry(Path(script), slurm, run_dir, Path.cwd())
@@ -442,6 +445,7 @@ def submit(job: Plan) -> int:
         code = snapshot.take(Path.cwd(), run_dir, job.slurm.snapshot_max_mb, [job.root]) if job.slurm.snapshot else None
         if job.entry is not None and job.entry.live is None and not job.entry.path.is_file():
             raise UserError(f"the code snapshot in {run_dir} holds no copy of {job.entry.script}: nothing was queued")
+        prepare_run(job.slurm, run_dir)
         job.script.write_text(job.script_text)
         job_id = run_sbatch(job.script, *job.sbatch_options)
     except BaseException:

@@ -12,6 +12,7 @@ from typing import Optional
 
 from trainer_cli.errors import UserError
 from trainer_cli.job.slurm_commands import time_limit_s
+from trainer_cli.launch.container import ContainerOptions
 
 SECTION = "slurm"
 FLAG_PREFIX = f"--{SECTION}."
@@ -87,6 +88,10 @@ class SlurmOptions:
     array_parallelism: Optional[int] = None
     """Sweeps (`--sweep`): at most this many trials of the job array run at once (sbatch --array=0-N%P). Empty: no
     limit."""
+    array_workers: Optional[int] = None
+    """Sweeps (`--sweep`): the job array is this many workers of the sweep's Optuna study instead of a task per
+    trial; each asks the study for a trial, trains it and asks again until the study holds --sweep_trials
+    trials. Needed for --sweep_sampler other than grid, --sweep_pruner and --sweep_storage. Empty: a task per trial."""
     extra_sbatch: list[str] = field(default_factory=list)
     """Further sbatch options, one per #SBATCH line, e.g. --reservation=big."""
     setup: list[str] = field(default_factory=list)
@@ -103,8 +108,12 @@ class SlurmOptions:
     nccl_socket_ifname: Optional[str] = None
     """Opt-in NCCL_SOCKET_IFNAME preset: the network interface(s) NCCL uses, e.g. ib0 or ^lo,docker."""
     python: Optional[str] = None
-    """Python that runs `-m trainer_cli` in the job. Empty: `python` from PATH when setup or
-    setup_raw is given (the environment they activate), else the one running `train submit`."""
+    """Python that runs `-m trainer_cli` in the job. Empty: `python3` of the image with a container,
+    `python` from PATH when setup or setup_raw is given (the environment they activate), else the one
+    running `train submit`."""
+    container: ContainerOptions = field(default_factory=ContainerOptions)
+    """Run every task in a container image: --slurm.container.runtime, .image, .mounts, .env, .workdir,
+    .options, .helper_python (guide: Jobs in containers)."""
     snapshot: bool = True
     """Copy the code of the git work tree you submit from (tracked and untracked-not-ignored files,
     uncommitted changes included; not checkpoints, run folders or earlier snapshots) into <run>/code,
@@ -116,6 +125,8 @@ class SlurmOptions:
     """sbatch template: a name in the bundled slurm/ folder (ddp) or the path of your own Jinja2 file."""
 
     def __post_init__(self) -> None:
+        if isinstance(self.container, dict):  # from a config file, or a run's job.json
+            self.container = ContainerOptions(**self.container)
         problems = []
         if self.mem and self.mem_per_cpu:
             problems.append(
@@ -124,7 +135,7 @@ class SlurmOptions:
             )
         if self.snapshot_max_mb <= 0:
             problems.append(f"--slurm.snapshot_max_mb {self.snapshot_max_mb}: must be more than 0")
-        for key in ("cpus_per_task", "signal_delay_s", "array_parallelism"):
+        for key in ("cpus_per_task", "signal_delay_s", "array_parallelism", "array_workers"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 problems.append(f"--slurm.{key} {getattr(self, key)}: must be 1 or more")
         if str(self.time).strip().upper() not in NO_TIME_LIMIT and time_limit_s(self.time) is None:
@@ -169,12 +180,15 @@ class SlurmOptions:
 
     @property
     def python_executable(self) -> str:
-        """The Python of the job: :attr:`python`; else ``python`` when setup lines activate an
-        environment (:attr:`setup`, :attr:`setup_raw`); else the absolute path of the one running now."""
+        """The Python of the job: :attr:`python`; else the image's ``python3`` in a container; else
+        ``python`` when setup lines activate an environment (:attr:`setup`, :attr:`setup_raw`); else the
+        absolute path of the one running now."""
         import sys
 
         if self.python:
             return self.python
+        if self.container.runtime:
+            return "python3"
         return "python" if self.setup or self.setup_raw else os.path.abspath(sys.executable)
 
 

@@ -7,14 +7,16 @@ Rendering itself (templates, quoting) is :mod:`trainer_cli.launch.render`; ``sba
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
 from trainer_cli.job.slurm_commands import SlurmCommandError
 from trainer_cli.job.slurm_commands import sbatch as run_sbatch_command
-from trainer_cli.launch import snapshot
+from trainer_cli.launch import container, snapshot
 from trainer_cli.launch.options import SlurmOptions
+from trainer_cli.launch.render import Quoted, quote_shell
 from trainer_cli.launch.resources import Resources
 from trainer_cli.rundir.layout import CONFIG_FILE
 
@@ -49,15 +51,39 @@ def slurm_filename_pattern(path: Path) -> str:
 
 
 def script_context(
-    slurm: SlurmOptions, resources: Resources, run_dir: Path, job_name: str, submit_dir: Path, dependency: str | None
+    slurm: SlurmOptions,
+    resources: Resources,
+    run_dir: Path,
+    job_name: str,
+    submit_dir: Path,
+    dependency: str | None,
+    data: Iterable[Path] = (),
 ) -> dict[str, Any]:
     """The values a template may use (all documented in ``slurm/ddp.sbatch.j2``). With
     ``slurm.snapshot`` inside a git work tree the job starts in the code snapshot
-    (:mod:`trainer_cli.launch.snapshot`), then changes to ``submit_dir``."""
+    (:mod:`trainer_cli.launch.snapshot`), then changes to ``submit_dir``. With a container
+    (``slurm.container``) its tasks start in the image, ``data`` (the config's data paths) mounted
+    with the run directory and the directory submitted from (:mod:`trainer_cli.launch.container`)."""
     gpus = resources.gpus_per_node
     in_snapshot = snapshot.planned(submit_dir, run_dir) if slurm.snapshot else None
+    workdir = str(in_snapshot or submit_dir)
+    env = _env(slurm)
+    srun_words: list[str] = []
+    prefix: list[str] = []
+    helper = quote_shell(slurm.python_executable)
+    if slurm.container.runtime:
+        top = (snapshot.work_tree(submit_dir) if in_snapshot else None) or submit_dir  # the snapshot links into it
+        mounts = [run_dir, top, *data]
+        srun_words, prefix = container.launch_words(slurm.container, mounts, workdir, gpus, env)
+        if slurm.container.runtime == "pyxis":  # pyxis takes the values from the job's environment (--container-env)
+            env |= {str(k): str(v) for k, v in slurm.container.env.items()}
+        helper = Quoted(" ".join(quote_shell(w) for w in container.helper_words(slurm.container, run_dir)))
     return {
-        "workdir": str(in_snapshot or submit_dir),
+        "container": bool(slurm.container.runtime),
+        "container_srun": srun_words,  # srun options (pyxis)
+        "container_prefix": prefix,  # the words before python in every srun that starts tasks
+        "helper": helper,  # runs `-m trainer_cli.job.*` (the launcher's steps) in the batch script, quoted
+        "workdir": workdir,
         "snapshot": in_snapshot is not None,
         "submit_dir": str(submit_dir),
         "slurm": slurm,
@@ -72,7 +98,7 @@ def script_context(
         "config": str(run_dir / CONFIG_FILE),
         "python": slurm.python_executable,
         "entry": ["-m", "trainer_cli"],  # what python runs: `train`, or a user's script (plan)
-        "env": _env(slurm),
+        "env": env,
     }
 
 
@@ -91,3 +117,10 @@ def run_sbatch(script: Path, *options: str) -> str:
                 "scripts/local-slurm start)"
             ) from None
         raise UserError(f"sbatch refused {script}: {err.message}") from None
+
+
+def prepare_run(slurm: SlurmOptions, run_dir: Path) -> None:
+    """What a job's run directory needs before its script is queued: with a container, the run's
+    copy of the launcher's job steps (:func:`trainer_cli.launch.container.install_helpers`)."""
+    if slurm.container.runtime:
+        container.install_helpers(run_dir)

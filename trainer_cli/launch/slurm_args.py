@@ -26,6 +26,7 @@ from trainer_cli.config.compose import (
 )
 from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError, did_you_mean
+from trainer_cli.launch.container import ContainerOptions
 from trainer_cli.launch.options import SECTION, SlurmOptions
 
 
@@ -112,6 +113,7 @@ def parse_slurm_options(layers: list[dict[str, Any] | list[str]]) -> SlurmOption
         else:
             argv += layer
     known = [SECTION] + [f"{SECTION}.{name}" for name in SlurmOptions.__dataclass_fields__]  # --slurm FILE too
+    known += [f"{SECTION}.container.{name}" for name in ContainerOptions.__dataclass_fields__]
     for layer in layers:
         keys = [f"{SECTION}.{k}" for k in layer] if isinstance(layer, dict) else [layer[0][2:].split("=")[0]]
         for key in keys:
@@ -131,8 +133,11 @@ def parse_slurm_options(layers: list[dict[str, Any] | list[str]]) -> SlurmOption
 
 def slurm_help() -> str:
     """Help text for every ``--slurm.*`` option (from the attribute docstrings)."""
-    from jsonargparse import ArgumentParser
+    from jsonargparse import ArgumentParser, set_parsing_settings
 
+    # off by default in jsonargparse: without it the options' help holds only their types (`train submit
+    # --help` prints and exits: nothing parsed after it reads the setting)
+    set_parsing_settings(docstring_parse_attribute_docstrings=True)
     parser = ArgumentParser(prog="train submit", add_help=False)
     parser.add_class_arguments(SlurmOptions, SECTION, instantiate=False)
     return parser.format_help()

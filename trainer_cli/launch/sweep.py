@@ -34,10 +34,11 @@ from trainer_cli.job import jobstate
 from trainer_cli.job.slurm_commands import output_or_empty
 from trainer_cli.launch import snapshot
 from trainer_cli.launch.cluster import check_resources
+from trainer_cli.launch.container import data_paths
 from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.render import render
 from trainer_cli.launch.resources import Resources, derive
-from trainer_cli.launch.sbatch import SCRIPT_NAME, run_sbatch, script_context, slurm_filename_pattern
+from trainer_cli.launch.sbatch import SCRIPT_NAME, prepare_run, run_sbatch, script_context, slurm_filename_pattern
 from trainer_cli.launch.slurm_args import parse_slurm_options, split_args
 from trainer_cli.launch.submissions import register
 from trainer_cli.sweeps import plan as sweep_plan
@@ -50,26 +51,6 @@ WORKERS_TEMPLATE = "sweep_workers"
 WORKERS_FLAG = "--slurm.array_workers"
 WORKERS_LOG = "workers/slurm-%A_%a.log"
 LOG_PATTERN = "trial_%3a/slurm-%A_%a.log"  # %3a: the task id padded to 3 digits, as trial_name()
-
-
-def take_workers(args: Request | list[str]) -> tuple[int | None, list[str]]:
-    """Take ``--slurm.array_workers N`` out of ``args``: ``(N or None, the rest)``.
-
-    Raises:
-        UserError: for a value that is not an integer of 1 or more.
-    """
-    workers: int | None = None
-    rest: list[str] = []
-    for arg in Request.of(args):
-        if arg.name != WORKERS_FLAG[2:]:
-            rest.extend(arg.tokens)
-            continue
-        if arg.value is None:
-            raise UserError(f"{WORKERS_FLAG} needs a value")
-        if not arg.value.isdigit() or int(arg.value) < 1:
-            raise UserError(f"{WORKERS_FLAG} {arg.value}: expected an integer, 1 or more")
-        workers = int(arg.value)
-    return workers, rest
 
 
 def _shared_resources(sweep: sweep_plan.Sweep, slurm: SlurmOptions) -> Resources:
@@ -115,7 +96,8 @@ def _script(
     Raises:
         UserError: for a template error, or a template that renders no ``#SBATCH --array`` line.
     """
-    context = script_context(slurm, resources, sweep.sweep_dir, job_name, Path.cwd(), slurm.dependency)
+    data = data_paths(sweep.base.get("data"), Path.cwd()) if slurm.container.runtime else []
+    context = script_context(slurm, resources, sweep.sweep_dir, job_name, Path.cwd(), slurm.dependency, data)
     context |= {
         "sweep_dir": str(sweep.sweep_dir),
         "array": _array(workers or len(sweep.trials), slurm),
@@ -156,17 +138,22 @@ def plan(args: list[str], dry_run: bool) -> SweepJob:
         UserError: for a bad sweep flag, a trial's bad value (named), trials with different
             resources, what the cluster cannot run, or a template error.
     """
-    workers, args = take_workers(args)
     space, rest = take_sweep_args(args)
     if space is None:
         raise UserError("no --sweep flag: nothing to sweep")
+    fit_args, layers, _, provenance = split_args(rest)
+    slurm = parse_slurm_options(layers)
+    workers = slurm.array_workers
     if workers is None and (not space.is_grid or space.pruner != "none" or space.storage):
         raise UserError(
             "train submit --sweep with --sweep_sampler other than grid, --sweep_pruner or --sweep_storage: the study "
             f"needs workers that ask it for trials; add {WORKERS_FLAG} N"
         )
-    fit_args, layers, _, provenance = split_args(rest)
-    slurm = parse_slurm_options(layers)
+    if workers is not None and slurm.container.runtime:
+        raise UserError(
+            f"{WORKERS_FLAG} with --slurm.container.runtime: the workers ask the study from the batch script, outside "
+            "the image; drop one (a grid --sweep without workers runs in containers)"
+        )
     if slurm.cv_folds or slurm.test_after_fit:
         raise UserError("--sweep with --slurm.cv_folds or --slurm.test_after_fit: a sweep runs plain fits; choose one")
     if slurm.requeue_mode == "resubmit":
@@ -308,6 +295,7 @@ def _queue(
             snapshot.take(Path.cwd(), sweep.sweep_dir, slurm.snapshot_max_mb, [sweep.root]) if slurm.snapshot else None
         )
         script = sweep.sweep_dir / SCRIPT_NAME
+        prepare_run(slurm, sweep.sweep_dir)
         script.write_text(text)
         return run_sbatch(script), script, code
     except BaseException:

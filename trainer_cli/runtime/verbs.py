@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import logging
 import warnings
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any, Optional
 
@@ -40,9 +40,50 @@ def run_subcommand(verb: str, args: list[str], composed: tuple[list[str], Layers
     """
     args, layers = composed or compose_args(args)
     args = with_stored_config(args)
-    with building_cli(verb, layers) as run, run.stops_with_exit_code():
-        verb_cli(verb)(args=[verb, *args], run_directory=run, layers=layers)
+    print_classes = _chosen_classes(verb, args, layers)
+    try:
+        with building_cli(verb, layers) as run, run.stops_with_exit_code():
+            verb_cli(verb)(args=[verb, *args], run_directory=run, layers=layers)
+    except SystemExit as stop:  # --help prints and exits
+        if print_classes is not None and stop.code in (0, None):
+            print_classes()
+        raise
     return 0
+
+
+HELP_FLAGS = ("-h", "--help")
+# the sections whose class a config chooses; `--<key>.help CLASS` prints that class's options
+CLASS_SECTIONS = ("model", "data", "optimizer", "lr_scheduler")
+
+
+def _chosen_classes(verb: str, args: list[str], layers: Layers) -> Callable[[], None] | None:
+    """``--help`` with a config (``train fit --config experiment/digits --help``): LightningCLI's help
+    names only ``--model.help CLASS`` for a class a config chooses, so this returns what prints, after
+    it, the options of each class the command line chooses, as ``--model.help CLASS`` prints them.
+    None for a bare ``--help``, no ``--help``, or a command line that does not parse without it (the
+    help alone then)."""
+    rest = [a for a in args if a not in HELP_FLAGS]
+    if len(rest) == len(args) or not rest:
+        return None
+    try:
+        parser, config = parse_config(verb, rest, expand=False, layers=layers)
+    except UserError:
+        return None
+    chosen = [
+        (key, config[key]["class_path"])
+        for key in CLASS_SECTIONS
+        if isinstance(config.get(key), Namespace) and config[key].get("class_path")
+    ]
+
+    def print_classes() -> None:
+        for key, class_path in chosen:
+            print(f"\n# --{key}: {class_path} (what `--{key}.help {class_path}` prints)\n", flush=True)
+            try:
+                parser.parse_args([f"--{key}.help", class_path])
+            except SystemExit:
+                pass
+
+    return print_classes
 
 
 @contextmanager
