@@ -53,8 +53,9 @@ def slurm_cluster() -> Iterator[None]:
     Two xdist workers may ask at once (the cluster group and the query group): the start is made
     under a file lock, once. The stop is left to the session's end (:func:`stop_if_started`, from
     tests/conftest.py): a worker that runs out of tests ends while the other still uses the cluster."""
-    env_line = subprocess.run([str(LOCAL_SLURM), "env"], capture_output=True, text=True, timeout=30).stdout.strip()
-    os.environ["SLURM_CONF"] = env_line.split("=", 1)[1]  # "export SLURM_CONF=<path>"
+    env_lines = subprocess.run([str(LOCAL_SLURM), "env"], capture_output=True, text=True, timeout=30).stdout.splitlines()
+    export = next(line for line in env_lines if line.startswith("export SLURM_CONF="))
+    os.environ["SLURM_CONF"] = export.split("=", 1)[1]  # "export SLURM_CONF=<path>"
     with open(START_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not _cluster_up():

@@ -1,14 +1,20 @@
 """`--slurm.account` / `--slurm.qos` checked against Slurm's accounting (trainer_cli.launch.cluster):
 the parsers of `sacctmgr -P -n` output and the refusals they lead to, on sample output; and on the
-local cluster, which has no accounting, the one warning and a check that goes on.
+local cluster, which keeps accounting (slurmdbd, scripts/local-slurm), the checks against its real
+database and a job's record in `sacct`.
 """
 
 from __future__ import annotations
 
+import os
+import pwd
+import re
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
-from slurm_support import LOCAL_PROFILE, slurm_cluster, slurm_queries  # noqa: F401 - fixtures
+from slurm_support import LOCAL_PROFILE, slurm_cluster, slurm_queries, wait_for_state  # noqa: F401 - fixtures
 from support import DIGITS, run_train
 
 from trainer_cli.launch.cluster import Association, accounting_problems, parse_associations, parse_qos
@@ -16,8 +22,8 @@ from trainer_cli.launch.options import SlurmOptions
 
 # `sacctmgr -P -n show assoc where user=ana format=Account,Partition,QOS`, in Slurm's parsable2
 # layout (fields joined by "|", no header, no trailing "|"; a QOS list joined by ","): an
-# association for every partition, one for the gpu partition only. The local cluster has no
-# accounting to capture this from (sacctmgr: "You are not running a supported accounting_storage plugin").
+# association for every partition, one for the gpu partition only (the local cluster's associations
+# have no partition, so this sample is written, in the layout the local cluster prints).
 ASSOC = "proj-a||long,normal\nproj-b|gpu|normal\n"
 # `sacctmgr -P -n show qos format=Name,MaxWall`: MaxWall empty where the QOS has none
 QOS = "normal|\nlong|2-00:00:00\nshort|04:00:00\n"
@@ -53,19 +59,71 @@ def test_accounting_accepts_what_it_allows(options: dict[str, str]) -> None:
     assert accounting_problems(parse_associations(ASSOC), parse_qos(QOS), SlurmOptions(**options), "ana") == []
 
 
-def test_no_accounting_warns_once_and_goes_on(slurm_queries: None, tmp_path: Path) -> None:  # noqa: F811
-    """The local cluster runs without accounting (sacctmgr refuses): `--slurm.account x --slurm.qos y`
-    gives one warning naming them, and the check passes on the partitions and nodes; nothing written."""
-    root = tmp_path / "runs"
-    done = run_train(
-        "submit", "--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(root),
-        "--slurm.account", "x", "--slurm.qos", "y", "--check",
+def _accounts_of(user: str) -> list[str]:
+    """``user``'s accounts as the local cluster's accounting database lists them."""
+    out = subprocess.run(
+        ["sacctmgr", "-n", "-P", "show", "assoc", "where", f"user={user}", "format=Account"], capture_output=True, text=True, timeout=30
     )
+    assert out.returncode == 0, out.stderr
+    return sorted(set(out.stdout.split()))
+
+
+def _submit_check(root: Path, *args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return run_train(
+        "submit", "--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(root), *args, "--check", env=env
+    )
+
+
+def test_unknown_account_is_refused_before_queueing(slurm_queries: None, tmp_path: Path) -> None:  # noqa: F811
+    """The local cluster keeps accounting (slurmdbd): an account the user does not have is refused by
+    the check that asked ``sacctmgr``, naming the user's real accounts; nothing written or queued.
+    (``--check`` stops before sbatch either way: the refusal is the same without it, see
+    test_accounts_and_qos_the_user_has_pass for the message's other half.)"""
+    root = tmp_path / "runs"
+    user = pwd.getpwuid(os.getuid()).pw_name
+    accounts = _accounts_of(user)
+    assert {"trainer", "tight"} <= set(accounts), accounts  # scripts/local-slurm registered them
+    done = run_train("submit", "--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(root), "--slurm.account", "proj-x")
+    assert done.returncode == 2, done.stderr[-3000:]
+    assert f"--slurm.account proj-x: not an account of user {user} here; yours: {', '.join(accounts)}" in done.stderr
+    assert "Traceback" not in done.stderr and not root.exists()
+    queued = subprocess.run(["squeue", "-h", "-o", "%o"], capture_output=True, text=True, timeout=30).stdout
+    assert str(tmp_path) not in queued
+
+
+def test_accounts_and_qos_the_user_has_pass(slurm_queries: None, tmp_path: Path) -> None:  # noqa: F811
+    """An account and a QOS the user's association allows pass ``train submit --check`` with no
+    warning; a time over that QOS's MaxWall (quick: 10 minutes, scripts/local-slurm) is refused."""
+    root = tmp_path / "runs"
+    done = _submit_check(root, "--slurm.account", "tight", "--slurm.qos", "quick", "--slurm.time", "00:05:00")
     assert done.returncode == 0, done.stderr[-3000:]
-    warnings = [line for line in done.stderr.splitlines() if line.startswith("warning:")]
-    assert warnings == [
-        "warning: could not ask Slurm's accounting (You are not running a supported accounting_storage plugin): "
-        "--slurm.account x and --slurm.qos y not checked"
-    ], done.stderr[-3000:]
-    assert "check passed: 1 node(s)" in done.stdout and "Traceback" not in done.stderr
+    assert "check passed: 1 node(s)" in done.stdout and "warning:" not in done.stderr, done.stderr[-3000:]
+    done = _submit_check(root, "--slurm.account", "tight", "--slurm.qos", "quick", "--slurm.time", "00:20:00")
+    assert done.returncode == 2 and "--slurm.time 00:20:00: over the MaxWall of QOS quick (10 min)" in done.stderr, done.stderr[-3000:]
     assert not root.exists()
+
+
+def test_sacct_answers_for_a_real_job(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """A tiny job's record in the accounting database: its state, account, allocation and run time."""
+    job_id = subprocess.run(
+        ["sbatch", "--parsable", "--time=1", "-c", "2", "--gres=gpu:1", "-o", str(tmp_path / "out.log"), "--wrap", "true"],
+        capture_output=True, text=True, timeout=30, check=True,
+    ).stdout.strip()
+    assert wait_for_state(job_id, timeout_s=30) == "COMPLETED"
+    deadline, rows = time.monotonic() + 15, []
+    # slurmctld sends the job's records to slurmdbd a moment after scontrol shows its end; for a
+    # moment after that sacct shows it COMPLETED with QOS "Unknown" (seen on Slurm 22.05)
+    while time.monotonic() < deadline:
+        out = subprocess.run(
+            ["sacct", "-X", "-n", "-P", "-j", job_id, "-o", "JobIDRaw,State,Account,QOS,AllocTRES,Elapsed"],
+            capture_output=True, text=True, timeout=30,
+        )
+        rows = [line.split("|") for line in out.stdout.splitlines()]
+        if rows and rows[0][1] == "COMPLETED" and rows[0][3] != "Unknown":
+            break
+        time.sleep(0.25)
+    assert len(rows) == 1, rows
+    raw, state, account, qos, tres, elapsed = rows[0]
+    assert (raw, state, account, qos) == (job_id, "COMPLETED", "trainer", "normal"), rows
+    assert {"cpu=2", "gres/gpu=1", "node=1"} <= set(tres.split(",")), tres
+    assert re.fullmatch(r"\d\d:\d\d:\d\d", elapsed), elapsed

@@ -21,8 +21,8 @@ show assoc`` of this user, ``sacctmgr -P -n show qos``) and refuses:
 - a time limit over the QOS's ``MaxWall``.
 
 Where the queries fail (no Slurm here, the controller unreachable, no accounting: ``sacctmgr``
-refuses without ``accounting_storage/slurmdbd``, as on the local test cluster) those checks are
-skipped with one warning: sbatch, if it can run, still judges the job.
+refuses without ``accounting_storage/slurmdbd``) those checks are skipped with one warning: sbatch,
+if it can run, still judges the job. The local test cluster (scripts/local-slurm) keeps accounting.
 """
 
 from __future__ import annotations
@@ -258,7 +258,7 @@ def read_accounting(user: str) -> tuple[list[Association], dict[str, int | None]
         RuntimeError: when the accounting database cannot be asked (no ``sacctmgr``, no
             accounting, or it lists no association for ``user``).
     """
-    associations = parse_associations(_sacctmgr("assoc", f"where user={user}", "format=Account,Partition,QOS"))
+    associations = parse_associations(_sacctmgr("assoc", "where", f"user={user}", "format=Account,Partition,QOS"))
     if not associations:
         raise RuntimeError(f"sacctmgr lists no association for user {user}")
     return associations, parse_qos(_sacctmgr("qos", "format=Name,MaxWall"))
