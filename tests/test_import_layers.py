@@ -122,7 +122,7 @@ def test_a_scripts_submit_reaches_the_submit_library_through_the_verb_table() ->
     assert module.startswith("trainer_cli.launch.") and callable(getattr(importlib.import_module(module), function))
 
 
-@pytest.mark.parametrize("args", [["--help"], ["submit", "--help"], ["jobs", "--help"], ["cancel", "--help"], ["sweep-results", "--help"]])
+@pytest.mark.parametrize("args", [["--help"], ["submit", "--help"], ["jobs", "--help"], ["cancel", "--help"], ["sweep-results", "--help"], ["init", "--help"]])
 def test_launcher_help_imports_no_torch(args: list[str]) -> None:
     code = (
         "import sys\nfrom trainer_cli.__main__ import main\ntry:\n    rc = main(%r)\nexcept SystemExit as exit:\n    rc = exit.code or 0\n"

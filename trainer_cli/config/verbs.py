@@ -44,6 +44,11 @@ VERBS: dict[str, tuple[str, str]] = {
         "trainer_cli.tools.runs:main",
         "The runs under a root: state, best monitored metric, only the config keys that differ (--all: every key).",
     ),
+    "init": (
+        "trainer_cli.launch.init:main",
+        "Write a site profile read from this Slurm cluster (partitions, limits, account, QOS, environment), or copy "
+        "a bundled config out by name.",
+    ),
     "ls": (
         "trainer_cli.config.listing:main",
         "List what can be named: models, data, callbacks, optimizers, schedulers, configs.",

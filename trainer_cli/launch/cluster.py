@@ -82,6 +82,8 @@ class Partition:
     max_time_s: int | None
     """``MaxTime`` in seconds; None: unlimited."""
     nodes: list[Node] = field(default_factory=list)
+    settings: dict[str, str] = field(default_factory=dict, compare=False)
+    """Every field ``scontrol show partition`` gave (``DefaultTime``, ``PreemptMode``, ``GraceTime``, ...)."""
 
 
 def _query(*args: str) -> list[dict[str, str]]:
@@ -102,6 +104,12 @@ def read_cluster() -> list[Partition]:
     Raises:
         RuntimeError: when Slurm cannot be asked (no ``scontrol``, controller unreachable).
     """
+    return parse_cluster(_query("partition"), _query("node"))
+
+
+def parse_cluster(partition_lines: list[dict[str, str]], node_lines: list[dict[str, str]]) -> list[Partition]:
+    """The partitions with their nodes, from the lines of ``scontrol show partition -o`` and
+    ``scontrol show node -o`` (each read by :func:`trainer_cli.job.slurm_commands.scontrol_fields`)."""
     nodes = [
         Node(
             name=n.get("NodeName", "?"),
@@ -110,10 +118,10 @@ def read_cluster() -> list[Partition]:
             gres=n.get("Gres", "(null)"),
             partitions=tuple(p for p in n.get("Partitions", "").split(",") if p),
         )
-        for n in _query("node")
+        for n in node_lines
     ]
     partitions = []
-    for p in _query("partition"):
+    for p in partition_lines:
         name = p.get("PartitionName", "?")
         max_time = p.get("MaxTime", "UNLIMITED")
         partitions.append(
@@ -124,6 +132,7 @@ def read_cluster() -> list[Partition]:
                 max_nodes=_limit(p.get("MaxNodes")),
                 max_time_s=None if max_time.upper() in UNLIMITED else time_limit_s(max_time),
                 nodes=[n for n in nodes if name in n.partitions],
+                settings=p,
             )
         )
     return partitions

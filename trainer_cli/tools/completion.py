@@ -55,7 +55,7 @@ def help_options(verb: str) -> list[str]:
 
 
 # verbs whose own parser (``train <verb> --help``) lists options of their own, read from that help
-OWN_OPTIONS = ("lr-find", "scale-batch-size", "export", "runs", "jobs")
+OWN_OPTIONS = ("lr-find", "scale-batch-size", "export", "runs", "jobs", "init")
 
 
 def own_options(verb: str) -> list[str]:
