@@ -56,7 +56,7 @@ LIMITS: dict[str, list[str]] = {
 # pages whose steps still need a clone (`cp configs/...`, `python tests/foreign/main.py`): they run in a
 # folder laid out as a clone is (configs/, slurm/, tests/ linked in) until they are rewritten for a
 # pip user (issue 37's migration pages, another branch); a page that no longer needs it must leave this set
-CLONE_LAYOUT = {"migration/lightningcli.md", "migration/sbatch.md"}
+CLONE_LAYOUT: set[str] = set()
 # README sections whose commands need something this test cannot give them
 NEEDS_CLUSTER = {"jobs"}  # `train jobs` right after a real submission: tests/test_slurm_cluster.py
 
