@@ -138,6 +138,7 @@ def _cluster_args(tmp_path: Path, timeout_s: int) -> list[str]:
             "--trainer.num_nodes", "2", "--trainer.devices", "2", "--slurm.snapshot", "false", "--timeout", str(timeout_s), "--size_mb", "1"]
 
 
+@pytest.mark.long  # make test's 12 minutes: the doctor on the cluster is test_two_nodes_by_two_tasks_pass_and_a_drained_node_is_named, a rank named with its check test_a_hung_rank_is_named_with_the_check_it_is_in
 def test_a_rank_that_never_starts_is_named_with_its_node(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     """Rank 3 (the second task on node2, srun's block layout) dies before its probe starts: no
     report. The doctor names node2 and the check (start) from Slurm's node list, first; the other

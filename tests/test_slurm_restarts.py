@@ -47,6 +47,7 @@ def _train_jobs(root: Path) -> dict[str, str]:
     return {line.split()[0]: line for line in out.getvalue().splitlines()[1:]}
 
 
+@pytest.mark.long  # make test's 12 minutes: the cause told on the cluster is test_a_real_preemption_is_told_from_the_time_limit[requeue], the cap's rule tests/test_restarts.py's test_preemptions_do_not_consume_the_cap
 def test_preemption_then_time_limit_and_the_cap_names_the_cause(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     """`scancel -s USR1` with 10 minutes left is a preemption: requeued even with `--slurm.max_restarts
     0` (preemptions do not consume the cap); the restart, its time limit cut once it trains, gets
