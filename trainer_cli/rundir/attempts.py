@@ -9,8 +9,8 @@ the first training step: imports, config, building, data set-up, checkpoint load
 and compile), ``train``, ``validation`` (the sanity check included) and ``checkpoint`` (the training
 thread's part of a save: Lightning's ``on_save_checkpoint`` until the checkpoint plugin returns).
 ``train`` after the last step (epoch end, teardown, exit) is the attempt's ``tail`` (:func:`read`).
-Timestamps are taken at those boundaries only; per training step one ``os.pwrite`` of a fixed-width
-line to ``<run>/attempts/.rank<N>.step`` (sequence, step, time, training seconds; no GPU sync) keeps
+Timestamps are taken at those boundaries only; per training step one ``os.pwrite`` of 32 bytes to
+``<run>/attempts/.rank<N>.step`` (sequence, step, time, training seconds; no GPU sync) keeps
 the last step an attempt completed when it is killed (SIGKILL, a stall) before it can write again.
 
 Fields of a line (times: seconds since the epoch, ``time.time()``):
@@ -41,6 +41,7 @@ from __future__ import annotations
 
 import json
 import os
+import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -52,7 +53,7 @@ STARTUP, TRAIN, VALIDATION, CHECKPOINT = "startup", "train", "validation", "chec
 PHASES = (STARTUP, TRAIN, VALIDATION, CHECKPOINT)
 KEPT_CHECKPOINTS = 16
 """The last saves whose ``[step, train seconds]`` a line keeps (to split a redone stretch exactly)."""
-_NOTE = "%10d %14d %18.6f %16.6f\n"
+_NOTE = struct.Struct("<qqdd")  # sequence, step, time, training seconds: 32 bytes, written in place
 
 
 def rank_file(run_dir: Path, rank: int) -> Path:
@@ -166,7 +167,7 @@ class Recorder:
         self.line["last_step_at"], self.line["train_at_step"] = now, train
         if self._fd is not None:
             try:
-                os.pwrite(self._fd, (_NOTE % (self._seq, step, now, train)).encode(), 0)
+                os.pwrite(self._fd, _NOTE.pack(self._seq, step, now, train), 0)
             except OSError:
                 self._fd = None
 
@@ -213,10 +214,10 @@ class Recorder:
 
 def _read_note(path: Path) -> tuple[int, int, float, float] | None:
     try:
-        seq, step, at, train = path.read_text().split()[:4]
-        return int(seq), int(step), float(at), float(train)
-    except (OSError, ValueError):
+        seq, step, at, train = _NOTE.unpack(path.read_bytes()[: _NOTE.size])
+    except (OSError, struct.error):
         return None
+    return int(seq), int(step), float(at), float(train)
 
 
 def _with_note(line: dict[str, Any], note: tuple[int, int, float, float] | None) -> dict[str, Any]:
