@@ -53,7 +53,7 @@ def attempt_id() -> str:
 def process_started() -> float:
     """When this process started (``time.time()`` clock)."""
     try:
-        import psutil
+        import psutil  # type: ignore[import-untyped]
 
         return float(psutil.Process().create_time())
     except Exception:  # noqa: BLE001 - no psutil or no /proc: the import of this module is the nearest
@@ -143,9 +143,11 @@ class AttemptClock(pl.Callback):
         if stage != "fit" or run_dir is None:
             return
         now = time.time()
-        info = {"node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(), "pid": os.getpid(), "slurm": None}
+        info: dict[str, Any] = {"node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(), "pid": os.getpid()}
+        info["slurm"] = None
         if os.environ.get("SLURM_JOB_ID"):
-            info["slurm"] = slurm = {"job_id": jobstate.this_job_id(), "restart": jobstate.policy().count}
+            slurm: dict[str, Any] = {"job_id": jobstate.this_job_id(), "restart": jobstate.policy().count}
+            info["slurm"] = slurm
             job = jobstate.read(run_dir)  # the batch script's `jobstate start` of this restart: its moment
             if str(job.get("job_id")) == str(slurm["job_id"]) and job.get("restarts") == slurm["restart"]:
                 slurm["script_started"] = _epoch(job.get("started"))

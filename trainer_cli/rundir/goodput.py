@@ -152,7 +152,7 @@ def buckets(run_dir: Path, rank: int = 0) -> dict[str, Any]:
     stalls = stall_records(run_dir)
     rows = []
     for index, attempt in enumerate(mine):
-        later = [a.get("start_step") for a in mine[index + 1 :] if a.get("start_step") is not None]
+        later = [int(a["start_step"]) for a in mine[index + 1 :] if a.get("start_step") is not None]
         rows.append(attempt_buckets(attempt, min(later) if later else None, _stall_of(attempt, stalls)))
     total: dict[str, Any] = {key: sum(r[key] for r in rows) for key in ("wall_s", "goodput_s", *BUCKETS)}
     total["redone_steps"] = sum(r["redone_steps"] for r in rows)
