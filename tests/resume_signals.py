@@ -16,7 +16,7 @@ class SignalAt(pl.Callback):
     in a run that did not resume (so a resumed run goes on).
 
     Args:
-        hook: ``on_fit_start``, ``on_train_batch_end`` or ``on_validation_batch_end``.
+        hook: ``on_fit_start``, ``on_train_batch_start``, ``on_train_batch_end`` or ``on_validation_batch_end``.
         epoch: Epoch index to fire in.
         batch: Batch index to fire at (batch hooks).
         signal: Signal name, ``SIGTERM`` or ``SIGINT`` (or ``SIGSTOP``: the process stops there until
@@ -34,6 +34,9 @@ class SignalAt(pl.Callback):
 
     def on_fit_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._fire("on_fit_start", trainer)
+
+    def on_train_batch_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule, batch: Any, batch_idx: int) -> None:
+        self._fire("on_train_batch_start", trainer, batch_idx)
 
     def on_train_batch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int) -> None:
         self._fire("on_train_batch_end", trainer, batch_idx)

@@ -28,6 +28,7 @@ from support import REPO
 from test_slurm_cluster import _submit
 
 from trainer_cli.job import jobstate, restarts
+from trainer_cli.rundir import attempts, goodput, history
 from trainer_cli.launch.jobs import stall_note
 
 TESTS = str(REPO / "tests")
@@ -126,6 +127,23 @@ def test_a_stopped_rank_is_a_stall_requeued_without_its_node(slurm_cluster: None
     assert last["global_step"] == epochs * batches
     assert f"rank 1 on {node}" in stall_note(run_dir, job_id) and str(stacks) in stall_note(run_dir, job_id)
     assert jobstate.read(run_dir)["excluded_nodes"] == [node]
+    # measured where it happened (trainer_cli/rundir/attempts.py): both ranks' first attempt ended at the same
+    # step (DDP in lockstep), at or past the step the watchdog read; the requeue started from the checkpoint
+    measured = attempts.read(run_dir)
+    assert sorted((a["slurm"]["restart"], a["rank"]) for a in measured) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    first, second = [a for a in measured if a["rank"] == 0]
+    stalled_at = {a["last_step"] for a in measured if a["slurm"]["restart"] == 0}
+    assert len(stalled_at) == 1 and first["last_step"] >= events[0]["step"] and first["open"]
+    resumed_from = [h["global_step"] for h in history.read(run_dir) if h["kind"] == "requeue"]
+    assert resumed_from == [second["start_step"]] == [batches]  # the checkpoint of epoch 0's end
+    measures = goodput.buckets(run_dir)
+    one, two = measures["attempts"]
+    assert one["ended_by"] == "stall" and one["redone_steps"] == first["last_step"] - batches and not one["redone_estimated"]
+    assert timeout_s <= one["stall_s"] <= timeout_s + 30 and one["redone_s"] > 0 and two["redone_steps"] == 0
+    for row in (one, two, measures["total"]):
+        parts = [row[k] for k in goodput.BUCKETS] + [row["goodput_s"]]
+        assert min(parts) >= 0 and abs(sum(parts) - row["wall_s"]) <= 0.01 * row["wall_s"], row
+    assert measures["memory"]["rss_peak_bytes"] > 0
     reference_log = (reference_dir / f"slurm-{reference_id}.log")
     assert wait_for_state(reference_id, timeout_s=300) == "COMPLETED", reference_log.read_text()[-3000:]
     resumed, alone = final_state(run_dir), final_state(reference_dir)

@@ -306,6 +306,7 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
     }
     if stall is not None:
         event.update(stalled=stall.get("ranks"), nodes=stall.get("nodes"), stacks=stall.get("stacks"))
+        event["stall"] = {k: stall.get(k) for k in ("job_id", "restart", "step", "idle_s", "time")}  # each kept
     if not restarts.allows(cause):
         restarts_log.record(run_dir, restart=restarts.count, action="stop", **event)
         update(run_dir, ended_by=cause)

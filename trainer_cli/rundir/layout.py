@@ -11,6 +11,7 @@ and removes it: :mod:`trainer_cli.rundir.policy`)::
     history.jsonl         one record per start of the run (trainer_cli.rundir.history.HISTORY_FILE)
     run.json              the run id every logger logs under (trainer_cli.rundir.identity.RUN_FILE)
     metrics.jsonl         the metrics the run logged, one line per validation and epoch end (METRICS_FILE)
+    attempts/rank<N>.jsonl  where each start of each rank spent its time, its peak memory (trainer_cli.rundir.attempts)
     checkpoints/last.ckpt written after every epoch and on SIGTERM / Ctrl-C (LAST_CKPT)
     hpc_ckpt_<N>.ckpt     saved on a Slurm SIGUSR1 (HPC_PATTERN); ``.used`` once a resume took it
     job.json, submit.sbatch, slurm-<job>.log   a submitted run's (trainer_cli.job.jobstate, sbatch)

@@ -36,6 +36,7 @@ from lightning.pytorch.plugins.io import AsyncCheckpointIO
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from trainer_cli.callbacks.attempt_clock import checkpoint_written
 from trainer_cli.errors import UserError, is_disk_full
 from trainer_cli.job import stop_signals
 from trainer_cli.job.progress import DONE as PROGRESS_DONE
@@ -83,6 +84,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
     def save_checkpoint(self, checkpoint: dict[str, Any], path: Any, storage_options: Optional[Any] = None) -> None:
         if storage_options is not None or not _is_local(path):
             super().save_checkpoint(checkpoint, path, storage_options)
+            checkpoint_written()
             return
         target = Path(str(path).removeprefix("file://"))
         target.parent.mkdir(parents=True, exist_ok=True)
@@ -107,6 +109,7 @@ class AtomicCheckpointIO(TorchCheckpointIO):
         _fsync_dir(target.parent)
         for stale in target.parent.glob(f".{target.name}{TMP_MARK}*"):  # left by a killed process
             stale.unlink(missing_ok=True)
+        checkpoint_written()  # the training thread's part of the save ends (not the writer thread's)
 
 
 class AsyncAtomicCheckpointIO(AsyncCheckpointIO):
@@ -129,6 +132,10 @@ class AsyncAtomicCheckpointIO(AsyncCheckpointIO):
 
     def __init__(self, checkpoint_io: Optional[CheckpointIO] = None) -> None:
         super().__init__(checkpoint_io if checkpoint_io is not None else AtomicCheckpointIO())
+
+    def save_checkpoint(self, *args: Any, **kwargs: Any) -> None:
+        super().save_checkpoint(*args, **kwargs)
+        checkpoint_written()  # the copy is taken: the training thread goes on (trainer_cli.rundir.attempts)
 
     def remove_checkpoint(self, *args: Any, **kwargs: Any) -> None:
         self._ensure_setup()

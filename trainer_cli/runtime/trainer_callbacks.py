@@ -10,6 +10,7 @@ from typing import Any
 from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
 
 from trainer_cli.callbacks import LastCheckpoint, PredictionCSVWriter, RunSummary
+from trainer_cli.callbacks.attempt_clock import AttemptClock
 from trainer_cli.callbacks.last_checkpoint import writes_last
 from trainer_cli.callbacks.progress import default_progress_bar
 from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
@@ -24,8 +25,11 @@ def added_callbacks(cli: Any, trainer_config: dict[str, Any], configured: list[A
     """The callbacks the run of ``cli`` (a :class:`trainer_cli.runtime.cli.TrainerCLI`) adds to the Trainer's
     ``configured`` ones (``trainer_config``: the trainer's config with the arguments it is built with):
     the run summary, RNG states, the schedule on resume, the checkpoints (:func:`checkpoint_callbacks`),
-    Slurm requeue, the run's own (:meth:`trainer_cli.runtime.run.Run.callbacks`) and the progress bar."""
-    added: list[Any] = [RunSummary(str(cli.run_dir) if cli.run_dir else None)]
+    Slurm requeue, the run's own (:meth:`trainer_cli.runtime.run.Run.callbacks`) and the progress bar; a
+    training run's account of its time (:class:`~trainer_cli.callbacks.attempt_clock.AttemptClock`) first,
+    so that its hooks see a step, a save or an exception before the others act on it."""
+    added: list[Any] = [AttemptClock(str(cli.run_dir) if cli.run_dir else None)] if cli.run.trains else []
+    added.append(RunSummary(str(cli.run_dir) if cli.run_dir else None))
     if cli.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in configured):
         added.append(PredictionCSVWriter())  # predictions.csv in the run directory
     added += [ResumeState(), ScheduleOnResume(cli._subconfig().get("resume_schedule"))]
