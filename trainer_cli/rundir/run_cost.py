@@ -41,14 +41,19 @@ def job_ids(run_dir: Path, record: dict[str, Any] | None = None) -> list[str]:
     """The Slurm jobs that ran ``run_dir``: those its ``job.json`` names, as ``sacct -j`` takes them
     (a sweep trial's task as ``<array id>_<i>``), and those its ``history.jsonl`` records."""
     record = jobstate.read(run_dir) if record is None else record
-    ids: list[str] = []
-    if record.get("submitted") and record.get("job_id"):  # written by the submitter: its job, not a fold's task
-        if record.get("array_task") is not None:
-            ids.append(f"{record['job_id']}_{record['array_task']}")
-        else:
-            ids += [*map(str, record.get("resubmitted_from") or []), str(record["job_id"])]
-    ids += [str(r["slurm"]["job_id"]) for r in _slurm_starts(run_dir) if r["slurm"].get("job_id")]
+    ids = _submitted_ids(record) + [
+        str(r["slurm"]["job_id"]) for r in _slurm_starts(run_dir) if r["slurm"].get("job_id")
+    ]
     return list(dict.fromkeys(ids))
+
+
+def _submitted_ids(record: dict[str, Any]) -> list[str]:
+    """The jobs a run's ``job.json`` names, when the submitter wrote it (not a fold's task's own)."""
+    if not (record.get("submitted") and record.get("job_id")):
+        return []
+    if record.get("array_task") is not None:  # a sweep trial: its task (the array's id names every task)
+        return [f"{record['job_id']}_{record['array_task']}"]
+    return [*map(str, record.get("resubmitted_from") or []), str(record["job_id"])]
 
 
 def _first_record(run_dir: Path, record: dict[str, Any]) -> float | None:
@@ -130,10 +135,13 @@ def costs(
     out = []
     for run_dir, record, ids in zip(run_dirs, records, wanted):
         first = _first_record(run_dir, record)
+        # an array the submitter queued for the run (cross-validation folds) counts every task; an array task's
+        # SLURM_JOB_ID in history.jsonl, which may be the array's own id, names that task alone
+        arrays = set(_submitted_ids(record))
         mine = [
             r
             for r in rows or []
-            if (r.job_id in ids or r.raw_id in ids or r.job_id.split("_")[0] in ids)  # a bare array id: every task
+            if (r.job_id in ids or r.raw_id in ids or r.job_id.split("_")[0] in arrays)
             and (first is None or r.end is None or r.end >= first - REUSED_SLACK_S)
         ]
         out.append(job_cost.from_sacct(mine, now) if mine else estimate(run_dir, now))
