@@ -4,8 +4,10 @@ run's own records and the resources it asked for, the queue wait beside it; show
 (a cost block, --json), `train runs` (a column) and `train sweep-results` (per trial, the total with
 the pruned trials' apart).
 
-The sacct text below was captured on scripts/local-slurm (Slurm 22.05, accounting through slurmdbd):
-``sacct -D -X -P -n -j ID -o JobID,JobIDRaw,State,Submit,Start,End,ElapsedRaw,AllocTRES``. The cluster
+``REQUEUED_ONCE`` and the run records of :func:`_run_records` were captured on scripts/local-slurm
+(Slurm 22.05, accounting through slurmdbd: ``sacct -D -X -P -n -j ID -o
+JobID,JobIDRaw,State,Submit,Start,End,ElapsedRaw,AllocTRES``) from the job of
+test_cost_of_a_two_task_job_preempted_once; the other rows are written in that format. The cluster
 test at the end runs a 2-task job preempted once (`scancel -s USR1`) and compares the launcher's
 figures with sacct's (long tier; the default tier checks the same on test_slurm_cluster's requeued job).
 """
@@ -38,8 +40,8 @@ from trainer_cli.tools import runs
 
 # a 2-task CPU job on one node, preempted once (scancel -s USR1), requeued, completed
 REQUEUED_ONCE = """\
-41|41|REQUEUED|2026-11-27T18:30:00|2026-11-27T18:30:01|2026-11-27T18:30:25|24|billing=2,cpu=2,mem=0,node=1
-41|41|COMPLETED|2026-11-27T18:30:25|2026-11-27T18:30:57|2026-11-27T18:31:20|23|billing=2,cpu=2,mem=0,node=1
+106|106|REQUEUED|2026-11-27T18:28:00|2026-11-27T18:28:01|2026-11-27T18:28:33|32|billing=2,cpu=2,node=1
+106|106|COMPLETED|2026-11-27T18:28:33|2026-11-27T18:28:37|2026-11-27T18:29:20|43|billing=2,cpu=2,node=1
 """
 # a GPU job (--gres=gpu:1 -c 2), completed at once
 GPU_JOB = "7|7|COMPLETED|2026-11-27T17:00:00|2026-11-27T17:00:02|2026-11-27T18:00:02|3600|billing=2,cpu=2,gres/gpu=1,mem=0,node=1\n"
@@ -67,19 +69,19 @@ def test_tres_of_an_attempt() -> None:
 def test_every_attempt_of_a_requeued_job_counts() -> None:
     spent = cost.from_sacct(cost.parse_sacct(REQUEUED_ONCE))
     assert spent.source == "sacct" and len(spent.started) == 2
-    assert spent.hours("cpu") == pytest.approx(2 * (24 + 23) / 3600)
-    assert spent.hours("node") == pytest.approx((24 + 23) / 3600) and spent.hours("gpu") == 0
-    # the first waited from its submission; the requeue from the end of the first attempt
-    assert [a.wait_s for a in spent.started] == [1, 32]
-    assert spent.queue_wait_s == 33 and spent.cell() == "0.0261 CPU-h"
+    assert spent.hours("cpu") == pytest.approx(2 * (32 + 43) / 3600)
+    assert spent.hours("node") == pytest.approx((32 + 43) / 3600) and spent.hours("gpu") == 0
+    # the first waited from its submission; the requeue from the end of the first attempt (its Submit then)
+    assert [a.wait_s for a in spent.started] == [1, 4]
+    assert spent.queue_wait_s == 5 and spent.cell() == "0.0417 CPU-h"
     figures = spent.as_json()
-    assert (figures["attempts"], figures["cpu_hours"], figures["node_hours"], figures["gpu_hours"]) == (2, 0.026111, 0.013056, 0.0)
+    assert (figures["attempts"], figures["cpu_hours"], figures["node_hours"], figures["gpu_hours"]) == (2, 0.041667, 0.020833, 0.0)
     assert [(a["state"], a["elapsed_s"], a["cpus"], a["queue_wait_s"]) for a in figures["per_attempt"]] == [
-        ("REQUEUED", 24, 2, 1), ("COMPLETED", 23, 2, 32)]
+        ("REQUEUED", 32, 2, 1), ("COMPLETED", 43, 2, 4)]
     block = spent.block()
-    assert block[0] == ("cost: 0.0261 CPU-h, 0.0131 node-h allocated over 2 attempt(s), requeues included (from sacct); "
-                        "queue wait 0:00:33, not in it")
-    assert block[1].startswith("  attempt 1: job 41 REQUEUED, started 2026-11-27 18:30:01") and "ran 0:00:24 on 2 CPU(s), 1 node(s); waited 0:00:01" in block[1]
+    assert block[0] == ("cost: 0.0417 CPU-h, 0.0208 node-h allocated over 2 attempt(s), requeues included (from sacct); "
+                        "queue wait 0:00:05, not in it")
+    assert block[1].startswith("  attempt 1: job 106 REQUEUED, started 2026-11-27 18:28:01") and "ran 0:00:32 on 2 CPU(s), 1 node(s); waited 0:00:01" in block[1]
 
 
 def test_gpu_hours_where_a_gpu_was_allocated() -> None:
@@ -116,38 +118,39 @@ def _run_records(run_dir: Path) -> None:
     """A run's records as a 2-task job preempted once writes them (job.json, history.jsonl, restarts.jsonl)."""
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text("trainer:\n  max_epochs: 3\n")
-    record = {"job_id": "41", "run_dir": str(run_dir), "nodes": 1, "ntasks_per_node": 2, "gpus_per_node": 0,
-              "slurm": {"cpus_per_task": 1}, "submitted": _utc("18:30:00"), "state": "COMPLETED", "restarts": 1,
-              "started": _utc("18:30:57"), "starts": [_utc("18:30:01"), _utc("18:30:57")], "ended": _utc("18:31:20"),
+    record = {"job_id": "106", "run_dir": str(run_dir), "nodes": 1, "ntasks_per_node": 2, "gpus_per_node": 0,
+              "slurm": {"cpus_per_task": 1}, "submitted": _utc("18:28:00"), "state": "COMPLETED", "restarts": 1,
+              "started": _utc("18:28:37"), "starts": [_utc("18:28:01"), _utc("18:28:37")], "ended": _utc("18:29:19"),
               "exit_code": 0}
     (run_dir / "job.json").write_text(json.dumps(record))
-    starts = [{"time": _utc("18:30:09"), "verb": "fit", "kind": "new", "slurm": {"job_id": "41", "restart_count": 0}},
-              {"time": _utc("18:31:04"), "verb": "fit", "kind": "requeue", "slurm": {"job_id": "41", "restart_count": 1}}]
+    starts = [{"time": _utc("18:28:30"), "verb": "fit", "kind": "new", "slurm": {"job_id": "106", "restart_count": 0}},
+              {"time": _utc("18:29:07"), "verb": "fit", "kind": "requeue", "slurm": {"job_id": "106", "restart_count": 1}}]
     (run_dir / "history.jsonl").write_text("".join(json.dumps(s) + "\n" for s in starts))
-    event = {"time": _utc("18:30:25"), "job_id": "41", "restart": 1, "cause": "preempted", "action": "requeue"}
+    event = {"time": _utc("18:28:33"), "job_id": "106", "restart": 1, "cause": "preempted", "action": "requeue"}
     (run_dir / "restarts.jsonl").write_text(json.dumps(event) + "\n")
 
 
 def test_without_accounting_the_run_s_own_records_give_an_estimate(tmp_path: Path) -> None:
     """Each attempt from the batch script's start (job.json's starts) to its requeue (restarts.jsonl)
-    or the job's end (job.json), priced at 1 node x 2 tasks x 1 CPU: here what sacct said of the job."""
+    or the job's end (job.json), priced at 1 node x 2 tasks x 1 CPU: within a second of sacct's (75 s)."""
     run_dir = tmp_path / "run"
     _run_records(run_dir)
-    assert run_cost.job_ids(run_dir) == ["41"]
-    assert run_cost.spans(run_dir) == [("41", _local("2026-11-27T18:30:01+00:00"), _local("2026-11-27T18:30:25+00:00")),
-                                       ("41", _local("2026-11-27T18:30:57+00:00"), _local("2026-11-27T18:31:20+00:00"))]
+    assert run_cost.job_ids(run_dir) == ["106"]
+    assert run_cost.spans(run_dir) == [("106", _local("2026-11-27T18:28:01+00:00"), _local("2026-11-27T18:28:33+00:00")),
+                                       ("106", _local("2026-11-27T18:28:37+00:00"), _local("2026-11-27T18:29:19+00:00"))]
     spent = run_cost.estimate(run_dir)
     assert spent.source == "estimated" and len(spent.started) == 2
-    assert spent.hours("cpu") == pytest.approx(2 * (24 + 23) / 3600) and spent.hours("node") == pytest.approx(47 / 3600)
-    assert [a.wait_s for a in spent.started] == [1, 32] and [a.state for a in spent.started] == ["REQUEUED", "COMPLETED"]
-    assert spent.cell() == "~0.0261 CPU-h"
+    assert spent.hours("cpu") == pytest.approx(2 * (32 + 42) / 3600) and spent.hours("node") == pytest.approx(74 / 3600)
+    assert [a.wait_s for a in spent.started] == [1, 4] and [a.state for a in spent.started] == ["REQUEUED", "COMPLETED"]
+    assert spent.cell() == "~0.0411 CPU-h"
     assert "(estimated from the run's own timestamps and the resources it asked for: no accounting)" in spent.block()[0]
-    # a record from before job.json kept each start: the earlier attempts from their fit starts (history.jsonl)
+    # a record from before job.json kept each start: the earlier attempts from their fit starts (history.jsonl),
+    # late by the set-up and imports (29 s of 2 ranks on 2 loaded cores here)
     record = json.loads((run_dir / "job.json").read_text())
     del record["starts"]
     (run_dir / "job.json").write_text(json.dumps(record))
     assert [(a.start, a.elapsed_s) for a in run_cost.estimate(run_dir).started] == [
-        (_local("2026-11-27T18:30:09+00:00"), 16), (_local("2026-11-27T18:30:57+00:00"), 23)]
+        (_local("2026-11-27T18:28:30+00:00"), 3), (_local("2026-11-27T18:28:37+00:00"), 42)]
     # a run no Slurm job ran: no cost
     assert run_cost.estimate(tmp_path / "nothing").source == "none"
 
@@ -156,9 +159,9 @@ def test_a_running_attempt_counts_until_now(tmp_path: Path) -> None:
     run_dir = tmp_path / "run"
     _run_records(run_dir)
     record = json.loads((run_dir / "job.json").read_text())
-    (run_dir / "job.json").write_text(json.dumps(record | {"state": "RUNNING", "ended": _utc("18:30:25")}))
-    spent = run_cost.estimate(run_dir, now=_local("2026-11-27T18:32:57+00:00"))
-    assert [a.elapsed_s for a in spent.started] == [24, 120] and spent.started[-1].state == "RUNNING"
+    (run_dir / "job.json").write_text(json.dumps(record | {"state": "RUNNING", "ended": _utc("18:28:33")}))
+    spent = run_cost.estimate(run_dir, now=_local("2026-11-27T18:30:37+00:00"))
+    assert [a.elapsed_s for a in spent.started] == [32, 120] and spent.started[-1].state == "RUNNING"
 
 
 def test_a_sweep_trial_is_its_task_and_the_total_puts_pruned_trials_apart(tmp_path: Path) -> None:
@@ -171,10 +174,10 @@ def test_a_sweep_trial_is_its_task_and_the_total_puts_pruned_trials_apart(tmp_pa
     rows = [{"cost": one, "study": "COMPLETE"}, {"cost": two, "study": "PRUNED"}, {"cost": cost.Cost().as_json(), "study": "FAIL"}]
     total = results.total_cost(rows)
     assert (total["source"], total["trials"], total["gpu_hours"]) == ("sacct", 2, 1.0)
-    assert total["cpu_hours"] == pytest.approx(2 + 0.026111) and total["pruned"]["trials"] == 1
-    assert total["pruned"]["cpu_hours"] == 0.026111
+    assert total["cpu_hours"] == pytest.approx(2 + 0.041667) and total["pruned"]["trials"] == 1
+    assert total["pruned"]["cpu_hours"] == 0.041667
     line = results.cost_line({"cost": total})
-    assert line == "cost: 1.00 GPU-h over 2 trial(s) (sacct), 0 GPU-h of it in 1 pruned trial(s); queue wait 0:00:35, not in it"
+    assert line == "cost: 1.00 GPU-h over 2 trial(s) (sacct), 0 GPU-h of it in 1 pruned trial(s); queue wait 0:00:07, not in it"
 
 
 def test_train_runs_shows_the_estimate_of_a_run_without_accounting(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -183,13 +186,13 @@ def test_train_runs_shows_the_estimate_of_a_run_without_accounting(tmp_path: Pat
     monkeypatch.setenv("PATH", str(tmp_path / "no-slurm-here"))
     found = runs.collect([tmp_path])
     header, rows = runs.table_rows(found)
-    assert rows[0][header.index("cost")] == "~0.0261 CPU-h"
+    assert rows[0][header.index("cost")] == "~0.0411 CPU-h"
     assert found["runs"][0]["cost"]["source"] == "estimated" and found["runs"][0]["cost"]["attempts"] == 2
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
         assert runs.main([str(tmp_path), "--format", "json"]) == 0
     listed = json.loads(out.getvalue())["runs"][0]
-    assert listed["cost"]["cpu_hours"] == pytest.approx(2 * 47 / 3600, abs=1e-6) and "cost_cell" not in listed
+    assert listed["cost"]["cpu_hours"] == pytest.approx(2 * 74 / 3600, abs=1e-6) and "cost_cell" not in listed
 
 
 def _train_jobs_json(root: Path, run: str) -> dict:
