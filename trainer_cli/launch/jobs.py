@@ -358,7 +358,8 @@ def main(args: list[str]) -> int:
     table of trials); returns the exit code.
 
     Raises:
-        UserError: when ``--root`` is not a directory, or ``--tail`` or RUN names no submitted run.
+        UserError: when ``--root`` is not a directory, ``--tail`` or RUN names no submitted run, or
+            ``--json`` comes without RUN.
     """
     parser = argparse.ArgumentParser(prog="train jobs", description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -378,6 +379,10 @@ def main(args: list[str]) -> int:
     )
     parser.add_argument("--json", action="store_true", help="with RUN: print its jobs and cost as JSON")
     opts = parser.parse_args(args)
+    if opts.json and not opts.run:
+        raise UserError(
+            "--json prints one run's jobs and cost: name the run, `train jobs RUN --json` (a run directory or job id)"
+        )
     root = _root(opts.root)
     if opts.run and (Path(opts.run) / SWEEP_FILE).is_file():
         from trainer_cli.sweeps.results import report
