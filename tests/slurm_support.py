@@ -248,3 +248,29 @@ def resume_node(node: str, timeout_s: float = 60) -> None:
             return
         time.sleep(1)
     raise AssertionError(f"node {node} still down after {timeout_s} s: {state.strip()}")
+
+
+def sacct_attempts(job_id: str, attempts: int, timeout_s: float = 20) -> list[dict[str, str]]:
+    """The job's rows in the accounting database, one per attempt (``sacct -D -X``), once all
+    ``attempts`` are there and the last has ended with its record complete: slurmctld sends a job's
+    records to slurmdbd a moment after scontrol shows its end, its QOS ``Unknown`` for a moment after
+    that (Slurm 22.05). Fails the test on timeout."""
+    fields = ["JobID", "State", "QOS", "Submit", "Start", "End", "ElapsedRaw", "AllocTRES"]
+    deadline, rows = time.monotonic() + timeout_s, []
+    while time.monotonic() < deadline:
+        out = subprocess.run(["sacct", "-D", "-X", "-P", "-n", "-j", job_id, "-o", ",".join(fields)],
+                             capture_output=True, text=True, timeout=30).stdout
+        rows = [dict(zip(fields, line.split("|"))) for line in out.splitlines()]
+        if len(rows) == attempts and rows[-1]["State"] in FINAL_STATES and all(r["QOS"] != "Unknown" for r in rows):
+            return rows
+        time.sleep(0.25)
+    raise AssertionError(f"sacct -D -j {job_id}: {len(rows)} complete row(s) of {attempts} after {timeout_s} s: {rows}")
+
+
+def sacct_hours(rows: list[dict[str, str]], kind: str = "cpu") -> float:
+    """``kind``-hours (``cpu``, ``node``, ``gres/gpu``) of sacct rows: the sum of AllocTRES x ElapsedRaw."""
+    total = 0.0
+    for row in rows:
+        tres = dict(part.split("=", 1) for part in row["AllocTRES"].split(",") if "=" in part)
+        total += float(tres.get(kind, 0)) * int(row["ElapsedRaw"]) / 3600
+    return total

@@ -124,6 +124,7 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "sweep_unknown_key": ([*base, "--sweep", "trainer.max_epohcs=1,2"], ["sweep trial 0 (trainer.max_epohcs=1)", "Did you mean: trainer.max_epochs"]),
         "sweep_bad_distribution": ([*base, "--sweep", "optimizer.init_args.lr=loguniform(0,1)"], ["--sweep optimizer.init_args.lr=loguniform(0,1)", "0 < low < high"]),
         "sweep_results_not_a_sweep": (["sweep-results", str(run)], ["not a sweep directory", "sweep.json"]),
+        "jobs_json_without_run": (["jobs", "--json"], ["--json prints one run's jobs and cost", "train jobs RUN --json"]),
         # wrong types
         "wrong_type_flag": ([*base, "--trainer.max_epochs", "ten"], ["trainer.max_epochs: expected int, got 'ten'"]),
         "wrong_type_in_file": ([*base, "--config", write(cfg / "type.yaml", "data:\n  init_args:\n    batch_size: big\n")], ["batch_size", "big"]),

@@ -28,7 +28,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import pytest
-from slurm_support import newest_step, slurm_cluster, wait_for_state  # noqa: F401 - fixture
+from slurm_support import newest_step, sacct_attempts, slurm_cluster, wait_for_state  # noqa: F401 - fixture
 from support import REPO
 
 PAGE = REPO / "docs" / "guides" / "first-job.md"
@@ -148,6 +148,7 @@ def _requeued(session: Session) -> None:
 
 def _done(session: Session) -> None:
     assert wait_for_state(session.job, timeout_s=600) == "COMPLETED", (session.run_dir / f"slurm-{session.job}.log").read_text()[-3000:]
+    sacct_attempts(session.job, 2)  # the page's `train runs` shows the cost sacct has: both attempts recorded
 
 
 # what the test waits for after a command, before the page's next one

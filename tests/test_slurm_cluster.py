@@ -1,5 +1,6 @@
 """`train submit` on a real local Slurm cluster (scripts/local-slurm): multi-node CPU DDP over gloo,
-test-after-fit chaining, `train jobs`, shell-injection safety, and requeue + resume.
+test-after-fit chaining, `train jobs`, shell-injection safety, and requeue + resume (and what the
+requeued run cost over its attempts, against sacct).
 
 Skipped with the reason where the cluster cannot start, failed instead under CI=true.
 """
@@ -35,6 +36,7 @@ from slurm_support import (  # noqa: F401 - slurm_cluster and slurm_queries are 
     wait_for_step,
 )
 from support import DIGITS, USER_MODULE, every_epoch_last_checkpoint, quiet_args, run_train
+from test_cost import assert_cost_matches_sacct
 
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobs, submissions
@@ -173,6 +175,9 @@ def test_usr1_checkpoints_requeues_and_resumes(slurm_cluster: None, tmp_path: Pa
     starts = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]  # each start, once
     assert [(r["kind"], r["global_step"], r["slurm"]) for r in starts] == [
         ("new", 0, {"job_id": job_id, "restart_count": 0}), ("requeue", saved_at, {"job_id": job_id, "restart_count": 1})]
+    # its cost over both attempts: `train jobs JOB` (--json) and `train runs` give sacct's CPU-hours (tests/test_cost.py)
+    assert len(record["starts"]) == 2, "the batch script's start of each attempt"
+    assert_cost_matches_sacct(tmp_path, job_id, run_dir, attempts=2)
 
 
 def _quiet_requeue(log: str, requeues: int) -> None:

@@ -24,6 +24,8 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
     _job_processes,
     job_id_from,
     newest_step,
+    sacct_attempts,
+    sacct_hours,
     scontrol_job,
     slurm_cluster,
     wait_for_file,
@@ -37,6 +39,7 @@ from test_slurm_cluster import _submit
 from trainer_cli.job import restarts
 from trainer_cli.job.slurm_commands import time_limit_s
 from trainer_cli.launch import jobs
+from trainer_cli.rundir import run_cost
 
 
 def _train_jobs(root: Path) -> dict[str, str]:
@@ -135,6 +138,11 @@ def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_p
     assert [(e["job_id"], e["cause"], e["action"], e["restart"]) for e in events] == [(job_id, "preempted", "resubmit", 1)]
     final = json.loads((run_dir / "job.json").read_text())
     assert (final["job_id"], final["state"], final["restarts"]) == (new_id, "COMPLETED", 1)
+    # the run's cost holds both jobs' attempts (the one it resubmitted itself from too), as sacct has them
+    rows = sacct_attempts(job_id, 1) + sacct_attempts(new_id, 1)
+    spent = run_cost.cost(run_dir).as_json()
+    assert (spent["source"], spent["attempts"], [a["job_id"] for a in spent["per_attempt"]]) == ("sacct", 2, [job_id, new_id]), spent
+    assert spent["cpu_hours"] == pytest.approx(sacct_hours(rows), rel=0.02), (spent, rows)
 
     rows = _train_jobs(tmp_path)
     assert job_id not in rows and "COMPLETED" in rows[new_id] and "1 (1 preempted)" in rows[new_id], rows

@@ -20,6 +20,8 @@ from slurm_support import (  # noqa: F401 - slurm_cluster and slurm_queries are 
     LOCAL_PROFILE,
     job_id_from,
     newest_step,
+    sacct_attempts,
+    sacct_hours,
     scontrol_job,
     slurm_cluster,
     slurm_queries,
@@ -321,3 +323,13 @@ def test_one_array_task_requeues_alone_and_resumes(slurm_cluster: None, tmp_path
     assert last["global_step"] == epochs * batches
     record = json.loads((trial / "job.json").read_text())
     assert (record["state"], record["restarts"], record["job_id"]) == ("COMPLETED", 1, job_id)
+    # what each trial cost (sacct: task 1 over both its attempts, task 0 once; task 1's SLURM_JOB_ID, the
+    # array's own id, must not bring task 0's rows into it) and the sweep's total, their sum
+    attempts = {0: sacct_attempts(f"{job_id}_0", 1), 1: sacct_attempts(f"{job_id}_1", 2)}
+    done = results.collect(sweep_dir)
+    spent = {r["trial"]: r["cost"] for r in done["rows"]}
+    for i, rows in attempts.items():
+        assert (spent[i]["source"], spent[i]["attempts"]) == ("sacct", len(rows)), spent
+        assert spent[i]["cpu_hours"] == pytest.approx(sacct_hours(rows), rel=0.02), (spent, rows)
+    assert done["cost"]["cpu_hours"] == pytest.approx(spent[0]["cpu_hours"] + spent[1]["cpu_hours"], abs=1e-6)
+    assert done["cost"]["trials"] == 2 and done["cost"]["pruned"]["trials"] == 0

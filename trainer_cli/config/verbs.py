@@ -30,7 +30,7 @@ VERBS: dict[str, tuple[str, str]] = {
     "jobs": (
         "trainer_cli.launch.jobs:main",
         "List the Slurm jobs submitted from here: state, why it waits or how it ended, restarts, progress, log (--tail "
-        "RUN follows one).",
+        "RUN follows one; `train jobs RUN`: its jobs and what they cost).",
     ),
     "cancel": (
         "trainer_cli.launch.jobs:cancel",

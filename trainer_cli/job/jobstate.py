@@ -106,14 +106,16 @@ def started(run_dir: Path) -> dict[str, Any]:
         f"trainer-cli: job {scontrol_id()} restart {count} on {os.environ.get('SLURM_JOB_NODELIST')} at {_now()}",
         flush=True,
     )
-    first = {} if "started" in read(run_dir) else {"restarts_before": count}
+    record, now = read(run_dir), _now()
+    first = {} if "started" in record else {"restarts_before": count}
     return update(
         run_dir,
         job_id=this_job_id(),
         restarts=count,
         state="RUNNING",
         exit_code=None,
-        started=_now(),
+        started=now,
+        starts=[*record.get("starts", []), now],  # each attempt's start, for its cost (trainer_cli.rundir.run_cost)
         node_list=os.environ.get("SLURM_JOB_NODELIST"),
         **first,
     )

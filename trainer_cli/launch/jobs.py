@@ -11,6 +11,11 @@ to its new id there. Per job the table shows state, restarts (with their causes,
 start; a running job's nodes; an ended job's cause; then the last epoch line of its log, ``epoch
 3/10 val/acc 0.9850 7.8 steps/s``) and the log path.
 
+``train jobs RUN`` (a run directory or job id) shows that run's jobs and what they cost over every
+attempt, requeues included: allocated GPU-hours (CPU- and node-hours where no GPU was allocated) from
+``sacct`` where there is accounting, else estimated from the run's own records, and the queue wait
+beside it (:mod:`trainer_cli.rundir.run_cost`); ``--json`` prints the same as JSON.
+
 A sweep (``train submit --sweep``) is listed one row per trial (``<array id>_<i>``), and ``train
 jobs SWEEP_DIR`` prints its table of trials (:mod:`trainer_cli.sweeps.results`).
 ``train jobs --tail RUN`` prints a run's log and follows it while the job is queued or running;
@@ -22,6 +27,7 @@ aggregate job). RUN is a run directory or a job id; for ``--tail`` also one task
 from __future__ import annotations
 
 import argparse
+import json
 import re
 import sys
 import time
@@ -32,12 +38,14 @@ from trainer_cli.atomic import read_json
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.job import restarts as restarts_log
+from trainer_cli.job.cost import Cost
 from trainer_cli.job.slurm_commands import SlurmCommandError
 from trainer_cli.job.slurm_commands import run as run_slurm
 from trainer_cli.job.status import ACTIVE_STATES, JobStatus, last_epoch_line, query_slurm, with_run_record
 from trainer_cli.launch.job_detail import detail
 from trainer_cli.launch.submissions import read_registry, registry_file
-from trainer_cli.sweeps.plan import task_log
+from trainer_cli.rundir import run_cost
+from trainer_cli.sweeps.plan import SWEEP_FILE, task_log
 from trainer_cli.tables import print_table
 
 # the job-id keys of a registry record, with the script each job runs and its label in the table
@@ -265,6 +273,43 @@ def tail(root: Path | None, run: str, poll_s: float = 1.0) -> int:
         time.sleep(poll_s)
 
 
+HEADER = ("JOB", "STATE", "RESTARTS", "ELAPSED", "DETAIL", "NAME", "LOG")
+
+
+def show_run(root: Path | None, run: str, as_json: bool = False) -> int:
+    """``train jobs RUN``: the jobs of one run (a run directory or job id; a sweep's task
+    ``<array id>_<i>``) and what they cost over every attempt (:mod:`trainer_cli.rundir.run_cost`),
+    as a table and a cost block, or as JSON.
+
+    Raises:
+        UserError: when no job submitted under ``root`` has this run directory or job id.
+    """
+    task = sweep_task(root, run)
+    spent: Cost | None
+    if task is not None and task[0].get("trials"):  # one trial of a sweep: its task of the array
+        rec, index = task
+        run_dir = task_log(Path(rec["run_dir"]), str(rec["job_id"]), index).parent
+        rows = [r for r in job_rows([rec]) if r[0] == f"{rec['job_id']}_{index}"]
+        spent = run_cost.cost(run_dir, [f"{rec['job_id']}_{index}"])
+    else:
+        rec = find_run(root, run)
+        run_dir = Path(rec["run_dir"])
+        rows = job_rows([rec])
+        sweep = bool(rec.get("trials") or rec.get("workers"))  # its trials' costs: train sweep-results
+        spent = None if sweep else run_cost.cost(run_dir)
+    if as_json:
+        jobs_json = [dict(zip((h.lower() for h in HEADER), row)) for row in rows]
+        figures = spent.as_json() if spent is not None else None
+        print(json.dumps({"run_dir": str(run_dir), "jobs": jobs_json, "cost": figures}, indent=2))
+        return 0
+    print_table(rows, header=HEADER)
+    if spent is None:
+        print(f"cost: per trial and the sweep's total: train sweep-results {run_dir}")
+    else:
+        print("\n".join(spent.block()))
+    return 0
+
+
 def cancel(args: list[str]) -> int:
     """``train cancel RUN [--root DIR]``: cancel every job of a run (fit, test, cv array and aggregate).
 
@@ -308,11 +353,13 @@ def _root(root: str | None) -> Path | None:
 
 
 def main(args: list[str]) -> int:
-    """``train jobs [--root DIR] [--last N] [--tail RUN] [SWEEP_DIR]``: print a table of the jobs the
-    user submitted (or follow one run's log, or print a sweep's table of trials); returns the exit code.
+    """``train jobs [--root DIR] [--last N] [--tail RUN] [RUN [--json] | SWEEP_DIR]``: print a table of the
+    jobs the user submitted (or follow one run's log, or show one run's jobs and cost, or print a sweep's
+    table of trials); returns the exit code.
 
     Raises:
-        UserError: when ``--root`` is not a directory, or ``--tail`` names no submitted run.
+        UserError: when ``--root`` is not a directory, ``--tail`` or RUN names no submitted run, or
+            ``--json`` comes without RUN.
     """
     parser = argparse.ArgumentParser(prog="train jobs", description=__doc__.split("\n")[0])
     parser.add_argument(
@@ -323,23 +370,32 @@ def main(args: list[str]) -> int:
         "--tail", metavar="RUN", help="print RUN's log (a run directory or job id) and follow it while the job runs"
     )
     parser.add_argument(
-        "sweep",
+        "run",
         nargs="?",
-        metavar="SWEEP_DIR",
-        help="a sweep directory: its table of trials, as `train sweep-results` (CSV and JSON written)",
+        metavar="RUN",
+        help="a run directory or job id: its jobs and what they cost (allocated GPU-, CPU- and node-hours over "
+        "every attempt, from sacct where there is accounting); a sweep directory: its table of trials, as "
+        "`train sweep-results` (CSV and JSON written)",
     )
+    parser.add_argument("--json", action="store_true", help="with RUN: print its jobs and cost as JSON")
     opts = parser.parse_args(args)
-    if opts.sweep:
+    if opts.json and not opts.run:
+        raise UserError(
+            "--json prints one run's jobs and cost: name the run, `train jobs RUN --json` (a run directory or job id)"
+        )
+    root = _root(opts.root)
+    if opts.run and (Path(opts.run) / SWEEP_FILE).is_file():
         from trainer_cli.sweeps.results import report
 
-        report(Path(opts.sweep))
+        report(Path(opts.run))
         return 0
-    root = _root(opts.root)
+    if opts.run:
+        return show_run(root, opts.run, opts.json)
     if opts.tail:
         return tail(root, opts.tail)
     records = read_registry(root)[-opts.last :]
     if not records:
         print(f"no jobs {_where(root)} (train submit records them in {registry_file()})")
         return 0
-    print_table(job_rows(records), header=("JOB", "STATE", "RESTARTS", "ELAPSED", "DETAIL", "NAME", "LOG"))
+    print_table(job_rows(records), header=HEADER)
     return 0

@@ -17,6 +17,10 @@ FAIL, RUNNING, WAITING) and the value it was told, the parameter importances (Op
 evaluator, once two trials or more are complete), Optuna's plots beside the table
 (``sweep_history.png``: optimization history, ``sweep_importance.png``, ``sweep_parallel.png``:
 parallel coordinate; matplotlib's Agg canvas) and the ``optuna-dashboard`` command for the study.
+
+Each trial's cost is what its attempts were allocated (GPU-hours, else CPU-hours, from ``sacct`` where
+there is accounting, else estimated: :mod:`trainer_cli.rundir.run_cost`), and the line under the
+table the sweep's total, the pruned trials' share apart.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.job import jobstate
-from trainer_cli.rundir import metrics
+from trainer_cli.job.cost import Cost, duration_text, hours_text
+from trainer_cli.rundir import metrics, run_cost
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.sweeps import study as study_of_sweep
 from trainer_cli.sweeps.plan import read_record
@@ -196,12 +201,60 @@ def trial_states(record: dict[str, Any]) -> list[tuple[str, int]]:
     return [(s.state, s.restarts) for s in statuses]
 
 
+def trial_costs(record: dict[str, Any]) -> list[Cost]:
+    """What each trial's attempts were allocated (:mod:`trainer_cli.rundir.run_cost`: one ``sacct`` call
+    for all; a submitted sweep's trial is its task ``<array id>_<i>``). A sweep of workers, whose
+    tasks train several trials each, has no cost per trial (``none``)."""
+    trials = record["trials"]
+    if record.get("workers"):
+        return [Cost() for _ in trials]
+    job_id = str(record.get("job_id") or "")
+    extra = [[f"{job_id}_{t['index']}"] if job_id else [] for t in trials]
+    return run_cost.costs([Path(t["run_dir"]) for t in trials], extra)
+
+
+def total_cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """The sweep's cost: GPU-, CPU- and node-hours over every trial's attempts, and those of the trials
+    the study pruned apart (``pruned``); ``source``: sacct, estimated, or both (``mixed``)."""
+
+    def summed(chosen: list[dict[str, Any]]) -> dict[str, Any]:
+        figures = [r["cost"] for r in chosen if r["cost"]["cpu_hours"] is not None]
+        return {
+            "trials": len(figures),
+            **{k: round(sum(f[k] or 0.0 for f in figures), 6) for k in ("gpu_hours", "cpu_hours", "node_hours")},
+            "queue_wait_s": sum(r["cost"]["queue_wait_s"] for r in chosen),
+        }
+
+    sources = sorted({r["cost"]["source"] for r in rows if r["cost"]["source"] != "none"})
+    return {
+        "source": sources[0] if len(sources) == 1 else ("mixed" if sources else "none"),
+        **summed(rows),
+        "pruned": summed([r for r in rows if r.get("study") == "PRUNED"]),
+    }
+
+
+def cost_line(results: dict[str, Any]) -> str | None:
+    """The sweep's cost in one line: ``cost: 0.12 CPU-h over 8 trial(s) (sacct), 0.03 CPU-h of it in 3
+    pruned trial(s); queue wait 0:01:10, not in it``; None when no trial's cost is known."""
+    total = results.get("cost") or {}
+    if not total.get("trials"):
+        return None
+    kind = "gpu" if total["gpu_hours"] else "cpu"
+    unit = f"{kind.upper()}-h"
+    line = f"cost: {hours_text(total[kind + '_hours'])} {unit} over {total['trials']} trial(s) ({total['source']})"
+    pruned = total["pruned"]
+    if pruned["trials"]:
+        line += f", {hours_text(pruned[kind + '_hours'])} {unit} of it in {pruned['trials']} pruned trial(s)"
+    return line + f"; queue wait {duration_text(total['queue_wait_s'])}, not in it"
+
+
 def collect(sweep_dir: Path) -> dict[str, Any]:
     """Every trial's values, best score, state and progress, best first.
 
     Returns:
         ``{"sweep_dir", "monitor", "mode", "keys", "rows"}``; each row ``{"trial", "values", "score",
-        "state", "restarts", "epochs", "progress", "run_dir"}`` (``score`` None without a checkpoint yet).
+        "state", "restarts", "epochs", "progress", "run_dir", "cost"}`` (``score`` None without a checkpoint
+        yet; ``cost``: :meth:`trainer_cli.job.cost.Cost.as_json`), and ``cost``: the sweep's (:func:`total_cost`).
 
     Raises:
         UserError: when ``sweep_dir`` is not a sweep directory.
@@ -220,7 +273,8 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
         found = monitor_of(Path(trials[0]["run_dir"]) / "config.yaml") if trials else None
         monitor, mode = found or (None, "min")
     rows = []
-    for trial, (state, restarts) in zip(trials, trial_states(record)):
+    spent = trial_costs(record)
+    for trial, (state, restarts), cost in zip(trials, trial_states(record), spent):
         run_dir = Path(trial["run_dir"])
         score = metrics.best_value(run_dir, monitor, mode)
         newest = rundir.newest_checkpoint(run_dir)  # epochs done; before the first checkpoint, as logged
@@ -235,6 +289,8 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
                 "epochs": newest.epochs_done if newest else metrics.read(run_dir).epochs,
                 "progress": last_epoch_line(logs[-1]) if logs else "-",
                 "run_dir": str(run_dir),
+                "cost": cost.as_json(),
+                "cost_cell": cost.cell(),
             }
         )
         if study is not None:
@@ -249,6 +305,7 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
         "mode": mode,
         "keys": keys,
         "rows": rows,
+        "cost": total_cost(rows),
     }
     if study is not None:
         out |= {"study": record["study"], "importances": importances(study), "_study": study}
@@ -260,6 +317,7 @@ def write(results: dict[str, Any]) -> tuple[Path, Path]:
     sweep_dir = Path(results["sweep_dir"])
     json_path, csv_path = sweep_dir / RESULTS_JSON, sweep_dir / RESULTS_CSV
     public = {k: v for k, v in results.items() if not k.startswith("_")}
+    public["rows"] = [{k: v for k, v in row.items() if k != "cost_cell"} for row in results["rows"]]
     json_path.write_text(json.dumps(public, indent=2, default=str) + "\n")
     metric = results["monitor"] or "score"
     with csv_path.open("w", newline="") as f:
@@ -274,6 +332,10 @@ def write(results: dict[str, Any]) -> tuple[Path, Path]:
                 *(["study"] if studied else []),
                 "restarts",
                 "epochs",
+                "gpu_hours",
+                "cpu_hours",
+                "node_hours",
+                "cost_source",
                 "run_dir",
             ]
         )
@@ -288,6 +350,11 @@ def write(results: dict[str, Any]) -> tuple[Path, Path]:
                     *([row["study"]] if studied else []),
                     row["restarts"],
                     row["epochs"],
+                    *(
+                        "" if row["cost"][k] is None else row["cost"][k]
+                        for k in ("gpu_hours", "cpu_hours", "node_hours")
+                    ),
+                    row["cost"]["source"],
                     row["run_dir"],
                 ]
             )
@@ -306,6 +373,7 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         *(["study"] if studied else []),
         "restarts",
         "epochs",
+        "cost",
         "progress",
     ]
     rows = []
@@ -322,6 +390,7 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 *study,
                 str(row["restarts"]),
                 str(row["epochs"]),
+                row["cost_cell"],
                 row["progress"],
             ]
         )
@@ -341,6 +410,9 @@ def report(sweep_dir: Path) -> dict[str, Any]:
     )
     header, rows = table_rows(results)
     print_table(rows, header)
+    spent = cost_line(results)
+    if spent:
+        print(spent)
     csv_path, json_path = write(results)
     from trainer_cli.plots import SWEEP_PNG, plot_sweep
 

@@ -11,11 +11,15 @@ them). The metric is the monitor of the run's ``ModelCheckpoint`` and its best v
 run logged, whatever the logger (:func:`trainer_cli.rundir.metrics.read`: TensorBoard event files,
 else the run's own ``metrics.jsonl``, else a CSV, MLflow or W&B logger's files), which also give the
 epochs and steps logged and the duration (first to last record); the start is the run's first
-``history.jsonl`` record. ``--plot METRIC`` draws that metric's curves of the runs listed into a PNG. A sweep trial's
+``history.jsonl`` record. The cost is what the run's Slurm jobs were allocated over every attempt
+(GPU-hours, else CPU-hours; ``~`` before an estimate made without accounting;
+:mod:`trainer_cli.rundir.run_cost`), ``-`` for a run no Slurm job ran. ``--plot METRIC`` draws that
+metric's curves of the runs listed into a PNG. A sweep trial's
 pruning callback (its trial number) is not counted as a setting. The state is the run's
 ``job.json`` (a submitted run or a sweep trial), else ``-``.
 
-Read from the run directories only (no Slurm call, no checkpoint loaded): no torch import.
+Read from the run directories (no checkpoint loaded: no torch import), and one ``sacct`` call for the
+runs that ran in Slurm jobs (none for local runs).
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from typing import Any
 from trainer_cli.atomic import read_json_lines
 from trainer_cli.errors import UserError, close_matches
 from trainer_cli.job import jobstate
-from trainer_cli.rundir import layout, metrics, record
+from trainer_cli.rundir import layout, metrics, record, run_cost
 from trainer_cli.tables import print_table
 
 CONFIG_FILE = layout.CONFIG_FILE
@@ -178,6 +182,9 @@ def collect(
             if pattern and not (_globbed(label, pattern) if any(c in pattern for c in "*?[") else pattern in label):
                 continue
             runs.append({"run": str(root / label) if run_dir != root else str(run_dir), **read_run(run_dir)})
+    for run, spent in zip(runs, run_cost.costs([Path(r["run_dir"]) for r in runs])):
+        run["cost"] = spent.as_json()
+        run["cost_cell"] = spent.cell()
     metrics = list(dict.fromkeys((r["monitor"], r["mode"]) for r in runs if r["monitor"]))
     return {"keys": compare(runs, every_key), "metrics": metrics, "runs": runs}
 
@@ -198,7 +205,8 @@ def _duration(seconds: int | None) -> str:
 
 
 def table_rows(found: dict[str, Any], cut: bool = True) -> tuple[list[str], list[list[str]]]:
-    """``(header, rows)``: run, state, epochs, steps, each metric's best value, start, duration, each key shown."""
+    """``(header, rows)``: run, state, epochs, steps, each metric's best value, start, duration, cost, each
+    key shown."""
     header = [
         "run",
         "state",
@@ -207,6 +215,7 @@ def table_rows(found: dict[str, Any], cut: bool = True) -> tuple[list[str], list
         *(f"{m} ({mode})" for m, mode in found["metrics"]),
         "start",
         "duration",
+        "cost",
         *found["keys"],
     ]
     rows = []
@@ -226,6 +235,7 @@ def table_rows(found: dict[str, Any], cut: bool = True) -> tuple[list[str], list
                 *scores,
                 start,
                 _duration(run["duration_s"]),
+                run["cost_cell"],
                 *(_cut(v) if cut else v for v in values),
             ]
         )
@@ -291,7 +301,8 @@ def main(args: Sequence[str]) -> int:
             raise UserError(f"--plot {opts.plot}: no run listed logged it{hint}")
         print(f"written: {path}", file=sys.stderr if opts.format != "table" else sys.stdout)
     if opts.format == "json":
-        public = {**found, "runs": [{k: v for k, v in r.items() if k != "scalars"} for r in found["runs"]]}
+        hidden = ("scalars", "cost_cell")
+        public = {**found, "runs": [{k: v for k, v in r.items() if k not in hidden} for r in found["runs"]]}
         print(json.dumps(public, indent=2, default=str))
         return 0
     header, rows = table_rows(found, cut=opts.format == "table")

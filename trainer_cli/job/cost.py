@@ -1,0 +1,329 @@
+"""What a run's Slurm jobs cost: allocated GPU-, CPU- and node-hours over every attempt, requeues
+included, and the queue wait beside it (not in it).
+
+From the accounting database where a site keeps one: ``sacct -D -X -P -n -j ID1,ID2,... -o``
+:data:`SACCT_FIELDS`, one call for any number of jobs, gives one row per attempt of each job (``-D``:
+the attempts a requeue ended too, state ``REQUEUED``; without it only the last), and each row's
+``AllocTRES`` (``billing=1,cpu=2,gres/gpu=1,mem=0,node=1``; ``gres/gpu`` only where GPUs were
+allocated) times its ``ElapsedRaw`` seconds is what that attempt held. A row of an attempt that never
+started (``Start`` ``None``, empty ``AllocTRES``: a job pending now) holds nothing. Records reach the
+database a moment after a job ends, so a job that has just ended may show its last attempt late.
+
+Where there is no accounting (``sacct`` missing, refusing, or knowing none of the jobs) the attempts
+are read from the run's own records (:func:`estimate`: when each attempt started and ended) and priced
+at the resources the job asked for: marked ``estimated``.
+
+Standard library only (the job layer): :mod:`trainer_cli.rundir.run_cost` gathers a run's jobs and
+timestamps and calls this; ``train jobs``, ``train runs`` and ``train sweep-results`` show the result.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
+
+from trainer_cli.job.slurm_commands import SlurmCommandError
+from trainer_cli.job.slurm_commands import run as run_slurm
+
+SACCT_FIELDS = "JobID,JobIDRaw,State,Submit,Start,End,ElapsedRaw,AllocTRES"
+SACCT_TIMEOUT_S = 30.0
+SACCT = "sacct"
+ESTIMATED = "estimated"
+NONE = "none"
+UNITS = (("gpu", "GPU"), ("cpu", "CPU"), ("node", "node"))
+WAITING = ("PENDING", "REQUEUED", "RESUBMIT")
+"""The states a run's ``job.json`` holds while the run waits in the queue for its next attempt."""
+
+
+@dataclass
+class Attempt:
+    """One allocation of a job: from its start to its end (or now, while it runs)."""
+
+    job_id: str
+    state: str
+    start: float | None
+    """Seconds since the epoch; None for an attempt that has not started (pending)."""
+    elapsed_s: float
+    tres: dict[str, float] = field(default_factory=dict)
+    """What the attempt held: ``cpu``, ``gpu``, ``node`` counts (empty: not known)."""
+    wait_s: float | None = None
+    """Seconds it waited in the queue before it started (from its submission, or the end of the
+    attempt before it); None where not known."""
+
+    def hours(self, kind: str) -> float:
+        """``kind``-hours (``gpu``, ``cpu``, ``node``) this attempt held."""
+        return self.tres.get(kind, 0.0) * self.elapsed_s / 3600.0
+
+
+@dataclass
+class Cost:
+    """A run's allocation over every attempt of its jobs."""
+
+    source: str = NONE
+    """``sacct`` (the accounting database), ``estimated`` (the run's own timestamps and the resources
+    it asked for) or ``none`` (no Slurm job ran it)."""
+    attempts: list[Attempt] = field(default_factory=list)
+    waiting_s: float | None = None
+    """Seconds a job of the run has been waiting in the queue now (pending), else None."""
+
+    @property
+    def started(self) -> list[Attempt]:
+        """The attempts that got an allocation."""
+        return [a for a in self.attempts if a.start is not None]
+
+    def hours(self, kind: str) -> float:
+        """Allocated ``kind``-hours (``gpu``, ``cpu``, ``node``) over every attempt."""
+        return sum(a.hours(kind) for a in self.started)
+
+    @property
+    def has_gpus(self) -> bool:
+        """Whether any attempt was allocated a GPU."""
+        return any(a.tres.get("gpu") for a in self.started)
+
+    @property
+    def known(self) -> bool:
+        """Whether the resources of every attempt are known (a figure can be given)."""
+        return bool(self.started) and all(a.tres for a in self.started)
+
+    @property
+    def queue_wait_s(self) -> float:
+        """Seconds the run's jobs waited in the queue, over every attempt (and the wait now)."""
+        return sum(a.wait_s or 0.0 for a in self.attempts) + (self.waiting_s or 0.0)
+
+    def cell(self) -> str:
+        """The cost in one cell: ``1.52 GPU-h``, ``0.0131 CPU-h``; ``~`` before an estimate; ``-`` without one."""
+        if not self.known:
+            return "-"
+        kind = "gpu" if self.has_gpus else "cpu"
+        return f"{'~' if self.source == ESTIMATED else ''}{hours_text(self.hours(kind))} {kind.upper()}-h"
+
+    def as_json(self) -> dict[str, Any]:
+        """The figures as JSON: source, attempts, GPU-, CPU- and node-hours, queue wait, each attempt's."""
+        known = self.known
+        return {
+            "source": self.source,
+            "attempts": len(self.started),
+            "gpu_hours": round(self.hours("gpu"), 6) if known else None,
+            "cpu_hours": round(self.hours("cpu"), 6) if known else None,
+            "node_hours": round(self.hours("node"), 6) if known else None,
+            "queue_wait_s": round(self.queue_wait_s),
+            "waiting_s": None if self.waiting_s is None else round(self.waiting_s),
+            "per_attempt": [
+                {
+                    "job_id": a.job_id,
+                    "state": a.state,
+                    "start": _iso(a.start),
+                    "elapsed_s": round(a.elapsed_s),
+                    "cpus": a.tres.get("cpu"),
+                    "gpus": a.tres.get("gpu"),
+                    "nodes": a.tres.get("node"),
+                    "queue_wait_s": None if a.wait_s is None else round(a.wait_s),
+                }
+                for a in self.started
+            ],
+        }
+
+    def block(self) -> list[str]:
+        """The cost in lines, for ``train jobs RUN``: the totals, then one line per attempt."""
+        if self.source == NONE:
+            return ["cost: - (no Slurm job of this run has started)"]
+        started = self.started
+        where = (
+            "from sacct"
+            if self.source == SACCT
+            else "estimated from the run's own timestamps and the resources it asked for: no accounting"
+        )
+        wait = f"queue wait {duration_text(self.queue_wait_s)}" + (
+            f" (waiting now: {duration_text(self.waiting_s)})" if self.waiting_s is not None else ""
+        )
+        if not self.known:
+            figures = "- (the resources of an attempt are not known)"
+        else:
+            kinds = ["gpu", "node"] if self.has_gpus else ["cpu", "node"]
+            figures = ", ".join(f"{hours_text(self.hours(k))} {dict(UNITS)[k]}-h" for k in kinds) + " allocated"
+        lines = [f"cost: {figures} over {len(started)} attempt(s), requeues included ({where}); {wait}, not in it"]
+        for i, a in enumerate(started, 1):
+            held = ", ".join(f"{a.tres[k]:g} {name}(s)" for k, name in UNITS if a.tres.get(k)) or "resources unknown"
+            waited = "-" if a.wait_s is None else duration_text(a.wait_s)
+            ran, began = duration_text(a.elapsed_s), _iso(a.start, " ")
+            lines.append(
+                f"  attempt {i}: job {a.job_id} {a.state}, started {began}, ran {ran} on {held}; waited {waited}"
+            )
+        return lines
+
+
+def hours_text(hours: float) -> str:
+    """Hours in a few digits: ``123``, ``1.52``, ``0.0131``."""
+    if hours >= 100:
+        return f"{hours:.0f}"
+    if hours >= 1:
+        return f"{hours:.2f}"
+    return f"{hours:.3g}"
+
+
+def duration_text(seconds: float | None) -> str:
+    """``H:MM:SS``."""
+    if seconds is None:
+        return "-"
+    s = max(round(seconds), 0)
+    return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
+
+
+def _iso(stamp: float | None, sep: str = "T") -> str | None:
+    if stamp is None:
+        return None
+    return datetime.fromtimestamp(stamp).astimezone().isoformat(sep=sep, timespec="seconds")
+
+
+def parse_time(text: Any) -> float | None:
+    """A time as ``sacct`` prints it (``2026-11-27T18:04:07``, the local time; or seconds since the
+    epoch under ``SLURM_TIME_FORMAT=%s``) or as the launcher writes it (ISO with its offset), in
+    seconds since the epoch; None for ``None``, ``Unknown`` or anything else."""
+    text = str(text or "").strip()
+    if text.isdigit():
+        return float(text)
+    try:
+        return datetime.fromisoformat(text).timestamp()  # a naive time is the local time, as sacct prints it
+    except ValueError:
+        return None
+
+
+def parse_tres(text: str) -> dict[str, float]:
+    """``AllocTRES`` as ``{"cpu", "gpu", "node"}`` counts: ``gres/gpu=N`` (else the sum of the typed
+    ``gres/gpu:TYPE=N``); empty for an empty field (an attempt that never started)."""
+    found: dict[str, float] = {}
+    typed = 0.0
+    for part in text.split(","):
+        key, _, value = part.partition("=")
+        try:
+            number = float(value)
+        except ValueError:
+            continue
+        if key in ("cpu", "node"):
+            found[key] = number
+        elif key == "gres/gpu":
+            found["gpu"] = number
+        elif key.startswith("gres/gpu:"):
+            typed += number
+    if "gpu" not in found and typed:
+        found["gpu"] = typed
+    return found
+
+
+@dataclass
+class Row:
+    """One row of ``sacct -D -X -P -n -o`` :data:`SACCT_FIELDS`."""
+
+    job_id: str
+    raw_id: str
+    state: str
+    submit: float | None
+    start: float | None
+    end: float | None
+    elapsed_s: float
+    tres: dict[str, float]
+
+
+def parse_sacct(text: str) -> list[Row]:
+    """The rows of ``sacct -D -X -P -n -o`` :data:`SACCT_FIELDS` (a state such as ``CANCELLED by 0``
+    kept as its first word)."""
+    rows = []
+    for line in text.splitlines():
+        parts = line.split("|")
+        if len(parts) < 8:
+            continue
+        job_id, raw, state, submit, start, end, elapsed, tres = parts[:8]
+        rows.append(
+            Row(
+                job_id=job_id,
+                raw_id=raw,
+                state=(state.split() or ["UNKNOWN"])[0],
+                submit=parse_time(submit),
+                start=parse_time(start),
+                end=parse_time(end),
+                elapsed_s=float(elapsed) if elapsed.strip().isdigit() else 0.0,
+                tres=parse_tres(tres),
+            )
+        )
+    return rows
+
+
+def query_sacct(job_ids: Iterable[str]) -> list[Row] | None:
+    """Every attempt of ``job_ids`` in the accounting database, in one ``sacct`` call; None where
+    ``sacct`` is missing, hangs or refuses (no accounting: ``Slurm accounting storage is disabled``)."""
+    ids = sorted({str(j) for j in job_ids if j})
+    if not ids:
+        return []
+    command = [SACCT, "-D", "-X", "-P", "-n", "-j", ",".join(ids), "-o", SACCT_FIELDS]
+    try:
+        return parse_sacct(run_slurm(command, SACCT_TIMEOUT_S))
+    except SlurmCommandError:
+        return None
+
+
+def from_sacct(rows: Sequence[Row], now: float | None = None) -> Cost:
+    """The cost of one run from its jobs' sacct rows (every attempt, in the order they started):
+    each attempt's wait from its submission, or from the end of the attempt before it where that
+    is later (a requeue); a row pending now adds its wait so far."""
+    now = time.time() if now is None else now
+    ordered = sorted(rows, key=lambda r: (r.start is None, r.start or 0.0, r.submit or 0.0))
+    attempts: list[Attempt] = []
+    waiting = None
+    ends: dict[str, float] = {}  # per job: the end of its latest attempt (a requeue waits from there)
+    for row in ordered:
+        queued = max((t for t in (row.submit, ends.get(row.job_id)) if t is not None), default=None)
+        if row.start is None:  # pending now: its wait so far, no allocation
+            if row.state == "PENDING" and queued is not None:
+                waiting = (waiting or 0.0) + max(now - queued, 0.0)
+            continue
+        wait = max(row.start - queued, 0.0) if queued is not None else None
+        attempts.append(Attempt(row.job_id, row.state, row.start, row.elapsed_s, row.tres, wait))
+        ends[row.job_id] = row.end if row.end is not None else row.start + row.elapsed_s
+    return Cost(SACCT, attempts, waiting)
+
+
+def estimate(
+    spans: Sequence[tuple[str, float, float | None]],
+    tres: dict[str, float],
+    submitted: float | None = None,
+    state: str = "",
+    now: float | None = None,
+) -> Cost:
+    """The cost of one run without accounting, from when each attempt started and ended (the run's
+    own records) and the resources its job asked for: ``estimated``.
+
+    Args:
+        spans: ``(job id, start, end)`` per attempt, oldest first; end None for an attempt running now.
+        tres: What each attempt was given, as asked for (``cpu``, ``gpu``, ``node``; empty: not known).
+        submitted: When the run was submitted (seconds since the epoch), for the first attempt's wait.
+        state: The job's state now (one of :data:`WAITING`: the run waits for its next attempt since the
+            last ended).
+        now: The time now (seconds since the epoch).
+    """
+    now = time.time() if now is None else now
+    attempts = []
+    previous_end = None
+    for job_id, start, end in spans:
+        queued = max((t for t in (submitted, previous_end) if t is not None and t <= start), default=None)
+        ended = end if end is not None else now
+        attempts.append(
+            Attempt(
+                job_id,
+                "RUNNING" if end is None else "REQUEUED",
+                start,
+                max(ended - start, 0.0),
+                dict(tres),
+                None if queued is None else start - queued,
+            )
+        )
+        previous_end = ended
+    if attempts and attempts[-1].state != "RUNNING" and state and state not in WAITING:
+        attempts[-1].state = state  # the earlier attempts ended in a restart, the last as the job did
+    waiting = None
+    if state in WAITING:
+        since = previous_end if previous_end is not None else submitted
+        waiting = None if since is None else max(now - since, 0.0)
+    return Cost(ESTIMATED, attempts, waiting)

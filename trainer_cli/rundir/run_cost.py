@@ -1,0 +1,153 @@
+"""A run's cost: what every attempt of the Slurm jobs that ran in its directory was allocated
+(:mod:`trainer_cli.job.cost`), from ``sacct`` where there is accounting, else estimated from the
+run's own records.
+
+A run's jobs (:func:`job_ids`) are those its ``job.json`` names (the job ``train submit`` queued and
+those it resubmitted itself from; a sweep trial's task ``<array id>_<i>``) and those its
+``history.jsonl`` records a fit start of (a job submitted into the run again, a cross-validation
+fold's task). One ``sacct`` call answers for every run listed (:func:`costs`). A row of a job id
+Slurm gave out before (a fresh state directory counts from 1 again, the database keeps the old
+jobs) that ended before the run existed is not the run's.
+
+Without accounting the attempts come from the run's records (:func:`spans`): the batch script's start
+of each attempt (``job.json`` ``starts``), the fit starts in ``history.jsonl`` of the jobs submitted
+into the run before (rank 0's, once the set-up and imports are done: those attempts' first seconds
+are missed), the end of each attempt that restarted in ``restarts.jsonl`` and the job's end in
+``job.json``; they are priced at the resources the job asked for (``job.json``: nodes, tasks and GPUs
+per node, CPUs per task).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from trainer_cli.job import cost as job_cost
+from trainer_cli.job import jobstate
+from trainer_cli.job import restarts as restarts_log
+from trainer_cli.rundir import history
+
+REUSED_SLACK_S = 600
+"""A sacct row that ended this long before the run's first record is another job that had its id."""
+
+
+def _slurm_starts(run_dir: Path) -> list[dict[str, Any]]:
+    """The fit starts of ``run_dir`` in a Slurm job (its ``history.jsonl`` records), oldest first."""
+    return [r for r in history.read(run_dir) if r.get("slurm") and r.get("verb", "fit") == "fit"]
+
+
+def job_ids(run_dir: Path, record: dict[str, Any] | None = None) -> list[str]:
+    """The Slurm jobs that ran ``run_dir``: those its ``job.json`` names, as ``sacct -j`` takes them
+    (a sweep trial's task as ``<array id>_<i>``), and those its ``history.jsonl`` records."""
+    record = jobstate.read(run_dir) if record is None else record
+    ids = _submitted_ids(record) + [
+        str(r["slurm"]["job_id"]) for r in _slurm_starts(run_dir) if r["slurm"].get("job_id")
+    ]
+    return list(dict.fromkeys(ids))
+
+
+def _submitted_ids(record: dict[str, Any]) -> list[str]:
+    """The jobs a run's ``job.json`` names, when the submitter wrote it (not a fold's task's own)."""
+    if not (record.get("submitted") and record.get("job_id")):
+        return []
+    if record.get("array_task") is not None:  # a sweep trial: its task (the array's id names every task)
+        return [f"{record['job_id']}_{record['array_task']}"]
+    return [*map(str, record.get("resubmitted_from") or []), str(record["job_id"])]
+
+
+def _first_record(run_dir: Path, record: dict[str, Any]) -> float | None:
+    """The earliest time the run's records name (its submission, its first start)."""
+    starts = _slurm_starts(run_dir)
+    found = [job_cost.parse_time(t) for t in (record.get("submitted"), starts[0].get("time") if starts else None)]
+    return min((t for t in found if t is not None), default=None)
+
+
+def _requested(record: dict[str, Any]) -> dict[str, float]:
+    """What each attempt asked for (``job.json``): CPUs, GPUs and nodes; empty when not recorded."""
+    nodes = record.get("nodes")
+    if not isinstance(nodes, int) or nodes < 1:
+        return {}
+    tasks = int(record.get("ntasks_per_node") or 1)
+    cpus_per_task = int((record.get("slurm") or {}).get("cpus_per_task") or 1)
+    gpus = int(record.get("gpus_per_node") or 0) * nodes
+    return {"node": float(nodes), "cpu": float(nodes * tasks * cpus_per_task), **({"gpu": float(gpus)} if gpus else {})}
+
+
+def spans(run_dir: Path, record: dict[str, Any] | None = None) -> list[tuple[str, float, float | None]]:
+    """``(job id, start, end)`` of each attempt of the run, from its own records (see the module's
+    description), oldest first; end None for an attempt running now."""
+    record = jobstate.read(run_dir) if record is None else record
+    fits = [(str(r["slurm"].get("job_id")), job_cost.parse_time(r.get("time"))) for r in _slurm_starts(run_dir)]
+    ends = sorted(t for t in (job_cost.parse_time(e.get("time")) for e in restarts_log.read(run_dir)) if t is not None)
+    batch = [job_cost.parse_time(t) for t in record.get("starts") or [record.get("started")]]
+    attempts: dict[float, str] = {t: str(record.get("job_id") or "") for t in batch if t is not None}
+    unclaimed = set(attempts)
+    for job, fit in fits:  # a fit start is the attempt's whose batch script started last before it
+        if fit is None:
+            continue
+        owner = max((t for t in attempts if t <= fit), default=None)
+        if owner in unclaimed and not any(owner < t < fit for t in ends):
+            attempts[owner] = job
+            unclaimed.discard(owner)
+        else:  # an attempt of a submission whose job.json was replaced since: its fit start alone
+            attempts[fit] = job
+    found = sorted(((job, t) for t, job in attempts.items()), key=lambda a: a[1])
+    state = str(record.get("state") or "")
+    ended = job_cost.parse_time(record.get("ended"))
+    out: list[tuple[str, float, float | None]] = []
+    for i, (job, start) in enumerate(found):
+        later = found[i + 1][1] if i + 1 < len(found) else None
+        end = next((t for t in ends if start < t and (later is None or t <= later)), None)
+        if end is None and later is not None:  # restarted by Slurm itself (a node failure): until the next start
+            end = later
+        if end is None:  # the latest attempt
+            end = ended if ended is not None and ended >= start and state not in ("RUNNING", "PENDING") else None
+            if end is None and state not in ("RUNNING", "PENDING"):
+                end = start  # ended, but not recorded: nothing known past its start
+        out.append((job, start, end))
+    return out
+
+
+def estimate(run_dir: Path, now: float | None = None) -> job_cost.Cost:
+    """The run's cost from its own records (:func:`spans`) at the resources it asked for: estimated;
+    ``none`` for a run no Slurm job started."""
+    record = jobstate.read(run_dir)
+    found = spans(run_dir, record)
+    if not found and not record.get("submitted"):
+        return job_cost.Cost()
+    return job_cost.estimate(
+        found, _requested(record), job_cost.parse_time(record.get("submitted")), str(record.get("state") or ""), now
+    )
+
+
+def costs(
+    run_dirs: Sequence[Path], extra_ids: Sequence[Sequence[str]] = (), now: float | None = None
+) -> list[job_cost.Cost]:
+    """The cost of each run of ``run_dirs``, in one ``sacct`` call for all (:func:`job_ids`, and
+    ``extra_ids[i]`` for run ``i``): from sacct where it knows a job of the run, else estimated."""
+    records = [jobstate.read(d) for d in run_dirs]
+    wanted = [
+        list(dict.fromkeys([*job_ids(d, rec), *(extra_ids[i] if i < len(extra_ids) else [])]))
+        for i, (d, rec) in enumerate(zip(run_dirs, records))
+    ]
+    rows = job_cost.query_sacct(j for ids in wanted for j in ids) if any(wanted) else None
+    out = []
+    for run_dir, record, ids in zip(run_dirs, records, wanted):
+        first = _first_record(run_dir, record)
+        # an array the submitter queued for the run (cross-validation folds) counts every task; an array task's
+        # SLURM_JOB_ID in history.jsonl, which may be the array's own id, names that task alone
+        arrays = set(_submitted_ids(record))
+        mine = [
+            r
+            for r in rows or []
+            if (r.job_id in ids or r.raw_id in ids or r.job_id.split("_")[0] in arrays)
+            and (first is None or r.end is None or r.end >= first - REUSED_SLACK_S)
+        ]
+        out.append(job_cost.from_sacct(mine, now) if mine else estimate(run_dir, now))
+    return out
+
+
+def cost(run_dir: Path, extra_ids: Sequence[str] = ()) -> job_cost.Cost:
+    """The cost of one run (:func:`costs`)."""
+    return costs([run_dir], [list(extra_ids)])[0]
