@@ -47,6 +47,9 @@ run: $(STAMP)
 # three fresh clones of nearly the same code that day: 675 + 43, 704 + 46, 712 + 59 s: at the 12 minutes.
 # With the 2-process DDP resume case and the local PostgreSQL study in the long tier too (each with a
 # sibling here): 650 s + 42 s floor subset (fresh clone, 2026-11-27), 11.5 minutes.
+# With issue 37's tests (accounting, init, containers' renders, the template's migration, the docs from the
+# wheel) and two more cluster tests in the long tier (the doctor's rank that never starts, the cap after a
+# preemption and a time limit): 610 s + 43 s floor subset (fresh clone, 2026-11-27 19:30), 10.9 minutes.
 XDIST := -n 4 --dist loadgroup
 
 # The documentation site (mkdocs.yml, docs/), built strictly: a broken link or reference, a missing
