@@ -32,7 +32,7 @@ from trainer_cli.config.compose import Layers
 from trainer_cli.config.request import Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
-from trainer_cli.launch import snapshot
+from trainer_cli.launch import sizing, snapshot
 from trainer_cli.launch.cluster import check_resources
 from trainer_cli.launch.container import data_paths
 from trainer_cli.launch.options import SlurmOptions
@@ -260,21 +260,19 @@ def plan(
     if slurm.array_workers is not None:
         raise UserError(f"--slurm.array_workers {slurm.array_workers} without --sweep: workers train a sweep's trials")
     parser, config = parse(fit_args, provenance)
-    from trainer_cli.runtime.run import (  # Lightning is imported already (parse)
-        DEFAULT_ROOT_DIR,
-        lightning_identity,
-        lightning_log_root,
-    )
+    from trainer_cli.runtime.run import DEFAULT_ROOT_DIR, lightning_identity, lightning_log_root  # (after parse)
 
     resources = derive(config.trainer, slurm)
     check_resources(slurm, resources, config, dry_run)
-    if not dry_run:
-        refuse_maintenance(slurm.partition, slurm.time)
     root, name = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR), config.name
     identity = None
     if script:  # where `python main.py fit` puts the script's runs: its logger's <save_dir>/<name>/version_<N>
         root, name = lightning_log_root(config)
         identity = lightning_identity(config)  # W&B's <save_dir>/<project>/<run id>: the id is chosen now
+    for line in sizing.apply(slurm, resources, config, root, _instantiate_links(parser)):  # --slurm.time auto
+        print(line)
+    if not dry_run:
+        refuse_maintenance(slurm.partition, slurm.time)
     job_name = slurm.job_name or (script_job_name(config, Path(script)) if script else config.name)
     ckpt = config.get("ckpt_path")
     placed = rundir_plan(root, name, ckpt, config.run_dir, submitting=True, dry_run=dry_run, identity=identity)

@@ -32,9 +32,13 @@ class SlurmOptions:
     qos: Optional[str] = None
     """Quality of service."""
     time: str = "01:00:00"
-    """Wall-clock limit, as sbatch takes it: MINUTES, HH:MM:SS or D-HH:MM:SS."""
+    """Wall-clock limit, as sbatch takes it: MINUTES, HH:MM:SS or D-HH:MM:SS; or auto: sized from an earlier
+    run of the same shape (model, data and batch size, devices x nodes, precision) under the same root:
+    the time it needs x 1.3 + signal_delay_s + 2 min, whole minutes, within the partition's MaxTime and the
+    QOS's MaxWall (guide: Sizing a job from an earlier run). Without such a run, a probe run is suggested."""
     mem: Optional[str] = None
-    """Memory per node, as sbatch takes it (e.g. 64G); empty: the partition's default."""
+    """Memory per node, as sbatch takes it (e.g. 64G); empty: the partition's default; auto: the peak RSS of
+    a rank in an earlier run of the same shape x tasks per node x 1.25, whole GB."""
     mem_per_cpu: Optional[str] = None
     """Memory per CPU (sbatch --mem-per-cpu, e.g. 4G), instead of mem."""
     cpus_per_task: Optional[int] = None
@@ -138,9 +142,13 @@ class SlurmOptions:
         for key in ("cpus_per_task", "signal_delay_s", "array_parallelism", "array_workers"):
             if getattr(self, key) is not None and getattr(self, key) < 1:
                 problems.append(f"--slurm.{key} {getattr(self, key)}: must be 1 or more")
-        if str(self.time).strip().upper() not in NO_TIME_LIMIT and time_limit_s(self.time) is None:
+        if (
+            self.time != AUTO
+            and str(self.time).strip().upper() not in NO_TIME_LIMIT
+            and time_limit_s(self.time) is None
+        ):
             problems.append(
-                f"--slurm.time {self.time}: not a time limit sbatch takes; use {TIME_FORMATS}, e.g. 04:00:00"
+                f"--slurm.time {self.time}: not a time limit sbatch takes; use {TIME_FORMATS}, e.g. 04:00:00, or {AUTO}"
             )
         if self.stall_timeout_s is not None and self.stall_timeout_s < 0:
             problems.append(f"--slurm.stall_timeout_s {self.stall_timeout_s}: must be 0 (off) or more")
@@ -195,3 +203,6 @@ class SlurmOptions:
 REQUEUE_MODES = ("requeue", "resubmit")
 TIME_FORMATS = "MINUTES, MINUTES:SECONDS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
 NO_TIME_LIMIT = ("INFINITE", "UNLIMITED")
+AUTO = "auto"
+"""``--slurm.time auto``, ``--slurm.mem auto``: chosen from an earlier run's measurements
+(:mod:`trainer_cli.launch.sizing`)."""

@@ -35,7 +35,7 @@ from trainer_cli.job.slurm_commands import output_or_empty
 from trainer_cli.launch import snapshot
 from trainer_cli.launch.cluster import check_resources
 from trainer_cli.launch.container import data_paths
-from trainer_cli.launch.options import SlurmOptions
+from trainer_cli.launch.options import AUTO, SlurmOptions
 from trainer_cli.launch.render import render
 from trainer_cli.launch.resources import Resources, derive
 from trainer_cli.launch.sbatch import SCRIPT_NAME, prepare_run, run_sbatch, script_context, slurm_filename_pattern
@@ -156,6 +156,12 @@ def plan(args: list[str], dry_run: bool) -> SweepJob:
         )
     if slurm.cv_folds or slurm.test_after_fit:
         raise UserError("--sweep with --slurm.cv_folds or --slurm.test_after_fit: a sweep runs plain fits; choose one")
+    autos = [f"--slurm.{key} auto" for key in ("time", "mem") if getattr(slurm, key) == AUTO]
+    if autos:
+        raise UserError(
+            f"--sweep with {' and '.join(autos)}: a sweep's trials differ in length and shape; give the value "
+            "(`train submit` of one trial with auto prints what it measured)"
+        )
     if slurm.requeue_mode == "resubmit":
         raise UserError(
             "--sweep with --slurm.requeue_mode resubmit: the tasks of a job array requeue one by one; drop one"
