@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 import torch
 from support import DIGITS, quiet_args, run_train
+from test_sizing import check_sizing_from
 from tuning_support import train_digits
 
 # the README's plain-PyTorch recipe; fails if anything imports Lightning
@@ -53,6 +54,11 @@ def digits_test_batch(n: int = 64) -> torch.Tensor:
     data.setup("test")
     assert data.test_set is not None
     return torch.stack([data.test_set[i][0] for i in range(n)])
+
+
+def test_a_submission_of_its_shape_is_sized_from_this_run(trained: Path, tmp_path: Path) -> None:
+    """trainer_cli/launch/sizing.py on this module's fit (tests/test_sizing.py)."""
+    check_sizing_from(trained, tmp_path)
 
 
 def test_export_reloads_in_plain_pytorch_with_identical_predictions(trained: Path, tmp_path: Path) -> None:
