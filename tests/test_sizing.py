@@ -23,7 +23,7 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
     slurm_cluster,
     wait_for_state,
 )
-from support import DIGITS, REPO, quiet_args, run_train
+from support import DIGITS, REPO, quiet_args
 
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate, restarts
@@ -116,9 +116,10 @@ def _job(out: str) -> tuple[str, Path]:
 def test_time_auto_after_one_measured_run_completes_a_run_twice_as_long_in_one_attempt(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     steps = 40
     # nothing measured yet under this root: `train submit` refuses with one line (exit 2), nothing queued
-    refused = run_train("submit", *_cluster_args(tmp_path, 2 * steps, "auto"))
-    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
-    assert "no earlier run of this shape" in refused.stderr and "--trainer.max_steps 50" in refused.stderr, refused.stderr
+    with pytest.raises(UserError) as refused:  # (a UserError: exit 2, one line, no traceback; tests/test_bad_input.py)
+        _submit(*_cluster_args(tmp_path, 2 * steps, "auto"))
+    line = str(refused.value)
+    assert "\n" not in line and "no earlier run of this shape" in line and "--trainer.max_steps 50" in line, line
     assert not list(tmp_path.glob("digits/version_*"))
 
     probe_id, probe_run = _job(_submit(*_cluster_args(tmp_path, steps, "00:10:00")))
@@ -134,7 +135,7 @@ def test_time_auto_after_one_measured_run_completes_a_run_twice_as_long_in_one_a
     assert limit_s < time_limit_s("00:10:00"), block  # the profile's limit, and the partition's default: none
     assert scontrol_job(job_id)["TimeLimit"] == chosen
     assert f"#SBATCH --time={chosen}\n" in (run_dir / "submit.sbatch").read_text()
-    assert block["this run"].startswith(f"{2 * steps} step(s) to go (max_steps {2 * steps})"), block
+    assert block["this run"].startswith(f"{2 * steps} step(s) to go (max_steps {2 * steps}, before max_epochs 100 x 10 steps"), block
     assert block["attempts"] == f"1 under --slurm.time {chosen}", block
     assert f"{probe_run}" in out.split("sizing: ", 1)[1].splitlines()[0]
 

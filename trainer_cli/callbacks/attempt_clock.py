@@ -189,6 +189,9 @@ class AttemptClock(pl.Callback):
         if self.recorder is not None:
             self.checkpoint_done()
             self.recorder.train_started(trainer.global_step)
+            batches = trainer.num_training_batches  # an epoch's, limit_train_batches applied (inf: unknown)
+            if isinstance(batches, int) and batches > 0:
+                self.recorder.line["batches_per_epoch"] = batches
             self.recorder.write(self.memory())
 
     # -- training ---------------------------------------------------------------------------------

@@ -165,8 +165,10 @@ def _measure(run: Path, old: dict[str, Any]) -> dict[str, Any] | None:
     trainer = old.get("trainer") or {}
     last, final = mine[-1], int(mine[-1]["last_step"])
     epochs, max_steps = trainer.get("max_epochs"), trainer.get("max_steps")
-    per_epoch = None
-    if last.get("ended_by") == "completed" and isinstance(epochs, int) and epochs > 0:
+    accumulate = trainer.get("accumulate_grad_batches") or 1
+    batches = [a["batches_per_epoch"] for a in mine if isinstance(a.get("batches_per_epoch"), int)]
+    per_epoch = math.ceil(batches[-1] / accumulate) if batches else None  # the optimizer steps of an epoch
+    if per_epoch is None and last.get("ended_by") == "completed" and isinstance(epochs, int) and epochs > 0:
         if not isinstance(max_steps, int) or max_steps < 0 or final < max_steps:  # it ended by its epochs
             per_epoch = final / epochs
     saves = sorted({int(c[0]) for a in mine for c in a.get("checkpoints") or []})
@@ -237,24 +239,22 @@ def run_length(config: Any, measured: Measured) -> tuple[int | None, str]:
         per_epoch = (
             measured.steps_per_epoch * (1.0 if limit is None else float(limit)) / (1.0 if old is None else float(old))
         )
-    counts, how = [], []
+    counts: list[tuple[int, str]] = []
     if isinstance(max_steps, int) and max_steps > 0:
-        counts.append(max_steps)
-        how.append(f"max_steps {max_steps}")
+        counts.append((max_steps, f"max_steps {max_steps}"))
     if isinstance(epochs, int) and epochs >= 0 and per_epoch:
-        counts.append(math.ceil(epochs * per_epoch))
-        how.append(f"max_epochs {epochs} x {per_epoch:g} steps per epoch")
+        counts.append((math.ceil(epochs * per_epoch), f"max_epochs {epochs} x {per_epoch:g} steps per epoch"))
     if not counts:
         if isinstance(epochs, int):
             return (
                 None,
-                f"the steps per epoch of max_epochs {epochs} are unknown (the earlier run did not end by its epochs): "
+                f"the steps per epoch of max_epochs {epochs} are unknown (not measured by the earlier runs): "
                 "give --trainer.max_steps",
             )
         return None, "the run has neither --trainer.max_steps nor --trainer.max_epochs"
-    total = min(counts)
+    (total, text), later = min(counts), max(counts)
     done = _resumed_step(trainer, _plain(config))
-    text = " and ".join(how) + (" (the first reached)" if len(counts) > 1 else "")
+    text += f", before {later[1]}" if later[0] > total else ""
     if done:
         text += f", less step {done} of the checkpoint it resumes"
     return max(total - done, 0), text

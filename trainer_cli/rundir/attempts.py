@@ -23,6 +23,8 @@ Fields of a line (times: seconds since the epoch, ``time.time()``):
   the data module's ``setup``), ``checkpoint_loaded`` (a resume's checkpoint read and restored),
   ``fit_start`` (model on its device, DDP wrapped), ``train_start``, ``first_step`` (its end);
   ``sanity_s``: validation seconds of the sanity check;
+- ``batches_per_epoch``: the training batches of an epoch (``limit_train_batches`` applied; absent where
+  unknown: an iterable without a length);
 - ``start_step``: the global step training started from (the checkpoint's); ``last_step``,
   ``last_step_at``: the last step completed and when; ``train_at_step``: ``train`` seconds then;
 - ``seconds``: the closed segments per phase; ``stack``: the open phases (bottom first) and ``since``:
