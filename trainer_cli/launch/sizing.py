@@ -342,7 +342,12 @@ def cap_s(slurm: SlurmOptions) -> tuple[int | None, str]:
             max_wall = None
         if max_wall is not None:
             caps.append((max_wall, f"the MaxWall of QOS {slurm.qos}"))
-    return min(caps) if caps else (None, "no MaxTime or MaxWall")
+    where = f"partition {chosen.name}" if chosen is not None else "the partition"
+    return (
+        min(caps)
+        if caps
+        else (None, f"{where} sets no MaxTime" + (f", QOS {slurm.qos} no MaxWall" if slurm.qos else ""))
+    )
 
 
 def mem_suggestion(measured: Measured, resources: Resources) -> str | None:
@@ -353,22 +358,23 @@ def mem_suggestion(measured: Measured, resources: Resources) -> str | None:
 
 
 def probe_command() -> str:
-    """The probe run to submit first: this ``train submit`` with a few steps and a fixed limit."""
+    """The probe run to submit first: this ``train submit`` with a few steps and a fixed limit (its
+    ``--slurm.time``, ``--slurm.mem auto``, ``--trainer.max_steps``, ``--dry-run`` and ``--check`` left out)."""
     argv, probe = command_line(), ["--trainer.max_steps", str(PROBE_STEPS), "--slurm.time", PROBE_TIME]
     if len(argv) < 2 or argv[1] != "submit":
         return f"the same `train submit` with {shlex.join(probe)}"
     kept: list[str] = []
     words = iter(argv[2:])
     for word in words:
-        if word in ("--slurm.time=auto", "--slurm.mem=auto", "--dry-run", "--check"):
-            continue
-        if word in ("--slurm.time", "--slurm.mem"):
+        key, equals, value = word.partition("=")
+        if key in ("--slurm.time", "--slurm.mem", "--trainer.max_steps") and not equals:
             value = next(words, "")
-            if value == AUTO:
-                continue
-            kept += [word, value]
+        if word in ("--dry-run", "--check") or key in ("--slurm.time", "--trainer.max_steps"):
             continue
-        kept.append(word)
+        if key == "--slurm.mem":
+            kept += [key, value] if value != AUTO else []
+        else:
+            kept.append(word)
     return shlex.join(["train", "submit", *kept, *probe])
 
 
