@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.config.request import command_line
+from trainer_cli.config.request import Arg, Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job.progress import read_beats
 from trainer_cli.job.slurm_commands import time_limit_s
@@ -363,19 +363,15 @@ def probe_command() -> str:
     argv, probe = command_line(), ["--trainer.max_steps", str(PROBE_STEPS), "--slurm.time", PROBE_TIME]
     if len(argv) < 2 or argv[1] != "submit":
         return f"the same `train submit` with {shlex.join(probe)}"
-    kept: list[str] = []
-    words = iter(argv[2:])
-    for word in words:
-        key, equals, value = word.partition("=")
-        if key in ("--slurm.time", "--slurm.mem", "--trainer.max_steps") and not equals:
-            value = next(words, "")
-        if word in ("--dry-run", "--check") or key in ("--slurm.time", "--trainer.max_steps"):
-            continue
-        if key == "--slurm.mem":
-            kept += [key, value] if value != AUTO else []
-        else:
-            kept.append(word)
-    return shlex.join(["train", "submit", *kept, *probe])
+    kept: list[Arg] = []
+    args = iter(Request.of(argv[2:]).without("slurm.time", "dry_run", "check"))
+    for arg in args:
+        if arg.name == "trainer.max_steps":
+            if arg.value is None:
+                next(args, None)  # its value, the next token
+        elif not (arg.name == "slurm.mem" and arg.value == AUTO):
+            kept.append(arg)
+    return shlex.join(["train", "submit", *Request("submit").with_args(kept).tokens(), *probe])
 
 
 def apply(
