@@ -54,7 +54,7 @@ MEM_MARGIN = 1.25
 """``--slurm.mem auto``: the peak RSS of the ranks of a node is multiplied by this."""
 RUNS_USED = 3
 """The newest runs of the same shape whose measurements are used (the median of each figure)."""
-RUNS_LOOKED_AT = 200
+RUNS_LOOKED_AT = 50
 """At most this many run directories with measurements are read, newest first."""
 PROBE_STEPS = 50
 PROBE_TIME = "00:15:00"
@@ -433,9 +433,11 @@ def describe(
     """The sizing block's lines (see :func:`apply`): ``auto_time``, how ``--slurm.time auto`` chose."""
     out = [f"sizing: from {len(measured.runs)} measured run(s) of this shape: {', '.join(map(str, measured.runs))}"]
     median = f"{measured.median_step_s:.3g} s median, " if measured.median_step_s else ""
+    per, unit = (measured.steps_per_epoch, "an epoch") if measured.steps_per_epoch else (1.0, "a step")
     out.append(
         f"  step time     {median}{measured.step_s:.3g} s a step on average (epoch ends included); validation "
-        f"{measured.validation_per_step_s:.2g} s and checkpoint writes {measured.checkpoint_per_step_s:.2g} s a step"
+        f"{measured.validation_per_step_s * per:.2g} s and checkpoint writes "
+        f"{measured.checkpoint_per_step_s * per:.2g} s {unit}"
     )
     where = "the batch script's start" if measured.startup_from_script else "the process start"
     out.append(
