@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import math
+import shlex
 import shutil
 from pathlib import Path
 
@@ -23,7 +24,7 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
     slurm_cluster,
     wait_for_state,
 )
-from support import DIGITS, REPO, quiet_args
+from support import DIGITS, REPO, quiet_args, run_train
 
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate, restarts
@@ -62,7 +63,9 @@ def check_sizing_from(trained: Path, tmp_path: Path) -> None:
 
     shape = ["--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.limit_train_batches", str(BATCHES),
              "--trainer.limit_val_batches", "2"]
-    out = _submit(*shape, "--trainer.max_epochs", "4", "--slurm.time", "auto", "--slurm.mem", "auto", "--dry-run")
+    done = run_train("submit", *shape, "--trainer.max_epochs", "4", "--slurm.time", "auto", "--slurm.mem", "auto", "--dry-run")
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = done.stdout
     assert f"sizing: from 1 measured run(s) of this shape: {run}" in out, out
     block = _block(out)
     step_s = measured["seconds"]["train"] / (BATCHES - 1)  # the steps after the first (its end closes the start-up)
@@ -87,11 +90,13 @@ def check_sizing_from(trained: Path, tmp_path: Path) -> None:
     assert sizing.attempts_for(sizing.Sizing(None, 100, "", 1000.0, 500.0), 600, 120) is None  # type: ignore[arg-type]
 
     # another shape (batch size 32): nothing measured, one line naming the probe run
-    with pytest.raises(UserError) as refused:
-        _submit(*shape, "--data.init_args.batch_size", "32", "--slurm.time", "auto", "--dry-run")
-    line = str(refused.value)
-    assert "\n" not in line and line.startswith("--slurm.time auto: no earlier run of this shape (") and "batch 32" in line, line
-    assert f"--trainer.max_steps {sizing.PROBE_STEPS} --slurm.time {sizing.PROBE_TIME}" in line, line
+    other = [*shape, "--data.init_args.batch_size", "32", "--trainer.max_steps", "400"]
+    refused = run_train("submit", *other, "--slurm.time", "auto", "--dry-run")
+    assert refused.returncode == 2 and refused.stdout == "", (refused.stdout, refused.stderr)
+    [line] = refused.stderr.splitlines()
+    assert line.startswith("error: --slurm.time auto: no earlier run of this shape (") and "batch 32" in line, line
+    probe = shlex.join(["train", "submit", *other[:-2], "--trainer.max_steps", str(sizing.PROBE_STEPS), "--slurm.time", sizing.PROBE_TIME])
+    assert line.endswith(f"submit a short probe run first: {probe}; then submit this again"), line
 
 
 TESTS = str(REPO / "tests")
