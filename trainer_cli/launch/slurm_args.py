@@ -51,8 +51,8 @@ def split_args(
         UserError: for a missing config file, bad YAML, a ``slurm:`` that is not a mapping, or a
             ``--slurm.*`` flag without a value.
     """
-    request = Request.of(args)  # --run_dir RUN without --config: the run's config.yaml, as `train fit` reads it
-    request = request.with_args(Request.of(with_stored_config(request)).args)
+    request = Request.of(args)  # --run_dir RUN: the run's config.yaml first, under the site profile's --config
+    request = request.with_args(Request.of(with_stored_config(request, under_configs=True)).args)
     roots, request = take_roots(request)  # --config_root DIR: user config roots
     given = request.tokens()
     fit_args: list[str] = []
