@@ -145,7 +145,7 @@ def test_a_held_job_holds_its_secrets_in_slurm_and_in_no_file(slurm_cluster: Non
     from that environment); the run directory, submit's output, the registry hold neither; job.json
     shows them masked, its command too."""
     monkeypatch.setenv("HF_TOKEN", TOKEN)  # named in --slurm.secrets, taken from this shell
-    args = [*_args([DIGITS, LOCAL_PROFILE], tmp_path / "runs"), "--slurm.env", f"{{WANDB_API_KEY: {KEY}}}",
+    args = ["--config", DIGITS, "--config", LOCAL_PROFILE, "--trainer.default_root_dir", str(tmp_path / "runs"), "--slurm.env", f"{{WANDB_API_KEY: {KEY}}}",
             "--slurm.secrets", "[HF_TOKEN]", "--slurm.extra_sbatch", '["--hold"]', "--slurm.snapshot", "false"]  # fmt: skip
     monkeypatch.setattr(sys, "argv", ["train", "submit", *args])  # the command job.json records
     code, out = train_submit(*args)
@@ -185,30 +185,52 @@ def _environments(job_id: str, tasks: int, restart: int, timeout_s: float = 180)
     raise AssertionError(f"job {job_id}: {tasks} training processes of start {restart} did not appear in {timeout_s} s")
 
 
-@pytest.mark.long  # a 2-task job run twice (a requeue): about a minute on 2 cores; the default tier: the held job above
-def test_secrets_reach_every_start_of_the_training_and_no_file(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+@pytest.mark.long  # a 2-task job started twice: about a minute each on 2 cores; the default tier: the held job above
+@pytest.mark.parametrize("mode", ["requeue", "resubmit"])
+def test_secrets_reach_every_start_of_the_training_and_no_file(slurm_cluster: None, tmp_path: Path, mode: str) -> None:  # noqa: F811
     """Issue 39's Done-when: `--slurm.env` with WANDB_API_KEY and HF_TOKEN values; both in every training
-    process's environment at the first start and after a requeue (SIGUSR1); `grep -r` finds neither
-    under the run directory, in submit's or the dry run's output, or in the launcher's state."""
+    process's environment at the first start and after SIGUSR1, requeued (scontrol requeue: Slurm's saved
+    environment) or resubmitted by the job itself (sbatch from the job, with the job's environment);
+    `grep -r` finds neither under the run directory, in submit's or the dry run's output, or in the
+    launcher's state."""
+    from support import every_epoch_last_checkpoint, quiet_args
     from test_slurm_cluster import SHORT
 
-    args = [*_args([DIGITS, LOCAL_PROFILE], tmp_path / "runs"), *SHORT, "--trainer.devices", "2", "--trainer.max_epochs", "2",
-            "--trainer.enable_progress_bar", "false", "--slurm.env", f"{{WANDB_API_KEY: {KEY}, HF_TOKEN: {TOKEN}}}"]  # fmt: skip
+    root = tmp_path / "runs"
+    args = ["--config", DIGITS, "--config", LOCAL_PROFILE, *every_epoch_last_checkpoint(root), *quiet_args(root, epochs=2), *SHORT,
+            "--trainer.devices", "2", "--slurm.requeue_mode", mode, "--slurm.env", f"{{WANDB_API_KEY: {KEY}, HF_TOKEN: {TOKEN}}}"]  # fmt: skip
     dry_code, dry = train_submit(*args, "--dry-run")
     assert dry_code == 0, dry
     code, out = train_submit(*args)
     assert code == 0, out
     job_id = job_id_from(out)
-    run_dir = tmp_path / "runs" / "digits" / "version_0"
+    run_dir = root / "digits" / "version_0"
     first = _environments(job_id, tasks=2, restart=0)
     usr1_at_start(job_id, tasks=2)
-    wait_for_requeue(job_id)
-    second = _environments(job_id, tasks=2, restart=1)
-    assert wait_for_state(job_id, timeout_s=400) == "COMPLETED", (run_dir / f"slurm-{job_id}.log").read_text()[-3000:]
+    if mode == "requeue":
+        wait_for_requeue(job_id)
+        current, restart = job_id, 1
+    else:  # the job queues its own script again as a new job, which records itself in job.json
+        current, restart = _resubmitted_as(run_dir, job_id), 0
+    second = _environments(current, tasks=2, restart=restart)
+    assert wait_for_state(current, timeout_s=400) == "COMPLETED", (run_dir / f"slurm-{current}.log").read_text()[-3000:]
     for env in first + second:
         assert (env.get("WANDB_API_KEY"), env.get("HF_TOKEN")) == (KEY, TOKEN)
-    log = (run_dir / f"slurm-{job_id}.log").read_text()
-    assert "restart 1 on" in log and "is not in this job's environment" not in log
+    logs = "".join(log.read_text() for log in run_dir.glob("slurm-*.log"))
+    assert "restart 1 on" in logs and "is not in this job's environment" not in logs
     (tmp_path / "submit-output.txt").write_text(out + dry)
     assert not _found_by_grep([KEY, TOKEN], run_dir, tmp_path / "submit-output.txt", registry_file().parent)
     assert "\n# WANDB_API_KEY=***\n" in (run_dir / "submit.sbatch").read_text()
+
+
+def _resubmitted_as(run_dir: Path, job_id: str, timeout_s: float = 180) -> str:
+    """The job id ``job_id`` resubmitted itself as (job.json's ``job_id`` once it changes)."""
+    import time
+
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        current = str(json.loads((run_dir / "job.json").read_text()).get("job_id"))
+        if current != job_id:
+            return current
+        time.sleep(0.25)
+    raise AssertionError(f"job {job_id} did not resubmit itself in {timeout_s} s")
