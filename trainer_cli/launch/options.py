@@ -104,11 +104,12 @@ class SlurmOptions:
     With setup or setup_raw and no python, the job runs the `python` they put on PATH."""
     env: dict[str, str] = field(default_factory=dict)
     """Environment variables exported in the job (values taken literally). A name that looks like a
-    credential (*_KEY, *TOKEN*, *SECRET*, *PASSWORD*, *PASSWD*, *CREDENTIAL*, *_PASS) is a secret: see secrets."""
+    credential (`*_KEY`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`, `*_PASS`) is a
+    secret: see secrets."""
     secrets: list[str] = field(default_factory=list)
     """Names of secrets the job gets (an API key, a token): in its environment from the start (before
     setup), by sbatch's environment, never written to the script, job.json or any file; the run's files
-    and --dry-run show NAME=***. A name not in env is taken from the environment of `train submit`
+    and --dry-run show `NAME=***`. A name not in env is taken from the environment of `train submit`
     (export it first). Names that look like credentials (see env) need not be listed."""
     nccl_debug: Optional[str] = None
     """Opt-in NCCL_DEBUG preset (e.g. INFO, WARN)."""
