@@ -65,6 +65,8 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "slurm_array_workers_zero": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--sweep", "optimizer.init_args.lr=loguniform(1e-3,1e-1)", "--sweep_sampler", "tpe",
                                       "--sweep_trials", "2", "--slurm.array_workers", "0", "--dry-run"], ["--slurm.array_workers 0: must be 1 or more"]),
         "slurm_name_escapes_root": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--name", "../../esc", "--dry-run"], ["--name '../../esc'", "no '..'"]),
+        "slurm_secret_not_in_env": (["submit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--slurm.secrets", "[TRAINER_CLI_TEST_UNSET_TOKEN]", "--dry-run"],
+                                    ["--slurm.secrets TRAINER_CLI_TEST_UNSET_TOKEN: not set in this shell", "export TRAINER_CLI_TEST_UNSET_TOKEN="]),
     } if "submit" in VERBS else {}
     return slurm | {
         # YAML and config files

@@ -48,6 +48,7 @@ def test_bash_completes_verbs_configs_options_and_class_names(script: Path, tmp_
     assert complete(script, "train", "fit", "--trainer.max_e")[1] == ["--trainer.max_epochs"]
     assert "--slurm.time" in complete(script, "train", "submit", "--slurm.t")[1]
     assert "--slurm.time" not in complete(script, "train", "fit", "--")[1]
+    assert complete(script, "train", "fit", "--test_a")[1] == ["--test_after_fit"]  # the launcher's own switch
     # the options of the verbs with a parser of their own, read from their --help (issue 29)
     assert set(complete(script, "train", "export", "--")[1]) >= {"--ckpt", "--run_dir", "--out", "--trust_checkpoint"}
     assert complete(script, "train", "lr-find", "--num_")[1] == ["--num_training"]

@@ -26,7 +26,7 @@ from trainer_cli.__main__ import main
 from trainer_cli.config.paths import configs_dir
 from trainer_cli.job.slurm_commands import scontrol_fields, time_limit_s
 from trainer_cli.launch import site_profile
-from trainer_cli.launch.cluster import accounting_problems, mem_mb, parse_associations, parse_cluster, parse_qos, problems_with
+from trainer_cli.launch.cluster import accounting_problems, mem_mb, missing_setup_files, parse_associations, parse_cluster, parse_qos, problems_with
 from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.resources import Resources
 
@@ -218,3 +218,16 @@ def test_the_local_clusters_profile_matches_scontrol_and_sacctmgr_and_passes_the
     assert code == 0 and stdout.startswith(f"check passed: 1 node(s) x 1 task(s), 0 GPU(s) and {slurm['cpus_per_task']} CPU(s) per node, partition {slurm['partition']}"), stdout
     code, _, err = _train("init")
     assert (code, err) == (2, "error: train init: my_site.yaml exists; not overwritten (name another file with --output)\n")
+
+
+def test_a_setup_line_that_sources_a_missing_venv_is_named(tmp_path: Path) -> None:
+    """--check and submit warn about the file a setup line sources when it is missing (a deleted venv
+    made a new user's job fail at its first line); one that exists, or a line sourcing nothing, is quiet."""
+    (tmp_path / "venv" / "bin").mkdir(parents=True)
+    (tmp_path / "venv" / "bin" / "activate").write_text("")
+    lines = ["module load cuda", "source venv/bin/activate", f". {tmp_path}/gone/bin/activate"]
+    found = missing_setup_files(SlurmOptions(setup=lines, python="/nonexistent/bin/python"), cwd=str(tmp_path))
+    assert len(found) == 2, found
+    assert found[0].startswith(f"--slurm.setup '. {tmp_path}/gone/bin/activate': {tmp_path}/gone/bin/activate does not exist here")
+    assert found[1] == "--slurm.python /nonexistent/bin/python: does not exist here; give the python of the job's environment"
+    assert missing_setup_files(SlurmOptions(setup=lines[:2]), cwd=str(tmp_path)) == []

@@ -214,6 +214,8 @@ def runner(wheel_site: Path, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     shutil.copy(Path(__file__).parent / "docs_runner.py", alone / "docs_runner.py")  # its folder is sys.path[0]
     env = {k: v for k, v in os.environ.items() if k not in ("TRAINER_CLI_RUN_DIR", "PYTHONPATH")}
     env |= {"PYTHONPATH": str(wheel_site), "TRAINER_CLI_DOCS_SITE": str(wheel_site), "PYTHONUNBUFFERED": "1"}
+    # the docs' `--slurm.secrets` commands take the keys from the user's shell, where the page tells them to export them
+    env |= {"WANDB_API_KEY": "docs-placeholder-not-a-key", "HF_TOKEN": "docs-placeholder-not-a-token"}
     proc = subprocess.Popen([sys.executable, str(alone / "docs_runner.py")], cwd=alone, env=env, text=True,
                             stdin=subprocess.PIPE, stdout=subprocess.PIPE)
     assert proc.stdout is not None and proc.stdin is not None

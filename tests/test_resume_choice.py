@@ -72,6 +72,9 @@ def test_config_changes_are_summarised_one_short_line_each() -> None:
     mixing = {"model": {"class_path": "trainer_cli.models.ImageClassifier", "init_args": {"backbone": "cnn", "mixup_alpha": 0.2}}}
     plain = {"model": {"class_path": "trainer_cli.models.ImageClassifier", "init_args": {"backbone": "cnn", "mixup_alpha": 0.0}}}
     assert compare_for_resume(mixing, plain, Path("run")) == ["model.init_args.mixup_alpha: 0.2 -> 0.0"]
+    # devices as a number or as its text (a job's command line gives '1') is no change; another count is
+    assert compare_for_resume({"trainer": {"devices": 1}}, {"trainer": {"devices": "1"}}, Path("run")) == []
+    assert compare_for_resume({"trainer": {"devices": 1}}, {"trainer": {"devices": "2"}}, Path("run")) == ["trainer.devices: 1 -> '2'"]
     # another model class: one line for the class, none for the init_args that come with it
     tiny = {"model": {"class_path": "mymodels.TinyNet", "init_args": {"hidden": 32}}}
     ours = {"model": {"class_path": "trainer_cli.models.ImageClassifier", "init_args": {"backbone": "cnn", "mixup_alpha": 0.0}}}

@@ -221,6 +221,10 @@ def test_resubmission_reports_and_checks_changes_before_sbatch(tmp_path: Path) -
     assert f"resubmit: trainer.num_nodes: 1 -> 2 (dry run: {config} not changed)" in out
     assert "resubmit: trainer.max_epochs: 10 -> 9 (dry run" in out
     assert "#SBATCH --nodes=2" in out and config.read_text() == job.frozen_config
+    # --run_dir reads the run's config.yaml (and launcher.yaml) as `train fit --run_dir` does, under the site profile
+    short = ["--run_dir", str(job.run_dir), "--config", LOCAL_PROFILE, *PYTHON, "--trainer.max_epochs", "9", "--dry-run"]
+    code, out = train_submit(*short)
+    assert code == 0 and "resubmit: trainer.max_epochs: 10 -> 9 (dry run" in out and "resubmit: trainer.num_nodes" not in out
     with pytest.raises(UserError, match="holds no complete checkpoint; nothing to resume"):
         plan([*again, "--ckpt_path", "last"], dry_run=False)
     with pytest.raises(UserError, match="the architecture changed"):  # (a model argument: the checkpoint's tensors decide)

@@ -377,11 +377,16 @@ def compose_args(args: Request | Sequence[str], fixed: Collection[str] = ()) -> 
     return _placed(out, layers, fixed), layers
 
 
-def with_stored_config(args: Request | list[str]) -> list[str]:
-    """Put ``--config <run_dir>/config.yaml`` first when ``--run_dir`` names a run and no --config is given."""
+def with_stored_config(args: Request | list[str], under_configs: bool = False) -> list[str]:
+    """Put ``--config <run_dir>/config.yaml`` first when ``--run_dir`` names a run and no --config is given.
+
+    With ``under_configs`` (``train submit``, whose ``--config`` files are often a site profile alone)
+    it goes first under the given ones too, unless one of them is a run's record already."""
     request = Request.of(args)
     run_dir = request.last("run_dir")
-    if request.has("config") or not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
+    given = request.values("config")
+    stored_given = any(record.launcher_file(c) is not None or Path(c).name == CONFIG_FILE for c in given)
+    if (given and not under_configs) or stored_given or not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
         return request.tokens()
     config = Path(run_dir) / CONFIG_FILE
     beside = record.launcher_file(config)  # the launcher's settings of the run, read with it

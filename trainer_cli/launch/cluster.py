@@ -20,6 +20,11 @@ show assoc`` of this user, ``sacctmgr -P -n show qos``) and refuses:
 - a QOS the cluster does not have, or that the account may not use (the allowed ones are listed);
 - a time limit over the QOS's ``MaxWall``.
 
+It also warns (without refusing: a path may exist on the compute nodes alone) about a file the
+job's first lines need that is missing here: a ``--slurm.setup`` line that sources one (``source
+/path/venv/bin/activate``, ``. file``) and an absolute ``--slurm.python``; a job that starts by
+failing on them costs a place in the queue.
+
 Where the queries fail (no Slurm here, the controller unreachable, no accounting: ``sacctmgr``
 refuses without ``accounting_storage/slurmdbd``) those checks are skipped with one warning: sbatch,
 if it can run, still judges the job. The local test cluster (scripts/local-slurm) keeps accounting.
@@ -30,6 +35,7 @@ from __future__ import annotations
 import os
 import pwd
 import re
+import shlex
 import sys
 from dataclasses import dataclass, field
 from typing import Any
@@ -335,7 +341,30 @@ def check_against_cluster(slurm: SlurmOptions, resources: Resources) -> str | No
             unasked.append(f"could not ask Slurm's accounting ({err}): {given} not checked")
     if problems:
         raise UserError("the cluster cannot run this job:\n  " + "\n  ".join(problems))
-    return "; ".join(unasked) or None
+    return "; ".join(unasked + missing_setup_files(slurm)) or None
+
+
+def missing_setup_files(slurm: SlurmOptions, cwd: str | None = None) -> list[str]:
+    """The files the job's first lines need that do not exist on this machine: what a ``--slurm.setup``
+    line sources (``source FILE``, ``. FILE``; a relative one from ``cwd``, the submit directory, where
+    the job starts) and an absolute ``--slurm.python``. One warning each, naming the option and the fix."""
+    found = []
+    for line in slurm.setup:
+        try:
+            words = shlex.split(line)
+        except ValueError:
+            continue
+        if len(words) >= 2 and words[0] in ("source", "."):
+            path = os.path.join(cwd or os.getcwd(), os.path.expanduser(words[1]))
+            if not os.path.exists(path):
+                found.append(
+                    f"--slurm.setup {line!r}: {path} does not exist here, so the job would fail at its first "
+                    "line; fix the path (or ignore this if it exists on the compute nodes only)"
+                )
+    python = slurm.python
+    if python and os.path.isabs(python) and not os.path.exists(python):
+        found.append(f"--slurm.python {python}: does not exist here; give the python of the job's environment")
+    return found
 
 
 UNCHECKED = "could not ask Slurm about its partitions and nodes"

@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import re
 import shutil
-from collections.abc import Iterable
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import Any, Optional
@@ -61,7 +61,8 @@ class ContainerOptions:
     are bound already. Charliecloud binds only onto a directory the image has: mkdir -p IMAGE/DST."""
     env: dict[str, str] = field(default_factory=dict)
     """Environment variables set inside the container (values taken literally), over the image's own.
-    The job's environment (--slurm.env, Slurm's SLURM_*) passes in as well."""
+    The job's environment (--slurm.env, Slurm's SLURM_*) passes in as well. A secret (--slurm.secrets, or a
+    name like *_KEY, *TOKEN*) is never written: it passes in from the job's environment by name."""
     workdir: Optional[str] = None
     """Absolute directory the tasks start in, inside the container. Empty: the job's own (the code snapshot,
     or the directory submitted from)."""
@@ -171,13 +172,22 @@ def _check_charliecloud_mounts(container: ContainerOptions) -> None:
 
 
 def launch_words(
-    container: ContainerOptions, paths: Iterable[Path], workdir: str, gpus: int, env_names: Iterable[str]
+    container: ContainerOptions,
+    paths: Iterable[Path],
+    workdir: str,
+    gpus: int,
+    env_names: Iterable[str],
+    secret: Collection[str] = (),
 ) -> tuple[list[str], list[str]]:
     """``(srun options, words before python)`` that start a job's task in the container.
 
     ``paths``: what is mounted at itself (run directory, submit directory, data paths); ``workdir``:
     the job's directory; ``gpus``: GPUs per node; ``env_names``: the job's own variables (podman
-    passes in only what it is told).
+    passes in only what it is told); ``secret``: the names of :attr:`ContainerOptions.env` whose
+    values are in the job's environment (:mod:`trainer_cli.launch.secrets`), never in these words: they
+    pass in by name (podman ``--env=NAME``, pyxis ``--container-env``) or with the host's environment,
+    which apptainer, singularity and ch-run pass in (unless ``--cleanenv`` / ``--unset-env`` in
+    :attr:`ContainerOptions.options`).
 
     Raises:
         UserError: for a Charliecloud directory image lacking a mount point.
@@ -189,9 +199,10 @@ def launch_words(
     cwd = container.workdir or workdir
     spec = [f"{src}:{dst}" + (f":{opt}" if opt else "") for src, dst, opt in mounts]
     options = list(container.options)
+    given = {k: v for k, v in container.env.items() if k not in secret}  # with their values in the script
     if runtime in ("apptainer", "singularity"):
         words = [runtime, "exec"] + (["--nv"] if gpus else [])
-        words += [f"--bind={','.join(spec)}", f"--pwd={cwd}"] + [f"--env={k}={v}" for k, v in container.env.items()]
+        words += [f"--bind={','.join(spec)}", f"--pwd={cwd}"] + [f"--env={k}={v}" for k, v in given.items()]
         return [], words + options + [image]
     if runtime == "pyxis":
         srun = [f"--container-image={image}", f"--container-mounts={','.join(spec)}", f"--container-workdir={cwd}"]
@@ -204,10 +215,10 @@ def launch_words(
             words += ["--gpu"] if runtime == "podman-hpc" else ["--device=nvidia.com/gpu=all"]
         words += [f"--volume={s}" for s in spec] + [f"--workdir={cwd}"]
         names = list(dict.fromkeys([*PODMAN_ENV, *env_names]))
-        words += [f"--env={n}" for n in names] + [f"--env={k}={v}" for k, v in container.env.items()]
+        words += [f"--env={n}" for n in names] + [f"--env={k}={v}" for k, v in given.items()]
         return [], words + options + [image]
     words = ["ch-run"] + [f"--bind={s}" for s in spec] + [f"--cd={cwd}"]
-    words += [f"--set-env={k}={v}" for k, v in container.env.items()]
+    words += [f"--set-env={k}={v}" for k, v in given.items()]
     return [], words + options + [image, "--"]
 
 

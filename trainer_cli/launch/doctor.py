@@ -284,7 +284,7 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     script = run_dir / "doctor.sbatch"
     prepare_run(job.slurm, run_dir)
     script.write_text(render("doctor", context))
-    job_id = run_sbatch(script)
+    job_id = run_sbatch(script, slurm=job.slurm)
     print(
         f"doctor job {job_id}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), log {run_dir}/slurm-{job_id}.log",
         flush=True,

@@ -18,11 +18,10 @@
 
 from __future__ import annotations
 
-import shlex
 import shutil
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -32,7 +31,7 @@ from trainer_cli.config.compose import Layers
 from trainer_cli.config.request import Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
-from trainer_cli.launch import sizing, snapshot
+from trainer_cli.launch import secrets, sizing, snapshot
 from trainer_cli.launch.cluster import check_resources
 from trainer_cli.launch.container import data_paths
 from trainer_cli.launch.options import SlurmOptions
@@ -393,10 +392,8 @@ def main(
             f"# world size {res.world_size}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), {res.gpus_per_node} "
             "GPU(s) per node"
         )
-        print(
-            f"# the sbatch command (not "
-            f"run):\n{shlex.join(['sbatch', '--parsable', *job.sbatch_options, str(job.script)])}"
-        )
+        words = ["sbatch", "--parsable", *job.sbatch_options, str(job.script)]
+        print(f"# the sbatch command (not run):\n{secrets.shown_command(words, job.slurm)}")
         return 0
     return submit(job)
 
@@ -445,7 +442,7 @@ def submit(job: Plan) -> int:
             raise UserError(f"the code snapshot in {run_dir} holds no copy of {job.entry.script}: nothing was queued")
         prepare_run(job.slurm, run_dir)
         job.script.write_text(job.script_text)
-        job_id = run_sbatch(job.script, *job.sbatch_options)
+        job_id = run_sbatch(job.script, *job.sbatch_options, slurm=job.slurm)
     except BaseException:
         if job.created:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused submission is left
@@ -466,8 +463,8 @@ def submit(job: Plan) -> int:
         "ntasks_per_node": job.resources.ntasks_per_node,
         "gpus_per_node": job.resources.gpus_per_node,
         "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "command": command_line(),
-        "slurm": asdict(job.slurm),
+        "command": secrets.masked_words(command_line(), job.slurm),  # a secret's value: NAME=*** (launch.secrets)
+        "slurm": secrets.masked(job.slurm),
     }
     print(
         f"Run directory: {run_dir}\nScript:        {job.script}\nJob id:        {job_id}\nLog:           "
@@ -477,12 +474,12 @@ def submit(job: Plan) -> int:
     if job.slurm.test_after_fit:
         test_script = run_dir / TEST_SCRIPT_NAME
         test_script.write_text(job.test_script_text(f"afterok:{job_id}"))
-        record["test_job_id"] = run_sbatch(test_script)
+        record["test_job_id"] = run_sbatch(test_script, slurm=job.slurm)
         print(f"Test job id:   {record['test_job_id']} (starts when {job_id} succeeds)")
     if job.slurm.cv_folds:
         aggregate_script = run_dir / AGGREGATE_SCRIPT_NAME
         aggregate_script.write_text(job.aggregate_script_text(f"afterok:{job_id}"))
-        record["aggregate_job_id"] = run_sbatch(aggregate_script)
+        record["aggregate_job_id"] = run_sbatch(aggregate_script, slurm=job.slurm)
         print(f"Folds:         job array {job_id}_[0-{job.slurm.cv_folds - 1}] -> {run_dir / 'cv'}/fold_<i>")
         print(
             f"Aggregate:     job {record['aggregate_job_id']} (starts when every fold succeeds) -> "

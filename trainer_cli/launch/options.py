@@ -7,6 +7,7 @@ Reading them from ``--config`` files and ``--slurm.*`` flags is :mod:`trainer_cl
 from __future__ import annotations
 
 import os
+import re
 from dataclasses import dataclass, field
 from typing import Optional
 
@@ -106,7 +107,14 @@ class SlurmOptions:
     module load $MODULES, export X=$SCRATCH/y && ...). Not quoted: it is labelled as such in the script.
     With setup or setup_raw and no python, the job runs the `python` they put on PATH."""
     env: dict[str, str] = field(default_factory=dict)
-    """Environment variables exported in the job (values taken literally)."""
+    """Environment variables exported in the job (values taken literally). A name that looks like a
+    credential (`*_KEY`, `*TOKEN*`, `*SECRET*`, `*PASSWORD*`, `*PASSWD*`, `*CREDENTIAL*`, `*_PASS`) is a
+    secret: see secrets."""
+    secrets: list[str] = field(default_factory=list)
+    """Names of secrets the job gets (an API key, a token): in its environment from the start (before
+    setup), by sbatch's environment, never written to the script, job.json or any file; the run's files
+    and --dry-run show `NAME=***`. A name not in env is taken from the environment of `train submit`
+    (export it first). Names that look like credentials (see env) need not be listed."""
     nccl_debug: Optional[str] = None
     """Opt-in NCCL_DEBUG preset (e.g. INFO, WARN)."""
     nccl_socket_ifname: Optional[str] = None
@@ -132,6 +140,9 @@ class SlurmOptions:
         if isinstance(self.container, dict):  # from a config file, or a run's job.json
             self.container = ContainerOptions(**self.container)
         problems = []
+        problems += [
+            f"--slurm.secrets: {n!r} is not an environment variable name" for n in self.secrets if not _ENV.fullmatch(n)
+        ]
         if self.mem and self.mem_per_cpu:
             problems.append(
                 f"--slurm.mem {self.mem} and --slurm.mem_per_cpu {self.mem_per_cpu}: sbatch takes one of them, choose "
@@ -201,6 +212,7 @@ class SlurmOptions:
 
 
 REQUEUE_MODES = ("requeue", "resubmit")
+_ENV = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 TIME_FORMATS = "MINUTES, MINUTES:SECONDS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
 NO_TIME_LIMIT = ("INFINITE", "UNLIMITED")
 AUTO = "auto"

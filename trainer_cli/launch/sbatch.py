@@ -14,7 +14,7 @@ from typing import Any
 from trainer_cli.errors import UserError
 from trainer_cli.job.slurm_commands import SlurmCommandError
 from trainer_cli.job.slurm_commands import sbatch as run_sbatch_command
-from trainer_cli.launch import container, snapshot
+from trainer_cli.launch import container, secrets, snapshot
 from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.render import Quoted, quote_shell
 from trainer_cli.launch.resources import Resources
@@ -68,16 +68,17 @@ def script_context(
     gpus = resources.gpus_per_node
     in_snapshot = snapshot.planned(submit_dir, run_dir) if slurm.snapshot else None
     workdir = str(in_snapshot or submit_dir)
-    env = _env(slurm)
+    secret = list(secrets.values(slurm))  # checked now: a secret given nowhere is one line before anything is written
+    env = {k: v for k, v in _env(slurm).items() if k not in secret}  # secrets: sbatch's environment, not the script
     srun_words: list[str] = []
     prefix: list[str] = []
     helper = quote_shell(slurm.python_executable)
     if slurm.container.runtime:
         top = (snapshot.work_tree(submit_dir) if in_snapshot else None) or submit_dir  # the snapshot links into it
         mounts = [run_dir, top, *data]
-        srun_words, prefix = container.launch_words(slurm.container, mounts, workdir, gpus, env)
+        srun_words, prefix = container.launch_words(slurm.container, mounts, workdir, gpus, [*env, *secret], secret)
         if slurm.container.runtime == "pyxis":  # pyxis takes the values from the job's environment (--container-env)
-            env |= {str(k): str(v) for k, v in slurm.container.env.items()}
+            env |= {str(k): str(v) for k, v in slurm.container.env.items() if k not in secret}
         helper = Quoted(" ".join(quote_shell(w) for w in container.helper_words(slurm.container, run_dir)))
     return {
         "container": bool(slurm.container.runtime),
@@ -101,17 +102,19 @@ def script_context(
         "python": slurm.python_executable,
         "entry": ["-m", "trainer_cli"],  # what python runs: `train`, or a user's script (plan)
         "env": env,
+        "secrets": secret,  # names only: their values come from sbatch's environment (trainer_cli.launch.secrets)
     }
 
 
-def run_sbatch(script: Path, *options: str) -> str:
-    """Queue ``script`` (with extra sbatch ``options``); returns the job id.
+def run_sbatch(script: Path, *options: str, slurm: SlurmOptions | None = None) -> str:
+    """Queue ``script`` (with extra sbatch ``options``); returns the job id. The secrets of ``slurm``
+    (:mod:`trainer_cli.launch.secrets`) go in sbatch's environment, which it passes to the job.
 
     Raises:
         UserError: when sbatch is missing or refuses the job (its message included).
     """
     try:
-        return run_sbatch_command(script, *options)
+        return run_sbatch_command(script, *options, env=secrets.sbatch_environment(slurm))
     except SlurmCommandError as err:
         if err.missing:
             raise UserError(

@@ -40,7 +40,7 @@ from trainer_cli.config.request import Arg, Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job.progress import read_beats
 from trainer_cli.job.slurm_commands import time_limit_s
-from trainer_cli.launch import cluster
+from trainer_cli.launch import cluster, secrets
 from trainer_cli.launch.options import AUTO, SlurmOptions
 from trainer_cli.launch.resources import Resources
 from trainer_cli.launch.submissions import read_registry
@@ -357,9 +357,10 @@ def mem_suggestion(measured: Measured, resources: Resources) -> str | None:
     return f"{math.ceil(measured.rss_peak_bytes * resources.ntasks_per_node * MEM_MARGIN / 2**30)}G"
 
 
-def probe_command() -> str:
+def probe_command(slurm: SlurmOptions) -> str:
     """The probe run to submit first: this ``train submit`` with a few steps and a fixed limit (its
-    ``--slurm.time``, ``--slurm.mem auto``, ``--trainer.max_steps``, ``--dry-run`` and ``--check`` left out)."""
+    ``--slurm.time``, ``--slurm.mem auto``, ``--trainer.max_steps``, ``--dry-run`` and ``--check`` left out;
+    a secret's value masked: :mod:`trainer_cli.launch.secrets`)."""
     argv, probe = command_line(), ["--trainer.max_steps", str(PROBE_STEPS), "--slurm.time", PROBE_TIME]
     if len(argv) < 2 or argv[1] != "submit":
         return f"the same `train submit` with {shlex.join(probe)}"
@@ -371,7 +372,8 @@ def probe_command() -> str:
                 next(args, None)  # its value, the next token
         elif not (arg.name == "slurm.mem" and arg.value == AUTO):
             kept.append(arg)
-    return shlex.join(["train", "submit", *Request("submit").with_args(kept).tokens(), *probe])
+    words = secrets.masked_words(Request("submit").with_args(kept).tokens(), slurm)
+    return shlex.join(["train", "submit", *words, *probe])
 
 
 def apply(
@@ -395,7 +397,7 @@ def apply(
         raise UserError(
             f"{' and '.join(autos)}: no earlier run of this shape ({shape['model']}, {shape['data']} batch "
             f"{shape['batch_size']}, {world}, precision {shape['precision']}) under {root} measured its steps; "
-            f"submit a short probe run first: {probe_command()}; then submit this again"
+            f"submit a short probe run first: {probe_command(slurm)}; then submit this again"
         )
     steps, length = run_length(config, measured)
     if steps is None and slurm.time == AUTO:

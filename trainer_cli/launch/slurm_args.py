@@ -23,6 +23,7 @@ from trainer_cli.config.compose import (
     place_class_flags,
     take_roots,
     with_run_settings,
+    with_stored_config,
 )
 from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError, did_you_mean
@@ -50,7 +51,9 @@ def split_args(
         UserError: for a missing config file, bad YAML, a ``slurm:`` that is not a mapping, or a
             ``--slurm.*`` flag without a value.
     """
-    roots, request = take_roots(Request.of(args))  # --config_root DIR: user config roots
+    request = Request.of(args)  # --run_dir RUN: the run's config.yaml first, under the site profile's --config
+    request = request.with_args(Request.of(with_stored_config(request, under_configs=True)).args)
+    roots, request = take_roots(request)  # --config_root DIR: user config roots
     given = request.tokens()
     fit_args: list[str] = []
     layers: list[dict[str, Any] | list[str]] = []

@@ -18,7 +18,6 @@ it and asks again until the study holds ``--sweep_trials`` trials (a grid: every
 
 from __future__ import annotations
 
-import shlex
 from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, timezone
@@ -28,11 +27,11 @@ from typing import Any
 
 from trainer_cli.atomic import update_json
 from trainer_cli.config.before_parse import check_top_level_keys
-from trainer_cli.config.request import Request
+from trainer_cli.config.request import Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.job.slurm_commands import output_or_empty
-from trainer_cli.launch import snapshot
+from trainer_cli.launch import secrets, snapshot
 from trainer_cli.launch.cluster import check_resources
 from trainer_cli.launch.container import data_paths
 from trainer_cli.launch.options import AUTO, SlurmOptions
@@ -211,10 +210,8 @@ def main(args: Request | list[str]) -> int:
                 f"{' '.join(f'--{k} {v}' for k, v in trial.overrides.items())}"
             )
         print(f"# {sweep.sweep_dir / SCRIPT_NAME}:\n{job.script_text}")
-        print(
-            f"# the sbatch command (not "
-            f"run):\n{shlex.join(['sbatch', '--parsable', str(sweep.sweep_dir / SCRIPT_NAME)])}"
-        )
+        words = ["sbatch", "--parsable", str(sweep.sweep_dir / SCRIPT_NAME)]
+        print(f"# the sbatch command (not run):\n{secrets.shown_command(words, job.slurm)}")
         return 0
     return submit(sweep, job.slurm, res, job.job_name)
 
@@ -231,15 +228,13 @@ def _workers_main(job: SweepJob, check: bool, dry_run: bool) -> int:
     if dry_run:
         print(f"# sweep directory (not created): {sweep.sweep_dir}: {what}")
         print(f"# {sweep.sweep_dir / SCRIPT_NAME}:\n{job.script_text}")
-        print(
-            "# the sbatch command (not run):\n"
-            + shlex.join(["sbatch", "--parsable", str(sweep.sweep_dir / SCRIPT_NAME)])
-        )
+        words = ["sbatch", "--parsable", str(sweep.sweep_dir / SCRIPT_NAME)]
+        print(f"# the sbatch command (not run):\n{secrets.shown_command(words, job.slurm)}")
         return 0
     space, study = sweep.space, sweep.study
     sweep_plan.write(
         sweep,
-        {"sweep_args": space.as_args(), "base_args": sweep.fit_args, "workers": workers},
+        {"sweep_args": space.as_args(), "base_args": sweep.fit_args, "workers": workers, **_command(job.slurm)},
         study_of=lambda where: sweep_study.describe(space, where, sweep.name, study["metric"], study["direction"]),
     )
 
@@ -261,6 +256,7 @@ def _workers_main(job: SweepJob, check: bool, dry_run: bool) -> int:
             "array": _array(workers, job.slurm),
             "script": str(script),
             "submitted": submitted,
+            **_command(job.slurm),
         },
     )
     print(f"Sweep directory: {sweep.sweep_dir} ({what}; study {sweep.study['name']})")
@@ -284,6 +280,11 @@ def _workers_main(job: SweepJob, check: bool, dry_run: bool) -> int:
     return 0
 
 
+def _command(slurm: SlurmOptions) -> dict[str, Any]:
+    """``sweep.json``'s record of the command run, each secret's value masked (:mod:`trainer_cli.launch.secrets`)."""
+    return {"command": secrets.masked_words(command_line(), slurm)}
+
+
 def _pending_unless_started(job_id: str, record: dict[str, Any], started: dict[str, Any]) -> dict[str, Any]:
     """A trial's job record: ``record`` over what its task recorded if it started already, else PENDING."""
     return started | ({"state": "PENDING", "restarts": 0} if started.get("job_id") != job_id else {}) | record
@@ -303,7 +304,7 @@ def _queue(
         script = sweep.sweep_dir / SCRIPT_NAME
         prepare_run(slurm, sweep.sweep_dir)
         script.write_text(text)
-        return run_sbatch(script), script, code
+        return run_sbatch(script, slurm=slurm), script, code
     except BaseException:
         sweep_plan.remove(sweep)
         raise
@@ -315,13 +316,14 @@ def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, j
     Raises:
         UserError: when sbatch is missing or refuses the job (the sweep directory is removed again).
     """
-    sweep_plan.write(sweep)
+    sweep_plan.write(sweep, _command(slurm))
     # the script is rendered once the directory is allocated: it may be a later one than planned
     job_id, script, code = _queue(sweep, lambda: _script(sweep, slurm, resources, job_name), slurm)
     n = len(sweep.trials)
     submitted = datetime.now(timezone.utc).isoformat(timespec="seconds")
     sweep_plan.write_record(
-        sweep, {"job_id": job_id, "array": _array(n, slurm), "script": str(script), "submitted": submitted}
+        sweep,
+        {"job_id": job_id, "array": _array(n, slurm), "script": str(script), "submitted": submitted, **_command(slurm)},
     )
     for trial in sweep.trials:
         run_dir = sweep.trial_dir(trial)

@@ -161,10 +161,24 @@ def compare_for_resume(
 
 def _changed_keys(old: dict[str, Any], new: dict[str, Any]) -> list[str]:
     """The flattened keys whose values differ, the resume options and the places a run logs left out."""
-    changed = [k for k in sorted(set(old) | set(new)) if old.get(k) != new.get(k) and not _matches(k, IGNORED_KEYS)]
+    changed = [
+        k for k in sorted(set(old) | set(new)) if not _same(k, old.get(k), new.get(k)) and not _matches(k, IGNORED_KEYS)
+    ]
     # another class: its init_args differ as a matter of course, the class_path line says it all
     other_class = tuple(k[: -len("class_path")] + "init_args" for k in changed if k.endswith("class_path"))
     return [k for k in changed if not _matches(k, other_class)]
+
+
+COUNT_KEYS = ("trainer.devices", "trainer.num_nodes")
+"""Keys Lightning reads the same as a number or as its text (``devices: 1`` and ``devices: '1'``, as a
+job's command line gives it): not a change."""
+
+
+def _same(key: str, old: Any, new: Any) -> bool:
+    if old == new:
+        return True
+    scalars = all(isinstance(v, (int, str)) and not isinstance(v, bool) for v in (old, new))
+    return key in COUNT_KEYS and scalars and str(old).strip() == str(new).strip()
 
 
 def describe_overrides(stored: dict[str, Any], current: dict[str, Any]) -> list[str]:

@@ -34,7 +34,7 @@ FIT_LIKE = ("submit", "cv", "lr-find", "scale-batch-size")
 EXTRA_OPTIONS = {
     "submit": ["--dry-run", "--check", "--sweep", "--name"],
     "cv": ["--folds", "--fold", "--cv_dir", "--cv_seed", "--aggregate"],
-    "fit": ["--sweep", "--config_root"],
+    "fit": ["--sweep", "--config_root", "--test_after_fit"],
 }
 OPTION = re.compile(r"^\s+(?:-\w, )?(--[A-Za-z_][\w.+-]*)", re.M)
 
