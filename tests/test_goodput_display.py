@@ -75,7 +75,7 @@ def test_goodput_and_badput_add_up_to_the_allocated_time(tmp_path: Path) -> None
     svg = plot_timeline(goodput.timeline_rows(figures), "run", tmp_path / "timeline.svg")
     assert svg is not None
     text = svg.read_text()
-    assert text.count("job 106 (REQUEUED)") == 2 and "job 106 (COMPLETED)" in text
+    assert "job 106 attempt 1 (REQUEUED)" in text and "job 106 attempt 2 (REQUEUED)" in text and "job 106 attempt 3 (COMPLETED)" in text
     assert all(words in text for words in ("failed attempt", "training kept (goodput)", "redone (lost progress)", "launch"))
     assert "stall" not in text and "minutes since the first attempt started" in text
 

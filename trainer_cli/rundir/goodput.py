@@ -358,7 +358,8 @@ def block(figures: dict[str, Any]) -> list[str]:
 
 
 def timeline_rows(figures: dict[str, Any]) -> list[dict[str, Any]]:
-    """What :func:`trainer_cli.plots.plot_timeline` draws: per attempt its label, its start (seconds
+    """What :func:`trainer_cli.plots.plot_timeline` draws: per attempt its label (``job 12 attempt 2
+    (REQUEUED)``, ``local`` for a process outside any allocation), its start (seconds
     after the first attempt's) and its segments ``(bucket, seconds)`` in the order they happen (launch
     before the process, start-up, the kept steps, validation and checkpoints as one block each,
     the redone steps, the stall, the tail, launch after the process; a failed attempt one block)."""
@@ -366,9 +367,11 @@ def timeline_rows(figures: dict[str, Any]) -> list[dict[str, Any]]:
     if not rows:
         return []
     origin = min(r["start"] for r in rows)
-    out = []
+    out: list[dict[str, Any]] = []
+    seen: dict[str | None, int] = {}
     for r in rows:
-        label = f"job {r['job_id']} ({r['state']})" if r["job_id"] else "local"
+        seen[r["job_id"]] = seen.get(r["job_id"], 0) + 1
+        label = f"job {r['job_id']} attempt {seen[r['job_id']]} ({r['state']})" if r["job_id"] else "local"
         if r["failed_s"]:
             segments = [("failed_s", r["failed_s"])]
         else:

@@ -205,11 +205,13 @@ def trial_states(record: dict[str, Any]) -> list[tuple[str, int]]:
 def trial_costs(record: dict[str, Any]) -> list[Cost]:
     """What each trial's attempts were allocated (:mod:`trainer_cli.rundir.run_cost`: one ``sacct`` call
     for all; a submitted sweep's trial is its task ``<array id>_<i>``). A sweep of workers, whose
-    tasks train several trials each, has no cost per trial (``none``)."""
+    tasks train several trials each: each trial's share of its task, estimated from the time of its
+    processes (:func:`trainer_cli.rundir.run_cost.worker_trial_costs`)."""
     trials = record["trials"]
-    if record.get("workers"):
-        return [Cost() for _ in trials]
     job_id = str(record.get("job_id") or "")
+    if record.get("workers"):
+        dirs = [Path(t["run_dir"]) for t in trials]
+        return run_cost.worker_trial_costs(dirs, job_id, int(record["workers"])) if job_id else [Cost() for _ in trials]
     extra = [[f"{job_id}_{t['index']}"] if job_id else [] for t in trials]
     return run_cost.costs([Path(t["run_dir"]) for t in trials], extra)
 
