@@ -114,7 +114,8 @@ def test_goodput_of_a_two_node_job_preempted_twice_and_stalled_once(slurm_cluste
     shares = [figures["goodput_pct"]] + [b["percent"] for b in figures["badput"].values()]
     assert min(parts) >= 0 and sum(shares) == pytest.approx(100, abs=1), figures
     assert sum(parts) == pytest.approx(figures["allocated_s"], rel=0.01)
-    assert figures["allocated_s"] == pytest.approx(sacct_elapsed, rel=0.02), (figures["allocated_s"], rows)
+    # (sacct's Start and End are whole seconds: a process may outlast its allocation's ElapsedRaw by a second)
+    assert figures["allocated_s"] == pytest.approx(sacct_elapsed, abs=len(rows)), (figures["allocated_s"], rows)
     badput = {k: b["seconds"] for k, b in figures["badput"].items()}
     assert badput["startup_s"] > 0 and badput["launch_s"] > 0 and badput["stall_s"] >= STALL_TIMEOUT_S, badput
     assert badput["failed_s"] == 0 and 0 < figures["goodput_pct"] < 100, figures

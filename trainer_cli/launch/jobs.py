@@ -399,11 +399,13 @@ def main(args: list[str]) -> int:
         "run",
         nargs="?",
         metavar="RUN",
-        help="a run directory or job id: its jobs and what they cost (allocated GPU-, CPU- and node-hours over "
-        "every attempt, from sacct where there is accounting); a sweep directory: its table of trials, as "
+        help="a run directory or job id: its jobs, what they cost (allocated GPU-, CPU- and node-hours over "
+        "every attempt, from sacct where there is accounting) and its goodput (the share of that time in training "
+        "steps the final model keeps, each badput bucket; <run>/timeline.svg drawn); a sweep directory: its table "
+        "of trials, as "
         "`train sweep-results` (CSV and JSON written)",
     )
-    parser.add_argument("--json", action="store_true", help="with RUN: print its jobs and cost as JSON")
+    parser.add_argument("--json", action="store_true", help="with RUN: print its jobs, cost and goodput as JSON")
     opts = parser.parse_args(args)
     if opts.json and not opts.run:
         raise UserError(
