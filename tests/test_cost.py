@@ -205,7 +205,8 @@ def _train_jobs_json(root: Path, run: str) -> dict:
 def assert_cost_matches_sacct(root: Path, job_id: str, run_dir: Path, attempts: int) -> dict:
     """`train jobs JOB` (its cost block and --json) and `train runs --format json` report the run's
     allocated CPU-hours within 2% of sacct's (AllocTRES cpu x ElapsedRaw of every attempt), and
-    ``attempts`` attempts; the estimate from the run's own records within 15%. Returns the figures,
+    ``attempts`` attempts; its goodput and badput add up to 100% of sacct's allocated time; the
+    estimate from the run's own records within 15%. Returns the figures,
     sacct's and the launcher's (and its estimate's)."""
     rows = sacct_attempts(job_id, attempts)
     assert [r["State"] for r in rows] == ["REQUEUED"] * (attempts - 1) + ["COMPLETED"], rows
@@ -223,6 +224,13 @@ def assert_cost_matches_sacct(root: Path, job_id: str, run_dir: Path, attempts: 
     assert f"{cost.hours_text(figures['cpu_hours'])} CPU-h" in block and f"over {attempts} attempt(s)" in block and "(from sacct)" in block, block
     listed = runs.collect([run_dir])["runs"][0]["cost"]
     assert listed["cpu_hours"] == figures["cpu_hours"] and listed["attempts"] == attempts
+    # goodput: the measured buckets and the allocation outside the processes add up to sacct's allocated time
+    measured = shown["goodput"]
+    assert measured["source"] == "sacct" and len(measured["attempts"]) == attempts, measured
+    shares = [measured["goodput_pct"], *(b["percent"] for b in measured["badput"].values())]
+    assert sum(shares) == pytest.approx(100, abs=1) and min(shares) >= 0 and measured["goodput_pct"] > 0, measured
+    elapsed = sum(int(r["ElapsedRaw"]) for r in rows)  # whole seconds: a process may outlast one by a second
+    assert measured["allocated_s"] == pytest.approx(elapsed, abs=attempts), (measured, rows)
     estimated = run_cost.estimate(run_dir)  # what a site without accounting gets: the job's own start and end of each attempt
     assert len(estimated.started) == attempts and estimated.hours("cpu") == pytest.approx(expected, rel=0.15), estimated
     return {"sacct_cpu_hours": expected, "launcher_cpu_hours": figures["cpu_hours"], "estimated_cpu_hours": estimated.hours("cpu"),

@@ -47,10 +47,10 @@ def test_only_the_keys_that_differ(tmp_path: Path) -> None:
     assert found["keys"] == ["trainer.max_epochs", "optimizer.init_args.lr", "model.init_args.dropout"]
     assert found["metrics"] == [("val/acc", "max")]
     header, rows = runs.table_rows(found)
-    assert header == ["run", "state", "epochs", "steps", "val/acc (max)", "start", "duration", "cost", "trainer.max_epochs",
+    assert header == ["run", "state", "epochs", "steps", "val/acc (max)", "start", "duration", "cost", "goodput", "trainer.max_epochs",
                       "optimizer.init_args.lr", "model.init_args.dropout"]
-    assert [r[1:] for r in rows] == [["-", "0", "0", "-", "-", "-", "-", "3", "0.01", "-"], ["COMPLETED", "0", "0", "-", "-", "-", "-", "3", "0.1", "-"],
-                                     ["-", "0", "0", "-", "-", "-", "-", "5", "0.01", "0.5"]], "no events, no history, no Slurm job: nothing logged yet, no cost"
+    assert [r[1:] for r in rows] == [["-", "0", "0", "-", "-", "-", "-", "-", "3", "0.01", "-"], ["COMPLETED", "0", "0", "-", "-", "-", "-", "-", "3", "0.1", "-"],
+                                     ["-", "0", "0", "-", "-", "-", "-", "-", "5", "0.01", "0.5"]], "no events, no history, no Slurm job: nothing logged yet, no cost, no goodput"
     same = runs.collect([tmp_path / "a"], every_key=False)
     assert same["keys"] == ["optimizer.init_args.lr"], "between a's runs only lr differs"
     assert "trainer.logger.init_args.save_dir" in runs.collect([tmp_path / "a"], every_key=True)["keys"]

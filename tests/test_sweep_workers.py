@@ -20,6 +20,8 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
     LOCAL_PROFILE,
     job_id_from,
     newest_step,
+    sacct_attempts,
+    sacct_hours,
     scontrol_job,
     slurm_cluster,
     train_submit,
@@ -91,6 +93,15 @@ def test_workers_fill_the_study_and_a_preempted_worker_resumes_its_trial(slurm_c
     table = results.collect(sweep_dir)
     assert sorted((r["trial"], r["state"], r["study"]) for r in table["rows"]) == sorted(
         (t.number, "COMPLETED", t.state.name) for t in loaded.trials)
+    # each trial's share of its worker's allocation, estimated from its processes' time at the CPUs sacct
+    # says the task held (the preempted trial: two processes); together less than the tasks' whole
+    # allocations (asking and telling the study, the batch script), most of it
+    held = sacct_hours(sacct_attempts(f"{job_id}_0", 1) + sacct_attempts(f"{job_id}_1", 2))
+    spent = {r["trial"]: r["cost"] for r in table["rows"]}
+    assert all(c["source"] == "estimated" and c["cpu_hours"] > 0 for c in spent.values()), spent
+    assert spent[number]["attempts"] == 2 and all(a["cpus"] for c in spent.values() for a in c["per_attempt"]), spent
+    assert 0.3 * held < table["cost"]["cpu_hours"] < held, (table["cost"], held)
+    assert all(r["goodput"]["goodput_pct"] > 0 for r in table["rows"]), [r["goodput"] for r in table["rows"]]
 
 
 def test_a_trial_whose_worker_ended_untold_is_failed_and_retried(

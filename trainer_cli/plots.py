@@ -4,7 +4,9 @@
 best monitored metric of each trial against the trial's value (log scale for a ``loguniform`` axis
 or positive numbers spanning two decades or more; values that are not numbers placed side by side),
 trials coloured by state, the best one ringed and labelled. ``train cv`` writes ``cv_results.png``:
-one bar per fold for each metric, the mean as a dashed line. matplotlib (installed with
+one bar per fold for each metric, the mean as a dashed line. ``train jobs RUN`` writes
+``<run>/timeline.svg`` (:func:`plot_timeline`): one row per attempt, its time coloured by goodput and
+badput bucket (:mod:`trainer_cli.rundir.goodput`). matplotlib (installed with
 ``lightning[extra]``) is imported only here, with its object API and the Agg canvas: no window, no
 pyplot state.
 """
@@ -19,6 +21,19 @@ SWEEP_PNG = "sweep_results.png"
 CV_PNG = "cv_results.png"
 STATE_COLOURS = {"COMPLETED": "tab:green", "RUNNING": "tab:blue", "PENDING": "tab:gray", "FAILED": "tab:red"}
 OTHER_COLOUR = "tab:orange"
+TIMELINE_SVG = "timeline.svg"
+TIMELINE_COLOURS = {
+    "launch_s": ("tab:gray", "launch (batch script outside the ranks)"),
+    "startup_s": ("tab:orange", "start-up"),
+    "goodput_s": ("tab:green", "training kept (goodput)"),
+    "validation_s": ("tab:blue", "validation"),
+    "checkpoint_s": ("tab:purple", "checkpoint"),
+    "redone_s": ("tab:pink", "redone (lost progress)"),
+    "stall_s": ("tab:red", "stall"),
+    "tail_s": ("tab:olive", "tail"),
+    "failed_s": ("black", "failed attempt"),
+}
+"""Each bucket's colour and legend text in :func:`plot_timeline`."""
 LOG_SPAN = 100.0  # positive numeric values spanning this factor or more are drawn on a log axis
 
 
@@ -119,4 +134,43 @@ def plot_folds(summary: dict[str, Any], path: Path) -> Path | None:
         ax.legend(loc="lower right", fontsize="small")
     fig.suptitle("cross-validation: each fold's validation metrics")
     fig.savefig(path, dpi=100)
+    return path
+
+
+def plot_timeline(rows: list[dict[str, Any]], title: str, path: Path) -> Path | None:
+    """A run's attempts as a timeline: one row per attempt (``label``), starting at ``start_s`` seconds
+    after the first, its ``segments`` (``(bucket, seconds)``, :data:`TIMELINE_COLOURS`) one after the
+    other; time in minutes; a legend of the buckets drawn. None when there is no attempt.
+
+    Args:
+        rows: :func:`trainer_cli.rundir.goodput.timeline_rows`.
+        title: The picture's title.
+        path: The file to write (SVG by its suffix).
+    """
+    if not rows:
+        return None
+    from matplotlib.figure import Figure
+    from matplotlib.patches import Patch
+
+    fig = Figure(figsize=(10, 1.2 + 0.5 * len(rows)), layout="constrained")
+    ax = fig.add_subplot()
+    drawn: dict[str, None] = {}
+    for y, row in enumerate(rows):
+        at = row["start_s"] / 60
+        for bucket, seconds in row["segments"]:
+            colour = TIMELINE_COLOURS.get(bucket, (OTHER_COLOUR, bucket))[0]
+            ax.barh(y, seconds / 60, left=at, height=0.6, color=colour, edgecolor="white", linewidth=0.5)
+            at += seconds / 60
+            drawn[bucket] = None
+    ax.set_yticks(range(len(rows)), [row["label"] for row in rows])
+    ax.invert_yaxis()
+    ax.set_xlabel("minutes since the first attempt started")
+    ax.grid(True, axis="x", alpha=0.3)
+    handles = [Patch(color=colour, label=text) for b, (colour, text) in TIMELINE_COLOURS.items() if b in drawn]
+    ax.legend(handles=handles, loc="upper left", bbox_to_anchor=(1.01, 1.0), fontsize="small")
+    ax.set_title(title)
+    import matplotlib
+
+    with matplotlib.rc_context({"svg.fonttype": "none"}):  # text as text: labels and legend readable in the SVG
+        fig.savefig(path)
     return path

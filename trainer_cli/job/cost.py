@@ -28,7 +28,9 @@ from typing import Any
 from trainer_cli.job.slurm_commands import SlurmCommandError
 from trainer_cli.job.slurm_commands import run as run_slurm
 
-SACCT_FIELDS = "JobID,JobIDRaw,State,Submit,Start,End,ElapsedRaw,AllocTRES"
+SACCT_FIELDS = "JobID,JobIDRaw,State,Submit,Start,End,ElapsedRaw,AllocTRES,Elapsed,ExitCode,NodeList"
+"""The fields of every reader of ``sacct`` (the cost of a run here, the state of a job the controller has
+forgotten in :mod:`trainer_cli.job.status`): one query, :func:`query_sacct`."""
 SACCT_TIMEOUT_S = 30.0
 SACCT = "sacct"
 ESTIMATED = "estimated"
@@ -115,7 +117,7 @@ class Cost:
                 {
                     "job_id": a.job_id,
                     "state": a.state,
-                    "start": _iso(a.start),
+                    "start": iso_time(a.start),
                     "elapsed_s": round(a.elapsed_s),
                     "cpus": a.tres.get("cpu"),
                     "gpus": a.tres.get("gpu"),
@@ -148,7 +150,7 @@ class Cost:
         for i, a in enumerate(started, 1):
             held = ", ".join(f"{a.tres[k]:g} {name}(s)" for k, name in UNITS if a.tres.get(k)) or "resources unknown"
             waited = "-" if a.wait_s is None else duration_text(a.wait_s)
-            ran, began = duration_text(a.elapsed_s), _iso(a.start, " ")
+            ran, began = duration_text(a.elapsed_s), iso_time(a.start, " ")
             lines.append(
                 f"  attempt {i}: job {a.job_id} {a.state}, started {began}, ran {ran} on {held}; waited {waited}"
             )
@@ -172,7 +174,8 @@ def duration_text(seconds: float | None) -> str:
     return f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}"
 
 
-def _iso(stamp: float | None, sep: str = "T") -> str | None:
+def iso_time(stamp: float | None, sep: str = "T") -> str | None:
+    """Seconds since the epoch as local ISO time to the second (None for None)."""
     if stamp is None:
         return None
     return datetime.fromtimestamp(stamp).astimezone().isoformat(sep=sep, timespec="seconds")
@@ -215,7 +218,7 @@ def parse_tres(text: str) -> dict[str, float]:
 
 @dataclass
 class Row:
-    """One row of ``sacct -D -X -P -n -o`` :data:`SACCT_FIELDS`."""
+    """One row of ``sacct -D -X -P -n -o`` :data:`SACCT_FIELDS`: one attempt of a job."""
 
     job_id: str
     raw_id: str
@@ -225,17 +228,24 @@ class Row:
     end: float | None
     elapsed_s: float
     tres: dict[str, float]
+    elapsed: str = ""
+    """``Elapsed`` as sacct prints it (``00:01:23``, ``1-02:03:04``)."""
+    exit_code: str = ""
+    """``ExitCode``: ``<code>:<signal>``."""
+    nodes: str = ""
+    """``NodeList``: ``node[1-2]``; ``None assigned`` before a start."""
 
 
 def parse_sacct(text: str) -> list[Row]:
     """The rows of ``sacct -D -X -P -n -o`` :data:`SACCT_FIELDS` (a state such as ``CANCELLED by 0``
-    kept as its first word)."""
+    kept as its first word; a row of the first eight fields alone is read too)."""
     rows = []
     for line in text.splitlines():
         parts = line.split("|")
         if len(parts) < 8:
             continue
         job_id, raw, state, submit, start, end, elapsed, tres = parts[:8]
+        elapsed_text, exit_code, nodes = (parts[8:] + ["", "", ""])[:3]
         rows.append(
             Row(
                 job_id=job_id,
@@ -246,14 +256,30 @@ def parse_sacct(text: str) -> list[Row]:
                 end=parse_time(end),
                 elapsed_s=float(elapsed) if elapsed.strip().isdigit() else 0.0,
                 tres=parse_tres(tres),
+                elapsed=elapsed_text,
+                exit_code=exit_code,
+                nodes=nodes,
             )
         )
     return rows
 
 
+def newest_rows(rows: Iterable[Row]) -> dict[str, Row]:
+    """Each job's newest attempt (by ``JobIDRaw``): the one submitted last (a requeue's row carries
+    the requeue's time), as ``sacct`` without ``-D`` would give it."""
+    newest: dict[str, tuple[tuple[float, float, int], Row]] = {}
+    for index, row in enumerate(rows):
+        key = (row.submit or 0.0, row.start or 0.0, index)
+        if row.raw_id not in newest or key > newest[row.raw_id][0]:
+            newest[row.raw_id] = (key, row)
+    return {raw: row for raw, (_, row) in newest.items()}
+
+
 def query_sacct(job_ids: Iterable[str]) -> list[Row] | None:
-    """Every attempt of ``job_ids`` in the accounting database, in one ``sacct`` call; None where
-    ``sacct`` is missing, hangs or refuses (no accounting: ``Slurm accounting storage is disabled``)."""
+    """Every attempt of ``job_ids`` in the accounting database, in one ``sacct -D -X`` call (the one
+    reader of sacct: the cost of runs, and the state of jobs the controller has forgotten through
+    :func:`newest_rows`); None where ``sacct`` is missing, hangs or refuses (no accounting: ``Slurm
+    accounting storage is disabled``)."""
     ids = sorted({str(j) for j in job_ids if j})
     if not ids:
         return []

@@ -2,7 +2,8 @@
 
 One ``scontrol show job -o`` call per query, whatever the number of jobs (every job the controller
 still knows: queued, running, and finished ones for ``MinJobAge``, 300 s by default) and, only for
-the jobs it no longer knows, one ``sacct -j id1,id2,...`` where accounting is on. A job id Slurm
+the jobs it no longer knows, one ``sacct -D -X -j id1,id2,...`` where accounting is on (each job's newest
+attempt; the query :mod:`trainer_cli.job.cost` reads every attempt with). A job id Slurm
 reuses (a fresh state directory counts from 1 again) is matched on the script the job runs
 (``<run>/submit.sbatch``), never on the id alone. Once Slurm has forgotten a job, its state and
 restarts are the ones the job recorded in ``<run>/job.json`` (:mod:`trainer_cli.job.jobstate`).
@@ -15,6 +16,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from trainer_cli.job import cost as job_cost
 from trainer_cli.job import jobstate
 from trainer_cli.job.slurm_commands import array_task_ids, job_fields, output_or_empty, time_limit_s
 
@@ -75,31 +77,17 @@ def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus
     # sacct's rows name array tasks by their own ids: a task not in scontrol is read from its job.json
     missing = {job_id: script for job_id, script in wanted if (job_id, script) not in out and "_" not in job_id}
     if missing:  # sacct has no script to match on: its rows are taken for ids scontrol no longer knows
-        text = output_or_empty(
-            [
-                "sacct",
-                "-X",
-                "-n",
-                "-P",
-                "-j",
-                ",".join(sorted(missing)),
-                "-o",
-                "JobIDRaw,State,Elapsed,ExitCode,NodeList",
-            ],
-            QUERY_TIMEOUT_S,
-        )
         rows: dict[str, list[dict[str, str]]] = {}
-        for line in text.splitlines():
-            raw, state, elapsed, exit_code, nodes = (line.split("|") + [""] * 5)[:5]
+        for raw, row in job_cost.newest_rows(job_cost.query_sacct(missing) or []).items():
             job_id = raw.split("_")[0]
             if job_id in missing and not any(k[0] == job_id for k in out):
                 rows.setdefault(job_id, []).append(
                     {
-                        "JobState": state.split()[0] if state else UNKNOWN,
-                        "RunTime": elapsed,
+                        "JobState": row.state,
+                        "RunTime": row.elapsed,
                         "Restarts": "0",
-                        "ExitCode": exit_code,
-                        "NodeList": nodes,
+                        "ExitCode": row.exit_code,
+                        "NodeList": row.nodes,
                     }
                 )
         for job_id, entries in rows.items():

@@ -14,7 +14,11 @@ start; a running job's nodes; an ended job's cause; then the last epoch line of 
 ``train jobs RUN`` (a run directory or job id) shows that run's jobs and what they cost over every
 attempt, requeues included: allocated GPU-hours (CPU- and node-hours where no GPU was allocated) from
 ``sacct`` where there is accounting, else estimated from the run's own records, and the queue wait
-beside it (:mod:`trainer_cli.rundir.run_cost`); ``--json`` prints the same as JSON.
+beside it (:mod:`trainer_cli.rundir.run_cost`); then its goodput: the share of that allocated time
+spent in training steps the final model keeps, and each badput bucket in seconds and percent, the
+steps redone, the peak memory (:func:`trainer_cli.rundir.goodput.allocated`), and it writes
+``<run>/timeline.svg``, a picture of the attempts and their buckets. ``--json`` prints the same as
+JSON (``cost`` and ``goodput``).
 
 A sweep (``train submit --sweep``) is listed one row per trial (``<array id>_<i>``), and ``train
 jobs SWEEP_DIR`` prints its table of trials (:mod:`trainer_cli.sweeps.results`).
@@ -44,7 +48,7 @@ from trainer_cli.job.slurm_commands import run as run_slurm
 from trainer_cli.job.status import ACTIVE_STATES, JobStatus, last_epoch_line, query_slurm, with_run_record
 from trainer_cli.launch.job_detail import detail
 from trainer_cli.launch.submissions import read_registry, registry_file
-from trainer_cli.rundir import run_cost
+from trainer_cli.rundir import goodput, run_cost
 from trainer_cli.sweeps.plan import SWEEP_FILE, task_log
 from trainer_cli.tables import print_table
 
@@ -297,17 +301,39 @@ def show_run(root: Path | None, run: str, as_json: bool = False) -> int:
         rows = job_rows([rec])
         sweep = bool(rec.get("trials") or rec.get("workers"))  # its trials' costs: train sweep-results
         spent = None if sweep else run_cost.cost(run_dir)
+    measured = goodput.allocated(run_dir, spent) if spent is not None else None
+    picture = _timeline(run_dir, measured) if measured is not None else None
     if as_json:
         jobs_json = [dict(zip((h.lower() for h in HEADER), row)) for row in rows]
         figures = spent.as_json() if spent is not None else None
-        print(json.dumps({"run_dir": str(run_dir), "jobs": jobs_json, "cost": figures}, indent=2))
+        shares = goodput.as_json(measured) | {"timeline": picture} if measured is not None else None
+        print(json.dumps({"run_dir": str(run_dir), "jobs": jobs_json, "cost": figures, "goodput": shares}, indent=2))
         return 0
     print_table(rows, header=HEADER)
-    if spent is None:
+    if spent is None or measured is None:
         print(f"cost: per trial and the sweep's total: train sweep-results {run_dir}")
     else:
-        print("\n".join(spent.block()))
+        print("\n".join(spent.block() + goodput.block(measured)))
+        if picture:
+            print(f"timeline: {picture}")
     return 0
+
+
+def _timeline(run_dir: Path, measured: dict[str, Any]) -> str | None:
+    """Write ``<run>/timeline.svg`` (:func:`trainer_cli.plots.plot_timeline`); its path, or None where
+    there is nothing to draw or the run directory is not writable (said on stderr)."""
+    from trainer_cli.plots import TIMELINE_SVG, plot_timeline
+
+    rows = goodput.timeline_rows(measured)
+    if not rows:
+        return None
+    path = run_dir / TIMELINE_SVG
+    try:
+        plot_timeline(rows, f"{run_dir}: each attempt's allocated time", path)
+    except OSError as err:
+        print(f"timeline not written: {path}: {err.strerror or err}", file=sys.stderr)
+        return None
+    return str(path)
 
 
 def cancel(args: list[str]) -> int:
@@ -373,11 +399,13 @@ def main(args: list[str]) -> int:
         "run",
         nargs="?",
         metavar="RUN",
-        help="a run directory or job id: its jobs and what they cost (allocated GPU-, CPU- and node-hours over "
-        "every attempt, from sacct where there is accounting); a sweep directory: its table of trials, as "
+        help="a run directory or job id: its jobs, what they cost (allocated GPU-, CPU- and node-hours over "
+        "every attempt, from sacct where there is accounting) and its goodput (the share of that time in training "
+        "steps the final model keeps, each badput bucket; <run>/timeline.svg drawn); a sweep directory: its table "
+        "of trials, as "
         "`train sweep-results` (CSV and JSON written)",
     )
-    parser.add_argument("--json", action="store_true", help="with RUN: print its jobs and cost as JSON")
+    parser.add_argument("--json", action="store_true", help="with RUN: print its jobs, cost and goodput as JSON")
     opts = parser.parse_args(args)
     if opts.json and not opts.run:
         raise UserError(

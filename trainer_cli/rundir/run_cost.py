@@ -26,6 +26,7 @@ from typing import Any
 from trainer_cli.job import cost as job_cost
 from trainer_cli.job import jobstate
 from trainer_cli.job import restarts as restarts_log
+from trainer_cli.rundir import attempts as attempts_mod
 from trainer_cli.rundir import history
 
 REUSED_SLACK_S = 600
@@ -151,3 +152,35 @@ def costs(
 def cost(run_dir: Path, extra_ids: Sequence[str] = ()) -> job_cost.Cost:
     """The cost of one run (:func:`costs`)."""
     return costs([run_dir], [list(extra_ids)])[0]
+
+
+def worker_trial_costs(trial_dirs: Sequence[Path], array_id: str, workers: int) -> list[job_cost.Cost]:
+    """The cost of each trial of a sweep of workers (``--slurm.array_workers``: each task of the array
+    trains several trials one after another), estimated: the time of the trial's processes (rank 0's
+    attempt records, :mod:`trainer_cli.rundir.attempts`: process start to end, in the task its
+    ``SLURM_JOB_ID`` names) priced at what that task's allocation held then (``sacct``'s AllocTRES, one
+    call for every task; without accounting what the trial's job asked for). The task's time between
+    trials (asking and telling the study, the batch script) is in no trial's."""
+    rows = job_cost.query_sacct(f"{array_id}_{i}" for i in range(workers)) or []
+    out = []
+    for trial_dir in trial_dirs:
+        requested = _requested(jobstate.read(trial_dir))
+        spans = []
+        for process in (a for a in attempts_mod.read(trial_dir) if a.get("rank") == 0):
+            task = str((process.get("slurm") or {}).get("job_id") or "")
+            started = float(process["started"])
+            held = next(
+                (
+                    r
+                    for r in rows
+                    if task in (r.raw_id, r.job_id)
+                    and r.start is not None
+                    and r.start - 1 <= started <= (r.end if r.end is not None else float("inf"))
+                ),
+                None,
+            )
+            state = held.state if held else ("RUNNING" if process.get("open") else "ENDED")
+            tres = dict(held.tres) if held and held.tres else dict(requested)
+            spans.append(job_cost.Attempt(held.job_id if held else task, state, started, process["wall_s"], tres))
+        out.append(job_cost.Cost(job_cost.ESTIMATED, spans) if spans else job_cost.Cost())
+    return out

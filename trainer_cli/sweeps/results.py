@@ -19,8 +19,9 @@ evaluator, once two trials or more are complete), Optuna's plots beside the tabl
 parallel coordinate; matplotlib's Agg canvas) and the ``optuna-dashboard`` command for the study.
 
 Each trial's cost is what its attempts were allocated (GPU-hours, else CPU-hours, from ``sacct`` where
-there is accounting, else estimated: :mod:`trainer_cli.rundir.run_cost`), and the line under the
-table the sweep's total, the pruned trials' share apart.
+there is accounting, else estimated: :mod:`trainer_cli.rundir.run_cost`) and its goodput the share of
+that time spent in training steps the trial's final model keeps (:func:`trainer_cli.rundir.goodput.allocated`);
+the line under the table is the sweep's total cost, the pruned trials' share apart.
 """
 
 from __future__ import annotations
@@ -36,7 +37,7 @@ from typing import Any
 
 from trainer_cli.job import jobstate
 from trainer_cli.job.cost import Cost, duration_text, hours_text
-from trainer_cli.rundir import metrics, run_cost
+from trainer_cli.rundir import goodput, metrics, run_cost
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.sweeps import study as study_of_sweep
 from trainer_cli.sweeps.plan import read_record
@@ -204,11 +205,13 @@ def trial_states(record: dict[str, Any]) -> list[tuple[str, int]]:
 def trial_costs(record: dict[str, Any]) -> list[Cost]:
     """What each trial's attempts were allocated (:mod:`trainer_cli.rundir.run_cost`: one ``sacct`` call
     for all; a submitted sweep's trial is its task ``<array id>_<i>``). A sweep of workers, whose
-    tasks train several trials each, has no cost per trial (``none``)."""
+    tasks train several trials each: each trial's share of its task, estimated from the time of its
+    processes (:func:`trainer_cli.rundir.run_cost.worker_trial_costs`)."""
     trials = record["trials"]
-    if record.get("workers"):
-        return [Cost() for _ in trials]
     job_id = str(record.get("job_id") or "")
+    if record.get("workers"):
+        dirs = [Path(t["run_dir"]) for t in trials]
+        return run_cost.worker_trial_costs(dirs, job_id, int(record["workers"])) if job_id else [Cost() for _ in trials]
     extra = [[f"{job_id}_{t['index']}"] if job_id else [] for t in trials]
     return run_cost.costs([Path(t["run_dir"]) for t in trials], extra)
 
@@ -246,6 +249,12 @@ def cost_line(results: dict[str, Any]) -> str | None:
     if pruned["trials"]:
         line += f", {hours_text(pruned[kind + '_hours'])} {unit} of it in {pruned['trials']} pruned trial(s)"
     return line + f"; queue wait {duration_text(total['queue_wait_s'])}, not in it"
+
+
+def _goodput(run_dir: Path, spent: Cost) -> dict[str, Any]:
+    """A trial's goodput (:func:`trainer_cli.rundir.goodput.allocated`): ``goodput`` (JSON) and its cell."""
+    measured = goodput.allocated(run_dir, spent)
+    return {"goodput": goodput.as_json(measured), "goodput_cell": goodput.cell(measured)}
 
 
 def collect(sweep_dir: Path) -> dict[str, Any]:
@@ -291,6 +300,7 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
                 "run_dir": str(run_dir),
                 "cost": cost.as_json(),
                 "cost_cell": cost.cell(),
+                **_goodput(run_dir, cost),
             }
         )
         if study is not None:
@@ -317,7 +327,7 @@ def write(results: dict[str, Any]) -> tuple[Path, Path]:
     sweep_dir = Path(results["sweep_dir"])
     json_path, csv_path = sweep_dir / RESULTS_JSON, sweep_dir / RESULTS_CSV
     public = {k: v for k, v in results.items() if not k.startswith("_")}
-    public["rows"] = [{k: v for k, v in row.items() if k != "cost_cell"} for row in results["rows"]]
+    public["rows"] = [{k: v for k, v in row.items() if not k.endswith("_cell")} for row in results["rows"]]
     json_path.write_text(json.dumps(public, indent=2, default=str) + "\n")
     metric = results["monitor"] or "score"
     with csv_path.open("w", newline="") as f:
@@ -336,6 +346,7 @@ def write(results: dict[str, Any]) -> tuple[Path, Path]:
                 "cpu_hours",
                 "node_hours",
                 "cost_source",
+                "goodput_pct",
                 "run_dir",
             ]
         )
@@ -355,6 +366,7 @@ def write(results: dict[str, Any]) -> tuple[Path, Path]:
                         for k in ("gpu_hours", "cpu_hours", "node_hours")
                     ),
                     row["cost"]["source"],
+                    "" if row["goodput"]["goodput_pct"] is None else row["goodput"]["goodput_pct"],
                     row["run_dir"],
                 ]
             )
@@ -374,6 +386,7 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
         "restarts",
         "epochs",
         "cost",
+        "goodput",
         "progress",
     ]
     rows = []
@@ -391,6 +404,7 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
                 str(row["restarts"]),
                 str(row["epochs"]),
                 row["cost_cell"],
+                row["goodput_cell"],
                 row["progress"],
             ]
         )

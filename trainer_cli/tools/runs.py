@@ -13,7 +13,10 @@ else the run's own ``metrics.jsonl``, else a CSV, MLflow or W&B logger's files),
 epochs and steps logged and the duration (first to last record); the start is the run's first
 ``history.jsonl`` record. The cost is what the run's Slurm jobs were allocated over every attempt
 (GPU-hours, else CPU-hours; ``~`` before an estimate made without accounting;
-:mod:`trainer_cli.rundir.run_cost`), ``-`` for a run no Slurm job ran. ``--plot METRIC`` draws that
+:mod:`trainer_cli.rundir.run_cost`), ``-`` for a run no Slurm job ran; the goodput is the share of
+that allocated time (of the processes' time for a local run) spent in training steps the final
+model keeps (:func:`trainer_cli.rundir.goodput.allocated`; ``--format json`` gives each badput
+bucket too). ``--plot METRIC`` draws that
 metric's curves of the runs listed into a PNG. A sweep trial's
 pruning callback (its trial number) is not counted as a setting. The state is the run's
 ``job.json`` (a submitted run or a sweep trial), else ``-``.
@@ -38,7 +41,7 @@ from typing import Any
 from trainer_cli.atomic import read_json_lines
 from trainer_cli.errors import UserError, close_matches
 from trainer_cli.job import jobstate
-from trainer_cli.rundir import layout, metrics, record, run_cost
+from trainer_cli.rundir import goodput, layout, metrics, record, run_cost
 from trainer_cli.tables import print_table
 
 CONFIG_FILE = layout.CONFIG_FILE
@@ -185,6 +188,9 @@ def collect(
     for run, spent in zip(runs, run_cost.costs([Path(r["run_dir"]) for r in runs])):
         run["cost"] = spent.as_json()
         run["cost_cell"] = spent.cell()
+        measured = goodput.allocated(Path(run["run_dir"]), spent)
+        run["goodput"] = goodput.as_json(measured)
+        run["goodput_cell"] = goodput.cell(measured)
     metrics = list(dict.fromkeys((r["monitor"], r["mode"]) for r in runs if r["monitor"]))
     return {"keys": compare(runs, every_key), "metrics": metrics, "runs": runs}
 
@@ -205,8 +211,8 @@ def _duration(seconds: int | None) -> str:
 
 
 def table_rows(found: dict[str, Any], cut: bool = True) -> tuple[list[str], list[list[str]]]:
-    """``(header, rows)``: run, state, epochs, steps, each metric's best value, start, duration, cost, each
-    key shown."""
+    """``(header, rows)``: run, state, epochs, steps, each metric's best value, start, duration, cost,
+    goodput, each key shown."""
     header = [
         "run",
         "state",
@@ -216,6 +222,7 @@ def table_rows(found: dict[str, Any], cut: bool = True) -> tuple[list[str], list
         "start",
         "duration",
         "cost",
+        "goodput",
         *found["keys"],
     ]
     rows = []
@@ -236,6 +243,7 @@ def table_rows(found: dict[str, Any], cut: bool = True) -> tuple[list[str], list
                 start,
                 _duration(run["duration_s"]),
                 run["cost_cell"],
+                run["goodput_cell"],
                 *(_cut(v) if cut else v for v in values),
             ]
         )
@@ -301,7 +309,7 @@ def main(args: Sequence[str]) -> int:
             raise UserError(f"--plot {opts.plot}: no run listed logged it{hint}")
         print(f"written: {path}", file=sys.stderr if opts.format != "table" else sys.stdout)
     if opts.format == "json":
-        hidden = ("scalars", "cost_cell")
+        hidden = ("scalars", "cost_cell", "goodput_cell")
         public = {**found, "runs": [{k: v for k, v in r.items() if k not in hidden} for r in found["runs"]]}
         print(json.dumps(public, indent=2, default=str))
         return 0
