@@ -59,6 +59,19 @@ def test_accounting_accepts_what_it_allows(options: dict[str, str]) -> None:
     assert accounting_problems(parse_associations(ASSOC), parse_qos(QOS), SlurmOptions(**options), "ana") == []
 
 
+def test_a_time_over_the_default_qos_max_wall_is_refused_without_qos() -> None:
+    """Without --slurm.qos the job runs in its account's DefaultQOS (4th field): its MaxWall counts too,
+    or Slurm would leave the job pending for ever (QOSMaxWallDurationPerJobLimit)."""
+    assoc = parse_associations("proj-a||long,short|short\nproj-b|gpu|normal|normal\n")
+    assert assoc[0] == Association("proj-a", "", ("long", "short"), "short")
+    [problem] = accounting_problems(assoc, parse_qos(QOS), SlurmOptions(time="05:00:00"), "ana", default_account="proj-a")
+    assert problem == ("--slurm.time 05:00:00: over the MaxWall of QOS short, the default QOS of account proj-a, (240 min); "
+                       "use a shorter time or another QOS")
+    assert accounting_problems(assoc, parse_qos(QOS), SlurmOptions(time="03:00:00"), "ana", "proj-a") == []
+    assert accounting_problems(assoc, parse_qos(QOS), SlurmOptions(time="05:00:00", qos="long"), "ana", "proj-a") == []
+    assert accounting_problems(assoc, parse_qos(QOS), SlurmOptions(time="05:00:00", account="proj-b", partition="gpu"), "ana") == []
+
+
 def _accounts_of(user: str) -> list[str]:
     """``user``'s accounts as the local cluster's accounting database lists them."""
     out = subprocess.run(
@@ -98,8 +111,11 @@ def test_accounts_and_qos_the_user_has_pass(slurm_queries: None, tmp_path: Path)
     done = _submit_check(root, "--slurm.account", "tight", "--slurm.qos", "quick", "--slurm.time", "00:05:00")
     assert done.returncode == 0, done.stderr[-3000:]
     assert "check passed: 1 node(s)" in done.stdout and "warning:" not in done.stderr, done.stderr[-3000:]
-    done = _submit_check(root, "--slurm.account", "tight", "--slurm.qos", "quick", "--slurm.time", "00:20:00")
-    assert done.returncode == 2 and "--slurm.time 00:20:00: over the MaxWall of QOS quick (10 min)" in done.stderr, done.stderr[-3000:]
+    # without --slurm.qos: the account's DefaultQOS (quick) and its MaxWall, read from sacctmgr (an explicit
+    # --slurm.qos over its MaxWall: REFUSALS["time_over_max_wall"])
+    done = _submit_check(root, "--slurm.account", "tight", "--slurm.time", "00:20:00")
+    expected = "--slurm.time 00:20:00: over the MaxWall of QOS quick, the default QOS of account tight, (10 min)"
+    assert done.returncode == 2 and expected in done.stderr, done.stderr[-3000:]
     assert not root.exists()
 
 

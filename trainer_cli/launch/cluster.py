@@ -18,7 +18,10 @@ show assoc`` of this user, ``sacctmgr -P -n show qos``) and refuses:
 
 - an account that is not one of the user's (their accounts are listed);
 - a QOS the cluster does not have, or that the account may not use (the allowed ones are listed);
-- a time limit over the QOS's ``MaxWall``.
+- a time limit over the QOS's ``MaxWall``: that of ``--slurm.qos``, else the ``DefaultQOS`` of the
+  account the job is charged to (``--slurm.account``, else the user's default account), which Slurm
+  would otherwise leave pending for ever (``QOSMaxWallDurationPerJobLimit``). This one is asked even
+  without those options where there is accounting, quietly skipped where there is none.
 
 It also warns (without refusing: a path may exist on the compute nodes alone) about a file the
 job's first lines need that is missing here: a ``--slurm.setup`` line that sources one (``source
@@ -227,15 +230,18 @@ class Association:
     """The partition it is limited to; empty: every partition."""
     qos: tuple[str, ...]
     """The QOS the association may use; empty: not listed (not checked)."""
+    default_qos: str = ""
+    """The QOS its jobs run in without ``--qos`` (``DefaultQOS``); empty: not set."""
 
 
 def parse_associations(text: str) -> list[Association]:
-    """``sacctmgr -P -n show assoc format=Account,Partition,QOS`` output, one association a line."""
+    """``sacctmgr -P -n show assoc format=Account,Partition,QOS[,DefaultQOS]`` output, one association a line."""
     out = []
     for line in text.splitlines():
         fields = line.strip().split("|")
         if len(fields) >= 3 and fields[0]:
-            out.append(Association(fields[0], fields[1], tuple(q for q in fields[2].split(",") if q)))
+            default = fields[3] if len(fields) > 3 else ""
+            out.append(Association(fields[0], fields[1], tuple(q for q in fields[2].split(",") if q), default))
     return out
 
 
@@ -264,16 +270,48 @@ def read_accounting(user: str) -> tuple[list[Association], dict[str, int | None]
         RuntimeError: when the accounting database cannot be asked (no ``sacctmgr``, no
             accounting, or it lists no association for ``user``).
     """
-    associations = parse_associations(_sacctmgr("assoc", "where", f"user={user}", "format=Account,Partition,QOS"))
+    associations = parse_associations(
+        _sacctmgr("assoc", "where", f"user={user}", "format=Account,Partition,QOS,DefaultQOS")
+    )
     if not associations:
         raise RuntimeError(f"sacctmgr lists no association for user {user}")
     return associations, parse_qos(_sacctmgr("qos", "format=Name,MaxWall"))
 
 
+def read_default_account(user: str) -> str | None:
+    """``user``'s default account (``sacctmgr show user``), None where none is set.
+
+    Raises:
+        RuntimeError: when the accounting database cannot be asked.
+    """
+    lines = _sacctmgr("user", user, "format=DefaultAccount").strip().splitlines()
+    return lines[0].strip() or None if lines else None
+
+
+def job_qos(
+    associations: list[Association], slurm: SlurmOptions, default_account: str | None
+) -> tuple[str, str] | None:
+    """The QOS a job runs in and how to name it in a message: ``--slurm.qos``, else the ``DefaultQOS``
+    of the association of the account it is charged to (``--slurm.account``, else ``default_account``)
+    and its partition; None where neither is known."""
+    if slurm.qos:
+        return slurm.qos, f"QOS {slurm.qos}"
+    account = slurm.account or default_account
+    for assoc in associations:
+        if assoc.account == account and assoc.default_qos and assoc.partition in ("", slurm.partition or ""):
+            return assoc.default_qos, f"QOS {assoc.default_qos}, the default QOS of account {account},"
+    return None
+
+
 def accounting_problems(
-    associations: list[Association], qos: dict[str, int | None], slurm: SlurmOptions, user: str
+    associations: list[Association],
+    qos: dict[str, int | None],
+    slurm: SlurmOptions,
+    user: str,
+    default_account: str | None = None,
 ) -> list[str]:
-    """What the accounting refuses of ``slurm.account``, ``slurm.qos`` and ``slurm.time``, one line each."""
+    """What the accounting refuses of ``slurm.account``, ``slurm.qos`` and ``slurm.time``, one line each
+    (the time against the MaxWall of the QOS the job runs in: :func:`job_qos`)."""
     mine = [a for a in associations if not a.partition or not slurm.partition or a.partition == slurm.partition]
     accounts = sorted({a.account for a in mine})
     if slurm.account and slurm.account not in accounts:
@@ -282,20 +320,35 @@ def accounting_problems(
             f"{', '.join(accounts) or 'none'}"
         ]
     if not slurm.qos:
-        return []
+        return _over_max_wall(qos, job_qos(associations, slurm, default_account), slurm.time)
     if slurm.qos not in qos:
         return [f"--slurm.qos {slurm.qos}: this cluster has no such QOS; it has {', '.join(sorted(qos)) or 'none'}"]
     allowed = sorted({q for a in mine if not slurm.account or a.account == slurm.account for q in a.qos})
     if allowed and slurm.qos not in allowed:
         whose = f"account {slurm.account}" if slurm.account else f"user {user}"
         return [f"--slurm.qos {slurm.qos}: not allowed for {whose}; allowed: {', '.join(allowed)}"]
-    max_wall_s, limit_s = qos[slurm.qos], time_limit_s(slurm.time)
-    if max_wall_s is not None and limit_s is not None and limit_s > max_wall_s:
-        return [
-            f"--slurm.time {slurm.time}: over the MaxWall of QOS {slurm.qos} ({max_wall_s // 60} min); use a shorter "
-            "time or another QOS"
-        ]
-    return []
+    return _over_max_wall(qos, (slurm.qos, f"QOS {slurm.qos}"), slurm.time)
+
+
+def _over_max_wall(qos: dict[str, int | None], chosen: tuple[str, str] | None, time: str) -> list[str]:
+    max_wall_s, limit_s = (qos.get(chosen[0]) if chosen else None), time_limit_s(time)
+    if chosen is None or max_wall_s is None or limit_s is None or limit_s <= max_wall_s:
+        return []
+    over = f"over the MaxWall of {chosen[1]} ({max_wall_s // 60} min)"
+    return [f"--slurm.time {time}: {over}; use a shorter time or another QOS"]
+
+
+def qos_max_wall(slurm: SlurmOptions) -> tuple[int, str] | None:
+    """The ``MaxWall`` in seconds of the QOS the job runs in (:func:`job_qos`) and its name for a
+    message; None where it has none or the accounting cannot be asked."""
+    user = pwd.getpwuid(os.getuid()).pw_name
+    try:
+        associations, qos = read_accounting(user)
+        chosen = job_qos(associations, slurm, None if slurm.qos or slurm.account else read_default_account(user))
+    except (RuntimeError, OSError, ValueError):
+        return None
+    max_wall = qos.get(chosen[0]) if chosen else None
+    return (max_wall, chosen[1]) if chosen and max_wall is not None else None
 
 
 def check_resources(slurm: SlurmOptions, resources: Resources, config: Any, dry_run: bool) -> None:
@@ -332,12 +385,13 @@ def check_against_cluster(slurm: SlurmOptions, resources: Resources) -> str | No
         problems += problems_with(read_cluster(), slurm, resources)
     except (RuntimeError, OSError, ValueError) as err:
         unasked.append(f"{UNCHECKED} ({err}): the job is not checked against the cluster")
-    if slurm.account or slurm.qos:
-        user = pwd.getpwuid(os.getuid()).pw_name
-        try:
-            problems += accounting_problems(*read_accounting(user), slurm, user)
-        except (RuntimeError, OSError, ValueError) as err:
-            given = " and ".join(f"--slurm.{k} {getattr(slurm, k)}" for k in ("account", "qos") if getattr(slurm, k))
+    user = pwd.getpwuid(os.getuid()).pw_name
+    try:  # without --slurm.account/qos: the time against the default QOS's MaxWall, where there is accounting
+        default_account = None if slurm.account or slurm.qos else read_default_account(user)
+        problems += accounting_problems(*read_accounting(user), slurm, user, default_account)
+    except (RuntimeError, OSError, ValueError) as err:
+        given = " and ".join(f"--slurm.{k} {getattr(slurm, k)}" for k in ("account", "qos") if getattr(slurm, k))
+        if given:
             unasked.append(f"could not ask Slurm's accounting ({err}): {given} not checked")
     if problems:
         raise UserError("the cluster cannot run this job:\n  " + "\n  ".join(problems))

@@ -29,7 +29,6 @@ from __future__ import annotations
 import json
 import math
 import os
-import pwd
 import shlex
 import statistics
 from dataclasses import dataclass
@@ -325,7 +324,7 @@ def _duration(seconds: float) -> str:
 
 
 def cap_s(slurm: SlurmOptions) -> tuple[int | None, str]:
-    """The longest limit the partition (``MaxTime``) and ``--slurm.qos`` (``MaxWall``) allow, and what sets
+    """The longest limit the partition (``MaxTime``) and the job's QOS (``MaxWall``) allow, and what sets
     it; None where Slurm sets none or cannot be asked (the text then says which)."""
     caps: list[tuple[int, str]] = []
     try:
@@ -335,13 +334,9 @@ def cap_s(slurm: SlurmOptions) -> tuple[int | None, str]:
     chosen = next((p for p in partitions if p.name == slurm.partition or (not slurm.partition and p.default)), None)
     if chosen is not None and chosen.max_time_s is not None:
         caps.append((chosen.max_time_s, f"the MaxTime of partition {chosen.name}"))
-    if slurm.qos:
-        try:
-            max_wall = cluster.read_accounting(pwd.getpwuid(os.getuid()).pw_name)[1].get(slurm.qos)
-        except (RuntimeError, OSError, ValueError):
-            max_wall = None
-        if max_wall is not None:
-            caps.append((max_wall, f"the MaxWall of QOS {slurm.qos}"))
+    max_wall = cluster.qos_max_wall(slurm)  # --slurm.qos's, else the account's default QOS's
+    if max_wall is not None:
+        caps.append((max_wall[0], f"the MaxWall of {max_wall[1]}"))
     where = f"partition {chosen.name}" if chosen is not None else "the partition"
     return (
         min(caps)
