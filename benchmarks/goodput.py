@@ -202,7 +202,7 @@ def _measured(run_dir: Path, job_id: str, rows: list[dict[str, str]], steps: int
         at = {"script_started": (row["slurm"] or {}).get("script_started"), "started": mine.get("started"), **(mine.get("marks") or {})}
         moments = {name: round(at[b] - at[a], 3) for name, a, b in MOMENTS if isinstance(at.get(a), (int, float)) and isinstance(at.get(b), (int, float))}
         per_attempt.append({
-            "restart": index, "ended_by": cause, "start_step": row["start_step"], "last_step": row["last_step"],
+            "restart": index, "ended_by": cause, "after": per_attempt[-1]["ended_by"] if per_attempt else None, "start_step": row["start_step"], "last_step": row["last_step"],
             "redone_steps": row["redone_steps"], "script_to_first_step_s": row["script_to_first_step_s"],
             "sacct_elapsed_s": int(rows[index]["ElapsedRaw"]) if index < len(rows) else None, "moments_s": moments,
             **{key: round(row[key], 3) for key in ("wall_s", "goodput_s", *goodput.BUCKETS)},
@@ -236,8 +236,8 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     interrupted = [a for r in rounds for a in r["interrupted"]["attempts"]]
     lost = [a["redone_steps"] for a in interrupted if a["ended_by"] == "preempt"]
     fresh = [r[side]["attempts"][0]["script_to_first_step_s"] for r in rounds for side in ("alone", "interrupted")]
-    resumed = [a["script_to_first_step_s"] for a in interrupted if a["restart"] > 0 and _after(a, rounds) == "preempt"]
-    after_stall = [a["script_to_first_step_s"] for a in interrupted if a["restart"] > 0 and _after(a, rounds) == "stall"]
+    resumed = [a["script_to_first_step_s"] for a in interrupted if a["after"] == "preempt"]
+    after_stall = [a["script_to_first_step_s"] for a in interrupted if a["after"] == "stall"]
     fresh_f = [x for x in fresh if x is not None]
     resumed_f = [x for x in resumed if x is not None]
 
@@ -253,7 +253,7 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
         fresh_start_median_s=med(fresh_f), resume_after_preemption_median_s=med(resumed_f),
         restart_cost_ratio=(med(resumed_f) / med(fresh_f)) if fresh_f and resumed_f else None,
         fresh_start_moments_s=moments(lambda a, side: a["restart"] == 0),
-        resume_after_preemption_moments_s=moments(lambda a, side: side == "interrupted" and a["restart"] > 0 and _after(a, rounds) == "preempt"),
+        resume_after_preemption_moments_s=moments(lambda a, side: a["after"] == "preempt"),
         all_completed=all(r[s]["final_step"] == r[s]["steps"] for r in rounds for s in ("alone", "interrupted")),
     )
     out["goodput_ratio"] = (
@@ -262,29 +262,24 @@ def summarize(rounds: list[dict[str, Any]]) -> dict[str, Any]:
     return out
 
 
-def _after(attempt: dict[str, Any], rounds: list[dict[str, Any]]) -> str | None:
-    """How the attempt before ``attempt`` (same job) ended: ``preempt``, ``stall``."""
-    for r in rounds:
-        attempts = r["interrupted"]["attempts"]
-        if attempt in attempts:
-            return attempts[attempt["restart"] - 1]["ended_by"]
-    return None
-
-
 def run(smoke: bool = False) -> dict[str, Any]:
     epochs, repeats = (8, 1) if smoke else (EPOCHS, REPEATS)
     _cluster()
     rounds: list[dict[str, Any]] = []
-    tmp = tempfile.mkdtemp(prefix="bench-goodput-")  # kept when a job fails: its run directories and logs
-    if True:
-        for index in range(repeats):
-            order = ("alone", "interrupted") if index % 2 == 0 else ("interrupted", "alone")
-            result: dict[str, Any] = {}
-            for side in order:
-                print(f"   round {index + 1}/{repeats}: {side} ...", flush=True)
-                result[side] = _job(Path(tmp) / f"r{index}-{side}", epochs, interrupt=side == "interrupted")
-            rounds.append(result)
-            print(f"   round {index + 1}: {json.dumps(summarize([result]), default=str)[:400]}", flush=True)
+    tmp = Path(tempfile.mkdtemp(prefix="bench-goodput-"))  # left in place when a job fails: its run directories and logs
+    for index in range(repeats):
+        order = ("alone", "interrupted") if index % 2 == 0 else ("interrupted", "alone")
+        result: dict[str, Any] = {}
+        for side in order:
+            print(f"   round {index + 1}/{repeats}: {side} ...", flush=True)
+            result[side] = _job(tmp / f"r{index}-{side}", epochs, interrupt=side == "interrupted")
+        rounds.append(result)
+        s = summarize([result])
+        print(
+            f"   round {index + 1}: goodput {s['interrupted']['goodput_of_allocation']:.0%} vs {s['alone']['goodput_of_allocation']:.0%} alone; "
+            f"steps lost per preemption {s['steps_lost_per_preemption']}; restart cost {s['restart_cost_ratio']:.2f}x",
+            flush=True,
+        )
     shutil.rmtree(tmp, ignore_errors=True)
     return {
         "settings": {
