@@ -115,7 +115,40 @@ def rows(results: Path) -> list[str]:
             f"`train runs` over {r['runs']} runs (config.yaml and event file each) < {r['target_s']:.0f} s",
             f"{r['collect_s']:.2f} s", r["collect_s"] < r["target_s"] if r["runs"] >= 100 else None,
         ))
+    if (gp := _load(results, "goodput")) is not None:
+        out += _goodput_rows(gp["result"])
     return out
+
+
+def _goodput_rows(r: dict[str, Any]) -> list[str]:
+    """The local cluster's 2-node job: steps lost per preemption, restart cost, goodput against the job left alone."""
+    s, settings = r["summary"], r["settings"]
+    job = f"{settings['nodes']}-node DDP digits job ({settings['steps']} steps)"
+    lost = s["steps_lost_per_preemption"]
+    stall = ", ".join(str(n) for n in s["steps_lost_to_the_stall"])
+    ratio = s["restart_cost_ratio"]
+    alone, hit = s["alone"], s["interrupted"]
+    return [
+        _row(
+            f"{job} preempted twice (USR1): {r['goals']['steps_lost_per_preemption']} steps lost per preemption",
+            f"{max(lost)} (steps redone after each of {len(lost)} preemptions: {', '.join(str(n) for n in lost)}; "
+            f"after the stall, no goal: {stall}, back to the last epoch-end checkpoint)",
+            max(lost) <= r["goals"]["steps_lost_per_preemption"],
+        ),
+        _row(
+            f"{job}: restart cost (batch script start to the end of the first step) of a resume after a preemption "
+            f"within {r['goals']['restart_cost_ratio']}x of a fresh start",
+            f"{ratio:.2f}x ({s['resume_after_preemption_median_s']:.1f} s vs {s['fresh_start_median_s']:.1f} s; "
+            f"{len(s['resume_after_preemption_s'])} resumes, {len(s['fresh_start_s'])} fresh starts)",
+            ratio <= r["goals"]["restart_cost_ratio"],
+        ),
+        _row(
+            f"{job}: goodput preempted twice and stalled once, against the same job left alone (no target)",
+            f"{hit['goodput_of_allocation']:.0%} vs {alone['goodput_of_allocation']:.0%} of the allocation (sacct; "
+            f"{hit['allocated_s']:.0f} s vs {alone['allocated_s']:.0f} s), {s['goodput_ratio']:.2f}x",
+            None,
+        ),
+    ]
 
 
 def machines(results: Path) -> list[str]:
