@@ -293,7 +293,8 @@ def act(run_dir: Path, folder: Path, stall: Stall, beats: list[dict[str, Any]], 
         "nodes": [str(b["node"]) for b in named],
         "step": named[0].get("step"),
         "idle_s": round(idle),
-        "time": now,  # when the watchdog decided: the end of the stall in a run's goodput (trainer_cli.rundir.goodput)
+        "time": now,  # when the watchdog decided
+        "ended": time.time(),  # the step ended, stacks collected: the stall's end in trainer_cli.rundir.goodput
         "timeout_s": round(stall.timeout_s),
         "stacks": str(stacks),
         "exclude": exclude,

@@ -14,7 +14,8 @@ and over the run, seconds of:
   completed step less the step the next attempts started from; the time of that stretch is the
   training time after the save of that step, exact where this attempt saved it, else interpolated:
   ``redone_estimated``);
-- ``stall_s``: from the last step until the watchdog ended the step (an attempt it stalled);
+- ``stall_s``: from the last step until the watchdog ended the step, its wait for the ranks' stacks
+  included (an attempt it stalled; a record written before that wait was recorded: until its decision);
 - ``tail_s``: after the last step until the process ended (epoch end, teardown, exit, a stop signal).
 
 They add up to ``wall_s`` of each attempt: process start to its end (for an attempt the watchdog
@@ -30,7 +31,7 @@ two buckets more (:data:`ALLOCATION_BUCKETS`):
 - ``launch_s``: the allocation outside the ranks' processes: from the allocation's start to the
   process start (the batch script before ``srun``: its set-up, environment, code snapshot checks,
   ``srun``'s launch) and from the process end to the allocation's end (the batch script after
-  ``srun``: the watchdog's stack dump after a stall, the requeue or resubmission, the job's end);
+  ``srun``: the requeue or resubmission, the job's end);
 - ``failed_s``: the whole allocation of an attempt that ended (``FAILED``, ``NODE_FAIL``, a
   requeue...) before its ranks completed a training step (a crash in start-up, ranks that never
   started): nothing of it can be kept. An attempt that failed after training steps is counted by
@@ -126,7 +127,7 @@ def attempt_buckets(attempt: dict[str, Any], kept_upto: int | None, stall: dict[
     tail = float(seconds["tail"])
     if stall is not None and attempt.get("open"):  # killed by the watchdog: from its last step to the decision
         last_at = float(attempt.get("last_step_at") or end)
-        decided = stall.get("time")
+        decided = stall.get("ended", stall.get("time"))  # the step's end, its stack dump included (else the decision)
         seen = decided - last_at if isinstance(decided, (int, float)) else float(stall.get("idle_s") or 0)
         stall_s = max(seen, tail)  # the time seen after its last step is part of the stall
         wall += stall_s - tail
