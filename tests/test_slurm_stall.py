@@ -127,13 +127,15 @@ def test_a_stopped_rank_is_a_stall_requeued_without_its_node(slurm_cluster: None
     assert last["global_step"] == epochs * batches
     assert f"rank 1 on {node}" in stall_note(run_dir, job_id) and str(stacks) in stall_note(run_dir, job_id)
     assert jobstate.read(run_dir)["excluded_nodes"] == [node]
-    # measured where it happened (trainer_cli/rundir/attempts.py): both ranks' first attempt ended at the same
-    # step (DDP in lockstep), at or past the step the watchdog read; the requeue started from the checkpoint
+    # measured where it happened (trainer_cli/rundir/attempts.py): both ranks' first attempt ended within a
+    # step of each other (DDP in lockstep at the gradients' allreduce; a rank stopped between that and its
+    # record of the step is one behind: seen 11 and 12), rank 0 at or past the step the watchdog read; the
+    # requeue started from the checkpoint
     measured = attempts.read(run_dir)
     assert sorted((a["slurm"]["restart"], a["rank"]) for a in measured) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     first, second = [a for a in measured if a["rank"] == 0]
     stalled_at = {a["last_step"] for a in measured if a["slurm"]["restart"] == 0}
-    assert len(stalled_at) == 1 and first["last_step"] >= events[0]["step"] and first["open"]
+    assert max(stalled_at) - min(stalled_at) <= 1 and first["last_step"] >= events[0]["step"] and first["open"], stalled_at
     resumed_from = [h["global_step"] for h in history.read(run_dir) if h["kind"] == "requeue"]
     assert resumed_from == [second["start_step"]] == [batches]  # the checkpoint of epoch 0's end
     measures = goodput.buckets(run_dir)
