@@ -15,6 +15,7 @@ import signal
 import time
 from pathlib import Path
 
+import pytest
 from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
     _job_processes,
     scontrol_job,
@@ -75,6 +76,9 @@ def _wait_mid_epoch(beat: Path, steps_per_epoch: int, timeout_s: float = 120) ->
     raise AssertionError(f"{beat} never showed a step in the middle of an epoch")
 
 
+# make test's 12 minutes: the watchdog's judgement and records are tests/test_stall_watchdog.py; a stall on the
+# cluster is in the long tier twice (here, and tests/test_goodput_cluster.py's job preempted twice and stalled once)
+@pytest.mark.long
 def test_a_stopped_rank_is_a_stall_requeued_without_its_node(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     timeout_s, epochs, batches = 6, 2, 10  # 1,257 digits / (64 x 2 ranks): 10 batches an epoch
     exact = ["--trainer.max_epochs", str(epochs), "--trainer.limit_train_batches", str(batches), "--trainer.deterministic", "true"]
