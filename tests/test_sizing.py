@@ -153,3 +153,17 @@ def test_time_auto_after_one_measured_run_completes_a_run_twice_as_long_in_one_a
     [row] = sacct_attempts(job_id, 1)
     assert row["State"] == "COMPLETED" and int(row["ElapsedRaw"]) < limit_s - 120, (row, chosen)  # before the signal
     print("sizing:", {"chosen": chosen, "elapsed_s": int(row["ElapsedRaw"]), "block": block})
+
+
+def test_a_scripts_own_classes_are_its_shape() -> None:
+    """A user's script fixes its classes (``LightningCLI(MyModel, MyData)``): its config holds their init
+    args without class_path, and the shape names the classes (it said 'None, None batch None')."""
+    from trainer_cli.data import DigitsDataModule
+    from trainer_cli.models import ImageClassifier
+
+    fixed = {"model": ImageClassifier, "data": DigitsDataModule}
+    tree = {"model": {"lr": 0.1, "num_classes": 10}, "data": {"batch_size": 32}, "trainer": {"devices": 2}}
+    shape = sizing.shape_of(tree, frozenset({"model.num_classes"}), fixed)
+    assert shape["model"] == f"{ImageClassifier.__module__}.ImageClassifier" and shape["model_args"] == {"lr": 0.1}
+    assert shape["data"] == f"{DigitsDataModule.__module__}.DigitsDataModule" and shape["batch_size"] == 32
+    assert not sizing.same_shape(shape, sizing.shape_of({**tree, "model": {"lr": 0.2}}, fixed=fixed))

@@ -268,7 +268,7 @@ def plan(
     if script:  # where `python main.py fit` puts the script's runs: its logger's <save_dir>/<name>/version_<N>
         root, name = lightning_log_root(config)
         identity = lightning_identity(config)  # W&B's <save_dir>/<project>/<run id>: the id is chosen now
-    for line in sizing.apply(slurm, resources, config, root, _instantiate_links(parser)):  # --slurm.time auto
+    for line in sizing.apply(slurm, resources, config, root, _instantiate_links(parser), fixed if script else None):
         print(line)
     if not dry_run:
         refuse_maintenance(slurm.partition, slurm.time)

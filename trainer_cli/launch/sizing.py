@@ -31,6 +31,7 @@ import math
 import os
 import shlex
 import statistics
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -67,24 +68,31 @@ def _plain(value: Any) -> Any:
     return json.loads(json.dumps(as_dict() if callable(as_dict) else value, default=str, sort_keys=True))
 
 
-def shape_of(config: Any, links: frozenset[str] = frozenset()) -> dict[str, Any]:
+def shape_of(
+    config: Any, links: frozenset[str] = frozenset(), fixed: Mapping[str, type] | None = None
+) -> dict[str, Any]:
     """The shape of a fit config (a parsed Namespace or a ``config.yaml`` read as a dict): what makes
     two runs' steps take the same time. ``links``: the keys links fill when the classes are built (a
-    parse holds their defaults, a run's record the linked values): left out."""
+    parse holds their defaults, a run's record the linked values): left out. ``fixed``: the classes a
+    user's script fixes (``LightningCLI(MyModel, MyData)``: their init args stand where class_path was)."""
     tree = _plain(config)
-    trainer, model, data = tree.get("trainer") or {}, tree.get("model") or {}, tree.get("data") or {}
-    data_args = data.get("init_args") or {} if isinstance(data, dict) else {}
+    trainer = tree.get("trainer") or {}
+    (model, model_args), (data, data_args) = (
+        _class_and_args(tree.get(k), (fixed or {}).get(k)) for k in ("model", "data")
+    )
     return {
-        "model": model.get("class_path") if isinstance(model, dict) else model,
-        "model_args": {
-            k: v
-            for k, v in ((model.get("init_args") or {}) if isinstance(model, dict) else {}).items()
-            if f"model.init_args.{k}" not in links
-        },
-        "data": data.get("class_path") if isinstance(data, dict) else data,
+        "model": model,
+        "model_args": {k: v for k, v in model_args.items() if not {f"model.init_args.{k}", f"model.{k}"} & links},
+        "data": data,
         "batch_size": data_args.get("batch_size"),
         **{k: trainer.get(k) for k in ("accelerator", "devices", "num_nodes", "precision", "accumulate_grad_batches")},
     }
+
+
+def _class_and_args(value: Any, cls: type | None) -> tuple[Any, dict[str, Any]]:
+    if cls is not None:  # a script's own class: the value holds its init args
+        return f"{cls.__module__}.{cls.__qualname__}", value if isinstance(value, dict) else {}
+    return (value.get("class_path"), value.get("init_args") or {}) if isinstance(value, dict) else (value, {})
 
 
 def same_shape(new: dict[str, Any], old: dict[str, Any]) -> bool:
@@ -196,12 +204,14 @@ def _measure(run: Path, old: dict[str, Any]) -> dict[str, Any] | None:
     }
 
 
-def find_measured(root: Path, shape: dict[str, Any], links: frozenset[str] = frozenset()) -> Measured | None:
+def find_measured(
+    root: Path, shape: dict[str, Any], links: frozenset[str] = frozenset(), fixed: Mapping[str, type] | None = None
+) -> Measured | None:
     """The measurements of the newest runs of ``shape`` under ``root`` (see the module's description), or None."""
     figures, runs = [], []
     for run in _run_dirs(root):
         old = record.read(run / layout.CONFIG_FILE, launcher=False)
-        if not old or not same_shape(shape, shape_of(old, links)):
+        if not old or not same_shape(shape, shape_of(old, links, fixed)):
             continue
         measured = _measure(run, old)
         if measured is not None:
@@ -352,13 +362,14 @@ def mem_suggestion(measured: Measured, resources: Resources) -> str | None:
     return f"{math.ceil(measured.rss_peak_bytes * resources.ntasks_per_node * MEM_MARGIN / 2**30)}G"
 
 
-def probe_command(slurm: SlurmOptions) -> str:
-    """The probe run to submit first: this ``train submit`` with a few steps and a fixed limit (its
-    ``--slurm.time``, ``--slurm.mem auto``, ``--trainer.max_steps``, ``--dry-run`` and ``--check`` left out;
-    a secret's value masked: :mod:`trainer_cli.launch.secrets`)."""
+def probe_command(slurm: SlurmOptions, script: bool = False) -> str:
+    """The probe run to submit first: this ``train submit`` (``python main.py submit``: ``script``) with a
+    few steps and a fixed limit (its ``--slurm.time``, ``--slurm.mem auto``, ``--trainer.max_steps``,
+    ``--dry-run`` and ``--check`` left out; a secret's value masked: :mod:`trainer_cli.launch.secrets`)."""
     argv, probe = command_line(), ["--trainer.max_steps", str(PROBE_STEPS), "--slurm.time", PROBE_TIME]
+    entry = ["python", argv[0]] if script and argv else ["train"]
     if len(argv) < 2 or argv[1] != "submit":
-        return f"the same `train submit` with {shlex.join(probe)}"
+        return f"the same `{shlex.join(entry)} submit` with {shlex.join(probe)}"
     kept: list[Arg] = []
     args = iter(Request.of(argv[2:]).without("slurm.time", "dry_run", "check"))
     for arg in args:
@@ -368,23 +379,28 @@ def probe_command(slurm: SlurmOptions) -> str:
         elif not (arg.name == "slurm.mem" and arg.value == AUTO):
             kept.append(arg)
     words = secrets.masked_words(Request("submit").with_args(kept).tokens(), slurm)
-    return shlex.join(["train", "submit", *words, *probe])
+    return shlex.join([*entry, "submit", *words, *probe])
 
 
 def apply(
-    slurm: SlurmOptions, resources: Resources, config: Any, root: Path, links: frozenset[str] = frozenset()
+    slurm: SlurmOptions,
+    resources: Resources,
+    config: Any,
+    root: Path,
+    links: frozenset[str] = frozenset(),
+    fixed: Mapping[str, type] | None = None,
 ) -> list[str]:
     """The sizing block of a submission from the measured runs of its shape under ``root`` (empty when
-    there are none; ``links``: as :func:`shape_of`), ``--slurm.time auto`` / ``--slurm.mem auto``
-    resolved in ``slurm`` on the way (see the module's description).
+    there are none; ``links``, ``fixed``: as :func:`shape_of`, ``fixed`` given for a user's script),
+    ``--slurm.time auto`` / ``--slurm.mem auto`` resolved in ``slurm`` on the way (see the module's description).
 
     Raises:
         UserError: for ``auto`` without an earlier run of the shape (suggesting a probe run), or
             without a known length of the run.
     """
     autos = [f"--slurm.{k} auto" for k in ("time", "mem") if getattr(slurm, k) == AUTO]
-    shape = shape_of(config, links)
-    measured = find_measured(root, shape, links)
+    shape = shape_of(config, links, fixed)
+    measured = find_measured(root, shape, links, fixed)
     if measured is None:
         if not autos:
             return []
@@ -392,7 +408,7 @@ def apply(
         raise UserError(
             f"{' and '.join(autos)}: no earlier run of this shape ({shape['model']}, {shape['data']} batch "
             f"{shape['batch_size']}, {world}, precision {shape['precision']}) under {root} measured its steps; "
-            f"submit a short probe run first: {probe_command(slurm)}; then submit this again"
+            f"submit a short probe run first: {probe_command(slurm, fixed is not None)}; then submit this again"
         )
     steps, length = run_length(config, measured)
     if steps is None and slurm.time == AUTO:
@@ -459,21 +475,14 @@ def describe(
         elif count == 1:
             out.append(f"  attempts      1 under --slurm.time {slurm.time}")
         elif count:
-            over = (
-                f"; more than --slurm.max_restarts {slurm.max_restarts}: raise it"
-                if count > slurm.max_restarts + 1
-                else ""
-            )
+            raise_it = f"; more than --slurm.max_restarts {slurm.max_restarts}: raise it"
+            over = raise_it if count > slurm.max_restarts + 1 else ""
             out.append(
                 f"  attempts      {count} under --slurm.time {slurm.time} ({count - 1} requeue(s) at the limit{over})"
             )
         every = measured.checkpoint_every_steps
-        lost = (
-            f"; after a failure also ~{_duration(every * measured.step_s / 2)} of steps redone "
-            "(half the checkpoint interval)"
-            if every
-            else ""
-        )
+        redone = f"~{_duration(every * measured.step_s / 2)}" if every else ""
+        lost = f"; after a failure also {redone} of steps redone (half the checkpoint interval)" if every else ""
         out.append(
             f"  restart cost  {_duration(measured.startup_s)} of start-up each "
             f"(a requeue at the limit saves first){lost}"
