@@ -51,7 +51,9 @@ run: $(STAMP)
 # wheel) and two more cluster tests in the long tier (the doctor's rank that never starts, the cap after a
 # preemption and a time limit): 610 s + 43 s floor subset (fresh clone, 2026-11-27 19:30), 10.9 minutes.
 # With issues 38 and 39 (secrets, sizing, goodput; the stall on the cluster moved to the long tier):
-# 638 s + 50 s floor subset (fresh clone, 2026-11-27 21:27), 11.5 minutes: little room is left.
+# 638 s + 50 s floor subset (fresh clone, 2026-11-27 21:27), 11.5 minutes, and 676 + 46 s in the next
+# fresh clone of nearly the same code: at the 12 minutes. So the PostgreSQL dead worker went to the long
+# tier too (its journal-file sibling stays here).
 XDIST := -n 4 --dist loadgroup
 
 # The documentation site (mkdocs.yml, docs/), built strictly: a broken link or reference, a missing

@@ -50,6 +50,9 @@ def test_a_study_in_postgresql(postgres_url: str, tmp_path: Path, capfd: pytest.
     assert [r["study"] for r in json.loads((sweep_dir / "sweep_results.json").read_text())["rows"]] == ["COMPLETE", "COMPLETE"]
 
 
+# make test's 12 minutes: the same failure and retry with the journal file is make test's
+# test_sweep_workers.py::test_a_trial_whose_worker_ended_untold_is_failed_and_retried (PostgreSQL adds the heartbeat)
+@pytest.mark.long
 def test_a_dead_workers_trial_is_failed_and_retried(
     slurm_queries: None, postgres_url: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch  # noqa: F811
 ) -> None:
