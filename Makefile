@@ -53,7 +53,8 @@ run: $(STAMP)
 # With issues 38 and 39 (secrets, sizing, goodput; the stall on the cluster moved to the long tier):
 # 638 s + 50 s floor subset (fresh clone, 2026-11-27 21:27), 11.5 minutes, and 676 + 46 s in the next
 # fresh clone of nearly the same code: at the 12 minutes. So the PostgreSQL dead worker went to the long
-# tier too (its journal-file sibling stays here).
+# tier too (its journal-file sibling stays here): 581 s + 48 s floor subset (fresh clone, 2026-11-27 22:27),
+# 10.5 minutes.
 XDIST := -n 4 --dist loadgroup
 
 # The documentation site (mkdocs.yml, docs/), built strictly: a broken link or reference, a missing
