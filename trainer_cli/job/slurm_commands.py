@@ -115,6 +115,14 @@ def job_fields(line: str) -> dict[str, str]:
     return fields
 
 
+def time_text(seconds: int) -> str:
+    """``seconds`` as sbatch's ``--time`` takes it (``HH:MM:SS``, ``D-HH:MM:SS`` from a day): the inverse
+    of :func:`time_limit_s`."""
+    days, rest = divmod(int(seconds), 86400)
+    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
+    return f"{days}-{text}" if days else text
+
+
 def time_limit_s(text: str) -> int | None:
     """Seconds of an sbatch ``--time`` value (one of :data:`trainer_cli.launch.options.TIME_FORMATS`, minutes and
     seconds below

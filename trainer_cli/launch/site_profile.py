@@ -24,7 +24,7 @@ import yaml
 
 from trainer_cli.errors import UserError
 from trainer_cli.job import slurm_commands
-from trainer_cli.job.slurm_commands import SlurmCommandError, time_limit_s
+from trainer_cli.job.slurm_commands import SlurmCommandError, time_limit_s, time_text
 from trainer_cli.launch.cluster import UNLIMITED, Association, Node, Partition, read_accounting, read_cluster
 
 MODEST_TIME_S = 3600
@@ -160,13 +160,6 @@ def read_facts(user: str, environ: dict[str, str] | None = None) -> Facts:
     return facts
 
 
-def format_time(seconds: int) -> str:
-    """A time limit as sbatch takes it: ``HH:MM:SS`` or ``D-HH:MM:SS``."""
-    days, rest = divmod(seconds, 24 * 3600)
-    text = f"{rest // 3600:02d}:{rest % 3600 // 60:02d}:{rest % 60:02d}"
-    return f"{days}-{text}" if days else text
-
-
 def format_mem(mem_mb: int) -> str:
     """MB as sbatch takes it: in GB where it is a whole number of them."""
     return f"{mem_mb // 1024}G" if mem_mb >= 1024 and mem_mb % 1024 == 0 else f"{mem_mb}M"
@@ -266,7 +259,7 @@ def _time_entries(facts: Facts, partition: Partition) -> list[Entry]:
     if partition.max_time_s is not None:
         limit_s, why = min(partition.max_time_s, LONGEST_TIME_S), f"the MaxTime of {partition.name}"
         if limit_s < partition.max_time_s:
-            why = f"a day; {partition.name} allows {format_time(partition.max_time_s)} (longer jobs wait longer)"
+            why = f"a day; {partition.name} allows {time_text(partition.max_time_s)} (longer jobs wait longer)"
     elif default_s is not None:
         limit_s, why = default_s, f"the DefaultTime of {partition.name}, which has no MaxTime"
     else:
@@ -278,11 +271,11 @@ def _time_entries(facts: Facts, partition: Partition) -> list[Entry]:
         limits.append((f"MaxWall of QOS {qos}", max_wall_s))
         if max_wall_s is not None and max_wall_s < limit_s:
             limit_s, why = max_wall_s, f"the MaxWall of QOS {qos}"
-    told = ", ".join(f"{name} {format_time(s) if s is not None else 'UNLIMITED'}" for name, s in limits)
+    told = ", ".join(f"{name} {time_text(s) if s is not None else 'UNLIMITED'}" for name, s in limits)
     return [
         Entry(
             "time",
-            format_time(limit_s),
+            time_text(limit_s),
             [f"{why} ({partition.name}: {told}); the job checkpoints and requeues itself at its limit"],
         )
     ]
@@ -447,7 +440,7 @@ def render(facts: Facts, partition: Partition, accelerator: str, written_on: str
     for p in facts.partitions:
         nodes = p.nodes
         gres = sorted({n.gres for n in nodes if n.gres not in {"(null)", ""}})
-        limit = format_time(p.max_time_s) if p.max_time_s is not None else "UNLIMITED"
+        limit = time_text(p.max_time_s) if p.max_time_s is not None else "UNLIMITED"
         cpus = sorted({n.cpus for n in nodes})
         mem = sorted({n.mem_mb for n in nodes})
         lines.append(

@@ -39,7 +39,7 @@ from typing import Any
 from trainer_cli.config.request import Arg, Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job.progress import read_beats
-from trainer_cli.job.slurm_commands import time_limit_s
+from trainer_cli.job.slurm_commands import time_limit_s, time_text
 from trainer_cli.launch import cluster, secrets
 from trainer_cli.launch.options import AUTO, SlurmOptions
 from trainer_cli.launch.resources import Resources
@@ -313,14 +313,6 @@ def attempts_for(sizing: Sizing, limit_s: int, signal_delay_s: int) -> int | Non
 def auto_limit_s(sizing: Sizing, signal_delay_s: int) -> int:
     """``--slurm.time auto``'s limit: needed x :data:`MARGIN` + ``signal_delay_s`` + :data:`FIXED_S`, whole minutes."""
     return math.ceil((sizing.needed_s * MARGIN + signal_delay_s + FIXED_S) / 60) * 60
-
-
-def time_text(seconds: int) -> str:
-    """``seconds`` as sbatch's ``--time`` (``HH:MM:SS``, ``D-HH:MM:SS`` from a day)."""
-    days, rest = divmod(int(seconds), 86400)
-    hours, rest = divmod(rest, 3600)
-    text = f"{hours:02d}:{rest // 60:02d}:{rest % 60:02d}"
-    return f"{days}-{text}" if days else text
 
 
 def _duration(seconds: float) -> str:
