@@ -55,8 +55,7 @@ SlurmctldParameters     = (null)
 """
 # `sacctmgr -P -n show assoc where user=ana format=Account,Partition,QOS`, `... format=Account,Partition,DefaultQOS`,
 # `sacctmgr -P -n show qos format=Name,MaxWall`, `sacctmgr -P -n show user ana format=DefaultAccount`
-ASSOC = "proj-a||long,normal\nproj-b||normal\n"
-DEFAULT_QOS = "proj-a||normal\nproj-b||\n"
+ASSOC = "proj-a||long,normal|normal\nproj-b||normal|\n"  # Account,Partition,QOS,DefaultQOS
 QOS = "normal|12:00:00\nlong|2-00:00:00\n"
 DEFAULT_ACCOUNT = "proj-a"
 
@@ -66,7 +65,7 @@ def _facts(accounting: bool = True, env: site_profile.Environment | None = None)
         [scontrol_fields(line) for line in PARTITIONS.splitlines()], [scontrol_fields(line) for line in NODES.splitlines()]
     )
     account = site_profile.Accounting(
-        parse_associations(ASSOC), parse_qos(QOS), DEFAULT_ACCOUNT, site_profile.parse_default_qos(DEFAULT_QOS)
+        parse_associations(ASSOC), parse_qos(QOS), DEFAULT_ACCOUNT, site_profile.default_qos(parse_associations(ASSOC))
     )
     env = env or site_profile.Environment(python="/usr/bin/python3", venv="/home/ana/venvs/train", modules=["cuda/12.4", "gcc/12"])
     return site_profile.Facts("ana", partitions, site_profile.parse_config(CONFIG), account if accounting else None, env)

@@ -25,7 +25,15 @@ import yaml
 from trainer_cli.errors import UserError
 from trainer_cli.job import slurm_commands
 from trainer_cli.job.slurm_commands import SlurmCommandError, time_limit_s, time_text
-from trainer_cli.launch.cluster import UNLIMITED, Association, Node, Partition, read_accounting, read_cluster
+from trainer_cli.launch.cluster import (
+    UNLIMITED,
+    Association,
+    Node,
+    Partition,
+    read_accounting,
+    read_cluster,
+    read_default_account,
+)
 
 MODEST_TIME_S = 3600
 """The time limit written for a partition without a ``MaxTime`` (the launcher's own default)."""
@@ -102,37 +110,23 @@ def parse_config(text: str) -> dict[str, str]:
     return out
 
 
-def _sacctmgr(*args: str) -> str:
-    return slurm_commands.run(["sacctmgr", "-P", "-n", "show", *args], timeout_s=20)
-
-
 def read_user_accounting(user: str) -> Accounting:
     """``user``'s associations, the cluster's QOS, the user's default account and default QOS.
 
     Raises:
         RuntimeError: when the accounting database cannot be asked (no ``sacctmgr``, no accounting).
     """
-    associations, qos = read_accounting(user)
-    try:
-        default = _sacctmgr("user", user, "format=DefaultAccount").strip().splitlines()
-        defaults = _sacctmgr("assoc", "where", f"user={user}", "format=Account,Partition,DefaultQOS")
-    except SlurmCommandError as err:
-        raise RuntimeError(err.message.splitlines()[0]) from None
-    return Accounting(
-        associations, qos, default[0].strip() if default and default[0].strip() else None, parse_default_qos(defaults)
-    )
+    associations, qos = read_accounting(user)  # each association with its DefaultQOS
+    return Accounting(associations, qos, read_default_account(user), default_qos(associations))
 
 
-def parse_default_qos(text: str) -> dict[str, str]:
-    """``sacctmgr -P -n show assoc format=Account,Partition,DefaultQOS`` output as ``{account: DefaultQOS}``
-    (the first association of an account that names one)."""
-    default_qos: dict[str, str] = {}
-    for line in text.splitlines():
-        account, _, rest = line.strip().partition("|")
-        qos_name = rest.partition("|")[2]
-        if account and qos_name:
-            default_qos.setdefault(account, qos_name)
-    return default_qos
+def default_qos(associations: list[Association]) -> dict[str, str]:
+    """``{account: DefaultQOS}`` of ``associations`` (the first association of an account that names one)."""
+    found: dict[str, str] = {}
+    for assoc in associations:
+        if assoc.default_qos:
+            found.setdefault(assoc.account, assoc.default_qos)
+    return found
 
 
 def read_facts(user: str, environ: dict[str, str] | None = None) -> Facts:
