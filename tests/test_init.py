@@ -24,7 +24,7 @@ from support import DIGITS
 
 from trainer_cli.__main__ import main
 from trainer_cli.config.paths import configs_dir
-from trainer_cli.job.slurm_commands import scontrol_fields, time_limit_s
+from trainer_cli.job.slurm_commands import config_fields, scontrol_fields, time_limit_s
 from trainer_cli.launch import site_profile
 from trainer_cli.launch.cluster import accounting_problems, mem_mb, missing_setup_files, parse_associations, parse_cluster, parse_qos, problems_with
 from trainer_cli.launch.options import SlurmOptions
@@ -68,7 +68,7 @@ def _facts(accounting: bool = True, env: site_profile.Environment | None = None)
         parse_associations(ASSOC), parse_qos(QOS), DEFAULT_ACCOUNT, site_profile.default_qos(parse_associations(ASSOC))
     )
     env = env or site_profile.Environment(python="/usr/bin/python3", venv="/home/ana/venvs/train", modules=["cuda/12.4", "gcc/12"])
-    return site_profile.Facts("ana", partitions, site_profile.parse_config(CONFIG), account if accounting else None, env)
+    return site_profile.Facts("ana", partitions, config_fields(CONFIG), account if accounting else None, env)
 
 
 def _profile(facts: site_profile.Facts, partition: str | None = None, accelerator: str = "gpu") -> tuple[str, dict]:

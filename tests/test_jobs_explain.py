@@ -7,6 +7,7 @@ wrappers in front of the real commands)."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import time
 from datetime import datetime
@@ -126,3 +127,42 @@ def test_a_job_slurm_forgot_shows_its_recorded_cause(tmp_path: Path, monkeypatch
     monkeypatch.setenv("PATH", str(tmp_path / "no-slurm-here"))
     (row,) = jobs.job_rows([{"job_id": "777", "job_name": "digits", "run_dir": str(run_dir)}])
     assert row[:3] == ("777", "FAILED", "0") and row[4] == "failed: exit code 3; epoch 1/4 val/loss 0.8000 val/acc 0.5000 9.5 steps/s", row
+
+
+def test_jobs_lists_this_clusters_jobs_and_counts_the_others(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """A registry holding jobs of this cluster (``ClusterName=localci`` of scripts/local-slurm), of another
+    cluster and of an older version (no cluster kept): ``train jobs`` without flags lists this cluster's and
+    the unknown ones, and says how many of the other cluster it leaves out; ``--all-clusters`` lists all.
+    ``register`` keeps the cluster Slurm names."""
+    from trainer_cli.launch import submissions
+
+    state = tmp_path / "state"
+    env = {"XDG_STATE_HOME": str(state)}
+    for job_id, cluster in (("990001", "localci"), ("990002", "far"), ("990003", "far"), ("990004", None)):
+        run_dir = tmp_path / "runs" / f"job{job_id}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "job.json").write_text(json.dumps({"job_id": job_id, "state": "COMPLETED", "restarts": 0}))
+        line = {"job_id": job_id, "job_name": f"n{job_id}", "run_dir": str(run_dir), "submitted": f"2026-12-01T00:0{job_id[-1]}"}
+        registry = state / "trainer-cli" / "submissions.jsonl"
+        registry.parent.mkdir(parents=True, exist_ok=True)
+        with registry.open("a") as out:
+            out.write(json.dumps(line | ({"cluster": cluster} if cluster else {})) + "\n")
+
+    done = run_train("jobs", env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    listed = {line.split()[0] for line in done.stdout.splitlines()[1:] if line.startswith("990")}
+    assert listed == {"990001", "990004"}, done.stdout
+    assert "2 job(s) of other clusters not shown (far: 2): train jobs --all-clusters" in done.stdout, done.stdout
+
+    done = run_train("jobs", "--all-clusters", env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    listed = {line.split()[0] for line in done.stdout.splitlines()[1:] if line.startswith("990")}
+    assert listed == {"990001", "990002", "990003", "990004"} and "not shown" not in done.stdout, done.stdout
+
+    os.environ["XDG_STATE_HOME"], saved = str(tmp_path / "mine"), os.environ.get("XDG_STATE_HOME", "")
+    try:
+        submissions.register(tmp_path, {"job_id": "1", "run_dir": str(tmp_path)})
+        (kept,) = submissions.read_registry()
+    finally:
+        os.environ["XDG_STATE_HOME"] = saved
+    assert kept["cluster"] == "localci", kept

@@ -72,6 +72,33 @@ def output_or_empty(command: Sequence[str], timeout_s: float = DEFAULT_TIMEOUT_S
         return ""
 
 
+def config_fields(text: str) -> dict[str, str]:
+    """``scontrol show config`` output as ``{key: value}`` (its ``Key = Value`` lines)."""
+    out: dict[str, str] = {}
+    for line in text.splitlines():
+        key, sep, value = line.partition(" = ")
+        if sep and key.strip() and " " not in key.strip():
+            out[key.strip()] = value.strip()
+    return out
+
+
+def show_config(timeout_s: float = 20.0) -> dict[str, str]:
+    """The controller's configuration (``scontrol show config``) as ``{key: value}``: the one reader of it.
+
+    Raises:
+        SlurmCommandError: when scontrol is missing, hangs or fails.
+    """
+    return config_fields(run(["scontrol", "show", "config"], timeout_s))
+
+
+def cluster_name(timeout_s: float = 20.0) -> str | None:
+    """This cluster's ``ClusterName``; None when Slurm cannot be asked (no scontrol, no controller)."""
+    try:
+        return show_config(timeout_s).get("ClusterName") or None
+    except SlurmCommandError:
+        return None
+
+
 def sbatch(
     script: Path, *options: str, env: Mapping[str, str] | None = None, timeout_s: float = SBATCH_TIMEOUT_S
 ) -> str:

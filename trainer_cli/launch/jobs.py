@@ -1,8 +1,10 @@
 """``train jobs`` and ``train cancel``: the runs you submitted, their Slurm jobs and states.
 
 ``train submit`` and ``python main.py submit`` append one JSON line per run to the user's registry
-(:mod:`trainer_cli.launch.submissions`, outside any repository): ``train jobs`` lists every job the
-user submitted, from any folder, ``--root DIR`` those under one ``trainer.default_root_dir``. It
+(:mod:`trainer_cli.launch.submissions`, outside any repository): ``train jobs`` lists the jobs the
+user submitted, from any folder, to the cluster Slurm's clients here talk to (``ClusterName``; it says how
+many of other clusters it leaves out, ``--all-clusters`` lists them too), ``--root DIR`` those under one
+``trainer.default_root_dir``. It
 asks Slurm once per call, whatever the number of jobs, and reads ``<run>/job.json`` for the jobs
 Slurm has forgotten (:mod:`trainer_cli.job.status`); a job that resubmitted itself is followed
 to its new id there. Per job the table shows state, restarts (with their causes, from
@@ -43,11 +45,11 @@ from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.job import restarts as restarts_log
 from trainer_cli.job.cost import Cost
-from trainer_cli.job.slurm_commands import SlurmCommandError
+from trainer_cli.job.slurm_commands import SlurmCommandError, cluster_name
 from trainer_cli.job.slurm_commands import run as run_slurm
 from trainer_cli.job.status import ACTIVE_STATES, JobStatus, last_epoch_line, query_slurm, with_run_record
 from trainer_cli.launch.job_detail import detail
-from trainer_cli.launch.submissions import read_registry, registry_file
+from trainer_cli.launch.submissions import of_cluster, read_registry, registry_file
 from trainer_cli.rundir import goodput, run_cost
 from trainer_cli.sweeps.plan import SWEEP_FILE, task_log
 from trainer_cli.tables import print_table
@@ -393,6 +395,11 @@ def main(args: list[str]) -> int:
     )
     parser.add_argument("--last", type=int, default=20, help="show the newest N runs (default: 20)")
     parser.add_argument(
+        "--all-clusters",
+        action="store_true",
+        help="list the jobs of every cluster you submitted to (default: the cluster Slurm's clients here talk to)",
+    )
+    parser.add_argument(
         "--tail", metavar="RUN", help="print RUN's log (a run directory or job id) and follow it while the job runs"
     )
     parser.add_argument(
@@ -421,9 +428,20 @@ def main(args: list[str]) -> int:
         return show_run(root, opts.run, opts.json)
     if opts.tail:
         return tail(root, opts.tail)
-    records = read_registry(root)[-opts.last :]
+    records, hidden = read_registry(root), dict[str, int]()
+    if not opts.all_clusters and root is None:  # --root names the jobs wanted
+        records, hidden = of_cluster(records, cluster_name())
+    records = records[-opts.last :]
+    others = (
+        f"{sum(hidden.values())} job(s) of other clusters not shown "
+        f"({', '.join(f'{name}: {n}' for name, n in sorted(hidden.items()))}): train jobs --all-clusters"
+        if hidden
+        else ""
+    )
     if not records:
         print(f"no jobs {_where(root)} (train submit records them in {registry_file()})")
-        return 0
-    print_table(job_rows(records), header=HEADER)
+    else:
+        print_table(job_rows(records), header=HEADER)
+    if others:
+        print(others)
     return 0

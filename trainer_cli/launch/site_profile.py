@@ -100,16 +100,6 @@ def read_environment(environ: dict[str, str] | None = None) -> Environment:
     return Environment(python=os.path.abspath(sys.executable), venv=venv, conda=conda, modules=modules)
 
 
-def parse_config(text: str) -> dict[str, str]:
-    """``scontrol show config`` output as ``{key: value}`` (the ``Key = Value`` lines)."""
-    out: dict[str, str] = {}
-    for line in text.splitlines():
-        key, sep, value = line.partition(" = ")
-        if sep and key.strip() and " " not in key.strip():
-            out[key.strip()] = value.strip()
-    return out
-
-
 def read_user_accounting(user: str) -> Accounting:
     """``user``'s associations, the cluster's QOS, the user's default account and default QOS.
 
@@ -144,7 +134,7 @@ def read_facts(user: str, environ: dict[str, str] | None = None) -> Facts:
         ) from None
     facts = Facts(user=user, partitions=partitions, config={}, accounting=None, environment=read_environment(environ))
     try:
-        facts.config = parse_config(slurm_commands.run(["scontrol", "show", "config"], timeout_s=20))
+        facts.config = slurm_commands.show_config()
     except SlurmCommandError as err:
         facts.unread.append(f"preemption and requeue settings (scontrol show config: {err.message.splitlines()[0]})")
     try:

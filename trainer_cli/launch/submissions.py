@@ -5,7 +5,8 @@
 sweep) append one JSON line per submission under the registry's lock
 (:func:`trainer_cli.atomic.append_line`), with the root the run was submitted under
 (``trainer.default_root_dir``, a script's logger folder); ``train jobs`` and ``train cancel`` read
-it, newest last: every job of the user without flags, those under one root with ``--root``. The
+it, newest last: without flags the user's jobs of the cluster Slurm's clients talk to now (each line
+keeps the submitting cluster's ``ClusterName``), those under one root with ``--root``. The
 registries an earlier version wrote into the root itself (``<root>/submissions.jsonl``) are read
 too, so the jobs they list still show.
 """
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import append_line, read_json_lines
+from trainer_cli.job.slurm_commands import cluster_name
 
 REGISTRY_NAME = "submissions.jsonl"
 STATE_ENV = "XDG_STATE_HOME"
@@ -35,6 +37,7 @@ RECORD_KEYS = (
     "submitted",
     "trials",
     "workers",
+    "cluster",
 )
 """What a registry line keeps of a submission's record (with ``root``)."""
 
@@ -47,9 +50,11 @@ def registry_file() -> Path:
 
 
 def register(root: Path, record: dict[str, Any]) -> None:
-    """Append a job submitted under ``root`` to the user's registry."""
+    """Append a job submitted under ``root`` to the user's registry, with the cluster it went to
+    (``ClusterName``; None where Slurm does not say)."""
     file = registry_file()
     file.parent.mkdir(parents=True, exist_ok=True)
+    record = {"cluster": cluster_name()} | record
     line = {k: record.get(k) for k in RECORD_KEYS} | {"root": str(Path(root).absolute())}
     append_line(file, json.dumps(line))
 
@@ -74,3 +79,20 @@ def read_registry(root: Path | None = None) -> list[dict[str, Any]]:
     seen = {(str(r.get("job_id")), r.get("run_dir")) for r in mine}
     records = [r for r in records if (str(r.get("job_id")), r.get("run_dir")) not in seen] + mine
     return sorted(records, key=lambda r: str(r.get("submitted") or ""))  # stable: lines without a time first
+
+
+def of_cluster(records: list[dict[str, Any]], cluster: str | None) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """``records`` split by the cluster they were submitted to: those of ``cluster`` (and those whose
+    cluster is unknown: older lines, a Slurm that did not say), and the count of the others per cluster.
+    All of them when ``cluster`` is None (Slurm cannot be asked here)."""
+    if cluster is None:
+        return records, {}
+    kept: list[dict[str, Any]] = []
+    hidden: dict[str, int] = {}
+    for rec in records:
+        other = rec.get("cluster")
+        if other and other != cluster:
+            hidden[other] = hidden.get(other, 0) + 1
+        else:
+            kept.append(rec)
+    return kept, hidden

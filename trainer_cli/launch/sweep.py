@@ -30,7 +30,7 @@ from trainer_cli.config.before_parse import check_top_level_keys
 from trainer_cli.config.request import Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
-from trainer_cli.job.slurm_commands import output_or_empty
+from trainer_cli.job.slurm_commands import SlurmCommandError, show_config
 from trainer_cli.launch import secrets, snapshot
 from trainer_cli.launch.cluster import check_resources
 from trainer_cli.launch.container import data_paths
@@ -76,11 +76,11 @@ def _shared_resources(sweep: sweep_plan.Sweep, slurm: SlurmOptions) -> Resources
 def max_array_size() -> int | None:
     """This cluster's ``MaxArraySize`` (task ids run 0..MaxArraySize-1), from ``scontrol show config``;
     None when Slurm cannot be asked."""
-    for line in output_or_empty(["scontrol", "show", "config"], timeout_s=20).splitlines():
-        key, _, value = line.partition("=")
-        if key.strip() == "MaxArraySize" and value.strip().isdigit():
-            return int(value.strip())
-    return None
+    try:
+        value = show_config().get("MaxArraySize", "")
+    except SlurmCommandError:
+        return None
+    return int(value) if value.isdigit() else None
 
 
 def _array(n: int, slurm: SlurmOptions) -> str:
