@@ -266,7 +266,7 @@ def as_user_error(err: Exception, ckpt_path: str | None = None, layers: Layers |
     if isinstance(err, ValueError) and isinstance(cause, Exception) and str(err).startswith("Does not validate"):
         if isinstance(cause, UserError):
             return cause
-        return as_user_error(cause, ckpt_path, layers)
+        return as_user_error(cause, ckpt_path, layers) or _library_refused(str(err), cause)
     if isinstance(err, MisconfigurationException):
         return UserError(str(err).strip().splitlines()[0])
     if isinstance(err, OmegaConfBaseException):
@@ -293,6 +293,21 @@ def as_user_error(err: Exception, ckpt_path: str | None = None, layers: Layers |
             return UserCodeError(f"{where}: {report}" if where else report)
         return UserError(f"{where}: {err}" if where else str(err))
     return None
+
+
+_GIVEN_CLASS = re.compile(r"^Given value: Namespace\(class_path='([\w.]+)'", re.M)
+
+
+def _library_refused(message: str, cause: Exception) -> UserError | None:
+    """A class of the config that a library's own check refused to build (an MLflow file store without
+    ``MLFLOW_ALLOW_FILE_STORE``, a logger whose service is missing): ``<class> could not be built: <error>``.
+    None when the error was raised in the user's code (shown with its frames instead) or the launcher's."""
+    given = _GIVEN_CLASS.search(message)
+    frames = traceback.extract_tb(cause.__traceback__)
+    if not given or not frames or is_user_file(frames[-1].filename) or "/trainer_cli/" in frames[-1].filename:
+        return None
+    lines = [line.strip() for line in str(cause).strip().splitlines() if line.strip()]
+    return UserError(f"{given.group(1)} could not be built: {type(cause).__name__}: {' '.join(lines[:3])[:600]}")
 
 
 def locate_named_key(message: str, layers: Layers | None) -> str:

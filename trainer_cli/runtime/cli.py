@@ -54,7 +54,7 @@ from trainer_cli.runtime.script import (
     script_args,
     submit_from_script,
 )
-from trainer_cli.runtime.trainer_callbacks import added_callbacks
+from trainer_cli.runtime.trainer_callbacks import ResumeOnce, added_callbacks
 
 # the verb runner's names, importable from here as before it moved (trainer_cli.runtime.verbs imports this
 # module: resolved on first use, PEP 562)
@@ -168,7 +168,8 @@ class TrainerCLI(LightningCLI):
             self.run.checkpoint_hparams_win = True
             self.run.follows_lightning = True  # files where LightningCLI puts them (run.Run.bind_to_log_dir)
             self.run.command = self.request.entry  # `python main.py`: the script's record is re-run with it
-            self.run.resume_command = f"{self.run.command} fit --run_dir {{path}} --ckpt_path last"
+            verb = " fit" if self._subcommands else ""  # run=False: the script has no verbs
+            self.run.resume_command = f"{self.run.command}{verb} --run_dir {{path}} --ckpt_path last"
         self.verb_parser: LightningArgumentParser | None = None  # the parser of the verb being run
         self._core_parsers: list[LightningArgumentParser] = []
         self._data_links: dict[str, str] = {}  # DATA_TO_MODEL key -> model target key it links to
@@ -257,8 +258,13 @@ class TrainerCLI(LightningCLI):
         model before LightningCLI reads its hyperparameters."""
         # after the user's add_arguments_to_parser, as LightningCLI adds them
         add_automatic_groups(self._core_parsers, self._auto_optimizers)
-        rebuilt = args is None and self._subcommands and self.request.verb in self.subcommands()
-        if rebuilt:  # a user's script (`python main.py fit ...`): composed as under `train`
+        # a user's script (`python main.py fit ...`, or one built with run=False: `python main.py --config ...`)
+        rebuilt = args is None and (
+            self.request.verb in self.subcommands()
+            if self._subcommands
+            else self.request.verb is None and runs_as_script(self.request)
+        )
+        if rebuilt:  # composed as under `train`
             args = script_args(self)
         with warnings.catch_warnings():
             if (
@@ -355,6 +361,11 @@ class TrainerCLI(LightningCLI):
         trainer = super().instantiate_trainer(**{**kwargs, **extra})
         if self.run.follows_lightning:
             as_lightning_cli_does(self.run, trainer, added)
+        if not self._subcommands and self.run.trains and self.run.ckpt_path:
+            # run=False: the script calls trainer.fit(model, ...) itself; Lightning's stateful checkpoint path
+            # makes that call resume, once (trainer_callbacks.ResumeOnce clears it when the fit starts)
+            trainer.ckpt_path = self.run.ckpt_path
+            trainer.callbacks.append(ResumeOnce())
         return self._remember_trainer(trainer)
 
     def _remember_trainer(self, trainer: pl.Trainer) -> pl.Trainer:

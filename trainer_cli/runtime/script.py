@@ -149,7 +149,7 @@ def script_args(cli: Any) -> list[str] | None:
     request = cli.request  # the script's command line, read once (TrainerCLI.__init__)
     try:
         expanded, layers = compose_args(request, fixed)
-        args = [str(request.verb), *with_stored_config(expanded)]
+        args = [*([str(request.verb)] if request.verb else []), *with_stored_config(expanded)]  # run=False: no verb
         cli.layers[:] = layers  # in place: the parsers hold this object
     except UserError:
         if not _other_format_configs(request):

@@ -7,7 +7,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from lightning.pytorch.callbacks import BasePredictionWriter, ModelCheckpoint
+from lightning.pytorch.callbacks import BasePredictionWriter, Callback, ModelCheckpoint
 
 from trainer_cli.callbacks import LastCheckpoint, PredictionCSVWriter, RunSummary
 from trainer_cli.callbacks.attempt_clock import AttemptClock
@@ -69,3 +69,13 @@ def checkpoint_callbacks(known: list[Any], run_dir: Path | None) -> list[Any]:
     if not any(writes_last(c, folder, rundir.LAST_CKPT.name) for c in known):
         added.append(LastCheckpoint())  # its dirpath: the run's checkpoints/ (Run.callbacks, bind_to_log_dir)
     return added
+
+
+class ResumeOnce(Callback):
+    """For a script built with ``run=False`` resumed with ``--ckpt_path``: the Trainer's stateful checkpoint
+    path (``trainer.ckpt_path``, set by :class:`trainer_cli.runtime.cli.TrainerCLI`) makes the script's own
+    ``trainer.fit(model, ...)`` resume; cleared once that fit has started, so that the script's later
+    ``trainer.test(ckpt_path="best")`` reads its own choice, without Lightning's warning of two paths."""
+
+    def on_fit_start(self, trainer: Any, pl_module: Any) -> None:
+        trainer.ckpt_path = None
