@@ -12,9 +12,7 @@ other two ``.gitignore`` shapes checked (tests/ccds_support.py ``GITIGNORES``).
 
 The snapshot links each git-ignored data folder once (a folder inside a linked one is reached through
 it), a piece it cannot write is one error line with the run folder removed, and the dry run shows the
-snapshot it would take, or says the job runs the live files where there is none. The long test
-submits it to the local cluster, waits for COMPLETED and loads the checkpoint with the module's own
-``load_from_checkpoint`` in a python that never imports trainer_cli.
+snapshot it would take, or says the job runs the live files where there is none.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ import forkserver
 import pytest
 from ccds_support import GITIGNORES, ccds_project, run_main
 from hw_support import git, hw_env
-from slurm_support import LOCAL_PROFILE, job_id_from, slurm_cluster, wait_for_state  # noqa: F401
+from slurm_support import LOCAL_PROFILE
 
 from trainer_cli.launch import snapshot
 
