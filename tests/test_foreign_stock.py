@@ -19,7 +19,7 @@ import forkserver
 import pytest
 import yaml
 from foreign_support import DATA, FOREIGN, MODEL, SUPPORT, foreign_env
-from support import run_helper, run_train
+from support import DIGITS, quiet_args, run_helper, run_train
 
 STEPS_PER_EPOCH = 8  # BlobData: 128 samples, batches of 16
 
@@ -207,3 +207,35 @@ def test_damaged_checkpoint_hint_names_the_runs_own_files(stock: dict[str, Path]
     with pytest.raises(UserError) as err:
         check_checkpoint_file(str(bad))
     assert str(err.value).endswith(f"; no other complete checkpoint is in {folder}: give another checkpoint file")
+
+
+def test_every_checkpoint_loads_with_plain_lightning(stock: dict[str, Path], tmp_path: Path) -> None:
+    """``Class.load_from_checkpoint(path)`` with no other argument and ``torch.load(path, weights_only=True)``,
+    in a fresh process where importing trainer_cli fails, on the checkpoints of the stock scripts (class fixed,
+    subclass mode), of the TrainerCLI script, and of ``train fit`` on a module taking its optimizer and scheduler
+    as ``OptimizerCallable``/``LRSchedulerCallable`` partials: the restored module's own configure_optimizers
+    builds the optimizer and scheduler it was trained with. The shipped ImageClassifier (whose class is
+    trainer_cli's) loads too: nothing the launcher adds to a checkpoint stops it."""
+    user_script("main.py", "fit", "--config", str(stock["cfg"]), cwd=tmp_path)
+    [script_ckpt] = (tmp_path / "foreign_logs" / "blobs" / "version_0" / "checkpoints").glob("last.ckpt")
+    partial = ["--model", "lit_foreign.partial_model.PartialNet", "--data", DATA, "--trainer.max_epochs", "1",
+               "--model.optimizer", "torch.optim.Adam", "--model.optimizer.lr", "0.01", "--model.scheduler",
+               "torch.optim.lr_scheduler.StepLR", "--model.scheduler.step_size", "3"]  # fmt: skip
+    train(tmp_path, "fit", *partial, "--trainer.default_root_dir", str(tmp_path / "partial"))
+    train(tmp_path, "fit", "--config", DIGITS, *quiet_args(tmp_path / "shipped"), "--trainer.limit_train_batches", "2",
+          "--trainer.limit_val_batches", "1")  # fmt: skip
+    [partial_ckpt] = (tmp_path / "partial").rglob("last.ckpt")
+    [shipped_ckpt] = (tmp_path / "shipped").rglob("last.ckpt")
+    loads = str(Path(__file__).with_name("checkpoint_loads.py"))
+    pairs = [f"{MODEL}={stock['pos']}", f"{MODEL}={stock['sub']}", f"{MODEL}={script_ckpt}",
+             f"lit_foreign.partial_model.PartialNet={partial_ckpt}"]  # fmt: skip
+    fresh = {"cwd": tmp_path, "env": foreign_env(), "capture_output": True, "text": True, "timeout": 300}
+    done = subprocess.run([sys.executable, loads, "--block", *pairs], **fresh)  # never the fork server's preloads
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    sgd = {"loaded": "SmallNet", "trainer_cli": False, "optimizer": ["SGD", 0.1], "scheduler": None}
+    assert loaded[:3] == [sgd] * 3
+    assert loaded[3] == {"loaded": "PartialNet", "trainer_cli": False, "optimizer": ["Adam", 0.01], "scheduler": "StepLR"}
+    done = subprocess.run([sys.executable, loads, f"trainer_cli.models.ImageClassifier={shipped_ckpt}"], **fresh)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1])["loaded"] == "ImageClassifier"
