@@ -19,7 +19,7 @@ import forkserver
 import pytest
 import yaml
 from foreign_support import DATA, FOREIGN, MODEL, SUPPORT, foreign_env
-from support import run_helper, run_train
+from support import DIGITS, quiet_args, run_helper, run_train
 
 STEPS_PER_EPOCH = 8  # BlobData: 128 samples, batches of 16
 
@@ -162,3 +162,80 @@ def test_printed_config_submits_from_the_users_script(stock: dict[str, Path], tm
     # where `python main.py fit` puts the script's runs: its logger's <save_dir>/<name>/version_<N>
     assert f"{FOREIGN / 'main.py'} fit --config {tmp_path}/foreign_logs/blobs/version_0/config.yaml" in done.stdout
     assert not (tmp_path / "foreign_logs").exists() and not (tmp_path / "runs").exists()
+
+
+def _history(run: Path) -> list[dict[str, object]]:
+    return [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+
+
+def test_stock_run_resumes_with_last_and_tests_with_best(stock: dict[str, Path], tmp_path: Path) -> None:
+    """A run stock LightningCLI made (its ModelCheckpoint's ``epoch=0-step=8.ckpt`` alone, no ``last.ckpt``)
+    resumes with ``--ckpt_path last`` from that file (by the step saved in it) and tests with ``best``: its
+    ModelCheckpoint has no monitor, so Lightning's best_model_path, the latest file, said so in one line."""
+    import shutil
+
+    import torch
+
+    run = tmp_path / "foreign_logs" / "blobs" / "version_0"
+    shutil.copytree(stock["pos"].parents[1], run)
+    assert sorted(p.name for p in (run / "checkpoints").iterdir()) == ["epoch=0-step=8.ckpt"]
+    user_script("main.py", "fit", "--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2", cwd=tmp_path)
+    assert torch.load(run / "checkpoints" / "last.ckpt", weights_only=True)["global_step"] == 2 * STEPS_PER_EPOCH
+    user_script("main.py", "test", "--run_dir", str(run), "--ckpt_path", "best", cwd=tmp_path)
+    fit, test = _history(run)
+    assert Path(str(fit["checkpoint"])).name == "epoch=0-step=8.ckpt" and fit["global_step"] == STEPS_PER_EPOCH
+    assert Path(str(test["checkpoint"])).name == "epoch=1-step=16.ckpt", test
+    assert test["why"] == "--ckpt_path best: no ModelCheckpoint of the run monitors a metric, so its latest file"
+
+
+def test_damaged_checkpoint_hint_names_the_runs_own_files(stock: dict[str, Path], tmp_path: Path) -> None:
+    """A damaged ``--ckpt_path`` file: the hint names the complete checkpoints beside it as the project's
+    callback named them (``epoch=0-step=8.ckpt``), not the launcher's ``best-*.ckpt``."""
+    from trainer_cli.errors import UserError
+    from trainer_cli.runtime.checkpointing import check_checkpoint_file
+
+    folder = tmp_path / "checkpoints"
+    folder.mkdir()
+    good = folder / stock["pos"].name
+    good.write_bytes(stock["pos"].read_bytes())
+    bad = folder / "epoch=1-step=16.ckpt"
+    bad.write_bytes(good.read_bytes()[:2000])  # cut short
+    with pytest.raises(UserError) as err:
+        check_checkpoint_file(str(bad))
+    assert str(err.value).endswith(f"; use another checkpoint of the run: {good}"), err.value
+    good.unlink()
+    with pytest.raises(UserError) as err:
+        check_checkpoint_file(str(bad))
+    assert str(err.value).endswith(f"; no other complete checkpoint is in {folder}: give another checkpoint file")
+
+
+def test_every_checkpoint_loads_with_plain_lightning(stock: dict[str, Path], tmp_path: Path) -> None:
+    """``Class.load_from_checkpoint(path)`` with no other argument and ``torch.load(path, weights_only=True)``,
+    in a fresh process where importing trainer_cli fails, on the checkpoints of the stock scripts (class fixed,
+    subclass mode), of the TrainerCLI script, and of ``train fit`` on a module taking its optimizer and scheduler
+    as ``OptimizerCallable``/``LRSchedulerCallable`` partials: the restored module's own configure_optimizers
+    builds the optimizer and scheduler it was trained with. The shipped ImageClassifier (whose class is
+    trainer_cli's) loads too: nothing the launcher adds to a checkpoint stops it."""
+    user_script("main.py", "fit", "--config", str(stock["cfg"]), cwd=tmp_path)
+    [script_ckpt] = (tmp_path / "foreign_logs" / "blobs" / "version_0" / "checkpoints").glob("last.ckpt")
+    partial = ["--model", "lit_foreign.partial_model.PartialNet", "--data", DATA, "--trainer.max_epochs", "1",
+               "--model.optimizer", "torch.optim.Adam", "--model.optimizer.lr", "0.01", "--model.scheduler",
+               "torch.optim.lr_scheduler.StepLR", "--model.scheduler.step_size", "3"]  # fmt: skip
+    train(tmp_path, "fit", *partial, "--trainer.default_root_dir", str(tmp_path / "partial"))
+    train(tmp_path, "fit", "--config", DIGITS, *quiet_args(tmp_path / "shipped"), "--trainer.limit_train_batches", "2",
+          "--trainer.limit_val_batches", "1")  # fmt: skip
+    [partial_ckpt] = (tmp_path / "partial").rglob("last.ckpt")
+    [shipped_ckpt] = (tmp_path / "shipped").rglob("last.ckpt")
+    loads = str(Path(__file__).with_name("checkpoint_loads.py"))
+    pairs = [f"{MODEL}={stock['pos']}", f"{MODEL}={stock['sub']}", f"{MODEL}={script_ckpt}",
+             f"lit_foreign.partial_model.PartialNet={partial_ckpt}"]  # fmt: skip
+    fresh = {"cwd": tmp_path, "env": foreign_env(), "capture_output": True, "text": True, "timeout": 300}
+    done = subprocess.run([sys.executable, loads, "--block", *pairs], **fresh)  # never the fork server's preloads
+    assert done.returncode == 0, done.stderr[-3000:]
+    loaded = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    sgd = {"loaded": "SmallNet", "trainer_cli": False, "optimizer": ["SGD", 0.1], "scheduler": None}
+    assert loaded[:3] == [sgd] * 3
+    assert loaded[3] == {"loaded": "PartialNet", "trainer_cli": False, "optimizer": ["Adam", 0.01], "scheduler": "StepLR"}
+    done = subprocess.run([sys.executable, loads, f"trainer_cli.models.ImageClassifier={shipped_ckpt}"], **fresh)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert json.loads(done.stdout.splitlines()[-1])["loaded"] == "ImageClassifier"

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 import yaml
 from slurm_support import slurm_cluster, slurm_queries, train_submit  # noqa: F401 - fixtures
-from support import DIGITS
+from support import DIGITS, quiet_args, run_train
 
 from trainer_cli.__main__ import main
 from trainer_cli.config.paths import configs_dir
@@ -88,7 +88,7 @@ def test_a_gpu_sites_profile_takes_its_default_partition_limits_and_accounts() -
         "qos": "normal",
         "setup": ["module load cuda/12.4 gcc/12", "source /home/ana/venvs/train/bin/activate"],
     }
-    assert profile["trainer"] == {"accelerator": "gpu", "strategy": "ddp"}
+    assert profile["trainer"] == {"accelerator": "gpu", "strategy": "auto"}
     options = SlurmOptions(**profile["slurm"])  # every key an option of train submit's slurm: section, every value valid
     facts = _facts()  # and the job a node's GPUs make passes train submit's own checks against this cluster
     assert problems_with(facts.partitions, options, Resources(nodes=2, ntasks_per_node=8, gpus_per_node=8, accelerator="gpu")) == []
@@ -124,6 +124,18 @@ def test_a_cpu_partition_without_accounting_says_what_it_could_not_read() -> Non
     assert "# Could not read:\n#   - accounts and QOS (sacctmgr: You are not running a supported" in text
     assert "preemption: off for cpu" in text and "allows 7-00:00:00" in text
     SlurmOptions(**profile["slurm"])
+
+
+def test_a_one_cpu_job_of_the_profile_trains_on_one_process_without_ddp_warnings(tmp_path: Path) -> None:
+    """The profile's trainer section (``strategy: auto``) on one CPU: no DDP of one process and its
+    three ``sync_dist`` warnings (issue 45)."""
+    _, profile = _profile(_facts(accounting=False), "cpu", "cpu")
+    assert profile["trainer"] == {"accelerator": "cpu", "strategy": "auto"}
+    (tmp_path / "trainer.yaml").write_text(yaml.safe_dump({"trainer": profile["trainer"]}))  # what the job's fit gets
+    profile_args = ["--config", str(tmp_path / "trainer.yaml"), "--trainer.devices", "1"]
+    done = run_train("fit", "--config", DIGITS, *profile_args, *quiet_args(tmp_path / "runs"), "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "sync_dist" not in done.stdout + done.stderr, (done.stdout + done.stderr)[-3000:]
 
 
 def test_a_conda_environment_is_activated_by_its_own_shell() -> None:

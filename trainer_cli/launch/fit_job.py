@@ -52,7 +52,7 @@ from trainer_cli.launch.submissions import register
 from trainer_cli.rundir import record
 from trainer_cli.rundir.history import restore_config, rewrite_config
 from trainer_cli.rundir.layout import CONFIG_FILE
-from trainer_cli.rundir.policy import Resume, finished_line, freeze, resume_checkpoint
+from trainer_cli.rundir.policy import Resume, experiment_dir, finished_line, freeze, resume_checkpoint
 from trainer_cli.rundir.policy import plan as rundir_plan
 from trainer_cli.rundir.resume import stored_config
 
@@ -102,17 +102,20 @@ class ScriptEntry:
     """The script as submitted (absolute)."""
 
 
+def _no_snapshot(slurm: SlurmOptions, submit_dir: Path) -> str:
+    """Why a job takes no code snapshot (``--slurm.snapshot false``, or no git work tree to take it of)."""
+    return "--slurm.snapshot false" if not slurm.snapshot else f"{submit_dir} is in no git work tree"
+
+
 def script_entry(script: Path, slurm: SlurmOptions, run_dir: Path, submit_dir: Path) -> ScriptEntry:
     """Which file a job running ``script`` runs. With a code snapshot (:mod:`trainer_cli.launch.snapshot`)
     holding the script, its copy there: Python puts the script's folder first on ``sys.path``, so the
     job imports the user's modules from the snapshot too, not from the live tree. Otherwise (no
     snapshot, or the script outside the work tree or ignored by git) the script where it is."""
     script = script.absolute()
-    if not slurm.snapshot:
-        return ScriptEntry(script, "--slurm.snapshot false", script)
-    top = snapshot.work_tree(submit_dir)
+    top = snapshot.work_tree(submit_dir) if slurm.snapshot else None
     if top is None:
-        return ScriptEntry(script, f"{submit_dir} is in no git work tree", script)
+        return ScriptEntry(script, _no_snapshot(slurm, submit_dir), script)
     copy = snapshot.planned_file(script, submit_dir, run_dir)
     if copy is not None:
         return ScriptEntry(copy, None, script)
@@ -159,6 +162,13 @@ class Plan:
     saying so (:func:`trainer_cli.rundir.policy.finished_line`); such a job would start only to exit."""
     entry: ScriptEntry | None = None
     """A user's script (``python main.py submit``): which file the job runs."""
+    made_parents: tuple[Path, ...] = ()
+    """The folders above ``run_dir`` that :func:`plan` created with it (``<root>/<name>``, ``<root>``)."""
+
+    def discard(self) -> None:
+        """Remove the run directory :func:`plan` created, and the folders it made above it where that
+        leaves them empty (a refused submission leaves nothing); a run that existed is left alone."""
+        _discard(self.run_dir if self.created else None, self.made_parents)
 
     @property
     def script(self) -> Path:
@@ -182,6 +192,18 @@ class Plan:
         one = Resources(1, 1, 1 if res.accelerator == "gpu" else 0, res.accelerator)
         context = script_context(self.slurm, one, self.run_dir, f"{self.job_name}-test", Path.cwd(), dependency)
         return render("test", context)
+
+
+def _discard(run_dir: Path | None, made_parents: tuple[Path, ...]) -> None:
+    """Remove ``run_dir`` (None: nothing) and then each of ``made_parents`` (innermost first) left empty."""
+    if run_dir is None:
+        return
+    shutil.rmtree(run_dir, ignore_errors=True)  # (the snapshot's links to live data are removed, not followed)
+    for parent in made_parents:
+        try:
+            parent.rmdir()  # only when empty
+        except OSError:
+            break
 
 
 def _resubmit_changes(
@@ -274,6 +296,7 @@ def plan(
         refuse_maintenance(slurm.partition, slurm.time)
     job_name = slurm.job_name or (script_job_name(config, Path(script)) if script else config.name)
     ckpt = config.get("ckpt_path")
+    made_parents = () if dry_run else tuple(p for p in (experiment_dir(root, name), root) if not p.exists())
     placed = rundir_plan(root, name, ckpt, config.run_dir, submitting=True, dry_run=dry_run, identity=identity)
     run_dir, created = placed.path, placed.created
     assert run_dir is not None  # (Lightning chooses only a user's script's run it starts itself)
@@ -303,7 +326,10 @@ def plan(
             if not created
             else ([], frozen)
         )
-        job = Plan(run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes, entry=entry)
+        job = Plan(
+            run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes, entry=entry,
+            made_parents=made_parents if created else (),
+        )  # fmt: skip
         if resume is not None and resume.progress is not None:
             job.finished = finished_line(
                 run_dir, resume.progress, config.trainer.get("max_epochs"), config.trainer.get("max_steps")
@@ -313,8 +339,7 @@ def plan(
         if slurm.cv_folds:
             job.aggregate_script_text("afterok:1")
     except BaseException:
-        if created:
-            shutil.rmtree(run_dir, ignore_errors=True)
+        _discard(run_dir if created else None, made_parents)
         raise
     return job
 
@@ -373,7 +398,12 @@ def main(
     warning = job.slurm.signal_delay_warning()
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
-    if dry_run:
+    if dry_run:  # the snapshot checked first: a dry run refuses what the submit would
+        code = (
+            snapshot.preview(Path.cwd(), job.run_dir, job.slurm.snapshot_max_mb, [job.root])
+            if job.slurm.snapshot
+            else None
+        )
         for change in job.changes:
             print(f"resubmit: {change} (dry run: {job.run_dir / CONFIG_FILE} not changed)")
         print(f"# run directory (not created): {job.run_dir}\n# {job.script}:\n{job.script_text}")
@@ -394,19 +424,23 @@ def main(
         )
         words = ["sbatch", "--parsable", *job.sbatch_options, str(job.script)]
         print(f"# the sbatch command (not run):\n{secrets.shown_command(words, job.slurm)}")
+        _print_code(job, code, "# ")
         return 0
     return submit(job)
 
 
-def _print_code(job: Plan, code: snapshot.Snapshot | None) -> None:
-    """The ``Code:`` line of a submission: the code snapshot, and which script a user's script's job runs."""
+def _print_code(job: Plan, code: snapshot.Snapshot | None, lead: str = "") -> None:
+    """The ``Code:`` line of a submission: the code snapshot, and which script a user's script's job runs;
+    ``lead``: a dry run's (``# ``: the snapshot planned, not taken)."""
     entry = job.entry
     if code is not None:
         state = "with uncommitted changes" if code.dirty else "clean"
         if code.linked:  # git-ignored data, found where the code's own file says
             shown = ", ".join(code.linked[:3]) + (f" and {len(code.linked) - 3} more" if len(code.linked) > 3 else "")
             state += f"; git-ignored {shown} linked, not copied"
-        where = f"Code:          {code.root} ({code.files} files of {code.source} at {code.commit[:12]}, {state})"
+        taken = " (dry run: not taken)" if lead else ""
+        where = f"{lead}Code:          {code.root}{taken} ({code.files} files of {code.source} at {code.commit[:12]}"
+        where += f", {state})"
         if entry is None:
             print(f"{where}: the job imports your code from there")
         elif entry.live is None:
@@ -418,8 +452,13 @@ def _print_code(job: Plan, code: snapshot.Snapshot | None) -> None:
             )
     elif entry is not None:
         print(
-            f"Code:          no snapshot ({entry.live}): the job runs {entry.script} and imports your code as it is "
-            "when the job starts"
+            f"{lead}Code:          no snapshot ({entry.live}): the job runs {entry.script} and imports your code as "
+            "it is when the job starts"
+        )
+    else:
+        print(
+            f"{lead}Code:          no snapshot ({_no_snapshot(job.slurm, Path.cwd())}): the job imports your code from "
+            "the live files as they are when it starts (later edits reach it)"
         )
 
 
@@ -445,7 +484,7 @@ def submit(job: Plan) -> int:
         job_id = run_sbatch(job.script, *job.sbatch_options, slurm=job.slurm)
     except BaseException:
         if job.created:
-            shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused submission is left
+            job.discard()  # nothing of a refused submission is left
         elif previous is not None:
             restore_config(run_dir, previous)  # the run's config as it was
         raise

@@ -463,6 +463,7 @@ def _trainer_lines(partition: Partition, accelerator: str) -> list[str]:
         "trainer:",
         f"  # {why}",
         f"  accelerator: {accelerator}",
-        "  # one process per device, started by srun",
-        "  strategy: ddp",
+        "  # Lightning's choice: DDP over the processes srun starts, one per device, where a job has several;",
+        "  # none for a one-process job (ddp there only adds sync_dist warnings)",
+        "  strategy: auto",
     ]

@@ -32,6 +32,7 @@ turns it off.
 
 from __future__ import annotations
 
+import errno
 import json
 import os
 import shutil
@@ -54,6 +55,8 @@ OUTPUT_DIRS = frozenset({"__pycache__", "lightning_logs", "wandb", "mlruns"})
 loggers' default output folders."""
 LEGACY_OUTPUTS = frozenset({"submissions.jsonl", ".submissions.jsonl.lock"})
 """The registry (and its lock) an earlier version wrote into the run root, a script's project root."""
+WRITE_ERRORS = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EROFS})
+"""Errors of writing the snapshot itself (the run's disk), not of reading the work tree."""
 SCAN_DIRS = 2000
 """At most this many folders of a git-ignored entry are looked at for a run folder (a data folder
 of many subfolders is not walked)."""
@@ -207,12 +210,16 @@ def _select(top: Path, run_dir: Path, roots: Iterable[Path]) -> _Selection:
         else:
             chosen.copy.append(name)
             chosen.untracked.append(name)
+    linked: set[str] = set()
     for entry in sorted(n.rstrip("/") for n in ignored):
+        if any(p.as_posix() in linked for p in Path(entry).parents):  # inside a folder linked already (git lists
+            continue  # `data/` and `data/raw/` for a .gitignore of `data/raw` and `data/processed`): the link holds it
         if Path(entry).name in OUTPUT_DIRS or _output_name(entry) or outputs.inside(entry):
             continue
         if (top / entry).is_dir() and not (top / entry).is_symlink() and outputs.holds(entry):
             continue
         chosen.link.append(entry)
+        linked.add(entry)
     return chosen
 
 
@@ -234,6 +241,97 @@ def _check_size(top: Path, names: Iterable[str], max_mb: float) -> None:
     )
 
 
+def _write_error(path: Path, err: OSError) -> UserError:
+    """The one line for a snapshot file that cannot be written at ``path`` (the run's side)."""
+    return UserError(
+        f"the code snapshot cannot write {path}: {err.strerror or err}; free space there or choose another "
+        "--trainer.default_root_dir, or submit with --slurm.snapshot false"
+    )
+
+
+def _read_error(path: Path, verb: str, why: str) -> UserError:
+    """The one line for a piece of the work tree the snapshot cannot ``verb`` (copy, link)."""
+    return UserError(
+        f"the code snapshot cannot {verb} {path}: {why}; make it readable or git-ignore it (ignored entries are "
+        "linked, not copied), or submit with --slurm.snapshot false"
+    )
+
+
+def _write(top: Path, dest: Path, chosen: _Selection) -> None:
+    """Copy and link ``chosen`` from the work tree ``top`` into the snapshot ``dest``.
+
+    Raises:
+        UserError: for a piece that cannot be read, copied or linked (gone since git listed it, unreadable,
+            the run's disk full), naming it and what to do.
+    """
+    verb, name = "copy", ""
+    try:
+        for name in chosen.copy:
+            source, target = top / name, dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            if source.is_symlink():
+                os.symlink(os.readlink(source), target)
+            else:
+                shutil.copy2(source, target)
+        verb = "link"
+        for name in chosen.link:  # the live entry itself: paths derived from the code's own file find it
+            target = dest / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            os.symlink(top.absolute() / name, target)
+    except OSError as err:
+        why = err.strerror or str(err)
+        failed = Path(err.filename) if err.filename else None
+        if err.errno in WRITE_ERRORS or (failed is not None and (failed == dest or dest in failed.parents)):
+            raise _write_error(failed or dest / name, err) from None
+        raise _read_error(top / name, verb, why) from None
+
+
+def _chosen(where: Path, run_dir: Path, max_mb: float, roots: Iterable[Path]) -> tuple[Path, _Selection] | None:
+    """The work tree holding ``where`` and what a snapshot of it into ``run_dir`` copies and links (the
+    arguments of :func:`take`); None outside a work tree.
+
+    Raises:
+        UserError: when the copies would exceed ``max_mb`` MB.
+    """
+    top = work_tree(where)
+    if top is None or _git(top, "ls-files", "-z").returncode != 0:
+        return None
+    here = where.resolve()
+    roots = [r for r in roots if r.resolve() != here and r.resolve() not in here.parents]  # a script's logger at "."
+    chosen = _select(top, run_dir, roots)
+    _check_size(top, chosen.copy, max_mb)
+    return top, chosen
+
+
+def _described(where: Path, top: Path, dest: Path, chosen: _Selection) -> tuple[Snapshot, bytes]:
+    """The :class:`Snapshot` of ``chosen`` copied into ``dest``, and the diff of the tracked files."""
+    commit = _git(top, "rev-parse", "HEAD").stdout.decode().strip() or "(no commit)"
+    diff = _git(top, "diff", "HEAD", "--binary").stdout
+    changed = _git(top, "status", "--porcelain", "--untracked-files=no").stdout
+    workdir = dest / where.resolve().relative_to(top.resolve())
+    dirty = bool(changed.strip()) or bool(chosen.untracked)
+    snap = Snapshot(str(dest), str(workdir), str(top), commit, dirty, len(chosen.copy), chosen.link, chosen.left_out)
+    return snap, diff
+
+
+def preview(where: Path, run_dir: Path, max_mb: float = SNAPSHOT_MAX_MB, roots: Iterable[Path] = ()) -> Snapshot | None:
+    """The snapshot :func:`take` would take, checked as it checks it (its size, every copied file
+    readable) but nothing written: what ``train submit --dry-run`` shows; None outside a work tree.
+
+    Raises:
+        UserError: where :func:`take` would refuse: over ``max_mb`` MB, or a file it cannot read.
+    """
+    found = _chosen(where, run_dir, max_mb, roots)
+    if found is None:
+        return None
+    top, chosen = found
+    for name in chosen.copy:
+        source = top / name
+        if not source.is_symlink() and not os.access(source, os.R_OK):
+            raise _read_error(source, "copy", "Permission denied")
+    return _described(where, top, run_dir / CODE_DIR, chosen)[0]
+
+
 def take(where: Path, run_dir: Path, max_mb: float = SNAPSHOT_MAX_MB, roots: Iterable[Path] = ()) -> Snapshot | None:
     """Copy the code of the git work tree holding ``where`` into ``run_dir/code`` and link its
     git-ignored data there (replacing an older snapshot of a resubmitted run); None outside a work
@@ -242,39 +340,25 @@ def take(where: Path, run_dir: Path, max_mb: float = SNAPSHOT_MAX_MB, roots: Ite
     folder may be the project itself).
 
     Raises:
-        UserError: when the copies would exceed ``max_mb`` MB (nothing written).
-        OSError: when a file cannot be copied (the caller removes what it made).
+        UserError: when the copies would exceed ``max_mb`` MB (nothing written), or a piece cannot be
+            copied or linked (:func:`_write`; the caller removes what it made).
     """
-    top = work_tree(where)
-    if top is None:
+    found = _chosen(where, run_dir, max_mb, roots)
+    if found is None:
         return None
-    if _git(top, "ls-files", "-z").returncode != 0:
-        return None
-    here = where.resolve()
-    roots = [r for r in roots if r.resolve() != here and r.resolve() not in here.parents]  # a script's logger at "."
-    chosen = _select(top, run_dir, roots)
-    _check_size(top, chosen.copy, max_mb)
+    top, chosen = found
     dest = run_dir / CODE_DIR
     if dest.exists():
         shutil.rmtree(dest)
-    for name in chosen.copy:
-        source, target = top / name, dest / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        if source.is_symlink():
-            os.symlink(os.readlink(source), target)
-        else:
-            shutil.copy2(source, target)
-    for name in chosen.link:  # the live entry itself: paths derived from the code's own file find it
-        target = dest / name
-        target.parent.mkdir(parents=True, exist_ok=True)
-        os.symlink(top.absolute() / name, target)
-    commit = _git(top, "rev-parse", "HEAD").stdout.decode().strip() or "(no commit)"
-    diff = _git(top, "diff", "HEAD", "--binary").stdout
-    changed = _git(top, "status", "--porcelain", "--untracked-files=no").stdout
-    (run_dir / DIFF).write_bytes(diff)
-    workdir = dest / where.resolve().relative_to(top.resolve())
-    workdir.mkdir(parents=True, exist_ok=True)
-    dirty = bool(changed.strip()) or bool(chosen.untracked)
-    snap = Snapshot(str(dest), str(workdir), str(top), commit, dirty, len(chosen.copy), chosen.link, chosen.left_out)
-    (run_dir / RECORD).write_text(json.dumps(asdict(snap), indent=2) + "\n")
+    _write(top, dest, chosen)
+    snap, diff = _described(where, top, dest, chosen)
+    writing = run_dir / DIFF
+    try:
+        writing.write_bytes(diff)
+        writing = Path(snap.workdir)
+        writing.mkdir(parents=True, exist_ok=True)
+        writing = run_dir / RECORD
+        writing.write_text(json.dumps(asdict(snap), indent=2) + "\n")
+    except OSError as err:
+        raise _write_error(writing, err) from None
     return snap

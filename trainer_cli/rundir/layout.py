@@ -123,15 +123,17 @@ def saved_checkpoints(run_dir: Path) -> list[RunCheckpoint]:
 
 
 def newest_checkpoint(run_dir: Path) -> RunCheckpoint | None:
-    """The newest complete checkpoint of ``run_dir`` by global step (what every resume takes), or None.
+    """The newest complete resumable checkpoint of ``run_dir`` by global step (what every resume takes), or None.
 
-    Its resume checkpoints (:func:`run_checkpoints`) when they all read; when one of them is damaged
-    (:func:`damaged_checkpoints`: a ``last.ckpt`` cut short), the newest complete resumable one of
-    every checkpoint it saved (:func:`saved_checkpoints`), whatever callback wrote it.
+    Its resume checkpoints (:func:`run_checkpoints`: ``last.ckpt``, Slurm's), preferred on equal steps, and
+    what any callback saved in ``checkpoints/`` that holds the training state: a run whose own ``last.ckpt``
+    is damaged (:func:`damaged_checkpoints`) or that never had one (a run of stock LightningCLI, whose
+    ``ModelCheckpoint`` writes ``epoch=N-step=M.ckpt`` alone) resumes from the newest file it saved, by the
+    step saved in it, not by its name.
     """
-    read = [read_checkpoint_progress(f) for f in _resume_files(run_dir)]
-    others = [c for c in _other_checkpoints(run_dir) if c.resumable] if None in read else []
-    found = sorted([*others, *(c for c in read if c is not None)], key=lambda c: c.global_step)  # own ones last
+    others = [c for c in _other_checkpoints(run_dir) if c.resumable]
+    own = [c for c in map(read_checkpoint_progress, _resume_files(run_dir)) if c is not None]
+    found = sorted([*others, *own], key=lambda c: c.global_step)  # stable: own ones last among equals
     return found[-1] if found else None
 
 

@@ -276,13 +276,14 @@ def resume_checkpoint(
        **An evaluation (validate, test, predict) of a trained run, no --ckpt_path**: its ``best``
        checkpoint, or ``last`` when no ``ModelCheckpoint`` with a monitor saved one (never the
        config's untrained weights).
-    3. ``last``: the complete checkpoint with the highest global step, ``checkpoints/last.ckpt``
-       or a Slurm ``hpc_ckpt_<N>.ckpt`` (a consumed ``.used`` one included: a run that crashed right
-       after resuming from it has it as its newest state; on equal steps ``last.ckpt``); where one of
-       them is damaged (a ``last.ckpt`` cut short), the newest complete checkpoint the run saved,
-       whatever callback wrote it (:attr:`Resume.skipped` names the damaged ones). Once chosen,
+    3. ``last``: the complete checkpoint with the highest saved global step, ``checkpoints/last.ckpt``,
+       a Slurm ``hpc_ckpt_<N>.ckpt`` (a consumed ``.used`` one included: a run that crashed right
+       after resuming from it has it as its newest state) or any other callback's file in ``checkpoints/``
+       holding the training state (a stock LightningCLI run's ``epoch=N-step=M.ckpt``); on equal steps
+       the run's own. A damaged one (a ``last.ckpt`` cut short) is passed over (:attr:`Resume.skipped`). Once chosen,
        the hpc ones are retired (:func:`retire_hpc_checkpoints`), so Lightning never loads a stale one.
-    4. ``best``: the best monitored score of the run's ``ModelCheckpoint`` (:func:`best_checkpoint`).
+    4. ``best``: the best monitored score of the run's ``ModelCheckpoint`` (:func:`best_checkpoint`); where
+       no ``ModelCheckpoint`` monitors a metric, its latest file (Lightning's ``best_model_path``), said so.
     5. A file: that file (a URL, Lightning's ``hpc`` or ``registry``: passed on as given).
 
     Args:
@@ -332,6 +333,8 @@ def resume_checkpoint(
                 f"--ckpt_path best: {run_dir} has no best checkpoint (no ModelCheckpoint with a monitor saved one); "
                 "use --ckpt_path last or give a checkpoint file"
             )
+        if best_score(run_dir) is None:  # Lightning's best_model_path of a ModelCheckpoint without a monitor
+            return Resume(best, "best", why + ": no ModelCheckpoint of the run monitors a metric, so its latest file")
         return Resume(best, "best", why + ": the best monitored score")
     if ckpt_path == "last":
         newest = newest_checkpoint(run_dir)
@@ -345,8 +348,8 @@ def resume_checkpoint(
             )
         if newest is None:
             raise UserError(
-                f"--ckpt_path last: {run_dir} holds no complete checkpoint; nothing to resume (no {LAST_CKPT} "
-                f"or {HPC_PATTERN}; drop --ckpt_path to start it again)"
+                f"--ckpt_path last: {run_dir} holds no complete checkpoint; nothing to resume (no {LAST_CKPT}, "
+                f"{HPC_PATTERN} or other checkpoint with the training state; drop --ckpt_path to start it again)"
             )
         why += ": the newest complete checkpoint by global step"
         if damaged:

@@ -159,7 +159,8 @@ def check_checkpoint_file(path: str) -> None:
     Reads the zip archive's directory and verifies every member's CRC; nothing is unpickled.
 
     Raises:
-        UserError: when the file is missing, is not a ``torch.save`` archive, or is truncated or corrupt.
+        UserError: when the file is missing, is not a ``torch.save`` archive, or is truncated or corrupt
+            (naming the complete checkpoints beside it: :func:`other_checkpoints_hint`).
     """
     file = Path(path).expanduser()
     if not file.exists():
@@ -169,17 +170,34 @@ def check_checkpoint_file(path: str) -> None:
     if not zipfile.is_zipfile(file):
         raise UserError(
             f"--ckpt_path {path}: not a readable checkpoint (truncated, corrupt, or not written by torch.save); "
-            "use another checkpoint of the run, e.g. checkpoints/best-*.ckpt"
+            + other_checkpoints_hint(Path(path))
         )
     try:
         with zipfile.ZipFile(file) as archive:
             bad = archive.testzip()
     except (zipfile.BadZipFile, OSError, EOFError, ValueError) as err:
         raise UserError(
-            f"--ckpt_path {path}: truncated or corrupt checkpoint ({err}); use another checkpoint of the run"
+            f"--ckpt_path {path}: truncated or corrupt checkpoint ({err}); {other_checkpoints_hint(Path(path))}"
         ) from None
     if bad is not None:
-        raise UserError(f"--ckpt_path {path}: corrupt checkpoint (bad CRC in {bad}); use another checkpoint of the run")
+        raise UserError(
+            f"--ckpt_path {path}: corrupt checkpoint (bad CRC in {bad}); {other_checkpoints_hint(Path(path))}"
+        )
+
+
+def other_checkpoints_hint(path: Path, shown: int = 3) -> str:
+    """What to use instead of the damaged checkpoint ``path``: the complete checkpoints in its folder, as
+    they are named there (whatever callback wrote them: ``epoch=0-step=64.ckpt``, ``best-...``), the
+    newest by saved global step first, at most ``shown`` of them."""
+    from trainer_cli.rundir.layout import read_checkpoint_progress
+
+    beside = [f for f in path.parent.glob("*.ckpt") if f.name != path.name and f.is_file()]
+    complete = sorted((c for c in map(read_checkpoint_progress, beside) if c is not None), key=lambda c: -c.global_step)
+    if not complete:
+        return f"no other complete checkpoint is in {path.parent}: give another checkpoint file"
+    names = ", ".join(str(path.parent / c.path.name) for c in complete[:shown])
+    more = f" ({len(complete) - shown} more there)" if len(complete) > shown else ""
+    return f"use another checkpoint of the run: {names}{more}"
 
 
 class ResumeState(pl.Callback):

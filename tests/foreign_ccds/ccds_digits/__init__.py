@@ -1,0 +1,1 @@
+"""A cookiecutter-data-science project (tests/foreign_ccds/README.md)."""

@@ -1,0 +1,1 @@
+"""The model and its training (the template's ``modeling/``)."""
