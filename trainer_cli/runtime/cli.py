@@ -350,6 +350,8 @@ class TrainerCLI(LightningCLI):
         configured = trainer_config.get("callbacks") or []
         configured = list(configured) if isinstance(configured, list) else [configured]
         added = added_callbacks(self, trainer_config, configured)  # the run's (trainer_cli.runtime.trainer_callbacks)
+        resume_once = not self._subcommands and self.run.trains and bool(self.run.ckpt_path)
+        added += [ResumeOnce()] if resume_once else []
         callbacks = drop_switched_off({**trainer_config, "callbacks": configured + added})["callbacks"]
         if trainer_config.get("enable_checkpointing") is False and self.run.trains:
             print(NO_CHECKPOINTS, flush=True)
@@ -361,11 +363,10 @@ class TrainerCLI(LightningCLI):
         trainer = super().instantiate_trainer(**{**kwargs, **extra})
         if self.run.follows_lightning:
             as_lightning_cli_does(self.run, trainer, added)
-        if not self._subcommands and self.run.trains and self.run.ckpt_path:
+        if resume_once:
             # run=False: the script calls trainer.fit(model, ...) itself; Lightning's stateful checkpoint path
             # makes that call resume, once (trainer_callbacks.ResumeOnce clears it when the fit starts)
             trainer.ckpt_path = self.run.ckpt_path
-            trainer.callbacks.append(ResumeOnce())
         return self._remember_trainer(trainer)
 
     def _remember_trainer(self, trainer: pl.Trainer) -> pl.Trainer:
