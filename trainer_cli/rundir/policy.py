@@ -38,6 +38,7 @@ this module; the Slurm job's restarts and their cap are :mod:`trainer_cli.job.jo
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import re
@@ -474,9 +475,7 @@ def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = 
             if older.path.name.endswith(USED_SUFFIX) and older.global_step < chosen.global_step:
                 older.path.unlink(missing_ok=True)
     if fnmatch.fnmatch(chosen.path.name, HPC_PATTERN):
-        chosen = RunCheckpoint(
-            chosen.path.with_name(chosen.path.name + USED_SUFFIX), chosen.global_step, chosen.epochs_done
-        )
+        chosen = dataclasses.replace(chosen, path=chosen.path.with_name(chosen.path.name + USED_SUFFIX))
     return chosen
 
 
