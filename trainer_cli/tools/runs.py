@@ -16,7 +16,8 @@ epochs and steps logged and the duration (first to last record); the start is th
 :mod:`trainer_cli.rundir.run_cost`), ``-`` for a run no Slurm job ran; the goodput is the share of
 that allocated time (of the processes' time for a local run) spent in training steps the final
 model keeps (:func:`trainer_cli.rundir.goodput.allocated`; ``--format json`` gives each badput
-bucket too). ``--plot METRIC`` draws that
+bucket too). A resume that replayed and skipped data (``history.jsonl``'s ``inexact``: a plain DataLoader
+stopped mid-epoch) is an ``inexact resume`` column, shown where a run listed has one. ``--plot METRIC`` draws that
 metric's curves of the runs listed into a PNG. A sweep trial's
 pruning callback (its trial number) is not counted as a setting. The state is the run's
 ``job.json`` (a submitted run or a sweep trial), else ``-``.
