@@ -134,10 +134,8 @@ def translate(
         for key in (PARTIAL, CONVERT):
             trainer.pop(key, None)
         for key in ("callbacks", "logger"):
-            if isinstance(trainer.get(key), dict):
+            if isinstance(trainer.get(key), dict):  # (``callbacks: null``, the template's debug configs: none)
                 trainer[key] = _named_entries(trainer[key], key, left_out)
-            elif key in trainer and trainer[key] is None:
-                del trainer[key]
     out = {k: _node(v, k, where) for k, v in out.items()}
     folder = [k for k in left_out if not k.startswith(("callbacks.", "logger.")) or k.count(".") > 1]
     untargeted = [k for k in left_out if k not in folder]
