@@ -220,26 +220,34 @@ def test_group_files_layer_as_in_hydra(
             "bad.yaml line 5: model.net._partial_: true on math.pi, which is not callable",
         ),
         ("seed: 3\ntrain: false\n", "bad.yaml line 2: train: false (no training) cannot be honoured"),
+        ("seed: oops\n", "bad.yaml line 1: seed_everything: expected bool or int, got 'oops'"),
+        (
+            "callbacks:\n  early_stopping:\n    patience: many\n",
+            "bad.yaml line 3: trainer.callbacks.init_args.patience: expected int, got 'many'",
+        ),
         (
             "trainer:\n  _target_: mypkg.MyTrainer\n",
             "bad.yaml line 2: trainer._target_: mypkg.MyTrainer: the launcher builds Lightning's Trainer",
         ),
     ],
-    ids=["target-import", "partial-not-callable", "train-false", "trainer-subclass"],
+    ids=["target-import", "partial-not-callable", "train-false", "seed", "callback-value", "trainer-subclass"],
 )
 def test_hydra_bad_input_is_one_line(
     text: str, expected: str, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """A Hydra-style mistake is one ``error:`` line naming the file, line and key, exit 2, before any run."""
+    """A Hydra-style mistake layered on the template's experiment is one ``error:`` line naming the file, line
+    and key (a value LightningCLI refuses too: its key found in the file as written), exit 2, before any run."""
     from trainer_cli.__main__ import main
 
     project = lht_project(tmp_path / "project")
     monkeypatch.chdir(project)
     monkeypatch.syspath_prepend(str(project))
     (project / "bad.yaml").write_text(text)
-    assert main(["fit", "--config", "bad.yaml"]) == 2
-    err = capsys.readouterr().err.strip().splitlines()
-    assert len(err) == 1 and err[0].startswith("error: in ") and expected in err[0], err
+    assert main(["fit", "--config_root", "configs", "--config", "experiment/example", "--config", "bad.yaml"]) == 2
+    err = capsys.readouterr().err
+    errors = [line for line in err.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and errors[0].startswith("error: in ") and expected in errors[0], err
+    assert "Traceback" not in err
     assert not (project / "runs").exists()
 
 

@@ -364,6 +364,7 @@ def config_text(value: str, layers: Layers, roots: Sequence[Path] = ()) -> str:
         layers.append(layer)
         if hydra or hydra_style.is_hydra_style(composed):
             layer.hydra = composed
+            hydra_style.alias_keys(layer.keys)
             composed, note = hydra_style.translate(
                 composed, path, layer.keys, config_root_of(path), hydra_context(layers[:-1])
             )
@@ -372,6 +373,7 @@ def config_text(value: str, layers: Layers, roots: Sequence[Path] = ()) -> str:
     layers.append(file_layer(str(path), [(path, "")]))
     if hydra:
         layers[-1].hydra = data
+        hydra_style.alias_keys(layers[-1].keys)
         translated, note = hydra_style.translate(
             data, path, layers[-1].keys, config_root_of(path), hydra_context(layers[:-1])
         )

@@ -9,7 +9,9 @@ A config layer (one ``--config`` value, composed by :mod:`trainer_cli.config.com
   :mod:`trainer_cli.optim`); every ``_target_`` must import;
 - ``callbacks:`` and ``logger:`` (at the top or under ``trainer:``) given as a mapping of named entries
   become ``trainer.callbacks`` / ``trainer.logger``, the list of their values (a ``None`` entry or one
-  without ``_target_`` dropped, as the template's ``instantiate_callbacks`` drops them);
+  without ``_target_`` dropped, as the template's ``instantiate_callbacks`` drops them); a layer's named
+  entries merge by name into those of the Hydra-style layers before it (``callbacks: {early_stopping:
+  {patience: 3}}`` given after an experiment changes its ``EarlyStopping``), as in Hydra's one config;
 - ``trainer: {_target_: lightning.pytorch.Trainer, ...}`` is the trainer section;
 - the template's top-level keys map to the launcher's options (``seed`` -> ``seed_everything``,
   ``ckpt_path`` -> ``ckpt_path``, ``task_name`` -> ``name``) or are dropped with one note line
@@ -57,7 +59,8 @@ IGNORED = {  # template top-level key -> why the launcher has no use for it
     "extras": "the template's own train.py scaffolding",
     "hydra": "no Hydra run: runs go to runs/<name>/version_N",
 }
-HYDRA_TOP = frozenset({*RENAMED, *IGNORED, "callbacks", "logger"}) - {"ckpt_path"}
+NAMED = ("callbacks", "logger")  # top-level mappings of named entries: the lists trainer.callbacks, trainer.logger
+HYDRA_TOP = frozenset({*RENAMED, *IGNORED, *NAMED}) - {"ckpt_path"}
 RUN_FOLDER = "\x00hydra-run-folder\x00"  # stands for Hydra's run folder while the layer is resolved
 _HYDRA_CWD = re.compile(r"\$\{hydra:\s*runtime\.cwd\s*\}")
 _HYDRA_ANY = re.compile(r"\$\{hydra:[^}]*\}")
@@ -117,7 +120,7 @@ def translate(
             )
         elif key in IGNORED:
             ignored.append(f"{key} ({IGNORED[key]})")
-        elif key in ("callbacks", "logger"):
+        elif key in NAMED:
             out.setdefault("trainer", {})[key] = value
         elif key == "trainer" and isinstance(value, dict):
             out["trainer"] = {**value, **out.get("trainer", {})}
@@ -133,7 +136,7 @@ def translate(
             )
         for key in (PARTIAL, CONVERT):
             trainer.pop(key, None)
-        for key in ("callbacks", "logger"):
+        for key in NAMED:
             if isinstance(trainer.get(key), dict):  # (``callbacks: null``, the template's debug configs: none)
                 trainer[key] = _named_entries(trainer[key], key, left_out)
     out = {k: _node(v, k, where) for k, v in out.items()}
@@ -145,6 +148,22 @@ def translate(
         ignored.append(f"{', '.join(untargeted)} (no _target_: the template's instantiate_* skip such entries)")
     note = f"{path}: Hydra keys ignored: {'; '.join(ignored)}" if ignored else None
     return out, note
+
+
+def alias_keys(keys: dict[str, Any]) -> None:
+    """Add to a layer's ``keys`` (dotted key -> where it is written, :class:`trainer_cli.config.compose.Layer`)
+    the keys LightningCLI names after :func:`translate`, so that its errors name the file and line:
+    ``X.class_path`` for ``X._target_``, ``trainer.callbacks``/``trainer.logger`` for the top-level
+    ``callbacks``/``logger`` (with and without the entry's name), the launcher's names of :data:`RENAMED` keys."""
+    for key, where in list(keys.items()):
+        top, _, rest = key.partition(".")
+        if key.endswith(f".{TARGET}") or key == TARGET:
+            keys.setdefault(key[: -len(TARGET)] + "class_path", where)
+        if top in NAMED:  # LightningCLI names an entry of the list without its name
+            keys.setdefault(f"trainer.{key}", where)
+            keys.setdefault(".".join(["trainer", top, *rest.split(".")[1:]]), where)
+        if not rest and top in RENAMED:
+            keys.setdefault(RENAMED[top], where)
 
 
 class _Where:
@@ -190,7 +209,11 @@ def _resolve(data: dict[str, Any], path: Path, root: Path, context: dict[str, An
     try:
         with _project_root(root):
             merged = OmegaConf.merge(OmegaConf.create(stand_in(context)), OmegaConf.create(stand_in(data)))
-            resolved = _project(OmegaConf.to_container(merged, resolve=True), data)
+            whole = OmegaConf.to_container(merged, resolve=True)
+            resolved = _project(whole, data)
+            for key in NAMED:  # named entries merge by name with the layers before, as Hydra merges them
+                if isinstance(data.get(key), dict) and isinstance(whole, dict):  # (a list of them replaces)
+                    resolved[key] = whole[key]
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", "") or ""
         message = str(err).strip().splitlines()[0]
