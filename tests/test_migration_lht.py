@@ -251,6 +251,23 @@ def test_hydra_bad_input_is_one_line(
     assert not (project / "runs").exists()
 
 
+def test_args_are_positional_parameters_by_name(tmp_path: Path) -> None:
+    """``_args_`` fill the class's first parameters by name (``torch.nn.Linear``'s ``in_features``,
+    ``out_features``), nested under ``init_args`` as LightningCLI takes them; a class that takes them only
+    as ``*args`` is one line naming the file and key."""
+    from trainer_cli.config.compose import Layers, config_text
+    from trainer_cli.errors import UserError
+
+    good = tmp_path / "good.yaml"
+    good.write_text("model:\n  _target_: torch.nn.Sequential\n  _args_:\n    - _target_: torch.nn.Linear\n"
+                    "      _args_: [4, 2]\n      bias: false\n")  # fmt: skip
+    with pytest.raises(UserError, match=r"good.yaml line 3: model._args_: torch.nn.Sequential does not take 1"):
+        config_text(str(good), Layers())
+    good.write_text("model:\n  _target_: torch.nn.Linear\n  _args_: [4, 2]\n  bias: false\n")
+    model = yaml.safe_load(config_text(str(good), Layers()))["model"]
+    assert model == {"class_path": "torch.nn.Linear", "init_args": {"in_features": 4, "out_features": 2, "bias": False}}
+
+
 class InjectedNet(LightningModule):
     """A module that keeps its injected optimizer and scheduler itself (not through ``hparams``), annotated
     with the classes (``torch.optim.Optimizer``, ``LRScheduler``), and one more under LightningCLI's type."""
