@@ -1,4 +1,5 @@
-"""Test callbacks (named by ``class_path`` in test runs): deterministic interrupts and a record of validations."""
+"""Test callbacks (named by ``class_path`` in test runs): deterministic interrupts and a record of validations; a
+data module whose training loader is not resumable."""
 
 from __future__ import annotations
 
@@ -7,6 +8,9 @@ import signal
 from typing import Any
 
 import lightning.pytorch as pl
+from torch.utils.data import DataLoader
+
+from trainer_cli.data import DigitsDataModule
 
 VALIDATED: list[int] = []  # epochs whose (non-sanity) validation finished in this process
 
@@ -52,3 +56,12 @@ class RecordValidation(pl.Callback):
     def on_validation_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
             VALIDATED.append(trainer.current_epoch)
+
+
+class PlainLoaderDigits(DigitsDataModule):
+    """Digits whose training loader is a plain, shuffled ``DataLoader``, as most projects' are: not
+    resumable mid-epoch (Lightning restores no position into it)."""
+
+    def train_dataloader(self) -> DataLoader:
+        assert self.train_set is not None
+        return DataLoader(self.train_set, batch_size=self.batch_size, shuffle=True)

@@ -96,9 +96,10 @@ def test_a_missing_ckpt_path_is_one_line_before_anything_is_written(tmp_path: Pa
 
 def test_the_resume_checkpoint_stands_aside_for_a_save_last_one_the_model_adds(tmp_path: Path) -> None:
     """A ``ModelCheckpoint(save_last=True)`` from the model's ``configure_callbacks`` (attached by Lightning
-    when ``fit`` starts, after the launcher chose its callbacks) into the run's folder is the run's
-    ``last.ckpt``: the launcher's ``LastCheckpoint`` writes nothing there (both wrote ``last.ckpt``, and the
-    user's callback, finding a file it did not write, went on in ``last-v1.ckpt``)."""
+    when ``fit`` starts, after the launcher chose its callbacks) into the run's folder keeps its ``last.ckpt``:
+    the launcher's ``LastCheckpoint`` saves ``resume.ckpt`` beside it (both wrote ``last.ckpt``, and the
+    user's callback, finding a file it did not write, went on in ``last-v1.ckpt``; issue 45: standing aside,
+    the run had no current resume point)."""
     import lightning.pytorch as pl
     from lightning.pytorch.callbacks import ModelCheckpoint
     from lightning.pytorch.demos.boring_classes import BoringModel
@@ -115,6 +116,7 @@ def test_the_resume_checkpoint_stands_aside_for_a_save_last_one_the_model_adds(t
                          callbacks=[LastCheckpoint(dirpath=str(folder), min_interval_s=0)], logger=False,
                          enable_progress_bar=False, enable_model_summary=False)
     trainer.fit(WithItsOwn())
-    assert sorted(p.name for p in folder.iterdir()) == ["last.ckpt"]
+    assert sorted(p.name for p in folder.iterdir()) == ["last.ckpt", "resume.ckpt"]
+    assert load(folder / "resume.ckpt")["global_step"] == 4
     (users,) = [c for c in trainer.checkpoint_callbacks if type(c) is ModelCheckpoint]
     assert Path(users.last_model_path) == folder / "last.ckpt" and load(folder / "last.ckpt")["global_step"] == 4

@@ -6,6 +6,7 @@ checkpoints are read back from disk.
 
 from __future__ import annotations
 
+import json
 import shutil
 import warnings
 from pathlib import Path
@@ -216,3 +217,77 @@ def test_one_task_ddp_resumes_mid_epoch(tmp_path: Path) -> None:
             torch.distributed.destroy_process_group()
         for key in set(os.environ) - set(env_before):
             del os.environ[key]
+
+
+def _stop_at(epoch: int, batch: int) -> list[str]:
+    """SIGTERM to this process after batch ``batch`` of epoch ``epoch`` (not on a resume)."""
+    return ["--trainer.callbacks+", "resume_signals.SignalAt", "--trainer.callbacks+.init_args.hook", "on_train_batch_end",
+            "--trainer.callbacks+.init_args.epoch", str(epoch), "--trainer.callbacks+.init_args.batch", str(batch)]
+
+
+def test_a_users_save_last_does_not_roll_the_resume_back(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 45: a user's ``ModelCheckpoint(save_last=True)`` rewrites ``last.ckpt`` only when it saves a file of
+    its own (here every third epoch, step 6); the launcher's resume checkpoint goes beside it as ``resume.ckpt``
+    (the user's ``last.ckpt`` is never written over, also not by the SIGTERM save at step 7), and ``--ckpt_path
+    last`` resumes from the run's newest state, not 1 step (or epochs) back."""
+    users = tmp_path / "users_last.yaml"
+    users.write_text("trainer:\n  callbacks:\n    - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
+                     "      init_args: {every_n_epochs: 3, save_top_k: -1, save_last: true}\n")
+    args = ["--config", DIGITS, "--config", str(users), "--trainer.default_root_dir", str(tmp_path), "--trainer.max_epochs", "5", *TINY]
+    assert exit_code("fit", [*args, *_stop_at(3, 0)]) == 143
+    run = tmp_path / "digits" / "version_0"
+    checkpoints = run / "checkpoints"
+    assert load(checkpoints / "last.ckpt")["global_step"] == 6 and load(checkpoints / "epoch=2-step=6.ckpt")["global_step"] == 6
+    assert load(run / rundir.RESUME_CKPT)["global_step"] == 7  # stopped 1 batch into epoch 4
+    capsys.readouterr()
+    run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])
+    out = capsys.readouterr().out
+    assert f"from {run / rundir.RESUME_CKPT} (step 7, 3 epochs done)" in out, out[-2000:]
+    assert "repeats" not in out and "inexact" not in out  # digits' loader is resumable: an exact resume
+    last = json.loads((run / "history.jsonl").read_text().splitlines()[-1])
+    assert last["checkpoint"] == str(run / rundir.RESUME_CKPT) and last["global_step"] == 7 and "inexact" not in last
+    assert load(run / rundir.RESUME_CKPT)["global_step"] == 10
+    newest = rundir.newest_checkpoint(run)
+    assert newest is not None and newest.global_step == 10
+
+
+def test_a_plain_dataloader_resumed_mid_epoch_is_inexact(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 45: stopped 2 batches into epoch 2 with a plain ``DataLoader`` (Lightning restores no position in it),
+    the resume says it replays and skips 2 batches, ``history.jsonl`` records it, ``train runs`` and ``train jobs``'
+    goodput show it."""
+    from trainer_cli.rundir import goodput, run_cost
+    from trainer_cli.tools import runs
+
+    args = ["--config", DIGITS, "--data", "resume_signals.PlainLoaderDigits", "--trainer.default_root_dir", str(tmp_path),
+            "--trainer.max_epochs", "2", *TINY, "--trainer.limit_train_batches", "4"]
+    assert exit_code("fit", [*args, *_stop_at(1, 1)]) == 143
+    run = tmp_path / "digits" / "version_0"
+    capsys.readouterr()
+    run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])
+    out = capsys.readouterr().out
+    assert "resume: inexact: stopped 2 batch(es) into epoch 2 and the training DataLoader is not resumable" in out, out[-2000:]
+    assert "so 2 batch(es) of it are replayed and 2 skipped" in out
+    last = json.loads((run / "history.jsonl").read_text().splitlines()[-1])
+    assert last["global_step"] == 6 and last["inexact"] == {"epoch": 1, "batches_replayed": 2, "batches_skipped": 2}
+    assert load(run / rundir.LAST_CKPT)["global_step"] == 8
+    header, rows = runs.table_rows(runs.collect([tmp_path]))
+    assert rows[0][header.index("inexact resume")] == "epoch 2: 2 batches replayed, 2 skipped"
+    shown = "\n".join(goodput.block(goodput.allocated(run, run_cost.cost(run))))
+    assert "0 step(s) redone; inexact resume (not resumable DataLoader): epoch 2: 2 batches replayed, 2 skipped" in shown, shown
+
+
+def test_a_resume_that_lowers_max_epochs_is_a_shortening(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Issue 45: recorded as ``shortening`` (not ``extension``); once the run is past the new limit, one line, exit 0."""
+    args = ["--config", DIGITS, "--trainer.default_root_dir", str(tmp_path), "--trainer.max_epochs", "3", *TINY]
+    assert exit_code("fit", [*args, *_stop_at(1, 0)]) == 143
+    run = tmp_path / "digits" / "version_0"
+    run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2"])
+    last = json.loads((run / "history.jsonl").read_text().splitlines()[-1])
+    assert last["kind"] == "shortening" and last["changes"] == ["trainer.max_epochs: 3 -> 2"], last
+    assert load(run / rundir.LAST_CKPT)["global_step"] == 4
+    capsys.readouterr()
+    records = (run / "history.jsonl").read_text()
+    assert exit_code("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "1"]) == 0
+    out = capsys.readouterr().out
+    assert f"{run} is already past max_epochs=1, max_steps=-1 (it trained 2 epochs, step 4): nothing to train" in out, out
+    assert (run / "history.jsonl").read_text() == records and load(run / rundir.LAST_CKPT)["global_step"] == 4

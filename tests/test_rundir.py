@@ -146,3 +146,24 @@ def test_a_carried_ckpt_path_counts_only_until_the_run_saved_a_checkpoint(tmp_pa
     assert resubmitted is not None and (resubmitted.which, resubmitted.path.name) == ("last", "last.ckpt")
     given = rundir.resume_checkpoint(run, str(pretrained))  # given for this start: taken
     assert given is not None and given.which == "file"
+
+
+def test_last_takes_the_launchers_resume_checkpoint_beside_a_users_last(tmp_path: Path) -> None:
+    """Issue 45: where a user's ``save_last`` callback writes ``checkpoints/last.ckpt``, the launcher's is
+    ``checkpoints/resume.ckpt``: ``last`` takes the newer, the user's on equal steps, and a weights-only
+    ``last.ckpt`` (``save_weights_only``) only where nothing holds the training state."""
+    def save(path: Path, step: int, full: bool = True) -> None:
+        _checkpoint(path, step)
+        if full:
+            torch.save({**torch.load(path, weights_only=True), "optimizer_states": []}, path)
+
+    run = tmp_path / "run"
+    save(run / rundir.LAST_CKPT, 6)
+    save(run / rundir.RESUME_CKPT, 7)
+    assert rundir.newest_checkpoint(run).path == run / rundir.RESUME_CKPT  # the user's last.ckpt is behind
+    save(run / rundir.LAST_CKPT, 7)
+    assert rundir.newest_checkpoint(run).path == run / rundir.LAST_CKPT  # equal steps: the user's file
+    save(run / rundir.LAST_CKPT, 9, full=False)
+    assert rundir.newest_checkpoint(run).path == run / rundir.RESUME_CKPT  # weights only: not resumable
+    (run / rundir.RESUME_CKPT).unlink()
+    assert rundir.newest_checkpoint(run).path == run / rundir.LAST_CKPT  # the only one

@@ -3,12 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
 from lightning.pytorch.callbacks import ModelCheckpoint
+
+from trainer_cli.rundir.layout import RESUME_CKPT
 
 MIN_INTERVAL_S = 60.0
 
@@ -34,8 +36,12 @@ class LastCheckpoint(ModelCheckpoint):
 
     It never writes over another callback's file: where another ``ModelCheckpoint`` of the Trainer
     saves the same file (a user's ``save_last: true`` into the same folder, whatever added it: the
-    callbacks list, ``add_lightning_class_args``, the model's ``configure_callbacks``), that one is
-    the run's ``last.ckpt`` and this one saves nothing (:func:`writes_last`, checked when training starts).
+    callbacks list, ``add_lightning_class_args``, the model's ``configure_callbacks``), it saves
+    ``resume.ckpt`` instead (:func:`resume_file_name`, decided in ``setup``): Lightning rewrites a
+    ``save_last`` file only when its callback saves a top-k file (a monitor that did not improve,
+    ``every_n_epochs: 2``), so that ``last.ckpt`` falls behind the run; ``--ckpt_path last`` takes the
+    newer of the two (:func:`trainer_cli.rundir.layout.newest_checkpoint`). Where both names are taken,
+    it saves nothing.
 
     Args:
         dirpath: Folder of ``last.ckpt``; default: the run directory's ``checkpoints/``.
@@ -63,7 +69,8 @@ class LastCheckpoint(ModelCheckpoint):
         self.min_interval_s = min_interval_s
         self._saved_at_s: float | None = None  # monotonic time of this callback's latest save
         self._in_hook = False  # inside Lightning's epoch-end hook: a checkpoint dumped now is this callback's
-        self._stands_aside = False  # another callback saves this file (on_train_start)
+        self._given_name = filename  # its file name unless another callback saves that file (setup)
+        self._stands_aside = False  # other callbacks save this file and resume.ckpt (setup)
 
     @property
     def state_key(self) -> str:
@@ -73,13 +80,21 @@ class LastCheckpoint(ModelCheckpoint):
             key = self.__dict__["_state_key"] = super().state_key
         return key
 
+    def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
+        super().setup(trainer, pl_module, stage)  # its dirpath resolved
+        # every callback is attached by now (the model's configure_callbacks too), before their states are restored
+        name = resume_file_name(trainer.checkpoint_callbacks, self.dirpath, f"{self._given_name}{self.FILE_EXTENSION}")
+        self._stands_aside = name is None
+        self.filename = (name or self._given_name).removesuffix(self.FILE_EXTENSION)
+
+    def load_state_dict(self, state_dict: dict[str, Any]) -> None:
+        super().load_state_dict(state_dict)
+        if Path(self.best_model_path or "").name != f"{self.filename}{self.FILE_EXTENSION}":
+            self.best_model_path = ""  # another file's name (a start that saved under the other name): never removed
+
     def on_train_start(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         super().on_train_start(trainer, pl_module)
         self._saved_at_s = None
-        # every callback is attached (the model's too) and every dirpath resolved (their setup) by now
-        name = f"{self.filename}{self.FILE_EXTENSION}"
-        others = [c for c in trainer.checkpoint_callbacks if c is not self]  # (Lightning refuses two LastCheckpoints)
-        self._stands_aside = self.dirpath is not None and any(writes_last(c, self.dirpath, name) for c in others)
 
     def on_train_epoch_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if self._due(trainer):
@@ -127,6 +142,24 @@ def _last_epoch(trainer: pl.Trainer) -> bool:
         or (max_steps is not None and max_steps >= 0 and trainer.global_step >= max_steps)
         or (max_epochs is not None and max_epochs >= 0 and trainer.current_epoch + 1 >= max_epochs)
     )
+
+
+def resume_file_name(callbacks: Iterable[Any], folder: str | Path | None, name: str = "last.ckpt") -> str | None:
+    """The file name the launcher's resume checkpoint saves under in ``folder`` (:class:`LastCheckpoint`, the
+    checkpoint on SIGTERM or Ctrl-C): ``name`` unless one of ``callbacks`` but the launcher's own saves that
+    file (:func:`writes_last`: a user's ``save_last``), then ``resume.ckpt``
+    (:data:`trainer_cli.rundir.layout.RESUME_CKPT`); None when both are taken.
+
+    Args:
+        callbacks: The Trainer's callbacks (``trainer.checkpoint_callbacks``).
+        folder: The folder of the file (None: the run's folder, not known yet).
+        name: The file name it saves under unless taken.
+    """
+    others = [c for c in callbacks if not isinstance(c, LastCheckpoint)]
+    for candidate in dict.fromkeys((name, RESUME_CKPT.name)):
+        if not any(writes_last(c, folder, candidate) for c in others):
+            return candidate
+    return None
 
 
 def writes_last(callback: Any, folder: str | Path | None, name: str = "last.ckpt") -> bool:

@@ -19,6 +19,8 @@ sets, so an error about a value names where it was written (:meth:`Layers.descri
 
 from __future__ import annotations
 
+import sys
+import warnings
 from collections.abc import Collection, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -46,6 +48,7 @@ class Layer:
     keys: dict[str, tuple[Path | None, int | None]] = field(default_factory=dict)
     leaves: set[str] = field(default_factory=set)
     composed_from: Path | None = None  # the file with the ``defaults:`` list a composed layer came from
+    hydra: dict[str, Any] | None = None  # a Hydra-style layer as composed, untranslated (see hydra_context)
 
 
 SHIM_PRIMARY = "trainer_cli_primary"  # Hydra ConfigStore name of the stand-in primary config (see _compose)
@@ -201,9 +204,17 @@ def _compose(path: Path, roots: Sequence[Path] = ()) -> tuple[dict[str, Any], li
             ConfigStore.instance().store(name=SHIM_PRIMARY, node={"defaults": [f"/{name}", "_self_"]})
     quoted = ",".join("'file://" + str(r).replace("\\", "\\\\").replace("'", "\\'") + "'" for r in search[1:])
     overrides = [f"hydra.searchpath=[{quoted}]"] if len(search) > 1 else []
+    overrides += HYDRA_LOGGING  # a template's hydra/default.yaml asks for the colorlog plugin: no Hydra run logs here
+    base = _template_primary(path) if primary == name else None
+    if base is not None:  # an experiment of a template's root config (`train.yaml` naming `experiment: null`)
+        primary, overrides = base[0], [*overrides, f"{base[1]}={path.stem}"]
     GlobalHydra.instance().clear()
     try:
-        with initialize_config_dir(config_dir=str(search[0]), version_base="1.3", job_name="train"):
+        with (
+            initialize_config_dir(config_dir=str(search[0]), version_base="1.3", job_name="train"),
+            warnings.catch_warnings(),
+        ):
+            warnings.filterwarnings("ignore", message=".*Defaults list is missing `_self_`", category=UserWarning)
             cfg = compose(config_name=primary, overrides=overrides)
             merged = (
                 GlobalHydra.instance().config_loader().compute_defaults_list(primary, overrides, RunMode.RUN).defaults
@@ -228,6 +239,38 @@ def _compose(path: Path, roots: Sequence[Path] = ()) -> tuple[dict[str, Any], li
         if found:
             sources.append((found[0], entry.package or ""))
     return fold_list_appends(OmegaConf.to_container(cfg, resolve=False)), sources  # type: ignore[return-value]
+
+
+HYDRA_LOGGING = ["hydra/hydra_logging=none", "hydra/job_logging=none"]
+TEMPLATE_PRIMARIES = ("train.yaml",)  # tried first, then the root's other top-level files
+
+
+def _template_primary(path: Path) -> tuple[str, str] | None:
+    """The root config a Hydra project composes a group file into, when the file needs it: its
+    ``defaults:`` list holds only ``override /group: option`` entries (a lightning-hydra-template
+    experiment, run as ``python train.py experiment=example``) and a top-level file of its config
+    root names its group in its own ``defaults:`` list (``- experiment: null``). Returns that file's
+    name and the group, else None."""
+    root = config_root_of(path)
+    if root == path.parent.resolve() or not path.is_relative_to(root):
+        return None
+    entries = [e for e in (load_yaml_file(path) or {}).get("defaults") or [] if e != "_self_"]
+    overrides = [e for e in entries if isinstance(e, dict) and all(str(k).startswith("override ") for k in e)]
+    if not entries or len(overrides) != len(entries):
+        return None
+    group = path.relative_to(root).parts[0]
+    files = sorted(root.glob("*.yaml"), key=lambda f: (f.name not in TEMPLATE_PRIMARIES, f.name))
+    for file in files:
+        data = load_yaml_file(file)
+        names = [
+            str(k).replace("optional ", "").strip().lstrip("/")
+            for e in (data.get("defaults") if has_defaults_list(data) else [])
+            if isinstance(e, dict)
+            for k in e
+        ]
+        if group in names:
+            return file.stem, group
+    return None
 
 
 def plain_key(key: str) -> str:
@@ -311,12 +354,99 @@ def config_text(value: str, layers: Layers, roots: Sequence[Path] = ()) -> str:
         )
     if not isinstance(data, dict):
         raise UserError(f"config file {path} must hold a mapping of keys, found {type(data).__name__}")
-    if has_defaults_list(data):
+    from trainer_cli.config import hydra_style
+
+    hydra = hydra_style.is_hydra_style(data)
+    if has_defaults_list(data) or (hydra and "# @package" not in path.read_text()):  # Hydra places it by its group
         composed, sources = _compose(path, roots)
-        layers.append(file_layer(str(path), sources, composed_from=path))
+        layer = file_layer(str(path), sources, composed_from=path)
+        composed = _under_earlier(composed, layer, layers)
+        layers.append(layer)
+        if hydra or hydra_style.is_hydra_style(composed):
+            layer.hydra = composed
+            hydra_style.alias_keys(layer.keys)
+            composed, note = hydra_style.translate(
+                composed, path, layer.keys, config_root_of(path), hydra_context(layers[:-1])
+            )
+            _note(note)
         return yaml.safe_dump(composed, sort_keys=False)
     layers.append(file_layer(str(path), [(path, "")]))
+    if hydra:
+        layers[-1].hydra = data
+        hydra_style.alias_keys(layers[-1].keys)
+        translated, note = hydra_style.translate(
+            data, path, layers[-1].keys, config_root_of(path), hydra_context(layers[:-1])
+        )
+        _note(note)
+        return yaml.safe_dump(translated, sort_keys=False)
     return str(path)
+
+
+def hydra_context(layers: Sequence[Layer]) -> dict[str, Any]:
+    """The Hydra-style layers of ``layers`` merged, untranslated: the one config Hydra would have
+    composed so far, which a later layer's interpolations may point into (``${paths.output_dir}``)."""
+    from omegaconf import OmegaConf
+
+    parts = [layer.hydra for layer in layers if layer.hydra is not None]
+    if not parts:
+        return {}
+    try:
+        return OmegaConf.to_container(OmegaConf.merge(*parts), resolve=False)  # type: ignore[return-value]
+    except Exception:  # noqa: BLE001 (layers that do not merge: each resolves on its own)
+        return {}
+
+
+_NOTED: set[str] = set()  # the notes printed by this process (a command line may be composed twice)
+
+
+def _note(line: str | None) -> None:
+    """Print a note about a config layer once (to stderr: the config printed by --print_config stays clean)."""
+    if line and line not in _NOTED:
+        _NOTED.add(line)
+        print(f"note: {line}", file=sys.stderr)
+
+
+def _under_earlier(composed: dict[str, Any], layer: Layer, layers: Layers) -> dict[str, Any]:
+    """A composed layer without the values its own ``defaults:`` entries set over values written before it.
+
+    As in Hydra, a group file's defaults come under the values of the config it is layered on
+    (``--config experiment/example --config trainer/cpu``: ``trainer/cpu.yaml``'s ``- default`` does not
+    reset the experiment's ``trainer.max_epochs``); the values the file itself writes still win. The
+    values kept say so in one note line."""
+    if not layers or layer.composed_from is None:
+        return composed
+    own = layer.composed_from.resolve()
+    earlier: dict[str, str] = {}  # leaves earlier layers wrote in their own file or as a flag -> that layer
+    for before in layers:
+        for key in before.leaves:
+            file = before.keys[key][0]
+            if file is None or before.composed_from is None or file.resolve() == before.composed_from.resolve():
+                earlier[key] = before.label
+    kept: list[str] = []
+
+    def walk(node: Any, prefix: str) -> Any:
+        if not isinstance(node, dict):
+            return node
+        out = {}
+        for key, value in node.items():
+            dotted = plain_key(f"{prefix}.{key}" if prefix else str(key))
+            file = layer.keys.get(dotted, (None, None))[0]
+            if dotted in earlier and not isinstance(value, dict) and file is not None and file.resolve() != own:
+                kept.append(dotted)
+                layer.keys.pop(dotted, None)
+                layer.leaves.discard(dotted)
+                continue
+            out[key] = walk(value, dotted)
+        return out
+
+    result = walk(composed, "")
+    if kept:
+        labels = ", ".join(dict.fromkeys(earlier[k] for k in kept))
+        _note(
+            f"{own}: its defaults: list does not reset {', '.join(kept)}, set before it by {labels} "
+            "(as in Hydra, a group file's defaults come under the config it is layered on)"
+        )
+    return result
 
 
 def take_config_roots(args: Request | Sequence[str]) -> tuple[list[Path], list[str]]:

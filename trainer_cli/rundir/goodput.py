@@ -50,6 +50,7 @@ from trainer_cli.job import cost as job_cost
 from trainer_cli.job import jobstate
 from trainer_cli.job import restarts as restarts_log
 from trainer_cli.rundir import attempts as attempts_mod
+from trainer_cli.rundir import history
 
 BUCKETS = ("startup_s", "checkpoint_s", "validation_s", "redone_s", "stall_s", "tail_s")
 ALLOCATION_BUCKETS = ("launch_s", "failed_s")
@@ -270,7 +271,15 @@ def allocated(run_dir: Path, spent: job_cost.Cost, rank: int = 0) -> dict[str, A
     whole = total["allocated_s"]
     percent = {k.removesuffix("_s"): (100.0 * total[k] / whole if whole > 0 else None) for k in keys[1:]}
     source = spent.source if allocations else job_cost.NONE
-    return {"source": source, "attempts": rows, "total": total, "percent": percent, "memory": measured["memory"]}
+    inexact = history.inexact_starts(history.read(run_dir))
+    return {
+        "source": source,
+        "attempts": rows,
+        "total": total,
+        "percent": percent,
+        "memory": measured["memory"],
+        "inexact_resumes": inexact,
+    }
 
 
 def as_json(figures: dict[str, Any]) -> dict[str, Any]:
@@ -290,6 +299,7 @@ def as_json(figures: dict[str, Any]) -> dict[str, Any]:
         "badput": {k: {"seconds": round(total[k], 1), "percent": pct(k)} for k in BADPUT},
         "redone_steps": total["redone_steps"],
         "redone_estimated": total["redone_estimated"],
+        "inexact_resumes": figures.get("inexact_resumes", []),
         "attempts": [
             {
                 "job_id": r["job_id"],
@@ -353,6 +363,8 @@ def block(figures: dict[str, Any]) -> list[str]:
         if key == "redone_s":
             guessed = ", interpolated" if shown["redone_estimated"] else ""
             note = f"  lost progress: {shown['redone_steps']} step(s) redone{guessed}"
+            if shown["inexact_resumes"]:  # no step redone, but data replayed and skipped
+                note += "; inexact resume (not resumable DataLoader): " + "; ".join(shown["inexact_resumes"])
         lines.append(f"  {key.removesuffix('_s'):<11}{bucket['seconds']:>9.1f} s {bucket['percent']:>6.1f}%{note}")
     lines.append("  " + memory_line(figures["memory"]))
     return lines

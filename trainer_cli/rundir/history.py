@@ -1,6 +1,6 @@
 """A run's history: one record per start of the run, and its config as it is now.
 
-Every start of a run in its directory (a new run, a resume, an extension, a Slurm requeue, a
+Every start of a run in its directory (a new run, a resume, an extension or shortening, a Slurm requeue, a
 resubmission, and a ``validate``/``test``/``predict`` from one of its checkpoints) appends one
 JSON line to ``<run>/history.jsonl``::
 
@@ -9,7 +9,13 @@ JSON line to ``<run>/history.jsonl``::
      "changes": ["trainer.max_epochs: 20 -> 25"], "slurm": {"job_id": "41", "restart_count": 0},
      "why": "--ckpt_path last: the newest complete checkpoint by global step"}
 
-``kind`` is ``new``, ``resume``, ``extension`` (``trainer.max_epochs`` or ``max_steps`` changed),
+A resume that replays and skips data (a plain, not resumable ``DataLoader`` stopped mid-epoch: the
+epoch's data starts again from its beginning) adds ``"inexact": {"epoch": 1, "batches_replayed": 3,
+"batches_skipped": 3}`` (``epoch``: Lightning's index, from 0); ``train jobs RUN`` and ``train runs``
+report it (:func:`inexact_starts`).
+
+``kind`` is ``new``, ``resume``, ``extension`` (``trainer.max_epochs`` or ``max_steps`` raised),
+``shortening`` (lowered, none raised),
 ``requeue`` (``SLURM_RESTART_COUNT`` > 0) or ``resubmission`` (another Slurm job than the run's
 last start); for the other verbs it is the verb. ``changes`` are the ``resume:`` lines printed for
 it (:func:`trainer_cli.rundir.resume.compare_for_resume`). ``why`` is the rule that chose the checkpoint
@@ -43,7 +49,7 @@ from trainer_cli.rundir.resume import RESUME_OPTIONS
 
 HISTORY_FILE = layout.HISTORY_FILE
 PREVIOUS_CONFIG = "config.prev-{n}.yaml"
-LENGTH_KEYS = ("trainer.max_epochs", "trainer.max_steps")  # a change of these makes a resume an extension
+LENGTH_KEYS = ("trainer.max_epochs", "trainer.max_steps")  # a change of these: an extension (or a shortening)
 
 
 def read(run_dir: Path) -> list[dict[str, Any]]:
@@ -63,9 +69,24 @@ def start_kind(verb: str | None, resumed: bool, changes: list[str], previous: li
     last_job = next((r.get("slurm", {}).get("job_id") for r in reversed(previous) if r.get("slurm")), None)
     if job and last_job and job != last_job:
         return "resubmission"
-    if any(line.split(":", 1)[0] in LENGTH_KEYS for line in changes):
-        return "extension"
+    longer = [_longer(line) for line in changes if line.split(":", 1)[0] in LENGTH_KEYS]
+    if longer:
+        return "extension" if any(longer) or None in longer else "shortening"
     return "resume"
+
+
+def _longer(change: str) -> bool | None:
+    """Whether a ``trainer.max_epochs: 20 -> 25`` line (:func:`trainer_cli.rundir.resume.describe_change`)
+    makes the run longer (None, -1: no limit); None where it cannot tell."""
+    import ast
+    import math
+
+    try:
+        old, new = (ast.literal_eval(v.strip()) for v in change.split(":", 1)[1].split("->"))
+    except (ValueError, SyntaxError):
+        return None
+    old, new = (math.inf if v is None or v == -1 else v for v in (old, new))
+    return None if not all(isinstance(v, (int, float)) for v in (old, new)) else bool(new > old)
 
 
 def append(
@@ -75,10 +96,12 @@ def append(
     changes: list[str],
     options: dict[str, Any] | None = None,
     why: str | None = None,
+    inexact: dict[str, int] | None = None,
 ) -> dict[str, Any]:
     """Append this start's record to ``run_dir/history.jsonl`` (one line, flushed to disk); returns it.
     ``options``: how a resume resumed (``resume_schedule``, ``resume_force``), recorded for a resume only;
-    ``why``: the rule that chose its checkpoint."""
+    ``why``: the rule that chose its checkpoint; ``inexact``: a resume that replays and skips data (its
+    ``epoch``, ``batches_replayed``, ``batches_skipped``: a plain DataLoader stopped mid-epoch)."""
     ckpt = Path(str(ckpt_path)) if ckpt_path and Path(str(ckpt_path)).is_file() else None
     progress = read_checkpoint_progress(ckpt) if ckpt is not None else None
     record: dict[str, Any] = {
@@ -93,6 +116,8 @@ def append(
         record["options"] = options
     if ckpt is not None and why:
         record["why"] = why
+    if ckpt is not None and inexact:
+        record["inexact"] = inexact
     if os.environ.get("SLURM_JOB_ID"):
         record["slurm"] = {
             "job_id": os.environ["SLURM_JOB_ID"],
@@ -100,6 +125,18 @@ def append(
         }
     append_line(run_dir / HISTORY_FILE, json.dumps(record))
     return record
+
+
+def inexact_starts(records: list[dict[str, Any]]) -> list[str]:
+    """The resumes of ``records`` (:func:`read`) that replayed and skipped data (``inexact``: a plain
+    DataLoader stopped mid-epoch), one short text each: ``epoch 2: 3 batches replayed, 3 skipped``
+    (epochs counted from 1, as the resume line says them)."""
+    return [
+        f"epoch {int(i.get('epoch', 0)) + 1}: {i.get('batches_replayed')} batches replayed, "
+        f"{i.get('batches_skipped')} skipped"
+        for r in records
+        if isinstance(i := r.get("inexact"), dict)
+    ]
 
 
 def rewrite_config(run_dir: Path, text: record.Record | str) -> Path:
@@ -159,11 +196,12 @@ def record_start(
     changes: list[str],
     start: record.Record | str,
     why: str | None = None,
+    inexact: dict[str, int] | None = None,
 ) -> bool:
     """This start of the run in its directory (global rank 0): ``config.yaml`` rewritten when the
     config changed on resume (:func:`rewrite_config`), and the history record appended. ``start``:
     this start's record (:meth:`trainer_cli.runtime.run.Run.record`). Returns whether it rewrote
-    ``config.yaml``."""
+    ``config.yaml``. ``inexact``: as :func:`append`."""
     start = record.as_record(start)
     config_file = run_dir / CONFIG_FILE
     rewritten = False
@@ -174,5 +212,5 @@ def record_start(
             rewritten = True
     tree = start.tree or {}
     options = {k: tree[k] for k in RESUME_OPTIONS if k in tree and k.startswith("resume_")}
-    append(run_dir, verb, ckpt_path, changes, options, why)
+    append(run_dir, verb, ckpt_path, changes, options, why, inexact)
     return rewritten

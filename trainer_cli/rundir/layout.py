@@ -13,6 +13,7 @@ and removes it: :mod:`trainer_cli.rundir.policy`)::
     metrics.jsonl         the metrics the run logged, one line per validation and epoch end (METRICS_FILE)
     attempts/rank<N>.jsonl  where each start of each rank spent its time, its peak memory (trainer_cli.rundir.attempts)
     checkpoints/last.ckpt written after every epoch and on SIGTERM / Ctrl-C (LAST_CKPT)
+    checkpoints/resume.ckpt  the same, where a user's callback writes last.ckpt (RESUME_CKPT: save_last)
     hpc_ckpt_<N>.ckpt     saved on a Slurm SIGUSR1 (HPC_PATTERN); ``.used`` once a resume took it
     job.json, submit.sbatch, slurm-<job>.log   a submitted run's (trainer_cli.job.jobstate, sbatch)
 
@@ -38,6 +39,10 @@ RUN_MARKERS = (RUN_FILE, LAUNCHER_FILE, HISTORY_FILE)
 """The files only the launcher writes into a run directory: a folder holding one is a launcher's run
 (:func:`is_run_dir`)."""
 LAST_CKPT = Path("checkpoints") / "last.ckpt"
+RESUME_CKPT = LAST_CKPT.with_name("resume.ckpt")
+"""The launcher's resume checkpoint where a user's callback writes ``last.ckpt`` (a ``save_last`` one:
+Lightning rewrites it only when that callback saves a top-k file, so it falls behind the run; the launcher
+never writes over it)."""
 HPC_PATTERN = "hpc_ckpt_*.ckpt"
 USED_SUFFIX = ".used"  # a consumed hpc checkpoint: Lightning's own hpc lookup must not pick it again
 
@@ -57,6 +62,18 @@ class RunCheckpoint:
     epochs_done: int
     resumable: bool = field(default=True, compare=False)
     """Whether it holds the training state (a ``save_weights_only`` file holds the weights alone)."""
+    batches_into_epoch: int = field(default=0, compare=False)
+    """Batches trained of the epoch it stopped in (0: saved at an epoch's end)."""
+    loader_resumable: bool = field(default=True, compare=False)
+    """Whether it holds the training loaders' position (Lightning saves it for a stateful loader, one with
+    ``state_dict``/``load_state_dict`` such as torchdata's ``StatefulDataLoader``; a plain ``DataLoader`` has none)."""
+
+    @property
+    def inexact_batches(self) -> int:
+        """How many batches of its epoch a resume from it replays, and as many it skips: a plain ``DataLoader``
+        saved mid-epoch starts that epoch's data again from its beginning for the batches left (Lightning only
+        warns); 0 for an exact resume."""
+        return 0 if self.loader_resumable else self.batches_into_epoch
 
 
 def read_checkpoint_progress(path: Path) -> RunCheckpoint | None:
@@ -72,28 +89,33 @@ def read_checkpoint_progress(path: Path) -> RunCheckpoint | None:
     try:
         ckpt = torch.load(path, map_location="cpu", weights_only=True, mmap=True)
         step = int(ckpt["global_step"])
-        progress = ckpt.get("loops", {}).get("fit_loop", {}).get("epoch_progress", {}).get("current", {})
+        fit_loop = ckpt.get("loops", {}).get("fit_loop", {})
+        progress = fit_loop.get("epoch_progress", {}).get("current", {})
         epochs = int(progress.get("processed", ckpt.get("epoch", 0)))
+        batches = fit_loop.get("epoch_loop.batch_progress") or {}
+        into = 0 if batches.get("is_last_batch", True) else int(batches.get("current", {}).get("processed", 0))
     except Exception:  # any unreadable file is "not a checkpoint to resume"
         return None
-    return RunCheckpoint(path, step, epochs, "optimizer_states" in ckpt)
+    loaders = (fit_loop.get("state_dict") or {}).get("combined_loader")  # the stateful loaders' positions
+    return RunCheckpoint(path, step, epochs, "optimizer_states" in ckpt, into, bool(loaders))
 
 
 def _resume_files(run_dir: Path) -> list[Path]:
-    """The run's own resume checkpoints that exist: the Slurm requeue ones, then ``checkpoints/last.ckpt``."""
+    """The run's own resume checkpoints that exist: the Slurm requeue ones, ``checkpoints/resume.ckpt``, then
+    ``checkpoints/last.ckpt``."""
     hpc = {f.name.removesuffix(USED_SUFFIX) for f in run_dir.glob(HPC_PATTERN + "*")}
     files = []
     for name in sorted(hpc):  # another rank may be retiring it right now: either name will do
         files += [f for f in (run_dir / name, run_dir / (name + USED_SUFFIX)) if f.is_file()][:1]
-    last = run_dir / LAST_CKPT
-    return [*files, last] if last.is_file() else files
+    return [*files, *(f for f in (run_dir / RESUME_CKPT, run_dir / LAST_CKPT) if f.is_file())]
 
 
 def run_checkpoints(run_dir: Path) -> list[RunCheckpoint]:
     """The complete resumable checkpoints of ``run_dir``, oldest first (by global step).
 
-    Candidates: ``checkpoints/last.ckpt`` (written after every epoch and by an interrupt) and the
-    Slurm requeue checkpoints ``hpc_ckpt_N.ckpt`` in the run directory (consumed ones,
+    Candidates: ``checkpoints/last.ckpt`` (written after every epoch and by an interrupt; or by a user's
+    ``save_last`` callback, the launcher's then being ``checkpoints/resume.ckpt``) and the Slurm requeue
+    checkpoints ``hpc_ckpt_N.ckpt`` in the run directory (consumed ones,
     ``hpc_ckpt_N.ckpt.used``, included: a run that crashed right after resuming from one still has
     it as its newest state). On equal steps ``last.ckpt`` sorts last (preferred).
     """
@@ -125,15 +147,16 @@ def saved_checkpoints(run_dir: Path) -> list[RunCheckpoint]:
 def newest_checkpoint(run_dir: Path) -> RunCheckpoint | None:
     """The newest complete resumable checkpoint of ``run_dir`` by global step (what every resume takes), or None.
 
-    Its resume checkpoints (:func:`run_checkpoints`: ``last.ckpt``, Slurm's), preferred on equal steps, and
-    what any callback saved in ``checkpoints/`` that holds the training state: a run whose own ``last.ckpt``
-    is damaged (:func:`damaged_checkpoints`) or that never had one (a run of stock LightningCLI, whose
-    ``ModelCheckpoint`` writes ``epoch=N-step=M.ckpt`` alone) resumes from the newest file it saved, by the
-    step saved in it, not by its name.
+    Its resume checkpoints (:func:`run_checkpoints`: ``last.ckpt``, the launcher's ``resume.ckpt``, Slurm's),
+    preferred on equal steps, and what any callback saved in ``checkpoints/`` that holds the training state: a
+    run whose own ``last.ckpt`` is damaged (:func:`damaged_checkpoints`) or that never had one (a run of stock
+    LightningCLI, whose ``ModelCheckpoint`` writes ``epoch=N-step=M.ckpt`` alone) resumes from the newest file it
+    saved, by the step saved in it, not by its name. A weights-only file (a user's ``save_last`` one with
+    ``save_weights_only``) only where none holds the training state.
     """
     others = [c for c in _other_checkpoints(run_dir) if c.resumable]
     own = [c for c in map(read_checkpoint_progress, _resume_files(run_dir)) if c is not None]
-    found = sorted([*others, *own], key=lambda c: c.global_step)  # stable: own ones last among equals
+    found = sorted([*others, *own], key=lambda c: (c.resumable, c.global_step))  # stable: own ones last among equals
     return found[-1] if found else None
 
 

@@ -38,6 +38,7 @@ this module; the Slurm job's restarts and their cap are :mod:`trainer_cli.job.jo
 
 from __future__ import annotations
 
+import dataclasses
 import fnmatch
 import os
 import re
@@ -58,6 +59,7 @@ from trainer_cli.rundir.layout import ENV_RUN_DIR as ENV_RUN_DIR
 from trainer_cli.rundir.layout import GIT_FILE as GIT_FILE
 from trainer_cli.rundir.layout import HPC_PATTERN as HPC_PATTERN
 from trainer_cli.rundir.layout import LAST_CKPT as LAST_CKPT
+from trainer_cli.rundir.layout import RESUME_CKPT as RESUME_CKPT
 from trainer_cli.rundir.layout import USED_SUFFIX as USED_SUFFIX
 from trainer_cli.rundir.layout import VERSION_PREFIX as VERSION_PREFIX
 from trainer_cli.rundir.layout import BestScore as BestScore
@@ -428,14 +430,23 @@ def restarted_past(run_dir: Path) -> bool:
 def finished_line(
     run_dir: Path, checkpoint: RunCheckpoint, max_epochs: int | None, max_steps: int | None
 ) -> str | None:
-    """One line when ``checkpoint`` already reached ``max_epochs`` or ``max_steps`` (the trainer's):
-    a resume has nothing to train; None when it has."""
+    """One line when ``checkpoint`` already reached ``max_epochs`` or ``max_steps`` (the trainer's), or
+    is past them (a resume that lowers them): a resume has nothing to train; None when it has."""
     epochs = 1000 if max_epochs is None and max_steps in (None, -1) else max_epochs  # 1000: Lightning's default
     done = (epochs is not None and epochs != -1 and checkpoint.epochs_done >= epochs) or (
         max_steps is not None and max_steps != -1 and checkpoint.global_step >= max_steps
     )
     if not done:
         return None
+    past = (epochs is not None and epochs != -1 and checkpoint.epochs_done > epochs) or (
+        max_steps is not None and max_steps != -1 and checkpoint.global_step > max_steps
+    )
+    if past:  # a resume that lowered the limit below what the run trained
+        return (
+            f"{run_dir} is already past max_epochs={max_epochs}, max_steps={max_steps} (it trained "
+            f"{checkpoint.epochs_done} epochs, step {checkpoint.global_step}): nothing to train, and a resume never "
+            "takes a run back. Pass a larger --trainer.max_epochs (or max_steps) to continue it, or start a new run."
+        )
     return (
         f"{run_dir} is finished ({checkpoint.epochs_done} epochs, step {checkpoint.global_step}; "
         f"max_epochs={max_epochs}, max_steps={max_steps}): nothing to train. "
@@ -467,9 +478,7 @@ def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = 
             if older.path.name.endswith(USED_SUFFIX) and older.global_step < chosen.global_step:
                 older.path.unlink(missing_ok=True)
     if fnmatch.fnmatch(chosen.path.name, HPC_PATTERN):
-        chosen = RunCheckpoint(
-            chosen.path.with_name(chosen.path.name + USED_SUFFIX), chosen.global_step, chosen.epochs_done
-        )
+        chosen = dataclasses.replace(chosen, path=chosen.path.with_name(chosen.path.name + USED_SUFFIX))
     return chosen
 
 

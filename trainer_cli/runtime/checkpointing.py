@@ -11,7 +11,7 @@
   once the checkpoint's tensors are copied, so training goes on while the file is written.
 * :class:`ResumeState` stores the global random number generator states in every checkpoint and
   puts them back on resume, so dropout and augmentation draw the same numbers as a run left alone.
-* :class:`InterruptCheckpoint` saves ``checkpoints/last.ckpt`` when training is stopped by SIGTERM
+* :class:`InterruptCheckpoint` saves ``checkpoints/last.ckpt`` (or ``resume.ckpt``) when training is stopped by SIGTERM
   or Ctrl-C, on every rank at the step they agreed on (:mod:`trainer_cli.job.stop_signals`).
 * :func:`check_checkpoint_file` tells a truncated or corrupt ``--ckpt_path`` apart before anything
   is built.
@@ -37,6 +37,7 @@ from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from trainer_cli.callbacks.attempt_clock import checkpoint_written
+from trainer_cli.callbacks.last_checkpoint import resume_file_name
 from trainer_cli.errors import UserError, is_disk_full
 from trainer_cli.job import stop_signals
 from trainer_cli.job.progress import DONE as PROGRESS_DONE
@@ -241,7 +242,10 @@ class ResumeState(pl.Callback):
 
 
 class InterruptCheckpoint(pl.Callback):
-    """Saves ``<dirpath>/last.ckpt`` when ``fit`` is stopped by SIGTERM or Ctrl-C after it trained.
+    """Saves ``<dirpath>/last.ckpt`` when ``fit`` is stopped by SIGTERM or Ctrl-C after it trained
+    (``resume.ckpt`` where a user's ``save_last`` callback writes ``last.ckpt``, as
+    :class:`~trainer_cli.callbacks.LastCheckpoint` does:
+    :func:`~trainer_cli.callbacks.last_checkpoint.resume_file_name`).
 
     Like Lightning's ``OnExceptionCheckpoint`` (``trainer.save_checkpoint`` from ``on_exception``)
     but not a subclass of it: Lightning makes every ``fit`` with an ``OnExceptionCheckpoint`` and no
@@ -311,12 +315,16 @@ class InterruptCheckpoint(pl.Callback):
             return
         if not self.trained:
             return
+        folder, given = os.path.split(self.ckpt_path)
+        name = resume_file_name(trainer.checkpoint_callbacks, folder, given)  # a user's save_last: resume.ckpt
+        if name is None:  # the user's callbacks save both: none of theirs is written over
+            return
         self._in_validation = trainer.validating and not trainer.sanity_checking
         try:
-            trainer.save_checkpoint(self.ckpt_path)
+            trainer.save_checkpoint(os.path.join(folder, name))
         finally:
             self._in_validation = False
-        self.saved = self.ckpt_path
+        self.saved = os.path.join(folder, name)
 
     def on_save_checkpoint(
         self, trainer: pl.Trainer, pl_module: pl.LightningModule, checkpoint: dict[str, Any]

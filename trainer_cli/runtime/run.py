@@ -143,6 +143,7 @@ class Run:
         self.resumed_because: str | None = (
             None  # the rule that chose the checkpoint (rundir.resume_checkpoint), for history.jsonl
         )
+        self.inexact: dict[str, int] | None = None  # a resume replaying and skipping data (run_choice): history.jsonl
         self._history_written = False
         self._records_config = False  # a script's run whose record goes where its log_dir is not (bind_to_log_dir)
 
@@ -396,7 +397,7 @@ class Run:
         ):  # config.yaml rewritten when the config changed on resume, history.jsonl
             self._history_written = True
             written |= history.record_start(
-                self.path, self.verb, self.ckpt_path, self.changes, record, self.resumed_because
+                self.path, self.verb, self.ckpt_path, self.changes, record, self.resumed_because, self.inexact
             )
         if self.trains and not shared_folder and not written:  # frozen before its classes were built (train
             # submit, a sweep trial)

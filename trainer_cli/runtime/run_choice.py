@@ -123,9 +123,24 @@ def _checkpoint_of(run: Run, cfg: Namespace, run_dir: Path, resume: rundir.Resum
 
 def _say_if_behind(run: Run, run_dir: Path, start: rundir.RunCheckpoint | None, announce: bool) -> None:
     """One line when a training start from ``start`` is behind the step the run reached
-    (:func:`trainer_cli.rundir.policy.repeated_steps`): how many steps it trains again."""
+    (:func:`trainer_cli.rundir.policy.repeated_steps`): how many steps it trains again; one when it
+    resumes inexactly (:attr:`trainer_cli.rundir.layout.RunCheckpoint.inexact_batches`: a plain
+    ``DataLoader`` stopped mid-epoch), recorded in ``history.jsonl`` (``run.inexact``)."""
+    batches = start.inexact_batches if run.trains and start is not None else 0
+    run.inexact = None
+    if batches:  # Lightning's epoch index (0-based), as the checkpoint's "epoch"
+        assert start is not None
+        run.inexact = {"epoch": start.epochs_done, "batches_replayed": batches, "batches_skipped": batches}
     if not (run.trains and announce and start is not None and rank_zero_only.rank == 0):  # type: ignore[attr-defined]
         return
+    if run.inexact:
+        print(
+            f"resume: inexact: stopped {batches} batch(es) into epoch {start.epochs_done + 1} and the training "
+            f"DataLoader is not resumable (no state_dict/load_state_dict; torchdata's StatefulDataLoader is): "
+            f"the epoch's data starts again from its beginning, so {batches} batch(es) of it are replayed and "
+            f"{batches} skipped",
+            flush=True,
+        )
     repeats, reached = rundir.repeated_steps(run_dir, start)
     if repeats:
         print(

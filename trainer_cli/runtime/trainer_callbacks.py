@@ -4,20 +4,17 @@ the callbacks the config and LightningCLI give."""
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 from lightning.pytorch.callbacks import BasePredictionWriter, Callback, ModelCheckpoint
 
 from trainer_cli.callbacks import LastCheckpoint, PredictionCSVWriter, RunSummary
 from trainer_cli.callbacks.attempt_clock import AttemptClock
-from trainer_cli.callbacks.last_checkpoint import writes_last
 from trainer_cli.callbacks.progress import default_progress_bar
 from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
 from trainer_cli.job.requeue_signal import under_slurm_batch
 from trainer_cli.optim.partials import PlainPartials, has_partials
 from trainer_cli.optim.schedule_resume import ScheduleOnResume
-from trainer_cli.rundir import policy as rundir
 from trainer_cli.runtime.checkpointing import ResumeState
 
 
@@ -37,7 +34,7 @@ def added_callbacks(cli: Any, trainer_config: dict[str, Any], configured: list[A
         added.append(PlainPartials())
     known = [*configured, *lightning_cli_callbacks(cli)]
     if trainer_config.get("enable_checkpointing") is not False and not trainer_config.get("fast_dev_run"):
-        added += checkpoint_callbacks(known, cli.run_dir)
+        added += checkpoint_callbacks(known)
     if under_slurm_batch():  # SIGUSR1 -> checkpoint + requeue (trainer_cli.job.requeue_signal)
         added.append(SynchronizedRequeue())
     added += cli.run.callbacks(known, added)
@@ -55,18 +52,18 @@ def lightning_cli_callbacks(cli: Any) -> list[Any]:
     return [c for c in [*found, *(defaults if isinstance(defaults, list) else [defaults])] if c is not None]
 
 
-def checkpoint_callbacks(known: list[Any], run_dir: Path | None) -> list[Any]:
+def checkpoint_callbacks(known: list[Any]) -> list[Any]:
     """The checkpoint callbacks the run adds to ``known``, every callback the Trainer is given
     (``trainer.callbacks``, :func:`lightning_cli_callbacks`): Lightning's default ``ModelCheckpoint``
     where none of them is one (as stock LightningCLI's run has it; a model's ``configure_callbacks``
     returning one replaces it, by Lightning's rule), so two never write the same files; and the
-    run's resume checkpoint, ``checkpoints/last.ckpt`` (:class:`~trainer_cli.callbacks.LastCheckpoint`),
-    unless one of them saves that file already (a ``save_last`` one: :func:`writes_last`)."""
+    run's resume checkpoint (:class:`~trainer_cli.callbacks.LastCheckpoint`) unless one of them is one:
+    ``checkpoints/last.ckpt``, or ``checkpoints/resume.ckpt`` where a user's ``save_last`` one writes
+    ``last.ckpt`` (it falls behind the run: Lightning rewrites it only with a top-k file)."""
     added: list[Any] = []
     if not any(isinstance(c, ModelCheckpoint) for c in known):
         added.append(ModelCheckpoint())
-    folder = run_dir / rundir.LAST_CKPT.parent if run_dir is not None else None
-    if not any(writes_last(c, folder, rundir.LAST_CKPT.name) for c in known):
+    if not any(isinstance(c, LastCheckpoint) for c in known):
         added.append(LastCheckpoint())  # its dirpath: the run's checkpoints/ (Run.callbacks, bind_to_log_dir)
     return added
 

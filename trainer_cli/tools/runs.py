@@ -16,7 +16,8 @@ epochs and steps logged and the duration (first to last record); the start is th
 :mod:`trainer_cli.rundir.run_cost`), ``-`` for a run no Slurm job ran; the goodput is the share of
 that allocated time (of the processes' time for a local run) spent in training steps the final
 model keeps (:func:`trainer_cli.rundir.goodput.allocated`; ``--format json`` gives each badput
-bucket too). ``--plot METRIC`` draws that
+bucket too). A resume that replayed and skipped data (``history.jsonl``'s ``inexact``: a plain DataLoader
+stopped mid-epoch) is an ``inexact resume`` column, shown where a run listed has one. ``--plot METRIC`` draws that
 metric's curves of the runs listed into a PNG. A sweep trial's
 pruning callback (its trial number) is not counted as a setting. The state is the run's
 ``job.json`` (a submitted run or a sweep trial), else ``-``.
@@ -42,6 +43,7 @@ from trainer_cli.atomic import read_json_lines
 from trainer_cli.errors import UserError, close_matches
 from trainer_cli.job import jobstate
 from trainer_cli.rundir import goodput, layout, metrics, record, run_cost
+from trainer_cli.rundir.history import inexact_starts
 from trainer_cli.tables import print_table
 
 CONFIG_FILE = layout.CONFIG_FILE
@@ -146,6 +148,7 @@ def read_run(run_dir: Path) -> dict[str, Any]:
         "start": str(history[0].get("time") or "-") if history else "-",
         "duration_s": round(last - first) if first is not None and last is not None else None,
         "logged_from": logged.source or "-",
+        "inexact_resumes": inexact_starts(history),
         "scalars": logged.scalars,
     }
 
@@ -212,7 +215,8 @@ def _duration(seconds: int | None) -> str:
 
 def table_rows(found: dict[str, Any], cut: bool = True) -> tuple[list[str], list[list[str]]]:
     """``(header, rows)``: run, state, epochs, steps, each metric's best value, start, duration, cost,
-    goodput, each key shown."""
+    goodput, the resumes that replayed and skipped data (where a run listed has one), each key shown."""
+    inexact = any(run["inexact_resumes"] for run in found["runs"])
     header = [
         "run",
         "state",
@@ -223,6 +227,7 @@ def table_rows(found: dict[str, Any], cut: bool = True) -> tuple[list[str], list
         "duration",
         "cost",
         "goodput",
+        *(["inexact resume"] if inexact else []),
         *found["keys"],
     ]
     rows = []
@@ -244,6 +249,7 @@ def table_rows(found: dict[str, Any], cut: bool = True) -> tuple[list[str], list
                 _duration(run["duration_s"]),
                 run["cost_cell"],
                 run["goodput_cell"],
+                *(["; ".join(run["inexact_resumes"]) or "-"] if inexact else []),
                 *(_cut(v) if cut else v for v in values),
             ]
         )
