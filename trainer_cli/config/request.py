@@ -159,6 +159,7 @@ class Request:
         args: The verb's arguments, in command-line order.
         entry: How the user runs it: ``train``, or ``python main.py`` for a user's script.
         script: The user's script's path, as given (``main.py``); None under ``train``.
+        module: The module the script runs as when started with ``python -m`` (``pkg.train``), else None.
         composed: The arguments composed by ``train``'s precheck (``(args, layers)``:
             :func:`trainer_cli.config.compose.compose_args`), for the verb to take as they are: each
             ``--config`` file is read and composed once (:func:`trainer_cli.config.compose.composed`).
@@ -169,6 +170,7 @@ class Request:
     entry: str = "train"
     script: str | None = None
     composed: Any = None
+    module: str | None = None
 
     @classmethod
     def of(cls, args: Request | Sequence[str], verb: str | None = None) -> Request:
@@ -220,11 +222,13 @@ class Request:
 
     def without(self, *names: str) -> Request:
         """This request without the options ``names``."""
-        return Request(self.verb, [a for a in self.args if a.name not in names], self.entry, self.script)
+        return Request(
+            self.verb, [a for a in self.args if a.name not in names], self.entry, self.script, module=self.module
+        )
 
     def with_args(self, args: Iterable[Arg]) -> Request:
         """This request with other arguments."""
-        return Request(self.verb, list(args), self.entry, self.script)
+        return Request(self.verb, list(args), self.entry, self.script, module=self.module)
 
     def tokens(self) -> list[str]:
         """The arguments as tokens again, as written."""
@@ -244,7 +248,19 @@ def of_process() -> Request:
     script = argv[0] if argv else ""
     verb = argv[1] if len(argv) > 1 and not argv[1].startswith("-") else None
     rest = argv[2:] if verb is not None else argv[1:]
-    return Request(verb, read(rest), entry=f"python {script}", script=script)
+    module = main_module()
+    entry = f"python -m {module}" if module else f"python {script}"
+    return Request(verb, read(rest), entry=entry, script=script, module=module)
+
+
+def main_module() -> str | None:
+    """The module this process runs as ``__main__`` when started with ``python -m pkg.train`` (``pkg.train``;
+    ``pkg`` for a package's ``__main__``), else None (a script run by its path)."""
+    spec = getattr(sys.modules.get("__main__"), "__spec__", None)
+    name = getattr(spec, "name", None)
+    if not name or name == "__main__":
+        return None
+    return name[: -len(".__main__")] if name.endswith(".__main__") else name
 
 
 def runs_as_script(request: Request) -> bool:

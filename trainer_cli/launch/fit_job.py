@@ -21,7 +21,7 @@ from __future__ import annotations
 import shutil
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -100,6 +100,19 @@ class ScriptEntry:
     """Why the job runs the script where it is (no copy in the snapshot); None: it runs the copy."""
     script: Path
     """The script as submitted (absolute)."""
+    module: str | None = None
+    """The module the script runs as (``python -m pkg.train``): the job runs ``python -m`` it too, from the
+    snapshot's copy of the submitting folder (the job starts there), or from the submitting folder."""
+
+    @property
+    def words(self) -> list[str]:
+        """What the job's ``python`` runs: ``-m <module>``, or the script's file."""
+        return ["-m", self.module] if self.module else [str(self.path)]
+
+    @property
+    def shown(self) -> str:
+        """The entry as the plan says it: ``python -m <module> (<file>)``, or the file."""
+        return f"python -m {self.module} ({self.path})" if self.module else str(self.path)
 
 
 def _no_snapshot(slurm: SlurmOptions, submit_dir: Path) -> str:
@@ -318,8 +331,9 @@ def plan(
         context_values = script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency, data)
         entry = None
         if script:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it (its snapshot copy)
-            entry = script_entry(Path(script), slurm, run_dir, Path.cwd())
-            context_values["entry"] = [str(entry.path)]
+            module = args.module if isinstance(args, Request) else None  # `python -m pkg.train submit`
+            entry = replace(script_entry(Path(script), slurm, run_dir, Path.cwd()), module=module)
+            context_values["entry"] = entry.words
         script_text = render(template, context_values)
         changes, frozen = (
             _resubmit_changes(run_dir, frozen, resume, fixed.get("model"), _instantiate_links(parser))
@@ -444,7 +458,7 @@ def _print_code(job: Plan, code: snapshot.Snapshot | None, lead: str = "") -> No
         if entry is None:
             print(f"{where}: the job imports your code from there")
         elif entry.live is None:
-            print(f"{where}: the job runs {entry.path} and imports your code from there")
+            print(f"{where}: the job runs {entry.shown} and imports your code from there")
         else:
             print(
                 f"{where}: the job runs {entry.script} where it is ({entry.live}), so it imports your modules beside "

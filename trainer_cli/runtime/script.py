@@ -158,6 +158,13 @@ def script_args(cli: Any) -> list[str] | None:
     return _fixed_class_configs(args, fixed)
 
 
+def script_has_verbs(cli_class: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:
+    """Whether a user's script's LightningCLI takes subcommands (``fit``, ``test``, ...): not when its
+    constructor is given ``run=False`` (the script calls ``trainer.fit`` itself)."""
+    given = inspect.signature(LightningCLI.__init__).bind_partial(None, *args, **kwargs).arguments
+    return bool(given.get("run", True))
+
+
 def submit_from_script(cli_class: type, args: tuple[Any, ...], kwargs: dict[str, Any], request: Request) -> int:
     """``python main.py submit ARGS`` for a user's script with TrainerCLI: ``train submit`` with the
     script's own CLI (its classes, links and defaults) parsing the fit arguments, and the job

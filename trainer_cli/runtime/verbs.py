@@ -23,6 +23,7 @@ from trainer_cli.runtime import quiet
 from trainer_cli.runtime.cli import TrainerCLI, verb_cli
 from trainer_cli.runtime.guard import _process_state_restored, _stopped_before_training, explain_failure
 from trainer_cli.runtime.run import Run, is_checkpoint_file
+from trainer_cli.runtime.script import script_has_verbs
 
 
 def run_subcommand(
@@ -190,7 +191,7 @@ class ConfigParser:
             built.layers[:] = layers or Layers()  # in place: its parsers hold this object
             with _process_state_restored(), warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-                built.parse_arguments(built.parser, [self.verb, *args])
+                built.parse_arguments(built.parser, self._with_verb(args))
             assert built.verb_parser is not None  # set by parse_arguments
             config = built._subconfig()
             if not is_checkpoint_file(config.get("ckpt_path")):
@@ -201,6 +202,11 @@ class ConfigParser:
             self._built = built
         assert built.verb_parser is not None
         return built.verb_parser, config
+
+    def _with_verb(self, args: list[str]) -> list[str]:
+        """The command line the CLI parses: the verb first, but for a user's script built with ``run=False``
+        (no subcommands: ``python main.py --config ...``)."""
+        return [self.verb, *args] if self.cli is None or script_has_verbs(*self.cli) else list(args)
 
     def _build(self, args: list[str], layers: Layers | None) -> TrainerCLI:
         """A TrainerCLI that parses ``args`` and stops before it builds anything."""
@@ -223,7 +229,7 @@ class ConfigParser:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
                 verb_cli(self.verb, _ParseOnlyCLI)(
-                    *cli_args, **{**cli_kwargs, "args": [self.verb, *args], "run_directory": run, "layers": layers}
+                    *cli_args, **{**cli_kwargs, "args": self._with_verb(args), "run_directory": run, "layers": layers}
                 )
         except _Parsed:
             pass
