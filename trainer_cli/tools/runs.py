@@ -15,7 +15,8 @@ it holds the highest (``max``) or lowest (``min``) value each run logged of it, 
 monitors (two runs monitoring one metric with two modes give two columns). The start is the run's
 first ``history.jsonl`` record; the duration the sum of its attempts' own wall times (rank 0's
 ``attempts/`` records: :func:`trainer_cli.rundir.attempts.read`), so the idle time between a stop and
-its resume does not count (a run without attempt records: its first to last logged record). The cost is what the run's Slurm jobs were allocated over every attempt
+its resume does not count (a run without attempt records: its first to last logged record). The cost
+is what the run's Slurm jobs were allocated over every attempt
 (GPU-hours, else CPU-hours; ``~`` before an estimate made without accounting;
 :mod:`trainer_cli.rundir.run_cost`), ``-`` for a run no Slurm job ran; the goodput is the share of
 that allocated time (of the processes' time for a local run) spent in training steps the final
