@@ -49,11 +49,20 @@ def page_commands() -> list[str]:
     return [step for step in page_steps() if isinstance(step, str)]
 
 
+MNIST_SPLIT = "train_val_test_split: [55_000, 5_000, 10_000]"
+"""The page's split: the template's, MNIST's 70,000 images; this test's MNIST has 320 (lht_support.write_mnist)."""
+TEST_SPLIT = "train_val_test_split: [240, 40, 40]"
+
+
 def migrate(tmp_path: Path) -> Path:
-    """The project copied and migrated by the page's files; its ``src/`` stays the template's."""
+    """The project copied and migrated by the page's files; its ``src/`` stays the template's. The page's
+    data split (of MNIST's size) becomes this test's, of the 320 images it writes: the one value changed."""
     project = lht_project(tmp_path / "project")
     for name, text in page_files().items():
         assert name.startswith("configs/"), f"the page rewrites {name}: only configs/ should change"
+        if name == "configs/data/mnist.yaml":
+            assert MNIST_SPLIT in text, f"the page's {name} splits MNIST's 70,000 images"
+            text = text.replace(MNIST_SPLIT, TEST_SPLIT)
         (project / name).write_text(text)
     return project
 
