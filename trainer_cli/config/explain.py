@@ -18,7 +18,15 @@ import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
-from trainer_cli.errors import Origin, UserCodeError, UserError, did_you_mean, is_user_file, user_code_report
+from trainer_cli.errors import (
+    Origin,
+    UserCodeError,
+    UserError,
+    close_matches,
+    did_you_mean,
+    is_user_file,
+    user_code_report,
+)
 from trainer_cli.imports import import_class
 
 if TYPE_CHECKING:
@@ -114,7 +122,8 @@ def _user_packages(named: Sequence[str]) -> list[str]:
     loaded = [(n, m) for n, m in list(sys.modules.items()) if "." not in n]  # a module's package is loaded too
     names += [n for n, m in loaded if is_user_file(getattr(m, "__file__", None) or "")]
     try:
-        names += sorted(e.name for e in os.scandir() if e.is_dir() and os.path.isfile(os.path.join(e.path, "__init__.py")))
+        here = [e for e in os.scandir() if e.is_dir()]  # the packages in the working folder
+        names += sorted(e.name for e in here if os.path.isfile(os.path.join(e.path, "__init__.py")))
     except OSError:
         pass
     packages = []
@@ -128,9 +137,10 @@ def _user_packages(named: Sequence[str]) -> list[str]:
     return packages
 
 
-def _user_classes(kind: str | None, layers: Layers | None) -> list[str]:
+def _user_classes(kind: str | None, layers: Layers | None, name: str = "") -> list[str]:
     """The dotted paths of the user's classes of ``kind`` (every class without one): those the user's packages
-    (:func:`_user_packages`) and script define (read, not imported) and those their configs name."""
+    (:func:`_user_packages`) and script define (read, not imported) and those their configs name that look
+    like ``name`` (imported to see their kind)."""
     import importlib.util
     from pathlib import Path
 
@@ -147,8 +157,9 @@ def _user_classes(kind: str | None, layers: Layers | None) -> list[str]:
         classes |= classes_of_file(Path(script), "__main__")  # `python main.py`: its own classes
     roots = KIND_ROOTS.get(kind or "")
     found = subclasses(classes, roots) if roots else sorted(classes)
+    close = set(close_matches(name, {p.rpartition(".")[2] for p in named}))
     for path in named:  # a class the configs name elsewhere (an installed package's too), of the kind asked for
-        if path in found:
+        if path in found or path.rpartition(".")[2] not in close:
             continue
         try:
             cls = import_class(path)
@@ -163,8 +174,6 @@ def class_hint(name: str, kind: str | None, layers: Layers | None = None) -> str
     """`` Did you mean: ...?`` for a class name that resolves to no class of ``kind``: the user's own classes
     of that kind first (their dotted paths, :func:`_user_classes`), then the launcher's, torch's and
     Lightning's short names of it (:func:`trainer_cli.config.listing.short_names`); empty without a match."""
-    from trainer_cli.errors import close_matches
-
     try:
         from trainer_cli.config.listing import short_names
     except ImportError:
@@ -172,7 +181,7 @@ def class_hint(name: str, kind: str | None, layers: Layers | None = None) -> str
     else:
         ours = short_names(kind)
     by_name: dict[str, list[str]] = {}
-    for path in _user_classes(kind, layers):  # one a short name gives (torch.optim.AdamW): by that name
+    for path in _user_classes(kind, layers, name):  # one a short name gives (torch.optim.AdamW): by that name
         short = path.rpartition(".")[2]
         shown = short if short in ours and not any(is_user_file(f) for f in _files_of(path)) else path
         by_name.setdefault(short, []).append(shown)
@@ -239,7 +248,10 @@ def explain_parse_error(
         qualified = hint.replace(": ", f": {module}.").replace(", ", f", {module}.")
         extra += f"\n  unknown class '{module}.{name}'.{qualified or ' See `train ls`.'}"
     for module in dict.fromkeys(re.findall(r"class_path '[\w.]+':\s+No module named '([\w.]+)'", message)):
-        hint = did_you_mean(module, {m.split(".")[0] for m in sys.modules if not m.startswith("_")})
+        users = _user_packages(_config_class_paths(layers))  # the user's packages first, then any loaded
+        loaded = {m.split(".")[0] for m in sys.modules if not m.startswith("_")}
+        close = list(dict.fromkeys([*close_matches(module, users), *close_matches(module, loaded)]))[:3]
+        hint = f" Did you mean: {', '.join(close)}?" if close else ""
         extra += f"\n  unknown module {module!r}.{hint or ' Is it installed, or on PYTHONPATH?'}"
     summary = summarize_union_error(message).rstrip()
     names = re.findall(r"Import path (\w+) does not correspond", summary)  # a short name, not a dotted path
