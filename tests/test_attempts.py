@@ -15,8 +15,10 @@ from support import DIGITS, quiet_args, run_train
 
 from trainer_cli.rundir import attempts, goodput, history
 from trainer_cli.rundir.attempts import CHECKPOINT, TRAIN, VALIDATION, Recorder
+from trainer_cli.tools import runs
 
 STEPS_PER_EPOCH = 10
+IDLE_S = 2
 
 
 def _fit_args(root: Path, ckpt_config: str) -> list[str]:
@@ -62,6 +64,7 @@ def test_a_killed_and_resumed_fit_gives_two_measured_attempts(tmp_path: Path) ->
     proc.wait()
     resumed_from = global_step(run / "checkpoints" / "last.ckpt")
     assert resumed_from == 4  # written by the training thread before it went on
+    time.sleep(IDLE_S)  # between the stop and the resume: no attempt's time
     done = run_train(*args, *_stops_itself_before(0, 6), "--ckpt_path", "last")  # (SignalAt: not on a resume)
     assert done.returncode == 0, done.stderr[-3000:]
 
@@ -90,6 +93,10 @@ def test_a_killed_and_resumed_fit_gives_two_measured_attempts(tmp_path: Path) ->
     assert two["tail_s"] > 0 and two["wall_s"] >= two["startup_s"] + two["goodput_s"]
     assert measures["memory"]["rss_peak_bytes"] > 50 * 2**20  # torch and Lightning in memory
     _adds_up(measures["total"])
+
+    listed = runs.read_run(run)  # train runs' duration: the attempts' own, not the idle time between them
+    assert listed["duration_s"] == round(first["wall_s"] + second["wall_s"])
+    assert listed["duration_s"] <= second["end"] - first["started"] - IDLE_S + 1
 
 
 def test_a_stalled_attempt_ends_at_the_watchdogs_decision(tmp_path: Path) -> None:

@@ -12,9 +12,11 @@ import json
 import os
 from pathlib import Path
 
+import forkserver
 import pytest
 from support import CONFIGS, DIGITS, REPO, quiet_args, run_helper, run_train
 
+from trainer_cli.config import explain
 from trainer_cli.config.verbs import VERBS
 
 SUPPORT = Path(__file__).with_name("bad_input_support.py")
@@ -238,3 +240,46 @@ def test_separate_process_agrees(outcome: dict, name: str) -> None:
     done = run_train(*argv, cwd=outcome["work"])
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr == outcome["results"][name]["stderr"]
+
+
+USER_TASKS = '''import lightning.pytorch as pl
+
+
+class ClassificationTask(pl.LightningModule):
+    """The user's model, in their package: never imported by a config that names it."""
+'''
+USER_DATA = '''import lightning.pytorch as pl
+
+
+class ClassificationTaskData(pl.LightningDataModule):
+    """Close to the model's name, but a data module: not what model: takes."""
+'''
+USER_SCRIPT = '''from trainer_cli import TrainerCLI
+
+if __name__ == "__main__":
+    TrainerCLI()
+'''
+
+
+def test_did_you_mean_draws_from_the_users_package_first(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 45: a misspelt short class name under model: got the launcher's ClassificationDataModule and
+    Association (a Slurm record); now the user's ClassificationTask of their package (as its class path) and
+    never a class of another kind, from `train fit` and from the user's own script."""
+    write(tmp_path / "mypkg" / "__init__.py", "")
+    write(tmp_path / "mypkg" / "tasks.py", USER_TASKS)
+    write(tmp_path / "mypkg" / "data.py", USER_DATA)
+    write(tmp_path / "main.py", USER_SCRIPT)
+    config = write(tmp_path / "config.yaml", "model:\n  class_path: ClassificationTsk\ntrainer:\n  max_epochs: 1\n")
+    env = {k: v for k, v in os.environ.items() if k != "TRAINER_CLI_RUN_DIR"}
+    for done in (run_train("fit", "--config", config, cwd=tmp_path),
+                 forkserver.run_python([str(tmp_path / "main.py"), "fit", "--config", config], tmp_path, env, 600)):
+        assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-2000:]
+        (hint,) = [line for line in done.stderr.splitlines() if "Did you mean" in line]
+        assert hint.endswith("unknown class 'ClassificationTsk'. Did you mean: mypkg.tasks.ClassificationTask?"), hint
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert explain.class_hint("ClassificationTsk", "models") == " Did you mean: mypkg.tasks.ClassificationTask?"
+    assert explain.class_hint("ClassificationTsk", explain._kind_of("trainer.callbacks: Expected a dot import")) == ""
+    hint = explain.class_hint("ClassificationTaskDat", "data")  # the user's first, then the launcher's of the kind
+    assert hint == " Did you mean: mypkg.data.ClassificationTaskData, ClassificationDataModule?"
+    assert "Association" not in explain.class_hint("Associaton", None), "a Slurm record is no class a config takes"

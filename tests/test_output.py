@@ -34,7 +34,7 @@ def test_reader_gone_early_is_quiet(args: list[str]) -> None:
     assert done.returncode == 141  # 128 + SIGPIPE, what a shell reports
 
 
-EPOCH_LINE = re.compile(r"^epoch (\d+)/(\d+)((?:  [\w/.-]+ -?\d+\.\d{4}(?:e[-+]\d+)?)+)  \d+\.\d s  \d+\.\d steps/s$")
+EPOCH_LINE = re.compile(r"^epoch (\d+)/(\d+)((?:  [\w/.-]+(?:\[step\])? -?\d+\.\d{4}(?:e[-+]\d+)?)+)  \d+\.\d s  \d+\.\d steps/s$")
 NOISE = (
     "srun",  # Lightning's srun hint (an `srun` is on PATH below, as on a machine with Slurm)
     "💡 Tip", "litlogger", "litmodels",
@@ -222,3 +222,44 @@ def test_macro_accuracy_of_perfect_predictions_prints_as_1() -> None:
         over_one += stock.compute().item() > 1.0
         assert ours.compute().item() == 1.0
     assert over_one  # the artefact this guards against occurs
+
+
+def test_the_epoch_line_shows_epoch_values_and_labels_a_step_value(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A project's metric logged per step only (on_step=True, on_epoch=False) is its last step's value at the
+    epoch's end, here of a last batch of one sample: labelled [step]; one logged per epoch shows the epoch's
+    mean; one logged both ways shows its epoch value once (no _step/_epoch copies)."""
+    import lightning.pytorch as pl
+    import torch
+    from torch.utils.data import DataLoader, TensorDataset
+
+    from trainer_cli.callbacks.progress import EpochLineProgress
+
+    class Module(pl.LightningModule):
+        def __init__(self) -> None:
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.zeros(1))
+
+        def training_step(self, batch: Any, batch_idx: int) -> torch.Tensor:
+            (x,) = batch
+            self.log("train_x", x.mean(), on_step=True, on_epoch=False)
+            self.log("train_mean", x.mean(), on_step=False, on_epoch=True)
+            self.log("train_both", x.mean(), on_step=True, on_epoch=True)
+            return (self.weight * x).sum()
+
+        def validation_step(self, batch: Any, batch_idx: int) -> None:
+            self.log("val_x", batch[0].mean())
+
+        def configure_optimizers(self) -> torch.optim.Optimizer:
+            return torch.optim.SGD(self.parameters(), lr=0.0)
+
+    data = DataLoader(TensorDataset(torch.arange(5.0)), batch_size=2)  # batches [0, 1], [2, 3], [4]
+    trainer = pl.Trainer(
+        max_epochs=2, accelerator="cpu", logger=False, enable_checkpointing=False, enable_model_summary=False,
+        callbacks=[EpochLineProgress()], default_root_dir=tmp_path, num_sanity_val_steps=0,
+    )
+    trainer.fit(Module(), data, data)
+    lines = [line for line in capsys.readouterr().out.splitlines() if line.startswith("epoch ")]
+    assert len(lines) == 2 and all(EPOCH_LINE.match(line) for line in lines), lines
+    for line in lines:
+        cells = dict(re.findall(r"  ([\w/.\[\]-]+) (-?\d+\.\d{4})", line))
+        assert cells == {"train_both": "2.0000", "train_mean": "2.0000", "train_x[step]": "4.0000", "val_x": "2.0000"}, line

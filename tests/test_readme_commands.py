@@ -158,12 +158,12 @@ VERBS_SHOWN = [
 
 def test_the_one_line_swap_is_one_line() -> None:
     """``tests/foreign/main.py`` is ``plain_main.py`` with the import line changed, as the README and
-    docs say (``from trainer_cli import TrainerCLI as LightningCLI``); the docstrings aside."""
+    docs say (``from trainer_cli.cli import LightningCLI``); the docstrings aside."""
     foreign = REPO / "tests" / "foreign"
     plain, swapped = ((foreign / name).read_text().splitlines()[1:] for name in ("plain_main.py", "main.py"))
     changed = [(a, b) for a, b in zip(plain, swapped) if a != b]
     assert len(plain) == len(swapped) and changed == [
-        ("from lightning.pytorch.cli import LightningCLI", "from trainer_cli import TrainerCLI as LightningCLI")
+        ("from lightning.pytorch.cli import LightningCLI", "from trainer_cli.cli import LightningCLI")
     ], changed
 
 
@@ -266,3 +266,42 @@ def _run(runner: subprocess.Popen[str], source: str, commands: list, snippets: l
         kind, what = outcome["failed"]
         shown = what if isinstance(what, str) else ("train " if kind == "train" else "") + shlex.join(what)
         pytest.fail(f"{source} {kind} failed ({outcome['code']}): {shown}\n{outcome['output']}")
+
+
+def test_the_swap_module_offers_every_public_name_of_lightning_cli() -> None:
+    """``from lightning.pytorch.cli import ArgsType, LightningCLI`` becomes ``from trainer_cli.cli import ArgsType,
+    LightningCLI`` (issue 45: it took two edits): every public name lightning.pytorch.cli defines or imports from
+    Lightning, jsonargparse or torch is in trainer_cli.cli, the same object, but LightningCLI, TrainerCLI."""
+    import ast
+    import inspect
+    import sys
+
+    import lightning.pytorch.cli as stock
+
+    import trainer_cli.cli as swapped
+    from trainer_cli import TrainerCLI
+
+    tree = ast.parse(Path(stock.__file__).read_text())
+    defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+    defined |= {t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    library = {
+        name for name, value in vars(stock).items()
+        if not inspect.ismodule(value)
+        and (getattr(inspect.getmodule(value), "__name__", None) or "").split(".")[0] not in {*sys.stdlib_module_names, "typing_extensions"}
+    }
+    public = {n for n in defined | library if not n.startswith("_")}
+    assert {"ArgsType", "LightningCLI", "SaveConfigCallback", "OptimizerCallable", "LRSchedulerCallable",
+            "LightningArgumentParser", "instantiate_class", "Namespace", "Trainer"} <= public
+    assert swapped.LightningCLI is TrainerCLI and swapped.TrainerCLI is TrainerCLI
+    differ = [n for n in sorted(public - {"LightningCLI"}) if getattr(swapped, n, None) is not getattr(stock, n)]
+    assert differ == [], differ
+    assert set(swapped.__all__) <= set(dir(swapped)) and public <= set(dir(swapped))
+    namespace: dict = {}
+    exec("from trainer_cli.cli import ArgsType, LightningCLI, OptimizerCallable, Namespace", namespace)
+    assert namespace["LightningCLI"] is TrainerCLI and namespace["ArgsType"] is stock.ArgsType
+    try:
+        exec("from trainer_cli.cli import NoSuchName", {})
+    except ImportError as err:
+        assert "NoSuchName" in str(err)
+    else:
+        raise AssertionError("a name lightning.pytorch.cli has not either imported")

@@ -106,3 +106,24 @@ def test_a_run_that_logged_its_hyperparameters_is_read_past_them(tmp_path: Path)
     bad = subprocess.run([sys.executable, "-m", "trainer_cli", "runs", str(run_dir.parent), "--plot", "val/los"], capture_output=True,
                          text=True, cwd=tmp_path, timeout=120)
     assert bad.returncode == 2 and "--plot val/los: no run listed logged it; did you mean: val/loss?" in bad.stderr, bad.stderr
+
+
+def test_a_min_column_holds_each_runs_lowest_and_a_max_column_its_highest(tmp_path: Path) -> None:
+    """Two runs monitor val/loss, one for its minimum, one for its maximum: two columns, each the extreme its
+    name says of every run's values (the launcher's own record, metrics.jsonl, as RunSummary writes it)."""
+    from trainer_cli.rundir import metrics
+
+    for name, mode, losses in (("low", "min", (0.9, 0.4, 0.6)), ("high", "max", (0.2, 0.8, 0.5))):
+        run_dir = tmp_path / name
+        run_dir.mkdir()
+        (run_dir / "config.yaml").write_text(
+            "trainer:\n  callbacks:\n  - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
+            f"    init_args:\n      monitor: val/loss\n      mode: {mode}\n"
+        )
+        for epoch, loss in enumerate(losses):
+            metrics.record(run_dir, metrics.EPOCH_STAGE, epoch, 10 * (epoch + 1), 1000.0 + epoch, {"val/loss": loss})
+    found = runs.collect([tmp_path])
+    header, rows = runs.table_rows(found)
+    assert header[4:6] == ["val/loss (max)", "val/loss (min)"]
+    assert {r[0].rsplit("/", 1)[1]: r[4:6] for r in rows} == {"high": ["0.8000", "0.2000"], "low": ["0.9000", "0.4000"]}
+    assert [r["best"] for r in found["runs"]] == [0.8, 0.4], "each run's best by its own mode"

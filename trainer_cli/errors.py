@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import difflib
 import errno
+import functools
 import sys
 import sysconfig
 import traceback
@@ -123,6 +124,7 @@ def report_user_error(err: BaseException) -> int:
     return EXIT_USER_ERROR
 
 
+@functools.cache
 def _library_dirs() -> list[Path]:
     """Where Python, the installed packages and this project live: no frame there is the user's."""
     paths = sysconfig.get_paths()

@@ -73,14 +73,21 @@ def format_metric(value: float) -> str:
 class EpochLineProgress(ProgressBar):
     """Progress for logs: one line per training epoch, no redraws (global rank 0 only).
 
-    For example ``epoch 3/10  train/loss 0.0410  train/acc 0.9861  val/loss 0.0520  val/acc 0.9850  12.1 s  7.8
-    steps/s``:
+    For example ``epoch 3/10  train/loss[step] 0.0410  train/acc 0.9861  val/loss 0.0520  val/acc 0.9850  12.1 s
+    7.8 steps/s``:
     the epoch (counted from 1), the metrics logged for it (``trainer.callback_metrics``: training
     metrics first; validation metrics only when validation ran that epoch), its wall time
     (training and validation) and its optimizer steps per second of that time (``train jobs``
     shows the last one of a running job; below one step a second, the seconds per step come first,
     e.g. ``38.2 s/step  0.026 steps/s``). The line is printed once the epoch's last metrics are in, i.e. as
     the next epoch starts or training ends. The default display when stdout is not a terminal.
+
+    Values are the epoch's: a metric logged per step only (``self.log(..., on_step=True, on_epoch=False)``,
+    whose value at the epoch's end is its last step's, maybe of a last batch of one sample) is labelled
+    ``train_loss[step]``; one logged both per step and per epoch shows its epoch value once (Lightning's
+    ``_step`` and ``_epoch`` copies left out). A step value is told from an epoch one by the public
+    ``trainer.callback_metrics`` alone: the value after the epoch's last training batch that the epoch's
+    end did not replace (validation's, ``val*``, are epoch values) and that a step of this epoch wrote.
     """
 
     def __init__(self) -> None:
@@ -90,6 +97,9 @@ class EpochLineProgress(ProgressBar):
         self._epoch_start_step = 0
         self._validated = False
         self._finished: tuple[int, float, bool, int] | None = None  # epoch, seconds, validated, steps: not printed yet
+        self._at_start: dict[str, Any] = {}  # trainer.callback_metrics as the epoch started
+        self._after_steps: dict[str, Any] | None = None  # ... after its last training batch (None: no batch)
+        self._step_keys: set[str] = set()  # the metrics seen to be logged per step only
 
     @property
     def is_enabled(self) -> bool:
@@ -110,6 +120,14 @@ class EpochLineProgress(ProgressBar):
         self._epoch_start = time.monotonic()
         self._epoch_start_step = trainer.global_step
         self._validated = False
+        self._at_start, self._after_steps = dict(trainer.callback_metrics), None
+
+    def on_train_batch_end(
+        self, trainer: pl.Trainer, pl_module: pl.LightningModule, outputs: Any, batch: Any, batch_idx: int
+    ) -> None:
+        total = self.total_train_batches
+        if not isinstance(total, int) or batch_idx + 1 >= total:  # the epoch's last batch (every one: no length)
+            self._after_steps = dict(trainer.callback_metrics)  # the step values, before the epoch's end
 
     def on_validation_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         if not trainer.sanity_checking:
@@ -134,10 +152,11 @@ class EpochLineProgress(ProgressBar):
             for k, v in trainer.callback_metrics.items()
             if getattr(v, "numel", lambda: 1)() == 1 and (validated or not k.startswith("val"))  # scalars only
         }
+        per_step = self._per_step(metrics)
         names = sorted(metrics, key=lambda k: not k.startswith("train"))  # stable: training metrics first
         cells = [
             f"epoch {epoch + 1}{total}",
-            *(f"{k} {format_metric(float(metrics[k]))}" for k in names),
+            *(f"{k}{'[step]' if k in per_step else ''} {format_metric(float(metrics[k]))}" for k in names),
             f"{seconds:.1f} s",
         ]
         if steps > 0 and seconds > 0:
@@ -147,12 +166,39 @@ class EpochLineProgress(ProgressBar):
             cells.append(f"{rate:.1f} steps/s" if rate >= 1 else f"{rate:.2g} steps/s")
         return "  ".join(cells)
 
+    def _per_step(self, metrics: dict[str, Any]) -> set[str]:
+        """The keys of ``metrics`` (left out of it: Lightning's ``_step``/``_epoch`` copies of a metric logged both
+        ways) whose value is a training step's, not the epoch's (see the class's description)."""
+        for key in list(metrics):
+            base = key.removesuffix("_step") if key.endswith("_step") else key.removesuffix("_epoch")
+            if base != key and base in metrics and (key.endswith("_step") or metrics[base] is metrics[key]):
+                del metrics[key]
+        after = self._after_steps
+        if after is None:  # no training batch this epoch (a resume at its end): as the epochs before
+            return {k for k in metrics if k in self._step_keys}
+        for key, value in after.items():
+            if key.startswith("val") or not _same_value(metrics.get(key), value):
+                continue  # the epoch's end (or a validation) replaced it: an epoch value
+            if not _same_value(value, self._at_start.get(key)) or key in self._step_keys:
+                self._step_keys.add(key)  # a step of this epoch wrote it (or of an earlier one: still per step)
+        return {k for k in metrics if k in self._step_keys and _same_value(after.get(k), metrics[k])}
+
     def _print_finished(self, trainer: pl.Trainer) -> None:
         if self._finished is None:
             return
         finished, self._finished = self._finished, None
         if self._enabled and trainer.is_global_zero:
             print(self.epoch_line(trainer, *finished), flush=True)
+
+
+def _same_value(a: Any, b: Any) -> bool:
+    """Whether two of ``trainer.callback_metrics``' values are one value Lightning logged: each reading of
+    the dict gives a new ``detach()`` of the tensor Lightning keeps, which shares its memory."""
+    if a is None or b is None:
+        return False
+    if hasattr(a, "data_ptr") and hasattr(b, "data_ptr"):
+        return bool(a.device == b.device and a.data_ptr() == b.data_ptr())
+    return a is b
 
 
 def default_progress_bar(

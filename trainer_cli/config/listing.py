@@ -69,33 +69,71 @@ def _first_line(doc: str | None) -> str:
     return " ".join(paragraph.split())
 
 
+MAX_FILES = 2000
+"""The most module files :func:`classes_in` reads of one package (a user's, for a hint)."""
+KIND_ROOTS: dict[str, tuple[str, ...]] = {
+    "models": ("LightningModule",),
+    "data": ("LightningDataModule",),
+    "callbacks": ("Callback",),
+    "optimizers": ("Optimizer",),
+    "schedulers": ("LRScheduler", "_LRScheduler", "_StepwiseLR", "ReduceLROnPlateau"),
+}
+"""The base class names that make a class one of these kinds of ``train ls`` (what a config's key takes)."""
+
+
 @cache
+def classes_in(folder: Path) -> dict[str, tuple[list[str], str, str]]:
+    """Every public class a package folder defines, read with :mod:`ast` (nothing imported): dotted path
+    (the package named by the folder's name) -> (base names, module, first docstring line)."""
+    found: dict[str, tuple[list[str], str, str]] = {}
+    files = sorted(p for p in folder.rglob("*.py") if not any(part.startswith(".") for part in p.parts))
+    for path in files[:MAX_FILES]:
+        module = ".".join(path.relative_to(folder.parent).with_suffix("").parts).removesuffix(".__init__")
+        found |= classes_of_file(path, module)
+    return found
+
+
+def classes_of_file(path: Path, module: str) -> dict[str, tuple[list[str], str, str]]:
+    """The public classes one module file defines, as :func:`classes_in` gives them (``module``: its name)."""
+    tree = _parse(path)
+    return {
+        f"{module}.{node.name}": (
+            [ast.unparse(b).rpartition(".")[2] for b in node.bases],
+            module,
+            _first_line(ast.get_docstring(node)),
+        )
+        for node in (tree.body if tree else [])
+        if isinstance(node, ast.ClassDef) and not node.name.startswith("_")
+    }
+
+
+def subclasses(classes: dict[str, tuple[list[str], str, str]], roots: Iterable[str]) -> list[str]:
+    """The keys of ``classes`` (:func:`classes_in`) deriving, directly or through one another, from a class
+    named in ``roots``, sorted."""
+    roots = set(roots)
+    members: set[str] = set()
+    names: set[str] = set()
+    changed = True
+    while changed:
+        changed = False
+        for path, (bases, _, _) in classes.items():
+            if path not in members and any(b in roots or b in names for b in bases):
+                members.add(path)
+                names.add(path.rpartition(".")[2])
+                changed = True
+    return sorted(members)
+
+
 def _project_classes() -> dict[str, tuple[list[str], str, str]]:
     """Every class defined in the project: name -> (base names, module, first docstring line)."""
-    found: dict[str, tuple[list[str], str, str]] = {}
-    for path in sorted(PROJECT_DIR.rglob("*.py")):
-        tree = _parse(path)
-        module = ".".join(path.relative_to(PROJECT_DIR.parent).with_suffix("").parts)
-        for node in tree.body if tree else []:
-            if isinstance(node, ast.ClassDef) and not node.name.startswith("_"):
-                bases = [ast.unparse(b).rpartition(".")[2] for b in node.bases]
-                found[node.name] = (bases, module.removesuffix(".__init__"), _first_line(ast.get_docstring(node)))
-    return found
+    return {path.rpartition(".")[2]: found for path, found in classes_in(PROJECT_DIR).items()}
 
 
 def project_subclasses(*roots: str) -> dict[str, tuple[str, str]]:
     """Project classes deriving (directly or through project classes) from any of ``roots``:
     name -> (module, description)."""
     classes = _project_classes()
-    members: set[str] = set()
-    changed = True
-    while changed:
-        changed = False
-        for name, (bases, _, _) in classes.items():
-            if name not in members and any(b in roots or b in members for b in bases):
-                members.add(name)
-                changed = True
-    return {n: (classes[n][1], classes[n][2]) for n in sorted(members)}
+    return {n: (classes[n][1], classes[n][2]) for n in sorted(subclasses(classes, roots))}
 
 
 def torchvision_models() -> list[str]:
@@ -223,10 +261,20 @@ def render(what: str) -> str:
 KINDS = ("models", "data", "callbacks", "optimizers", "schedulers", "configs")
 
 
+def short_names(kind: str | None = None) -> list[str]:
+    """The class names a config may give by their short name for a key of ``kind`` (one of :data:`KIND_ROOTS`:
+    the project's classes of that kind and torch's or Lightning's), for close-match hints; every kind's
+    without one (never a class of none of them, e.g. the project's Slurm records)."""
+    kinds = [kind] if kind in KIND_ROOTS else list(KIND_ROOTS)
+    names = [n for k in kinds for n in project_subclasses(*KIND_ROOTS[k])]
+    library = {"callbacks": lightning_callbacks, "optimizers": torch_optimizers, "schedulers": torch_schedulers}
+    names += [n for k in kinds if k in library for n in library[k]()]
+    return sorted(set(names + ([] if kind in KIND_ROOTS else torchvision_models())))
+
+
 def all_short_names() -> list[str]:
-    """Every class name a config may give by its short name (for close-match hints)."""
-    names = list(_project_classes()) + torchvision_models() + torch_optimizers() + torch_schedulers()
-    return sorted(set(names + lightning_callbacks()))
+    """Every class name a config may give by its short name, of every kind (for close-match hints)."""
+    return short_names()
 
 
 def main(args: list[str]) -> int:

@@ -99,7 +99,9 @@ class TrainerArgumentParser(LightningArgumentParser):
             ConfigError: for a key or value of the command line the parser refuses.
             SystemExit: 2, in a user's script, after one ``error:`` line on stderr.
         """
-        message = explain_parse_error(message, getattr(ex, "subcommand_parser", None) or self)
+        message = explain_parse_error(
+            message, getattr(ex, "subcommand_parser", None) or self, layers=getattr(self, "layers", None)
+        )
         if not self.exit_on_error:
             return super().error(message, ex)
         verb = (getattr(ex, "subcommand_parser", None) or self).prog.split()[-1]

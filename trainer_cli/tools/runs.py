@@ -10,8 +10,13 @@ count as a difference. Keys with one value across every run listed are left out 
 them). The metric is the monitor of the run's ``ModelCheckpoint`` and its best value in what the
 run logged, whatever the logger (:func:`trainer_cli.rundir.metrics.read`: TensorBoard event files,
 else the run's own ``metrics.jsonl``, else a CSV, MLflow or W&B logger's files), which also give the
-epochs and steps logged and the duration (first to last record); the start is the run's first
-``history.jsonl`` record. The cost is what the run's Slurm jobs were allocated over every attempt
+epochs and steps logged. A metric's column is named by its mode, ``val/acc (max)``, ``val/loss (min)``:
+it holds the highest (``max``) or lowest (``min``) value each run logged of it, whatever the run
+monitors (two runs monitoring one metric with two modes give two columns). The start is the run's
+first ``history.jsonl`` record; the duration the sum of its attempts' own wall times (rank 0's
+``attempts/`` records: :func:`trainer_cli.rundir.attempts.read`), so the idle time between a stop and
+its resume does not count (a run without attempt records: its first to last logged record). The cost
+is what the run's Slurm jobs were allocated over every attempt
 (GPU-hours, else CPU-hours; ``~`` before an estimate made without accounting;
 :mod:`trainer_cli.rundir.run_cost`), ``-`` for a run no Slurm job ran; the goodput is the share of
 that allocated time (of the processes' time for a local run) spent in training steps the final
@@ -39,10 +44,9 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.atomic import read_json_lines
 from trainer_cli.errors import UserError, close_matches
 from trainer_cli.job import jobstate
-from trainer_cli.rundir import goodput, layout, metrics, record, run_cost
+from trainer_cli.rundir import attempts, goodput, history, layout, metrics, record, run_cost
 from trainer_cli.rundir.history import inexact_starts
 from trainer_cli.tables import print_table
 
@@ -134,8 +138,7 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     monitor, mode = found or (None, "min")
     recorded = jobstate.read(run_dir)
     logged = metrics.read(run_dir)
-    first, last = logged.first_time, logged.last_time
-    history = read_json_lines(run_dir / layout.HISTORY_FILE)
+    starts = history.read(run_dir)
     return {
         "run_dir": str(run_dir),
         "state": str(recorded.get("state") or "-"),
@@ -145,12 +148,28 @@ def read_run(run_dir: Path) -> dict[str, Any]:
         "best": logged.best(monitor, mode),
         "epochs": logged.epochs,
         "steps": logged.steps,
-        "start": str(history[0].get("time") or "-") if history else "-",
-        "duration_s": round(last - first) if first is not None and last is not None else None,
+        "start": str(starts[0].get("time") or "-") if starts else "-",
+        "duration_s": duration_s(run_dir, logged),
         "logged_from": logged.source or "-",
-        "inexact_resumes": inexact_starts(history),
+        "inexact_resumes": inexact_starts(starts),
         "scalars": logged.scalars,
     }
+
+
+def duration_s(run_dir: Path, logged: metrics.Logged) -> int | None:
+    """The seconds a run's attempts lasted, summed (rank 0's, :func:`trainer_cli.rundir.attempts.read`:
+    process start to end each), without the time between them; a run without attempt records: its first
+    to last logged record (``logged``); None without either."""
+    walls = [float(a["wall_s"]) for a in attempts.read(run_dir) if a.get("rank", 0) == 0]
+    if walls:
+        return round(sum(walls))
+    first, last = logged.first_time, logged.last_time
+    return round(last - first) if first is not None and last is not None else None
+
+
+def column(metric: str, mode: str) -> str:
+    """A metric's column: ``val/acc (max)``: the highest value each run logged of it (``min``: the lowest)."""
+    return f"{metric} ({mode})"
 
 
 def compare(runs: list[dict[str, Any]], every_key: bool = False) -> list[str]:
@@ -194,8 +213,11 @@ def collect(
         measured = goodput.allocated(Path(run["run_dir"]), spent)
         run["goodput"] = goodput.as_json(measured)
         run["goodput_cell"] = goodput.cell(measured)
-    metrics = list(dict.fromkeys((r["monitor"], r["mode"]) for r in runs if r["monitor"]))
-    return {"keys": compare(runs, every_key), "metrics": metrics, "runs": runs}
+    shown = list(dict.fromkeys((r["monitor"], r["mode"]) for r in runs if r["monitor"]))
+    for run in runs:  # each column its own mode's extreme, whatever the run monitors
+        logged = metrics.Logged(scalars=run["scalars"])
+        run["columns"] = {column(m, mode): logged.best(m, mode) for m, mode in shown}
+    return {"keys": compare(runs, every_key), "metrics": shown, "runs": runs}
 
 
 def _globbed(label: str, pattern: str) -> bool:
@@ -214,15 +236,15 @@ def _duration(seconds: int | None) -> str:
 
 
 def table_rows(found: dict[str, Any], cut: bool = True) -> tuple[list[str], list[list[str]]]:
-    """``(header, rows)``: run, state, epochs, steps, each metric's best value, start, duration, cost,
-    goodput, the resumes that replayed and skipped data (where a run listed has one), each key shown."""
+    """``(header, rows)``: run, state, epochs, steps, each metric's column (:func:`column`), start, duration,
+    cost, goodput, the resumes that replayed and skipped data (where a run listed has one), each key shown."""
     inexact = any(run["inexact_resumes"] for run in found["runs"])
     header = [
         "run",
         "state",
         "epochs",
         "steps",
-        *(f"{m} ({mode})" for m, mode in found["metrics"]),
+        *(column(m, mode) for m, mode in found["metrics"]),
         "start",
         "duration",
         "cost",
@@ -232,10 +254,8 @@ def table_rows(found: dict[str, Any], cut: bool = True) -> tuple[list[str], list
     ]
     rows = []
     for run in found["runs"]:
-        scores = [
-            f"{run['best']:.4f}" if run["monitor"] == m and run["best"] is not None else "-"
-            for m, _ in found["metrics"]
-        ]
+        values_of = [run["columns"].get(column(m, mode)) for m, mode in found["metrics"]]
+        scores = ["-" if value is None else f"{value:.4f}" for value in values_of]
         values = [run["config"].get(k, "-") for k in found["keys"]]
         start = run["start"].replace("T", " ")[:16]
         rows.append(
