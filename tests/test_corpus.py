@@ -40,6 +40,7 @@ def _step(ckpt: Path) -> int:
 def _stock(script: Path) -> Path:
     """The same entry with stock LightningCLI (the swap undone), beside it."""
     text = script.read_text().replace("from trainer_cli import TrainerCLI as LightningCLI", "from lightning.pytorch.cli import LightningCLI")
+    text = text.replace("from trainer_cli.cli import", "from lightning.pytorch.cli import")
     stock = script.with_name("stock_" + script.name)
     stock.write_text(text)
     return stock

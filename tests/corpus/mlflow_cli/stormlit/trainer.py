@@ -4,18 +4,17 @@ recorded there): a LightningCLI subclass adding ``EarlyStopping`` and a top-3 ``
 ``add_lightning_class_args`` and ``set_defaults``, a link with ``compute_fn``, an ``MLFlowLogger``
 (``lazy_instance``, the local file store ``./mlruns``) in ``trainer_defaults``, a ``SaveConfigCallback``
 subclass that writes the config into the MLflow run's folder, and ``cli_main(args: ArgsType = None)``.
-Written for this suite, with TrainerCLI swapped in."""
+Written for this suite, with TrainerCLI swapped in by its one line (``lightning.pytorch.cli`` -> ``trainer_cli.cli``)."""
 
 import os
 
 from jsonargparse import lazy_instance
 from lightning.pytorch.callbacks import EarlyStopping, ModelCheckpoint
-from lightning.pytorch.cli import ArgsType, SaveConfigCallback
+from trainer_cli.cli import ArgsType, LightningCLI, SaveConfigCallback
 from lightning.pytorch.loggers import MLFlowLogger
 
 from stormlit.datamodule import TokenizedDataModule
 from stormlit.module import SequenceClassifier
-from trainer_cli import TrainerCLI as LightningCLI
 
 
 class MLFlowSaveConfigCallback(SaveConfigCallback):
