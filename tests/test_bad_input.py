@@ -157,6 +157,9 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "resume_architecture_changed": (["fit", "--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2", "--model.init_args.backbone", "mlp"],
                                         ["cannot resume", "weights do not fit", "model.init_args.backbone: 'cnn' -> 'mlp'"]),
         "run_dir_reused": (["fit", "--run_dir", str(run)], ["never reused", "--ckpt_path last"]),
+        # it resumed the newest run (issue 45)
+        "run_dir_empty": (["fit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--run_dir", "", "--ckpt_path", "last"],
+                          ["--run_dir is empty", "leave --run_dir out"]),
     }
 
 

@@ -52,7 +52,7 @@ from trainer_cli.launch.submissions import register
 from trainer_cli.rundir import record
 from trainer_cli.rundir.history import restore_config, rewrite_config
 from trainer_cli.rundir.layout import CONFIG_FILE
-from trainer_cli.rundir.policy import Resume, finished_line, freeze, resume_checkpoint
+from trainer_cli.rundir.policy import Resume, finished_line, freeze, remove_made_folders, resume_checkpoint
 from trainer_cli.rundir.policy import plan as rundir_plan
 from trainer_cli.rundir.resume import stored_config
 
@@ -159,6 +159,8 @@ class Plan:
     saying so (:func:`trainer_cli.rundir.policy.finished_line`); such a job would start only to exit."""
     entry: ScriptEntry | None = None
     """A user's script (``python main.py submit``): which file the job runs."""
+    made_from: Path | None = None
+    """The highest folder the plan made for ``run_dir`` (a refused submission removes those left empty)."""
 
     @property
     def script(self) -> Path:
@@ -303,7 +305,19 @@ def plan(
             if not created
             else ([], frozen)
         )
-        job = Plan(run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes, entry=entry)
+        job = Plan(
+            run_dir,
+            created,
+            frozen,
+            script_text,
+            slurm,
+            resources,
+            root,
+            job_name,
+            changes,
+            entry=entry,
+            made_from=placed.made_from,
+        )
         if resume is not None and resume.progress is not None:
             job.finished = finished_line(
                 run_dir, resume.progress, config.trainer.get("max_epochs"), config.trainer.get("max_steps")
@@ -315,6 +329,8 @@ def plan(
     except BaseException:
         if created:
             shutil.rmtree(run_dir, ignore_errors=True)
+            if placed.made_from is not None:
+                remove_made_folders(run_dir, placed.made_from)
         raise
     return job
 
@@ -446,6 +462,8 @@ def submit(job: Plan) -> int:
     except BaseException:
         if job.created:
             shutil.rmtree(run_dir, ignore_errors=True)  # nothing of a refused submission is left
+            if job.made_from is not None:
+                remove_made_folders(run_dir, job.made_from)
         elif previous is not None:
             restore_config(run_dir, previous)  # the run's config as it was
         raise

@@ -4,7 +4,9 @@ step, the epochs and steps done, the wall times of the first and last record.
 One reader for every verb that needs a run's metrics: the sweep's metric (a trial's value told to
 the study), ``train sweep-results`` and ``train runs``. The sources, the first that a run has:
 
-1. TensorBoard event files (``events.out.tfevents.*`` in the run directory): every step logged;
+1. TensorBoard event files (``events.out.tfevents.*`` in the run directory): every step logged
+   (the epochs and steps done: the higher of theirs and the run's own record's, which has the
+   step a stop ended the fit at);
 2. the run's own record, ``metrics.jsonl`` (:data:`trainer_cli.rundir.layout.METRICS_FILE`): the
    launcher's :class:`~trainer_cli.callbacks.run_summary.RunSummary` appends the Trainer's
    ``callback_metrics`` with the epoch and global step at the start of training, at each
@@ -24,7 +26,7 @@ import math
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -38,6 +40,8 @@ WANDB_SUMMARY_GLOB = "wandb/*/files/wandb-summary.json"
 MLFLOW_KEY = "mlflow"  # in run.json: {tracking_uri: MLflow run id}
 EPOCH_STAGE = "epoch"
 """A record of :data:`METRICS_FILE` written at a training epoch's end (its ``epoch`` is then done)."""
+STOP_STAGE = "stop"
+"""A record of :data:`METRICS_FILE` written where a stop or crash ended the fit (its ``epoch`` not done)."""
 
 Scalars = dict[str, list[tuple[int, float]]]
 
@@ -75,9 +79,12 @@ def read(run_dir: Path) -> Logged:
     """What ``run_dir``'s run logged, from the first source it has (see the module's docstring); an
     empty :class:`Logged` without any. A file being written counts as far as it can be read."""
     run_dir = Path(run_dir)
+    own = _own_record(run_dir)
     for reader in (_tensorboard, _own_record, _csv, _mlflow, _wandb_summary):
-        found = reader(run_dir)
+        found = own if reader is _own_record else reader(run_dir)
         if found is not None:
+            if own is not None and found is not own:  # the steps past the last one logged (a stop's record)
+                found = replace(found, epochs=max(found.epochs, own.epochs), steps=max(found.steps, own.steps))
             return found
     return Logged()
 
