@@ -63,7 +63,8 @@ def remove_or_say_kept(run: Run) -> None:
     if run.remove_if_untrained() or not run.trained or run.path is None or not run.path.is_dir():
         return
     if rank_zero_only.rank == 0 and not any(run.path.rglob("*.ckpt")):  # type: ignore[attr-defined]
-        print(kept_without_checkpoint(run, run.trainer).capitalize(), file=sys.stderr, flush=True)
+        kept = kept_without_checkpoint(run, run.trainer)
+        print(kept[:1].upper() + kept[1:], file=sys.stderr, flush=True)
 
 
 def _stopped_before_training(run: Run) -> int:
