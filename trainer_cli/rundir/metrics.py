@@ -4,16 +4,18 @@ step, the epochs and steps done, the wall times of the first and last record.
 One reader for every verb that needs a run's metrics: the sweep's metric (a trial's value told to
 the study), ``train sweep-results`` and ``train runs``. The sources, the first that a run has:
 
-1. TensorBoard event files (``events.out.tfevents.*`` in the run directory): every step logged
-   (the epochs and steps done: the higher of theirs and the run's own record's, which has the
-   step a stop ended the fit at);
+1. TensorBoard event files (``events.out.tfevents.*`` in the run directory): every step logged;
 2. the run's own record, ``metrics.jsonl`` (:data:`trainer_cli.rundir.layout.METRICS_FILE`): the
    launcher's :class:`~trainer_cli.callbacks.run_summary.RunSummary` appends the Trainer's
    ``callback_metrics`` with the epoch and global step at the start of training, at each
-   validation end and at each training epoch end, whatever the logger (CSV, W&B, MLflow, none);
+   validation end, at each training epoch end and where a stop or crash ended the fit, whatever
+   the logger (CSV, W&B, MLflow, none);
 3. for a run written before that record existed: CSVLogger's ``metrics.csv``, the MLflow run that
    ``run.json`` names (its SQLite store or ``mlruns`` folder), W&B's ``wandb-summary.json`` under
    ``<run>/wandb/`` (the last value of each metric only).
+
+The epochs and steps done are the higher of the source's and the run's own record's (its stop
+record has the step a SIGTERM or Ctrl-C ended the fit at, where the loggers may have logged none).
 
 Reading is cheap and imports no torch (TensorBoard's event reader only when event files exist).
 """
