@@ -52,7 +52,7 @@ from trainer_cli.launch.submissions import register
 from trainer_cli.rundir import record
 from trainer_cli.rundir.history import restore_config, rewrite_config
 from trainer_cli.rundir.layout import CONFIG_FILE
-from trainer_cli.rundir.policy import Resume, experiment_dir, finished_line, freeze, resume_checkpoint
+from trainer_cli.rundir.policy import Resume, finished_line, freeze, remove_made_folders, resume_checkpoint
 from trainer_cli.rundir.policy import plan as rundir_plan
 from trainer_cli.rundir.resume import stored_config
 
@@ -162,13 +162,13 @@ class Plan:
     saying so (:func:`trainer_cli.rundir.policy.finished_line`); such a job would start only to exit."""
     entry: ScriptEntry | None = None
     """A user's script (``python main.py submit``): which file the job runs."""
-    made_parents: tuple[Path, ...] = ()
-    """The folders above ``run_dir`` that :func:`plan` created with it (``<root>/<name>``, ``<root>``)."""
+    made_from: Path | None = None
+    """The highest folder the plan made for ``run_dir`` (:attr:`trainer_cli.rundir.policy.Placement.made_from`)."""
 
     def discard(self) -> None:
         """Remove the run directory :func:`plan` created, and the folders it made above it where that
         leaves them empty (a refused submission leaves nothing); a run that existed is left alone."""
-        _discard(self.run_dir if self.created else None, self.made_parents)
+        _discard(self.run_dir if self.created else None, self.made_from)
 
     @property
     def script(self) -> Path:
@@ -194,16 +194,14 @@ class Plan:
         return render("test", context)
 
 
-def _discard(run_dir: Path | None, made_parents: tuple[Path, ...]) -> None:
-    """Remove ``run_dir`` (None: nothing) and then each of ``made_parents`` (innermost first) left empty."""
+def _discard(run_dir: Path | None, made_from: Path | None) -> None:
+    """Remove ``run_dir`` (None: nothing), then the folders its plan made above it (up to ``made_from``) left
+    empty (:func:`trainer_cli.rundir.policy.remove_made_folders`)."""
     if run_dir is None:
         return
     shutil.rmtree(run_dir, ignore_errors=True)  # (the snapshot's links to live data are removed, not followed)
-    for parent in made_parents:
-        try:
-            parent.rmdir()  # only when empty
-        except OSError:
-            break
+    if made_from is not None:
+        remove_made_folders(run_dir, made_from)
 
 
 def _resubmit_changes(
@@ -296,7 +294,6 @@ def plan(
         refuse_maintenance(slurm.partition, slurm.time)
     job_name = slurm.job_name or (script_job_name(config, Path(script)) if script else config.name)
     ckpt = config.get("ckpt_path")
-    made_parents = () if dry_run else tuple(p for p in (experiment_dir(root, name), root) if not p.exists())
     placed = rundir_plan(root, name, ckpt, config.run_dir, submitting=True, dry_run=dry_run, identity=identity)
     run_dir, created = placed.path, placed.created
     assert run_dir is not None  # (Lightning chooses only a user's script's run it starts itself)
@@ -328,7 +325,7 @@ def plan(
         )
         job = Plan(
             run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes, entry=entry,
-            made_parents=made_parents if created else (),
+            made_from=placed.made_from,
         )  # fmt: skip
         if resume is not None and resume.progress is not None:
             job.finished = finished_line(
@@ -339,7 +336,7 @@ def plan(
         if slurm.cv_folds:
             job.aggregate_script_text("afterok:1")
     except BaseException:
-        _discard(run_dir if created else None, made_parents)
+        _discard(run_dir if created else None, placed.made_from)
         raise
     return job
 
