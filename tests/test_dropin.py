@@ -251,30 +251,31 @@ def _stopped_script(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
 
 
 def test_ctrl_c_after_trained_steps_before_the_first_checkpoint_keeps_the_run(tmp_path: Path) -> None:
-    """Issue 45: a project whose ModelCheckpoint(save_last=True) saves every 5 epochs, Ctrl-C'd in epoch 2
-    (11 steps trained, no checkpoint yet): exit 130, the run directory stays with its config.yaml,
-    hparams.yaml, TensorBoard events and metrics (it was removed: "before any batch was trained"), the
-    message says the steps were not saved, what is kept and how to run it again, and that command runs."""
+    """Issue 45: a project whose ModelCheckpoint(save_last=True) saves every 5 epochs, Ctrl-C'd in its first
+    epoch (6 steps trained, no checkpoint yet: the launcher's own resume.ckpt is saved at the epoch's end):
+    exit 130, the run directory stays with its config.yaml, hparams.yaml, TensorBoard events and metrics (it
+    was removed: "before any batch was trained"), the message says the steps were not saved, what is kept and
+    how to run it again, and that command runs."""
     from trainer_cli.rundir import metrics
 
     stop = ["--trainer.callbacks+", "resume_signals.SignalAt", "--trainer.callbacks+.init_args.hook", "on_train_batch_end",
-            "--trainer.callbacks+.init_args.epoch", "1", "--trainer.callbacks+.init_args.batch", "2",
+            "--trainer.callbacks+.init_args.epoch", "0", "--trainer.callbacks+.init_args.batch", "5",
             "--trainer.callbacks+.init_args.signal", "SIGINT"]
     every_5 = ["--trainer.callbacks+", "ModelCheckpoint", "--trainer.callbacks+.every_n_epochs", "5",
                "--trainer.callbacks+.save_last", "true"]
     done = _stopped_script(tmp_path, "fit", "--trainer.logger", "true", "--trainer.max_epochs", "10", *every_5, *stop)
     run = tmp_path / "lightning_logs" / "version_0"
     assert done.returncode == 130, done.stderr[-3000:]
-    assert "Training stopped by Ctrl-C at epoch 2, step 11; its 11 trained step(s) were not saved" in done.stderr, done.stderr[-3000:]
+    assert "Training stopped by Ctrl-C at epoch 1, step 6; its 6 trained step(s) were not saved" in done.stderr, done.stderr[-3000:]
     assert f"the run directory {run} is kept (config.yaml, " in done.stderr and "removed" not in done.stderr
     assert not list(run.rglob("*.ckpt"))
     for kept in ("config.yaml", "hparams.yaml", "history.jsonl", "run.json", "metrics.jsonl"):
         assert (run / kept).is_file(), kept
-    assert list(run.glob("events.out.tfevents.*")) and "val_loss" in metrics.read(run).scalars
-    assert metrics.read(run).steps == 11  # where it stopped (the stop's record)
+    assert list(run.glob("events.out.tfevents.*")) and "train_loss" in metrics.read(run).scalars
+    assert metrics.read(run).steps == 6  # where it stopped (the stop's record)
     again = done.stderr.strip().splitlines()[-1].split("Run it again (a new run) with:", 1)[1].split()
     assert again[:4] == ["python", str(FOREIGN / "main.py"), "fit", "--config"]
-    rerun = _stopped_script(tmp_path, *again[2:], "--trainer.max_epochs", "1")
+    rerun = _stopped_script(tmp_path, *again[2:], "--trainer.max_epochs", "1", "--trainer.limit_train_batches", "3")  # its stop: batch 5
     assert rerun.returncode == 0, rerun.stderr[-3000:]
     assert (tmp_path / "lightning_logs" / "version_1" / "checkpoints" / "last.ckpt").is_file() and run.is_dir()
 
