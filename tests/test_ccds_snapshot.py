@@ -166,3 +166,9 @@ def test_submitted_job_completes_and_its_checkpoints_load_without_trainer_cli(
     loaded = [json.loads(line) for line in fresh.stdout.splitlines() if line.startswith("{")]
     assert len(loaded) == len(checkpoints), fresh.stdout
     assert all(x["loaded"] == "PointClassifier" and x["trainer_cli"] is False for x in loaded), loaded
+    # the submitted run's config.yaml starts a new run with the user's script (it was refused: "--run_dir ...
+    # already holds a trained run", the submit had pinned the run's folder in its launcher.yaml)
+    again = run_main(project, "fit", "--config", str(run_dir / "config.yaml"))
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+    runs = {ckpt.parent.parent for ckpt in root.rglob("last.ckpt")}
+    assert len(runs) == 2 and run_dir in runs, runs
