@@ -5,12 +5,13 @@
    launcher's CLI, or a user's TrainerCLI subclass for ``python main.py submit``); nothing is built.
 2. Resources come from the trainer and are checked (:mod:`trainer_cli.launch.resources`).
 3. The run directory is allocated and the resolved config frozen into ``<run>/config.yaml``
-   with ``run_dir`` set, so every restart of a requeued job writes into the same directory
-   and the same TensorBoard version. Resubmitted into an existing run (``--config
-   <run>/config.yaml``), the new values (other resources, more epochs) are written into the
-   run's config, checked as a resume checks them, with ``ckpt_path: last`` once the run holds a
-   checkpoint (a resubmitted run always resumes); the previous config is kept as
-   ``config.prev-<N>.yaml`` and each change printed in one line.
+   (``run_dir`` unset, as a local run's: used as ``--config`` elsewhere it starts a new run); the job
+   names its folder (``--run_dir "$run_dir"``), so every restart of a requeued job writes into the
+   same directory and the same TensorBoard version. Resubmitted into an existing run (``--config
+   <run>/config.yaml`` of a submitted run: :func:`submitted_run`), the new values (other resources,
+   more epochs) are written into the run's config, checked as a resume checks them, with
+   ``ckpt_path: last`` once the run holds a checkpoint (a resubmitted run always resumes); the
+   previous config is kept as ``config.prev-<N>.yaml`` and each change printed in one line.
 4. The sbatch script is rendered (:mod:`trainer_cli.launch.render`) to ``<run>/submit.sbatch``
    and queued; its log is ``<run>/slurm-<jobid>.log``; ``<run>/job.json`` and the registry read
    by ``train jobs`` (:mod:`trainer_cli.launch.submissions`) record the job id.
@@ -147,7 +148,7 @@ class Plan:
     created: bool
     """Whether :func:`plan` created ``run_dir`` (so a failed submission removes it)."""
     frozen_config: str
-    """``<run>/config.yaml``: the resolved fit config with ``run_dir`` set."""
+    """``<run>/config.yaml``: the resolved fit config (``run_dir`` unset: the job's script names it)."""
     script_text: str
     """The rendered sbatch script of the fit job."""
     slurm: SlurmOptions
@@ -251,6 +252,18 @@ def _resubmit_changes(
     return changes, yaml.safe_dump(new, sort_keys=False) if changes else frozen
 
 
+def submitted_run(configs: list[str]) -> Path | None:
+    """The submitted run whose ``config.yaml`` is among the ``--config`` values (the last such), the run a
+    ``train submit --config <run>/config.yaml`` resubmits into: a folder that holds the job's script or record
+    (``submit.sbatch``, ``job.json``) beside it; None where there is none (a local run's config starts a new run)."""
+    for value in reversed(configs):
+        path = Path(value)
+        if path.name == CONFIG_FILE and path.is_file():
+            if (path.parent / SCRIPT_NAME).is_file() or (path.parent / jobstate.JOB_FILE).is_file():
+                return path.parent
+    return None
+
+
 def _instantiate_links(parser: Any) -> frozenset[str]:
     """The keys of ``parser``'s links applied when the classes are built (the user's and the launcher's
     data->model links: ``TrainerArgumentParser.link_arguments``), as the verb's config names them."""
@@ -279,6 +292,9 @@ def plan(
     if slurm.array_workers is not None:
         raise UserError(f"--slurm.array_workers {slurm.array_workers} without --sweep: workers train a sweep's trials")
     parser, config = parse(fit_args, provenance)
+    if not config.get("run_dir"):  # `train submit --config <run>/config.yaml`: a resubmission into that run
+        resubmitted = submitted_run(Request.of(args).values("config"))
+        config.run_dir = str(resubmitted) if resubmitted is not None else config.run_dir
     from trainer_cli.runtime.run import DEFAULT_ROOT_DIR, lightning_identity, lightning_log_root  # (after parse)
 
     resources = derive(config.trainer, slurm)
@@ -308,7 +324,7 @@ def plan(
     else:
         resume = None
     try:
-        config.run_dir = str(run_dir)
+        config.run_dir = None  # the job names its folder (--run_dir): the run's config.yaml starts a new run elsewhere
         frozen = parser.dump(config, skip_none=False, skip_link_targets=False)  # as config.yaml records a run
         template = "cv" if slurm.cv_folds and slurm.template == "ddp" else slurm.template
         data = data_paths(config.get("data"), Path.cwd()) if slurm.container.runtime else []

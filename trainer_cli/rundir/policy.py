@@ -236,9 +236,10 @@ def test_after_fit_args(config: str | Path) -> list[str]:
     """``train``'s arguments of the test that follows a fit, locally (``train fit --test_after_fit``) and
     in a Slurm job (``--slurm.test_after_fit``'s test job): ``test`` with the run's ``config`` on its best
     checkpoint (``--ckpt_path best``, :func:`resume_checkpoint`), on one device: a test spread over
-    several ranks repeats samples to give each the same number (Lightning's DistributedSampler)."""
+    several ranks repeats samples to give each the same number (Lightning's DistributedSampler). The run is
+    the config's folder (``--run_dir``): the record names none."""
     return [
-        "test", "--config", str(config), "--ckpt_path", "best",
+        "test", "--config", str(config), "--run_dir", str(Path(config).parent), "--ckpt_path", "best",
         "--trainer.num_nodes", "1", "--trainer.devices", "1", "--trainer.strategy", "auto",
     ]  # fmt: skip
 

@@ -234,7 +234,7 @@ class TrainerCLI(LightningCLI):
             "--run_dir",
             type=Optional[str],
             default=None,
-            help="Use exactly this run directory (resume in place; `train submit` sets it). Not given: a new one.",
+            help="Use exactly this run directory (resume in place; a Slurm job names its own). Not given: a new one.",
         )
         # --resume_schedule, --resume_force (trainer_cli.optim.schedule_resume, trainer_cli.rundir.resume)
         add_resume_arguments(parser)
