@@ -159,6 +159,9 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "resume_architecture_changed": (["fit", "--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2", "--model.init_args.backbone", "mlp"],
                                         ["cannot resume", "weights do not fit", "model.init_args.backbone: 'cnn' -> 'mlp'"]),
         "run_dir_reused": (["fit", "--run_dir", str(run)], ["never reused", "--ckpt_path last"]),
+        # it resumed the newest run (issue 45)
+        "run_dir_empty": (["fit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--run_dir", "", "--ckpt_path", "last"],
+                          ["--run_dir is empty", "leave --run_dir out"]),
     }
 
 
@@ -221,8 +224,11 @@ def test_a_flag_error_names_no_config_file(outcome: dict, name: str) -> None:
 def test_existing_run_directory_untouched_and_nothing_called(outcome: dict) -> None:
     assert outcome["after"] == outcome["before"]
     assert not list(outcome["work"].rglob(MARKER)) and not (REPO / MARKER).exists()
-    # failed starts leave no new run directory behind
-    assert sorted(p.name for p in (outcome["root"] / "digits").iterdir()) == ["version_0"]
+    # failed starts leave no new run directory behind, but for the one that trained 2 steps before its mistake
+    # showed (issue 45: a run that trained is never removed, and the message says what was kept)
+    kept = outcome["results"]["early_stopping_metric_not_logged"]["stderr"]
+    assert "Its 2 trained step(s) were not saved" in kept and "version_1 is kept (config.yaml, " in kept, kept[-2000:]
+    assert sorted(p.name for p in (outcome["root"] / "digits").iterdir()) == ["version_0", "version_1"]
 
 
 def test_at_least_30_cases() -> None:

@@ -12,7 +12,9 @@ other two ``.gitignore`` shapes checked (tests/ccds_support.py ``GITIGNORES``).
 
 The snapshot links each git-ignored data folder once (a folder inside a linked one is reached through
 it), a piece it cannot write is one error line with the run folder removed, and the dry run shows the
-snapshot it would take, or says the job runs the live files where there is none.
+snapshot it would take, or says the job runs the live files where there is none. In the long tier the
+project is submitted for real on the local cluster: its job completes from the snapshot, and every
+checkpoint it leaves loads with the module's own ``load_from_checkpoint`` where trainer_cli is not importable.
 """
 
 from __future__ import annotations
@@ -21,13 +23,14 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import forkserver
 import pytest
 from ccds_support import GITIGNORES, ccds_project, run_main
 from hw_support import git, hw_env
-from slurm_support import LOCAL_PROFILE
+from slurm_support import LOCAL_PROFILE, job_id_from, slurm_cluster, wait_for_state  # noqa: F401 - a fixture
 
 from trainer_cli.launch import snapshot
 
@@ -126,3 +129,46 @@ def test_dry_run_shows_the_snapshot_or_says_the_job_runs_the_live_files(tmp_path
     lines = [x for x in done.stdout.splitlines() if x.startswith("# Code:")]
     assert len(lines) == 1 and "no snapshot (" in lines[0] and "is in no git work tree" in lines[0], done.stdout
     assert "the job runs " in lines[0] and "main.py" in lines[0], lines
+
+
+@pytest.mark.long  # a real job on the local cluster (scripts/local-slurm): ~1-2 minutes
+def test_submitted_job_completes_and_its_checkpoints_load_without_trainer_cli(
+    slurm_cluster: None,  # noqa: F811
+    tmp_path: Path,
+) -> None:
+    """The issue's project, ``python main.py submit`` with the local profile: the job trains from the code
+    snapshot, finding the processed data from its own file through the ``data`` link, and COMPLETES; each
+    checkpoint in the run folder loads with ``PointClassifier.load_from_checkpoint(path)`` and
+    ``torch.load(path, weights_only=True)`` in a fresh python where importing trainer_cli fails."""
+    project = ccds_project(tmp_path)
+    root = tmp_path / "root"
+    done = run_main(project, "submit", *SMALL, "--trainer.default_root_dir", str(root))
+    assert done.returncode == 0 and "Traceback" not in done.stderr, done.stdout + done.stderr[-3000:]
+    job_id = job_id_from(done.stdout)
+    lines = done.stdout.splitlines()
+    run_dir = Path(next(line.split(":", 1)[1].strip() for line in lines if line.startswith("Run directory:")))
+    try:
+        state = wait_for_state(job_id, timeout_s=300)
+    finally:
+        subprocess.run(["scancel", job_id], capture_output=True, timeout=30)  # (a no-op once it ended)
+    log = (run_dir / f"slurm-{job_id}.log").read_text()
+    assert state == "COMPLETED", log[-3000:]
+    assert json.loads((run_dir / "job.json").read_text())["state"] == "COMPLETED", log[-3000:]
+    checkpoints = sorted(run_dir.rglob("*.ckpt"))
+    assert checkpoints and (run_dir / "checkpoints" / "last.ckpt") in checkpoints, log[-3000:]
+    loads = str(Path(__file__).with_name("checkpoint_loads.py"))
+    pairs = [f"ccds_digits.modeling.model.PointClassifier={ckpt}" for ckpt in checkpoints]
+    env = hw_env(PYTHONPATH=str(project))
+    fresh = subprocess.run(  # never the fork server's preloads
+        [sys.executable, loads, "--block", *pairs], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=300
+    )
+    assert fresh.returncode == 0, fresh.stderr[-3000:]
+    loaded = [json.loads(line) for line in fresh.stdout.splitlines() if line.startswith("{")]
+    assert len(loaded) == len(checkpoints), fresh.stdout
+    assert all(x["loaded"] == "PointClassifier" and x["trainer_cli"] is False for x in loaded), loaded
+    # the submitted run's config.yaml starts a new run with the user's script (it was refused: "--run_dir ...
+    # already holds a trained run", the submit had pinned the run's folder in its launcher.yaml)
+    again = run_main(project, "fit", "--config", str(run_dir / "config.yaml"))
+    assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
+    runs = {ckpt.parent.parent for ckpt in root.rglob("last.ckpt")}
+    assert len(runs) == 2 and run_dir in runs, runs

@@ -63,7 +63,11 @@ def test_users_script_gains_run_directory_record_and_resume(tmp_path: Path) -> N
 
 def test_users_script_with_lightnings_default_logger_resumes_then_tests(tmp_path: Path) -> None:
     """A script whose logger is Lightning's default (``logger: null``): the record rewritten on resume
-    keeps ``logger: null`` (it once became a logger section of nulls, which `test --run_dir` refused)."""
+    keeps ``logger: null`` (it once became a logger section of nulls, which `test --run_dir` refused);
+    the resume and the test log into the run directory (issue 45: their events went to a new
+    ``runs/lightning_logs/version_0``, which the printed ``tensorboard --logdir`` misses)."""
+    from trainer_cli.rundir import metrics
+
     first = _script(tmp_path, "fit", "--data.n_labels", "3", "--trainer.logger", "null", "--trainer.max_epochs", "1")
     assert first.returncode == 0, first.stderr[-3000:]
     run = tmp_path / "lightning_logs" / "version_0"
@@ -73,6 +77,10 @@ def test_users_script_with_lightnings_default_logger_resumes_then_tests(tmp_path
     test = _script(tmp_path, "test", "--run_dir", str(run), "--ckpt_path", "last")
     assert test.returncode == 0, test.stderr[-3000:]
     assert sorted(p.name for p in run.parent.iterdir()) == ["version_0"]
+    events = [p.relative_to(tmp_path) for p in tmp_path.rglob("events.out.tfevents.*")]
+    assert len(events) == 3 and {p.parent for p in events} == {Path("lightning_logs/version_0")}, events
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["lightning_logs"]
+    assert metrics.read(run).epochs == 2 and "test_acc" in metrics.read(run).scalars
 
 
 def test_model_value_set_by_user_is_kept_recorded_and_tested(tmp_path: Path) -> None:
@@ -234,6 +242,53 @@ def test_run_made_by_train_resumes_and_tests_under_the_users_script(tmp_path: Pa
     bad = _script(tmp_path, "fit", "--config", str(other))
     assert bad.returncode == 2 and "Traceback" not in bad.stderr
     assert "model.class_path is lightning.pytorch.demos.boring_classes.BoringModel, but this script builds lit_foreign.model.SmallNet" in bad.stderr
+
+
+def _stopped_script(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """The user's script with the test callbacks of ``tests/resume_signals.py`` importable."""
+    env = {**_env(), "PYTHONPATH": os.pathsep.join([str(FOREIGN), str(REPO / "tests")])}
+    return forkserver.run_python([str(FOREIGN / "main.py"), *args], cwd, env, 600)
+
+
+def test_ctrl_c_after_trained_steps_before_the_first_checkpoint_keeps_the_run(tmp_path: Path) -> None:
+    """Issue 45: a project whose ModelCheckpoint(save_last=True) saves every 5 epochs, Ctrl-C'd in its first
+    epoch (6 steps trained, no checkpoint yet: the launcher's own resume.ckpt is saved at the epoch's end):
+    exit 130, the run directory stays with its config.yaml, hparams.yaml, TensorBoard events and metrics (it
+    was removed: "before any batch was trained"), the message says the steps were not saved, what is kept and
+    how to run it again, and that command runs."""
+    from trainer_cli.rundir import metrics
+
+    stop = ["--trainer.callbacks+", "resume_signals.SignalAt", "--trainer.callbacks+.init_args.hook", "on_train_batch_end",
+            "--trainer.callbacks+.init_args.epoch", "0", "--trainer.callbacks+.init_args.batch", "5",
+            "--trainer.callbacks+.init_args.signal", "SIGINT"]
+    every_5 = ["--trainer.callbacks+", "ModelCheckpoint", "--trainer.callbacks+.every_n_epochs", "5",
+               "--trainer.callbacks+.save_last", "true"]
+    done = _stopped_script(tmp_path, "fit", "--trainer.logger", "true", "--trainer.max_epochs", "10", *every_5, *stop)
+    run = tmp_path / "lightning_logs" / "version_0"
+    assert done.returncode == 130, done.stderr[-3000:]
+    assert "Training stopped by Ctrl-C at epoch 1, step 6; its 6 trained step(s) were not saved" in done.stderr, done.stderr[-3000:]
+    assert f"the run directory {run} is kept (config.yaml, " in done.stderr and "removed" not in done.stderr
+    assert not list(run.rglob("*.ckpt"))
+    for kept in ("config.yaml", "hparams.yaml", "history.jsonl", "run.json", "metrics.jsonl"):
+        assert (run / kept).is_file(), kept
+    assert list(run.glob("events.out.tfevents.*")) and "train_loss" in metrics.read(run).scalars
+    assert metrics.read(run).steps == 6  # where it stopped (the stop's record)
+    again = done.stderr.strip().splitlines()[-1].split("Run it again (a new run) with:", 1)[1].split()
+    assert again[:4] == ["python", str(FOREIGN / "main.py"), "fit", "--config"]
+    rerun = _stopped_script(tmp_path, *again[2:], "--trainer.max_epochs", "1", "--trainer.limit_train_batches", "3")  # its stop: batch 5
+    assert rerun.returncode == 0, rerun.stderr[-3000:]
+    assert (tmp_path / "lightning_logs" / "version_1" / "checkpoints" / "last.ckpt").is_file() and run.is_dir()
+
+
+def test_ctrl_c_before_any_batch_leaves_no_folder_the_start_made(tmp_path: Path) -> None:
+    """Ctrl-C before the first batch of a start that made its folders (``foreign_logs/blobs/version_0``):
+    nothing was trained, nothing is kept: no empty ``foreign_logs/`` left behind."""
+    stop = ["--trainer.callbacks+", "resume_signals.SignalAt", "--trainer.callbacks+.init_args.hook", "on_train_batch_start",
+            "--trainer.callbacks+.init_args.signal", "SIGINT"]
+    done = _stopped_script(tmp_path, "fit", *stop)
+    assert done.returncode == 130, done.stderr[-3000:]
+    assert "before any batch was trained; nothing was saved" in done.stderr, done.stderr[-3000:]
+    assert list(tmp_path.iterdir()) == []
 
 
 def test_users_script_stops_on_sigterm_with_checkpoint_exit_code_and_resume_line(tmp_path: Path) -> None:

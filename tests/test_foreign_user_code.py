@@ -109,8 +109,9 @@ def test_value_refused_by_the_users_check_names_the_line_the_type_and_the_users_
 
 
 def test_a_failed_start_leaves_no_run_directory(outcome: dict) -> None:
+    """Nor the folders above it that the start made (an empty ``runs/run/`` was left: issue 45)."""
     for name in outcome["results"]:
-        left = list((outcome["tmp"] / name).rglob("version_*"))
+        left = list((outcome["tmp"] / name).rglob("*"))
         assert not left, f"{name}: {left}"
 
 
@@ -126,6 +127,10 @@ SCRIPT_CASES = {
             "error: in {tmp}/checked.yaml line 4: exception in your code: ValueError: dropout must be in [0, 1), got 1.5",
             'lit_foreign/broken.py", line 39, in __init__',
         ],
+    ),
+    "error_in_setup": (  # after the run directory was planned: nothing of it is left (issue 45)
+        ["--model", "lit_foreign.broken.SetupNet"],
+        ["error: exception in your code: RuntimeError: cannot set up for", 'lit_foreign/broken.py", line 22, in setup'],
     ),
     "unsafe_checkpoint": (
         ["--model", "lit_foreign.model.SmallNet", "--ckpt_path", "{tmp}/unsafe.ckpt"],
@@ -165,4 +170,5 @@ def test_the_users_script_reports_mistakes_as_train_does(script_project: Path, n
         assert fragment.format(tmp=tmp) in done.stderr, done.stderr[-3000:]
     assert "Traceback (most recent call last)" not in done.stderr + done.stdout
     assert "<unicode string>" not in done.stderr and 'Parser key "config"' not in done.stderr
-    assert not (script_project / "foreign_logs").exists()  # a failed start leaves no run directory
+    # a failed start leaves no run directory, nor the folders above it that it made
+    assert not (script_project / "foreign_logs").exists() and not (script_project / "lightning_logs").exists()

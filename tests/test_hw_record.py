@@ -96,7 +96,9 @@ def test_a_submitted_runs_job_records_the_link_values_it_built_and_a_rewrite_kee
     assert (run_dir / "config.prev-1.yaml").read_bytes() == job_record["config.yaml"]
     assert (run_dir / "launcher.prev-1.yaml").read_bytes() == job_record["launcher.yaml"]
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["trainer"]["max_epochs"] == 2
-    assert record.read(run_dir / "config.prev-1.yaml")["run_dir"] == str(run_dir)  # read with its launcher settings
+    earlier = run_dir / "config.prev-1.yaml"  # read with its launcher settings (run_dir unset: the job names it)
+    assert "run_dir" in record.read(earlier) and record.read(earlier)["run_dir"] is None
+    assert "run_dir" not in record.read(earlier, launcher=False)
 
     # the user's stock script trains from the earlier record (it refused the launcher's keys: rc 2)
     elsewhere = tmp_path / "stock"

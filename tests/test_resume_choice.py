@@ -173,7 +173,25 @@ def test_ctrl_c_before_the_first_batch_exits_130_and_leaves_no_run_dir(tmp_path:
             "--trainer.callbacks+.init_args.signal", "SIGINT"]
     assert exit_code("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(tmp_path), *TINY, *args]) == 130
     assert "before any batch was trained; nothing was saved" in capsys.readouterr().err
-    assert not (tmp_path / "digits" / "version_0").exists()
+    assert not (tmp_path / "digits").exists()  # nor the experiment's folder the start made (issue 45)
+
+
+def test_sigterm_stop_is_recorded_where_train_runs_reads_the_steps(tmp_path: Path) -> None:
+    """Issue 45: a run stopped by SIGTERM at step 9 (log_every_n_steps past it: its TensorBoard events
+    end at step 5) showed 0 steps in `train runs`; the stop's record in metrics.jsonl says where it stopped."""
+    from trainer_cli.rundir import metrics
+    from trainer_cli.tools import runs
+
+    args = ["--trainer.callbacks+", "resume_signals.SignalAt", "--trainer.callbacks+.init_args.hook", "on_train_batch_end",
+            "--trainer.callbacks+.init_args.epoch", "1", "--trainer.callbacks+.init_args.batch", "3"]
+    assert exit_code("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(tmp_path), "--trainer.max_epochs", "3", *TINY,
+                             "--trainer.limit_train_batches", "5", "--trainer.log_every_n_steps", "50", *args]) == 143
+    run = tmp_path / "digits" / "version_0"
+    assert load(run / rundir.LAST_CKPT)["global_step"] == 9
+    assert metrics._tensorboard(run).steps < 9  # what the loggers logged alone
+    read = runs.read_run(run)
+    assert (read["epochs"], read["steps"]) == (1, 9)
+    assert metrics.recorded(run).steps == 9
 
 
 def test_stock_lightningcli_config_gets_the_run_layout_and_resumes(tmp_path: Path) -> None:

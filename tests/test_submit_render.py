@@ -10,6 +10,7 @@ With the local cluster up, `sbatch --test-only` must accept every golden case.
 from __future__ import annotations
 
 import difflib
+import json
 import os
 import subprocess
 import sys
@@ -135,9 +136,9 @@ def test_frozen_config_and_run_dir(tmp_path: Path) -> None:
     job = plan(_args(CASES["cpu_1x1"], tmp_path), dry_run=False)
     try:
         assert job.run_dir == tmp_path.absolute() / "digits" / "version_0" and job.run_dir.is_dir() and job.created
-        assert f"run_dir: {job.run_dir}" in job.frozen_config
+        assert "\nrun_dir: null\n" in job.frozen_config  # the job names its folder: the record starts a new run elsewhere
         assert "slurm" not in job.frozen_config.split("\n")[0] and "\nslurm:" not in job.frozen_config
-        assert f"--config {job.run_dir}/config.yaml" in job.script_text
+        assert f'--config {job.run_dir}/config.yaml --run_dir "$run_dir"' in job.script_text
     finally:
         job.run_dir.rmdir()
 
@@ -208,6 +209,50 @@ def test_signal_delay_not_well_below_time_limit_warns(tmp_path: Path, capsys: py
     assert "warning:" not in capsys.readouterr().err
 
 
+def test_a_submitted_runs_config_starts_a_new_run_and_only_its_own_job_goes_into_it(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """issue 45: `train fit --config <run>/config.yaml` of a submitted run starts a new run (it was refused:
+    "--run_dir ... already holds a trained run", the submit had pinned run_dir in launcher.yaml); the job
+    names its folder itself; `train submit --config <run>/config.yaml` still resubmits into the run. A run
+    submitted by an earlier version (run_dir pinned to its own folder) starts a new run too, except in its
+    own queued job (SLURM_JOB_ID the one its job.json records), whose script gives no --run_dir."""
+    stand_in = tmp_path / "bin" / "sbatch"  # accepts the script and prints a job id, as `sbatch --parsable` does
+    stand_in.parent.mkdir()
+    stand_in.write_text("#!/bin/sh\necho 4242\n")
+    stand_in.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}")
+    code, out = train_submit(*_args(CASES["cpu_1x1"], tmp_path), "--slurm.snapshot", "false")
+    run = tmp_path / "digits" / "version_0"
+    config, launcher = run / "config.yaml", run / "launcher.yaml"
+    assert code == 0 and "Job id:        4242" in out and "\nrun_dir: null\n" in launcher.read_text(), out
+    assert f'fit --config {config} --run_dir "$run_dir"' in (run / "submit.sbatch").read_text()
+    tiny = [
+        "--trainer.strategy", "auto", "--trainer.max_epochs", "1", "--trainer.limit_train_batches", "2",
+        "--trainer.limit_val_batches", "1", "--trainer.enable_progress_bar", "false",
+        "--trainer.enable_model_summary", "false",
+    ]  # fmt: skip
+    job = run_train("fit", "--config", str(config), "--run_dir", str(run), *tiny)  # what the job's script runs
+    assert job.returncode == 0 and (run / "checkpoints" / "last.ckpt").is_file(), job.stderr[-2000:]
+
+    new = run_train("fit", "--config", str(config), *tiny)
+    assert new.returncode == 0, new.stdout[-1000:] + new.stderr[-2000:]
+    assert (tmp_path / "digits" / "version_1" / "checkpoints" / "last.ckpt").is_file()
+    code, out = train_submit("--config", str(config), "--config", LOCAL_PROFILE, *PYTHON, "--dry-run")
+    assert code == 0 and f"# run directory (not created): {run}\n" in out, out  # a resubmission into the run
+
+    launcher.write_text(launcher.read_text().replace("run_dir: null", f"run_dir: {run}"))  # an earlier version's
+    old = run_train("fit", "--config", str(config), *tiny)
+    assert old.returncode == 0, old.stdout[-1000:] + old.stderr[-2000:]
+    assert (tmp_path / "digits" / "version_2" / "checkpoints" / "last.ckpt").is_file()
+    own = run_train("fit", "--config", str(config), *tiny[:2], "--trainer.max_epochs", "2", *tiny[4:],
+                    env={"SLURM_JOB_ID": "4242"})  # fmt: skip
+    assert own.returncode == 0, own.stdout[-1000:] + own.stderr[-2000:]
+    starts = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    assert len(starts) == 2 and starts[1]["global_step"] > 0, starts  # the queued job went on in its run
+    assert not (tmp_path / "digits" / "version_3").exists()
+
+
 def test_resubmission_reports_and_checks_changes_before_sbatch(tmp_path: Path) -> None:
     """Resubmitting into a run (`--config <run>/config.yaml`): the new values are listed one line each
     (a dry run writes nothing); a change no resume accepts, or `--ckpt_path last` with nothing to
@@ -215,6 +260,7 @@ def test_resubmission_reports_and_checks_changes_before_sbatch(tmp_path: Path) -
     job = plan(_args(CASES["cpu_1x1"], tmp_path), dry_run=False)
     config = job.run_dir / "config.yaml"
     config.write_text(job.frozen_config)
+    job.script.write_text(job.script_text)  # a submitted run: its config.yaml resubmits into it
     again = ["--config", str(config), "--config", LOCAL_PROFILE, *PYTHON]
     code, out = train_submit(*again, "--trainer.num_nodes", "2", "--trainer.max_epochs", "9", "--dry-run")
     assert code == 0
@@ -231,7 +277,7 @@ def test_resubmission_reports_and_checks_changes_before_sbatch(tmp_path: Path) -
         plan([*again, "--data.init_args.rgb", "true"], dry_run=False)
     with pytest.raises(UserError, match="--ckpt_path last: no run of 'digits' under .* has a checkpoint"):  # as `train fit`
         plan([*_args(CASES["cpu_1x1"], tmp_path), "--ckpt_path", "last"], dry_run=False)
-    assert sorted(p.name for p in job.run_dir.iterdir()) == ["config.yaml"]
+    assert sorted(p.name for p in job.run_dir.iterdir()) == ["config.yaml", "submit.sbatch"]
 
 
 def test_requeue_signal_recorded_under_slurm_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -288,7 +334,7 @@ def test_step_start_timeout_bounds_every_srun_of_the_tasks(tmp_path: Path) -> No
     for text in (job.script_text, sweep, workers):
         assert "export TRAINER_CLI_STEP_START_TIMEOUT_S=30\n" in text
         assert text.count('-m trainer_cli.job.progress "$run_dir" watch &\n') == 1 and 'kill "$watchdog"' in text
-    assert 'fit --config "$run_dir/config.yaml" >>"$run_dir/slurm-${SLURM_ARRAY_JOB_ID}_${task}.log" 2>&1 || rc=$?' in workers
+    assert 'fit --config "$run_dir/config.yaml" --run_dir "$run_dir" >>"$run_dir/slurm-${SLURM_ARRAY_JOB_ID}_${task}.log" 2>&1 || rc=$?' in workers
     assert '\n    end=0\n' in workers and 'jobstate "$run_dir" end "$rc" || end=$?\n    kill "$heartbeat"' in workers
     loop = workers.split("while true")[1]
     assert "exec " not in loop and '-m trainer_cli.sweeps.worker next' in loop and '"$task" $ended) || asked=$?' in loop
@@ -325,6 +371,7 @@ def test_a_resubmitted_run_goes_on_from_its_checkpoint_not_from_where_it_started
     job = plan([*_args(CASES["cpu_1x1"], tmp_path), "--ckpt_path", str(pretrained)], dry_run=False)
     config = job.run_dir / "config.yaml"
     config.write_text(job.frozen_config)
+    job.script.write_text(job.script_text)  # a submitted run: its config.yaml resubmits into it
     again = ["--config", str(config), "--config", LOCAL_PROFILE, *PYTHON]
     assert plan(again, dry_run=True).changes == []  # nothing saved yet: the job's first start takes the file
     (job.run_dir / "checkpoints").mkdir()

@@ -151,8 +151,7 @@ def test_trials_share_one_parser_and_parse_as_alone() -> None:
     assert len(trials) == 4 and len({id(t.parser) for t in trials}) == 1
     for trial in trials:
         alone_parser, alone = parse_config("fit", [*rest, *(a for k, v in trial.overrides.items() for a in (f"--{k}", v))])
-        alone.run_dir = "runs/x"
-        assert trial.frozen(Path("runs/x")) == alone_parser.dump(alone, skip_none=False, skip_link_targets=False), trial.overrides
+        assert trial.frozen() == alone_parser.dump(alone, skip_none=False, skip_link_targets=False), trial.overrides
     assert [t.config.model.init_args.num_classes for t in trials] == [10, 10, 7, 7]
 
 
@@ -209,7 +208,7 @@ def test_fit_sweep_runs_trials_here_then_the_table(tmp_path: Path, capfd: pytest
     for i in (0, 1):
         trial = sweep_dir / f"trial_{i:03d}"
         assert (trial / "checkpoints" / "last.ckpt").is_file() and (trial / "config.yaml").is_file()
-        assert f"run_dir: {trial}" in (trial / "launcher.yaml").read_text()  # the launcher's settings beside it
+        assert "run_dir: null" in (trial / "launcher.yaml").read_text()  # beside it; the trial's run names its folder
     assert "val/acc (max)" in done.out and (sweep_dir / "sweep_results.csv").is_file()
 
     out = io.StringIO()

@@ -23,8 +23,9 @@ class RunSummary(pl.Callback):
     rank 0 appends the Trainer's ``callback_metrics`` (numbers only) with the epoch and global step to
     the run directory's ``metrics.jsonl`` at the start of training, at each validation end (not the
     sanity check), after each training epoch (at the next epoch's start, when the metrics the
-    module's own ``on_train_epoch_end`` logged are in: callbacks' epoch-end hooks run before it) and
-    at the end of training (:func:`trainer_cli.rundir.metrics.record`; read back by
+    module's own ``on_train_epoch_end`` logged are in: callbacks' epoch-end hooks run before it), at
+    a stop or crash (the epoch and step it stopped at, no metrics) and at the end of training
+    (:func:`trainer_cli.rundir.metrics.record`; read back by
     :func:`trainer_cli.rundir.metrics.read`). Nothing is written per step, nor without a run directory.
 
     Args:
@@ -94,6 +95,12 @@ class RunSummary(pl.Callback):
 
     def on_train_end(self, trainer: pl.Trainer, pl_module: pl.LightningModule) -> None:
         self._record(trainer, "end", self.logged(trainer))
+
+    def on_exception(self, trainer: pl.Trainer, pl_module: pl.LightningModule, exception: BaseException) -> None:
+        # where a stop (SIGTERM, Ctrl-C) or a crash ended the fit: `train runs` reads the steps from here
+        # when the loggers logged none of them (log_every_n_steps past the stop)
+        if trainer.state.fn == "fit":
+            self._record(trainer, metrics.STOP_STAGE, {})
 
     @staticmethod
     def logged(trainer: pl.Trainer) -> dict[str, float]:

@@ -523,11 +523,27 @@ def with_stored_config(args: Request | list[str], under_configs: bool = False) -
     return ["--config", str(config), *(["--config", str(beside)] if beside else []), *request.tokens()]
 
 
+NO_RUN_DIR = "run_dir: null\n"
+"""A ``--config`` layer that unsets the ``run_dir`` a run's ``launcher.yaml`` pins (:func:`with_run_settings`)."""
+
+
 def with_run_settings(value: str, args: Sequence[str]) -> list[str]:
     """A ``--config`` value and, when it is a run's ``config.yaml``, the ``launcher.yaml`` beside it
-    (the launcher's settings of the run, :mod:`trainer_cli.rundir.record`) unless ``args`` name it."""
+    (the launcher's settings of the run, :mod:`trainer_cli.rundir.record`) unless ``args`` name it.
+
+    A ``run_dir`` there naming the file's own folder (earlier versions of ``train submit`` froze it so: the job
+    read its folder from there) names the run the file belongs to, not a request to start in it: it is
+    unset (:data:`NO_RUN_DIR` after it), so ``train fit --config <run>/config.yaml`` starts a new run as a
+    local run's does, unless ``args`` give ``--run_dir`` or this is that run's own Slurm job still queued
+    from before (:func:`trainer_cli.job.jobstate.runs_in`)."""
     beside = None if "\n" in value else record.launcher_file(value)
-    return [value] if beside is None or str(beside) in args else [value, str(beside)]
+    if beside is None or str(beside) in args:
+        return [value]
+    if Request.of(args).has("run_dir") or not record.pins_own_folder(Path(value)):
+        return [value, str(beside)]
+    from trainer_cli.job.jobstate import runs_in
+
+    return [value, str(beside)] if runs_in(Path(value).parent) else [value, str(beside), NO_RUN_DIR]
 
 
 CLASS_KEYS = ("model", "data")  # sections whose class a stock LightningCLI script fixes in code

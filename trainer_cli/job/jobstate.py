@@ -78,6 +78,14 @@ def this_job_id() -> str | None:
     return os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID")
 
 
+def runs_in(run_dir: Path) -> bool:
+    """Whether this process runs in the Slurm job of ``run_dir``: the fit job its job record names (the batch
+    script's ``jobstate start`` recorded it) or the test job queued after it."""
+    job = this_job_id()
+    record = read(run_dir) if job else {}
+    return job is not None and job in (str(record.get("job_id")), str(record.get("test_job_id")))
+
+
 def scontrol_id() -> str | None:
     """The id that names this job alone to ``scontrol`` (``requeue``, ``show job``): ``<array id>_<task id>``
     for a task of a job array (a bare id that is the array's names every task of it), else ``SLURM_JOB_ID``."""

@@ -5,12 +5,13 @@
    launcher's CLI, or a user's TrainerCLI subclass for ``python main.py submit``); nothing is built.
 2. Resources come from the trainer and are checked (:mod:`trainer_cli.launch.resources`).
 3. The run directory is allocated and the resolved config frozen into ``<run>/config.yaml``
-   with ``run_dir`` set, so every restart of a requeued job writes into the same directory
-   and the same TensorBoard version. Resubmitted into an existing run (``--config
-   <run>/config.yaml``), the new values (other resources, more epochs) are written into the
-   run's config, checked as a resume checks them, with ``ckpt_path: last`` once the run holds a
-   checkpoint (a resubmitted run always resumes); the previous config is kept as
-   ``config.prev-<N>.yaml`` and each change printed in one line.
+   (``run_dir`` unset, as a local run's: used as ``--config`` elsewhere it starts a new run); the job
+   names its folder (``--run_dir "$run_dir"``), so every restart of a requeued job writes into the
+   same directory and the same TensorBoard version. Resubmitted into an existing run (``--config
+   <run>/config.yaml`` of a submitted run: :func:`submitted_run`), the new values (other resources,
+   more epochs) are written into the run's config, checked as a resume checks them, with
+   ``ckpt_path: last`` once the run holds a checkpoint (a resubmitted run always resumes); the
+   previous config is kept as ``config.prev-<N>.yaml`` and each change printed in one line.
 4. The sbatch script is rendered (:mod:`trainer_cli.launch.render`) to ``<run>/submit.sbatch``
    and queued; its log is ``<run>/slurm-<jobid>.log``; ``<run>/job.json`` and the registry read
    by ``train jobs`` (:mod:`trainer_cli.launch.submissions`) record the job id.
@@ -52,7 +53,7 @@ from trainer_cli.launch.submissions import register
 from trainer_cli.rundir import record
 from trainer_cli.rundir.history import restore_config, rewrite_config
 from trainer_cli.rundir.layout import CONFIG_FILE
-from trainer_cli.rundir.policy import Resume, experiment_dir, finished_line, freeze, resume_checkpoint
+from trainer_cli.rundir.policy import Resume, finished_line, freeze, remove_made_folders, resume_checkpoint
 from trainer_cli.rundir.policy import plan as rundir_plan
 from trainer_cli.rundir.resume import stored_config
 
@@ -160,7 +161,7 @@ class Plan:
     created: bool
     """Whether :func:`plan` created ``run_dir`` (so a failed submission removes it)."""
     frozen_config: str
-    """``<run>/config.yaml``: the resolved fit config with ``run_dir`` set."""
+    """``<run>/config.yaml``: the resolved fit config (``run_dir`` unset: the job's script names it)."""
     script_text: str
     """The rendered sbatch script of the fit job."""
     slurm: SlurmOptions
@@ -175,13 +176,13 @@ class Plan:
     saying so (:func:`trainer_cli.rundir.policy.finished_line`); such a job would start only to exit."""
     entry: ScriptEntry | None = None
     """A user's script (``python main.py submit``): which file the job runs."""
-    made_parents: tuple[Path, ...] = ()
-    """The folders above ``run_dir`` that :func:`plan` created with it (``<root>/<name>``, ``<root>``)."""
+    made_from: Path | None = None
+    """The highest folder the plan made for ``run_dir`` (:attr:`trainer_cli.rundir.policy.Placement.made_from`)."""
 
     def discard(self) -> None:
         """Remove the run directory :func:`plan` created, and the folders it made above it where that
         leaves them empty (a refused submission leaves nothing); a run that existed is left alone."""
-        _discard(self.run_dir if self.created else None, self.made_parents)
+        _discard(self.run_dir if self.created else None, self.made_from)
 
     @property
     def script(self) -> Path:
@@ -207,16 +208,14 @@ class Plan:
         return render("test", context)
 
 
-def _discard(run_dir: Path | None, made_parents: tuple[Path, ...]) -> None:
-    """Remove ``run_dir`` (None: nothing) and then each of ``made_parents`` (innermost first) left empty."""
+def _discard(run_dir: Path | None, made_from: Path | None) -> None:
+    """Remove ``run_dir`` (None: nothing), then the folders its plan made above it (up to ``made_from``) left
+    empty (:func:`trainer_cli.rundir.policy.remove_made_folders`)."""
     if run_dir is None:
         return
     shutil.rmtree(run_dir, ignore_errors=True)  # (the snapshot's links to live data are removed, not followed)
-    for parent in made_parents:
-        try:
-            parent.rmdir()  # only when empty
-        except OSError:
-            break
+    if made_from is not None:
+        remove_made_folders(run_dir, made_from)
 
 
 def _resubmit_changes(
@@ -266,6 +265,18 @@ def _resubmit_changes(
     return changes, yaml.safe_dump(new, sort_keys=False) if changes else frozen
 
 
+def submitted_run(configs: list[str]) -> Path | None:
+    """The submitted run whose ``config.yaml`` is among the ``--config`` values (the last such), the run a
+    ``train submit --config <run>/config.yaml`` resubmits into: a folder that holds the job's script or record
+    (``submit.sbatch``, ``job.json``) beside it; None where there is none (a local run's config starts a new run)."""
+    for value in reversed(configs):
+        path = Path(value)
+        if path.name == CONFIG_FILE and path.is_file():
+            if (path.parent / SCRIPT_NAME).is_file() or (path.parent / jobstate.JOB_FILE).is_file():
+                return path.parent
+    return None
+
+
 def _instantiate_links(parser: Any) -> frozenset[str]:
     """The keys of ``parser``'s links applied when the classes are built (the user's and the launcher's
     data->model links: ``TrainerArgumentParser.link_arguments``), as the verb's config names them."""
@@ -294,6 +305,9 @@ def plan(
     if slurm.array_workers is not None:
         raise UserError(f"--slurm.array_workers {slurm.array_workers} without --sweep: workers train a sweep's trials")
     parser, config = parse(fit_args, provenance)
+    if not config.get("run_dir"):  # `train submit --config <run>/config.yaml`: a resubmission into that run
+        resubmitted = submitted_run(Request.of(args).values("config"))
+        config.run_dir = str(resubmitted) if resubmitted is not None else config.run_dir
     from trainer_cli.runtime.run import DEFAULT_ROOT_DIR, lightning_identity, lightning_log_root  # (after parse)
 
     resources = derive(config.trainer, slurm)
@@ -309,7 +323,6 @@ def plan(
         refuse_maintenance(slurm.partition, slurm.time)
     job_name = slurm.job_name or (script_job_name(config, Path(script)) if script else config.name)
     ckpt = config.get("ckpt_path")
-    made_parents = () if dry_run else tuple(p for p in (experiment_dir(root, name), root) if not p.exists())
     placed = rundir_plan(root, name, ckpt, config.run_dir, submitting=True, dry_run=dry_run, identity=identity)
     run_dir, created = placed.path, placed.created
     assert run_dir is not None  # (Lightning chooses only a user's script's run it starts itself)
@@ -324,7 +337,7 @@ def plan(
     else:
         resume = None
     try:
-        config.run_dir = str(run_dir)
+        config.run_dir = None  # the job names its folder (--run_dir): the run's config.yaml starts a new run elsewhere
         frozen = parser.dump(config, skip_none=False, skip_link_targets=False)  # as config.yaml records a run
         template = "cv" if slurm.cv_folds and slurm.template == "ddp" else slurm.template
         data = data_paths(config.get("data"), Path.cwd()) if slurm.container.runtime else []
@@ -342,7 +355,7 @@ def plan(
         )
         job = Plan(
             run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes, entry=entry,
-            made_parents=made_parents if created else (),
+            made_from=placed.made_from,
         )  # fmt: skip
         if resume is not None and resume.progress is not None:
             job.finished = finished_line(
@@ -353,7 +366,7 @@ def plan(
         if slurm.cv_folds:
             job.aggregate_script_text("afterok:1")
     except BaseException:
-        _discard(run_dir if created else None, made_parents)
+        _discard(run_dir if created else None, placed.made_from)
         raise
     return job
 

@@ -8,10 +8,14 @@ the study), ``train sweep-results`` and ``train runs``. The sources, the first t
 2. the run's own record, ``metrics.jsonl`` (:data:`trainer_cli.rundir.layout.METRICS_FILE`): the
    launcher's :class:`~trainer_cli.callbacks.run_summary.RunSummary` appends the Trainer's
    ``callback_metrics`` with the epoch and global step at the start of training, at each
-   validation end and at each training epoch end, whatever the logger (CSV, W&B, MLflow, none);
+   validation end, at each training epoch end and where a stop or crash ended the fit, whatever
+   the logger (CSV, W&B, MLflow, none);
 3. for a run written before that record existed: CSVLogger's ``metrics.csv``, the MLflow run that
    ``run.json`` names (its SQLite store or ``mlruns`` folder), W&B's ``wandb-summary.json`` under
    ``<run>/wandb/`` (the last value of each metric only).
+
+The epochs and steps done are the higher of the source's and the run's own record's (its stop
+record has the step a SIGTERM or Ctrl-C ended the fit at, where the loggers may have logged none).
 
 Reading is cheap and imports no torch (TensorBoard's event reader only when event files exist).
 """
@@ -24,7 +28,7 @@ import math
 import sqlite3
 from collections.abc import Iterator
 from contextlib import closing
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -38,6 +42,8 @@ WANDB_SUMMARY_GLOB = "wandb/*/files/wandb-summary.json"
 MLFLOW_KEY = "mlflow"  # in run.json: {tracking_uri: MLflow run id}
 EPOCH_STAGE = "epoch"
 """A record of :data:`METRICS_FILE` written at a training epoch's end (its ``epoch`` is then done)."""
+STOP_STAGE = "stop"
+"""A record of :data:`METRICS_FILE` written where a stop or crash ended the fit (its ``epoch`` not done)."""
 
 Scalars = dict[str, list[tuple[int, float]]]
 
@@ -75,9 +81,12 @@ def read(run_dir: Path) -> Logged:
     """What ``run_dir``'s run logged, from the first source it has (see the module's docstring); an
     empty :class:`Logged` without any. A file being written counts as far as it can be read."""
     run_dir = Path(run_dir)
+    own = _own_record(run_dir)
     for reader in (_tensorboard, _own_record, _csv, _mlflow, _wandb_summary):
-        found = reader(run_dir)
+        found = own if reader is _own_record else reader(run_dir)
         if found is not None:
+            if own is not None and found is not own:  # the steps past the last one logged (a stop's record)
+                found = replace(found, epochs=max(found.epochs, own.epochs), steps=max(found.steps, own.steps))
             return found
     return Logged()
 

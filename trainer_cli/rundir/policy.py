@@ -28,7 +28,10 @@ each sweep trial, each ``train cv`` fold, and the batch scripts (``slurm/ddp.sba
    (:mod:`trainer_cli.rundir.history`, written by global rank 0 when the verb starts). The writing is
    :mod:`trainer_cli.rundir.freezing`'s (re-exported here).
 4. **Discard** (:func:`discard_if_untrained`): a directory a start made is removed again when it
-   fails or is stopped before it saved a checkpoint; nothing a run saved is ever removed.
+   fails or is stopped before it trained a step or saved a checkpoint, and the folders above it that
+   the start made and that are left empty (:func:`remove_made_folders`); nothing a run saved is ever
+   removed, and a run that trained is kept whatever stopped it
+   (:meth:`trainer_cli.runtime.run.Run.remove_if_untrained`).
 
 The file names of a run directory and the readers of its checkpoints are
 :mod:`trainer_cli.rundir.layout` (re-exported here). The Lightning-facing part of a run (its loggers,
@@ -156,6 +159,9 @@ class Placement:
     kind: str
     """``inherited``, ``named``, ``resumed``, ``shared``, ``new``, ``dry-run`` or ``lightning`` (the rules of
     :func:`plan`)."""
+    made_from: Path | None = None
+    """The highest folder :func:`plan` made for it (``path`` or a folder above it, absolute); None when it made
+    none. A discarded start removes the ones left empty (:func:`remove_made_folders`)."""
 
     @property
     def existing(self) -> bool:
@@ -197,6 +203,11 @@ def plan(
     Raises:
         UserError: for a bad ``name``, an unwritable root, or nothing to resume (rule 3).
     """
+    if run_dir is not None and not str(run_dir).strip():
+        raise UserError(
+            "--run_dir is empty: give the run directory to use (e.g. --run_dir runs/run/version_0), "
+            "or leave --run_dir out (with --ckpt_path last: the newest run)"
+        )
     inherited = None if submitting else os.environ.get(ENV_RUN_DIR)
     if inherited or run_dir:
         return Placement(Path(inherited or str(run_dir)), False, "inherited" if inherited else "named")
@@ -210,10 +221,11 @@ def plan(
         return Placement(experiment_dir(root, name) / version if version else next_dir(root, name), False, "dry-run")
     if lightning_chooses:
         return Placement(None, False, "lightning")
+    made = first_missing(experiment_dir(root, name))
     path = allocate(root, name, version=version)
     if identity:
         write_identity(path, identity)
-    return Placement(path, True, "new")
+    return Placement(path, True, "new", made or path.absolute())
 
 
 # -- 2. resume: which checkpoint a start loads, and why ---------------------------------------------
@@ -224,9 +236,10 @@ def test_after_fit_args(config: str | Path) -> list[str]:
     """``train``'s arguments of the test that follows a fit, locally (``train fit --test_after_fit``) and
     in a Slurm job (``--slurm.test_after_fit``'s test job): ``test`` with the run's ``config`` on its best
     checkpoint (``--ckpt_path best``, :func:`resume_checkpoint`), on one device: a test spread over
-    several ranks repeats samples to give each the same number (Lightning's DistributedSampler)."""
+    several ranks repeats samples to give each the same number (Lightning's DistributedSampler). The run is
+    the config's folder (``--run_dir``): the record names none."""
     return [
-        "test", "--config", str(config), "--ckpt_path", "best",
+        "test", "--config", str(config), "--run_dir", str(Path(config).parent), "--ckpt_path", "best",
         "--trainer.num_nodes", "1", "--trainer.devices", "1", "--trainer.strategy", "auto",
     ]  # fmt: skip
 
@@ -496,3 +509,33 @@ def discard_if_untrained(path: Path, empty_parents: int = 0) -> bool:
         except OSError:
             break
     return True
+
+
+def first_missing(folder: Path) -> Path | None:
+    """The highest of ``folder`` and the folders above it that does not exist yet (what making
+    ``folder`` with its parents creates), absolute; None when ``folder`` exists."""
+    folder = Path(folder).absolute()
+    if folder.exists():
+        return None
+    top = folder
+    for parent in folder.parents:
+        if parent.exists():
+            break
+        top = parent
+    return top
+
+
+def remove_made_folders(path: Path, made_from: Path) -> None:
+    """After ``path`` (a run directory) is gone: remove the folders between it and ``made_from`` (the
+    highest folder its start made, :func:`first_missing`) that are empty, from the innermost up; a
+    folder that holds anything (another run) stays, and so do the ones above it."""
+    path, made_from = Path(path).absolute(), Path(made_from).absolute()
+    if path.exists() or not path.is_relative_to(made_from):
+        return
+    for parent in path.parents:
+        if not parent.is_relative_to(made_from):
+            break
+        try:
+            parent.rmdir()  # only when empty
+        except OSError:
+            break

@@ -166,6 +166,20 @@ def launcher_file(config_file: str | Path) -> Path | None:
     return beside if beside.is_file() else None
 
 
+def pins_own_folder(config_file: Path) -> bool:
+    """Whether the launcher settings of a run's ``config_file`` hold ``run_dir`` naming the folder the file
+    is in (a run an earlier ``train submit`` froze, a sweep trial of then)."""
+    beside = launcher_file(config_file)
+    settings = tree_of(beside.read_text(), _FILE_LOADER) if beside is not None else None
+    pinned = (settings or {}).get("run_dir")
+    if not pinned or not isinstance(pinned, str):
+        return False
+    try:
+        return Path(pinned).resolve() == config_file.parent.resolve()
+    except OSError:
+        return False
+
+
 def linked_line(linked: dict[str, Any]) -> str:
     """The header line naming the values the links gave (``{dotted key: value}``)."""
     return LINKED_HEADER + ", ".join(f"{k}={v!r}" for k, v in linked.items())

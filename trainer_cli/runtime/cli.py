@@ -40,7 +40,7 @@ from trainer_cli.optim.partials import instantiate_classes
 from trainer_cli.rundir.resume import add_resume_arguments, check_weights_fit
 from trainer_cli.runtime.auto_optimizers import add_automatic_groups, add_configure_optimizers
 from trainer_cli.runtime.checkpointing import with_atomic_checkpoint_io
-from trainer_cli.runtime.guard import _process_state_restored
+from trainer_cli.runtime.guard import _process_state_restored, remove_or_say_kept
 from trainer_cli.runtime.guard import explain_failure as explain_failure
 from trainer_cli.runtime.links import DATA_TO_MODEL as DATA_TO_MODEL
 from trainer_cli.runtime.links import link_unset_model_args
@@ -188,8 +188,10 @@ class TrainerCLI(LightningCLI):
                 # a user's script run as the program: explained as under `train` (called from Python, only
                 # the launcher's own UserError is); a start that failed before a checkpoint leaves nothing
                 user_error = err if isinstance(err, UserError) else None
-                user_error = user_error or (explain_failure(err, self.run, self.layers) if whole_process else None)
-                self.run.remove_if_untrained()
+                explained = user_error is None and whole_process  # explain_failure removes or keeps the run
+                user_error = user_error or (explain_failure(err, self.run, self.layers) if explained else None)
+                if not explained:
+                    remove_or_say_kept(self.run)
                 if user_error is not None and kwargs.get("args") is None:
                     raise SystemExit(report_user_error(user_error)) from None  # from the command line: exit 2
                 raise
@@ -233,7 +235,7 @@ class TrainerCLI(LightningCLI):
             "--run_dir",
             type=Optional[str],
             default=None,
-            help="Use exactly this run directory (resume in place; `train submit` sets it). Empty: a new one.",
+            help="Use exactly this run directory (resume in place; a Slurm job names its own). Not given: a new one.",
         )
         # --resume_schedule, --resume_force (trainer_cli.optim.schedule_resume, trainer_cli.rundir.resume)
         add_resume_arguments(parser)

@@ -39,29 +39,47 @@ def explain_failure(err: Exception, run: Run, layers: Layers | None) -> UserErro
     """The :class:`UserError` that ``err``, raised while ``run`` was built or trained, stands for:
     the user's input (a value, with the file and line of ``layers`` that set it), a full disk, or an
     exception of the user's own code before the first step, shown with their frames; None for a bug
-    (its traceback is kept). A run directory that saved no checkpoint is removed first, except after
-    a crash in training that is not the user's input (its logs are kept). For both entries: ``train``
-    (:func:`trainer_cli.runtime.verbs.building_cli`) and a user's script (:class:`TrainerCLI` from the command line)."""
-    started = run.trainer is not None and run.trainer.global_step > 0  # a crash in training keeps its logs
+    (its traceback is kept). A run directory this start made is removed when it trained nothing and
+    saved no checkpoint; one that trained is kept, whatever the error (:func:`remove_or_say_kept`). For
+    both entries: ``train`` (:func:`trainer_cli.runtime.verbs.building_cli`) and a user's script
+    (:class:`TrainerCLI` from the command line)."""
+    started = run.trained  # a crash in training keeps its logs
     if is_disk_full(err):  # the run's records, logs or metrics (a checkpoint's own error is a UserError already)
         user_error: UserError | None = disk_full_error(err, run.path)
     else:
         user_error = as_user_error(err, run.ckpt_path, layers) or (None if started else user_code_error(err))
-    if not started or user_error is not None:
-        run.remove_if_untrained()
+    remove_or_say_kept(run)  # a run that trained is kept, crashed or not
     return user_error
 
 
-def _stopped_before_training(run: Run) -> int:
-    """After Ctrl-C or SIGTERM while building, before training started: the run directory this made
-    is removed, one line says so; returns the exit code (130 or 143)."""
-    from trainer_cli.job import stop_signals
+def remove_or_say_kept(run: Run) -> None:
+    """After a failure: the run directory this start made is removed when it trained nothing and saved
+    no checkpoint (:meth:`Run.remove_if_untrained`); a run that trained is kept, and one line on stderr
+    (global rank 0) says what was kept when it holds no checkpoint (its steps were not saved)."""
+    from lightning.fabric.utilities.rank_zero import rank_zero_only
 
-    run.remove_if_untrained()
+    from trainer_cli.runtime.run_stop import kept_without_checkpoint
+
+    if run.remove_if_untrained() or not run.trained or run.path is None or not run.path.is_dir():
+        return
+    if rank_zero_only.rank == 0 and not any(run.path.rglob("*.ckpt")):  # type: ignore[attr-defined]
+        kept = kept_without_checkpoint(run, run.trainer)
+        print(kept[:1].upper() + kept[1:], file=sys.stderr, flush=True)
+
+
+def _stopped_before_training(run: Run) -> int:
+    """After Ctrl-C or SIGTERM outside Lightning's own handling (while building, before training
+    started; or a second Ctrl-C while it shuts down): the run directory this made is removed when it
+    trained nothing, one line says so, else the lines of a stopped run say what was kept; returns the
+    exit code (130 or 143)."""
+    from trainer_cli.job import stop_signals
+    from trainer_cli.runtime.run_stop import resume_hint
+
     cause = stop_signals.cause()
-    print(
-        f"\nStopped by {stop_signals.NAMES.get(cause, 'Ctrl-C')} before training started; nothing was saved.",
-        file=sys.stderr,
-        flush=True,
-    )
+    name = stop_signals.NAMES.get(cause, "Ctrl-C")
+    if run.trained:
+        print(resume_hint(run, name, run.trainer), file=sys.stderr, flush=True)
+        return stop_signals.EXIT_CODES.get(cause, EXIT_INTERRUPTED)
+    run.remove_if_untrained()
+    print(f"\nStopped by {name} before training started; nothing was saved.", file=sys.stderr, flush=True)
     return stop_signals.EXIT_CODES.get(cause, EXIT_INTERRUPTED)

@@ -43,8 +43,10 @@ In the order they are applied (:meth:`Run.prepare`):
 6. **Stop** (:meth:`Run.stopped`): after SIGTERM or Ctrl-C during training, a checkpoint is saved
    (``InterruptCheckpoint``), one line says how to resume, and the exit code is 143 or 130.
 7. **Cleanup** (:meth:`Run.remove_if_untrained`): a directory this run made is removed again when
-   the run fails on a user error or is stopped before it saved a checkpoint. Nothing a run saved
-   is ever removed.
+   the run fails on a user error or is stopped before it trained a step or saved a checkpoint, with
+   the folders above it that this start made and that are left empty. Nothing a run saved is ever
+   removed, and a run that trained is kept whatever stopped it (Ctrl-C, SIGTERM, a crash): its
+   config, events and metrics stay, and the stop says what was kept (:mod:`trainer_cli.runtime.run_stop`).
 """
 
 from __future__ import annotations
@@ -112,6 +114,7 @@ class Run:
         self.verb = verb
         self.path: Path | None = None
         self.created = False
+        self.made_from: Path | None = None  # the highest folder this run made (path or above it)
         self.ckpt_path: Optional[str] = None
         self.interrupt_checkpoint: InterruptCheckpoint | None = None
         self.trainer: Any = None
@@ -278,9 +281,11 @@ class Run:
             return
         logger = cfg.trainer.logger
         if logger is True or logger is None:  # None: stock LightningCLI's "the default logger"; off is `false`
-            logger = cfg.trainer.logger = Namespace(
-                DEFAULT_LOGGER | {"init_args": Namespace(DEFAULT_LOGGER["init_args"])}
-            )
+            init_args = Namespace(DEFAULT_LOGGER["init_args"])
+            if self.follows_lightning:  # Lightning's default logger logs to <default_root_dir or .>/lightning_logs
+                save_dir, name = lightning_log_root(cfg)
+                init_args.save_dir, init_args.name = str(save_dir), name
+            logger = cfg.trainer.logger = Namespace(DEFAULT_LOGGER | {"init_args": init_args})
         loggers = logger if isinstance(logger, list) else [logger]
         for item in loggers:
             if isinstance(item, Namespace) and "class_path" in item and item.get("init_args") is None:
@@ -332,9 +337,12 @@ class Run:
         if self.path is None:
             chosen = (lightning_run_dir(trainer) or Path(trainer.default_root_dir)).absolute()
             if chosen == Path.cwd().absolute():  # the project's root (no logger, default_root_dir "."): versioned
+                made = rundir.first_missing(chosen / "lightning_logs")
                 self.path, self.created = rundir.allocate(chosen, "lightning_logs"), True
+                self.made_from = made or self.path
             else:
-                self.path, self.created = chosen, not chosen.exists()
+                self.made_from = rundir.first_missing(chosen)
+                self.path, self.created = chosen, self.made_from is not None
             export.export(rundir.ENV_RUN_DIR, str(self.path))
             if self.interrupt_checkpoint is not None:
                 self.interrupt_checkpoint.ckpt_path = str(self.path / rundir.LAST_CKPT)
@@ -467,8 +475,24 @@ class Run:
         if self.created and self.path is not None and self.path.is_dir():
             if {p.name for p in self.path.iterdir()} <= {loggers_mod.RUN_FILE}:
                 shutil.rmtree(self.path, ignore_errors=True)
+                if self.made_from is not None:
+                    rundir.remove_made_folders(self.path, self.made_from)
 
-    def remove_if_untrained(self) -> None:
-        """Remove the directory if this run made it and nothing in it is a checkpoint (rule 7)."""
-        if self.created and self.path is not None:
-            rundir.discard_if_untrained(self.path)
+    @property
+    def trained(self) -> bool:
+        """Whether this start trained: a batch trained by this process, or a global step past 0 (a
+        resumed run's count included)."""
+        if self.interrupt_checkpoint is not None and self.interrupt_checkpoint.trained:
+            return True
+        return self.trainer is not None and self.trainer.global_step > 0
+
+    def remove_if_untrained(self) -> bool:
+        """Remove the directory if this run made it, trained nothing and nothing in it is a checkpoint,
+        and the folders this start made above it that are left empty (rule 7). Returns whether the
+        directory is gone."""
+        if not self.created or self.path is None or self.trained:
+            return False
+        removed = rundir.discard_if_untrained(self.path)
+        if self.made_from is not None:
+            rundir.remove_made_folders(self.path, self.made_from)
+        return removed

@@ -36,7 +36,7 @@ def choose(run: Run, cfg: Namespace) -> Path | None:
         root, name = lightning_log_root(cfg)
     ckpt = cfg.get("ckpt_path")
     placed = rundir.plan(root, name, ckpt, cfg.run_dir, lightning_chooses=run.follows_lightning)  # rules 1-3
-    run.created = placed.created
+    run.created, run.made_from = placed.created, placed.made_from
     if placed.path is None or not placed.existing:  # a new run (or Lightning's, bound later: bind_to_log_dir)
         return placed.path
     run_dir, child = (

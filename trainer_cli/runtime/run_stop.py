@@ -37,7 +37,10 @@ def exit_code(run: Run, stop: BaseException, requeued: bool) -> int | None:
 
 
 def resume_hint(run: Run, cause: str, trainer: Any) -> str:
-    """The lines after a stop: where the run stopped, what was saved, how to resume it."""
+    """The lines after a stop: where the run stopped, what was saved, how to resume it. A run
+    directory is removed only when this start made it and trained nothing
+    (:meth:`trainer_cli.runtime.run.Run.remove_if_untrained`); a run that trained but saved no
+    checkpoint yet (its ``ModelCheckpoint`` saves every N epochs) is kept, and the lines say so."""
     saved = run.interrupt_checkpoint
     # epochs counted from 1, as the progress lines count them
     stopped = f"\nTraining stopped by {cause} at epoch {trainer.current_epoch + 1}, step {trainer.global_step}"
@@ -52,8 +55,31 @@ def resume_hint(run: Run, cause: str, trainer: Any) -> str:
             if lost
             else "nothing trained since its last checkpoint"
         )
-    else:
-        if rank_zero_only.rank == 0:  # type: ignore[attr-defined]
-            run.remove_if_untrained()
+    elif run.path is None:  # no run directory (fast_dev_run): nothing is kept
+        return f"{stopped}; nothing was saved."
+    elif rank_zero_only.rank == 0 and run.remove_if_untrained():  # type: ignore[attr-defined]
         return f"{stopped}, before any batch was trained; nothing was saved (run directory {run.path} removed)."
+    else:
+        return f"{stopped}; {kept_without_checkpoint(run, trainer)}"
     return f"{stopped}; {where}.\nResume with:  {run.resume_command.format(path=run.path)}"
+
+
+def kept_without_checkpoint(run: Run, trainer: Any) -> str:
+    """What a stop or crash of a run that holds no checkpoint kept: its directory (and the files in it
+    a user reads: config, events, metrics), whether steps were trained and lost, and how to run it again
+    (a new run from its ``config.yaml``: with no checkpoint there is nothing to resume)."""
+    path = run.path
+    assert path is not None
+    files = sorted(p.name for p in path.iterdir() if p.is_file() and not p.name.startswith("."))
+    shown = ", ".join(files[:6]) + (f" and {len(files) - 6} more" if len(files) > 6 else "")
+    steps = trainer.global_step if trainer is not None else 0
+    lost = (
+        f"its {steps} trained step(s) were not saved (no checkpoint yet: its checkpoint callbacks had not saved one)"
+        if run.trained
+        else "nothing was trained"
+    )
+    kept = f"the run directory {path} is kept" + (f" ({shown})" if shown else "")
+    again = ""
+    if (path / "config.yaml").is_file():
+        again = f"\nRun it again (a new run) with:  {run.command} fit --config {path / 'config.yaml'}"
+    return f"{lost}; {kept}.{again}"

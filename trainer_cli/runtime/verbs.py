@@ -21,7 +21,12 @@ from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.rundir.policy import test_after_fit_args
 from trainer_cli.runtime import quiet
 from trainer_cli.runtime.cli import TrainerCLI, verb_cli
-from trainer_cli.runtime.guard import _process_state_restored, _stopped_before_training, explain_failure
+from trainer_cli.runtime.guard import (
+    _process_state_restored,
+    _stopped_before_training,
+    explain_failure,
+    remove_or_say_kept,
+)
 from trainer_cli.runtime.run import Run, is_checkpoint_file
 from trainer_cli.runtime.script import script_has_verbs
 
@@ -116,7 +121,7 @@ def building_cli(verb: Optional[str] = None, layers: Layers | None = None) -> It
             warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
             yield run
     except UserError:
-        run.remove_if_untrained()
+        remove_or_say_kept(run)
         raise
     except KeyboardInterrupt:  # Ctrl-C or SIGTERM while building, before training started
         raise SystemExit(_stopped_before_training(run)) from None

@@ -49,14 +49,15 @@ def failure(run_dir: Path, metric: str | None, exit_code: int) -> str:
 
 
 def _run_trial(run_dir: Path, env: dict[str, str]) -> int:
-    """``train fit --config <run_dir>/config.yaml`` in a process of its own; its exit code.
+    """``train fit --config <run_dir>/config.yaml --run_dir <run_dir>`` in a process of its own; its exit code.
 
     Raises:
         KeyboardInterrupt: after the trial (which got Ctrl-C too) saved and stopped.
     """
     jobstate.update(run_dir, state="RUNNING", exit_code=None)
     proc = subprocess.Popen(
-        [sys.executable, "-m", "trainer_cli", "fit", "--config", str(run_dir / CONFIG_FILE)], env=env
+        [sys.executable, "-m", "trainer_cli", "fit", "--config", str(run_dir / CONFIG_FILE), "--run_dir", str(run_dir)],
+        env=env,
     )
     try:
         code = proc.wait()

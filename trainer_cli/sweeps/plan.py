@@ -10,7 +10,7 @@ before anything is written or queued, naming the trial. The layout::
         sweep.json            the axes, the study (where, sampler, pruner, metric), each trial's values
                               (as given and as parsed) and run directory
         study.journal         the Optuna study (trainer_cli.sweeps.study), unless --sweep_storage names a database
-        trial_000/            a normal run directory: frozen config.yaml (run_dir set), checkpoints/, logs
+        trial_000/            a normal run directory: frozen config.yaml (the job names its folder), checkpoints/, logs
         trial_001/ ...
         sweep_results.csv     written by `train sweep-results` (and at the end of `train fit --sweep`)
         sweep_results.json
@@ -97,14 +97,15 @@ class Trial:
         """``trial 1 (trainer.max_epochs=abc)``: how messages name the trial."""
         return trial_label(self.index, self.overrides)
 
-    def frozen(self, run_dir: Path, callback: dict[str, Any] | None = None) -> str:
-        """The resolved config with ``run_dir`` set: what ``train fit --config <trial>/config.yaml`` runs
-        (the trial's parsed config itself is left as parsed); ``callback`` (``class_path`` and
-        ``init_args``: the sweep's pruning callback) is added to ``trainer.callbacks``."""
+    def frozen(self, callback: dict[str, Any] | None = None) -> str:
+        """The resolved config: what ``train fit --config <trial>/config.yaml --run_dir <trial>`` runs (the
+        trial's parsed config itself is left as parsed; ``run_dir`` unset, as a local run's: the job names
+        it); ``callback`` (``class_path`` and ``init_args``: the sweep's pruning callback) is added to
+        ``trainer.callbacks``."""
         from jsonargparse import Namespace
 
         config = self.config.clone()
-        config.run_dir = str(run_dir)
+        config.run_dir = None
         if callback is not None:
             extra = Namespace(class_path=callback["class_path"], init_args=Namespace(**callback["init_args"]))
             config.trainer.callbacks = [*(config.trainer.callbacks or []), extra]
@@ -257,7 +258,7 @@ def write_trial(sweep: Sweep, trial: Trial) -> Path:
     run_dir = sweep.trial_dir(trial)
     run_dir.mkdir()
     callback = pruning_callback(sweep.study, trial.index) if sweep.study else None
-    rundir.freeze(run_dir, trial.frozen(run_dir, callback))
+    rundir.freeze(run_dir, trial.frozen(callback))
     return run_dir
 
 
