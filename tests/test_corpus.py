@@ -72,8 +72,12 @@ def test_lightning_example_run_false_fits_resumes_and_loads(tmp_path: Path) -> N
     (proj / "printed.yaml").write_text(printed)
     _ok(run(proj, [str(_stock(proj / "main.py")), "--config", "printed.yaml", "--print_config"], env), "the stock script reading it")
 
+    dry = run(proj, ["main.py", "submit", "--config", LOCAL_PROFILE, "--trainer.devices", "1", "--dry-run"], env)
+    srun = next(line for line in _ok(dry, "submit --dry-run").splitlines() if line.startswith("srun "))
+    assert "/code/main.py --config " in srun and " fit " not in srun, srun  # run=False: the script takes no verb
+
     ckpts = sorted((run_dir / "checkpoints").glob("*.ckpt"))
-    assert len(ckpts) == 3, ckpts  # last.ckpt and Lightning's epoch=N-step=M.ckpt of each start
+    assert [c.name for c in ckpts] == ["epoch=1-step=8.ckpt", "last.ckpt"], ckpts  # Lightning keeps its newest
     for ckpt in ckpts:  # main.py imports trainer_cli (the swapped import): its classes load it
         (loaded,) = loads(proj, {"main.LitClassifier": ckpt}, block=False)
         assert loaded["optimizer"] == ["Adam", 0.001], loaded
@@ -115,6 +119,10 @@ def test_mlflow_cli_package_fits_resumes_tests_and_loads(tmp_path: Path) -> None
     assert "num_labels" not in yaml.safe_load(printed)["model"]  # a link's target, given by the link, as stock prints it
     stock = _stock(proj / "stormlit" / "trainer.py")
     _ok(run(proj, ["-m", f"stormlit.{stock.stem}", "fit", "--config", "printed.yaml", "--print_config"], env), "stock reading it")
+
+    dry = run(proj, [*entry, "submit", "--config", LOCAL_PROFILE, "--trainer.devices", "1", "--dry-run"], env)
+    srun = next(line for line in _ok(dry, "submit --dry-run").splitlines() if line.startswith("srun "))
+    assert " -m stormlit.trainer fit --config " in srun, srun  # run as the user runs it, from the snapshot's folder
 
     ckpts = sorted((run_dir / "checkpoints").glob("*.ckpt"))
     for ckpt in ckpts:

@@ -291,6 +291,7 @@ def plan(
     parse: ParseFit,
     script: str | None = None,
     fixed: Mapping[str, type] | None = None,
+    script_verb: str = "fit",
 ) -> Plan:
     """Parse (with ``parse``), check and render ``train submit ARGS``; allocates the run directory
     unless ``dry_run``. With ``script`` (a user's script with TrainerCLI) the job runs that script.
@@ -347,6 +348,7 @@ def plan(
             module = args.module if isinstance(args, Request) else None  # `python -m pkg.train submit`
             entry = replace(script_entry(Path(script), slurm, run_dir, Path.cwd()), module=module)
             context_values["entry"] = entry.words
+            context_values["fit_verb"] = script_verb
         script_text = render(template, context_values)
         changes, frozen = (
             _resubmit_changes(run_dir, frozen, resume, fixed.get("model"), _instantiate_links(parser))
@@ -397,12 +399,17 @@ def _train_submit_hint(script: str, fixed: Mapping[str, type], sweep: bool) -> s
 
 
 def main(
-    args: Request | list[str], parse: ParseFit, script: str | None = None, fixed: Mapping[str, type] | None = None
+    args: Request | list[str],
+    parse: ParseFit,
+    script: str | None = None,
+    fixed: Mapping[str, type] | None = None,
+    script_verb: str = "fit",
 ) -> int:
     """``train submit ARGS`` for a fit run, parsed by ``parse``; returns the exit code. ``script``: a
     user's script with TrainerCLI (``python main.py submit ARGS``), which the job then runs;
     ``fixed``: the sections whose class that script fixes, with the class (``{"model": MyModel}``,
-    :func:`trainer_cli.config.compose.place_class_flags`).
+    :func:`trainer_cli.config.compose.place_class_flags`); ``script_verb``: the verb the script takes (empty
+    for one built with ``run=False``).
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; the run
@@ -418,7 +425,7 @@ def main(
             f"submit` for those{_train_submit_hint(script, fixed or {}, request.sweep)}"
         )
     dry_run = request.dry_run
-    job = plan(request, dry_run, parse, script=script, fixed=fixed)
+    job = plan(request, dry_run, parse, script=script, fixed=fixed, script_verb=script_verb)
     if job.finished:  # as `train fit` says it, before anything is written or queued
         print(f"{job.finished} Nothing was queued.")
         return 0

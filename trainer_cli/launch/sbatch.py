@@ -101,6 +101,7 @@ def script_context(
         "test_args": test_after_fit_args(run_dir / CONFIG_FILE),  # the test job's (test.sbatch.j2)
         "python": slurm.python_executable,
         "entry": ["-m", "trainer_cli"],  # what python runs: `train`, or a user's script (plan)
+        "fit_verb": "fit",  # the verb it takes: none for a user's script built with run=False (plan)
         "env": env,
         "secrets": secret,  # names only: their values come from sbatch's environment (trainer_cli.launch.secrets)
     }

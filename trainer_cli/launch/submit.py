@@ -76,7 +76,10 @@ def from_script(
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch, or a refused job.
     """
-    return fit_job.main(args, _parse_fit(cli), script=script, fixed=fixed)
+    from trainer_cli.runtime.script import script_has_verbs
+
+    verb = "fit" if script_has_verbs(*cli) else ""  # run=False: `python main.py --config ...`
+    return fit_job.main(args, _parse_fit(cli), script=script, fixed=fixed, script_verb=verb)
 
 
 def check(args: Request | list[str]) -> int:

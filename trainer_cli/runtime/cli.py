@@ -225,6 +225,9 @@ class TrainerCLI(LightningCLI):
         if not self._subcommands:  # built without fit (lr-find, cv, ...): fit's own options (ckpt_path,
             # weights_only) are accepted, so that a run's config.yaml reads here as it is
             parser.add_method_arguments(pl.Trainer, "fit", skip=set(LightningCLI.subcommands()["fit"]))
+            if self.run.follows_lightning:  # a user's script built with run=False: --ckpt_path resumes its fit,
+                # but its stock LightningCLI has no such keys: its printed config and config.yaml leave them out
+                parser.not_stock_keys = ("ckpt_path", "weights_only")  # type: ignore[attr-defined]
         parser.add_argument(
             "--name",
             type=str,

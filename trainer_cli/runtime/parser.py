@@ -44,6 +44,7 @@ class TrainerArgumentParser(LightningArgumentParser):
         self.layers = Layers()  # where each value of the command line parsed was written (TrainerCLI sets them)
         self.exits = False  # a user's script: an error ends the process here, as LightningCLI's parser does
         self.stock_keys_only = False  # a user's script: a printed config holds only what LightningCLI takes (dump)
+        self.not_stock_keys: tuple[str, ...] = ()  # keys left out of every dump (a run=False script: ckpt_path, ...)
 
     def add_lightning_class_args(
         self, lightning_class: Any, nested_key: str, subclass_mode: bool = False, required: bool = True
@@ -123,6 +124,11 @@ class TrainerArgumentParser(LightningArgumentParser):
         if self.stock_keys_only and kwargs.get("skip_link_targets", True) and isinstance(namespace, Namespace):
             namespace = namespace.clone()
             for key in run_records.LAUNCHER_KEYS:
+                if key in namespace:
+                    del namespace[key]
+        if self.not_stock_keys and isinstance(namespace, Namespace):  # any dump: config.yaml too
+            namespace = namespace.clone()
+            for key in self.not_stock_keys:
                 if key in namespace:
                     del namespace[key]
         return super().dump(namespace, *args, **kwargs)  # type: ignore[no-any-return]
