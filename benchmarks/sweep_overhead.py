@@ -165,7 +165,7 @@ def split(sweep_dir: Path, task: str, checkpoints: Path, launched: float) -> dic
 
     with heavy_import():
         import trainer_cli.callbacks.optuna_pruning  # noqa: F401 - the journal's opener lives beside the Lightning callback
-        from trainer_cli.runtime.cli import ConfigParser  # noqa: F401
+        from trainer_cli.runtime.verbs import ConfigParser  # noqa: F401
     lap("import torch + Lightning + the CLI")
     from trainer_cli.sweeps.local import trial_value
 

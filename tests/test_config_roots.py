@@ -15,7 +15,7 @@ from trainer_cli.config.compose import expand_config_args
 from trainer_cli.config.paths import ENV_CONFIG_PATH
 from trainer_cli.errors import ConfigError, UserError
 from trainer_cli.launch.slurm_args import split_args
-from trainer_cli.runtime.cli import parse_config
+from trainer_cli.runtime.verbs import parse_config
 
 
 def write(path: Path, text: str) -> Path:

@@ -8,7 +8,7 @@ import pytest
 from support import CONFIGS, DIGITS
 
 from trainer_cli.config.listing import config_description
-from trainer_cli.runtime.cli import parse_config
+from trainer_cli.runtime.verbs import parse_config
 
 # configs/slurm holds `train submit` site profiles, parsed by the submit tests
 GROUP_FILES = sorted(p for p in CONFIGS.glob("*/*.yaml") if p.parent.name not in {"experiment", "slurm"})

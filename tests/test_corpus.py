@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 import torch
 import yaml
 from corpus_support import loads, project, run, user_env, write_digits
@@ -83,6 +84,7 @@ def test_lightning_example_run_false_fits_resumes_and_loads(tmp_path: Path) -> N
         assert loaded["optimizer"] == ["Adam", 0.001], loaded
 
 
+@pytest.mark.long  # 2 minutes of make test's 12 under load: test_corpus_cluster.py's submit of it is long too
 def test_mlflow_cli_package_fits_resumes_tests_and_loads(tmp_path: Path) -> None:
     """``python -m stormlit.trainer fit``: without ``MLFLOW_ALLOW_FILE_STORE`` MLflow refuses its file store:
     one line naming the logger, no traceback, nothing made. Then the run lives in the MLflow run's folder

@@ -101,7 +101,7 @@ def test_every_bundled_config_passes_the_key_check() -> None:
 # unknown keys the precheck reports, next to the precheck's
 SLOW_PATH = r"""
 import contextlib, io, json, sys
-from trainer_cli.runtime.cli import run_subcommand
+from trainer_cli.runtime.verbs import run_subcommand
 from trainer_cli.tools.completion import OPTION
 from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.config.before_parse import precheck

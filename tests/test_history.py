@@ -22,7 +22,7 @@ from support import CONFIGS, DIGITS
 
 from trainer_cli.optim.schedule_resume import PLANNED_KEY
 from trainer_cli.rundir import history
-from trainer_cli.runtime.cli import parse_config, run_subcommand
+from trainer_cli.runtime.verbs import parse_config, run_subcommand
 
 STEPS_PER_EPOCH = 3
 TINY = [

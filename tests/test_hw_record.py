@@ -64,7 +64,8 @@ def _run_job(run_dir: Path) -> None:
     words = shlex.split(line.split(" || ")[0])[1:]
     python = next(i for i, word in enumerate(words) if not word.startswith("-"))
     command = words[python + 1 :]
-    assert command[1:] == ["fit", "--config", str(run_dir / "config.yaml")], command
+    assert command[1:] == ["fit", "--config", str(run_dir / "config.yaml"), "--run_dir", "$run_dir"], command
+    command[-1] = str(run_dir)  # the shell's $run_dir
     prefix = "export TRAINER_CLI_WORKDIR="
     [workdir] = [line.removeprefix(prefix) for line in script.splitlines() if line.startswith(prefix)]
     env = {**hw_env(), "TRAINER_CLI_WORKDIR": shlex.split(workdir)[0]}

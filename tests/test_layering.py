@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from support import CONFIGS, DIGITS, quiet_args, run_train
 
-from trainer_cli.runtime.cli import parse_config
+from trainer_cli.runtime.verbs import parse_config
 
 
 def fit_config(*args: str):  # noqa: ANN201 - a jsonargparse Namespace

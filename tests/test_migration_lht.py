@@ -255,7 +255,8 @@ def test_args_are_positional_parameters_by_name(tmp_path: Path) -> None:
     """``_args_`` fill the class's first parameters by name (``torch.nn.Linear``'s ``in_features``,
     ``out_features``), nested under ``init_args`` as LightningCLI takes them; a class that takes them only
     as ``*args`` is one line naming the file and key."""
-    from trainer_cli.config.compose import Layers, config_text
+    from trainer_cli.config.compose import config_text
+    from trainer_cli.config.keys import Layers
     from trainer_cli.errors import UserError
 
     good = tmp_path / "good.yaml"

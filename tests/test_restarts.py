@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer_cli.job import jobstate, requeue_signal, restarts
+from trainer_cli.job import jobstate, ports, requeue_signal, restarts
 from trainer_cli.launch.cluster import scontrol_fields
 from trainer_cli.launch.jobs import JobStatus, restarts_cell
 
@@ -198,23 +198,23 @@ def test_master_port_is_the_job_port_or_a_free_one_drawn_from_the_job_id() -> No
     ephemeral range; a listening socket holds its port, a connection of it left in TIME_WAIT does not."""
     import socket
 
-    assert jobstate.master_port(123, lambda port: True) == 10123
-    assert jobstate.master_port(20123, lambda port: True) == 10123
-    other = jobstate.master_port(123, lambda port: port != 10123)
-    assert other in jobstate.MASTER_PORTS and other not in (10123, 10124) and other == jobstate.master_port(123, lambda port: port != 10123)
-    assert jobstate.master_port(123, lambda port: False) == 10123, "nothing free: the job's own port"
+    assert ports.master_port(123, lambda port: True) == 10123
+    assert ports.master_port(20123, lambda port: True) == 10123
+    other = ports.master_port(123, lambda port: port != 10123)
+    assert other in ports.MASTER_PORTS and other not in (10123, 10124) and other == ports.master_port(123, lambda port: port != 10123)
+    assert ports.master_port(123, lambda port: False) == 10123, "nothing free: the job's own port"
     with socket.socket() as taken:
         taken.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # as torch's TCPStore listens
         taken.bind(("", 0))
         taken.listen()
         port = taken.getsockname()[1]
-        assert not jobstate._port_is_free(port)
+        assert not ports._port_is_free(port)
         with socket.create_connection(("127.0.0.1", port)) as client:
             server, _ = taken.accept()
             server.close()  # the server side closes first: its port goes into TIME_WAIT
             client.recv(1)
-    assert jobstate._port_is_free(port), "a port in TIME_WAIT does not stop a listener with SO_REUSEADDR"
-    assert all(jobstate.master_port(j) in jobstate.MASTER_PORTS for j in (0, 1, 987654))
+    assert ports._port_is_free(port), "a port in TIME_WAIT does not stop a listener with SO_REUSEADDR"
+    assert all(ports.master_port(j) in ports.MASTER_PORTS for j in (0, 1, 987654))
 
 
 def test_a_restarted_job_goes_on_from_what_it_saved_not_its_ckpt_path(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

@@ -16,7 +16,7 @@ from support import CONFIGS, DIGITS
 
 from trainer_cli.errors import UserError
 from trainer_cli.rundir import history, record
-from trainer_cli.runtime.cli import run_subcommand
+from trainer_cli.runtime.verbs import run_subcommand
 
 TINY = [
     "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1",

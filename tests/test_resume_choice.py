@@ -18,9 +18,10 @@ from resume_support import load
 from support import CONFIGS, DIGITS
 
 from trainer_cli.errors import UserError
+from trainer_cli.rundir import layout
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir.resume import compare_for_resume
-from trainer_cli.runtime.cli import run_subcommand
+from trainer_cli.runtime.verbs import run_subcommand
 
 TINY = [
     "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1", "--trainer.limit_test_batches", "1",
@@ -140,7 +141,7 @@ def test_newest_checkpoint_is_by_step_and_a_chosen_hpc_checkpoint_is_retired(tmp
     newest = rundir.newest_checkpoint(tmp_path)
     assert newest is not None and (newest.path.name, newest.global_step) == ("hpc_ckpt_1.ckpt", 14)
     _fake_checkpoint(tmp_path / "hpc_ckpt_0.ckpt.used", 3)  # consumed by an earlier resume
-    chosen = rundir.retire_hpc_checkpoints(tmp_path, newest)
+    chosen = layout.retire_hpc_checkpoints(tmp_path, newest)
     assert chosen.path == tmp_path / "hpc_ckpt_1.ckpt.used" and chosen.path.is_file()
     assert sorted(p.name for p in tmp_path.glob("hpc_*")) == ["hpc_ckpt_1.ckpt.used"]  # older used ones deleted
     assert rundir.newest_checkpoint(tmp_path) == chosen  # still the newest state until a newer one is saved

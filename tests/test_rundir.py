@@ -14,6 +14,7 @@ import torch
 
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate, restarts
+from trainer_cli.rundir import discard
 from trainer_cli.rundir import policy as rundir
 
 SLURM_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_RESTART_COUNT", "SLURM_ARRAY_JOB_ID",
@@ -126,9 +127,9 @@ def test_freeze_once_and_discard_only_a_start_that_saved_nothing(tmp_path: Path)
     assert not rundir.freeze(run, "trainer:\n  max_epochs: 2\n")  # frozen at the first start
     assert (run / rundir.CONFIG_FILE).read_text() == "trainer:\n  max_epochs: 1\n"
     _checkpoint(run / rundir.LAST_CKPT, 1)
-    assert not rundir.discard_if_untrained(run, empty_parents=1) and run.is_dir()  # it saved something: kept
+    assert not discard.discard_if_untrained(run, empty_parents=1) and run.is_dir()  # it saved something: kept
     (run / rundir.LAST_CKPT).unlink()
-    assert rundir.discard_if_untrained(run, empty_parents=1)
+    assert discard.discard_if_untrained(run, empty_parents=1)
     assert not (tmp_path / "exp").exists() and tmp_path.is_dir()  # the parent it left empty, no further
 
 

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 from slurm_support import LOCAL_PROFILE, job_id_from, slurm_cluster, wait_for_state  # noqa: F401 - a fixture
 
-from trainer_cli.launch.fit_job import script_entry
+from trainer_cli.launch.script_entry import script_entry
 from trainer_cli.launch.options import SlurmOptions
 
 MAIN = '''"""A user's script: LightningCLI swapped for TrainerCLI, nothing else."""

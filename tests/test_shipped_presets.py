@@ -17,7 +17,7 @@ from support import CONFIGS, DIGITS
 from trainer_cli.__main__ import main
 from trainer_cli.callbacks.ema import decay_after, warmup_ema_update
 from trainer_cli.config.after_parse import check_backbone_kwargs
-from trainer_cli.runtime.cli import parse_config
+from trainer_cli.runtime.verbs import parse_config
 
 TINY = ["--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1", "--trainer.max_epochs", "1",
         "--trainer.enable_progress_bar", "false"]

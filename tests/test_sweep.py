@@ -143,7 +143,7 @@ def test_trials_share_one_parser_and_parse_as_alone() -> None:
     """The trials are parsed by one parser, built once, and each writes the config.yaml that `train fit`
     parses for the trial's command line alone (a value of an earlier trial does not leak)."""
     from trainer_cli.config.compose import compose_args
-    from trainer_cli.runtime.cli import parse_config
+    from trainer_cli.runtime.verbs import parse_config
     from trainer_cli.sweeps.plan import plan
 
     space, rest = take_sweep_args(["--config", DIGITS, "--sweep", "model.init_args.num_classes=10,7", "--sweep", "optimizer.lr=1e-3,1e-2"])

@@ -25,7 +25,7 @@ LOG_EVERY = 4
 
 
 def _count(tmp_path: Path, *args: str) -> list[tuple[int, bool, list[tuple[str, str]]]]:
-    from trainer_cli.runtime.cli import run_subcommand
+    from trainer_cli.runtime.verbs import run_subcommand
 
     argv = [
         *args, "--trainer.default_root_dir", str(tmp_path / "runs"), "--trainer.max_epochs", "2",

@@ -31,7 +31,7 @@ from trainer_cli.callbacks.non_finite import NonFiniteLoss
 from trainer_cli.config.compose import compose_file
 from trainer_cli.optim import SAM
 from trainer_cli.optim.schedulers import FlatCosineLR, LinearWarmupCosineLR
-from trainer_cli.runtime.cli import parse_config
+from trainer_cli.runtime.verbs import parse_config
 
 NEW_GROUPS = ("averaging", "callbacks", "debug", "finetune", "gradients", "logger", "optimizer", "param_groups",
               "precision", "regularization", "scheduler", "stability", "strategy")

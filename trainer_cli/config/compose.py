@@ -22,76 +22,19 @@ from __future__ import annotations
 import sys
 import warnings
 from collections.abc import Collection, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import yaml
 
+from trainer_cli.config.keys import Layer, Layers, file_layer, plain_key
 from trainer_cli.config.paths import configs_dir, group_names, resolve_config_path, user_config_roots
 from trainer_cli.config.request import Arg, Request, option
-from trainer_cli.errors import Origin, UserError
-from trainer_cli.rundir import record
-from trainer_cli.rundir.layout import CONFIG_FILE
-
-
-@dataclass
-class Layer:
-    """One ``--config`` value or one ``--key value`` flag of a command line, in order.
-
-    ``keys`` maps each dotted key the layer sets (``.init_args`` dropped, see :func:`plain_key`)
-    to where it is written, ``(file, line)`` (``line`` 1-based; a flag has no file), and ``leaves``
-    holds the keys set to a value rather than to a mapping of keys.
-    """
-
-    label: str
-    keys: dict[str, tuple[Path | None, int | None]] = field(default_factory=dict)
-    leaves: set[str] = field(default_factory=set)
-    composed_from: Path | None = None  # the file with the ``defaults:`` list a composed layer came from
-    hydra: dict[str, Any] | None = None  # a Hydra-style layer as composed, untranslated (see hydra_context)
-
+from trainer_cli.config.run_layers import with_run_settings
+from trainer_cli.errors import UserError
 
 SHIM_PRIMARY = "trainer_cli_primary"  # Hydra ConfigStore name of the stand-in primary config (see _compose)
 MAX_CONFIG_NODES = 1_000_000  # values a config file may expand to through YAML aliases
-
-
-class Layers(list[Layer]):
-    """The layers of one command line, in order (:func:`compose_args` returns them): where each key
-    was written, for error messages. A copy (``Layers(layers)``) extends without changing the original."""
-
-    def origin_of(self, keys: Sequence[str]) -> tuple[Layer, str] | None:
-        """The last layer that sets one of ``keys`` (the most specific first) to a value, else the
-        last that sets one to a mapping; with the key it set. None when no layer does (a default)."""
-        wanted = [plain_key(k) for k in keys]
-        for leaf_only in (True, False):
-            for layer in reversed(self):
-                for key in wanted:
-                    if key in layer.keys and (key in layer.leaves or not leaf_only):
-                        return layer, key
-        return None
-
-    def origin(self, keys: Sequence[str]) -> Origin | None:
-        """Where the value of ``keys`` (the most specific first) was written; None for a default."""
-        found = self.origin_of(keys)
-        if found is None:
-            return None
-        layer, key = found
-        file, line = layer.keys[key]
-        if file is None:
-            return Origin(flag=layer.label)
-        return Origin(file, line, layer.composed_from)
-
-    def describe_origin(self, keys: Sequence[str]) -> str:
-        """Where the value of ``keys`` was written, for an error message: ``in FILE line N`` (see
-        :class:`Origin`), or an empty string for a flag or a default."""
-        return str(self.origin(keys) or "")
-
-    def note_flag(self, arg: str) -> None:
-        """Record a ``--key value`` flag of the command line (a later flag wins over an earlier
-        file, so an error about its key names no file)."""
-        if arg.startswith("--") and len(arg) > 2:
-            key = plain_key(arg[2:].split("=", 1)[0])
-            self.append(Layer(arg.split("=", 1)[0], {key: (None, None)}, {key}))
 
 
 def load_yaml_file(path: Path) -> Any:
@@ -271,50 +214,6 @@ def _template_primary(path: Path) -> tuple[str, str] | None:
         if group in names:
             return file.stem, group
     return None
-
-
-def plain_key(key: str) -> str:
-    """A dotted key as both a flag and a file may spell it: ``init_args`` segments and a list
-    append's ``+`` dropped (``optimizer.init_args.lr`` and ``optimizer.lr`` are one key)."""
-    return ".".join(p.rstrip("+") for p in key.split(".") if p and p != "init_args")
-
-
-def file_layer(label: str, files: Sequence[tuple[Path, str]], composed_from: Path | None = None) -> Layer:
-    """The :class:`Layer` of YAML ``files`` merged in order, each under its package: every dotted
-    key they set (mapping keys at every depth) -> the last file setting it and the key's line."""
-    layer = Layer(label, composed_from=composed_from)
-    for path, package in files:
-        lines, leaves = key_lines(path, package)
-        layer.keys.update(lines)
-        layer.leaves = (layer.leaves - set(lines)) | leaves
-    return layer
-
-
-def key_lines(path: Path, package: str = "") -> tuple[dict[str, tuple[Path | None, int | None]], set[str]]:
-    """Every dotted key a YAML file sets (mapping keys at every depth, under ``package``) -> the
-    file and the 1-based line of the key, and the keys set to a value (not a mapping); empty when
-    the file can't be read or parsed."""
-    out: dict[str, tuple[Path | None, int | None]] = {}
-    leaves: set[str] = set()
-    try:
-        node = yaml.compose(path.read_text())
-    except (OSError, yaml.YAMLError):
-        return out, leaves
-
-    def walk(node: Any, prefix: str) -> None:
-        if not isinstance(node, yaml.MappingNode):
-            return
-        for key_node, value_node in node.value:
-            if not isinstance(key_node, yaml.ScalarNode) or (not prefix and key_node.value == "defaults"):
-                continue
-            dotted = plain_key(f"{prefix}.{key_node.value}" if prefix else key_node.value)
-            out.setdefault(dotted, (path, key_node.start_mark.line + 1))  # `x.init_args` is `x`
-            if not isinstance(value_node, yaml.MappingNode):
-                leaves.add(dotted)
-            walk(value_node, dotted)
-
-    walk(node, plain_key(package))
-    return out, leaves
 
 
 def fold_list_appends(data: Any) -> Any:
@@ -505,45 +404,6 @@ def compose_args(args: Request | Sequence[str], fixed: Collection[str] = ()) -> 
             layers.note_flag(arg.tokens[0])
             out.append(arg)
     return _placed(out, layers, fixed), layers
-
-
-def with_stored_config(args: Request | list[str], under_configs: bool = False) -> list[str]:
-    """Put ``--config <run_dir>/config.yaml`` first when ``--run_dir`` names a run and no --config is given.
-
-    With ``under_configs`` (``train submit``, whose ``--config`` files are often a site profile alone)
-    it goes first under the given ones too, unless one of them is a run's record already."""
-    request = Request.of(args)
-    run_dir = request.last("run_dir")
-    given = request.values("config")
-    stored_given = any(record.launcher_file(c) is not None or Path(c).name == CONFIG_FILE for c in given)
-    if (given and not under_configs) or stored_given or not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
-        return request.tokens()
-    config = Path(run_dir) / CONFIG_FILE
-    beside = record.launcher_file(config)  # the launcher's settings of the run, read with it
-    return ["--config", str(config), *(["--config", str(beside)] if beside else []), *request.tokens()]
-
-
-NO_RUN_DIR = "run_dir: null\n"
-"""A ``--config`` layer that unsets the ``run_dir`` a run's ``launcher.yaml`` pins (:func:`with_run_settings`)."""
-
-
-def with_run_settings(value: str, args: Sequence[str]) -> list[str]:
-    """A ``--config`` value and, when it is a run's ``config.yaml``, the ``launcher.yaml`` beside it
-    (the launcher's settings of the run, :mod:`trainer_cli.rundir.record`) unless ``args`` name it.
-
-    A ``run_dir`` there naming the file's own folder (earlier versions of ``train submit`` froze it so: the job
-    read its folder from there) names the run the file belongs to, not a request to start in it: it is
-    unset (:data:`NO_RUN_DIR` after it), so ``train fit --config <run>/config.yaml`` starts a new run as a
-    local run's does, unless ``args`` give ``--run_dir`` or this is that run's own Slurm job still queued
-    from before (:func:`trainer_cli.job.jobstate.runs_in`)."""
-    beside = None if "\n" in value else record.launcher_file(value)
-    if beside is None or str(beside) in args:
-        return [value]
-    if Request.of(args).has("run_dir") or not record.pins_own_folder(Path(value)):
-        return [value, str(beside)]
-    from trainer_cli.job.jobstate import runs_in
-
-    return [value, str(beside)] if runs_in(Path(value).parent) else [value, str(beside), NO_RUN_DIR]
 
 
 CLASS_KEYS = ("model", "data")  # sections whose class a stock LightningCLI script fixes in code

@@ -30,7 +30,7 @@ from trainer_cli.errors import (
 from trainer_cli.imports import import_class
 
 if TYPE_CHECKING:
-    from trainer_cli.config.compose import Layers
+    from trainer_cli.config.keys import Layers
 
 
 def _known_keys(parser: Any) -> list[str]:
@@ -342,7 +342,7 @@ def message_keys(message: str) -> list[str]:
 
 def locate(message: str, layers: Layers | None) -> tuple[str | None, Origin | None]:
     """The key an explained parse error is about and where its value was written in the command
-    line's ``layers`` (:meth:`trainer_cli.config.compose.Layers.origin`; None for a default), or
+    line's ``layers`` (:meth:`trainer_cli.config.keys.Layers.origin`; None for a default), or
     ``(None, None)`` when the message names no key."""
     keys = message_keys(message)
     if not keys:

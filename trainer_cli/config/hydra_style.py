@@ -30,11 +30,11 @@ from __future__ import annotations
 import inspect
 import os
 import re
-from collections.abc import Iterator, Mapping
-from contextlib import contextmanager
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
+from trainer_cli.config.keys import plain_key
 from trainer_cli.errors import UserError
 
 TARGET, PARTIAL, ARGS, RECURSIVE, CONVERT = "_target_", "_partial_", "_args_", "_recursive_", "_convert_"
@@ -90,7 +90,7 @@ def translate(
     Args:
         data: The composed layer, interpolations unresolved.
         path: The file given with ``--config`` (for messages).
-        keys: Where each dotted key of the layer is written (:attr:`trainer_cli.config.compose.Layer.keys`).
+        keys: Where each dotted key of the layer is written (:attr:`trainer_cli.config.keys.Layer.keys`).
         root: The config root of ``path`` (its parent is the project root of ``${oc.env:PROJECT_ROOT}``).
         context: The Hydra-style layers before this one, merged and untranslated: what its interpolations
             may point into besides itself (``${paths.output_dir}`` of a ``trainer/cpu.yaml`` given after an
@@ -151,7 +151,7 @@ def translate(
 
 
 def alias_keys(keys: dict[str, Any]) -> None:
-    """Add to a layer's ``keys`` (dotted key -> where it is written, :class:`trainer_cli.config.compose.Layer`)
+    """Add to a layer's ``keys`` (dotted key -> where it is written, :class:`trainer_cli.config.keys.Layer`)
     the keys LightningCLI names after :func:`translate`, so that its errors name the file and line:
     ``X.class_path`` for ``X._target_``, ``trainer.callbacks``/``trainer.logger`` for the top-level
     ``callbacks``/``logger`` (with and without the entry's name), the launcher's names of :data:`RENAMED` keys."""
@@ -173,23 +173,20 @@ class _Where:
         self.path, self.keys = path, keys
 
     def __call__(self, dotted: str) -> str:
-        from trainer_cli.config.compose import plain_key
-
         file, line = self.keys.get(plain_key(dotted), (self.path, None))
         return f"in {file or self.path}{f' line {line}' if line else ''}: "
 
 
-@contextmanager
-def _project_root(root: Path) -> Iterator[None]:
-    """``$PROJECT_ROOT`` set to the folder above the config root while resolving, when it is not set."""
+_PROJECT_ROOT = re.compile(r"\$\{oc\.env:\s*PROJECT_ROOT\s*(?:,[^}]*)?\}")
+"""The template's ``${oc.env:PROJECT_ROOT}`` (with or without a default)."""
+
+
+def _with_project_root(text: str, root: Path) -> str:
+    """``text`` with ``${oc.env:PROJECT_ROOT}`` as the folder above the config root where the variable is not
+    set (the template's ``rootutils`` sets it so), read, never written into the environment."""
     if "PROJECT_ROOT" in os.environ:
-        yield
-        return
-    os.environ["PROJECT_ROOT"] = str(root.parent)
-    try:
-        yield
-    finally:
-        os.environ.pop("PROJECT_ROOT", None)
+        return text
+    return _PROJECT_ROOT.sub(str(root.parent).replace("\\", "/"), text)
 
 
 def _resolve(data: dict[str, Any], path: Path, root: Path, context: dict[str, Any]) -> dict[str, Any]:
@@ -203,17 +200,16 @@ def _resolve(data: dict[str, Any], path: Path, root: Path, context: dict[str, An
         if isinstance(node, list):
             return [stand_in(v) for v in node]
         if isinstance(node, str) and "${hydra:" in node.replace(" ", ""):
-            return _HYDRA_ANY.sub(RUN_FOLDER, _HYDRA_CWD.sub(os.getcwd().replace("\\", "/"), node))
-        return node
+            node = _HYDRA_ANY.sub(RUN_FOLDER, _HYDRA_CWD.sub(os.getcwd().replace("\\", "/"), node))
+        return _with_project_root(node, root) if isinstance(node, str) else node
 
     try:
-        with _project_root(root):
-            merged = OmegaConf.merge(OmegaConf.create(stand_in(context)), OmegaConf.create(stand_in(data)))
-            whole = OmegaConf.to_container(merged, resolve=True)
-            resolved = _project(whole, data)
-            for key in NAMED:  # named entries merge by name with the layers before, as Hydra merges them
-                if isinstance(data.get(key), dict) and isinstance(whole, dict):  # (a list of them replaces)
-                    resolved[key] = whole[key]
+        merged = OmegaConf.merge(OmegaConf.create(stand_in(context)), OmegaConf.create(stand_in(data)))
+        whole = OmegaConf.to_container(merged, resolve=True)
+        resolved = _project(whole, data)
+        for key in NAMED:  # named entries merge by name with the layers before, as Hydra merges them
+            if isinstance(data.get(key), dict) and isinstance(whole, dict):  # (a list of them replaces)
+                resolved[key] = whole[key]
     except OmegaConfBaseException as err:
         key = getattr(err, "full_key", "") or ""
         message = str(err).strip().splitlines()[0]

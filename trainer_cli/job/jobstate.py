@@ -34,8 +34,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import read_json, update_json
+from trainer_cli.job import ports, slurm_commands
 from trainer_cli.job import restarts as restarts_log
-from trainer_cli.job import slurm_commands
 from trainer_cli.job.restarts import ENV_PRIOR_RESTARTS, RestartPolicy
 
 JOB_FILE = "job.json"
@@ -440,53 +440,14 @@ def resubmit(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
     )
 
 
-MASTER_PORTS = range(10000, 30000)
-"""Where the rendezvous port of a job is chosen: below Linux's ephemeral ports (32768-60999), so no
-outgoing connection of the node holds it by chance."""
-
-
-def _port_is_free(port: int) -> bool:
-    """Whether a listener can bind ``port`` here as torch's TCPStore binds it (``SO_REUSEADDR``: a
-    connection of an ended job still in TIME_WAIT does not hold the port, a listening socket does)."""
-    import socket
-
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        try:
-            probe.bind(("", port))
-        except OSError:
-            return False
-    return True
-
-
-def master_port(job_id: int, is_free: Any = _port_is_free, tries: int = 64) -> int:
-    """The ``MASTER_PORT`` of job ``job_id``, chosen on the first node of its allocation (where the
-    batch script runs and global rank 0 listens): ``10000 + job_id % 20000`` (jobs sharing a node
-    do not collide); when that is taken, a port of :data:`MASTER_PORTS` drawn from the job id
-    (not the next one: that is the next job's own port), the first of ``tries`` that is free."""
-    import random
-
-    ports = [MASTER_PORTS[job_id % len(MASTER_PORTS)], *random.Random(job_id).sample(MASTER_PORTS, tries)]
-    return next((port for port in ports if is_free(port)), ports[0])
-
-
 def main(argv: list[str]) -> int:
     """``python -m trainer_cli.job.jobstate RUN_DIR start|end [EXIT_CODE]``: ``start`` returns 0
     (a record that cannot be written never fails the job); ``end`` returns the exit code for the
     batch script (:func:`end_of_step`; srun's exit code when the decision itself fails).
-    ``python -m trainer_cli.job.jobstate port``: prints this job's ``MASTER_PORT`` (:func:`master_port`)."""
+    ``python -m trainer_cli.job.jobstate port``: prints this job's ``MASTER_PORT``
+    (:func:`trainer_cli.job.ports.master_port`)."""
     if argv[:1] == ["port"]:
-        job_id = os.environ.get("SLURM_JOB_ID") or "0"
-        number = int(job_id) if job_id.isdigit() else 0
-        port = master_port(number)
-        if port != MASTER_PORTS[number % len(MASTER_PORTS)]:
-            print(
-                f"trainer-cli: MASTER_PORT {MASTER_PORTS[number % len(MASTER_PORTS)]} is taken on this node: using "
-                f"{port}",
-                file=sys.stderr,
-            )
-        print(port)
-        return 0
+        return ports.print_master_port()
     exit_code = 0
     try:
         run_dir, event = Path(argv[0]), argv[1]

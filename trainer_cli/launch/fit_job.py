@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import update_json
-from trainer_cli.config.compose import Layers
+from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
@@ -48,12 +48,14 @@ from trainer_cli.launch.sbatch import (
     run_sbatch,
     script_context,
 )
+from trainer_cli.launch.script_entry import ScriptEntry, code_line, script_entry, script_job_name
 from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help, split_args
 from trainer_cli.launch.submissions import register
 from trainer_cli.rundir import record
+from trainer_cli.rundir.discard import remove_made_folders
 from trainer_cli.rundir.history import restore_config, rewrite_config
 from trainer_cli.rundir.layout import CONFIG_FILE
-from trainer_cli.rundir.policy import Resume, finished_line, freeze, remove_made_folders, resume_checkpoint
+from trainer_cli.rundir.policy import Resume, finished_line, freeze, resume_checkpoint
 from trainer_cli.rundir.policy import plan as rundir_plan
 from trainer_cli.rundir.resume import stored_config
 
@@ -88,68 +90,6 @@ Every `train fit` option is accepted (`train fit --help`). Slurm options (a `slu
 --config file, e.g. configs/slurm/<site>.yaml, or --slurm.KEY flags):
 
 """
-
-
-@dataclass(frozen=True)
-class ScriptEntry:
-    """The user's script a job runs (``python main.py submit``): its copy in the code snapshot, or
-    the submitted file itself where there is no copy."""
-
-    path: Path
-    """The file the job runs (absolute): ``<run>/code/...`` or the script where it is."""
-    live: str | None
-    """Why the job runs the script where it is (no copy in the snapshot); None: it runs the copy."""
-    script: Path
-    """The script as submitted (absolute)."""
-    module: str | None = None
-    """The module the script runs as (``python -m pkg.train``): the job runs ``python -m`` it too, from the
-    snapshot's copy of the submitting folder (the job starts there), or from the submitting folder."""
-
-    @property
-    def words(self) -> list[str]:
-        """What the job's ``python`` runs: ``-m <module>``, or the script's file."""
-        return ["-m", self.module] if self.module else [str(self.path)]
-
-    @property
-    def shown(self) -> str:
-        """The entry as the plan says it: ``python -m <module> (<file>)``, or the file."""
-        return f"python -m {self.module} ({self.path})" if self.module else str(self.path)
-
-
-def _no_snapshot(slurm: SlurmOptions, submit_dir: Path) -> str:
-    """Why a job takes no code snapshot (``--slurm.snapshot false``, or no git work tree to take it of)."""
-    return "--slurm.snapshot false" if not slurm.snapshot else f"{submit_dir} is in no git work tree"
-
-
-def script_entry(script: Path, slurm: SlurmOptions, run_dir: Path, submit_dir: Path) -> ScriptEntry:
-    """Which file a job running ``script`` runs. With a code snapshot (:mod:`trainer_cli.launch.snapshot`)
-    holding the script, its copy there: Python puts the script's folder first on ``sys.path``, so the
-    job imports the user's modules from the snapshot too, not from the live tree. Otherwise (no
-    snapshot, or the script outside the work tree or ignored by git) the script where it is."""
-    script = script.absolute()
-    top = snapshot.work_tree(submit_dir) if slurm.snapshot else None
-    if top is None:
-        return ScriptEntry(script, _no_snapshot(slurm, submit_dir), script)
-    copy = snapshot.planned_file(script, submit_dir, run_dir)
-    if copy is not None:
-        return ScriptEntry(copy, None, script)
-    try:
-        (script.parent.resolve() / script.name).relative_to(top.resolve())
-        why = f"git ignores it in {top}"
-    except ValueError:
-        why = f"it lies outside the work tree {top}"
-    return ScriptEntry(script, why, script)
-
-
-def script_job_name(config: Any, script: Path) -> str:
-    """The Slurm job name of a user's script's run, as ``train submit`` names a job after its
-    experiment: the name its runs go under (``--name``, its logger's ``name``:
-    :func:`trainer_cli.runtime.run.lightning_log_root`), else, where that is Lightning's default
-    ``lightning_logs``, the folder of the script (its project)."""
-    from trainer_cli.runtime.run import lightning_log_root
-
-    _, name = lightning_log_root(config)
-    return name if name and name != "lightning_logs" else script.absolute().parent.name or "run"
 
 
 @dataclass
@@ -210,7 +150,7 @@ class Plan:
 
 def _discard(run_dir: Path | None, made_from: Path | None) -> None:
     """Remove ``run_dir`` (None: nothing), then the folders its plan made above it (up to ``made_from``) left
-    empty (:func:`trainer_cli.rundir.policy.remove_made_folders`)."""
+    empty (:func:`trainer_cli.rundir.discard.remove_made_folders`)."""
     if run_dir is None:
         return
     shutil.rmtree(run_dir, ignore_errors=True)  # (the snapshot's links to live data are removed, not followed)
@@ -458,42 +398,9 @@ def main(
         )
         words = ["sbatch", "--parsable", *job.sbatch_options, str(job.script)]
         print(f"# the sbatch command (not run):\n{secrets.shown_command(words, job.slurm)}")
-        _print_code(job, code, "# ")
+        print(code_line(job.entry, job.slurm, code, "# "))
         return 0
     return submit(job)
-
-
-def _print_code(job: Plan, code: snapshot.Snapshot | None, lead: str = "") -> None:
-    """The ``Code:`` line of a submission: the code snapshot, and which script a user's script's job runs;
-    ``lead``: a dry run's (``# ``: the snapshot planned, not taken)."""
-    entry = job.entry
-    if code is not None:
-        state = "with uncommitted changes" if code.dirty else "clean"
-        if code.linked:  # git-ignored data, found where the code's own file says
-            shown = ", ".join(code.linked[:3]) + (f" and {len(code.linked) - 3} more" if len(code.linked) > 3 else "")
-            state += f"; git-ignored {shown} linked, not copied"
-        taken = " (dry run: not taken)" if lead else ""
-        where = f"{lead}Code:          {code.root}{taken} ({code.files} files of {code.source} at {code.commit[:12]}"
-        where += f", {state})"
-        if entry is None:
-            print(f"{where}: the job imports your code from there")
-        elif entry.live is None:
-            print(f"{where}: the job runs {entry.shown} and imports your code from there")
-        else:
-            print(
-                f"{where}: the job runs {entry.script} where it is ({entry.live}), so it imports your modules beside "
-                "it from there and later edits reach the job"
-            )
-    elif entry is not None:
-        print(
-            f"{lead}Code:          no snapshot ({entry.live}): the job runs {entry.script} and imports your code as "
-            "it is when the job starts"
-        )
-    else:
-        print(
-            f"{lead}Code:          no snapshot ({_no_snapshot(job.slurm, Path.cwd())}): the job imports your code from "
-            "the live files as they are when it starts (later edits reach it)"
-        )
 
 
 def submit(job: Plan) -> int:
@@ -543,7 +450,7 @@ def submit(job: Plan) -> int:
         f"Run directory: {run_dir}\nScript:        {job.script}\nJob id:        {job_id}\nLog:           "
         f"{record['log']}"
     )
-    _print_code(job, code)
+    print(code_line(job.entry, job.slurm, code))
     if job.slurm.test_after_fit:
         test_script = run_dir / TEST_SCRIPT_NAME
         test_script.write_text(job.test_script_text(f"afterok:{job_id}"))

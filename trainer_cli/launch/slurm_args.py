@@ -16,16 +16,10 @@ from typing import Any
 
 import yaml
 
-from trainer_cli.config.compose import (
-    Layers,
-    config_text,
-    load_yaml_file,
-    place_class_flags,
-    take_roots,
-    with_run_settings,
-    with_stored_config,
-)
+from trainer_cli.config.compose import config_text, load_yaml_file, place_class_flags, take_roots
+from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import Request
+from trainer_cli.config.run_layers import with_run_settings, with_stored_config
 from trainer_cli.errors import UserError, did_you_mean
 from trainer_cli.launch.container import ContainerOptions
 from trainer_cli.launch.options import SECTION, SlurmOptions
@@ -45,7 +39,7 @@ def split_args(
         expanded (for :func:`trainer_cli.runtime.verbs.parse_config` with ``expand=False``), the Slurm layers in
         command-line order (a dict per config file section, a flag list per flag), the
         flags of ``train submit`` itself (``--dry-run``, ``--check``) and the fit arguments'
-        :class:`~trainer_cli.config.compose.Layers` (for error messages).
+        :class:`~trainer_cli.config.keys.Layers` (for error messages).
 
     Raises:
         UserError: for a missing config file, bad YAML, a ``slurm:`` that is not a mapping, or a

@@ -12,7 +12,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from trainer_cli.config.before_parse import check_top_level_keys
-from trainer_cli.config.compose import Layers
+from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import Request
 from trainer_cli.imports import heavy_import
 from trainer_cli.launch import fit_job

@@ -22,6 +22,9 @@ Reading a checkpoint here is cheap (memory-mapped, weights only) and never build
 
 from __future__ import annotations
 
+import dataclasses
+import fnmatch
+import os
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -237,3 +240,31 @@ def _checkpoint_states(path: Path) -> list[dict[str, Any]]:
             mode = "max" if "'mode': 'max'" in str(key) else "min"
             states.append({**state, "mode": mode})
     return states
+
+
+def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = True) -> RunCheckpoint:
+    """Rename every ``hpc_ckpt_N.ckpt`` of ``run_dir`` to ``hpc_ckpt_N.ckpt.used``; delete the
+    ``.used`` ones older than ``chosen`` (superseded: no resume takes them again).
+
+    Called once the resume checkpoint is chosen (and passed to Lightning explicitly): a later
+    Lightning hpc lookup (``ckpt_path=None`` under Slurm) can then never load a stale one. The
+    numbering of new hpc checkpoints keeps counting up (Lightning counts the ``.used`` names too).
+
+    Args:
+        run_dir: The run directory.
+        chosen: The checkpoint the resume takes (:func:`newest_checkpoint`).
+        rename: False on the other ranks of a job: global rank 0 renames, before the ranks meet
+            to load the checkpoint; they only take the new name.
+
+    Returns:
+        ``chosen``, with its new path when it is one of the renamed files.
+    """
+    if rename:
+        for file in run_dir.glob(HPC_PATTERN):
+            os.replace(file, file.with_name(file.name + USED_SUFFIX))
+        for older in run_checkpoints(run_dir):  # consumed before and superseded: never chosen again
+            if older.path.name.endswith(USED_SUFFIX) and older.global_step < chosen.global_step:
+                older.path.unlink(missing_ok=True)
+    if fnmatch.fnmatch(chosen.path.name, HPC_PATTERN):
+        chosen = dataclasses.replace(chosen, path=chosen.path.with_name(chosen.path.name + USED_SUFFIX))
+    return chosen

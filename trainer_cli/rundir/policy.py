@@ -18,7 +18,8 @@ each sweep trial, each ``train cv`` fold, and the batch scripts (``slurm/ddp.sba
 2. **Resume** (:func:`resume_checkpoint`): which checkpoint the start loads, and why. **A requeued
    or restarted Slurm job resumes from its run's newest complete checkpoint by global step**
    (``checkpoints/last.ckpt`` or ``hpc_ckpt_<N>.ckpt``), whatever ``--ckpt_path`` it was submitted
-   with, once it saved one; the hpc ones are then retired (:func:`retire_hpc_checkpoints`). A run
+   with, once it saved one; the hpc ones are then retired
+   (:func:`trainer_cli.rundir.layout.retire_hpc_checkpoints`). A run
    that already reached ``max_epochs``/``max_steps`` is not trained again (:func:`finished_line`).
    What may change on resume is :mod:`trainer_cli.rundir.resume`'s to decide.
 3. **Freeze** (:func:`freeze`): ``config.yaml`` (the resolved config, atomically) and ``git.txt``
@@ -27,9 +28,9 @@ each sweep trial, each ``train cv`` fold, and the batch scripts (``slurm/ddp.sba
    ``config.prev-<N>.yaml``, and every start is one line of ``history.jsonl``
    (:mod:`trainer_cli.rundir.history`, written by global rank 0 when the verb starts). The writing is
    :mod:`trainer_cli.rundir.freezing`'s (re-exported here).
-4. **Discard** (:func:`discard_if_untrained`): a directory a start made is removed again when it
+4. **Discard** (:mod:`trainer_cli.rundir.discard`): a directory a start made is removed again when it
    fails or is stopped before it trained a step or saved a checkpoint, and the folders above it that
-   the start made and that are left empty (:func:`remove_made_folders`); nothing a run saved is ever
+   the start made and that are left empty; nothing a run saved is ever
    removed, and a run that trained is kept whatever stopped it
    (:meth:`trainer_cli.runtime.run.Run.remove_if_untrained`).
 
@@ -41,11 +42,8 @@ this module; the Slurm job's restarts and their cap are :mod:`trainer_cli.job.jo
 
 from __future__ import annotations
 
-import dataclasses
-import fnmatch
 import os
 import re
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -155,13 +153,13 @@ class Placement:
     """The run directory; None for a user's script's new run (Lightning's ``log_dir``, known once the Trainer is
     built)."""
     created: bool
-    """Whether :func:`plan` made it (only then is it ever removed: :func:`discard_if_untrained`)."""
+    """Whether :func:`plan` made it (only then is it ever removed: :mod:`trainer_cli.rundir.discard`)."""
     kind: str
     """``inherited``, ``named``, ``resumed``, ``shared``, ``new``, ``dry-run`` or ``lightning`` (the rules of
     :func:`plan`)."""
     made_from: Path | None = None
     """The highest folder :func:`plan` made for it (``path`` or a folder above it, absolute); None when it made
-    none. A discarded start removes the ones left empty (:func:`remove_made_folders`)."""
+    none. A discarded start removes the ones left empty (:func:`trainer_cli.rundir.discard.remove_made_folders`)."""
 
     @property
     def existing(self) -> bool:
@@ -296,7 +294,8 @@ def resume_checkpoint(
        after resuming from it has it as its newest state) or any other callback's file in ``checkpoints/``
        holding the training state (a stock LightningCLI run's ``epoch=N-step=M.ckpt``); on equal steps
        the run's own. A damaged one (a ``last.ckpt`` cut short) is passed over (:attr:`Resume.skipped`). Once chosen,
-       the hpc ones are retired (:func:`retire_hpc_checkpoints`), so Lightning never loads a stale one.
+       the hpc ones are retired (:func:`trainer_cli.rundir.layout.retire_hpc_checkpoints`), so Lightning
+       never loads a stale one.
     4. ``best``: the best monitored score of the run's ``ModelCheckpoint`` (:func:`best_checkpoint`); where
        no ``ModelCheckpoint`` monitors a metric, its latest file (Lightning's ``best_model_path``), said so.
     5. A file: that file (a URL, Lightning's ``hpc`` or ``registry``: passed on as given).
@@ -467,50 +466,6 @@ def finished_line(
     )
 
 
-def retire_hpc_checkpoints(run_dir: Path, chosen: RunCheckpoint, rename: bool = True) -> RunCheckpoint:
-    """Rename every ``hpc_ckpt_N.ckpt`` of ``run_dir`` to ``hpc_ckpt_N.ckpt.used``; delete the
-    ``.used`` ones older than ``chosen`` (superseded: no resume takes them again).
-
-    Called once the resume checkpoint is chosen (and passed to Lightning explicitly): a later
-    Lightning hpc lookup (``ckpt_path=None`` under Slurm) can then never load a stale one. The
-    numbering of new hpc checkpoints keeps counting up (Lightning counts the ``.used`` names too).
-
-    Args:
-        run_dir: The run directory.
-        chosen: The checkpoint the resume takes (:func:`newest_checkpoint`).
-        rename: False on the other ranks of a job: global rank 0 renames, before the ranks meet
-            to load the checkpoint; they only take the new name.
-
-    Returns:
-        ``chosen``, with its new path when it is one of the renamed files.
-    """
-    if rename:
-        for file in run_dir.glob(HPC_PATTERN):
-            os.replace(file, file.with_name(file.name + USED_SUFFIX))
-        for older in run_checkpoints(run_dir):  # consumed before and superseded: never chosen again
-            if older.path.name.endswith(USED_SUFFIX) and older.global_step < chosen.global_step:
-                older.path.unlink(missing_ok=True)
-    if fnmatch.fnmatch(chosen.path.name, HPC_PATTERN):
-        chosen = dataclasses.replace(chosen, path=chosen.path.with_name(chosen.path.name + USED_SUFFIX))
-    return chosen
-
-
-# -- 4. discard: a start that saved nothing leaves nothing --------------------------------------
-def discard_if_untrained(path: Path, empty_parents: int = 0) -> bool:
-    """Remove ``path`` (a run, fold or cv directory the caller made) unless something in it is a
-    checkpoint (nothing a run saved is ever removed), then up to ``empty_parents`` of the folders
-    above it that this leaves empty. Returns whether it removed ``path``."""
-    if not path.is_dir() or any(path.rglob("*.ckpt")):
-        return False
-    shutil.rmtree(path, ignore_errors=True)
-    for parent in list(path.parents)[:empty_parents]:
-        try:
-            parent.rmdir()  # only when empty
-        except OSError:
-            break
-    return True
-
-
 def first_missing(folder: Path) -> Path | None:
     """The highest of ``folder`` and the folders above it that does not exist yet (what making
     ``folder`` with its parents creates), absolute; None when ``folder`` exists."""
@@ -523,19 +478,3 @@ def first_missing(folder: Path) -> Path | None:
             break
         top = parent
     return top
-
-
-def remove_made_folders(path: Path, made_from: Path) -> None:
-    """After ``path`` (a run directory) is gone: remove the folders between it and ``made_from`` (the
-    highest folder its start made, :func:`first_missing`) that are empty, from the innermost up; a
-    folder that holds anything (another run) stays, and so do the ones above it."""
-    path, made_from = Path(path).absolute(), Path(made_from).absolute()
-    if path.exists() or not path.is_relative_to(made_from):
-        return
-    for parent in path.parents:
-        if not parent.is_relative_to(made_from):
-            break
-        try:
-            parent.rmdir()  # only when empty
-        except OSError:
-            break

@@ -11,7 +11,6 @@ files and checkpoints.
 
 from __future__ import annotations
 
-import importlib
 import warnings
 from functools import partial
 from pathlib import Path
@@ -28,10 +27,10 @@ import trainer_cli.models.classifier  # noqa: F401 - registers the project's mod
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
 from trainer_cli.callbacks.switches import NO_CHECKPOINTS, drop_switched_off
 from trainer_cli.config.after_parse import check_backbone_kwargs, check_optimizer_config, check_trainer_minimums
-from trainer_cli.config.compose import Layers
 from trainer_cli.config.explain import without_verb
 from trainer_cli.config.extras import check_extras
 from trainer_cli.config.incompatible import check_compatible
+from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import Request, of_process, runs_as_script
 from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.job import workdir
@@ -55,18 +54,6 @@ from trainer_cli.runtime.script import (
     submit_from_script,
 )
 from trainer_cli.runtime.trainer_callbacks import ResumeOnce, added_callbacks
-
-# the verb runner's names, importable from here as before it moved (trainer_cli.runtime.verbs imports this
-# module: resolved on first use, PEP 562)
-_VERB_RUNNER = ("run_subcommand", "building_cli", "parse_config", "ConfigParser")
-
-
-def __getattr__(name: str) -> Any:
-    """``from trainer_cli.runtime.cli import run_subcommand`` (or ``building_cli``, ``parse_config``,
-    ``ConfigParser``): :mod:`trainer_cli.runtime.verbs`'s, imported on first use."""
-    if name in _VERB_RUNNER:
-        return getattr(importlib.import_module("trainer_cli.runtime.verbs"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def _has_key(parser: LightningArgumentParser, key: str) -> bool:

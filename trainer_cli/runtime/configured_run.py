@@ -15,7 +15,7 @@ from typing import Any, NoReturn
 
 import yaml
 
-from trainer_cli.config.compose import Layers
+from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import Request, option
 from trainer_cli.errors import UserError
 from trainer_cli.imports import heavy_import
@@ -59,7 +59,7 @@ def composed_fit_args(
     parser: argparse.ArgumentParser, args: Request | Sequence[str]
 ) -> tuple[argparse.Namespace, list[str], Layers]:
     """The verb's own options and its fit arguments, composed once (:func:`trainer_cli.config.compose.composed`:
-    by ``train``'s precheck, else here), with their :class:`~trainer_cli.config.compose.Layers`.
+    by ``train``'s precheck, else here), with their :class:`~trainer_cli.config.keys.Layers`.
 
     Raises:
         UserError: for a bad value of one of the verb's own options, or a bad config file.
@@ -112,7 +112,7 @@ def from_run_dir(args: Sequence[str], verb: str) -> list[str]:
     Raises:
         UserError: when ``DIR`` holds no ``config.yaml``.
     """
-    from trainer_cli.config.compose import with_stored_config
+    from trainer_cli.config.run_layers import with_stored_config
 
     request = Request.of(args)
     run_dir = request.last("run_dir") or ("" if request.has("run_dir") else None)

@@ -11,8 +11,8 @@ from contextlib import contextmanager
 
 from jsonargparse import set_parsing_settings
 
-from trainer_cli.config.compose import Layers
 from trainer_cli.config.explain import as_user_error, user_code_error
+from trainer_cli.config.keys import Layers
 from trainer_cli.errors import UserError, disk_full_error, is_disk_full
 from trainer_cli.job import export
 from trainer_cli.runtime import quiet

@@ -14,8 +14,8 @@ from lightning.pytorch import LightningModule
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI
 
 from trainer_cli.config.after_parse import with_checkpoint_class
-from trainer_cli.config.compose import Layers
 from trainer_cli.config.explain import explain_parse_error, locate
+from trainer_cli.config.keys import Layers
 from trainer_cli.errors import ConfigError, report_user_error
 from trainer_cli.optim.partials import skipped_arguments
 from trainer_cli.rundir import record as run_records

@@ -63,7 +63,7 @@ from jsonargparse import Namespace
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 from trainer_cli.job import export
-from trainer_cli.rundir import history
+from trainer_cli.rundir import discard, history
 from trainer_cli.rundir import identity as loggers_mod
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir import record as run_records
@@ -476,7 +476,7 @@ class Run:
             if {p.name for p in self.path.iterdir()} <= {loggers_mod.RUN_FILE}:
                 shutil.rmtree(self.path, ignore_errors=True)
                 if self.made_from is not None:
-                    rundir.remove_made_folders(self.path, self.made_from)
+                    discard.remove_made_folders(self.path, self.made_from)
 
     @property
     def trained(self) -> bool:
@@ -492,7 +492,7 @@ class Run:
         directory is gone."""
         if not self.created or self.path is None or self.trained:
             return False
-        removed = rundir.discard_if_untrained(self.path)
+        removed = discard.discard_if_untrained(self.path)
         if self.made_from is not None:
-            rundir.remove_made_folders(self.path, self.made_from)
+            discard.remove_made_folders(self.path, self.made_from)
         return removed

@@ -13,6 +13,7 @@ from typing import Any, Optional
 from jsonargparse import Namespace
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
+from trainer_cli.rundir import layout
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir.record import LAUNCHER_KEYS
 from trainer_cli.rundir.resume import compare_for_resume, describe_overrides, stored_config
@@ -107,7 +108,7 @@ def _checkpoint_of(run: Run, cfg: Namespace, run_dir: Path, resume: rundir.Resum
             print(finished, flush=True)
             raise SystemExit(0)
         # global rank 0 renames; the other ranks load it by its new name
-        newest = rundir.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)  # type: ignore[attr-defined]
+        newest = layout.retire_hpc_checkpoints(run_dir, newest, rename=announce and rank_zero_only.rank == 0)  # type: ignore[attr-defined]
     if announce and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
         for damaged in resume.skipped:
             print(f"{damaged} is damaged (truncated or corrupt): passed over for the newest complete checkpoint")

@@ -16,8 +16,9 @@ import lightning.pytorch as pl
 import yaml
 from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 
-from trainer_cli.config.compose import compose_args, with_stored_config
+from trainer_cli.config.compose import compose_args
 from trainer_cli.config.request import Arg, Request, option
+from trainer_cli.config.run_layers import with_stored_config
 from trainer_cli.config.verbs import SCRIPT_VERBS
 from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.imports import import_class

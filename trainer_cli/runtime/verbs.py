@@ -15,7 +15,9 @@ from typing import Any, Optional
 from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningArgumentParser
 
-from trainer_cli.config.compose import Layers, compose_args, with_stored_config
+from trainer_cli.config.compose import compose_args
+from trainer_cli.config.keys import Layers
+from trainer_cli.config.run_layers import with_stored_config
 from trainer_cli.errors import UserError
 from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.rundir.policy import test_after_fit_args

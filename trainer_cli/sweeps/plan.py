@@ -29,7 +29,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from trainer_cli.config.compose import Layers
+from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import command_line
 from trainer_cli.errors import ConfigError, UserError
 from trainer_cli.imports import heavy_import

@@ -25,10 +25,11 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli import tables
-from trainer_cli.config.compose import Layers
+from trainer_cli.config.keys import Layers
 from trainer_cli.errors import UserError
 from trainer_cli.imports import heavy_import
 from trainer_cli.job import export
+from trainer_cli.rundir import discard
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.runtime.configured_run import build_run, composed_fit_args, verb_parser
 
@@ -180,7 +181,7 @@ def run_fold(
 def remove_untrained(path: Path) -> None:
     """Remove ``path`` (a cv or fold directory this call made) unless it holds a checkpoint, and
     the parent folders that leaves empty (``<root>/<name>/cv``)."""
-    rundir.discard_if_untrained(path, empty_parents=2)
+    discard.discard_if_untrained(path, empty_parents=2)
 
 
 def aggregate(cv_dir: Path, folds: int) -> dict[str, Any]:

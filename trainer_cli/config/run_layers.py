@@ -1,0 +1,51 @@
+"""A run's own record as ``--config`` layers: ``--run_dir <run>`` alone reads the run's ``config.yaml`` and
+``launcher.yaml`` (:func:`with_stored_config`), and a ``--config <run>/config.yaml`` brings the launcher's
+settings beside it (:func:`with_run_settings`), for :mod:`trainer_cli.config.compose` and the verbs."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from trainer_cli.config.request import Request
+from trainer_cli.rundir import record
+from trainer_cli.rundir.layout import CONFIG_FILE
+
+
+def with_stored_config(args: Request | list[str], under_configs: bool = False) -> list[str]:
+    """Put ``--config <run_dir>/config.yaml`` first when ``--run_dir`` names a run and no --config is given.
+
+    With ``under_configs`` (``train submit``, whose ``--config`` files are often a site profile alone)
+    it goes first under the given ones too, unless one of them is a run's record already."""
+    request = Request.of(args)
+    run_dir = request.last("run_dir")
+    given = request.values("config")
+    stored_given = any(record.launcher_file(c) is not None or Path(c).name == CONFIG_FILE for c in given)
+    if (given and not under_configs) or stored_given or not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
+        return request.tokens()
+    config = Path(run_dir) / CONFIG_FILE
+    beside = record.launcher_file(config)  # the launcher's settings of the run, read with it
+    return ["--config", str(config), *(["--config", str(beside)] if beside else []), *request.tokens()]
+
+
+NO_RUN_DIR = "run_dir: null\n"
+"""A ``--config`` layer that unsets the ``run_dir`` a run's ``launcher.yaml`` pins (:func:`with_run_settings`)."""
+
+
+def with_run_settings(value: str, args: Sequence[str]) -> list[str]:
+    """A ``--config`` value and, when it is a run's ``config.yaml``, the ``launcher.yaml`` beside it
+    (the launcher's settings of the run, :mod:`trainer_cli.rundir.record`) unless ``args`` name it.
+
+    A ``run_dir`` there naming the file's own folder (earlier versions of ``train submit`` froze it so: the job
+    read its folder from there) names the run the file belongs to, not a request to start in it: it is
+    unset (:data:`NO_RUN_DIR` after it), so ``train fit --config <run>/config.yaml`` starts a new run as a
+    local run's does, unless ``args`` give ``--run_dir`` or this is that run's own Slurm job still queued
+    from before (:func:`trainer_cli.job.jobstate.runs_in`)."""
+    beside = None if "\n" in value else record.launcher_file(value)
+    if beside is None or str(beside) in args:
+        return [value]
+    if Request.of(args).has("run_dir") or not record.pins_own_folder(Path(value)):
+        return [value, str(beside)]
+    from trainer_cli.job.jobstate import runs_in
+
+    return [value, str(beside)] if runs_in(Path(value).parent) else [value, str(beside), NO_RUN_DIR]
