@@ -33,6 +33,7 @@ from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import command_line
 from trainer_cli.errors import ConfigError, UserError
 from trainer_cli.imports import heavy_import
+from trainer_cli.rundir import discard
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.sweeps.space import Space
 
@@ -125,8 +126,8 @@ class Sweep:
     sweep_dir: Path
     """``<root>/<name>/sweep_<N>`` (absolute); made by :func:`write` (or :func:`allocate`)."""
     created: bool = False
-    made_parents: list[Path] = field(default_factory=list)
-    """The folders above ``sweep_dir`` that :func:`write` created (removed again with it)."""
+    made_from: Path | None = None
+    """The highest folder :func:`write` created for ``sweep_dir`` (those left empty are removed with it)."""
     base: Any = field(default=None, repr=False)
     """The parsed config without any sweep value."""
     parser: Any = field(default=None, repr=False)
@@ -297,7 +298,7 @@ def write(
     Raises:
         UserError: when the directory cannot be created (nothing is left of it).
     """
-    sweep.made_parents = [p for p in (sweep.root / sweep.name, sweep.root) if not p.exists()]
+    sweep.made_from = rundir.first_missing(sweep.root / sweep.name)
     sweep.sweep_dir = rundir.allocate(sweep.root, sweep.name, SWEEP_PREFIX).absolute()
     sweep.created = True
     try:
@@ -336,11 +337,8 @@ def remove(sweep: Sweep) -> None:
     if sweep.created:
         shutil.rmtree(sweep.sweep_dir, ignore_errors=True)
         sweep.created = False
-        for parent in sweep.made_parents:  # <root>/<name>, then <root>, when this made them and they are empty
-            try:
-                parent.rmdir()
-            except OSError:
-                break
+        if sweep.made_from is not None:  # <root>/<name>, then <root>, when this made them and they are empty
+            discard.remove_made_folders(sweep.sweep_dir, sweep.made_from)
 
 
 def read_record(sweep_dir: Path) -> dict[str, Any]:
