@@ -14,7 +14,7 @@ MIN_CONSTRAINTS := tests/constraints-min.txt
 # bad input, submit dry-run and rendering, EMA (Lightning's WeightAveraging) and DeviceStatsMonitor
 # (psutil). The sbatch --test-only cases need the local
 # Slurm cluster (starting it again costs 10 s) and check the scripts, not a dependency: they run in the full suite only.
-MIN_TESTS := tests/test_layering.py tests/test_resume.py tests/test_bad_input.py \
+MIN_TESTS := tests/test_layering.py tests/test_resume.py tests/test_bad_input.py tests/test_no_flock.py \
 	tests/test_submit_render.py --deselect tests/test_submit_render.py::test_sbatch_test_only_accepts_each \
 	--deselect tests/test_submit_render.py::test_sbatch_test_only_accepts_the_sweep \
 	tests/test_training_practice.py::test_ema_validation_checkpoints_and_final_model_carry_the_average \

@@ -13,6 +13,7 @@ import os
 import sys
 from typing import Any
 
+from trainer_cli.atomic import LockTimeout
 from trainer_cli.config.request import Request
 from trainer_cli.config.verbs import VERBS
 from trainer_cli.errors import UserError, report_user_error
@@ -173,6 +174,8 @@ def _run_verb(verb: str, rest: list[str]) -> int:
         takes_request = verb in REQUEST_VERBS  # (the others read their own arguments with the request's reader)
         return int(getattr(_import_verb(module_name), func_name)(request if takes_request else rest) or 0)
     except UserError as err:
+        return report_user_error(err)
+    except LockTimeout as err:  # a record's lock not taken in time (trainer_cli.atomic): one line, as a user error
         return report_user_error(err)
 
 

@@ -11,6 +11,7 @@ from contextlib import contextmanager
 
 from jsonargparse import set_parsing_settings
 
+from trainer_cli.atomic import LockTimeout
 from trainer_cli.config.explain import as_user_error, user_code_error
 from trainer_cli.config.keys import Layers
 from trainer_cli.errors import UserError, disk_full_error, is_disk_full
@@ -46,6 +47,8 @@ def explain_failure(err: Exception, run: Run, layers: Layers | None) -> UserErro
     started = run.trained  # a crash in training keeps its logs
     if is_disk_full(err):  # the run's records, logs or metrics (a checkpoint's own error is a UserError already)
         user_error: UserError | None = disk_full_error(err, run.path)
+    elif isinstance(err, LockTimeout):  # a record's lock (trainer_cli.atomic): its message is the line
+        user_error = UserError(str(err))
     else:
         user_error = as_user_error(err, run.ckpt_path, layers) or (None if started else user_code_error(err))
     remove_or_say_kept(run)  # a run that trained is kept, crashed or not
