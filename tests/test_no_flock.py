@@ -125,3 +125,18 @@ def test_lock_held_past_its_timeout_is_one_error_line(run_dir: Path, no_flock: d
     after = _records(run_dir)
     assert after["metrics.jsonl"].startswith(before.pop("metrics.jsonl"))  # the stopped start's line added
     assert {name: after[name] for name in before} == before
+
+
+def test_sweep_journal_needs_no_flock(tmp_path: Path, no_flock: dict[str, str]) -> None:
+    """The sweep's default storage, Optuna's journal file, locks with a symlink (JournalFileSymlinkLock)."""
+    code = (
+        "import optuna\nfrom trainer_cli.callbacks.optuna_pruning import open_storage\n"
+        "optuna.logging.set_verbosity(optuna.logging.WARNING)\n"
+        f"study = optuna.create_study(storage=open_storage({str(tmp_path / 'study.journal')!r}), study_name='s')\n"
+        "for i in range(3):\n    trial = study.ask()\n    study.tell(trial, float(i))\n"
+        "print(len(study.trials), study.best_value)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", code], env={**os.environ, **no_flock}, capture_output=True, text=True,
+                          cwd=REPO, timeout=120)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.split() == ["3", "0.0"]
