@@ -8,12 +8,11 @@ MIN_VENV ?= .venv-min
 MIN_PY := $(MIN_VENV)/bin/python
 MIN_STAMP := $(MIN_VENV)/.installed
 MIN_CONSTRAINTS := tests/constraints-min.txt
-# The floor venv runs a fast subset (54 s on 2 cores on 2026-11-25, fresh clone; test_fit_digits'
-# resume test is left out: test_resume.py covers it): fit and resume (SIGKILL, then `--ckpt_path
-# last` resumes the newest run bitwise-equal to an uninterrupted one; signals), config layering,
-# bad input, submit dry-run and rendering, EMA (Lightning's WeightAveraging) and DeviceStatsMonitor
-# (psutil). The sbatch --test-only cases need the local
-# Slurm cluster (starting it again costs 10 s) and check the scripts, not a dependency: they run in the full suite only.
+# The floor venv runs a fast subset: fit and resume (SIGKILL, then `--ckpt_path last` resumes the
+# newest run bitwise-equal to an uninterrupted one; signals), config layering, bad input, submit
+# dry-run and rendering, EMA (Lightning's WeightAveraging) and DeviceStatsMonitor (psutil); records on a file system without flock (filelock's floor). The
+# sbatch --test-only cases need the local Slurm cluster and check the scripts, not a dependency:
+# they run in the full suite only. The suite's time and its history: benchmarks/README.md.
 MIN_TESTS := tests/test_layering.py tests/test_resume.py tests/test_bad_input.py tests/test_no_flock.py \
 	tests/test_submit_render.py --deselect tests/test_submit_render.py::test_sbatch_test_only_accepts_each \
 	--deselect tests/test_submit_render.py::test_sbatch_test_only_accepts_the_sweep \
@@ -41,20 +40,9 @@ run: $(STAMP)
 
 # Four pytest-xdist workers on 2 cores; every test on the real Slurm cluster is in one xdist group
 # (tests/conftest.py), so the cluster tests run one after another on one worker, beside the rest.
-# That worker mostly waits on Slurm, so the others keep both cores busy. The cluster group is the
-# suite's longest chain: 749 s of a 771 s suite with -n 3 (fresh clone, 2026-11-27); with five of its
-# tests in the long tier (each has a sibling here) and -n 4, 630 s of a 675 s suite (+ 43 s floor subset);
-# three fresh clones of nearly the same code that day: 675 + 43, 704 + 46, 712 + 59 s: at the 12 minutes.
-# With the 2-process DDP resume case and the local PostgreSQL study in the long tier too (each with a
-# sibling here): 650 s + 42 s floor subset (fresh clone, 2026-11-27), 11.5 minutes.
-# With issue 37's tests (accounting, init, containers' renders, the template's migration, the docs from the
-# wheel) and two more cluster tests in the long tier (the doctor's rank that never starts, the cap after a
-# preemption and a time limit): 610 s + 43 s floor subset (fresh clone, 2026-11-27 19:30), 10.9 minutes.
-# With issues 38 and 39 (secrets, sizing, goodput; the stall on the cluster moved to the long tier):
-# 638 s + 50 s floor subset (fresh clone, 2026-11-27 21:27), 11.5 minutes, and 676 + 46 s in the next
-# fresh clone of nearly the same code: at the 12 minutes. So the PostgreSQL dead worker went to the long
-# tier too (its journal-file sibling stays here): 581 s + 48 s floor subset (fresh clone, 2026-11-27 22:27),
-# 10.5 minutes.
+# That worker mostly waits on Slurm, so the others keep both cores busy; the cluster group is the
+# suite's longest chain. Tests longer than the 12 minutes allow go to the long tier (marker long),
+# each with a shorter sibling here. Figures: benchmarks/README.md ("The test suite's time").
 XDIST := -n 4 --dist loadgroup
 
 # The documentation site (mkdocs.yml, docs/), built strictly: a broken link or reference, a missing
@@ -82,7 +70,7 @@ lint: $(STAMP)
 # suite run, not before them: its
 # downloads and unpacking overlap the suite, whose cluster group spends much of its time waiting on
 # Slurm. It builds at the lowest CPU and I/O priority (nice 19, ionice idle where there is one), so
-# it takes the time the suite leaves idle instead of slowing it (86 s of CPU in all on 2 cores).
+# it takes the time the suite leaves idle instead of slowing it.
 # Its build log is $(MIN_VENV).log; a failed build fails `make test` and shows the log.
 BACKGROUND := nice -n 19 $(if $(shell command -v ionice),ionice -c 3)
 test: $(STAMP)

@@ -10,6 +10,9 @@ back by the stock entry, a submit's dry run), and every checkpoint it leaves loa
   recorded): a package run with ``python -m``, a LightningCLI subclass with ``add_lightning_class_args``
   (EarlyStopping, a top-3 ModelCheckpoint), a ``compute_fn`` link, ``ArgsType``, an MLflow file store logger,
   a SaveConfigCallback subclass, data from an environment variable.
+- ``hydra_main``: donglinkang2021/MinVQVAE@a22527f5e4cc ``train.py``: a ``@hydra.main`` script (no LightningCLI),
+  the LightningModule in group ``task``, the data module in ``dataset``, a network and values interpolated
+  into them; its configs run unchanged under ``train fit --config configs/train.yaml``.
 - ``plain_trainer``: Cozmo18/detoxy@36daef3f89bf ``detoxy/ml/trainer.py``: a plain ``Trainer`` script behind
   ``jsonargparse.CLI``; its classes run under ``train fit --model ... --data ...`` with its callbacks as a
   config (a ``ModelCheckpoint`` with a hyphenated ``monitor``), data from an environment variable.
@@ -17,12 +20,14 @@ back by the stock entry, a submit's dry run), and every checkpoint it leaves loa
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 import torch
 import yaml
-from corpus_support import loads, project, run, user_env, write_digits
+from corpus_support import git, loads, project, run, user_env, write_digits
 from support import CONFIGS
 
 LOCAL_PROFILE = str(CONFIGS / "slurm" / "local.yaml")
@@ -160,3 +165,65 @@ def test_plain_trainer_scripts_classes_under_train(tmp_path: Path) -> None:
     for pair in pairs:
         (loaded,) = loads(proj, pair, block=True)
         assert loaded["optimizer"] == ["Adam", 0.01] and loaded["trainer_cli"] is False, loaded
+
+
+_LOAD_WITH_NETWORK = """
+import sys, importlib.abc, torch
+class Blocked(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, *args):
+        if name.split(".")[0] == "trainer_cli":
+            raise ImportError(name + " imported while loading a checkpoint")
+sys.meta_path.insert(0, Blocked())
+from minvq.img2img import Img2Img
+from minvq.models import VanillaAE
+for path in sys.argv[1:]:
+    torch.load(path, weights_only=True, map_location="cpu")
+    module = Img2Img.load_from_checkpoint(path, model=VanillaAE(64, 8, [32, 16]), map_location="cpu")
+    print(type(module.model).__name__, module.hparams["learning_rate"], module.hparams["vis_kwargs"]["in_dim"])
+"""
+
+
+def test_hydra_main_script_configs_run_under_train_unchanged(tmp_path: Path) -> None:
+    """A ``@hydra.main`` script's project (MinVQVAE's shape: the LightningModule in group ``task``, its network
+    in group ``model`` interpolated into it, the data module in group ``dataset``, ``trainer: {_target_:
+    lightning.Trainer, logger: ${logger}}``, values in group ``train``, data at an absolute path outside the
+    project): its own ``python train.py`` runs; ``train fit --config configs/train.yaml`` runs the same configs
+    unchanged (task -> model, dataset -> data, the interpolated groups resolved and dropped, the logger into the
+    run folder); a resume; ``test --run_dir``; a submit's dry run; each checkpoint loads as the project loads it
+    (``Img2Img.load_from_checkpoint(path, model=VanillaAE(...))``: the network is left out of its
+    hyperparameters) and with ``weights_only=True``, where trainer_cli cannot be imported."""
+    data = write_digits(tmp_path / "site" / "data")
+    proj = project(tmp_path, "hydra_main")
+    paths = proj / "configs" / "paths" / "default.yaml"  # the site's absolute paths, as the project writes them
+    paths.write_text(paths.read_text().replace("/data1/output/MinVQ", str(tmp_path / "site" / "out")).replace("/data1/data", str(data)))
+    git(proj, "commit", "-qam", "this site's paths")
+    env = user_env(PYTHONPATH=str(proj))
+    quick = ["+trainer.limit_train_batches=2", "+trainer.limit_val_batches=2", "+trainer.enable_progress_bar=false"]
+    _ok(run(proj, ["train.py", "train.epochs=1", *quick], env), "python train.py")
+    stock = sorted((tmp_path / "site" / "out" / "logs" / "tensorboard").glob("*/version_0/checkpoints/*.ckpt"))
+    assert len(stock) == 1, stock
+
+    quick = ["--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "2", "--trainer.enable_progress_bar", "false"]
+    done = run(proj, ["-m", "trainer_cli", "fit", "--config", "configs/train.yaml", *quick], env)
+    _ok(done, "train fit")
+    assert "Hydra keys ignored: project_name" in done.stderr and "model (resolved into" in done.stderr, done.stderr[-2000:]
+    run_dir = proj / "runs" / "img2img-ae-digits" / "version_0"
+    assert sorted(p.name for p in (run_dir / "checkpoints").iterdir()) == ["epoch=1-step=4.ckpt", "last.ckpt"]
+    assert list(run_dir.glob("events.out.tfevents.*")), sorted(p.name for p in run_dir.iterdir())
+    config = yaml.safe_load((run_dir / "config.yaml").read_text())
+    assert config["model"]["class_path"] == "minvq.img2img.Img2Img" and config["data"]["init_args"]["data_dir"] == str(data)
+
+    out = _ok(run(proj, ["-m", "trainer_cli", "fit", "--run_dir", str(run_dir), "--ckpt_path", "last", "--trainer.max_epochs", "3", *quick], env), "resume")
+    assert "(step 4, 2 epochs done)" in out and _step(run_dir / "checkpoints" / "last.ckpt") == 6, out[-2000:]
+
+    out = _ok(run(proj, ["-m", "trainer_cli", "test", "--run_dir", str(run_dir), "--trainer.limit_test_batches", "2"], env), "test")
+    assert "test_loss" in out, out[-2000:]
+
+    dry = run(proj, ["-m", "trainer_cli", "submit", "--config", "configs/train.yaml", "--config", LOCAL_PROFILE, "--dry-run"], env)
+    out = _ok(dry, "submit --dry-run")
+    assert "# Code:" in out and "(dry run: not taken)" in out, out[-3000:]
+
+    ckpts = [*sorted((run_dir / "checkpoints").glob("*.ckpt"))]
+    done = subprocess.run([sys.executable, "-c", _LOAD_WITH_NETWORK, *map(str, ckpts)], cwd=proj, env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert done.stdout.splitlines() == ["VanillaAE 0.003 64"] * len(ckpts), done.stdout

@@ -15,12 +15,17 @@ A config layer (one ``--config`` value, composed by :mod:`trainer_cli.config.com
 - ``trainer: {_target_: lightning.pytorch.Trainer, ...}`` is the trainer section;
 - the template's top-level keys map to the launcher's options (``seed`` -> ``seed_everything``,
   ``ckpt_path`` -> ``ckpt_path``, ``task_name`` -> ``name``) or are dropped with one note line
-  (:data:`IGNORED`); ``train: false`` and ``_recursive_: false`` cannot be honoured: an error.
+  (:data:`IGNORED`); ``train: false`` and ``_recursive_: false`` cannot be honoured: an error;
+- a script's own names for the sections (MinVQVAE's ``@hydra.main`` builds ``cfg.task`` and ``cfg.dataset``):
+  a top-level node whose ``_target_`` is a LightningModule is the ``model`` section, a LightningDataModule
+  the ``data`` section, where that section is not given otherwise (or is only a value interpolated into
+  them, as its ``model:`` network is into ``task.model``).
 
-Interpolations are resolved within the layer first (the keys they point into, ``paths:``, are
-dropped): ``${oc.env:PROJECT_ROOT}`` is the folder above the config root when the variable is not
-set (the template's ``rootutils`` sets it so), ``${hydra:runtime.cwd}`` the working directory, and a
-value made from Hydra's run folder (``${hydra:runtime.output_dir}``, the template's
+Interpolations are resolved within the layer first (the top-level keys they point into, ``paths:``,
+``train:``, a displaced ``model:``, are dropped, LightningCLI's own sections kept):
+``${oc.env:PROJECT_ROOT}`` is the folder above the config root when the variable is not set (the
+template's ``rootutils`` sets it so), ``${hydra:runtime.cwd}`` the working directory, and a value made
+from Hydra's run folder (``${hydra:runtime.output_dir}``, the template's
 ``paths.output_dir``) is left out: the run directory is the launcher's (checkpoints, loggers and
 ``default_root_dir`` go there).
 """
@@ -36,6 +41,7 @@ from typing import Any
 
 from trainer_cli.config.keys import plain_key
 from trainer_cli.errors import UserError
+from trainer_cli.imports import import_class
 
 TARGET, PARTIAL, ARGS, RECURSIVE, CONVERT = "_target_", "_partial_", "_args_", "_recursive_", "_convert_"
 TRAINERS = frozenset(
@@ -60,10 +66,13 @@ IGNORED = {  # template top-level key -> why the launcher has no use for it
     "hydra": "no Hydra run: runs go to runs/<name>/version_N",
 }
 NAMED = ("callbacks", "logger")  # top-level mappings of named entries: the lists trainer.callbacks, trainer.logger
+CLI_SECTIONS = frozenset({"model", "data", "optimizer", "lr_scheduler", "seed_everything", "ckpt_path"})
+"""LightningCLI's top-level keys besides ``trainer``: kept even where interpolations point into them."""
 HYDRA_TOP = frozenset({*RENAMED, *IGNORED, *NAMED}) - {"ckpt_path"}
 RUN_FOLDER = "\x00hydra-run-folder\x00"  # stands for Hydra's run folder while the layer is resolved
 _HYDRA_CWD = re.compile(r"\$\{hydra:\s*runtime\.cwd\s*\}")
 _HYDRA_ANY = re.compile(r"\$\{hydra:[^}]*\}")
+_INTERPOLATION = re.compile(r"\$\{\s*([A-Za-z_]\w*)\s*(?=[.}\[])")  # ${name...}, not a resolver's ${now:...}
 _KeyLines = Mapping[str, tuple[Path | None, int | None]]
 
 
@@ -108,18 +117,24 @@ def translate(
     resolved = _resolve(data, path, root, context or {})
     left_out: list[str] = []
     resolved = _drop_run_folder(resolved, "", left_out)
+    variables = _referenced({**(context or {}), **data}) - {*RENAMED, *NAMED, "trainer"}
+    roles = _roles(resolved, variables)
     out: dict[str, Any] = {}
     ignored: list[str] = []
     for key, value in resolved.items():
-        if key in RENAMED:
+        if key in roles:
+            out[roles[key]] = value
+        elif key in RENAMED:
             if value is not None:
                 out[RENAMED[key]] = value
         elif key == "train" and value is False:
             raise UserError(
                 f"{where('train')}train: false (no training) cannot be honoured by `train fit`: use `train test`"
             )
-        elif key in IGNORED:
+        elif key in IGNORED and not (key == "train" and isinstance(value, dict)):  # (MinVQVAE's group of values)
             ignored.append(f"{key} ({IGNORED[key]})")
+        elif key in variables and (key not in CLI_SECTIONS or key in roles.values()):
+            ignored.append(f"{key} (resolved into the values that use it)")
         elif key in NAMED:
             out.setdefault("trainer", {})[key] = value
         elif key == "trainer" and isinstance(value, dict):
@@ -148,6 +163,37 @@ def translate(
         ignored.append(f"{', '.join(untargeted)} (no _target_: the template's instantiate_* skip such entries)")
     note = f"{path}: Hydra keys ignored: {'; '.join(ignored)}" if ignored else None
     return out, note
+
+
+def _referenced(data: Any) -> set[str]:
+    """The top-level keys that interpolations (``${train.epochs}``, ``${model}``) of ``data`` point into."""
+    if isinstance(data, dict):
+        return set().union(*(_referenced(v) for v in data.values()))
+    if isinstance(data, list):
+        return set().union(*(_referenced(v) for v in data))
+    return set(_INTERPOLATION.findall(data)) if isinstance(data, str) else set()
+
+
+def _roles(resolved: dict[str, Any], variables: set[str]) -> dict[str, str]:
+    """``{key: "model" | "data"}`` for top-level keys other than those whose ``_target_`` is a LightningModule
+    or a LightningDataModule (MinVQVAE's ``task:`` and ``dataset:``), where the section they stand for is not
+    given otherwise (or is only a value interpolated into them: its ``model:`` network)."""
+    from lightning.pytorch import LightningDataModule, LightningModule
+
+    roles: dict[str, str] = {}
+    for key, value in resolved.items():
+        if key in CLI_SECTIONS or key in HYDRA_TOP or key == "trainer" or not isinstance(value, dict):
+            continue
+        target = value.get(TARGET)
+        try:
+            built = import_class(target) if isinstance(target, str) and "." in target else None
+        except (ImportError, AttributeError):
+            continue  # named by the error LightningCLI gives for the key
+        for role, base in (("model", LightningModule), ("data", LightningDataModule)):
+            if isinstance(built, type) and issubclass(built, base) and role not in roles.values():
+                if role not in resolved or role in variables:
+                    roles[key] = role
+    return roles
 
 
 def alias_keys(keys: dict[str, Any]) -> None:
@@ -246,6 +292,8 @@ def _drop_run_folder(node: Any, prefix: str, left_out: list[str]) -> Any:
 def _named_entries(entries: dict[str, Any], key: str, left_out: list[str]) -> list[Any]:
     """The values of ``callbacks:``/``logger:`` given as named entries, as the template instantiates them:
     a ``None`` entry dropped, one without ``_target_`` dropped (noted)."""
+    if TARGET in entries:  # one entry given as it is (MinVQVAE's ``logger: ${logger}``)
+        return [entries]
     out = []
     for name, entry in entries.items():
         if entry is None:
@@ -296,8 +344,6 @@ def _node(node: Any, dotted: str, where: _Where) -> Any:
 
 def _import(target: str, dotted: str, where: _Where) -> Any:
     """What ``target`` names, imported; one line naming the file and key when it does not import."""
-    from trainer_cli.imports import import_class
-
     if "." not in target:
         raise UserError(f"{where(dotted)}{dotted}: {target} is not a dotted name (module.Class)")
     try:
