@@ -1,8 +1,9 @@
 """A run root without ``flock`` (Lustre mounted without ``-o flock`` answers ``ENOSYS``), emulated by
 ``tests/no_flock.c`` in ``LD_PRELOAD``: the records change under lease files instead
 (:func:`trainer_cli.atomic.locked`), one line says so, a lease left by a killed writer never blocks
-the next one, and a lock held past its timeout is one ``error:`` line. Runs at the floor filelock
-(``make test-min``) and the newest alike."""
+the next one, and a lock held past its timeout is one ``error:`` line; a Slurm job whose tasks lack
+``flock`` while the shell that submitted it had it (a login node and compute nodes) requeues and
+completes. Runs at the floor filelock (``make test-min``, but the cluster job) and the newest alike."""
 
 from __future__ import annotations
 
@@ -16,7 +17,9 @@ import time
 from pathlib import Path
 
 import pytest
+from slurm_support import newest_step, slurm_cluster, usr1_at_start, wait_for_requeue, wait_for_state  # noqa: F401 - a fixture
 from support import DIGITS, REPO, quiet_args, run_train
+from test_slurm_cluster import _submit
 
 from trainer_cli.atomic import LEASE_S, LockTimeout, locked, read_json_lines
 
@@ -55,9 +58,11 @@ def _hold(record: Path, env: dict[str, str], then: str) -> subprocess.Popen[str]
     return holder
 
 
-def _about_lock(stderr: str) -> list[str]:
-    """The lines of ``stderr`` about a lock (the paths of this checkout, h-flock or not, left out)."""
-    return [line for line in stderr.replace(str(REPO), "REPO").splitlines() if "lock" in line.lower()]
+def _about_lock(stderr: str, *paths: Path) -> list[str]:
+    """The lines of ``stderr`` about a lock (the paths of this checkout, h-flock or not, and ``paths`` left out)."""
+    for path in (REPO, *paths):
+        stderr = stderr.replace(str(path), "PATH")
+    return [line for line in stderr.splitlines() if "lock" in line.lower()]
 
 
 def _records(run: Path) -> dict[str, str]:
@@ -140,3 +145,34 @@ def test_sweep_journal_needs_no_flock(tmp_path: Path, no_flock: dict[str, str]) 
                           cwd=REPO, timeout=120)
     assert done.returncode == 0, done.stderr[-3000:]
     assert done.stdout.split() == ["3", "0.0"]
+
+
+def test_slurm_job_without_flock_requeues_and_completes(
+    slurm_cluster: None, no_flock: dict[str, str], tmp_path: Path  # noqa: F811
+) -> None:
+    """The job's batch script and tasks lack flock (``LD_PRELOAD`` in its ``--slurm.env``), the submit had
+    it: the empty ``.job.json.lock`` its kernel lock leaves is no lock to the job (filelock's soft lock
+    took it for one held forever: a ``Timeout`` traceback). SIGUSR1 as its task starts, a requeue, done."""
+    job_id, run_dir, _ = _submit(tmp_path, 1, 1, *TINY, "--trainer.max_epochs", "2",
+                                 "--slurm.env", json.dumps(no_flock))  # the job's; the submit here has flock
+    assert (run_dir / ".job.json.lock").is_file(), "the submit's kernel lock file: the trap"
+    usr1_at_start(job_id, tasks=1)
+    wait_for_requeue(job_id)
+    log = run_dir / f"slurm-{job_id}.log"
+    assert wait_for_state(job_id, timeout_s=400) == "COMPLETED", log.read_text()[-3000:]
+    text = log.read_text()
+    for noise in ("UserWarning", "Timeout", "Traceback", "\nerror: "):  # `train`'s own error line, not srun's
+        assert noise not in text, f"{noise!r} in the job's log:\n{text[-3000:]}"
+    # one line per process that writes a record: per attempt the batch script's `jobstate start` and
+    # `end`, and the task (which writes several: filelock's warning came twice per command)
+    about_lock = _about_lock(text, tmp_path)  # its name says flock
+    assert len(about_lock) == 2 * 3 and len(set(about_lock)) == 1 and "(ENOSYS)" in about_lock[0], about_lock
+    record = json.loads((run_dir / "job.json").read_text())
+    assert (record["state"], record["restarts"], record["exit_code"]) == ("COMPLETED", 1, 0)
+    assert len(record["starts"]) == 2, "the batch script's start of each attempt"
+    starts = read_json_lines(run_dir / "history.jsonl")
+    assert [(r["kind"], r["slurm"]) for r in starts] == [
+        ("new", {"job_id": job_id, "restart_count": 0}), ("requeue", {"job_id": job_id, "restart_count": 1})]
+    assert [r for r in read_json_lines(run_dir / "metrics.jsonl") if r], "no metrics"
+    assert newest_step(run_dir) == 2 * 2, "every step of both epochs"
+    assert not list(run_dir.rglob("*.lease*")), "a lease left behind"
