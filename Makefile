@@ -12,13 +12,15 @@ MIN_CONSTRAINTS := tests/constraints-min.txt
 # resume test is left out: test_resume.py covers it): fit and resume (SIGKILL, then `--ckpt_path
 # last` resumes the newest run bitwise-equal to an uninterrupted one; signals), config layering,
 # bad input, submit dry-run and rendering, EMA (Lightning's WeightAveraging) and DeviceStatsMonitor
-# (psutil). The sbatch --test-only cases need the local
-# Slurm cluster (starting it again costs 10 s) and check the scripts, not a dependency: they run in the full suite only.
+# (psutil), records and their lock files following the umask (filelock 3.12 forced 0o644 on its locks).
+# The sbatch --test-only cases need the local Slurm cluster (starting it again costs 10 s) and check the
+# scripts, not a dependency: they run in the full suite only.
 MIN_TESTS := tests/test_layering.py tests/test_resume.py tests/test_bad_input.py \
 	tests/test_submit_render.py --deselect tests/test_submit_render.py::test_sbatch_test_only_accepts_each \
 	--deselect tests/test_submit_render.py::test_sbatch_test_only_accepts_the_sweep \
 	tests/test_training_practice.py::test_ema_validation_checkpoints_and_final_model_carry_the_average \
-	tests/test_training_practice.py::test_monitoring_callbacks_profiler_and_early_stopping
+	tests/test_training_practice.py::test_monitoring_callbacks_profiler_and_early_stopping \
+	tests/test_atomic_records.py::test_records_and_their_locks_follow_the_umask
 
 .PHONY: run test test-long test-min lint docs dist bench clean
 

@@ -47,8 +47,30 @@ def locked(path: Path, timeout_s: float = LOCK_TIMEOUT_S) -> Iterator[None]:
     from filelock import FileLock  # 30 ms to import: not on the paths that only read (`train --help`)
 
     path = Path(path)
-    with FileLock(path.with_name(f".{path.name}.lock"), timeout=timeout_s):
+    lock_file, mode = path.with_name(f".{path.name}.lock"), _lock_mode(FileLock)
+    with FileLock(lock_file, timeout=timeout_s) if mode is None else FileLock(lock_file, timeout=timeout_s, mode=mode):
         yield
+
+
+def _lock_mode(lock_class: type) -> int | None:
+    """The ``mode`` to give ``lock_class`` (filelock's ``FileLock``) where it would fix the lock file's mode
+    itself: an older filelock (the floor, 3.12, among them) makes every lock file ``0o644`` whatever the
+    umask (an ``fchmod``), so in a group's shared folder (``umask 002``) another member of the group can
+    never take a lock one has made (``PermissionError``). Given ``0o666`` less the umask, the lock file
+    is as ``open`` makes the record beside it. A newer filelock, whose default (-1, tox-dev/filelock#483)
+    leaves the mode to the umask and the folder's default ACL, and a system that does not say its umask
+    (``/proc/self/status``), get None: filelock's own default."""
+    import inspect
+
+    default = inspect.signature(lock_class).parameters.get("mode")
+    if default is None or not isinstance(default.default, int) or default.default < 0:
+        return None
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    umask = next((int(line.split()[1], 8) for line in status.splitlines() if line.startswith("Umask:")), None)
+    return None if umask is None else 0o666 & ~umask
 
 
 def read_json(path: Path) -> dict[str, Any]:
