@@ -20,6 +20,7 @@ import stat
 import subprocess
 from pathlib import Path
 
+import pytest
 from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
     LOCAL_PROFILE,
     job_id_from,
@@ -61,6 +62,10 @@ def _modes(top: Path, user: SiteUser, gid: int, umask: int, setgid: bool) -> lis
     return wrong
 
 
+def _tail(log: Path) -> str:
+    return log.read_text()[-3000:] if log.is_file() else f"(no {log})"
+
+
 def _grep(value: str, *places: Path) -> list[str]:
     done = subprocess.run(["grep", "-r", "-l", "-F", value, *map(str, places)], capture_output=True, text=True,
                           timeout=60)
@@ -82,7 +87,7 @@ def test_a_users_job_in_a_group_folder_requeues_completes_and_the_group_shares_i
     try:
         usr1_at_start(job_id, tasks=1)
         wait_for_requeue(job_id)
-        assert wait_for_state(job_id, timeout_s=300) == "COMPLETED", log.read_text()[-3000:]
+        assert wait_for_state(job_id, timeout_s=300) == "COMPLETED", _tail(log)
     finally:
         subprocess.run(["scancel", job_id], capture_output=True, timeout=30)  # a no-op once it ended
     job = scontrol_job(job_id)
@@ -98,7 +103,8 @@ def test_a_users_job_in_a_group_folder_requeues_completes_and_the_group_shares_i
     assert listed.splitlines()[1].split()[:3] == [job_id, "COMPLETED", "1"], listed
 
     # the run is alice's and the group's, as umask 002 in a setgid folder makes it: no fixed modes
-    assert not _modes(folder, alice, lab, 0o002, setgid=True), "\n".join(_modes(folder, alice, lab, 0o002, setgid=True))
+    wrong = _modes(folder, alice, lab, 0o002, setgid=True)
+    assert not wrong, "\n".join(wrong)
     # her registry of jobs is in her home, not in root's (this session's XDG_STATE_HOME)
     registry = alice.home / ".local" / "state" / "trainer-cli" / "submissions.jsonl"
     assert registry.stat().st_uid == alice.uid
@@ -118,3 +124,61 @@ def test_a_users_job_in_a_group_folder_requeues_completes_and_the_group_shares_i
     record = json.loads((run_dir / "job.json").read_text())
     assert (record["seen_by"], record["state"]) == (alice.name, "COMPLETED")
     assert (run_dir / "job.json").stat().st_gid == lab and stat.S_IMODE((run_dir / "job.json").stat().st_mode) == 0o664
+
+
+@pytest.mark.long  # three jobs and a sweep worker's two trials as alice: about 3 minutes on 2 cores
+def test_a_users_first_job_path_resubmission_and_sweep_worker_in_her_home(
+        site_users: dict[str, SiteUser]) -> None:  # noqa: F811
+    """As alice, in her home under ``umask 027``: ``train init`` reads the cluster for her (her account,
+    her venv), ``--check`` passes, a job resubmits itself on ``SIGUSR1`` (``requeue_mode resubmit``:
+    her ``sbatch`` from inside her job) and the new job completes, its cost over both jobs; the finished
+    run submitted again queues nothing; a sweep of two trials by one array worker completes. Everything
+    is hers, of her own group, and nothing is the group's to write or anyone else's to read."""
+    alice = site_users["alice"]
+    folder = project(alice, alice.home, "027")
+    umask = "027"
+    out = alice.ok("train init --accelerator cpu", folder, umask)
+    assert f"user {alice.name})" in out and "written: my_site.yaml" in out, out
+    site = (folder / "my_site.yaml").read_text()
+    assert "account: trainer" in site and f"source {alice.venv}/bin/activate" in site, site
+    base = f"train submit --config experiment/digits --config my_site.yaml --slurm.cpus_per_task 2 {QUICK}"
+    out = alice.ok(f"{base} --check", folder, umask)
+    assert out.startswith("check passed:") and not (folder / "runs").exists(), out
+
+    out = alice.ok(f"{base} --trainer.max_epochs 2 --slurm.requeue_mode resubmit", folder, umask)
+    job_id, run_dir = job_id_from(out), Path(_line(out, "Run directory:"))
+    new_id = ""
+    try:
+        usr1_at_start(job_id, tasks=1)
+        assert wait_for_state(job_id, timeout_s=180) == "COMPLETED", _tail(run_dir / f"slurm-{job_id}.log")
+        record = json.loads((run_dir / "job.json").read_text())
+        new_id = str(record["job_id"])
+        assert new_id != job_id and record["resubmitted_from"] == [job_id], record
+        assert wait_for_state(new_id, timeout_s=300) == "COMPLETED", _tail(run_dir / f"slurm-{new_id}.log")
+    finally:
+        subprocess.run(["scancel", job_id, *([new_id] if new_id else [])], capture_output=True, timeout=30)
+    assert scontrol_job(new_id)["UserId"].startswith(f"{alice.name}(")
+    sacct_attempts(job_id, 1), sacct_attempts(new_id, 1)
+    shown = alice.ok(f"train jobs {new_id}", folder, umask)
+    assert "over 2 attempt(s)" in _line(shown, "cost") and "(from sacct)" in shown, shown
+    listed = alice.ok("train jobs", folder, umask)
+    assert listed.splitlines()[1].split()[:2] == [new_id, "COMPLETED"], listed
+    again = alice.ok(f"train submit --config {run_dir / 'config.yaml'} --config my_site.yaml", folder, umask)
+    assert "Nothing was queued." in again and "Job id:" not in again, again
+
+    out = alice.ok(f"{base} --trainer.max_epochs 1 --sweep 'optimizer.init_args.lr=loguniform(1e-3,1e-1)' "
+                   "--sweep_trials 2 --sweep_seed 0 --slurm.array_workers 1", folder, umask)
+    sweep_id = job_id_from(out)
+    sweep_dir = Path(_line(out, "Sweep directory:").split(" (")[0])
+    try:
+        state = wait_for_state(f"{sweep_id}_0", timeout_s=400)
+        assert state == "COMPLETED", _tail(sweep_dir / "workers" / f"slurm-{sweep_id}_0.log")
+    finally:
+        subprocess.run(["scancel", sweep_id], capture_output=True, timeout=30)
+    trials = json.loads((sweep_dir / "sweep.json").read_text())["trials"]
+    assert sorted(t["index"] for t in trials) == [0, 1], trials
+    results = alice.ok(f"train sweep-results {sweep_dir}", folder, umask)
+    assert results.count("COMPLETED") >= 2, results
+
+    wrong = _modes(folder, alice, alice.gid, 0o027, setgid=False)
+    assert not wrong, "\n".join(wrong)
