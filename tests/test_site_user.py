@@ -16,6 +16,7 @@ from __future__ import annotations
 import grp
 import json
 import secrets
+import shutil
 import stat
 import subprocess
 from pathlib import Path
@@ -124,6 +125,7 @@ def test_a_users_job_in_a_group_folder_requeues_completes_and_the_group_shares_i
     record = json.loads((run_dir / "job.json").read_text())
     assert (record["seen_by"], record["state"]) == (alice.name, "COMPLETED")
     assert (run_dir / "job.json").stat().st_gid == lab and stat.S_IMODE((run_dir / "job.json").stat().st_mode) == 0o664
+    shutil.rmtree(folder)  # kept where the test failed, to look at
 
 
 @pytest.mark.long  # three jobs and a sweep worker's two trials as alice: about 3 minutes on 2 cores
@@ -182,3 +184,4 @@ def test_a_users_first_job_path_resubmission_and_sweep_worker_in_her_home(
 
     wrong = _modes(folder, alice, alice.gid, 0o027, setgid=False)
     assert not wrong, "\n".join(wrong)
+    shutil.rmtree(folder)
