@@ -11,8 +11,8 @@ MIN_CONSTRAINTS := tests/constraints-min.txt
 # The floor venv runs a fast subset: fit and resume (SIGKILL, then `--ckpt_path last` resumes the
 # newest run bitwise-equal to an uninterrupted one; signals), config layering, bad input, submit
 # dry-run and rendering, EMA (Lightning's WeightAveraging) and DeviceStatsMonitor (psutil); records
-# on a file system without flock (filelock's floor). The cases that need the local Slurm cluster
-# check no dependency: the sbatch --test-only ones check the scripts, and the job without flock
+# on a file system without flock and lock files following the umask (filelock's floor). The
+# cases that need the local Slurm cluster check no dependency: the sbatch --test-only ones check the scripts, and the job without flock
 # takes no filelock (its lease is the standard library's). They run in the full suite only.
 # The suite's time and its history: benchmarks/README.md.
 MIN_TESTS := tests/test_layering.py tests/test_resume.py tests/test_bad_input.py tests/test_no_flock.py \
@@ -20,7 +20,8 @@ MIN_TESTS := tests/test_layering.py tests/test_resume.py tests/test_bad_input.py
 	--deselect tests/test_submit_render.py::test_sbatch_test_only_accepts_the_sweep \
 	--deselect tests/test_no_flock.py::test_slurm_job_without_flock_requeues_and_completes \
 	tests/test_training_practice.py::test_ema_validation_checkpoints_and_final_model_carry_the_average \
-	tests/test_training_practice.py::test_monitoring_callbacks_profiler_and_early_stopping
+	tests/test_training_practice.py::test_monitoring_callbacks_profiler_and_early_stopping \
+	tests/test_atomic_records.py::test_records_and_their_locks_follow_the_umask
 
 .PHONY: run test test-long test-min lint docs dist bench clean
 

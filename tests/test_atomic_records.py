@@ -74,3 +74,23 @@ def test_write_atomic_replaces_and_read_json_tolerates_garbage(tmp_path: Path) -
     append_line(tmp_path / "log.jsonl", "two\n")
     assert (tmp_path / "log.jsonl").read_text() == "one\ntwo\n"
     assert [p.name for p in tmp_path.iterdir() if p.name.endswith(".tmp")] == []
+
+
+@pytest.mark.parametrize("umask", [0o002, 0o027])
+def test_records_and_their_locks_follow_the_umask(tmp_path: Path, umask: int) -> None:
+    """A record, a line appended and their lock files get ``0o666`` less the umask (no mode of their own):
+    under ``umask 002`` in a group's shared folder another member can take the lock and rewrite the
+    record (filelock 3.12, the floor, forced ``0o644`` on its lock files); the cluster's side of it as
+    another user: tests/test_site_user.py."""
+    import os
+    import stat
+
+    old = os.umask(umask)
+    try:
+        update_json(tmp_path / "job.json", lambda r: r | {"state": "RUNNING"})
+        append_line(tmp_path / "history.jsonl", "{}")
+        write_atomic(tmp_path / "config.yaml", "a: 1\n")
+    finally:
+        os.umask(old)
+    modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
+    assert modes == dict.fromkeys([".job.json.lock", "job.json", ".history.jsonl.lock", "history.jsonl", "config.yaml"], 0o666 & ~umask)

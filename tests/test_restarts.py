@@ -135,13 +135,9 @@ class _HandlerAtTrainStart:
         self.callback = Probe()
 
 
-def test_lightning_leaves_the_handler_train_installs_first(monkeypatch: pytest.MonkeyPatch) -> None:
-    """Under a Slurm batch job with auto-requeue, Lightning's signal connector would install its own
-    SIGUSR1 handler (checkpoint and requeue inside the handler); it does not replace one that is
-    there already (Lightning-AI/pytorch-lightning PR #9566, #14626). `train` installs its recording
-    handler first, so the Slurm requeue needs no private Lightning member. Checked through a real
-    `Trainer.fit` of the installed Lightning."""
-    from lightning.fabric.plugins.environments import SLURMEnvironment
+def _handlers_under_slurm(monkeypatch: pytest.MonkeyPatch, callbacks: list[object], **trainer_args: object) -> tuple[object, object, str]:
+    """A one-task Slurm batch job's environment, train's recording handler installed, then a real
+    `Trainer.fit` of one step: (train's handler, the handler at train start, the strategy's class name)."""
     from lightning.pytorch import Trainer
     from lightning.pytorch.demos.boring_classes import BoringModel
 
@@ -156,15 +152,39 @@ def test_lightning_leaves_the_handler_train_installs_first(monkeypatch: pytest.M
     try:
         assert requeue_signal.install()
         ours = signal.getsignal(signal.SIGUSR1)
-        trainer = Trainer(
-            plugins=[SLURMEnvironment(auto_requeue=True)], accelerator="cpu", devices=1, max_steps=1, logger=False,
-            enable_checkpointing=False, enable_progress_bar=False, enable_model_summary=False, callbacks=[probe.callback],
-        )
+        trainer = Trainer(accelerator="cpu", devices=1, max_steps=1, logger=False, enable_checkpointing=False,
+                          enable_progress_bar=False, enable_model_summary=False, callbacks=[*callbacks, probe.callback],
+                          **trainer_args)
         trainer.fit(BoringModel())
-        assert probe.handler is ours, f"Lightning replaced the SIGUSR1 handler of train with {probe.handler!r}"
+        return ours, probe.handler, type(trainer.strategy).__name__
     finally:
         requeue_signal.uninstall()
         signal.signal(signal.SIGUSR1, previous)
+
+
+def test_lightning_leaves_the_handler_train_installs_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Under a Slurm batch job with auto-requeue, Lightning's signal connector would install its own
+    SIGUSR1 handler (checkpoint and requeue inside the handler); it does not replace one that is
+    there already (Lightning-AI/pytorch-lightning PR #9566, #14626). `train` installs its recording
+    handler first, so the Slurm requeue needs no private Lightning member. Checked through a real
+    `Trainer.fit` of the installed Lightning."""
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+
+    ours, seen, _ = _handlers_under_slurm(monkeypatch, [], plugins=[SLURMEnvironment(auto_requeue=True)])
+    assert seen is ours, f"Lightning replaced the SIGUSR1 handler of train with {seen!r}"
+
+
+def test_a_one_process_job_keeps_the_handler_train_installs(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """`strategy: auto` on one device (SingleDeviceStrategy, what `train init` writes for a one-task job)
+    keeps no cluster environment; SynchronizedRequeue still takes the job as Slurm's and keeps train's
+    handler (it gave the signal its default action back: a SIGUSR1 before the start was dropped, the
+    job ran to its end, and a later one went to Lightning's handler; seen as an ordinary user's job in
+    tests/test_site_user.py). A real `Trainer.fit` of the installed Lightning."""
+    from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
+
+    ours, seen, strategy = _handlers_under_slurm(monkeypatch, [SynchronizedRequeue()], default_root_dir=tmp_path)
+    assert strategy == "SingleDeviceStrategy"
+    assert seen is ours, f"the SIGUSR1 handler of train was replaced by {seen!r}"
 
 
 def test_preemptions_do_not_consume_the_cap(tmp_path: Path) -> None:

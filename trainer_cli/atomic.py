@@ -87,7 +87,12 @@ def locked(path: Path, timeout_s: float | None = None) -> Iterator[None]:
     from filelock import FileLock, Timeout  # 30 ms to import: not on the paths that only read (`train --help`)
 
     try:
-        kernel = FileLock(kernel_lock, timeout=timeout_s)
+        mode = _lock_mode(FileLock)
+        kernel = (
+            FileLock(kernel_lock, timeout=timeout_s)
+            if mode is None
+            else FileLock(kernel_lock, timeout=timeout_s, mode=mode)
+        )
         kernel.acquire()
     except Timeout:
         raise _timeout(kernel_lock, timeout_s, "another process holds its flock") from None
@@ -96,6 +101,27 @@ def locked(path: Path, timeout_s: float | None = None) -> Iterator[None]:
             yield
     finally:
         kernel.release()
+
+
+def _lock_mode(lock_class: type) -> int | None:
+    """The ``mode`` to give ``lock_class`` (filelock's ``FileLock``) where it would fix the lock file's mode
+    itself: an older filelock (the floor, 3.12, among them) makes every lock file ``0o644`` whatever the
+    umask (an ``fchmod``), so in a group's shared folder (``umask 002``) another member of the group can
+    never take a lock one has made (``PermissionError``). Given ``0o666`` less the umask, the lock file
+    is as ``open`` makes the record beside it. A newer filelock, whose default (-1, tox-dev/filelock#483)
+    leaves the mode to the umask and the folder's default ACL, and a system that does not say its umask
+    (``/proc/self/status``), get None: filelock's own default."""
+    import inspect
+
+    default = inspect.signature(lock_class).parameters.get("mode")
+    if default is None or not isinstance(default.default, int) or default.default < 0:
+        return None
+    try:
+        status = Path("/proc/self/status").read_text()
+    except OSError:
+        return None
+    umask = next((int(line.split()[1], 8) for line in status.splitlines() if line.startswith("Umask:")), None)
+    return None if umask is None else 0o666 & ~umask
 
 
 def _has_flock(lock_file: Path) -> bool:
@@ -108,7 +134,7 @@ def _has_flock(lock_file: Path) -> bool:
     except OSError:
         return True  # no folder: the lock's own open says so
     if device not in _flock_by_device:
-        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = os.open(lock_file, os.O_RDWR | os.O_CREAT, 0o666)  # the umask decides, as for the records
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
             fcntl.flock(fd, fcntl.LOCK_UN)
@@ -145,7 +171,7 @@ def _lease(lease: Path, deadline: float, timeout_s: float) -> Iterator[None]:
     pause = 0.002
     while True:
         try:
-            fd = os.open(lease, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+            fd = os.open(lease, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
             break
         except FileExistsError:
             found = _stale(lease, holder)

@@ -68,6 +68,11 @@ class SynchronizedRequeue(pl.Callback):
         if stage != "fit":
             return
         environment = getattr(trainer.strategy, "cluster_environment", None)
+        if environment is None and SLURMEnvironment.detect():
+            # a one-process strategy (SingleDeviceStrategy: `strategy: auto` for one task, as `train init`
+            # writes) keeps no cluster environment, yet Lightning requeues it under Slurm: without this its
+            # SIGUSR1 was dropped here (a signal before the start lost, later ones left to Lightning's handler)
+            environment = SLURMEnvironment()
         if not isinstance(environment, SLURMEnvironment) or not environment.auto_requeue:
             requeue_signal.uninstall()  # no Slurm requeue here: the signal's default action
             return

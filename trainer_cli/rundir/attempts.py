@@ -105,8 +105,8 @@ class Recorder:
         self._fd: int | None = None
         self._seq = self.line["seq"]
         self.checkpoint_thread: int | None = None
-        try:
-            self._fd = os.open(self.note_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+        try:  # 0o666: the umask decides, as for every file of the run (a group's shared folder under umask 002)
+            self._fd = os.open(self.note_path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o666)
         except OSError:
             self._fd = None  # the note is advice: the boundaries still count
 
