@@ -12,8 +12,9 @@ MIN_CONSTRAINTS := tests/constraints-min.txt
 # newest run bitwise-equal to an uninterrupted one; signals), config layering, bad input, submit
 # dry-run and rendering, EMA (Lightning's WeightAveraging) and DeviceStatsMonitor (psutil); records
 # on a file system without flock and lock files following the umask (filelock's floor). The
-# cases that need the local Slurm cluster check no dependency: the sbatch --test-only ones check the scripts, and the job without flock
-# takes no filelock (its lease is the standard library's). They run in the full suite only.
+# cases that need the local Slurm cluster check no dependency: the sbatch --test-only ones check
+# the scripts, and the job without flock takes no filelock (its lease is the standard library's).
+# They run in the full suite only.
 # The suite's time and its history: benchmarks/README.md.
 MIN_TESTS := tests/test_layering.py tests/test_resume.py tests/test_bad_input.py tests/test_no_flock.py \
 	tests/test_submit_render.py --deselect tests/test_submit_render.py::test_sbatch_test_only_accepts_each \
