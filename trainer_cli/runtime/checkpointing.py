@@ -274,7 +274,7 @@ class InterruptCheckpoint(pl.Callback):
         if stage == "fit" and stop_signals.installed():
             stop_signals.arm()  # a signal from now on waits for the step all ranks agree on
         if stage == "fit" and (beacon := progress_beacon()) is not None:
-            beacon.register_dump()  # the stall watchdog's stack dump
+            beacon.start()  # this step's training started (trainer_cli.job.progress); the stack dump registered
 
     # the stall watchdog (trainer_cli.job.progress): each step noted; validation, checkpoints and
     # epoch ends are phases that are no training step, not stalls
