@@ -39,7 +39,7 @@ def test_each_runtime_renders_a_script_bash_reads(name: str, tmp_path: Path) -> 
     script.write_text(text)
     done = subprocess.run(["bash", "-n", str(script)], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
-    srun = [line for line in text.splitlines() if line.removeprefix("{ ").startswith("srun ")]  # the fit step: `{ srun ...`
+    srun = [line for line in text.splitlines() if line.startswith("srun ")]
     assert srun and all(("--container-image=" if "pyxis" in name else " /opt/env/bin/python -m trainer_cli") in s for s in srun)
     helpers = [line for line in text.splitlines() if "-m trainer_cli.job." in line]
     assert helpers and all("python3 -m trainer_cli.job." in line and "/.launcher " in line for line in helpers), helpers
