@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from trainer_cli.job import jobstate, ports, progress, requeue_signal, restarts, stop_signals, task_output
+from trainer_cli.job import jobstate, ports, requeue_signal, restarts, task_output
 from trainer_cli.launch.cluster import scontrol_fields
 from trainer_cli.launch.jobs import JobStatus, failure_note, restarts_cell
 
@@ -338,7 +338,7 @@ def test_task_output_passes_srun_stderr_on_unchanged_and_keeps_its_head(tmp_path
     """The batch script's copy of srun's stderr: every byte on to the log (no line buffering: a
     progress bar's carriage returns as they come), the head kept for the verdict; exit 0 always."""
     said = (SRUN_MISSING_IMAGE.encode() + b"\rstep 1\xff" * 20000)[: 3 * task_output.KEPT_BYTES]
-    env = {**os.environ, stop_signals.ENV_TASK_RECORDS: str(tmp_path)}
+    env = {**os.environ, task_output.ENV_TASK_RECORDS: str(tmp_path)}
     done = subprocess.run([sys.executable, "-m", "trainer_cli.job.task_output"], input=said, capture_output=True, env=env)
     assert done.returncode == 0 and done.stdout == b"" and done.stderr == said
     assert (tmp_path / task_output.FILE_NAME).read_bytes() == said[: task_output.KEPT_BYTES]
@@ -349,16 +349,15 @@ def test_task_output_passes_srun_stderr_on_unchanged_and_keeps_its_head(tmp_path
 def test_a_step_that_fails_before_training_ends_the_job_failed_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """srun exited 1 and no task noted the start of its training (an empty `.progress`): `jobstate
+    """srun exited 1 and no task noted the start of its training (no `fit start` in `.tasks`): `jobstate
     end` ends the job FAILED without a requeue, the first failing task's error in one line of the log
-    and in job.json for `train jobs`. The same exit once a task noted its start (training ran) is a
-    step Slurm killed: requeued, as before."""
+    and in job.json for `train jobs`. The same exit once a task noted its start (training ran, then
+    a task vanished) is a step Slurm killed: requeued, as before."""
     for name in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", restarts.ENV_PRIOR_RESTARTS, jobstate.ENV_REQUEUE_MODE):
         monkeypatch.delenv(name, raising=False)
-    beats, records = tmp_path / ".progress", tmp_path / ".tasks"
-    beats.mkdir(), records.mkdir()
-    env = {"SLURM_JOB_ID": "31", "SLURM_NTASKS": "2", "SLURM_RESTART_COUNT": "0", restarts.ENV_MAX_RESTARTS: "3",
-           progress.ENV_PROGRESS: str(beats)}
+    records = tmp_path / ".tasks"
+    records.mkdir()
+    env = {"SLURM_JOB_ID": "31", "SLURM_NTASKS": "2", "SLURM_RESTART_COUNT": "0", restarts.ENV_MAX_RESTARTS: "3"}
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     calls: list[list[str]] = []
@@ -378,7 +377,8 @@ def test_a_step_that_fails_before_training_ends_the_job_failed_at_once(
 
     monkeypatch.setenv("SLURM_JOB_ID", "32")  # submitted again: its training started, then Slurm killed the step
     jobstate.started(tmp_path)
-    progress.Beacon(beats, 0).step(3)
+    (records / "0").write_text(f"10.0 {task_output.STARTED}\n12.0 exit 1\n")  # rank 1 vanished (SIGKILL)
+    (records / "1").write_text(f"10.1 {task_output.STARTED}\n")
     assert jobstate.end_of_step(tmp_path, 1, records) == 0
     assert "stopped by Slurm (a signal or a kill, not an error of the training); requeueing job 32" in capsys.readouterr().out
     assert calls == [["scontrol", "requeue", "32"]] and "error" not in {k for k, v in jobstate.read(tmp_path).items() if v}

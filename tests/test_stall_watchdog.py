@@ -30,7 +30,6 @@ def test_a_long_validation_or_checkpoint_is_no_stall_until_every_rank_is_late_pa
     assert progress.judge([_beat(0, limit + 1, "validation"), _beat(1, 5, "validation")], 1000.0, 10) is None
     assert progress.judge([_beat(0, limit + 1, "epoch end"), _beat(1, limit + 2, "validation")], 1000.0, 10)
     assert progress.judge([_beat(0, 500, "done"), _beat(1, 1)], 1000.0, 10) is None  # a rank that finished
-    assert progress.judge([_beat(0, limit + 1, "start"), _beat(1, limit + 1, "start")], 1000.0, 10) is None  # start-up
 
 
 def test_the_default_timeout_follows_the_slowest_rank_above_a_floor() -> None:
@@ -55,14 +54,12 @@ def test_a_rank_notes_steps_throttled_and_pauses_at_once(tmp_path: Path) -> None
 def test_a_rank_dumps_its_stacks_on_sigwinch(tmp_path: Path) -> None:
     code = (
         "import sys, time; from pathlib import Path; from trainer_cli.job import progress\n"
-        "progress.Beacon(Path(sys.argv[1]), 0).start()\n"
+        "progress.Beacon(Path(sys.argv[1]), 0).register_dump()\n"
         "def stuck_in_a_collective():\n    print('ready', flush=True)\n    time.sleep(30)\nstuck_in_a_collective()\n"
     )
     child = subprocess.Popen([sys.executable, "-c", code, str(tmp_path)], stdout=subprocess.PIPE, text=True)
     try:
         assert child.stdout is not None and child.stdout.readline().strip() == "ready"
-        assert progress.started(tmp_path)  # the training process noted its start
-        assert [b["phase"] for b in progress.read_beats(tmp_path)] == [progress.START]
         os.kill(child.pid, signal.SIGWINCH)
         deadline = time.monotonic() + 10
         while "stuck_in_a_collective" not in (tmp_path / "stack.rank0").read_text() and time.monotonic() < deadline:

@@ -14,8 +14,8 @@ which preemptions do not consume), from srun's exit code and what each task note
 (:func:`step_verdict`): a SIGUSR1 that saved its checkpoint (exit :data:`EXIT_REQUEUE`) or killed a
 task before its handler (srun's :data:`EXIT_USR1`), a step that Slurm killed, or one that srun
 could not start within ``--slurm.step_start_timeout_s``, is restarted; a step that failed by itself
-is not, nor one that ended before any of its tasks started training (no note of a start in
-``$TRAINER_CLI_PROGRESS``, :func:`trainer_cli.job.progress.started`): a container that cannot start,
+is not, nor one that ended before any of its tasks started training (no task noted
+:data:`trainer_cli.job.task_output.STARTED`): a container that cannot start,
 a missing interpreter or image, an import error would fail the same way again, so the job ends
 FAILED at once with the first failing task's error in one line (:mod:`trainer_cli.job.task_output`).
 
@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import read_json, update_json
-from trainer_cli.job import ports, progress, slurm_commands, task_output
+from trainer_cli.job import ports, slurm_commands, task_output
 from trainer_cli.job import restarts as restarts_log
 from trainer_cli.job.restarts import ENV_PRIOR_RESTARTS, RestartPolicy
 
@@ -225,6 +225,7 @@ def step_verdict(
             waits for the step as long as Slurm wants.
         ran_s: Seconds from the start of the step (``jobstate start``) to its end; None: not known.
     """
+    records = [r for r in records if r[2] != task_output.STARTED]  # what ended or stopped the tasks
     if exit_code == 0:
         return "completed"
     if exit_code == EXIT_REQUEUE or any(what == f"exit {EXIT_REQUEUE}" for _, _, what in records):
@@ -260,13 +261,15 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
     tasks = restarts_log.env_count(os.environ, "SLURM_NTASKS")
     start_timeout_s = restarts_log.env_count(os.environ, restarts_log.ENV_STEP_START_TIMEOUT_S)
     ran_s = _seconds_since(read(run_dir).get("started"))
-    verdict = step_verdict(exit_code, task_records(records_dir), tasks, start_timeout_s, ran_s)
+    records = task_records(records_dir)
+    verdict = step_verdict(exit_code, records, tasks, start_timeout_s, ran_s)
     if records_dir is None and verdict in ("killed", "step_start"):  # no tasks' records: srun's code alone
         verdict = "failed"
     stall = this_stall(run_dir) if exit_code != 0 else None
     if stall is not None:  # the watchdog (trainer_cli.job.progress) ended the step: whatever the tasks noted after
         verdict = "stall"
-    if verdict in ("killed", "failed") and not _training_started():
+    started = records_dir is None or any(what == task_output.STARTED for _, _, what in records)  # None: unknown
+    if verdict in ("killed", "failed") and not started:
         if verdict == "failed" or not restarts_log.requeued_by_slurm(scontrol_id()):
             return _failed_before_training(run_dir, exit_code, records_dir)
     if verdict in ("completed", "failed"):
@@ -362,13 +365,6 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
             time.sleep(0.5)
         print(f"trainer-cli: job {job_id} excludes {exclude}" + (f": not set: {error}" if error else ""), flush=True)
     return 0
-
-
-def _training_started() -> bool:
-    """Whether a task of this step noted the start of its training process (:func:`trainer_cli.job.progress.started`);
-    True where the script keeps no such notes (a site template without ``TRAINER_CLI_PROGRESS``): unknown."""
-    folder = os.environ.get(progress.ENV_PROGRESS)
-    return not folder or progress.started(Path(folder))
 
 
 def _failed_before_training(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
@@ -488,7 +484,7 @@ def main(argv: list[str]) -> int:
             started(run_dir)
         elif event == "end":
             exit_code = int(argv[2]) if len(argv) > 2 else 0
-            records = os.environ.get("TRAINER_CLI_TASK_RECORDS")
+            records = os.environ.get(task_output.ENV_TASK_RECORDS)
             return end_of_step(run_dir, exit_code, Path(records) if records else None)
         else:
             raise ValueError(f"unknown event {event!r}")

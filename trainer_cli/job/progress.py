@@ -5,16 +5,13 @@ would otherwise hold the whole allocation until its time limit: no checkpoint, n
 requeue. So, in a job of the bundled template (``TRAINER_CLI_PROGRESS`` set):
 
 - every rank (:class:`Beacon`, driven by :class:`trainer_cli.runtime.checkpointing.InterruptCheckpoint`)
-  writes ``<run>/.progress/rank<N>`` when its training process starts (Lightning's ``setup`` of
-  fit: phase ``start``), at its training steps (at most once a :data:`WRITE_EVERY_S`,
+  writes ``<run>/.progress/rank<N>`` at its training steps (at most once a :data:`WRITE_EVERY_S`,
   one small JSON line replaced atomically: step, time, phase, its median step time, pid, node) and,
   at once, when it enters a phase that is not a training step: ``validation``, ``checkpoint``,
   ``epoch end`` (data loaders restarting included), ``done``. At its start it registers
   :mod:`faulthandler` on :data:`DUMP_SIGNAL` (SIGWINCH: Slurm does not use it, and its default
   action is to ignore it, so a process that has not registered yet is not killed by it), writing
-  the Python stacks of all its threads to ``<run>/.progress/stack.rank<N>``. The folder is emptied
-  at the start of each step, so a step with no note at all ended before any of its tasks started
-  training (:func:`started`: the batch script's ``jobstate end`` ends such a job FAILED, no restart);
+  the Python stacks of all its threads to ``<run>/.progress/stack.rank<N>``;
 - the batch script starts ``python -m trainer_cli.job.progress RUN_DIR watch`` in the background
   while ``srun`` runs (a process of its own on the batch node: a thread inside a stuck process
   could not be trusted to act). :func:`judge` finds a rank in its training phase whose last step
@@ -61,7 +58,6 @@ FACTOR = 20.0
 """The default stall timeout in median step times of the slowest rank (above :data:`FLOOR_S`)."""
 WRITE_EVERY_S = 1.0
 DUMP_WAIT_S = 5.0
-START = "start"
 TRAIN = "train"
 DONE = "done"
 STALLS_DIR = "stalls"
@@ -80,13 +76,12 @@ class Beacon:
         self.path = self.folder / f"rank{rank}"
         self._last_write = 0.0
         self._last_step_at: float | None = None
-        self._phase = START
+        self._phase = "start"
         self._intervals: deque[float] = deque(maxlen=64)
         self._stacks: IO[str] | None = None
 
-    def start(self) -> None:
-        """The rank's training process starts: note it (phase ``start``, step 0) and have the Python
-        stacks of every thread written to ``<folder>/stack.rank<N>`` on :data:`DUMP_SIGNAL` (once)."""
+    def register_dump(self) -> None:
+        """Python stacks of every thread to ``<folder>/stack.rank<N>`` on :data:`DUMP_SIGNAL` (once)."""
         if self._stacks is not None:
             return
         try:
@@ -95,7 +90,6 @@ class Beacon:
             faulthandler.register(DUMP_SIGNAL, file=self._stacks, all_threads=True, chain=False)
         except (OSError, ValueError, RuntimeError):
             self._stacks = None
-        self._write(0, time.time())
 
     def step(self, step: int) -> None:
         """A training step (batch) ended: note it, at most once a :data:`WRITE_EVERY_S` while training."""
@@ -161,11 +155,6 @@ def read_beats(folder: Path) -> list[dict[str, Any]]:
     return beats
 
 
-def started(folder: Path) -> bool:
-    """Whether a task of this step noted its training process's start (:meth:`Beacon.start`) in ``folder``."""
-    return bool(read_beats(folder))
-
-
 def default_timeout_s(beats: list[dict[str, Any]]) -> float:
     """:data:`FACTOR` times the slowest rank's median step time, at least :data:`FLOOR_S`."""
     steps = [float(b["step_s"]) for b in beats if isinstance(b.get("step_s"), (int, float))]
@@ -194,7 +183,7 @@ def judge(beats: list[dict[str, Any]], now: float, timeout_s: float | None) -> S
         timeout_s: ``--slurm.stall_timeout_s``; None: :func:`default_timeout_s`.
     """
     timeout = timeout_s if timeout_s else default_timeout_s(beats)
-    active = [b for b in beats if b.get("phase") not in (START, DONE)]  # a rank's start-up is no stall
+    active = [b for b in beats if b.get("phase") != DONE]
     limit = {TRAIN: timeout}
     late = sorted(
         (b for b in active if now - b["time"] > limit.get(str(b.get("phase")), pause_limit_s(timeout))),

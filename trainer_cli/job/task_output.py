@@ -2,12 +2,12 @@
 before training (:func:`trainer_cli.job.jobstate.end_of_step`).
 
 The batch script (``slurm/fit_step.j2``) passes srun's stderr (the tasks' stderr and srun's own
-messages) through ``python -m trainer_cli.job.task_output``: every byte goes on to the script's
-stderr (the job's log) at once, unchanged, and the first :data:`KEPT_BYTES` are kept in
-``$TRAINER_CLI_TASK_RECORDS/srun.stderr`` (emptied with that folder at the start of each step): a
-failure before training says its cause in the first lines. The copy ignores the signals Slurm sends
-a job (it lives exactly as long as srun's stderr) and always exits 0, so srun's exit code is the
-pipeline's.
+messages) through ``python -m trainer_cli.job.task_output`` (``exec 2> >(...)`` around the ``srun``
+line, then ``wait`` for it): every byte goes on to the script's stderr (the job's log) at once,
+unchanged, and the first :data:`KEPT_BYTES` are kept in ``$TRAINER_CLI_TASK_RECORDS/srun.stderr``
+(emptied with that folder at the start of each step): a failure before training says its cause in
+the first lines. The copy ignores the signals Slurm sends a job (it lives exactly as long as srun's
+stderr) and exits 0.
 
 :func:`first_error` reads the cause from it: the last line a task wrote before srun's first own
 message after it (``srun: error: node1: task 0: Exited with exit code 1``, printed when the first
@@ -21,8 +21,12 @@ import signal
 import sys
 from pathlib import Path
 
-from trainer_cli.job.stop_signals import ENV_TASK_RECORDS
-
+ENV_TASK_RECORDS = "TRAINER_CLI_TASK_RECORDS"
+"""Set by the sbatch script: the folder where each task notes what stopped it (one file per task,
+:func:`trainer_cli.job.stop_signals.note`), and where srun's stderr is kept (:data:`FILE_NAME`)."""
+STARTED = "fit start"
+"""A task's note when its training process starts (Lightning's ``setup`` of fit): a step none of
+whose tasks noted it ended before training (:func:`trainer_cli.job.jobstate.end_of_step`)."""
 FILE_NAME = "srun.stderr"
 KEPT_BYTES = 64 * 1024
 _SRUN = "srun: "  # srun's own messages; slurmstepd's (execve of a missing program) are the task's
