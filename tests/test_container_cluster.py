@@ -3,13 +3,16 @@ Debian image the test builds (tests/container_support.py), the project's venv an
 interpreter bound in. A 2-task DDP job in the image completes; the same job preempted once
 (`scancel -s USR1`) is requeued by the batch script on the host and resumes bitwise equal to the job
 left alone. The launcher's own steps of the batch script run on the host by Debian's bare `python3`
-(no trainer-cli, no filelock), from the run's copy of them (<run>/.launcher).
+(no trainer-cli, no filelock), from the run's copy of them (<run>/.launcher). A job submitted without
+USER whose image is missing fails in its first allocation, naming the image (not requeued).
 
 Skipped with the reason where the cluster or the image cannot be had, failed instead under CI=true.
 """
 
 from __future__ import annotations
 
+import contextlib
+import io
 import os
 import re
 import subprocess
@@ -18,11 +21,20 @@ from pathlib import Path
 
 import pytest
 import torch
-from container_support import charliecloud_or_skip, mount_points
-from slurm_support import scontrol_job, slurm_cluster, wait_for_file, wait_for_requeue, wait_for_state  # noqa: F401
+from container_support import charliecloud_or_skip, ensure_tools, mount_points
+from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
+    sacct_attempts,
+    scontrol_job,
+    slurm_cluster,
+    wait_for_file,
+    wait_for_requeue,
+    wait_for_state,
+)
 from support import REPO
 from test_slurm_cluster import _submit
 
+from trainer_cli.job import restarts
+from trainer_cli.launch import jobs
 from trainer_cli.launch.container import HELPERS_DIR
 
 
@@ -46,6 +58,42 @@ def image() -> Path:
     """The Debian image (built once, cached), with USER set: ch-run refuses to run without it."""
     os.environ.setdefault("USER", "root")
     return charliecloud_or_skip()
+
+
+def test_a_job_whose_container_cannot_start_fails_after_one_allocation(
+    slurm_cluster: None,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Submitted from an environment without USER (a cron job, a CI runner, a service) with an image
+    that is not there: the batch script gives ch-run the USER it needs, then ch-run fails in both
+    tasks within a second, before any training. The job ends FAILED after one allocation, not
+    requeued as if preempted; its log and `train jobs` name the first task's error."""
+    why = ensure_tools()
+    if why:
+        if os.environ.get("CI", "").lower() == "true":
+            pytest.fail(why)
+        pytest.skip(why)
+    monkeypatch.delenv("USER", raising=False)  # sbatch passes the submitting environment to the job
+    missing = tmp_path / "no-such-image"
+    job_id, run_dir, _ = _submit(
+        tmp_path, 2, 1, "--slurm.container.runtime", "charliecloud", "--slurm.container.image", str(missing),
+        "--slurm.python", str(Path(sys.prefix) / "bin" / "python"), "--slurm.container.helper_python", "/usr/bin/python3",
+    )  # fmt: skip
+    log = run_dir / f"slurm-{job_id}.log"
+    assert wait_for_state(job_id, timeout_s=120) == "FAILED", log.read_text()[-3000:]
+    assert [row["State"] for row in sacct_attempts(job_id, 1)] == ["FAILED"]  # one allocation: no requeue
+    assert scontrol_job(job_id)["Restarts"] == "0" and restarts.read(run_dir) == []
+    text = log.read_text()
+    cause = f"]: error: can't stat: {missing}: No such file or directory"
+    said = [line for line in text.splitlines() if "before any task started training" in line]
+    assert len(said) == 1 and cause in said[0] and "not restarted" in said[0], text[-3000:]
+    assert "$USER not set" not in text and "stopped by Slurm" not in text, text[-3000:]
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert jobs.main(["--root", str(tmp_path)]) == 0
+    row = next(line for line in out.getvalue().splitlines() if line.startswith(job_id))
+    assert " FAILED " in row and "failed before training: ch-run[" in row and cause in row, row
 
 
 @pytest.mark.long  # two DDP jobs of 2 tasks each, one requeued: about 2 minutes on 2 cores

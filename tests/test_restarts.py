@@ -7,14 +7,17 @@ Lightning member is needed for the Slurm signal).
 from __future__ import annotations
 
 import json
+import os
 import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
-from trainer_cli.job import jobstate, ports, requeue_signal, restarts
+from trainer_cli.job import jobstate, ports, requeue_signal, restarts, task_output
 from trainer_cli.launch.cluster import scontrol_fields
-from trainer_cli.launch.jobs import JobStatus, restarts_cell
+from trainer_cli.launch.jobs import JobStatus, failure_note, restarts_cell
 
 # `scontrol show job -o` of a running job on the local cluster (Slurm 22.05.8), paths shortened:
 # `sbatch --time=10 --signal=USR1@120`, 4 s after it started
@@ -318,3 +321,84 @@ def test_a_step_srun_could_not_start_requeues_within_the_cap(
            "the step in time. Resume with: train submit --config" in said
     assert jobstate.read(tmp_path)["state"] == "FAILED" and len(calls) == 1
     assert restarts.summary(restarts.read(tmp_path), ["21"], 1) == "1 (1 step start timeout; stopped by step start timeout)"
+
+
+# srun's stderr (Slurm 22.05, --kill-on-bad-exit=1) of a 2-node Charliecloud job whose image is missing
+SRUN_MISSING_IMAGE = (
+    "ch-run[3386]: error: can't stat: /nonexistent/image: No such file or directory (ch_core.c:255 2)\n"
+    "srun: error: node1: task 0: Exited with exit code 1\n"
+    "srun: launch/slurm: _step_signal: Terminating StepId=414.0\n"
+    "ch-run[3383]: error: can't stat: /nonexistent/image: No such file or directory (ch_core.c:255 2)\n"
+    "srun: error: node2: task 1: Exited with exit code 1\n"
+)
+
+
+@pytest.mark.parametrize(
+    "text,cause",
+    [
+        (SRUN_MISSING_IMAGE, "ch-run[3386]: error: can't stat: /nonexistent/image: No such file or directory (ch_core.c:255 2)"),
+        # no interpreter where the task runs: slurmstepd says it for the task
+        ("slurmstepd: error: execve(): /opt/env/bin/python: No such file or directory\n"
+         "srun: error: node1: task 0: Exited with exit code 2\n", "slurmstepd: error: execve(): /opt/env/bin/python: No such file or directory"),
+        # srun's warning before the tasks ran, a traceback's last line, a peer's line after srun's first message
+        ("srun: warning: can't honor --ntasks-per-node set to 2\nTraceback (most recent call last):\n  File \"x\"\n"
+         "ModuleNotFoundError: No module named 'mymodel'\nsrun: error: node1: task 0: Exited with exit code 1\n"
+         "KeyboardInterrupt\n", "ModuleNotFoundError: No module named 'mymodel'"),
+        ("srun: warning: x\nsrun: error: Unable to create step for job 5: Memory required by task is not available\n",
+         "srun: error: Unable to create step for job 5: Memory required by task is not available"),
+        ("progress 10%\rprogress 20%\rfatal: no GPU\n", "fatal: no GPU"),  # a progress bar's last state
+        ("", None),
+    ],
+)
+def test_the_cause_of_a_failed_step_is_the_first_failing_tasks_last_line(text: str, cause: str | None) -> None:
+    assert task_output.first_error(text) == cause
+
+
+def test_task_output_passes_srun_stderr_on_unchanged_and_keeps_its_head(tmp_path: Path) -> None:
+    """The batch script's copy of srun's stderr: every byte on to the log (no line buffering: a
+    progress bar's carriage returns as they come), the head kept for the verdict; exit 0 always."""
+    said = (SRUN_MISSING_IMAGE.encode() + b"\rstep 1\xff" * 20000)[: 3 * task_output.KEPT_BYTES]
+    env = {**os.environ, task_output.ENV_TASK_RECORDS: str(tmp_path)}
+    done = subprocess.run([sys.executable, "-m", "trainer_cli.job.task_output"], input=said, capture_output=True, env=env)
+    assert done.returncode == 0 and done.stdout == b"" and done.stderr == said
+    assert (tmp_path / task_output.FILE_NAME).read_bytes() == said[: task_output.KEPT_BYTES]
+    assert task_output.read_first_error(tmp_path) == task_output.first_error(SRUN_MISSING_IMAGE)
+    assert jobstate.task_records(tmp_path) == [], "the kept stderr is no task's record"
+
+
+def test_a_step_that_fails_before_training_ends_the_job_failed_at_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """srun exited 1 and no task noted the start of its training (no `fit start` in `.tasks`): `jobstate
+    end` ends the job FAILED without a requeue, the first failing task's error in one line of the log
+    and in job.json for `train jobs`. The same exit once a task noted its start (training ran, then
+    a task vanished) is a step Slurm killed: requeued, as before."""
+    for name in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", restarts.ENV_PRIOR_RESTARTS, jobstate.ENV_REQUEUE_MODE):
+        monkeypatch.delenv(name, raising=False)
+    records = tmp_path / ".tasks"
+    records.mkdir()
+    env = {"SLURM_JOB_ID": "31", "SLURM_NTASKS": "2", "SLURM_RESTART_COUNT": "0", restarts.ENV_MAX_RESTARTS: "3"}
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    calls: list[list[str]] = []
+    monkeypatch.setattr(jobstate, "_slurm", lambda command, timeout_s=0: calls.append(command) or "")
+    monkeypatch.setattr(restarts, "requeued_by_slurm", lambda job_id: None)
+    (records / task_output.FILE_NAME).write_text(SRUN_MISSING_IMAGE)
+    jobstate.started(tmp_path)
+    assert jobstate.end_of_step(tmp_path, 1, records) == 1
+    said = capsys.readouterr().out
+    cause = task_output.first_error(SRUN_MISSING_IMAGE)
+    assert (f"trainer-cli: the step ended with exit code 1 before any task started training: {cause}; not restarted "
+            f"(it would fail the same way). Fix that, then resume with: train submit --config {tmp_path / 'config.yaml'}") in said
+    record = jobstate.read(tmp_path)
+    assert (record["state"], record["exit_code"], record["error"]) == ("FAILED", 1, f"failed before training: {cause}")
+    assert calls == [] and restarts.read(tmp_path) == []
+    assert failure_note(tmp_path, "31") == f"failed before training: {cause}" and failure_note(tmp_path, "32") == ""
+
+    monkeypatch.setenv("SLURM_JOB_ID", "32")  # submitted again: its training started, then Slurm killed the step
+    jobstate.started(tmp_path)
+    (records / "0").write_text(f"10.0 {task_output.STARTED}\n12.0 exit 1\n")  # rank 1 vanished (SIGKILL)
+    (records / "1").write_text(f"10.1 {task_output.STARTED}\n")
+    assert jobstate.end_of_step(tmp_path, 1, records) == 0
+    assert "stopped by Slurm (a signal or a kill, not an error of the training); requeueing job 32" in capsys.readouterr().out
+    assert calls == [["scontrol", "requeue", "32"]] and "error" not in {k for k, v in jobstate.read(tmp_path).items() if v}

@@ -90,6 +90,7 @@ def _records(*lines: str) -> list[tuple[float, str, str]]:
         (138, _records("1 0 exit 2", "1.5 1 signal SIGTERM"), "failed"),  # an error of its own came first
         # rank 1 vanished without a note (SIGKILL), rank 0 then failed in its collective
         (143, _records("6 0 exit 1"), "killed"),
+        (143, _records("1 0 fit start", "1 1 fit start", "6 0 exit 1"), "killed"),  # a start note tells no end
     ],
 )
 def test_step_verdict_tells_slurm_killing_the_step_from_the_training_failing(code: int, records: list, verdict: str) -> None:

@@ -14,7 +14,10 @@ which preemptions do not consume), from srun's exit code and what each task note
 (:func:`step_verdict`): a SIGUSR1 that saved its checkpoint (exit :data:`EXIT_REQUEUE`) or killed a
 task before its handler (srun's :data:`EXIT_USR1`), a step that Slurm killed, or one that srun
 could not start within ``--slurm.step_start_timeout_s``, is restarted; a step that failed by itself
-is not.
+is not, nor one that ended before any of its tasks started training (no task noted
+:data:`trainer_cli.job.task_output.STARTED`): a container that cannot start,
+a missing interpreter or image, an import error would fail the same way again, so the job ends
+FAILED at once with the first failing task's error in one line (:mod:`trainer_cli.job.task_output`).
 
 A job that resubmits itself (``--slurm.requeue_mode resubmit``, or a failed ``scontrol requeue``)
 does so at its ``end``: ``sbatch`` of the run's own script (``<run>/submit.sbatch``), so the new job
@@ -34,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import read_json, update_json
-from trainer_cli.job import ports, slurm_commands
+from trainer_cli.job import ports, slurm_commands, task_output
 from trainer_cli.job import restarts as restarts_log
 from trainer_cli.job.restarts import ENV_PRIOR_RESTARTS, RestartPolicy
 
@@ -122,6 +125,7 @@ def started(run_dir: Path) -> dict[str, Any]:
         restarts=count,
         state="RUNNING",
         exit_code=None,
+        error=None,
         started=now,
         starts=[*record.get("starts", []), now],  # each attempt's start, for its cost (trainer_cli.rundir.run_cost)
         node_list=os.environ.get("SLURM_JOB_NODELIST"),
@@ -150,9 +154,10 @@ def resubmit_requested(run_dir: Path, checkpoint: str) -> dict[str, Any]:
     )
 
 
-def ended(run_dir: Path, exit_code: int) -> dict[str, Any]:
-    """Record the end of this job's script: COMPLETED (exit 0) or FAILED, unless it requeued itself
-    or asked to be resubmitted (then it queues the run's script again: :func:`resubmit`)."""
+def ended(run_dir: Path, exit_code: int, error: str | None = None) -> dict[str, Any]:
+    """Record the end of this job's script: COMPLETED (exit 0) or FAILED (with ``error``: why, in
+    words, for ``train jobs``), unless it requeued itself or asked to be resubmitted (then it queues
+    the run's script again: :func:`resubmit`)."""
     record = read(run_dir)
     ours = record.get("job_id") == this_job_id() and record.get("restarts") == policy().count
     if record.get("state") == REQUEUED and ours:
@@ -164,15 +169,16 @@ def ended(run_dir: Path, exit_code: int) -> dict[str, Any]:
         job_id=this_job_id(),
         state="COMPLETED" if exit_code == 0 else "FAILED",
         exit_code=exit_code,
+        error=error if exit_code != 0 else None,
         ended=_now(),
     )
 
 
 def task_records(folder: Path | None) -> list[tuple[float, str, str]]:
-    """What the tasks of the step noted (:func:`trainer_cli.job.stop_signals.note`): ``(time,
-    task, what)``, oldest first; none without the folder."""
+    """What the tasks of the step noted (:func:`trainer_cli.job.stop_signals.note`, a file per task
+    named by its ``SLURM_PROCID``): ``(time, task, what)``, oldest first; none without the folder."""
     found = []
-    for path in sorted(Path(folder).glob("*")) if folder else []:
+    for path in sorted(p for p in Path(folder).glob("*") if p.name.isdigit()) if folder else []:
         try:
             lines = path.read_text().splitlines()
         except OSError:
@@ -219,6 +225,7 @@ def step_verdict(
             waits for the step as long as Slurm wants.
         ran_s: Seconds from the start of the step (``jobstate start``) to its end; None: not known.
     """
+    records = [r for r in records if r[2] != task_output.STARTED]  # what ended or stopped the tasks
     if exit_code == 0:
         return "completed"
     if exit_code == EXIT_REQUEUE or any(what == f"exit {EXIT_REQUEUE}" for _, _, what in records):
@@ -244,20 +251,27 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
     (``scontrol requeue`` with a timeout, or a resubmission with ``--slurm.requeue_mode resubmit``)
     when the step asked for it (SIGUSR1: :data:`EXIT_REQUEUE`), Slurm killed it or srun could not
     start it in time (:data:`trainer_cli.job.restarts.STEP_START`), within
-    ``--slurm.max_restarts``; past the cap the run stops there, saying so. Returns the script's
-    exit code: 0 after a restart or a stop at the cap that followed a SIGUSR1, else srun's.
+    ``--slurm.max_restarts``; past the cap the run stops there, saying so. A step that failed or
+    was killed before any task started training ends the job FAILED, not restarted, its cause in
+    one line (:func:`_failed_before_training`), unless Slurm requeued the job itself. Returns the
+    script's exit code: 0 after a restart or a stop at the cap that followed a SIGUSR1, else srun's.
 
     ``records_dir`` None (a site template without ``TRAINER_CLI_TASK_RECORDS``): only srun's exit
     code is known, so only 0 and :data:`EXIT_REQUEUE` are told apart from a failure."""
     tasks = restarts_log.env_count(os.environ, "SLURM_NTASKS")
     start_timeout_s = restarts_log.env_count(os.environ, restarts_log.ENV_STEP_START_TIMEOUT_S)
     ran_s = _seconds_since(read(run_dir).get("started"))
-    verdict = step_verdict(exit_code, task_records(records_dir), tasks, start_timeout_s, ran_s)
+    records = task_records(records_dir)
+    verdict = step_verdict(exit_code, records, tasks, start_timeout_s, ran_s)
     if records_dir is None and verdict in ("killed", "step_start"):  # no tasks' records: srun's code alone
         verdict = "failed"
     stall = this_stall(run_dir) if exit_code != 0 else None
     if stall is not None:  # the watchdog (trainer_cli.job.progress) ended the step: whatever the tasks noted after
         verdict = "stall"
+    started = records_dir is None or any(what == task_output.STARTED for _, _, what in records)  # None: unknown
+    if verdict in ("killed", "failed") and not started:
+        if verdict == "failed" or not restarts_log.requeued_by_slurm(scontrol_id()):
+            return _failed_before_training(run_dir, exit_code, records_dir)
     if verdict in ("completed", "failed"):
         state = ended(run_dir, exit_code).get("state")
         return 0 if state in (REQUEUED, "PENDING", "RUNNING") else exit_code  # requeued or resubmitted: not a failure
@@ -351,6 +365,21 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
             time.sleep(0.5)
         print(f"trainer-cli: job {job_id} excludes {exclude}" + (f": not set: {error}" if error else ""), flush=True)
     return 0
+
+
+def _failed_before_training(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
+    """The step failed before any task started training (a container that cannot start, a missing
+    interpreter or image, an import error): the job ends FAILED now, no restart (it would fail the
+    same way), and says why in one line: the first failing task's error (:mod:`trainer_cli.job.task_output`)."""
+    cause = task_output.read_first_error(records_dir) or "the tasks wrote nothing on stderr"
+    ended(run_dir, exit_code, error=f"failed before training: {cause}")
+    print(
+        f"trainer-cli: the step ended with exit code {exit_code} before any task started training: {cause}; "
+        f"not restarted (it would fail the same way). Fix that, then resume with: train submit --config "
+        f"{Path(run_dir) / 'config.yaml'}",
+        flush=True,
+    )
+    return exit_code
 
 
 def _seconds_since(iso: Any) -> float | None:
@@ -455,7 +484,7 @@ def main(argv: list[str]) -> int:
             started(run_dir)
         elif event == "end":
             exit_code = int(argv[2]) if len(argv) > 2 else 0
-            records = os.environ.get("TRAINER_CLI_TASK_RECORDS")
+            records = os.environ.get(task_output.ENV_TASK_RECORDS)
             return end_of_step(run_dir, exit_code, Path(records) if records else None)
         else:
             raise ValueError(f"unknown event {event!r}")

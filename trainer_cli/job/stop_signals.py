@@ -31,8 +31,10 @@ launched by Lightning, DataLoader workers) inherit the blocked mask; DDP ranks r
 take the signals with their own thread, workers leave them pending and end with their rank.
 
 On Slurm, each task also notes what stopped it in ``$TRAINER_CLI_TASK_RECORDS/<SLURM_PROCID>``
-(a signal, with its time, or an error of its own): the batch script's ``jobstate end`` tells a step
-that Slurm killed from the training failing by it (:func:`trainer_cli.job.jobstate.step_verdict`).
+(a signal, with its time, or an error of its own) and when its training started
+(:data:`trainer_cli.job.task_output.STARTED`):
+the batch script's ``jobstate end`` tells a step that Slurm killed from the training failing by it
+(:func:`trainer_cli.job.jobstate.step_verdict`), and a step that ended before training from both.
 Standard library only: importing it is free.
 """
 
@@ -45,11 +47,11 @@ import threading
 import time
 from typing import Any
 
+from trainer_cli.job.task_output import ENV_TASK_RECORDS
+
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
 EXIT_CODES: dict[int | None, int] = {signal.SIGTERM: 143, signal.SIGINT: 130}  # 128 + the signal, as shells report it
 NAMES: dict[int | None, str] = {signal.SIGTERM: "SIGTERM", signal.SIGINT: "Ctrl-C"}
-ENV_TASK_RECORDS = "TRAINER_CLI_TASK_RECORDS"
-"""Set by the sbatch script: the folder where each task notes what stopped it (one file per task)."""
 _ORDER: dict[int, int] = {signal.SIGINT: 1, signal.SIGTERM: 2}  # agreed by max: SIGTERM (Slurm, the system) over Ctrl-C
 
 _lock = threading.Lock()

@@ -91,6 +91,8 @@ def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
             progress = detail(status.entries, status.state, last_epoch_line(log))
             if key == "job_id" and (stalled := stall_note(run_dir, job_id)):
                 progress = f"{stalled}; {progress}"
+            if key == "job_id" and (failure := failure_note(run_dir, job_id)):
+                progress = f"{failure}; {progress}"
             rows.append(
                 (job_id, status.state, restarts, status.elapsed, progress, f"{rec.get('job_name')}{label}", str(log))
             )
@@ -109,6 +111,15 @@ def stall_note(run_dir: Path, job_id: str) -> str:
         f"stalled (restart {stall.get('restart')}): {who} at step {stall.get('step')}, no step for "
         f"{stall.get('idle_s')} s{excluded}; stacks in {stall.get('stacks')}"
     )
+
+
+def failure_note(run_dir: Path, job_id: str) -> str:
+    """Why the job ended FAILED in words, as it recorded it (``error`` in ``<run>/job.json``: a failure
+    before training names its first task's error, a failed resubmission sbatch's), or ''."""
+    record = jobstate.read(run_dir)
+    if str(record.get("job_id")) != job_id or record.get("state") != "FAILED":
+        return ""
+    return str(record.get("error") or "")
 
 
 def _current_id(rec: dict[str, Any], key: str) -> str:
@@ -136,6 +147,8 @@ def _trial_rows(rec: dict[str, Any], slurm: dict[tuple[str, str], JobStatus]) ->
         log = task_log(sweep_dir, job_id, i)
         status = with_run_record(slurm.get((f"{job_id}_{i}", script)), job_id, log.parent)
         progress = detail(status.entries, status.state, last_epoch_line(log))
+        if failure := failure_note(log.parent, job_id):
+            progress = f"{failure}; {progress}"
         rows.append(
             (
                 f"{job_id}_{i}",

@@ -39,7 +39,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 from trainer_cli.callbacks.attempt_clock import checkpoint_written
 from trainer_cli.callbacks.last_checkpoint import resume_file_name
 from trainer_cli.errors import UserError, is_disk_full
-from trainer_cli.job import stop_signals
+from trainer_cli.job import stop_signals, task_output
 from trainer_cli.job.progress import DONE as PROGRESS_DONE
 from trainer_cli.job.progress import beacon as progress_beacon
 
@@ -271,6 +271,8 @@ class InterruptCheckpoint(pl.Callback):
 
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         CTRL_C.clear()  # a Ctrl-C of an earlier run in this process is not this one's
+        if stage == "fit":
+            stop_signals.note(task_output.STARTED)  # this step's training started (trainer_cli.job.jobstate)
         if stage == "fit" and stop_signals.installed():
             stop_signals.arm()  # a signal from now on waits for the step all ranks agree on
         if stage == "fit" and (beacon := progress_beacon()) is not None:
