@@ -42,7 +42,8 @@ def _cluster_up() -> bool:
     return out.returncode == 0 and len(set(out.stdout.split())) >= 2
 
 
-START_LOCK = Path(tempfile.gettempdir()) / f"trainer-cli-local-slurm{'-' + LOCAL_SLURM_VERSION if LOCAL_SLURM_VERSION else ''}-start.lock"
+_VERSION_SUFFIX = f"-{LOCAL_SLURM_VERSION}" if LOCAL_SLURM_VERSION else ""
+START_LOCK = Path(tempfile.gettempdir()) / f"trainer-cli-local-slurm{_VERSION_SUFFIX}-start.lock"
 STARTED_MARK_ENV = "TRAINER_CLI_TESTS_CLUSTER_MARK"
 """Set by tests/conftest.py in the pytest process that runs the session (the xdist controller, or
 pytest itself without workers): a file that :func:`slurm_cluster` writes when it starts the
@@ -132,6 +133,13 @@ def scontrol_job(job_id: str) -> dict[str, str]:
         key, _, value = word.partition("=")
         fields[key] = value
     return fields
+
+
+def cluster_name() -> str:
+    """The running cluster's ``ClusterName`` as ``scontrol show config`` prints it (``localci``, or
+    ``localci2411`` for LOCAL_SLURM_VERSION=24.11: scripts/local-slurm gives each version its own)."""
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
+    return next(line.split("=", 1)[1].strip() for line in out.splitlines() if line.startswith("ClusterName "))
 
 
 def counting_slurm_path(tmp_path: Path, commands: tuple[str, ...] = ("scontrol", "sacct", "squeue")) -> tuple[dict[str, str], Path]:
