@@ -15,6 +15,7 @@ import io
 import os
 import signal
 import subprocess
+import sys
 import tempfile
 import time
 from collections.abc import Iterator
@@ -26,6 +27,9 @@ from support import REPO
 from trainer_cli.launch import submit as submit_mod
 
 LOCAL_SLURM = REPO / "scripts" / "local-slurm"
+LOCAL_SLURM_VERSION = os.environ.get("LOCAL_SLURM_VERSION", "")
+"""The Slurm the cluster tests run on: the host's packages when unset (22.05 on Debian 12), else the
+version scripts/local-slurm runs from a Debian root of its own (``24.11``: ``make test-long``)."""
 LOCAL_PROFILE = str(REPO / "configs" / "slurm" / "local.yaml")
 FINAL_STATES = {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT", "NODE_FAIL", "OUT_OF_MEMORY", "BOOT_FAIL", "DEADLINE", "PREEMPTED"}
 
@@ -38,7 +42,8 @@ def _cluster_up() -> bool:
     return out.returncode == 0 and len(set(out.stdout.split())) >= 2
 
 
-START_LOCK = Path(tempfile.gettempdir()) / "trainer-cli-local-slurm-start.lock"
+_VERSION_SUFFIX = f"-{LOCAL_SLURM_VERSION}" if LOCAL_SLURM_VERSION else ""
+START_LOCK = Path(tempfile.gettempdir()) / f"trainer-cli-local-slurm{_VERSION_SUFFIX}-start.lock"
 STARTED_MARK_ENV = "TRAINER_CLI_TESTS_CLUSTER_MARK"
 """Set by tests/conftest.py in the pytest process that runs the session (the xdist controller, or
 pytest itself without workers): a file that :func:`slurm_cluster` writes when it starts the
@@ -53,13 +58,13 @@ def slurm_cluster() -> Iterator[None]:
     Two xdist workers may ask at once (the cluster group and the query group): the start is made
     under a file lock, once. The stop is left to the session's end (:func:`stop_if_started`, from
     tests/conftest.py): a worker that runs out of tests ends while the other still uses the cluster."""
-    env_lines = subprocess.run([str(LOCAL_SLURM), "env"], capture_output=True, text=True, timeout=30).stdout.splitlines()
-    export = next(line for line in env_lines if line.startswith("export SLURM_CONF="))
-    os.environ["SLURM_CONF"] = export.split("=", 1)[1]  # "export SLURM_CONF=<path>"
+    use_local_slurm_env()
     with open(START_LOCK, "a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not _cluster_up():
-            proc = subprocess.run([str(LOCAL_SLURM), "start"], capture_output=True, text=True, timeout=900)
+            # LOCAL_SLURM_PYTHON: the Python whose libraries a version's Debian root must offer to the jobs
+            env = {**os.environ, "LOCAL_SLURM_PYTHON": sys.executable}
+            proc = subprocess.run([str(LOCAL_SLURM), "start"], capture_output=True, text=True, timeout=900, env=env)
             if proc.returncode != 0:
                 last = (proc.stderr.strip() or proc.stdout.strip() or "no output").splitlines()[-1]
                 reason = f"no local Slurm cluster: `scripts/local-slurm start` exited {proc.returncode}: {last}"
@@ -70,6 +75,23 @@ def slurm_cluster() -> Iterator[None]:
             if mark:
                 Path(mark).write_text("started by the tests\n")
     yield
+
+
+def use_local_slurm_env() -> None:
+    """Set in this process (and so its children: sbatch, squeue, the jobs) what ``scripts/local-slurm env``
+    prints for :data:`LOCAL_SLURM_VERSION`: ``SLURM_CONF``, and for a version of its own ``PATH`` with its
+    clients' wrappers first (``export PATH=<bin>:$PATH``)."""
+    proc = subprocess.run([str(LOCAL_SLURM), "env"], capture_output=True, text=True, timeout=30)
+    if proc.returncode != 0:
+        pytest.fail(f"scripts/local-slurm env exited {proc.returncode}: {proc.stderr.strip()}")
+    for line in proc.stdout.splitlines():
+        if line.startswith("export "):
+            name, _, value = line.removeprefix("export ").partition("=")
+            if name == "PATH" and value.endswith(":$PATH"):
+                first = value.removesuffix(":$PATH")
+                path = os.environ.get("PATH", "")
+                value = path if path.split(os.pathsep)[0] == first else f"{first}{os.pathsep}{path}"
+            os.environ[name] = value
 
 
 @pytest.fixture
@@ -111,6 +133,13 @@ def scontrol_job(job_id: str) -> dict[str, str]:
         key, _, value = word.partition("=")
         fields[key] = value
     return fields
+
+
+def cluster_name() -> str:
+    """The running cluster's ``ClusterName`` as ``scontrol show config`` prints it (``localci``, or
+    ``localci2411`` for LOCAL_SLURM_VERSION=24.11: scripts/local-slurm gives each version its own)."""
+    out = subprocess.run(["scontrol", "show", "config"], capture_output=True, text=True, timeout=30).stdout
+    return next(line.split("=", 1)[1].strip() for line in out.splitlines() if line.startswith("ClusterName "))
 
 
 def counting_slurm_path(tmp_path: Path, commands: tuple[str, ...] = ("scontrol", "sacct", "squeue")) -> tuple[dict[str, str], Path]:

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 import yaml
-from slurm_support import slurm_cluster, slurm_queries, train_submit  # noqa: F401 - fixtures
+from slurm_support import cluster_name, slurm_cluster, slurm_queries, train_submit  # noqa: F401 - fixtures
 from support import DIGITS, quiet_args, run_train
 
 from trainer_cli.__main__ import main
@@ -196,7 +196,7 @@ def test_the_local_clusters_profile_matches_scontrol_and_sacctmgr_and_passes_the
     monkeypatch.chdir(tmp_path)
     code, out, err = _train("init", "--accelerator", "cpu")  # the local nodes' GPUs are count-only (Gres=gpu:8, no device)
     assert code == 0, err
-    assert out.startswith("written: my_site.yaml (Slurm cluster localci, partition debug, user ")
+    assert out.startswith(f"written: my_site.yaml (Slurm cluster {cluster_name()}, partition debug, user ")
     text = (tmp_path / "my_site.yaml").read_text()
     slurm = yaml.safe_load(text)["slurm"]
     default = next(p for p in _scontrol("partition") if p.get("Default") == "YES")
