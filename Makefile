@@ -88,9 +88,11 @@ test: $(STAMP)
 
 # The long tests (marker long): each issue's "Done when" at full size on the local cluster (issue 30's
 # 12-trial study by 3 workers of 2-task DDP trials, in the journal file and in PostgreSQL), too long
-# for the 12 minutes of `make test`; CI (.ci/run) runs them after it.
+# for the 12 minutes of `make test`; CI (.ci/run) runs them after it. Two workers: the tests on the
+# host's cluster run one after another in their xdist group, beside the rest (the Slurm 24.11 core,
+# on a cluster of its own, among them).
 test-long: $(STAMP)
-	$(PY) -m pytest -q -m long
+	$(PY) -m pytest -q -m long -n 2 --dist loadgroup
 
 test-min: $(MIN_STAMP)
 	$(MIN_PY) -m pytest -q $(XDIST) $(MIN_TESTS)
