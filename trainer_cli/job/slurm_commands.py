@@ -142,14 +142,14 @@ def warn_unanswered(err: SlurmCommandError, read: Read) -> None:
     answered, with what is shown instead; nothing for a command not installed here."""
     if err.missing:
         return
-    reason = err.message.strip().splitlines()[-1] if err.message.strip() else "failed"
     if err.timed_out:
-        reason += f" (raise {TIMEOUT_ENV} to wait longer)"
-    key = f"{err.command[0]}: {reason}"
-    if key in _warned:
+        what = f"{err.message} (raise {TIMEOUT_ENV} to wait longer)"
+    else:
+        what = f"{err.command[0]} failed: {(err.message.strip().splitlines() or ['?'])[-1]}"
+    if what in _warned:
         return
-    _warned.add(key)
-    sys.stderr.write(f"warning: {' '.join(err.command[:3])}: {reason}; {read.unanswered}\n")
+    _warned.add(what)
+    sys.stderr.write(f"warning: {what}; {read.unanswered}\n")  # one write: one line
     sys.stderr.flush()
 
 

@@ -38,7 +38,8 @@ class Read:
             (``Name:|``, each ended by ``|``), others the query's values.
         fields: ``(field name, what the launcher reads it for)``; for a command given a field list
             (``-o``, ``format=``, ``-O``) exactly the list it gets, in that order.
-        unanswered: What the launcher does when the command is missing, fails or hangs.
+        unanswered: What the launcher does when the command is missing, fails or hangs (the end of the
+            warning line of a query that can do without it: :func:`trainer_cli.job.slurm_commands.warn_unanswered`).
     """
 
     argv: tuple[str, ...]
@@ -94,8 +95,7 @@ READS = {
     "show_job": Read(
         ("scontrol", "show", "job", "-o", "{job}"),
         _JOB_FIELDS,
-        "train jobs: the states from the runs' job.json (one warning line); a SIGUSR1's cause unknown "
-        "(taken for a preemption)",
+        "the states of jobs are their runs' job.json; a SIGUSR1's cause is unknown (taken for a preemption)",
     ),
     "show_config": Read(
         ("scontrol", "show", "config"),
@@ -110,7 +110,7 @@ READS = {
             ("AuthInfo", "train init: the credential's lifetime"),
             ("MaxMemPerCPU", "train init: the memory limit per CPU"),
         ),
-        "ClusterName unknown: train jobs lists every cluster's jobs; train init lists what it could not read",
+        "ClusterName unknown: train jobs lists the jobs of every cluster; train init lists what it could not read",
     ),
     "show_partition": Read(
         ("scontrol", "show", "partition", "-o"),
@@ -125,7 +125,7 @@ READS = {
             ("PreemptMode", "train init: what a preemption does in this partition"),
             ("PriorityTier", "train init: which partitions preempt which"),
         ),
-        "submit: the cluster checks are skipped with one warning line; train init refuses (one error line)",
+        "submit skips the checks against the cluster (one warning line); train init stops (one error line)",
     ),
     "show_node": Read(
         ("scontrol", "show", "node", "-o"),
@@ -148,12 +148,12 @@ READS = {
             ("Nodes", "its nodes"),
             ("Flags", "MAINT: a maintenance"),
         ),
-        "submit: no maintenance check",
+        "submit skips the maintenance check",
     ),
     "hostnames": Read(
         ("scontrol", "show", "hostnames", "{nodelist}"),
         (("(one name a line)", "train doctor: the node of each rank"),),
-        "train doctor: ranks on node ?",
+        "train doctor names each rank's node ?",
     ),
     "sacct": Read(
         ("sacct", "-D", "-X", "-P", "-n", "-j", "{ids}", "-o", "{fields}"),
@@ -170,8 +170,8 @@ READS = {
             ("ExitCode", "the cause of a forgotten FAILED job"),
             ("NodeList", "the nodes of a forgotten job"),
         ),
-        "states from the runs' job.json and costs estimated from their records (one warning line); "
-        "no accounting (storage disabled): the same, silently",
+        "the states of jobs Slurm has forgotten are their runs' job.json, and costs are estimated from the runs' "
+        "records (a site without accounting: the same, without a warning)",
     ),
     "sacctmgr_assoc": Read(
         ("sacctmgr", "-P", "-n", "show", "assoc", "where", "user={user}", "format={fields}"),
@@ -181,7 +181,7 @@ READS = {
             ("QOS", "the QOS an association may use"),
             ("DefaultQOS", "the QOS a job runs in without --slurm.qos"),
         ),
-        "submit: accounts and QOS not checked (one warning line); train init: account and qos not set",
+        "submit skips the account and QOS checks (one warning line); train init leaves account and qos unset",
     ),
     "sacctmgr_qos": Read(
         ("sacctmgr", "-P", "-n", "show", "qos", "format={fields}"),
@@ -196,17 +196,18 @@ READS = {
     "squeue_state": Read(
         ("squeue", "-h", "-j", "{job}", "-O", "{fields_bar}"),
         (("State", "whether a sweep's worker still holds its trial"),),
-        "the trial is left as it is (decided at the next look)",
+        "the worker's trial is left as it is, decided at the next look",
     ),
     "squeue_steps": Read(
         ("squeue", "-h", "-s", "-j", "{job}", "-O", "{fields_bar}"),
         (("StepId", "the stall watchdog ends the training step (JOB.N)"),),
-        "no step ended (the job's own end follows)",
+        "the stall watchdog ends no step (the job's own end follows)",
     ),
     "sbatch": Read(
         ("sbatch", "--parsable", "{options}", "{script}"),
         (("JOBID[;CLUSTER]", "the job id recorded for the run"),),
-        "submit: one error line, the run's new folder removed; a resubmission: the job FAILED with how to resume",
+        "submit stops with one error line, the run's new folder removed; a resubmission records the job FAILED "
+        "with how to resume",
     ),
 }
 """Every Slurm command whose output the launcher reads, by the name its query in
@@ -250,7 +251,8 @@ def key_values(text: str) -> list[dict[str, str]]:
     and ``UnavailableNodes``); the ``Key = Value`` lines of ``scontrol show config`` are one record,
     after the others. Lines without a key (``No reservations in the system``) are skipped.
     """
-    records, config = [], {}
+    records: list[dict[str, str]] = []
+    config: dict[str, str] = {}
     for line in text.splitlines():
         found = _CONFIG_LINE.match(line)
         if found:
