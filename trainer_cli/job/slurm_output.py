@@ -95,7 +95,8 @@ READS = {
     "show_job": Read(
         ("scontrol", "show", "job", "-o", "{job}"),
         _JOB_FIELDS,
-        "the states of jobs are their runs' job.json; a SIGUSR1's cause is unknown (taken for a preemption)",
+        "the states of jobs are their runs' job.json; a SIGUSR1's cause is unknown (its restart counts against "
+        "--slurm.max_restarts)",
     ),
     "show_config": Read(
         ("scontrol", "show", "config"),
