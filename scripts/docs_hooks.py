@@ -8,6 +8,9 @@ A page's ``<!-- generated: NAME -->`` line is replaced by:
 - ``configs``: every bundled config group (``configs/``) with each file's one-line description
   (what ``train ls configs`` prints);
 - ``dependencies``: the package's dependencies and their versions, read from ``pyproject.toml``;
+- ``slurm_fields``: every Slurm command the launcher runs and each field it reads of its output, what for,
+  what it does when the command cannot answer, and the Slurm versions tested
+  (:func:`trainer_cli.job.slurm_output.reference_table`, from the reader's own field lists);
 - ``slurm_options``: every option of ``train submit``'s ``slurm:`` section (``--slurm.*``), read with
   ``ast`` from the source of :class:`trainer_cli.launch.options.SlurmOptions`: each field's name, type,
   default and attribute docstring.
@@ -173,11 +176,18 @@ def dependencies() -> str:
     return "\n".join(["| package | versions | what for |", "| --- | --- | --- |", *rows])
 
 
+def slurm_fields() -> str:
+    from trainer_cli.job.slurm_output import reference_table
+
+    return reference_table().rstrip("\n")
+
+
 GENERATORS = {
     "verbs": verbs,
     "help": helps,
     "configs": configs,
     "slurm_options": slurm_options,
+    "slurm_fields": slurm_fields,
     "dependencies": dependencies,
 }
 

@@ -17,7 +17,8 @@ import pytest
 from slurm_support import LOCAL_PROFILE, slurm_cluster, slurm_queries, wait_for_state  # noqa: F401 - fixtures
 from support import DIGITS, run_train
 
-from trainer_cli.launch.cluster import Association, accounting_problems, parse_associations, parse_qos
+from trainer_cli.job.slurm_output import parsable
+from trainer_cli.launch.cluster import Association, accounting_problems, associations_of, qos_of
 from trainer_cli.launch.options import SlurmOptions
 
 # `sacctmgr -P -n show assoc where user=ana format=Account,Partition,QOS`, in Slurm's parsable2
@@ -27,6 +28,14 @@ from trainer_cli.launch.options import SlurmOptions
 ASSOC = "proj-a||long,normal\nproj-b|gpu|normal\n"
 # `sacctmgr -P -n show qos format=Name,MaxWall`: MaxWall empty where the QOS has none
 QOS = "normal|\nlong|2-00:00:00\nshort|04:00:00\n"
+
+
+def parse_associations(text: str) -> list[Association]:
+    return associations_of(parsable(text, ("Account", "Partition", "QOS")))  # the fields of ASSOC: a Slurm without DefaultQOS
+
+
+def parse_qos(text: str) -> dict[str, int | None]:
+    return qos_of(parsable(text, ("Name", "MaxWall")))
 
 
 def test_parse_sacctmgr_output() -> None:
@@ -62,7 +71,7 @@ def test_accounting_accepts_what_it_allows(options: dict[str, str]) -> None:
 def test_a_time_over_the_default_qos_max_wall_is_refused_without_qos() -> None:
     """Without --slurm.qos the job runs in its account's DefaultQOS (4th field): its MaxWall counts too,
     or Slurm would leave the job pending for ever (QOSMaxWallDurationPerJobLimit)."""
-    assoc = parse_associations("proj-a||long,short|short\nproj-b|gpu|normal|normal\n")
+    assoc = associations_of(parsable("proj-a||long,short|short\nproj-b|gpu|normal|normal\n", ("Account", "Partition", "QOS", "DefaultQOS")))
     assert assoc[0] == Association("proj-a", "", ("long", "short"), "short")
     [problem] = accounting_problems(assoc, parse_qos(QOS), SlurmOptions(time="05:00:00"), "ana", default_account="proj-a")
     assert problem == ("--slurm.time 05:00:00: over the MaxWall of QOS short, the default QOS of account proj-a, (240 min); "

@@ -38,6 +38,7 @@ from trainer_cli.rundir import run_cost
 from trainer_cli.sweeps import results
 from trainer_cli.tools import runs
 
+EIGHT = "JobID,JobIDRaw,State,Submit,Start,End,ElapsedRaw,AllocTRES".split(",")  # the fields of the rows below
 # a 2-task CPU job on one node, preempted once (scancel -s USR1), requeued, completed
 REQUEUED_ONCE = """\
 106|106|REQUEUED|2026-11-27T18:28:00|2026-11-27T18:28:01|2026-11-27T18:28:33|32|billing=2,cpu=2,node=1
@@ -67,7 +68,7 @@ def test_tres_of_an_attempt() -> None:
 
 
 def test_every_attempt_of_a_requeued_job_counts() -> None:
-    spent = cost.from_sacct(cost.parse_sacct(REQUEUED_ONCE))
+    spent = cost.from_sacct(cost.parse_sacct(REQUEUED_ONCE, EIGHT))
     assert spent.source == "sacct" and len(spent.started) == 2
     assert spent.hours("cpu") == pytest.approx(2 * (32 + 43) / 3600)
     assert spent.hours("node") == pytest.approx((32 + 43) / 3600) and spent.hours("gpu") == 0
@@ -85,22 +86,22 @@ def test_every_attempt_of_a_requeued_job_counts() -> None:
 
 
 def test_gpu_hours_where_a_gpu_was_allocated() -> None:
-    spent = cost.from_sacct(cost.parse_sacct(GPU_JOB))
+    spent = cost.from_sacct(cost.parse_sacct(GPU_JOB, EIGHT))
     assert spent.has_gpus and spent.hours("gpu") == 1.0 and spent.hours("cpu") == 2.0
     assert spent.cell() == "1.00 GPU-h"
     assert spent.block()[0].startswith("cost: 1.00 GPU-h, 1.00 node-h allocated over 1 attempt(s)")
 
 
 def test_a_pending_attempt_holds_nothing_and_its_wait_shows() -> None:
-    rows = cost.parse_sacct(PENDING_AGAIN)
+    rows = cost.parse_sacct(PENDING_AGAIN, EIGHT)
     assert rows[1].start is None and rows[1].tres == {}
     spent = cost.from_sacct(rows, now=_local("2026-11-27T18:41:35"))
     assert len(spent.started) == 1 and spent.hours("cpu") == pytest.approx(30 / 3600)
     assert spent.waiting_s == 60 and spent.queue_wait_s == 5 + 60
     assert "(waiting now: 0:01:00)" in spent.block()[0]
-    never = cost.from_sacct(cost.parse_sacct(NEVER_STARTED))
+    never = cost.from_sacct(cost.parse_sacct(NEVER_STARTED, EIGHT))
     assert never.started == [] and never.cell() == "-" and never.as_json()["attempts"] == 0
-    assert cost.parse_sacct(NEVER_STARTED)[0].state == "CANCELLED"
+    assert cost.parse_sacct(NEVER_STARTED, EIGHT)[0].state == "CANCELLED"
 
 
 def test_times_as_sacct_and_the_launcher_write_them() -> None:
@@ -169,8 +170,8 @@ def test_a_sweep_trial_is_its_task_and_the_total_puts_pruned_trials_apart(tmp_pa
     run_dir.mkdir()
     (run_dir / "job.json").write_text(json.dumps({"job_id": "90", "array_task": 1, "submitted": _utc("18:00:00")}))
     assert run_cost.job_ids(run_dir) == ["90_1"], "the array's own id would name every task"
-    one = cost.from_sacct(cost.parse_sacct(GPU_JOB)).as_json()
-    two = cost.from_sacct(cost.parse_sacct(REQUEUED_ONCE)).as_json()
+    one = cost.from_sacct(cost.parse_sacct(GPU_JOB, EIGHT)).as_json()
+    two = cost.from_sacct(cost.parse_sacct(REQUEUED_ONCE, EIGHT)).as_json()
     rows = [{"cost": one, "study": "COMPLETE"}, {"cost": two, "study": "PRUNED"}, {"cost": cost.Cost().as_json(), "study": "FAIL"}]
     total = results.total_cost(rows)
     assert (total["source"], total["trials"], total["gpu_hours"]) == ("sacct", 2, 1.0)

@@ -24,9 +24,9 @@ from support import DIGITS, quiet_args, run_train
 
 from trainer_cli.__main__ import main
 from trainer_cli.config.paths import configs_dir
-from trainer_cli.job.slurm_commands import config_fields, scontrol_fields, time_limit_s
+from trainer_cli.job.slurm_output import READS, key_values, parsable, time_limit_s
 from trainer_cli.launch import site_profile
-from trainer_cli.launch.cluster import accounting_problems, mem_mb, missing_setup_files, parse_associations, parse_cluster, parse_qos, problems_with
+from trainer_cli.launch.cluster import accounting_problems, associations_of, mem_mb, missing_setup_files, parse_cluster, problems_with, qos_of
 from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.resources import Resources
 
@@ -60,15 +60,23 @@ QOS = "normal|12:00:00\nlong|2-00:00:00\n"
 DEFAULT_ACCOUNT = "proj-a"
 
 
+def parse_associations(text: str) -> list:
+    return associations_of(parsable(text, READS["sacctmgr_assoc"].names))
+
+
+def parse_qos(text: str) -> dict:
+    return qos_of(parsable(text, READS["sacctmgr_qos"].names))
+
+
 def _facts(accounting: bool = True, env: site_profile.Environment | None = None) -> site_profile.Facts:
     partitions = parse_cluster(
-        [scontrol_fields(line) for line in PARTITIONS.splitlines()], [scontrol_fields(line) for line in NODES.splitlines()]
+        key_values(PARTITIONS), key_values(NODES)
     )
     account = site_profile.Accounting(
         parse_associations(ASSOC), parse_qos(QOS), DEFAULT_ACCOUNT, site_profile.default_qos(parse_associations(ASSOC))
     )
     env = env or site_profile.Environment(python="/usr/bin/python3", venv="/home/ana/venvs/train", modules=["cuda/12.4", "gcc/12"])
-    return site_profile.Facts("ana", partitions, config_fields(CONFIG), account if accounting else None, env)
+    return site_profile.Facts("ana", partitions, key_values(CONFIG)[-1], account if accounting else None, env)
 
 
 def _profile(facts: site_profile.Facts, partition: str | None = None, accelerator: str = "gpu") -> tuple[str, dict]:
@@ -181,7 +189,7 @@ def test_without_slurm_it_says_to_name_a_bundled_config(tmp_path: Path, monkeypa
 
 def _scontrol(*args: str) -> list[dict[str, str]]:
     out = subprocess.run(["scontrol", "show", *args, "-o"], capture_output=True, text=True, timeout=30, check=True).stdout
-    return [scontrol_fields(line) for line in out.splitlines() if line.strip()]
+    return key_values(out)
 
 
 def _sacctmgr(*args: str) -> subprocess.CompletedProcess[str]:

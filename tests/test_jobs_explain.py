@@ -17,7 +17,7 @@ import pytest
 from slurm_support import LOCAL_PROFILE, counting_slurm_path, job_id_from, scontrol_job, slurm_cluster, train_submit, wait_for_state  # noqa: F401 - a fixture
 from support import DIGITS, run_train
 
-from trainer_cli.job.slurm_commands import array_task_ids, job_fields
+from trainer_cli.job.slurm_output import array_task_ids, key_values
 from trainer_cli.launch.job_detail import detail
 from trainer_cli.launch.pending import reason_words, start_estimate, why_pending
 
@@ -44,7 +44,7 @@ def test_every_reason_in_words_with_what_to_do(reason: str, words: str) -> None:
 def test_pending_line_names_unavailable_nodes_and_start() -> None:
     line = ("JobId=7 JobName=a JobState=PENDING Reason=ReqNodeNotAvail, UnavailableNodes:node3 Dependency=(null) "
             "StartTime=2026-11-25T08:30:00 ArrayTaskId=0-3%2")
-    fields = job_fields(line)
+    [fields] = key_values(line)
     text = why_pending(fields, now=datetime(2026, 11, 25, 8, 0))
     assert text.startswith("ReqNodeNotAvail: a node it needs is down, drained or reserved (node3);") and text.endswith("est. start 08:30 (in 30 min)")
     assert start_estimate("Unknown") is None and array_task_ids(fields["ArrayTaskId"]) == [0, 1, 2, 3]

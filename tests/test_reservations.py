@@ -11,6 +11,7 @@ from pathlib import Path
 from slurm_support import LOCAL_PROFILE, slurm_cluster  # noqa: F401 - a fixture
 from support import DIGITS, run_train
 
+from trainer_cli.job.slurm_output import key_values
 from trainer_cli.launch.reservations import expand_hostlist, maintenance_problems, parse_reservations
 
 SAMPLE = (
@@ -22,7 +23,7 @@ SAMPLE = (
 
 def test_parse_and_judge_reservations() -> None:
     assert expand_hostlist("node[1-2,04],gpu7") == ["node1", "node2", "node04", "gpu7"]
-    maint, course = parse_reservations(SAMPLE)
+    maint, course = parse_reservations(key_values(SAMPLE))
     assert maint.maintenance and maint.nodes == {"node1", "node2", "node04"} and not course.maintenance
     now = datetime(2026, 11, 25, 9, 0)
     (problem,) = maintenance_problems([maint, course], {"node1", "node3"}, "debug", 4 * 3600, "04:00:00", now=now)

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from trainer_cli.job import jobstate, ports, requeue_signal, restarts, task_output
-from trainer_cli.launch.cluster import scontrol_fields
+from trainer_cli.job.slurm_output import key_values
 from trainer_cli.launch.jobs import JobStatus, failure_note, restarts_cell
 
 # `scontrol show job -o` of a running job on the local cluster (Slurm 22.05.8), paths shortened:
@@ -44,7 +44,7 @@ RUNNING_4S = (
     ],
 )
 def test_cause_from_the_time_the_job_had_left(changes: dict[str, str], delay_s: int, since_s: float, expected: tuple[str, int | None]) -> None:
-    job = scontrol_fields(RUNNING_4S) | changes
+    job = key_values(RUNNING_4S)[0] | changes
     assert restarts.classify(job, delay_s, since_s) == expected
 
 
@@ -298,7 +298,7 @@ def test_a_step_srun_could_not_start_requeues_within_the_cap(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     calls: list[list[str]] = []
-    monkeypatch.setattr(jobstate, "_slurm", lambda command, timeout_s=0: calls.append(command) or "")
+    monkeypatch.setattr(jobstate, "_slurm", lambda action, *args, **kwargs: calls.append([action.__name__, *args]) or "")
     monkeypatch.setattr(restarts, "requeued_by_slurm", lambda job_id: None)
     records = tmp_path / ".tasks"
     records.mkdir()
@@ -308,7 +308,7 @@ def test_a_step_srun_could_not_start_requeues_within_the_cap(
     said = capsys.readouterr().out
     assert ("trainer-cli: srun started no task of the step within --slurm.step_start_timeout_s (5 s): nodes busy or "
             "still cleaning up; requeueing job 21 (restart 1), it resumes on its own") in said
-    assert calls == [["scontrol", "requeue", "21"]] and jobstate.read(tmp_path)["state"] == jobstate.REQUEUED
+    assert calls == [["requeue", "21"]] and jobstate.read(tmp_path)["state"] == jobstate.REQUEUED
     assert [(e["cause"], e["action"], e["restart"]) for e in restarts.read(tmp_path)] == [(restarts.STEP_START, "requeue", 1)]
     assert restarts.summary(restarts.read(tmp_path), ["21"], 1) == "1 (1 step start timeout)"
 

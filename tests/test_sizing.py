@@ -28,7 +28,7 @@ from support import DIGITS, REPO, quiet_args, run_train
 
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate, restarts
-from trainer_cli.job.slurm_commands import time_limit_s
+from trainer_cli.job.slurm_output import time_limit_s
 from trainer_cli.launch import sizing
 from trainer_cli.launch import submit as submit_mod
 from trainer_cli.rundir import attempts, history

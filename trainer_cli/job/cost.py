@@ -1,8 +1,9 @@
 """What a run's Slurm jobs cost: allocated GPU-, CPU- and node-hours over every attempt, requeues
 included, and the queue wait beside it (not in it).
 
-From the accounting database where a site keeps one: ``sacct -D -X -P -n -j ID1,ID2,... -o``
-:data:`SACCT_FIELDS`, one call for any number of jobs, gives one row per attempt of each job (``-D``:
+From the accounting database where a site keeps one: ``sacct -D -X -P -n -j ID1,ID2,... -o`` its
+fields (:func:`trainer_cli.job.slurm_commands.sacct_attempts`, read by name), one call for any number
+of jobs, gives one row per attempt of each job (``-D``:
 the attempts a requeue ended too, state ``REQUEUED``; without it only the last), and each row's
 ``AllocTRES`` (``billing=1,cpu=2,gres/gpu=1,mem=0,node=1``; ``gres/gpu`` only where GPUs were
 allocated) times its ``ElapsedRaw`` seconds is what that attempt held. A row of an attempt that never
@@ -25,13 +26,9 @@ from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
-from trainer_cli.job.slurm_commands import SlurmCommandError
-from trainer_cli.job.slurm_commands import run as run_slurm
+from trainer_cli.job import slurm_commands
+from trainer_cli.job.slurm_output import READS, parsable
 
-SACCT_FIELDS = "JobID,JobIDRaw,State,Submit,Start,End,ElapsedRaw,AllocTRES,Elapsed,ExitCode,NodeList"
-"""The fields of every reader of ``sacct`` (the cost of a run here, the state of a job the controller has
-forgotten in :mod:`trainer_cli.job.status`): one query, :func:`query_sacct`."""
-SACCT_TIMEOUT_S = 30.0
 SACCT = "sacct"
 ESTIMATED = "estimated"
 NONE = "none"
@@ -218,7 +215,7 @@ def parse_tres(text: str) -> dict[str, float]:
 
 @dataclass
 class Row:
-    """One row of ``sacct -D -X -P -n -o`` :data:`SACCT_FIELDS`: one attempt of a job."""
+    """One attempt of a job: a record of :func:`trainer_cli.job.slurm_commands.sacct_attempts`."""
 
     job_id: str
     raw_id: str
@@ -228,40 +225,35 @@ class Row:
     end: float | None
     elapsed_s: float
     tres: dict[str, float]
-    elapsed: str = ""
-    """``Elapsed`` as sacct prints it (``00:01:23``, ``1-02:03:04``)."""
+    """What it held; empty where not known (never started, or a Slurm without ``AllocTRES``/``ElapsedRaw``)."""
+    elapsed: str = "-"
+    """``Elapsed`` as sacct prints it (``00:01:23``, ``1-02:03:04``); ``-`` where not known."""
     exit_code: str = ""
     """``ExitCode``: ``<code>:<signal>``."""
     nodes: str = ""
     """``NodeList``: ``node[1-2]``; ``None assigned`` before a start."""
 
 
-def parse_sacct(text: str) -> list[Row]:
-    """The rows of ``sacct -D -X -P -n -o`` :data:`SACCT_FIELDS` (a state such as ``CANCELLED by 0``
-    kept as its first word; a row of the first eight fields alone is read too)."""
-    rows = []
-    for line in text.splitlines():
-        parts = line.split("|")
-        if len(parts) < 8:
-            continue
-        job_id, raw, state, submit, start, end, elapsed, tres = parts[:8]
-        elapsed_text, exit_code, nodes = (parts[8:] + ["", "", ""])[:3]
-        rows.append(
-            Row(
-                job_id=job_id,
-                raw_id=raw,
-                state=(state.split() or ["UNKNOWN"])[0],
-                submit=parse_time(submit),
-                start=parse_time(start),
-                end=parse_time(end),
-                elapsed_s=float(elapsed) if elapsed.strip().isdigit() else 0.0,
-                tres=parse_tres(tres),
-                elapsed=elapsed_text,
-                exit_code=exit_code,
-                nodes=nodes,
-            )
-        )
-    return rows
+def row_of(record: dict[str, str]) -> Row:
+    """One sacct record (``{field name: value}``) as a :class:`Row`: a state such as ``CANCELLED by 0`` kept
+    as its first word; a field the record lacks is unknown (an unknown ``ElapsedRaw`` is ``End - Start``
+    where both are known, else the attempt's resources are unknown: no figure rather than a wrong one)."""
+    start, end = parse_time(record.get("Start")), parse_time(record.get("End"))
+    raw = str(record.get("ElapsedRaw") or "").strip()
+    elapsed_s = float(raw) if raw.isdigit() else (end - start if start is not None and end is not None else None)
+    return Row(
+        job_id=record.get("JobID") or record.get("JobIDRaw") or "?",
+        raw_id=record.get("JobIDRaw") or record.get("JobID") or "?",
+        state=(str(record.get("State") or "").split() or ["UNKNOWN"])[0],
+        submit=parse_time(record.get("Submit")),
+        start=start,
+        end=end,
+        elapsed_s=elapsed_s or 0.0,
+        tres=parse_tres(record.get("AllocTRES") or "") if elapsed_s is not None else {},
+        elapsed=record.get("Elapsed") or "-",
+        exit_code=record.get("ExitCode") or "",
+        nodes=record.get("NodeList") or "",
+    )
 
 
 def newest_rows(rows: Iterable[Row]) -> dict[str, Row]:
@@ -275,19 +267,17 @@ def newest_rows(rows: Iterable[Row]) -> dict[str, Row]:
     return {raw: row for raw, (_, row) in newest.items()}
 
 
+def parse_sacct(text: str, names: Sequence[str] = READS["sacct"].names) -> list[Row]:
+    """The rows of ``sacct -P -n -o NAMES`` output (by default the launcher's own fields), by name."""
+    return [row_of(r) for r in parsable(text, tuple(names))]
+
+
 def query_sacct(job_ids: Iterable[str]) -> list[Row] | None:
-    """Every attempt of ``job_ids`` in the accounting database, in one ``sacct -D -X`` call (the one
-    reader of sacct: the cost of runs, and the state of jobs the controller has forgotten through
-    :func:`newest_rows`); None where ``sacct`` is missing, hangs or refuses (no accounting: ``Slurm
-    accounting storage is disabled``)."""
-    ids = sorted({str(j) for j in job_ids if j})
-    if not ids:
-        return []
-    command = [SACCT, "-D", "-X", "-P", "-n", "-j", ",".join(ids), "-o", SACCT_FIELDS]
-    try:
-        return parse_sacct(run_slurm(command, SACCT_TIMEOUT_S))
-    except SlurmCommandError:
-        return None
+    """Every attempt of ``job_ids`` in the accounting database, in one ``sacct -D -X`` call (the cost of
+    runs, and the state of jobs the controller has forgotten through :func:`newest_rows`); None where
+    ``sacct`` is missing, hangs or refuses (no accounting: ``Slurm accounting storage is disabled``)."""
+    records = slurm_commands.sacct_attempts(job_ids)
+    return None if records is None else [row_of(r) for r in records]
 
 
 def from_sacct(rows: Sequence[Row], now: float | None = None) -> Cost:

@@ -32,6 +32,7 @@ import os
 import signal
 import sys
 import time
+from collections.abc import Callable
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -353,13 +354,13 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
     exclude = ",".join(read(run_dir).get("excluded_nodes") or []) if stall is not None else ""
     if exclude:  # the requeue ends this script (SIGTERM, SIGKILL after KillWait): the exclusion must follow it
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    error = _slurm(["scontrol", "requeue", str(scontrol_id())])  # an array task alone
+    error = _slurm(slurm_commands.requeue, str(scontrol_id()), timeout=SLURM_TIMEOUT_S)  # an array task alone
     if error:
         print(f"trainer-cli: `scontrol requeue {job_id}` failed: {error}; resubmitting instead", flush=True)
         return _resubmit(run_dir, None, restarts.count + 1, event)
     if exclude:  # Slurm changes the nodes a job excludes only while it is pending: now
         for _ in range(5):
-            error = _slurm(["scontrol", "update", f"JobId={scontrol_id()}", f"ExcNodeList={exclude}"], 10)
+            error = _slurm(slurm_commands.update_job, str(scontrol_id()), timeout=10, ExcNodeList=exclude)
             if not error:
                 break
             time.sleep(0.5)
@@ -411,10 +412,10 @@ def _resubmit(run_dir: Path, said: str | None, restart: int, event: dict[str, An
     return 1 if resubmit(run_dir, record).get("state") == "FAILED" else 0
 
 
-def _slurm(command: list[str], timeout_s: float = SLURM_TIMEOUT_S) -> str:
-    """Run a Slurm command with a timeout; its error ('' when it succeeded)."""
+def _slurm(action: Callable[..., None], *args: str, **kwargs: Any) -> str:
+    """Run a Slurm action of :mod:`trainer_cli.job.slurm_commands`; its error ('' when it succeeded)."""
     try:
-        slurm_commands.run(command, timeout_s)
+        action(*args, **kwargs)
     except slurm_commands.SlurmCommandError as err:
         return err.message
     return ""
@@ -449,9 +450,7 @@ def resubmit(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
     if record.get("test_job_id"):  # --slurm.test_after_fit: the test waits for the new job, not this one (ending now)
         test_id = str(record["test_job_id"])
         try:
-            slurm_commands.run(
-                ["scontrol", "update", f"JobId={test_id}", f"Dependency=afterok:{new_id}"], SLURM_TIMEOUT_S, env=env
-            )
+            slurm_commands.update_job(test_id, env=env, timeout=SLURM_TIMEOUT_S, Dependency=f"afterok:{new_id}")
         except slurm_commands.SlurmCommandError as err:
             print(f"trainer-cli: test job {test_id} not moved after job {new_id}: {err.message}", flush=True)
     now = read(run_dir)

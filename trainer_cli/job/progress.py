@@ -43,6 +43,7 @@ import statistics
 import sys
 import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -194,27 +195,33 @@ def judge(beats: list[dict[str, Any]], now: float, timeout_s: float | None) -> S
     return Stall(timeout, late) if late else None
 
 
-def _slurm(command: list[str]) -> str:
+def _slurm(action: Callable[..., Any], *args: str, **kwargs: Any) -> Any:
+    """A Slurm query or action of :mod:`trainer_cli.job.slurm_commands`; None (its error in the log) when it fails."""
     from trainer_cli.job import slurm_commands
 
     try:
-        return slurm_commands.run(command, 30)
+        return action(*args, **kwargs)
     except slurm_commands.SlurmCommandError as err:
         print(f"trainer-cli: stall watchdog: {err.message}", file=sys.stderr, flush=True)
-        return ""
+        return None
 
 
 def _steps_of(job_id: str) -> list[str]:
     """The job's running steps started by srun (``<job>.<n>``; not the batch or extern steps)."""
-    out = _slurm(["squeue", "-h", "-s", "-j", job_id, "-o", "%i"])
-    return [s for s in out.split() if s.partition(".")[2].isdigit()]
+    from trainer_cli.job import slurm_commands
+
+    steps = _slurm(slurm_commands.squeue, "steps", job_id) or []
+    return [s["StepId"] for s in steps if str(s.get("StepId")).partition(".")[2].isdigit()]
 
 
 def collect_stacks(folder: Path, beats: list[dict[str, Any]], job_id: str, into: Path) -> set[int]:
     """Ask every task of the job for its stacks (:data:`DUMP_SIGNAL`), copy what each rank wrote
     within :data:`DUMP_WAIT_S` into ``into/rank<N>.txt``; returns the ranks that answered."""
     sizes = {b["rank"]: _size(folder / f"stack.rank{b['rank']}") for b in beats}
-    _slurm(["scancel", "-s", str(int(DUMP_SIGNAL)), job_id])  # by number: Slurm 22.05 knows no WINCH by name
+    from trainer_cli.job import slurm_commands
+
+    # by number: Slurm 22.05 knows no WINCH by name
+    _slurm(slurm_commands.scancel, job_id, signal=str(int(DUMP_SIGNAL)), timeout=30)
     answered: set[int] = set()
     deadline = time.monotonic() + DUMP_WAIT_S
     while time.monotonic() < deadline and len(answered) < len(sizes):
@@ -245,11 +252,14 @@ def pyspy_dump(beat: dict[str, Any], job_id: str, timeout_s: float = 30) -> str 
     import shutil
     import subprocess
 
+    from trainer_cli.job import slurm_commands
+
     if not shutil.which("py-spy") or not beat.get("pid"):
         return None
     command = ["py-spy", "dump", "--nonblocking", "--pid", str(beat["pid"])]  # (--native needs to pause it)
     if beat.get("node") != node_name():
-        command = ["srun", "--overlap", f"--jobid={job_id}", f"--nodelist={beat['node']}", "-N1", "-n1", *command]
+        out = slurm_commands.srun_overlap(job_id, str(beat["node"]), command, timeout_s)
+        return out if out and out.strip() else None
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=timeout_s)
     except (OSError, subprocess.SubprocessError):
@@ -267,7 +277,7 @@ def _size(path: Path) -> int:
 def act(run_dir: Path, folder: Path, stall: Stall, beats: list[dict[str, Any]], now: float) -> dict[str, Any]:
     """Dump the stacks, name the stalled rank and its node in the log, record the stall for the
     batch script's ``jobstate end`` and kill the step; returns the record."""
-    from trainer_cli.job import jobstate
+    from trainer_cli.job import jobstate, slurm_commands
 
     job_id = os.environ.get("SLURM_JOB_ID") or "0"
     restart = jobstate.policy().count
@@ -301,7 +311,7 @@ def act(run_dir: Path, folder: Path, stall: Stall, beats: list[dict[str, Any]], 
     }
     jobstate.update(run_dir, stall=record)
     for step in _steps_of(job_id):
-        _slurm(["scancel", "-s", "KILL", step])
+        _slurm(slurm_commands.scancel, step, signal="KILL", timeout=30)
     return record
 
 

@@ -42,7 +42,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.job.slurm_commands import output_or_empty, scontrol_fields, time_limit_s
+from trainer_cli.job import slurm_commands
+from trainer_cli.job.slurm_output import time_limit_s
 
 EVENTS_FILE = "restarts.jsonl"
 TIME_LIMIT = "time limit"
@@ -160,11 +161,8 @@ def requeued_by_slurm(job_id: str | None) -> dict[str, str] | None:
     """
     if not job_id:
         return None
-    out = output_or_empty(["scontrol", "show", "job", "-o", job_id], timeout_s=20)
-    if not out:
-        return None
-    job = scontrol_fields(out)
-    restarts = job.get("Restarts", "")
+    job = slurm_commands.show_job(job_id)
+    restarts = str(job.get("Restarts"))
     return job if restarts.isdigit() and int(restarts) > env_count(os.environ, "SLURM_RESTART_COUNT") else None
 
 
@@ -172,7 +170,7 @@ def classify(job: dict[str, str], signal_delay_s: int, since_signal_s: float = 0
     """The cause of a SIGUSR1 from the job's ``scontrol show job -o`` fields.
 
     Args:
-        job: ``scontrol show job -o`` of the job, as :func:`trainer_cli.job.slurm_commands.scontrol_fields` reads it.
+        job: ``scontrol show job -o`` of the job (:func:`trainer_cli.job.slurm_commands.show_job`).
         signal_delay_s: The job's ``--signal`` lead time in seconds (``--slurm.signal_delay_s``).
         since_signal_s: Seconds between the signal and the moment ``job`` was read.
 
@@ -183,7 +181,7 @@ def classify(job: dict[str, str], signal_delay_s: int, since_signal_s: float = 0
 
     if not job:
         return UNKNOWN, None
-    limit_s, run_s = time_limit_s(job.get("TimeLimit", "")), time_limit_s(job.get("RunTime", ""))
+    limit_s, run_s = time_limit_s(job.get("TimeLimit") or ""), time_limit_s(job.get("RunTime") or "")
     left_s = None if limit_s is None or run_s is None else max(limit_s - run_s, 0) + round(since_signal_s)
     if job.get("PreemptTime", "None") not in ("None", "Unknown", ""):
         return PREEMPTED, left_s
@@ -203,7 +201,7 @@ def cause_of_signal(job_id: str | None, signal_delay_s: int, signalled_at: float
     """
     job: dict[str, str] = {}
     if job_id:
-        job = scontrol_fields(output_or_empty(["scontrol", "show", "job", "-o", job_id], timeout_s=20))
+        job = slurm_commands.show_job(job_id)
     since = max(time.time() - signalled_at, 0.0) if signalled_at else 0.0
     return classify(job, signal_delay_s, since)
 

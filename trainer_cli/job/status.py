@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from trainer_cli.job import cost as job_cost
-from trainer_cli.job import jobstate
-from trainer_cli.job.slurm_commands import array_task_ids, job_fields, output_or_empty, time_limit_s
+from trainer_cli.job import jobstate, slurm_commands
+from trainer_cli.job.slurm_output import array_task_ids, time_limit_s
 
 UNKNOWN = "UNKNOWN"
 ACTIVE_STATES = {
@@ -38,7 +38,6 @@ ACTIVE_STATES = {
 """Slurm's states of a job that has not ended (``train jobs --tail`` follows it; a sweep's worker in
 one of them keeps its trial: :func:`trainer_cli.sweeps.worker.job_alive`)."""
 TAIL_BYTES = 16384  # of a log read for its last epoch line
-QUERY_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -62,8 +61,7 @@ def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus
     wanted = {(job_id, str(script)) for job_id, script in jobs}
     ids = {job_id for job_id, _ in wanted}
     found: dict[tuple[str, str], list[dict[str, str]]] = {}
-    for line in output_or_empty(["scontrol", "show", "job", "-o"], QUERY_TIMEOUT_S).splitlines():
-        f = job_fields(line)
+    for f in slurm_commands.show_jobs() or []:
         array, task = f.get("ArrayJobId"), f.get("ArrayTaskId", "")
         keys = [(array if array in ids else f.get("JobId", ""), f.get("Command", ""))]
         # a task of an array (or a pending range of them: "0-3%2"),
@@ -101,7 +99,7 @@ def _summarise(entries: list[dict[str, str]], source: str = "scontrol") -> JobSt
         state = states[0]
     else:
         state = ", ".join(f"{s} x{states.count(s)}" for s in dict.fromkeys(states))
-    restarts = max(int(e.get("Restarts", "0") or 0) for e in entries)
+    restarts = max(int(e["Restarts"]) if str(e.get("Restarts")).isdigit() else 0 for e in entries)
     elapsed = max((e.get("RunTime", "-") for e in entries), key=lambda t: time_limit_s(t) or 0)
     return JobStatus(state, restarts, elapsed, source, entries)
 

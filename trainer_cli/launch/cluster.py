@@ -45,7 +45,8 @@ from typing import Any
 
 from trainer_cli.errors import UserError
 from trainer_cli.job import slurm_commands
-from trainer_cli.job.slurm_commands import SlurmCommandError, scontrol_fields, time_limit_s
+from trainer_cli.job.slurm_commands import SlurmCommandError
+from trainer_cli.job.slurm_output import time_limit_s
 from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.resources import Resources
 
@@ -65,6 +66,8 @@ class Node:
     gres: str
     """Generic resources, e.g. ``gpu:a100:8(S:0-1)`` or ``(null)``."""
     partitions: tuple[str, ...]
+    state: str = field(default="", compare=False)
+    """``State`` (``IDLE``, ``DOWN+DRAIN``...); empty where not known."""
 
     def gpus(self, gpu_type: str | None = None) -> int:
         """GPUs of the node (of ``gpu_type`` when given) from its GRES."""
@@ -95,12 +98,16 @@ class Partition:
     """Every field ``scontrol show partition`` gave (``DefaultTime``, ``PreemptMode``, ``GraceTime``, ...)."""
 
 
-def _query(*args: str) -> list[dict[str, str]]:
+def _query(kind: str) -> list[dict[str, str]]:
     try:
-        out = slurm_commands.run(["scontrol", "show", *args, "-o"], timeout_s=20)
+        return slurm_commands.show(kind)
     except SlurmCommandError as err:
         raise RuntimeError(err.message.splitlines()[-1]) from None
-    return [scontrol_fields(line) for line in out.splitlines() if line.strip()]
+
+
+def _count(value: str | None) -> int:
+    """A count Slurm printed; 0 (nothing known) for an absent or unreadable one."""
+    return int(value) if value and value.isdigit() else 0
 
 
 def _limit(value: str | None) -> int | None:
@@ -118,26 +125,27 @@ def read_cluster() -> list[Partition]:
 
 def parse_cluster(partition_lines: list[dict[str, str]], node_lines: list[dict[str, str]]) -> list[Partition]:
     """The partitions with their nodes, from the lines of ``scontrol show partition -o`` and
-    ``scontrol show node -o`` (each read by :func:`trainer_cli.job.slurm_commands.scontrol_fields`)."""
+    ``scontrol show node -o`` (each read by :func:`trainer_cli.job.slurm_output.key_values`)."""
     nodes = [
         Node(
             name=n.get("NodeName", "?"),
-            cpus=int(n.get("CPUTot", "0") or 0),
-            mem_mb=int(n.get("RealMemory", "0") or 0),
-            gres=n.get("Gres", "(null)"),
-            partitions=tuple(p for p in n.get("Partitions", "").split(",") if p),
+            cpus=_count(n.get("CPUTot")),
+            mem_mb=_count(n.get("RealMemory")),
+            gres=n.get("Gres") or "(null)",
+            partitions=tuple(p for p in (n.get("Partitions") or "").split(",") if p),
+            state=n.get("State") or "",
         )
         for n in node_lines
     ]
     partitions = []
     for p in partition_lines:
         name = p.get("PartitionName", "?")
-        max_time = p.get("MaxTime", "UNLIMITED")
+        max_time = p.get("MaxTime") or "UNLIMITED"
         partitions.append(
             Partition(
                 name=name,
                 default=p.get("Default") == "YES",
-                total_nodes=int(p.get("TotalNodes", "0") or 0),
+                total_nodes=_count(p.get("TotalNodes")),
                 max_nodes=_limit(p.get("MaxNodes")),
                 max_time_s=None if max_time.upper() in UNLIMITED else time_limit_s(max_time),
                 nodes=[n for n in nodes if name in n.partitions],
@@ -234,31 +242,29 @@ class Association:
     """The QOS its jobs run in without ``--qos`` (``DefaultQOS``); empty: not set."""
 
 
-def parse_associations(text: str) -> list[Association]:
-    """``sacctmgr -P -n show assoc format=Account,Partition,QOS[,DefaultQOS]`` output, one association a line."""
-    out = []
-    for line in text.splitlines():
-        fields = line.strip().split("|")
-        if len(fields) >= 3 and fields[0]:
-            default = fields[3] if len(fields) > 3 else ""
-            out.append(Association(fields[0], fields[1], tuple(q for q in fields[2].split(",") if q), default))
-    return out
+def associations_of(records: list[dict[str, str]]) -> list[Association]:
+    """``sacctmgr show assoc`` records (:func:`trainer_cli.job.slurm_commands.sacctmgr`) as associations
+    (``DefaultQOS`` empty where this Slurm lacks it)."""
+    return [
+        Association(
+            r["Account"],
+            r.get("Partition") or "",
+            tuple(q for q in (r.get("QOS") or "").split(",") if q),
+            r.get("DefaultQOS") or "",
+        )
+        for r in records
+        if r.get("Account")
+    ]
 
 
-def parse_qos(text: str) -> dict[str, int | None]:
-    """``sacctmgr -P -n show qos format=Name,MaxWall`` output as ``{name: MaxWall in seconds}``
-    (None: no limit)."""
-    out: dict[str, int | None] = {}
-    for line in text.splitlines():
-        name, _, max_wall = line.strip().partition("|")
-        if name:
-            out[name] = time_limit_s(max_wall) if max_wall else None
-    return out
+def qos_of(records: list[dict[str, str]]) -> dict[str, int | None]:
+    """``sacctmgr show qos`` records as ``{name: MaxWall in seconds}`` (None: no limit, or not known)."""
+    return {r["Name"]: time_limit_s(r.get("MaxWall") or "") for r in records if r.get("Name")}
 
 
-def _sacctmgr(*args: str) -> str:
+def _sacctmgr(what: str, user: str = "") -> list[dict[str, str]]:
     try:
-        return slurm_commands.run(["sacctmgr", "-P", "-n", "show", *args], timeout_s=20)
+        return slurm_commands.sacctmgr(what, user)
     except SlurmCommandError as err:
         raise RuntimeError(err.message.splitlines()[0]) from None
 
@@ -270,12 +276,10 @@ def read_accounting(user: str) -> tuple[list[Association], dict[str, int | None]
         RuntimeError: when the accounting database cannot be asked (no ``sacctmgr``, no
             accounting, or it lists no association for ``user``).
     """
-    associations = parse_associations(
-        _sacctmgr("assoc", "where", f"user={user}", "format=Account,Partition,QOS,DefaultQOS")
-    )
+    associations = associations_of(_sacctmgr("assoc", user))
     if not associations:
         raise RuntimeError(f"sacctmgr lists no association for user {user}")
-    return associations, parse_qos(_sacctmgr("qos", "format=Name,MaxWall"))
+    return associations, qos_of(_sacctmgr("qos"))
 
 
 def read_default_account(user: str) -> str | None:
@@ -284,8 +288,7 @@ def read_default_account(user: str) -> str | None:
     Raises:
         RuntimeError: when the accounting database cannot be asked.
     """
-    lines = _sacctmgr("user", user, "format=DefaultAccount").strip().splitlines()
-    return lines[0].strip() or None if lines else None
+    return next((r.get("DefaultAccount") or None for r in _sacctmgr("user", user)), None)
 
 
 def job_qos(

@@ -147,13 +147,9 @@ def nodes_of_ranks(node_list: str, ntasks_per_node: int, world_size: int) -> lis
     """The node of each rank of a step of ``ntasks_per_node`` tasks on each node of Slurm's
     ``node_list`` (``node[1-2]``): srun's default block distribution (ranks 0..n-1 on the first
     node). ``?`` for each rank when the list is empty (the job never ran)."""
-    from trainer_cli.job.slurm_commands import output_or_empty
+    from trainer_cli.job.slurm_commands import hostnames
 
-    hosts = (
-        output_or_empty(["scontrol", "show", "hostnames", node_list], timeout_s=20).split()
-        if node_list not in ("", "(null)")
-        else []
-    )
+    hosts = (hostnames(node_list) or []) if node_list not in ("", "(null)") else []
     return [hosts[k // ntasks_per_node] if k // ntasks_per_node < len(hosts) else "?" for k in range(world_size)]
 
 
@@ -223,17 +219,16 @@ def run_local(
 def unhealthy_nodes(partition: str | None) -> tuple[list[str], int]:
     """The partition's nodes (the default partition's when None) that are down, drained or failing,
     as ``node is STATE``, and how many nodes it has."""
-    from trainer_cli.job.slurm_commands import output_or_empty, scontrol_fields
     from trainer_cli.launch.cluster import read_cluster
 
-    chosen = next((p for p in read_cluster() if (p.name == partition if partition else p.default)), None)
+    partitions = read_cluster()
+    chosen = next((p for p in partitions if (p.name == partition if partition else p.default)), None)
     names = {n.name for n in chosen.nodes} if chosen else set()
     bad = []
-    for line in output_or_empty(["scontrol", "show", "node", "-o"], timeout_s=20).splitlines():
-        f = scontrol_fields(line)
-        state = f.get("State", "UNKNOWN")
-        if f.get("NodeName") in names and any(word in state.upper() for word in BAD_NODE_STATES):
-            bad.append(f"{f['NodeName']} is {state}")
+    for n in chosen.nodes if chosen else []:
+        state = n.state or "UNKNOWN"
+        if any(word in state.upper() for word in BAD_NODE_STATES):
+            bad.append(f"{n.name} is {state}")
     return bad, len(names)
 
 
@@ -247,8 +242,7 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     Raises:
         UserError: for what ``train submit`` would refuse (config, resources, the cluster).
     """
-    from trainer_cli.job.slurm_commands import SlurmCommandError, job_fields, output_or_empty
-    from trainer_cli.job.slurm_commands import run as slurm_run
+    from trainer_cli.job.slurm_commands import SlurmCommandError, scancel, show_job
     from trainer_cli.launch import snapshot
     from trainer_cli.launch.cluster import check_against_cluster
     from trainer_cli.launch.pending import why_pending
@@ -292,16 +286,15 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     deadline = started + timeout_s + STARTUP_S
     fields: dict[str, str] = {}
     while time.monotonic() < deadline:
-        out_text = output_or_empty(["scontrol", "show", "job", "-o", job_id], timeout_s=20)
-        fields = job_fields(out_text.splitlines()[0]) if out_text.strip() else {}
+        fields = show_job(job_id)
         if fields.get("JobState") in FINAL or finished(read_reports(out)) >= res.world_size:
             break
         time.sleep(1)
     failures = []
-    state = fields.get("JobState", "UNKNOWN")
+    state = fields.get("JobState") or "UNKNOWN"
     if state not in FINAL and finished(read_reports(out)) < res.world_size:
         try:
-            slurm_run(["scancel", job_id], timeout_s=20)
+            scancel(job_id, timeout=20)
         except SlurmCommandError:
             pass  # ended by itself meanwhile
         said = why_pending(fields) if state == "PENDING" else f"still {state}"
@@ -311,7 +304,8 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
             f"job {job_id} ended {state} (reason {fields.get('Reason', 'None')}): Slurm stopped it, see "
             f"{run_dir}/slurm-{job_id}.log"
         )
-    return read_reports(out), failures, nodes_of_ranks(fields.get("NodeList", ""), res.ntasks_per_node, res.world_size)
+    ranks = nodes_of_ranks(fields.get("NodeList") or "", res.ntasks_per_node, res.world_size)
+    return read_reports(out), failures, ranks
 
 
 def main(args: list[str]) -> int:

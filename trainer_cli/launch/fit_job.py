@@ -32,6 +32,7 @@ from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
+from trainer_cli.job.slurm_commands import sbatch_words
 from trainer_cli.launch import secrets, sizing, snapshot
 from trainer_cli.launch.cluster import check_resources
 from trainer_cli.launch.container import data_paths
@@ -396,7 +397,7 @@ def main(
             f"# world size {res.world_size}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), {res.gpus_per_node} "
             "GPU(s) per node"
         )
-        words = ["sbatch", "--parsable", *job.sbatch_options, str(job.script)]
+        words = sbatch_words(job.script, *job.sbatch_options)
         print(f"# the sbatch command (not run):\n{secrets.shown_command(words, job.slurm)}")
         print(code_line(job.entry, job.slurm, code, "# "))
         return 0

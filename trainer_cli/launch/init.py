@@ -13,13 +13,13 @@ from __future__ import annotations
 import argparse
 import os
 import pwd
-import shutil
 from collections.abc import Sequence
 from datetime import date
 from pathlib import Path
 
 from trainer_cli.config.paths import configs_dir
 from trainer_cli.errors import UserError, close_matches
+from trainer_cli.job import slurm_commands
 from trainer_cli.launch import site_profile
 
 DEFAULT_PROFILE = "my_site.yaml"
@@ -119,7 +119,7 @@ def main(args: Sequence[str]) -> int:
         write_new(target, source.read_text())
         print(f"written: {target} (a copy of the bundled {source.parent.name}/{source.stem}: edit it)")
         return 0
-    if shutil.which("sinfo") is None:
+    if not slurm_commands.installed("sinfo"):
         raise UserError(
             "train init: no Slurm here (sinfo not found); run it on a login node of your cluster, or copy a bundled "
             "profile to edit: train init slurm/example_gpu"

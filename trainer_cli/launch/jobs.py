@@ -42,11 +42,10 @@ from typing import Any
 
 from trainer_cli.atomic import read_json
 from trainer_cli.errors import UserError
-from trainer_cli.job import jobstate
+from trainer_cli.job import jobstate, slurm_commands
 from trainer_cli.job import restarts as restarts_log
 from trainer_cli.job.cost import Cost
 from trainer_cli.job.slurm_commands import SlurmCommandError, cluster_name
-from trainer_cli.job.slurm_commands import run as run_slurm
 from trainer_cli.job.status import ACTIVE_STATES, JobStatus, last_epoch_line, query_slurm, with_run_record
 from trainer_cli.launch.job_detail import detail
 from trainer_cli.launch.submissions import of_cluster, read_registry, registry_file
@@ -368,7 +367,7 @@ def cancel(args: list[str]) -> int:
     rec = find_run(_root(opts.root), opts.run)
     ids = [_current_id(rec, k) for k, _, _ in JOB_KEYS if rec.get(k)]
     try:
-        run_slurm(["scancel", *ids], timeout_s=60)
+        slurm_commands.scancel(*ids, timeout=60)
     except SlurmCommandError as err:
         if err.missing:
             raise UserError("scancel not found: run `train cancel` where Slurm is installed") from None

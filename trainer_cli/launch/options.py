@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from trainer_cli.errors import UserError
-from trainer_cli.job.slurm_commands import time_limit_s
+from trainer_cli.job.slurm_output import time_limit_s
 from trainer_cli.launch.container import ContainerOptions
 
 SECTION = "slurm"

@@ -14,7 +14,6 @@ from dataclasses import dataclass
 from datetime import datetime, timedelta
 
 from trainer_cli.job import slurm_commands
-from trainer_cli.job.slurm_commands import scontrol_fields
 
 
 @dataclass(frozen=True)
@@ -44,11 +43,11 @@ def expand_hostlist(text: str) -> list[str]:
     return names
 
 
-def parse_reservations(text: str) -> list[Reservation]:
-    """``scontrol show reservation -o`` output, one reservation a line (unreadable lines skipped)."""
+def parse_reservations(records: list[dict[str, str]]) -> list[Reservation]:
+    """``scontrol show reservation -o`` records (:func:`trainer_cli.job.slurm_commands.show`), one a
+    reservation (one without a readable StartTime or EndTime skipped)."""
     out = []
-    for line in text.splitlines():
-        f = scontrol_fields(line)
+    for f in records:
         try:
             start, end = datetime.fromisoformat(f["StartTime"]), datetime.fromisoformat(f["EndTime"])
         except (KeyError, ValueError):
@@ -58,8 +57,8 @@ def parse_reservations(text: str) -> list[Reservation]:
                 f.get("ReservationName", "?"),
                 start,
                 end,
-                frozenset(expand_hostlist(f.get("Nodes", ""))),
-                "MAINT" in f.get("Flags", "").split(","),
+                frozenset(expand_hostlist(f.get("Nodes") or "")),
+                "MAINT" in (f.get("Flags") or "").split(","),
             )
         )
     return out
@@ -72,7 +71,7 @@ def read_reservations() -> list[Reservation]:
         RuntimeError: when Slurm cannot be asked.
     """
     try:
-        return parse_reservations(slurm_commands.run(["scontrol", "show", "reservation", "-o"], timeout_s=20))
+        return parse_reservations(slurm_commands.show("reservation"))
     except slurm_commands.SlurmCommandError as err:
         raise RuntimeError(err.message.splitlines()[-1] if err.message else str(err)) from None
 
@@ -118,7 +117,7 @@ def check_maintenance(partition: str | None, time_text: str) -> list[str]:
     """The maintenance problems of a job on ``partition`` (the default one when None) with time limit
     ``time_text``, reading the cluster; empty when Slurm cannot be asked (the partition checks
     already said so)."""
-    from trainer_cli.job.slurm_commands import time_limit_s
+    from trainer_cli.job.slurm_output import time_limit_s
     from trainer_cli.launch.cluster import read_cluster
 
     try:

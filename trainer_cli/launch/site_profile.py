@@ -24,7 +24,8 @@ import yaml
 
 from trainer_cli.errors import UserError
 from trainer_cli.job import slurm_commands
-from trainer_cli.job.slurm_commands import SlurmCommandError, time_limit_s, time_text
+from trainer_cli.job.slurm_commands import SlurmCommandError
+from trainer_cli.job.slurm_output import time_limit_s, time_text
 from trainer_cli.launch.cluster import (
     UNLIMITED,
     Association,
@@ -239,7 +240,7 @@ def slurm_entries(facts: Facts, partition: Partition, accelerator: str) -> list[
 
 def _time_entries(facts: Facts, partition: Partition) -> list[Entry]:
     limits = [("MaxTime", partition.max_time_s)]
-    default_s = time_limit_s(partition.settings.get("DefaultTime", ""))
+    default_s = time_limit_s(partition.settings.get("DefaultTime") or "")
     if partition.max_time_s is not None:
         limit_s, why = min(partition.max_time_s, LONGEST_TIME_S), f"the MaxTime of {partition.name}"
         if limit_s < partition.max_time_s:

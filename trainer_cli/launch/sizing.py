@@ -39,7 +39,7 @@ from typing import Any
 from trainer_cli.config.request import Arg, Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job.progress import read_beats
-from trainer_cli.job.slurm_commands import time_limit_s, time_text
+from trainer_cli.job.slurm_output import time_limit_s, time_text
 from trainer_cli.launch import cluster, secrets
 from trainer_cli.launch.options import AUTO, SlurmOptions
 from trainer_cli.launch.resources import Resources

@@ -30,7 +30,7 @@ from trainer_cli.config.before_parse import check_top_level_keys
 from trainer_cli.config.request import Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
-from trainer_cli.job.slurm_commands import SlurmCommandError, show_config
+from trainer_cli.job.slurm_commands import SlurmCommandError, sbatch_words, show_config
 from trainer_cli.launch import secrets, snapshot
 from trainer_cli.launch.cluster import check_resources
 from trainer_cli.launch.container import data_paths
@@ -77,7 +77,7 @@ def max_array_size() -> int | None:
     """This cluster's ``MaxArraySize`` (task ids run 0..MaxArraySize-1), from ``scontrol show config``;
     None when Slurm cannot be asked."""
     try:
-        value = show_config().get("MaxArraySize", "")
+        value = show_config().get("MaxArraySize") or ""
     except SlurmCommandError:
         return None
     return int(value) if value.isdigit() else None
@@ -210,7 +210,7 @@ def main(args: Request | list[str]) -> int:
                 f"{' '.join(f'--{k} {v}' for k, v in trial.overrides.items())}"
             )
         print(f"# {sweep.sweep_dir / SCRIPT_NAME}:\n{job.script_text}")
-        words = ["sbatch", "--parsable", str(sweep.sweep_dir / SCRIPT_NAME)]
+        words = sbatch_words(sweep.sweep_dir / SCRIPT_NAME)
         print(f"# the sbatch command (not run):\n{secrets.shown_command(words, job.slurm)}")
         return 0
     return submit(sweep, job.slurm, res, job.job_name)
@@ -228,7 +228,7 @@ def _workers_main(job: SweepJob, check: bool, dry_run: bool) -> int:
     if dry_run:
         print(f"# sweep directory (not created): {sweep.sweep_dir}: {what}")
         print(f"# {sweep.sweep_dir / SCRIPT_NAME}:\n{job.script_text}")
-        words = ["sbatch", "--parsable", str(sweep.sweep_dir / SCRIPT_NAME)]
+        words = sbatch_words(sweep.sweep_dir / SCRIPT_NAME)
         print(f"# the sbatch command (not run):\n{secrets.shown_command(words, job.slurm)}")
         return 0
     space, study = sweep.space, sweep.study

@@ -143,10 +143,10 @@ def job_alive(job: str) -> bool | None:
     from trainer_cli.job.status import ACTIVE_STATES
 
     try:
-        out = slurm_commands.run(["squeue", "-h", "-j", job, "-o", "%T"], 30)
+        rows = slurm_commands.squeue("state", job)
     except slurm_commands.SlurmCommandError as err:
         return False if "invalid job id" in err.message.lower() else None
-    return bool(set(out.split()) & ACTIVE_STATES)  # an ended job stays listed for MinJobAge seconds
+    return bool({r.get("State") for r in rows} & ACTIVE_STATES)  # an ended job stays listed for MinJobAge seconds
 
 
 def reclaim_dead(sweep_dir: Path, loaded: Any, task: str) -> list[int]:
