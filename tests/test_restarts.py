@@ -381,7 +381,7 @@ def test_a_step_that_fails_before_training_ends_the_job_failed_at_once(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     calls: list[list[str]] = []
-    monkeypatch.setattr(jobstate, "_slurm", lambda command, timeout_s=0: calls.append(command) or "")
+    monkeypatch.setattr(jobstate, "_slurm", lambda action, *args, **kwargs: calls.append([action.__name__, *args]) or "")
     monkeypatch.setattr(restarts, "requeued_by_slurm", lambda job_id: None)
     (records / task_output.FILE_NAME).write_text(SRUN_MISSING_IMAGE)
     jobstate.started(tmp_path)
@@ -401,4 +401,4 @@ def test_a_step_that_fails_before_training_ends_the_job_failed_at_once(
     (records / "1").write_text(f"10.1 {task_output.STARTED}\n")
     assert jobstate.end_of_step(tmp_path, 1, records) == 0
     assert "stopped by Slurm (a signal or a kill, not an error of the training); requeueing job 32" in capsys.readouterr().out
-    assert calls == [["scontrol", "requeue", "32"]] and "error" not in {k for k, v in jobstate.read(tmp_path).items() if v}
+    assert calls == [["requeue", "32"]] and "error" not in {k for k, v in jobstate.read(tmp_path).items() if v}

@@ -334,10 +334,14 @@ def test_step_start_timeout_bounds_every_srun_of_the_tasks(tmp_path: Path) -> No
     for text in (job.script_text, sweep, workers):
         assert "export TRAINER_CLI_STEP_START_TIMEOUT_S=30\n" in text
         assert text.count('-m trainer_cli.job.progress "$run_dir" watch &\n') == 1 and 'kill "$watchdog"' in text
-    assert 'fit --config "$run_dir/config.yaml" --run_dir "$run_dir" >>"$run_dir/slurm-${SLURM_ARRAY_JOB_ID}_${task}.log" 2>&1 || rc=$?' in workers
+    # a worker's trial: stdout to the trial's log, stderr there through task_output (its head kept, fit_step.j2)
+    assert 'fit --config "$run_dir/config.yaml" --run_dir "$run_dir" >>"$run_dir/slurm-${SLURM_ARRAY_JOB_ID}_${task}.log" || rc=$?' in workers
+    assert '-m trainer_cli.job.task_output 2>>"$run_dir/slurm-${SLURM_ARRAY_JOB_ID}_${task}.log" 4>&-)' in workers
     assert '\n    end=0\n' in workers and 'jobstate "$run_dir" end "$rc" || end=$?\n    kill "$heartbeat"' in workers
     loop = workers.split("while true")[1]
-    assert "exec " not in loop and '-m trainer_cli.sweeps.worker next' in loop and '"$task" $ended) || asked=$?' in loop
+    execs = [line.strip() for line in loop.splitlines() if line.strip().startswith("exec ")]
+    assert all(line.startswith(("exec 4>&2 2>", "exec 2>&4")) for line in execs), "only stderr moved, the loop goes on"
+    assert '-m trainer_cli.sweeps.worker next' in loop and '"$task" $ended) || asked=$?' in loop
     assert 'ended="$rc"\ndone\n' in loop, "the trial's exit code is told by the next ask, one process a trial"
     job = plan([*args, "--slurm.step_start_timeout_s", "0"], dry_run=True)
     assert "--immediate=" not in job.script_text and "export TRAINER_CLI_STEP_START_TIMEOUT_S=0\n" in job.script_text
