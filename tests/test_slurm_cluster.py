@@ -266,6 +266,8 @@ def _scontrol(*args: str) -> None:
     subprocess.run(["scontrol", *args], check=True, timeout=30)
 
 
+# long (make test's 12 minutes): five starts of one job; make test keeps test_usr1_right_after_start_and_restart_requeues and test_usr1_checkpoints_requeues_and_resumes
+@pytest.mark.long
 def test_resume_never_goes_back(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     """Preempted (hpc checkpoint), run on, a node set DOWN (Slurm requeues the job), run on, crashed
     (SIGKILL), resubmitted with other resources: every start resumes from the run's newest

@@ -266,6 +266,8 @@ def test_a_step_slurm_cancels_is_requeued_not_failed(slurm_cluster: None, tmp_pa
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == epochs * batches
 
 
+# long (make test's 12 minutes): two 2-node DDP jobs side by side; make test keeps test_usr1_checkpoints_requeues_and_resumes and test_resume.py's bitwise resume
+@pytest.mark.long
 def test_preempted_ddp_job_resumes_bitwise_equal_to_the_job_left_alone(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     """The headline of exact requeue, on the real cluster: a 2-node DDP job (gloo, one task per
     node, 2 loader workers each, deterministic) given `scancel -s USR1` mid-epoch saves its hpc
