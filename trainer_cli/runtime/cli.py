@@ -373,6 +373,9 @@ class TrainerCLI(LightningCLI):
             tensorboard = any(isinstance(logger, TensorBoardLogger) for logger in self.trainer.loggers)
             hint = f"\nTensorBoard:   tensorboard --logdir {self.run_dir}" if tensorboard else ""
             print(f"\nRun directory: {self.run_dir}{hint}", flush=True)
+            from trainer_cli.rundir import metrics
+
+            metrics.summary(Path(self.run_dir))  # the listings' summary, once the loggers are closed
 
 
 def verb_cli(verb: str, base: type[TrainerCLI] | None = None) -> type[TrainerCLI]:
