@@ -158,10 +158,11 @@ def why_missing(run_dir: Path, metric: str) -> str:
     return f"no {metric} in {where}; " + (f"it logged: {', '.join(names)}" if names else "no metric")
 
 
-def best_value(run_dir: Path, metric: str | None, mode: str) -> float | None:
+def best_value(run_dir: Path, metric: str | None, mode: str, kept: Summary | None = None) -> float | None:
     """The best value of ``metric`` a run reached: its newest checkpoint's ``ModelCheckpoint`` score when
     that monitors ``metric`` (:func:`trainer_cli.rundir.layout.best_score`), else the best value it
-    logged (:func:`read`); None without one. Loads the checkpoint's callback states (imports torch)."""
+    logged (:func:`read`; with the run's summary ``kept``, :func:`summary`: the same value); None without
+    one. Loads the checkpoint's callback states (imports torch)."""
     from trainer_cli.rundir.layout import best_score
 
     if metric is None:
@@ -169,7 +170,7 @@ def best_value(run_dir: Path, metric: str | None, mode: str) -> float | None:
     best = best_score(Path(run_dir), metric)
     if best is not None and best.score is not None and not math.isnan(best.score):
         return best.score
-    return read(run_dir).best(metric, mode)
+    return (read(run_dir) if kept is None else summary(run_dir, kept)).best(metric, mode)
 
 
 def recorded(run_dir: Path) -> Logged:

@@ -31,9 +31,12 @@ SCANNED_DIRS = ("attempts",)
 Key = list[Any]
 
 
-def files_of(entries: Iterable[os.DirEntry[str]], prefix: str = "") -> list[tuple[str, int, int, int]]:
+def files_of(
+    entries: Iterable[os.DirEntry[str]], prefix: str = "", dirs: tuple[str, ...] = SCANNED_DIRS
+) -> list[tuple[str, int, int, int]]:
     """``(name, size, mtime_ns, inode)`` of the files among a run directory's ``entries`` (``os.scandir``)
-    and those of its :data:`SCANNED_DIRS`, in name order; this summary, temporary files and locks left out."""
+    and those of its folders ``dirs`` (default :data:`SCANNED_DIRS`), in name order; this summary,
+    temporary files and locks left out."""
     found = []
     for entry in entries:
         name = entry.name
@@ -43,18 +46,18 @@ def files_of(entries: Iterable[os.DirEntry[str]], prefix: str = "") -> list[tupl
             if entry.is_file(follow_symlinks=False):
                 stat = entry.stat(follow_symlinks=False)
                 found.append((prefix + name, stat.st_size, stat.st_mtime_ns, stat.st_ino))
-            elif not prefix and name in SCANNED_DIRS and entry.is_dir(follow_symlinks=False):
+            elif not prefix and name in dirs and entry.is_dir(follow_symlinks=False):
                 with os.scandir(entry.path) as inner:
-                    found += files_of(inner, f"{name}/")
+                    found += files_of(inner, f"{name}/", dirs)
         except OSError:
             continue
     return sorted(found)
 
 
-def _files(folder: Path) -> list[tuple[str, int, int, int]]:
+def _files(folder: Path, dirs: tuple[str, ...] = SCANNED_DIRS) -> list[tuple[str, int, int, int]]:
     try:
         with os.scandir(folder) as entries:
-            return files_of(entries)
+            return files_of(entries, dirs=dirs)
     except OSError:
         return []
 
@@ -66,11 +69,15 @@ class Summary:
     Args:
         run_dir: The run directory.
         files: Its files (:func:`files_of`), when the caller listed them already.
+        dirs: The folders whose files are listed with the run directory's own (when ``files`` is None):
+            :data:`SCANNED_DIRS`, and ``checkpoints`` for a part read from the checkpoints.
     """
 
-    def __init__(self, run_dir: Path, files: list[tuple[str, int, int, int]] | None = None) -> None:
+    def __init__(
+        self, run_dir: Path, files: list[tuple[str, int, int, int]] | None = None, dirs: tuple[str, ...] = SCANNED_DIRS
+    ) -> None:
         self.run_dir = Path(run_dir)
-        self.files = _files(self.run_dir) if files is None else files
+        self.files = _files(self.run_dir, dirs) if files is None else files
         """``(name, size, mtime_ns, inode)`` of every file of the run directory and of its :data:`SCANNED_DIRS`
         (a file replaced by a rename has a new inode, whatever its size and time)."""
         stored = read_json(self.run_dir / SUMMARY_FILE)
