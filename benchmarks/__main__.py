@@ -1,6 +1,6 @@
 """``python -m benchmarks [NAME ...] [--smoke]``: run the benchmarks, write JSON and the README table.
 
-Names: overhead, startup, datapath, gpu, sweep_overhead, listing, goodput (default: all). ``--smoke`` runs each in a
+Names: overhead, startup, datapath, gpu, sweep_overhead, listing, scale, goodput (default: all). ``--smoke`` runs each in a
 tiny mode into ``--out`` (a check that they work; its figures mean nothing) and leaves the README
 alone; without names it leaves out :data:`NOT_IN_SMOKE` (too slow for a smoke run: name them).
 """
@@ -16,7 +16,7 @@ from pathlib import Path
 from benchmarks.common import RESULTS, machine, write_result
 from tests.support import REPO
 
-NAMES = ("overhead", "startup", "datapath", "gpu", "sweep_overhead", "listing", "goodput")
+NAMES = ("overhead", "startup", "datapath", "gpu", "sweep_overhead", "listing", "scale", "goodput")
 NOT_IN_SMOKE = ("sweep_overhead", "goodput")  # a dozen fresh processes of ~5 s each even in its tiny mode; Slurm jobs
 
 

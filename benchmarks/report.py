@@ -115,8 +115,22 @@ def rows(results: Path) -> list[str]:
             f"`train runs` over {r['runs']} runs (config.yaml and event file each) < {r['target_s']:.0f} s",
             f"{r['collect_s']:.2f} s", r["collect_s"] < r["target_s"] if r["runs"] >= 100 else None,
         ))
+    if (sc := _load(results, "scale")) is not None:
+        out += _scale_rows(sc["result"])
     if (gp := _load(results, "goodput")) is not None:
         out += _goodput_rows(gp["result"])
+    return out
+
+
+def _scale_rows(r: dict[str, Any]) -> list[str]:
+    """``train runs`` at each N: wall (CPU) seconds and peak MB of each case, and the target at the largest N."""
+    out = []
+    for n, cases in r["sizes"].items():
+        figures = "; ".join(f"{case} {c['wall_s']:.2f} s ({c['cpu_s']:.2f} s CPU, {c['peak_mb']:.0f} MB)" for case, c in cases.items())
+        largest = int(n) >= 10_000
+        target = f" < {r['target_s']:.0f} s (warm and cold)" if largest else " (no target)"
+        met = all(cases[c]["wall_s"] < r["target_s"] for c in ("warm", "cold") if c in cases) if largest else None
+        out.append(_row(f"`train runs` over {int(n):,} copied digits runs{target}", figures, met))
     return out
 
 

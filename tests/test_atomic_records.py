@@ -94,3 +94,34 @@ def test_records_and_their_locks_follow_the_umask(tmp_path: Path, umask: int) ->
         os.umask(old)
     modes = {p.name: stat.S_IMODE(p.stat().st_mode) for p in tmp_path.iterdir()}
     assert modes == dict.fromkeys([".job.json.lock", "job.json", ".history.jsonl.lock", "history.jsonl", "config.yaml"], 0o666 & ~umask)
+
+
+def test_a_full_registry_rotates_and_the_newest_jobs_come_from_the_newest_segments(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 48: past its size the registry becomes an archive segment (numbered, oldest first) and a new one is
+    started; every job is still read, in order, and `train jobs --last 3` reads only the newest segments and lists
+    the same 3 jobs as the whole registry's newest 3."""
+    from trainer_cli.launch import jobs
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path))
+    monkeypatch.setenv("PATH", str(tmp_path / "no-slurm-here"))  # nothing to ask: states from job.json
+    monkeypatch.setattr(submissions, "ROTATE_BYTES", 5000)  # about 4 lines a segment
+    for i in range(30):
+        run_dir = tmp_path / "runs" / f"r{i}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "job.json").write_text(json.dumps({"job_id": str(1000 + i), "state": "COMPLETED"}))
+        submissions.register(run_dir.parent, {"job_id": str(1000 + i), "run_dir": str(run_dir), "job_name": "x" * 1000,
+                                              "submitted": f"2026-12-01T00:00:{i:02d}"})
+    archived = submissions.segments(submissions.registry_file())
+    assert [p.name for p in archived] == [f"submissions.{n}.jsonl" for n in range(1, len(archived) + 1)] and len(archived) >= 5
+    every = submissions.read_registry()
+    assert [r["job_id"] for r in every] == [str(1000 + i) for i in range(30)]
+    sizes: list[int] = []
+    newest = submissions.read_registry(enough=lambda read: sizes.append(len(read)) is None and len(read) >= 3)
+    assert newest[-3:] == every[-3:] and len(newest) < 10 and sizes[-1] >= 3
+
+    assert jobs.main(["--last", "3"]) == 0
+    listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
+    assert listed == ["1027", "1028", "1029"]
+    assert jobs.find_run(None, "1000")["run_dir"] == str(tmp_path / "runs" / "r0"), "an archived job is still found"

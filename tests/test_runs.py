@@ -13,6 +13,7 @@ import json
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 from support import REPO
 
@@ -127,3 +128,55 @@ def test_a_min_column_holds_each_runs_lowest_and_a_max_column_its_highest(tmp_pa
     assert header[4:6] == ["val/loss (max)", "val/loss (min)"]
     assert {r[0].rsplit("/", 1)[1]: r[4:6] for r in rows} == {"high": ["0.8000", "0.2000"], "low": ["0.9000", "0.4000"]}
     assert [r["best"] for r in found["runs"]] == [0.8, 0.4], "each run's best by its own mode"
+
+
+def _listing(root: Path, curves: bool) -> tuple[list[list[str]], list[dict[str, Any]]]:
+    """The table's rows (header first) and the JSON's runs of ``train runs ROOT``; ``curves``: every logger's
+    file read (the path without a summary, as before issue 48), else the runs' summaries where up to date."""
+    found = runs.collect([root], every_key=True, curves=curves)
+    header, rows = runs.table_rows(found)
+    hidden = ("scalars", "extremes")
+    return [header, *rows], json.loads(json.dumps([{k: v for k, v in r.items() if k not in hidden} for r in found["runs"]], default=str))
+
+
+def test_a_listing_from_the_summaries_equals_the_listing_from_the_loggers_files(tmp_path: Path) -> None:
+    """Issue 48: real runs (two of `train fit`, which keep their summary at the end of the fit, and a user's stock
+    LightningCLI script with TensorBoard alone: no metrics.jsonl, no summary) list the same, columns and values,
+    read from every logger's file, from the summaries the first listing keeps, and again once a run changed."""
+    from foreign_support import FOREIGN, foreign_env
+    from support import DIGITS, quiet_args, run_train
+
+    import forkserver
+    from trainer_cli.rundir import metrics, summary
+
+    root = tmp_path / "runs"
+    for lr in ("0.01", "0.02"):
+        done = run_train("fit", "--config", DIGITS, *quiet_args(root, epochs=2), "--trainer.limit_train_batches", "3",
+                         "--trainer.limit_val_batches", "1", "--optimizer.init_args.lr", lr)
+        assert done.returncode == 0, done.stderr[-3000:]
+    user = forkserver.run_python([str(FOREIGN / "plain_main.py"), "fit", "--trainer.logger", "lightning.pytorch.loggers.TensorBoardLogger",
+                                  "--trainer.logger.save_dir", str(root / "script"), "--trainer.max_epochs", "2",
+                                  "--trainer.limit_train_batches", "3", "--trainer.enable_progress_bar", "false"], tmp_path, foreign_env(), 600)
+    assert user.returncode == 0, user.stderr[-3000:]
+    [script] = root.glob("script/*/version_0")
+    fits = [*sorted(root.glob("digits/version_*")), script]
+    assert len(fits) == 3 and not (script / "metrics.jsonl").exists() and not (script / summary.SUMMARY_FILE).exists()
+    for run_dir in fits:
+        if run_dir != script:  # kept at the end of the fit: the first listing decodes no event file of it
+            kept = summary.Summary(run_dir)
+            assert kept.get(metrics.SUMMARY_PART, kept.key(names=metrics._source_file, inodes=False))["source"] == "TensorBoard event files"
+
+    before = _listing(root, curves=True)
+    assert before[0][0][4:5] == ["val/acc (max)"] and {r["logged_from"] for r in before[1]} == {"TensorBoard event files"}
+    assert len(before[1]) == 3 and all(r["steps"] > 0 for r in before[1]), before[0]
+    assert _listing(root, curves=False) == before  # the rows computed, kept in each run's summary
+    assert all(summary.Summary(d).get(runs.ROW_PART, summary.Summary(d).key(str(d.resolve()))) for d in fits)
+    assert _listing(root, curves=False) == before  # from the summaries
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out):
+        assert runs.main([str(root), "--format", "json"]) == 0
+    assert [r["best"] for r in json.loads(out.getvalue())["runs"]] == [r["best"] for r in before[1]]
+
+    (script / "job.json").write_text(json.dumps({"state": "COMPLETED"}))  # a run changed: its row is read again
+    changed = _listing(root, curves=False)
+    assert changed == _listing(root, curves=True) and [r["state"] for r in changed[1]] == ["-", "-", "COMPLETED"]

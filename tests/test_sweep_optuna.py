@@ -13,6 +13,7 @@ import io
 import json
 import shutil
 from pathlib import Path
+from typing import Any
 
 import optuna
 import pytest
@@ -202,3 +203,38 @@ def test_sweep_results_ranks_by_the_study_metric_not_the_checkpoint_monitor(tmp_
     found = results.collect(sweep_dir)
     assert (found["monitor"], found["mode"]) == ("val/loss", "min")
     assert [(r["trial"], r["score"], r["epochs"]) for r in found["rows"]] == [(1, 1.5, 2), (0, 2.0, 2)]
+
+
+def _table(sweep_dir: Path) -> tuple[dict[str, Any], tuple[list[str], list[list[str]]]]:
+    """``train sweep-results``'s JSON (as written) and table of ``sweep_dir``."""
+    found = results.collect(sweep_dir)
+    public = json.loads(json.dumps({k: v for k, v in found.items() if not k.startswith("_")}, default=str))
+    return public, results.table_rows(found)
+
+
+def test_sweep_results_from_the_trials_summaries_equal_those_read_from_their_files(tmp_path: Path) -> None:
+    """Issue 48: a sweep listed again reads each trial's row from its summary.json (no checkpoint opened); the
+    table and JSON equal those read from the trials' files (summaries removed), also once a trial changed (its
+    checkpoints gone: its score then from what it logged, as before issue 48)."""
+    from trainer_cli.__main__ import main
+    from trainer_cli.rundir import summary
+
+    assert main(["fit", "--config", DIGITS, *quiet_args(tmp_path), *SHORT, "--sweep", "optimizer.init_args.lr=1e-2,5e-2"]) == 0
+    sweep_dir = tmp_path / "digits" / "sweep_0"
+    trials = sorted(sweep_dir.glob("trial_*"))
+    kept = summary.Summary(trials[0], dirs=(*summary.SCANNED_DIRS, "checkpoints"))
+    assert isinstance(kept.get(results.TRIAL_PART, kept.key("val/acc", "max")), dict), "kept by the sweep's own listing"
+
+    def fresh() -> tuple[dict[str, Any], tuple[list[str], list[list[str]]]]:
+        for trial in trials:
+            (trial / summary.SUMMARY_FILE).unlink(missing_ok=True)
+        return _table(sweep_dir)
+
+    listed = _table(sweep_dir)
+    assert listed == fresh() == _table(sweep_dir)
+    assert [r["score"] for r in listed[0]["rows"]] and all(r["score"] is not None for r in listed[0]["rows"])
+    shutil.move(trials[1] / "checkpoints", tmp_path / "moved")
+    changed = _table(sweep_dir)
+    assert changed == fresh()
+    [moved] = [r for r in changed[0]["rows"] if r["run_dir"] == str(trials[1])]
+    assert moved["score"] == results.logged_best(trials[1], "val/acc", "max") and moved["epochs"] == 1

@@ -52,15 +52,17 @@ class LockTimeout(TimeoutError):
     (``train`` prints it as an ``error:``, :mod:`trainer_cli.errors`)."""
 
 
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` by ``text`` atomically (see the module docstring)."""
+def write_atomic(path: Path, text: str, durable: bool = True) -> None:
+    """Replace ``path`` by ``text`` atomically (see the module docstring); ``durable=False`` skips the
+    ``fsync`` (a cache that a crash may leave empty: a reader treats it as missing)."""
     path = Path(path)
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
         with open(tmp, "w", encoding="utf-8") as f:
             f.write(text)
-            f.flush()
-            os.fsync(f.fileno())
+            if durable:
+                f.flush()
+                os.fsync(f.fileno())
         os.replace(tmp, path)
     except BaseException:
         tmp.unlink(missing_ok=True)

@@ -440,9 +440,9 @@ def main(args: list[str]) -> int:
         return show_run(root, opts.run, opts.json)
     if opts.tail:
         return tail(root, opts.tail)
-    records, hidden = read_registry(root), dict[str, int]()
-    if not opts.all_clusters and root is None:  # --root names the jobs wanted
-        records, hidden = of_cluster(records, cluster_name())
+    cluster = cluster_name() if not opts.all_clusters and root is None else None  # --root names the jobs wanted
+    records = read_registry(root, lambda read: len(of_cluster(read, cluster)[0]) >= opts.last)
+    records, hidden = of_cluster(records, cluster)
     records = records[-opts.last :]
     others = (
         f"{sum(hidden.values())} job(s) of other clusters not shown "

@@ -9,16 +9,25 @@ it, newest last: without flags the user's jobs of the cluster Slurm's clients ta
 keeps the submitting cluster's ``ClusterName``), those under one root with ``--root``. The
 registries an earlier version wrote into the root itself (``<root>/submissions.jsonl``) are read
 too, so the jobs they list still show.
+
+The registry stays small whatever the number of submissions: once it passes :data:`ROTATE_BYTES`
+(about 3,000 submissions), ``register`` renames it, under its lock, to the next archive segment
+``submissions.<N>.jsonl`` beside it (N counting up) and the next submission starts a new one. A
+listing of the newest jobs (``train jobs --last N``) reads the segments newest first, only as many as
+hold the N jobs it shows (:func:`read_registry`; the jobs of other clusters it counts are those of the
+segments read); looking a run up (``train jobs RUN``, ``train cancel``) reads them all.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import re
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.atomic import append_line, read_json_lines
+from trainer_cli.atomic import append_line, locked, read_json_lines
 from trainer_cli.job.slurm_commands import cluster_name
 
 REGISTRY_NAME = "submissions.jsonl"
@@ -40,6 +49,9 @@ RECORD_KEYS = (
     "cluster",
 )
 """What a registry line keeps of a submission's record (with ``root``)."""
+ROTATE_BYTES = 1 << 20
+"""The registry's size past which it becomes an archive segment (see the module docstring)."""
+_SEGMENT = re.compile(r"submissions\.(\d+)\.jsonl")
 
 
 def registry_file() -> Path:
@@ -57,6 +69,28 @@ def register(root: Path, record: dict[str, Any]) -> None:
     record = {"cluster": cluster_name()} | record
     line = {k: record.get(k) for k in RECORD_KEYS} | {"root": str(Path(root).absolute())}
     append_line(file, json.dumps(line))
+    if file.stat().st_size >= ROTATE_BYTES:
+        _rotate(file)
+
+
+def segments(file: Path) -> list[Path]:
+    """The archive segments of the registry ``file``, oldest first."""
+    return [p for _, p in _numbered(file)]
+
+
+def _numbered(file: Path) -> list[tuple[int, Path]]:
+    found = [(int(m.group(1)), p) for p in file.parent.glob("submissions.*.jsonl") if (m := _SEGMENT.fullmatch(p.name))]
+    return sorted(found)
+
+
+def _rotate(file: Path) -> None:
+    """Rename the registry to the next archive segment, under its lock (an append waits for it, then starts a
+    new registry); nothing when another process rotated it already."""
+    with locked(file):
+        if not file.is_file() or file.stat().st_size < ROTATE_BYTES:
+            return
+        number = max((n for n, _ in _numbered(file)), default=0) + 1
+        file.rename(file.with_name(f"submissions.{number}.jsonl"))
 
 
 def _under(rec: dict[str, Any], root: Path) -> bool:
@@ -66,16 +100,27 @@ def _under(rec: dict[str, Any], root: Path) -> bool:
     return bool(rec.get("run_dir")) and root in Path(rec["run_dir"]).resolve().parents
 
 
-def read_registry(root: Path | None = None) -> list[dict[str, Any]]:
+def read_registry(
+    root: Path | None = None, enough: Callable[[list[dict[str, Any]]], bool] | None = None
+) -> list[dict[str, Any]]:
     """The jobs the user submitted, oldest first (an unreadable line is skipped): under ``root``
     only when given. An earlier version's registry in ``root`` (or, without one, in
-    :data:`LEGACY_ROOTS` of the working directory) adds its jobs."""
+    :data:`LEGACY_ROOTS` of the working directory) adds its jobs.
+
+    Args:
+        root: Only the jobs submitted under this folder.
+        enough: Whether the jobs read so far (the registry's newest) are all the caller needs: the archive
+            segments are read newest first until it says so (default: every segment is read).
+    """
     legacy = [Path(root)] if root is not None else [Path(r) for r in LEGACY_ROOTS]
     records = [r for folder in legacy for r in read_json_lines(folder / REGISTRY_NAME)]
-    mine = read_json_lines(registry_file())
-    if root is not None:
-        where = Path(root).resolve()
-        mine = [r for r in mine if _under(r, where)]
+    where = Path(root).resolve() if root is not None else None
+    mine: list[dict[str, Any]] = []
+    for file in [registry_file(), *reversed(segments(registry_file()))]:
+        if enough is not None and enough(mine):
+            break
+        read = read_json_lines(file)
+        mine = [r for r in read if where is None or _under(r, where)] + mine
     seen = {(str(r.get("job_id")), r.get("run_dir")) for r in mine}
     records = [r for r in records if (str(r.get("job_id")), r.get("run_dir")) not in seen] + mine
     return sorted(records, key=lambda r: str(r.get("submitted") or ""))  # stable: lines without a time first

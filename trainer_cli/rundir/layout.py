@@ -11,6 +11,7 @@ and removes it: :mod:`trainer_cli.rundir.policy`)::
     history.jsonl         one record per start of the run (trainer_cli.rundir.history.HISTORY_FILE)
     run.json              the run id every logger logs under (trainer_cli.rundir.identity.RUN_FILE)
     metrics.jsonl         the metrics the run logged, one line per validation and epoch end (METRICS_FILE)
+    summary.json          what the listings read, kept with the files it came from (trainer_cli.rundir.summary)
     attempts/rank<N>.jsonl  where each start of each rank spent its time, its peak memory (trainer_cli.rundir.attempts)
     checkpoints/last.ckpt written after every epoch and on SIGTERM / Ctrl-C (LAST_CKPT)
     checkpoints/resume.ckpt  the same, where a user's callback writes last.ckpt (RESUME_CKPT: save_last)

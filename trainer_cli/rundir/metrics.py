@@ -23,6 +23,7 @@ Reading is cheap and imports no torch (TensorBoard's event reader only when even
 from __future__ import annotations
 
 import csv
+import fnmatch
 import json
 import math
 import sqlite3
@@ -35,6 +36,7 @@ from urllib.parse import unquote, urlparse
 
 from trainer_cli.atomic import read_json, read_json_lines
 from trainer_cli.rundir.layout import METRICS_FILE, RUN_FILE
+from trainer_cli.rundir.summary import Summary
 
 EVENTS_GLOB = "events.out.tfevents.*"
 CSV_FILE = "metrics.csv"  # CSVLogger's
@@ -64,13 +66,34 @@ class Logged:
     """Wall time of the last record."""
     source: str = ""
     """The files read, e.g. ``metrics.jsonl`` or ``TensorBoard event files``; empty when none was found."""
+    extremes: dict[str, tuple[float, float]] = field(default_factory=dict)
+    """``{metric: (lowest, highest)}`` of a summary (:func:`summary`), which has no :attr:`scalars`."""
 
     def best(self, metric: str | None, mode: str) -> float | None:
         """The best value of ``metric`` (``mode`` ``max``: highest; else lowest); None when it was never logged."""
         values = [value for _, value in self.scalars.get(metric or "", [])]
         if not values:
-            return None
+            low_high = self.extremes.get(metric or "")
+            return None if low_high is None else low_high[1 if mode == "max" else 0]
         return max(values) if mode == "max" else min(values)
+
+    def summarized(self) -> Logged:
+        """The same without the curves: each metric's lowest and highest value (:attr:`extremes`)."""
+        extremes = {tag: (min(v for _, v in points), max(v for _, v in points)) for tag, points in self.scalars.items()}
+        return replace(self, scalars={}, extremes={**self.extremes, **extremes})
+
+    def as_json(self) -> dict[str, Any]:
+        """A summary (:meth:`summarized`) as JSON (:meth:`from_json` reads it back)."""
+        return {
+            "extremes": {tag: list(low_high) for tag, low_high in self.summarized().extremes.items()},
+            **{k: getattr(self, k) for k in ("epochs", "steps", "first_time", "last_time", "source")},
+        }
+
+    @classmethod
+    def from_json(cls, data: dict[str, Any]) -> Logged:
+        """The summary that :meth:`as_json` wrote."""
+        extremes = {str(tag): (float(low), float(high)) for tag, (low, high) in data["extremes"].items()}
+        return cls(extremes=extremes, **{k: data[k] for k in ("epochs", "steps", "first_time", "last_time", "source")})
 
 
 SOURCES = ("TensorBoard event files", METRICS_FILE, CSV_FILE, "MLflow's store (run.json)", "wandb-summary.json")
@@ -91,6 +114,39 @@ def read(run_dir: Path) -> Logged:
     return Logged()
 
 
+SUMMARIZED = ("TensorBoard event files", METRICS_FILE, CSV_FILE)
+"""The sources read from the run directory's own files: their summary is kept (:func:`summary`); MLflow's
+store and W&B's files live elsewhere or deeper and are read each time."""
+SUMMARY_PART = "metrics"
+
+
+def _source_file(name: str) -> bool:
+    """Whether :func:`read` may read the run directory's file ``name``."""
+    return name in (METRICS_FILE, CSV_FILE, RUN_FILE) or fnmatch.fnmatch(name, EVENTS_GLOB)
+
+
+def summary(run_dir: Path, kept: Summary | None = None) -> Logged:
+    """What :func:`read` gives, summarized (:meth:`Logged.summarized`: each metric's lowest and highest
+    value, no curves), from the run's summary (:mod:`trainer_cli.rundir.summary`) when the files it came
+    from are unchanged, else read and kept there: a listing decodes no logger's file twice.
+
+    Args:
+        run_dir: The run directory.
+        kept: Its summary, read already (the caller saves it); default: read here and saved.
+    """
+    own = kept or Summary(Path(run_dir))
+    key = own.key(names=_source_file, inodes=False)
+    found = own.get(SUMMARY_PART, key)
+    if isinstance(found, dict):
+        return Logged.from_json(found)
+    logged = read(run_dir).summarized()
+    if logged.source in SUMMARIZED:
+        own.put(SUMMARY_PART, key, logged.as_json())
+        if kept is None:
+            own.save()
+    return logged
+
+
 def why_missing(run_dir: Path, metric: str) -> str:
     """Why ``run_dir`` has no logged value of ``metric``: the files read and the metrics they hold, or
     the files looked for (a sweep trial's failure says it)."""
@@ -102,10 +158,11 @@ def why_missing(run_dir: Path, metric: str) -> str:
     return f"no {metric} in {where}; " + (f"it logged: {', '.join(names)}" if names else "no metric")
 
 
-def best_value(run_dir: Path, metric: str | None, mode: str) -> float | None:
+def best_value(run_dir: Path, metric: str | None, mode: str, kept: Summary | None = None) -> float | None:
     """The best value of ``metric`` a run reached: its newest checkpoint's ``ModelCheckpoint`` score when
     that monitors ``metric`` (:func:`trainer_cli.rundir.layout.best_score`), else the best value it
-    logged (:func:`read`); None without one. Loads the checkpoint's callback states (imports torch)."""
+    logged (:func:`read`; with the run's summary ``kept``, :func:`summary`: the same value); None without
+    one. Loads the checkpoint's callback states (imports torch)."""
     from trainer_cli.rundir.layout import best_score
 
     if metric is None:
@@ -113,7 +170,7 @@ def best_value(run_dir: Path, metric: str | None, mode: str) -> float | None:
     best = best_score(Path(run_dir), metric)
     if best is not None and best.score is not None and not math.isnan(best.score):
         return best.score
-    return read(run_dir).best(metric, mode)
+    return (read(run_dir) if kept is None else summary(run_dir, kept)).best(metric, mode)
 
 
 def recorded(run_dir: Path) -> Logged:

@@ -21,7 +21,7 @@ from jsonargparse import Namespace
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 
-import trainer_cli.callbacks  # noqa: F401 - registers the project's callbacks for short names
+import trainer_cli.callbacks
 import trainer_cli.data  # noqa: F401 - registers the project's data modules for short names
 import trainer_cli.models.classifier  # noqa: F401 - registers the project's models for short names
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
@@ -54,6 +54,8 @@ from trainer_cli.runtime.script import (
     submit_from_script,
 )
 from trainer_cli.runtime.trainer_callbacks import ResumeOnce, added_callbacks
+
+trainer_cli.callbacks.register()  # the project's callbacks, for short names (`class_path: WarmupEMA`)
 
 
 def _has_key(parser: LightningArgumentParser, key: str) -> bool:
@@ -373,6 +375,9 @@ class TrainerCLI(LightningCLI):
             tensorboard = any(isinstance(logger, TensorBoardLogger) for logger in self.trainer.loggers)
             hint = f"\nTensorBoard:   tensorboard --logdir {self.run_dir}" if tensorboard else ""
             print(f"\nRun directory: {self.run_dir}{hint}", flush=True)
+            from trainer_cli.rundir import metrics
+
+            metrics.summary(Path(self.run_dir))  # the listings' summary, once the loggers are closed
 
 
 def verb_cli(verb: str, base: type[TrainerCLI] | None = None) -> type[TrainerCLI]:

@@ -36,9 +36,11 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.job import jobstate
+from trainer_cli.job.cost import NONE as NO_COST
 from trainer_cli.job.cost import Cost, duration_text, hours_text
-from trainer_cli.rundir import goodput, metrics, run_cost
+from trainer_cli.rundir import goodput, metrics, run_cost, summary
 from trainer_cli.rundir import policy as rundir
+from trainer_cli.rundir.layout import LAST_CKPT
 from trainer_cli.sweeps import study as study_of_sweep
 from trainer_cli.sweeps.plan import read_record
 from trainer_cli.tables import print_table
@@ -46,6 +48,7 @@ from trainer_cli.tables import print_table
 RESULTS_CSV = "sweep_results.csv"
 RESULTS_JSON = "sweep_results.json"
 NOT_STARTED = "PENDING"
+CHECKPOINTS_DIR = LAST_CKPT.parent.name
 
 HELP_EPILOG = """\
 examples:
@@ -257,6 +260,50 @@ def _goodput(run_dir: Path, spent: Cost) -> dict[str, Any]:
     return {"goodput": goodput.as_json(measured), "goodput_cell": goodput.cell(measured)}
 
 
+TRIAL_PART = "sweep_trial"
+"""A trial's row in its run's summary (:mod:`trainer_cli.rundir.summary`), keyed by its files (its checkpoints
+included), the metric and its mode: score, epochs and progress; in a sweep run here (no Slurm job) also its
+state, restarts, cost and goodput, which then come from the trial's files alone."""
+_FROM_SLURM = ("state", "restarts", "cost", "cost_cell", "goodput", "goodput_cell")
+
+
+def _rows(record: dict[str, Any], monitor: str | None, mode: str) -> list[dict[str, Any]]:
+    """Each trial's row (without its study state), in the record's order: read from the trial's summary where its
+    files are unchanged since a listing kept it there, else from its files (and Slurm: one ``scontrol`` and one
+    ``sacct`` call for the sweep) and kept. A sweep listed again opens one small file a trial and no checkpoint."""
+    from trainer_cli.job.status import last_epoch_line
+
+    trials = record["trials"]
+    submitted = bool(record.get("job_id"))
+    kept = [summary.Summary(Path(t["run_dir"]), dirs=(*summary.SCANNED_DIRS, CHECKPOINTS_DIR)) for t in trials]
+    keys = [own.key(monitor, mode) for own in kept]
+    rows: list[dict[str, Any]] = []
+    for trial, own, key in zip(trials, kept, keys):
+        run_dir = Path(trial["run_dir"])
+        row = own.get(TRIAL_PART, key)
+        if not isinstance(row, dict):
+            newest = rundir.newest_checkpoint(run_dir)  # epochs done; before the first checkpoint, as logged
+            logs = sorted(run_dir.glob("slurm-*.log"), key=lambda p: p.stat().st_mtime)
+            row = {
+                "score": metrics.best_value(run_dir, monitor, mode, own),
+                "epochs": newest.epochs_done if newest else metrics.summary(run_dir, own).epochs,
+                "progress": last_epoch_line(logs[-1]) if logs else "-",
+            }
+        rows.append({"trial": trial["index"], "values": trial.get("values", {}), **row, "run_dir": str(run_dir)})
+    todo = [i for i, row in enumerate(rows) if submitted or "cost" not in row]
+    chosen = {**record, "trials": [trials[i] for i in todo]}
+    for i, (state, restarts), cost in zip(todo, trial_states(chosen), trial_costs(chosen)):
+        rows[i] |= {"state": state, "restarts": restarts, "cost": cost.as_json(), "cost_cell": cost.cell()}
+        rows[i] |= _goodput(Path(rows[i]["run_dir"]), cost)
+        files_only = not submitted and cost.source == NO_COST  # nothing outside the trial's files
+        part = {k: rows[i][k] for k in ("score", "epochs", "progress", *(_FROM_SLURM if files_only else ()))}
+        kept[i].put(TRIAL_PART, keys[i], json.loads(json.dumps(part, default=str)))
+    for own in kept:
+        own.save()
+    order = ("trial", "values", "score", "state", "restarts", "epochs", "progress", "run_dir")
+    return [{k: row[k] for k in order} | {k: v for k, v in row.items() if k not in order} for row in rows]
+
+
 def collect(sweep_dir: Path) -> dict[str, Any]:
     """Every trial's values, best score, state and progress, best first.
 
@@ -268,8 +315,6 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
     Raises:
         UserError: when ``sweep_dir`` is not a sweep directory.
     """
-    from trainer_cli.job.status import last_epoch_line
-
     record = read_record(sweep_dir)
     trials = record["trials"]
     keys = [axis["key"] for axis in record.get("axes", [])]
@@ -281,32 +326,12 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
     else:
         found = monitor_of(Path(trials[0]["run_dir"]) / "config.yaml") if trials else None
         monitor, mode = found or (None, "min")
-    rows = []
-    spent = trial_costs(record)
-    for trial, (state, restarts), cost in zip(trials, trial_states(record), spent):
-        run_dir = Path(trial["run_dir"])
-        score = metrics.best_value(run_dir, monitor, mode)
-        newest = rundir.newest_checkpoint(run_dir)  # epochs done; before the first checkpoint, as logged
-        logs = sorted(run_dir.glob("slurm-*.log"), key=lambda p: p.stat().st_mtime)
-        rows.append(
-            {
-                "trial": trial["index"],
-                "values": trial.get("values", {}),
-                "score": score,
-                "state": state,
-                "restarts": restarts,
-                "epochs": newest.epochs_done if newest else metrics.read(run_dir).epochs,
-                "progress": last_epoch_line(logs[-1]) if logs else "-",
-                "run_dir": str(run_dir),
-                "cost": cost.as_json(),
-                "cost_cell": cost.cell(),
-                **_goodput(run_dir, cost),
-            }
-        )
+    rows = _rows(record, monitor, mode)
+    for trial, row in zip(trials, rows):
         if study is not None:
             told = in_study.get(trial["index"])
-            rows[-1]["study"] = told.state.name if told is not None else "-"
-            rows[-1]["value"] = told.value if told is not None else None
+            row["study"] = told.state.name if told is not None else "-"
+            row["value"] = told.value if told is not None else None
     sign = -1.0 if mode == "max" else 1.0
     rows.sort(key=lambda r: (r["score"] is None or math.isnan(r["score"]), sign * (r["score"] or 0.0), r["trial"]))
     out: dict[str, Any] = {

@@ -107,7 +107,7 @@ def storage(spec: str) -> Any:
 
     import optuna
 
-    from trainer_cli.callbacks.optuna_pruning import open_storage
+    from trainer_cli.callbacks.optuna_study import open_storage
 
     if "://" not in spec:
         return open_storage(spec)
@@ -161,7 +161,7 @@ def create(study: dict[str, Any], space: Space | None = None) -> Any:
     """
     import optuna
 
-    from trainer_cli.callbacks.optuna_pruning import make_pruner
+    from trainer_cli.callbacks.optuna_study import make_pruner
 
     _quiet_optuna()
     try:
@@ -192,7 +192,7 @@ def load(study: dict[str, Any]) -> Any:
     """
     import optuna
 
-    from trainer_cli.callbacks.optuna_pruning import make_pruner
+    from trainer_cli.callbacks.optuna_study import make_pruner
 
     _quiet_optuna()
     try:
@@ -257,7 +257,7 @@ def tell(created: Any, trial: Any, value: float | None, exit_code: int) -> str:
     import optuna
     from optuna.trial import TrialState
 
-    from trainer_cli.callbacks.optuna_pruning import PRUNED_ATTR
+    from trainer_cli.callbacks.optuna_study import PRUNED_ATTR
 
     attrs = next(t.user_attrs for t in created.get_trials(deepcopy=False) if t.number == trial.number)
     if exit_code == 0 and PRUNED_ATTR in attrs:

@@ -85,6 +85,18 @@ def _sweep(sweep_dir: Path, record: dict[str, Any]) -> sweep_plan.Sweep:
     )
 
 
+_opened: dict[tuple[str, str], Any] = {}
+
+
+def _study(record: dict[str, Any]) -> Any:
+    """The sweep's study, opened once a process: ``next SWEEP_DIR TASK RC`` tells and asks with one replay
+    of the journal (a journal study reads the lines appended since at each access; a database is asked)."""
+    where = (str(record["study"]["storage"]), str(record["study"]["name"]))
+    if where not in _opened:
+        _opened[where] = sweep_study.load(record["study"])
+    return _opened[where]
+
+
 def _counts(loaded: Any) -> tuple[int, int]:
     """``(trials done or under way, trials asked)``: COMPLETE, PRUNED and RUNNING count as done; a
     FAIL does not (a worker asks again), but asks stop at twice the trials wanted."""
@@ -102,7 +114,7 @@ def next_trial(sweep_dir: Path, task: str) -> Path | None:
         return Path(json.loads(flight.read_text())["run_dir"])
     record = sweep_plan.read_record(sweep_dir)
     wanted = int(record["study"]["n_trials"] or len(record["trials"]))
-    loaded = sweep_study.load(record["study"])
+    loaded = _study(record)
     sweep = None
     (sweep_dir / WORKERS_DIR).mkdir(exist_ok=True)
     with locked(sweep_dir / WORKERS_DIR / "asks", timeout_s=600):  # one worker asks at a time
@@ -223,7 +235,7 @@ def tell(sweep_dir: Path, task: str, exit_code: int) -> str:
     if str(jobstate.read(run_dir).get("state")) in REQUEUED_STATES:
         return "REQUEUED"
     record = sweep_plan.read_record(sweep_dir)
-    loaded = sweep_study.load(record["study"])
+    loaded = _study(record)
     asked = next(t for t in loaded.get_trials(deepcopy=False) if t.number == in_flight["trial"])
     value = trial_value(run_dir, record["study"]["metric"], record["study"]["direction"])
     state = sweep_study.tell(loaded, asked, value, exit_code)

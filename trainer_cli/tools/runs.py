@@ -45,8 +45,9 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError, close_matches
+from trainer_cli.job import cost as job_cost
 from trainer_cli.job import jobstate
-from trainer_cli.rundir import attempts, goodput, history, layout, metrics, record, run_cost
+from trainer_cli.rundir import attempts, goodput, history, layout, metrics, record, run_cost, summary
 from trainer_cli.rundir.history import inexact_starts
 from trainer_cli.tables import print_table
 
@@ -71,7 +72,8 @@ examples:
 
 def find_runs(root: Path, discover: bool = False) -> list[Path]:
     """Every folder under ``root`` (``root`` included) holding a ``config.yaml``, in natural order;
-    ``checkpoints``, code snapshots, data, W&B and MLflow folders and hidden ones are not looked into.
+    ``checkpoints``, code snapshots, data, W&B and MLflow folders, hidden ones and a run's
+    ``attempts/`` are not looked into.
 
     Args:
         root: The folder to look under.
@@ -80,14 +82,36 @@ def find_runs(root: Path, discover: bool = False) -> list[Path]:
             without a root, from a project's folder (a script's runs sit where its logger writes, e.g.
             ``lightning_logs/version_0``).
     """
+    return [run_dir for run_dir, _ in _scan(root, discover)]
+
+
+def _scan(root: Path, discover: bool) -> list[tuple[Path, list[tuple[str, int, int, int]]]]:
+    """:func:`find_runs`, each run with its files as :class:`trainer_cli.rundir.summary.Summary` keys them,
+    from one pass over the folders (a listing of 10,000 runs lists each folder once)."""
     found = []
-    for folder, dirs, files in os.walk(root):
-        depth = len(Path(folder).relative_to(root).parts)
-        dirs[:] = [] if discover and depth >= DISCOVERY_DEPTH else dirs
-        dirs[:] = [d for d in dirs if d not in SKIPPED_DIRS and not d.startswith(".")]
-        if CONFIG_FILE in files and (not discover or layout.is_run_dir(Path(folder))):
-            found.append(Path(folder))
-    return sorted(found, key=_natural)
+    pending = [(str(root), 0)]
+    while pending:
+        folder, depth = pending.pop()
+        try:
+            with os.scandir(folder) as listed:
+                entries = list(listed)
+        except OSError:
+            continue
+        names = {e.name for e in entries}
+        is_run = CONFIG_FILE in names and any(e.name == CONFIG_FILE and not e.is_dir() for e in entries)
+        if is_run and discover:
+            is_run = any(name in names for name in layout.RUN_MARKERS) and layout.is_run_dir(Path(folder))
+        if is_run:
+            found.append((Path(folder), summary.files_of(entries)))
+        if discover and depth >= DISCOVERY_DEPTH:
+            continue
+        for entry in entries:
+            name = entry.name
+            if name in SKIPPED_DIRS or name.startswith(".") or (is_run and name in summary.SCANNED_DIRS):
+                continue
+            if entry.is_dir(follow_symlinks=False):  # as os.walk: a link to a folder is not followed
+                pending.append((entry.path, depth + 1))
+    return sorted(found, key=lambda f: _natural(f[0]))
 
 
 def _natural(path: Path) -> list[Any]:
@@ -117,9 +141,11 @@ def _text(value: Any) -> str:
     return str(value)
 
 
-def read_run(run_dir: Path) -> dict[str, Any]:
+def read_run(run_dir: Path, curves: bool = True, kept: summary.Summary | None = None) -> dict[str, Any]:
     """A run's flattened config (its own folder as ``<run>``), state, monitor and best value, epochs,
-    steps, start and duration, and its scalars (for ``--plot``)."""
+    steps, start and duration, and (``curves``) its scalars (for ``--plot``); without ``curves`` each
+    metric's lowest and highest value (``extremes``), from the run's summary where it has one (``kept``:
+    :func:`trainer_cli.rundir.metrics.summary`)."""
 
     from trainer_cli.sweeps.study import monitor_of
 
@@ -137,7 +163,7 @@ def read_run(run_dir: Path) -> dict[str, Any]:
     found = monitor_of(config)
     monitor, mode = found or (None, "min")
     recorded = jobstate.read(run_dir)
-    logged = metrics.read(run_dir)
+    logged = metrics.read(run_dir) if curves else metrics.summary(run_dir, kept)
     starts = history.read(run_dir)
     return {
         "run_dir": str(run_dir),
@@ -152,7 +178,7 @@ def read_run(run_dir: Path) -> dict[str, Any]:
         "duration_s": duration_s(run_dir, logged),
         "logged_from": logged.source or "-",
         "inexact_resumes": inexact_starts(starts),
-        "scalars": logged.scalars,
+        **({"scalars": logged.scalars} if curves else {"extremes": logged.summarized().extremes}),
     }
 
 
@@ -184,7 +210,7 @@ def compare(runs: list[dict[str, Any]], every_key: bool = False) -> list[str]:
 
 
 def collect(
-    roots: list[Path], pattern: str | None = None, every_key: bool = False, discover: bool = False
+    roots: list[Path], pattern: str | None = None, every_key: bool = False, discover: bool = False, curves: bool = False
 ) -> dict[str, Any]:
     """The runs under ``roots`` (their paths under the root matching ``pattern``: a glob, or a part of
     the path when it has no ``*?[``; a glob may match the last part alone), the keys shown and the metric columns.
@@ -194,30 +220,67 @@ def collect(
         pattern: Only the runs whose path under the root matches.
         every_key: Every config key, not only those that differ.
         discover: Look for the launcher's runs only, a few levels deep (:func:`find_runs`).
+        curves: Each run's scalars (``--plot``), read from the logger's files; without, each metric's
+            extremes, from the run's summary where it is up to date (:func:`_rows`).
 
     Raises:
         UserError: for a root that is not a folder.
     """
-    runs = []
+    found = []
     for root in roots:
         if not root.is_dir():
             raise UserError(f"{root}: no such folder (train runs ROOT: a folder of runs, e.g. runs/)")
-        for run_dir in find_runs(root, discover):
+        resolved = root.resolve()  # the folders under it are found without following a link
+        for run_dir, files in _scan(root, discover):
             label = str(run_dir.relative_to(root)) if run_dir != root else run_dir.name
             if pattern and not (_globbed(label, pattern) if any(c in pattern for c in "*?[") else pattern in label):
                 continue
-            runs.append({"run": str(root / label) if run_dir != root else str(run_dir), **read_run(run_dir)})
-    for run, spent in zip(runs, run_cost.costs([Path(r["run_dir"]) for r in runs])):
-        run["cost"] = spent.as_json()
-        run["cost_cell"] = spent.cell()
-        measured = goodput.allocated(Path(run["run_dir"]), spent)
-        run["goodput"] = goodput.as_json(measured)
-        run["goodput_cell"] = goodput.cell(measured)
+            listed = str(root / label) if run_dir != root else str(run_dir)
+            found.append((listed, run_dir, resolved / run_dir.relative_to(root), files))
+    rows = _rows([(run_dir, own, files) for _, run_dir, own, files in found], curves)
+    runs = [{"run": label, "run_dir": str(run_dir), **row} for (label, run_dir, _, _), row in zip(found, rows)]
     shown = list(dict.fromkeys((r["monitor"], r["mode"]) for r in runs if r["monitor"]))
     for run in runs:  # each column its own mode's extreme, whatever the run monitors
-        logged = metrics.Logged(scalars=run["scalars"])
+        logged = metrics.Logged(scalars=run.get("scalars") or {}, extremes=run.get("extremes") or {})
         run["columns"] = {column(m, mode): logged.best(m, mode) for m, mode in shown}
     return {"keys": compare(runs, every_key), "metrics": shown, "runs": runs}
+
+
+ROW_PART = "row"
+
+
+def _rows(found: list[tuple[Path, Path, list[tuple[str, int, int, int]]]], curves: bool) -> list[dict[str, Any]]:
+    """The row of each run (:func:`read_run` without ``run_dir``, its cost and goodput), in one ``sacct``
+    call for the runs that ran in Slurm jobs. Without ``curves``, a row whose run's files are unchanged
+    since a listing kept it in the run's summary (:mod:`trainer_cli.rundir.summary`) is read from there
+    (its cost and goodput too when no Slurm job ran it: they depend on its files alone); the rows read
+    from the files are kept there. ``found``: each run's folder, its path with no link, its files
+    (:func:`_scan`)."""
+    run_dirs = [run_dir for run_dir, _, _ in found]
+    kept = [summary.Summary(run_dir, files) for run_dir, _, files in found] if not curves else []
+    keys = [k.key(str(own)) for k, (_, own, _) in zip(kept, found)]
+    rows: list[dict[str, Any] | None] = [k.get(ROW_PART, key) for k, key in zip(kept, keys)] or [None] * len(run_dirs)
+    for i, run_dir in enumerate(run_dirs):
+        if rows[i] is None:
+            read = read_run(run_dir, curves, kept[i] if kept else None)
+            rows[i] = {k: v for k, v in read.items() if k != "run_dir"}
+    todo = [i for i, row in enumerate(rows) if row is not None and "cost" not in row]
+    for i, spent in zip(todo, run_cost.costs([run_dirs[i] for i in todo])):
+        row = rows[i] or {}
+        measured = goodput.allocated(run_dirs[i], spent)
+        row.update(
+            cost=spent.as_json(),
+            cost_cell=spent.cell(),
+            goodput=goodput.as_json(measured),
+            goodput_cell=goodput.cell(measured),
+        )
+        if kept and spent.source == job_cost.NONE:  # no Slurm job: nothing outside the run's files
+            kept[i].put(ROW_PART, keys[i], json.loads(json.dumps(row, default=str)))
+        elif kept:
+            kept[i].put(ROW_PART, keys[i], {k: v for k, v in row.items() if not k.startswith(("cost", "goodput"))})
+    for own in kept:
+        own.save()
+    return [row or {} for row in rows]
 
 
 def _globbed(label: str, pattern: str) -> bool:
@@ -324,7 +387,7 @@ def main(args: Sequence[str]) -> int:
     parser.add_argument("--plot", metavar="METRIC", help="write METRIC's curves of the runs listed to a PNG")
     parser.add_argument("--plot_file", type=Path, help="the PNG of --plot (default: runs_<METRIC>.png here)")
     opts = parser.parse_args(list(args))
-    found = collect(opts.roots or [Path(".")], opts.name, opts.all, discover=not opts.roots)
+    found = collect(opts.roots or [Path(".")], opts.name, opts.all, discover=not opts.roots, curves=bool(opts.plot))
     if opts.plot:
         path = opts.plot_file or Path(f"runs_{re.sub(r'[^A-Za-z0-9_.-]+', '_', opts.plot)}.png")
         if plot(found, opts.plot, path) is None:
@@ -335,7 +398,7 @@ def main(args: Sequence[str]) -> int:
             raise UserError(f"--plot {opts.plot}: no run listed logged it{hint}")
         print(f"written: {path}", file=sys.stderr if opts.format != "table" else sys.stdout)
     if opts.format == "json":
-        hidden = ("scalars", "cost_cell", "goodput_cell")
+        hidden = ("scalars", "extremes", "cost_cell", "goodput_cell")
         public = {**found, "runs": [{k: v for k, v in r.items() if k not in hidden} for r in found["runs"]]}
         print(json.dumps(public, indent=2, default=str))
         return 0
