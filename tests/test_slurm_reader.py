@@ -241,4 +241,4 @@ def test_the_reference_page_is_the_readers_table() -> None:
     for read in READS.values():
         assert f"`{read.command.replace('|', chr(92) + '|')}`" in built
         assert all(f"`{name}`" in built for name in read.names)
-    assert "| Slurm 22.05 | Slurm 24.11 |" in built and "| yes | not yet |" in built
+    assert "| Slurm 22.05 | Slurm 24.11 |" in built and "| yes | core |" in built
