@@ -131,7 +131,29 @@ def _scale_rows(r: dict[str, Any]) -> list[str]:
         target = f" < {r['target_s']:.0f} s (warm and cold)" if largest else " (no target)"
         met = all(cases[c]["wall_s"] < r["target_s"] for c in ("warm", "cold") if c in cases) if largest else None
         out.append(_row(f"`train runs` over {int(n):,} copied digits runs{target}", figures, met))
+    for n, cases in (r.get("sweep_results") or {}).items():
+        largest = int(n) >= 10_000
+        met = all(c["wall_s"] < r["target_s"] for case, c in cases.items() if case != "no summary") if largest else None
+        target = f" < {r['target_s']:.0f} s" if largest else " (no target)"
+        out.append(_row(f"`sweep-results` over {int(n):,} trials{target}", _cases(cases), met))
+    if ask_tell := r.get("ask_tell") or {}:
+        smallest, largest_n = min(ask_tell, key=int), max(ask_tell, key=int)
+        ratio = ask_tell[largest_n]["wall_s"] / ask_tell[smallest]["wall_s"]
+        told = "; ".join(f"{int(n):,} told {c['wall_s']:.2f} s ({c['cpu_s']:.2f} s CPU)" for n, c in ask_tell.items())
+        met = ratio < 1.5 if int(largest_n) >= 10_000 else None
+        out.append(_row("sweep worker's tell + ask at 10,000 trials told < 1.5x at 100", f"{told}; {ratio:.2f}x", met))
+    for n, cases in (r.get("jobs") or {}).items():
+        met = all(c["wall_s"] < 2.0 for c in cases.values()) if int(n) >= 1_000 else None
+        calls = "; ".join(f"{case}: {c['slurm_calls']}" for case, c in cases.items())
+        target = f"`train jobs` with {int(n):,} registered jobs < 2 s"
+        out.append(_row(target, f"{_cases(cases)}; calls {calls}", met))
     return out
+
+
+def _cases(cases: dict[str, Any]) -> str:
+    """``CASE wall s (CPU s, peak MB)`` of each case, joined."""
+    shown = [f"{case} {c['wall_s']:.2f} s ({c['cpu_s']:.2f} s CPU, {c['peak_mb']:.0f} MB)" for case, c in cases.items()]
+    return "; ".join(shown)
 
 
 def _goodput_rows(r: dict[str, Any]) -> list[str]:
