@@ -21,7 +21,6 @@ from jsonargparse import Namespace
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 from lightning.pytorch.cli import LightningArgumentParser, LightningCLI, SaveConfigCallback
 
-import trainer_cli.callbacks
 import trainer_cli.data  # noqa: F401 - registers the project's data modules for short names
 import trainer_cli.models.classifier  # noqa: F401 - registers the project's models for short names
 import trainer_cli.optim  # noqa: F401 - registers the project's schedulers for short names
@@ -54,8 +53,6 @@ from trainer_cli.runtime.script import (
     submit_from_script,
 )
 from trainer_cli.runtime.trainer_callbacks import ResumeOnce, added_callbacks
-
-trainer_cli.callbacks.register()  # the project's callbacks, for short names (`class_path: WarmupEMA`)
 
 
 def _has_key(parser: LightningArgumentParser, key: str) -> bool:

@@ -8,7 +8,7 @@ from typing import Any
 
 from lightning.pytorch.callbacks import BasePredictionWriter, Callback, ModelCheckpoint
 
-from trainer_cli.callbacks import LastCheckpoint, PredictionCSVWriter, RunSummary
+from trainer_cli.callbacks import LastCheckpoint, PredictionCSVWriter, RunSummary, register
 from trainer_cli.callbacks.attempt_clock import AttemptClock
 from trainer_cli.callbacks.progress import default_progress_bar
 from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
@@ -16,6 +16,8 @@ from trainer_cli.job.requeue_signal import under_slurm_batch
 from trainer_cli.optim.partials import PlainPartials, has_partials
 from trainer_cli.optim.schedule_resume import ScheduleOnResume
 from trainer_cli.runtime.checkpointing import ResumeState
+
+register()  # the project's callbacks imported, for short names in a config (`class_path: WarmupEMA`)
 
 
 def added_callbacks(cli: Any, trainer_config: dict[str, Any], configured: list[Any]) -> list[Any]:
