@@ -105,6 +105,15 @@ def locked(path: Path, timeout_s: float | None = None) -> Iterator[None]:
         kernel.release()
 
 
+@functools.cache
+def _fixes_mode(lock_class: type) -> bool:
+    """Whether ``lock_class`` sets its lock file's mode itself (a ``mode`` default >= 0): asked once."""
+    import inspect
+
+    default = inspect.signature(lock_class).parameters.get("mode")
+    return default is not None and isinstance(default.default, int) and default.default >= 0
+
+
 def _lock_mode(lock_class: type) -> int | None:
     """The ``mode`` to give ``lock_class`` (filelock's ``FileLock``) where it would fix the lock file's mode
     itself: an older filelock (the floor, 3.12, among them) makes every lock file ``0o644`` whatever the
@@ -113,10 +122,7 @@ def _lock_mode(lock_class: type) -> int | None:
     is as ``open`` makes the record beside it. A newer filelock, whose default (-1, tox-dev/filelock#483)
     leaves the mode to the umask and the folder's default ACL, and a system that does not say its umask
     (``/proc/self/status``), get None: filelock's own default."""
-    import inspect
-
-    default = inspect.signature(lock_class).parameters.get("mode")
-    if default is None or not isinstance(default.default, int) or default.default < 0:
+    if not _fixes_mode(lock_class):
         return None
     try:
         status = Path("/proc/self/status").read_text()
