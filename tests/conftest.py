@@ -97,7 +97,7 @@ def pytest_collection_finish(session: pytest.Session) -> None:
     """On an xdist worker under ``--dist loadgroup``: fail the run unless every cluster test's node
     id carries the group (xdist schedules by it; pytest 9.2 with pytest-xdist 3.8 drops it
     silently, and the cluster tests would then run beside each other)."""
-    if not (os.environ.get("PYTEST_XDIST_WORKER") and session.config.getvalue("loadgroup")):
+    if not (hasattr(session.config, "workerinput") and getattr(session.config.option, "dist", "no") == "loadgroup"):
         return
     lost = [item.nodeid for item in session.items if CLUSTER_GROUP in getattr(item, "fixturenames", ()) and not item.nodeid.endswith(f"@{_cluster_group(item)}")]
     if lost:
