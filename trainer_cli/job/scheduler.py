@@ -1,0 +1,84 @@
+"""The scheduler seam: what every engine that runs a submitted run (Slurm, Ray) answers.
+
+The shape TorchX's ``Scheduler``, NeMo-Run's executors and submitit's ``Executor`` converged on:
+``render`` is pure (what ``train submit --dry-run`` prints), ``submit`` queues the draft and returns
+the job id, ``describe`` says what the engine knows of jobs (one call for many), ``logs`` reads a
+job's output, ``cancel`` is idempotent, ``accounting`` lists each attempt of a job with what it held
+and for how long. Requeue, resume, goodput, cost and ``train jobs``/``train runs`` work on the
+:class:`~trainer_cli.job.status.JobStatus` and :class:`~trainer_cli.job.cost.Attempt` values an engine
+returns, whatever produced them.
+
+Engines: :data:`SCHEDULER_NAMES` (``slurm``, the default, and ``ray``); the registry of submitted jobs
+keeps each job's engine (``scheduler`` in its line; a line without it is Slurm's).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from trainer_cli.job.cost import Attempt
+from trainer_cli.job.status import JobStatus
+
+DEFAULT_SCHEDULER = "slurm"
+SCHEDULER_NAMES = ("slurm", "ray")
+"""The engines ``train submit --scheduler NAME`` accepts, the default first."""
+
+
+@dataclass(frozen=True)
+class JobDraft:
+    """A job as an engine would submit it, before anything is queued (pure data).
+
+    Attributes:
+        scheduler: The engine's name (:data:`SCHEDULER_NAMES`).
+        job_name: The job's name as the engine shows it.
+        text: What ``--dry-run`` prints: the sbatch script, or the Ray job's entrypoint and runtime
+            environment.
+        command: The command each task (Slurm) or worker (Ray) runs, as words.
+        run_dir: The run folder the job writes into; None for a dry run, which allocates none.
+        options: The engine's own options (``--slurm.*``, ``--ray.*``), resolved.
+    """
+
+    scheduler: str
+    job_name: str
+    text: str
+    command: tuple[str, ...] = ()
+    run_dir: Path | None = None
+    options: Mapping[str, Any] = field(default_factory=dict)
+
+
+@runtime_checkable
+class Scheduler(Protocol):
+    """An engine that runs submitted runs (see the module docstring)."""
+
+    name: str
+
+    def render(self, spec: Any) -> JobDraft:
+        """The job ``spec`` (the parsed, checked run) would be, queued nothing (pure)."""
+        ...
+
+    def submit(self, draft: JobDraft) -> str:
+        """Queue ``draft``; returns the job id.
+
+        Raises:
+            UserError: when the engine refuses the job (nothing is left queued).
+        """
+        ...
+
+    def describe(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """What the engine says of each job id (one query for all); an id it does not know is absent."""
+        ...
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        """The job's output lines, from the first; with ``follow``, until the job ends."""
+        ...
+
+    def cancel(self, job_id: str) -> None:
+        """Stop the job; a job that already ended (or is unknown) is left as it is (idempotent)."""
+        ...
+
+    def accounting(self, job_ids: Sequence[str]) -> list[Attempt]:
+        """Every attempt of the jobs, oldest first: when it ran, for how long and what it held."""
+        ...
