@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from support import REPO
 
+from trainer_cli.job.slurm_output import job_state
 from trainer_cli.launch import submit as submit_mod
 
 LOCAL_SLURM = REPO / "scripts" / "local-slurm"
@@ -166,7 +167,8 @@ def wait_for_state(job_id: str, states: set[str] = FINAL_STATES, timeout_s: floa
     deadline = time.monotonic() + timeout_s
     state = ""
     while time.monotonic() < deadline:
-        state = scontrol_job(job_id).get("JobState", "")
+        record = scontrol_job(job_id)
+        state = job_state(record) if record.get("JobState") else ""  # 24.11's PREEMPTED end of a completed requeue: COMPLETED
         if state in states:
             return state
         time.sleep(0.25)  # a job's state is one scontrol call: looked at often, a test goes on as the job does

@@ -18,7 +18,7 @@ import pytest
 from support import REPO
 
 from trainer_cli.job import cost, restarts
-from trainer_cli.job.slurm_output import READS, key_values, parsable, reference_table
+from trainer_cli.job.slurm_output import READS, job_state, key_values, parsable, reference_table
 from trainer_cli.launch.cluster import associations_of, parse_cluster, qos_of
 from trainer_cli.launch.reservations import parse_reservations
 
@@ -63,6 +63,26 @@ def test_a_record_missing_a_field_and_one_with_an_unknown_field() -> None:
     assert cost.from_sacct(rows).cell() == "-" and cost.from_sacct(rows).as_json()["cpu_hours"] is None
     # a row with a field more than asked for (a value holding |) is skipped, never read shifted
     assert parsable("a|b|c\nd|e\n", ("X", "Y")) == [{"X": "d", "Y": "e"}]
+
+
+def test_a_preempted_job_that_requeued_and_completed_reads_completed_on_24_11() -> None:
+    """Slurm 24.11 ends a job that was preempted, requeued itself and ran to its end as
+    ``JobState=PREEMPTED ExitCode=0:0 Restarts=1`` (captured: tests/fixtures/slurm-24.11/NOTES.md); the
+    launcher reads it as COMPLETED, in scontrol's record and in sacct's rows alike; a preemption that
+    ended the job stays PREEMPTED."""
+    fixtures = REPO / "tests" / "fixtures" / "slurm-24.11"
+    text = (fixtures / "scontrol-show-job-preempted-requeued-completed.txt").read_text().split("\n", 1)[1]
+    [job] = key_values(text)
+    assert (job["JobState"], job["ExitCode"], job["Restarts"]) == ("PREEMPTED", "0:0", "1")
+    assert job_state(job) == "COMPLETED"
+    assert job_state(job | {"Restarts": "0"}) == "PREEMPTED"  # preempted in its first allocation, not requeued
+    assert job_state(job | {"ExitCode": "0:15"}) == "PREEMPTED"  # killed by the preemption's signal
+    assert job_state(job | {"JobState": "TIMEOUT"}) == "TIMEOUT" and job_state({}) == "UNKNOWN"
+    rows = cost.parse_sacct((fixtures / "sacct-preempted-requeued-completed.txt").read_text().split("\n", 1)[1])
+    newest = cost.newest_rows(rows)["10055"]
+    requeued = sum(r.raw_id == "10055" and r.state == "REQUEUED" for r in rows)
+    assert (newest.state, requeued) == ("PREEMPTED", 1)
+    assert job_state({"JobState": newest.state, "ExitCode": newest.exit_code, "Restarts": str(requeued)}) == "COMPLETED"
 
 
 def test_sacct_rows_by_name() -> None:

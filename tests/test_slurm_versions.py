@@ -33,10 +33,10 @@ CORE = (
     # the checks against the cluster (scontrol show partition/node, sacctmgr)
     "tests/test_slurm_cluster.py::test_cluster_refuses_what_it_cannot_run_before_anything_is_written",
     "tests/test_slurm_cluster.py::test_check_alone_exits_0_or_2_and_writes_nothing",
-    # preemption by Slurm (partition urgent), time limit, resubmission. Not yet here:
-    # test_a_real_preemption_is_told_from_the_time_limit: on 24.11 a job preempted, requeued and then
-    # ending with exit 0 keeps JobState=PREEMPTED (ExitCode=0:0) where 22.05 says COMPLETED
-    # (tests/fixtures/slurm-24.11/NOTES.md, difference 1): the launcher's reading of it is open work
+    # preemption by Slurm (partition urgent), time limit, resubmission (a preempted job that requeued
+    # itself and completed ends JobState=PREEMPTED ExitCode=0:0 on 24.11, read as COMPLETED:
+    # trainer_cli.job.slurm_output.job_state, tests/fixtures/slurm-24.11/NOTES.md)
+    "tests/test_slurm_restarts.py::test_a_real_preemption_is_told_from_the_time_limit",
     "tests/test_slurm_restarts.py::test_preemption_then_time_limit_and_the_cap_names_the_cause",
     "tests/test_slurm_restarts.py::test_resubmit_mode_continues_the_run_as_a_new_job",
     # doctor on two nodes, a drained node named

@@ -244,6 +244,22 @@ def _line_fields(line: str) -> dict[str, str]:
     return fields
 
 
+def job_state(record: dict[str, str]) -> str:
+    """The state of the job one ``scontrol show job`` record (or one ``sacct`` row given as
+    ``JobState``/``ExitCode``/``Restarts``) describes, as the launcher reads it.
+
+    Slurm's ``JobState`` as printed, except one case: Slurm 24.11 leaves ``JobState=PREEMPTED`` on a
+    job that was preempted, requeued and then ran to its end (``ExitCode=0:0``, ``Restarts`` >= 1:
+    tests/fixtures/slurm-24.11/NOTES.md), where 22.05 says ``COMPLETED``; that job completed. A
+    preemption that ended the job (never requeued, or killed: an exit code or a signal) stays ``PREEMPTED``.
+    """
+    state = record.get("JobState") or "UNKNOWN"
+    restarts = record.get("Restarts") or "0"
+    if state == "PREEMPTED" and record.get("ExitCode") == "0:0" and restarts.isdigit() and int(restarts) > 0:
+        return "COMPLETED"
+    return state
+
+
 def key_values(text: str) -> list[dict[str, str]]:
     """Slurm's ``key=value`` output as records, every key kept (the first of a repeated key wins).
 

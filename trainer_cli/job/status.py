@@ -18,7 +18,7 @@ from pathlib import Path
 
 from trainer_cli.job import cost as job_cost
 from trainer_cli.job import jobstate, slurm_commands
-from trainer_cli.job.slurm_output import array_task_ids, time_limit_s
+from trainer_cli.job.slurm_output import array_task_ids, job_state, time_limit_s
 
 UNKNOWN = "UNKNOWN"
 ACTIVE_STATES = {
@@ -76,14 +76,15 @@ def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus
     missing = {job_id: script for job_id, script in wanted if (job_id, script) not in out and "_" not in job_id}
     if missing:  # sacct has no script to match on: its rows are taken for ids scontrol no longer knows
         rows: dict[str, list[dict[str, str]]] = {}
-        for raw, row in job_cost.newest_rows(job_cost.query_sacct(missing) or []).items():
+        every = job_cost.query_sacct(missing) or []
+        for raw, row in job_cost.newest_rows(every).items():
             job_id = raw.split("_")[0]
             if job_id in missing and not any(k[0] == job_id for k in out):
                 rows.setdefault(job_id, []).append(
                     {
                         "JobState": row.state,
                         "RunTime": row.elapsed,
-                        "Restarts": "0",
+                        "Restarts": str(sum(r.raw_id == raw and r.state == "REQUEUED" for r in every)),
                         "ExitCode": row.exit_code,
                         "NodeList": row.nodes,
                     }
@@ -94,7 +95,7 @@ def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus
 
 
 def _summarise(entries: list[dict[str, str]], source: str = "scontrol") -> JobStatus:
-    states = [e.get("JobState", UNKNOWN) for e in entries]
+    states = [job_state(e) for e in entries]
     if len(entries) == 1:
         state = states[0]
     else:
