@@ -24,6 +24,7 @@ import torch
 from lightning.pytorch.trainer.states import TrainerFn
 from lightning.pytorch.utilities.exceptions import SIGTERMException
 
+from trainer_cli.job import context as job_context
 from trainer_cli.job import export, jobstate
 from trainer_cli.rundir.attempts import CHECKPOINT, VALIDATION, Recorder
 from trainer_cli.rundir.layout import ENV_RUN_DIR
@@ -36,14 +37,15 @@ _LAST_END = [0.0]  # when the last fit of this process ended (the next one's sta
 
 
 def attempt_id() -> str:
-    """The id of this start: the one the launching rank exported, else ``<job>.<restart>`` in a Slurm
-    job (every task of the step computes the same), else ``<time>-<pid>`` (exported for the DDP ranks
-    started from here)."""
+    """The id of this start: the one the launching rank exported, else ``<job>.<restart>`` in a
+    scheduler's job (every task of the step computes the same), else ``<time>-<pid>`` (exported for the
+    DDP ranks started from here)."""
     given = os.environ.get(ENV_ATTEMPT)
     if given and not given.endswith(f"-{os.getpid()}"):
         return given
-    if os.environ.get("SLURM_JOB_ID"):
-        value = f"{os.environ['SLURM_JOB_ID']}.{jobstate.policy().count}"
+    job = job_context.current()
+    if job.in_job:
+        value = f"{job.job_id}.{jobstate.policy().count}"
     else:
         value = f"{time.time():.0f}-{os.getpid()}"
     export.export(ENV_ATTEMPT, value)
@@ -143,11 +145,11 @@ class AttemptClock(pl.Callback):
         if stage != "fit" or run_dir is None:
             return
         now = time.time()
-        info: dict[str, Any] = {"node": os.environ.get("SLURMD_NODENAME") or socket.gethostname(), "pid": os.getpid()}
-        info["slurm"] = None
-        if os.environ.get("SLURM_JOB_ID"):
+        context = job_context.current()
+        info: dict[str, Any] = {"node": context.node_name or socket.gethostname(), "pid": os.getpid(), "slurm": None}
+        if context.in_job:  # under the scheduler's name: "slurm" (None outside a job, as the readers expect)
             slurm: dict[str, Any] = {"job_id": jobstate.this_job_id(), "restart": jobstate.policy().count}
-            info["slurm"] = slurm
+            info[str(context.scheduler)] = slurm
             job = jobstate.read(run_dir)  # the batch script's `jobstate start` of this restart: its moment
             if str(job.get("job_id")) == str(slurm["job_id"]) and job.get("restarts") == slurm["restart"]:
                 slurm["script_started"] = _epoch(job.get("started"))

@@ -38,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import read_json, update_json
-from trainer_cli.job import ports, slurm_commands, task_output
+from trainer_cli.job import context, ports, slurm_commands, task_output
 from trainer_cli.job import restarts as restarts_log
 from trainer_cli.job.restarts import ENV_PRIOR_RESTARTS, RestartPolicy
 
@@ -79,7 +79,8 @@ def update(run_dir: Path, **fields: Any) -> dict[str, Any]:
 
 def this_job_id() -> str | None:
     """The id ``train submit`` recorded for the job this process runs in (the array's id for an array task)."""
-    return os.environ.get("SLURM_ARRAY_JOB_ID") or os.environ.get("SLURM_JOB_ID")
+    job = context.current()
+    return job.array_job_id or job.job_id
 
 
 def runs_in(run_dir: Path) -> bool:
@@ -93,8 +94,9 @@ def runs_in(run_dir: Path) -> bool:
 def scontrol_id() -> str | None:
     """The id that names this job alone to ``scontrol`` (``requeue``, ``show job``): ``<array id>_<task id>``
     for a task of a job array (a bare id that is the array's names every task of it), else ``SLURM_JOB_ID``."""
-    array, task = os.environ.get("SLURM_ARRAY_JOB_ID"), os.environ.get("SLURM_ARRAY_TASK_ID")
-    return f"{array}_{task}" if array and task else os.environ.get("SLURM_JOB_ID")
+    job = context.current()
+    array, task = job.array_job_id, job.array_task_id
+    return f"{array}_{task}" if array and task is not None else job.job_id
 
 
 def policy(run_dir: Path | None = None) -> RestartPolicy:
@@ -115,7 +117,7 @@ def started(run_dir: Path) -> dict[str, Any]:
     """Record a start (or restart) of this job, and say it in the log."""
     count = policy().count
     print(
-        f"trainer-cli: job {scontrol_id()} restart {count} on {os.environ.get('SLURM_JOB_NODELIST')} at {_now()}",
+        f"trainer-cli: job {scontrol_id()} restart {count} on {context.current().node_list} at {_now()}",
         flush=True,
     )
     record, now = read(run_dir), _now()
@@ -129,7 +131,7 @@ def started(run_dir: Path) -> dict[str, Any]:
         error=None,
         started=now,
         starts=[*record.get("starts", []), now],  # each attempt's start, for its cost (trainer_cli.rundir.run_cost)
-        node_list=os.environ.get("SLURM_JOB_NODELIST"),
+        node_list=context.current().node_list,
         **first,
     )
 
@@ -259,7 +261,8 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
 
     ``records_dir`` None (a site template without ``TRAINER_CLI_TASK_RECORDS``): only srun's exit
     code is known, so only 0 and :data:`EXIT_REQUEUE` are told apart from a failure."""
-    tasks = restarts_log.env_count(os.environ, "SLURM_NTASKS")
+    job = context.current()
+    tasks = job.world_size if job.world_size_given else 0
     start_timeout_s = restarts_log.env_count(os.environ, restarts_log.ENV_STEP_START_TIMEOUT_S)
     ran_s = _seconds_since(read(run_dir).get("started"))
     records = task_records(records_dir)

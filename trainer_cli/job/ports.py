@@ -5,9 +5,10 @@ Standard library only: the batch script runs it (:mod:`trainer_cli.job.jobstate`
 
 from __future__ import annotations
 
-import os
 import sys
 from typing import Any
+
+from trainer_cli.job import context
 
 MASTER_PORTS = range(10000, 30000)
 """Where the rendezvous port of a job is chosen: below Linux's ephemeral ports (32768-60999), so no
@@ -42,7 +43,7 @@ def master_port(job_id: int, is_free: Any = _port_is_free, tries: int = 64) -> i
 def print_master_port() -> int:
     """Print this job's ``MASTER_PORT`` (``SLURM_JOB_ID``'s, :func:`master_port`), saying so on stderr when its
     own port is taken on this node; returns 0."""
-    job_id = os.environ.get("SLURM_JOB_ID") or "0"
+    job_id = context.current().job_id or "0"
     number = int(job_id) if job_id.isdigit() else 0
     port = master_port(number)
     if port != MASTER_PORTS[number % len(MASTER_PORTS)]:

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import write_atomic
+from trainer_cli.job import context
 
 SIOCGIFADDR = 0x8915  # Linux ioctl: the IPv4 address of an interface
 IFNAME_VARIABLES = ("NCCL_SOCKET_IFNAME", "GLOO_SOCKET_IFNAME")
@@ -122,7 +123,8 @@ class VariablesEnvironment:
 def environment() -> Any:
     """The cluster environment of this task: Lightning's ``SLURMEnvironment`` in a Slurm task (the
     first host of the node list, ``MASTER_PORT``), else :class:`VariablesEnvironment`."""
-    if "SLURM_PROCID" not in os.environ:
+    job = context.current()
+    if job.scheduler != "slurm" or not job.step_rank_given:
         return VariablesEnvironment()
     from lightning.fabric.plugins.environments import SLURMEnvironment
 
@@ -135,7 +137,7 @@ class Report:
 
     def __init__(self, out: Path, rank: str) -> None:
         self.path, self.rank = out / f"rank_{rank}.json", int(rank)
-        self.node = os.environ.get("SLURMD_NODENAME", socket.gethostname())
+        self.node = context.current().node_name or socket.gethostname()
         self.checks: list[dict[str, Any]] = []
         self.current: str | None = None
         self.started = time.monotonic()
@@ -175,9 +177,9 @@ def run_checks(
 
     cpus = len(os.sched_getaffinity(0))
     gpus = torch.cuda.device_count()
-    tasks_here = int(
-        os.environ.get("SLURM_NTASKS_PER_NODE", os.environ.get("LOCAL_WORLD_SIZE", "0")).split("(")[0] or 0
-    )
+    tasks_here = context.current().tasks_per_node
+    if tasks_here is None:  # torchrun's
+        tasks_here = int(os.environ.get("LOCAL_WORLD_SIZE", "0") or 0)
     wants_gpu = os.environ.get("TRAINER_CLI_DOCTOR_GPUS", "0") not in ("", "0")
     visible = os.environ.get("CUDA_VISIBLE_DEVICES")
     devices = f"{cpus} CPU(s), {gpus} GPU(s)" + (f" (CUDA_VISIBLE_DEVICES={visible})" if visible is not None else "")
@@ -322,7 +324,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size_mb", type=float, default=16.0)
     parser.add_argument("--iters", type=int, default=5)
     opts = parser.parse_args(argv)
-    report = Report(opts.out, os.environ.get("SLURM_PROCID", os.environ.get("RANK", "0")))
+    job = context.current()
+    report = Report(opts.out, str(job.rank) if job.step_rank_given else os.environ.get("RANK", "0"))
     report.running("host")
     try:
         run_checks(report, opts.run_root, opts.class_path, opts.timeout_s, opts.size_mb, opts.iters)

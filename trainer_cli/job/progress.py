@@ -48,6 +48,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
+from trainer_cli.job import context
+
 ENV_PROGRESS = "TRAINER_CLI_PROGRESS"
 """Exported by the sbatch template: ``<run>/.progress``, where the ranks note their progress."""
 ENV_STALL_TIMEOUT_S = "TRAINER_CLI_STALL_TIMEOUT_S"
@@ -66,7 +68,7 @@ STALLS_DIR = "stalls"
 
 def node_name() -> str:
     """The Slurm node this process runs on (``SLURMD_NODENAME``; the host name outside Slurm)."""
-    return os.environ.get("SLURMD_NODENAME") or socket.gethostname()
+    return context.current().node_name or socket.gethostname()
 
 
 class Beacon:
@@ -138,7 +140,8 @@ def beacon() -> Beacon | None:
     if not folder:
         return None
     if not _BEACON:
-        rank = os.environ.get("SLURM_PROCID") or os.environ.get("RANK") or "0"
+        job = context.current()
+        rank = str(job.rank) if job.step_rank_given else os.environ.get("RANK") or "0"
         _BEACON.append(Beacon(Path(folder), int(rank) if rank.isdigit() else 0))
     return _BEACON[0]
 
@@ -279,7 +282,7 @@ def act(run_dir: Path, folder: Path, stall: Stall, beats: list[dict[str, Any]], 
     batch script's ``jobstate end`` and kill the step; returns the record."""
     from trainer_cli.job import jobstate, slurm_commands
 
-    job_id = os.environ.get("SLURM_JOB_ID") or "0"
+    job_id = context.current().job_id or "0"
     restart = jobstate.policy().count
     stacks = Path(run_dir) / STALLS_DIR / f"{job_id}-restart{restart}"
     answered = collect_stacks(folder, beats, job_id, stacks)

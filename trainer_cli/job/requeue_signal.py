@@ -18,10 +18,11 @@ against the installed Lightning through a real ``Trainer.fit``.
 
 from __future__ import annotations
 
-import os
 import signal
 import time
 from typing import Any
+
+from trainer_cli.job import context
 
 REQUEUE_SIGNAL = signal.SIGUSR1
 _INTERACTIVE_JOB_NAMES = {"bash", "interactive"}  # as Lightning's SLURMEnvironment.detect() judges them
@@ -30,7 +31,8 @@ _state: dict[str, Any] = {"installed": False, "received": False, "requeued": Fal
 
 def under_slurm_batch() -> bool:
     """Whether this process is a task of a Slurm batch job (not an interactive ``srun --pty bash``)."""
-    return "SLURM_JOB_ID" in os.environ and os.environ.get("SLURM_JOB_NAME") not in _INTERACTIVE_JOB_NAMES
+    job = context.current()
+    return job.scheduler == "slurm" and job.job_name not in _INTERACTIVE_JOB_NAMES
 
 
 def _record(signum: int, frame: Any) -> None:
@@ -104,7 +106,7 @@ def requeue_in_progress() -> bool:
     from trainer_cli.job.jobstate import scontrol_id  # standard library only, too
     from trainer_cli.job.restarts import requeued_by_slurm
 
-    job_id = scontrol_id() or os.environ["SLURM_JOB_ID"]  # an array task: its own record, not every task's
+    job_id = scontrol_id() or context.current().job_id  # an array task: its own record, not every task's
     job = requeued_by_slurm(job_id)
     if job:
         _state["requeued"] = True

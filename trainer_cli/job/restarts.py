@@ -42,7 +42,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.job import slurm_commands
+from trainer_cli.job import context, slurm_commands
 from trainer_cli.job.slurm_output import time_limit_s
 
 EVENTS_FILE = "restarts.jsonl"
@@ -114,15 +114,18 @@ class RestartPolicy:
 
     @classmethod
     def of_job(
-        cls, run_dir: Path | None = None, job_ids: Iterable[str] = (), environ: Mapping[str, str] = os.environ
+        cls, run_dir: Path | None = None, job_ids: Iterable[str] = (), environ: Mapping[str, str] | None = None
     ) -> "RestartPolicy":
         """The policy of the job this process runs in.
 
         Args:
             run_dir: The run directory (its ``restarts.jsonl`` gives the causes); None: :attr:`capped` 0.
             job_ids: The jobs of this submission: this job and those it resubmitted itself from.
-            environ: The job's environment (Slurm's and the template's variables).
+            environ: The job's environment (the scheduler's and the template's variables); None: this
+                process's (its job read by :func:`trainer_cli.job.context.current`).
         """
+        job = context.current() if environ is None else context.JobContext.from_env(environ)
+        environ = os.environ if environ is None else environ
         ids = {str(j) for j in job_ids}
         events = read(run_dir) if run_dir is not None else []
         capped = {
@@ -131,7 +134,7 @@ class RestartPolicy:
             if str(e.get("job_id")) in ids and e.get("action") in RESTART_ACTIONS and e.get("cause") in CAPPED
         }
         cap = environ.get(ENV_MAX_RESTARTS) or ""
-        count = env_count(environ, "SLURM_RESTART_COUNT") + env_count(environ, ENV_PRIOR_RESTARTS)
+        count = job.attempt + env_count(environ, ENV_PRIOR_RESTARTS)
         return cls(count=count, capped=len(capped), cap=int(cap) if cap.isdigit() else None)
 
     @staticmethod
@@ -163,7 +166,7 @@ def requeued_by_slurm(job_id: str | None) -> dict[str, str] | None:
         return None
     job = slurm_commands.show_job(job_id)
     restarts = str(job.get("Restarts"))
-    return job if restarts.isdigit() and int(restarts) > env_count(os.environ, "SLURM_RESTART_COUNT") else None
+    return job if restarts.isdigit() and int(restarts) > context.current().attempt else None
 
 
 def classify(job: dict[str, str], signal_delay_s: int, since_signal_s: float = 0.0) -> tuple[str, int | None]:

@@ -47,6 +47,7 @@ import threading
 import time
 from typing import Any
 
+from trainer_cli.job import context
 from trainer_cli.job.task_output import ENV_TASK_RECORDS
 
 STOP_SIGNALS = (signal.SIGTERM, signal.SIGINT)
@@ -111,7 +112,8 @@ def _take_signals() -> None:
 
 
 def _rank_zero() -> bool:
-    return all(os.environ.get(name, "0") in ("", "0") for name in ("LOCAL_RANK", "SLURM_PROCID", "RANK"))
+    job = context.current()  # the scheduler's rank, then torch.distributed's (Lightning's own DDP processes)
+    return job.rank == 0 and all(os.environ.get(name, "0") in ("", "0") for name in ("LOCAL_RANK", "RANK"))
 
 
 def _received(signum: int) -> None:
@@ -203,7 +205,7 @@ def note(what: str) -> None:
     if not folder:
         return
     try:
-        with open(os.path.join(folder, os.environ.get("SLURM_PROCID", "0")), "a") as record:
+        with open(os.path.join(folder, str(context.current().rank)), "a") as record:
             record.write(f"{time.time():.3f} {what}\n")
     except OSError:
         pass

@@ -16,10 +16,12 @@ report it (:func:`inexact_starts`).
 
 ``kind`` is ``new``, ``resume``, ``extension`` (``trainer.max_epochs`` or ``max_steps`` raised),
 ``shortening`` (lowered, none raised),
-``requeue`` (``SLURM_RESTART_COUNT`` > 0) or ``resubmission`` (another Slurm job than the run's
-last start); for the other verbs it is the verb. ``changes`` are the ``resume:`` lines printed for
-it (:func:`trainer_cli.rundir.resume.compare_for_resume`). ``why`` is the rule that chose the checkpoint
-(:func:`trainer_cli.rundir.policy.resume_checkpoint`), for a start that loads one.
+``requeue`` (a later attempt of the job it runs in: :attr:`JobContext.attempt` > 0) or ``resubmission``
+(another job of the same scheduler than the run's last start); for the other verbs it is the verb. A
+start in a job records it under its scheduler's name (``"slurm"`` above, ``"ray"``). ``changes`` are the
+``resume:`` lines printed for it (:func:`trainer_cli.rundir.resume.compare_for_resume`). ``why`` is the
+rule that chose the checkpoint (:func:`trainer_cli.rundir.policy.resume_checkpoint`), for a start that
+loads one.
 
 ``config.yaml`` always describes the run as it is now: a resume that changes the config keeps the
 earlier file beside it as ``config.prev-<N>.yaml`` (byte for byte, its ``launcher.yaml`` as
@@ -43,6 +45,8 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import append_line, read_json_lines
+from trainer_cli.job import context as job_context
+from trainer_cli.job.context import JobContext
 from trainer_cli.rundir import layout, record
 from trainer_cli.rundir.layout import CONFIG_FILE, read_checkpoint_progress
 from trainer_cli.rundir.resume import RESUME_OPTIONS
@@ -57,17 +61,25 @@ def read(run_dir: Path) -> list[dict[str, Any]]:
     return read_json_lines(run_dir / HISTORY_FILE)
 
 
-def start_kind(verb: str | None, resumed: bool, changes: list[str], previous: list[dict[str, Any]]) -> str:
-    """What this start of the run is (see the module's description)."""
+def start_kind(
+    verb: str | None,
+    resumed: bool,
+    changes: list[str],
+    previous: list[dict[str, Any]],
+    context: JobContext | None = None,
+) -> str:
+    """What this start of the run is (see the module's description); ``context``: the job it runs in
+    (:func:`trainer_cli.job.context.current` by default)."""
     if verb not in ("fit", None):
         return str(verb)
     if not resumed:
         return "new"
-    if int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0:
+    job = context or job_context.current()
+    if job.attempt > 0:
         return "requeue"
-    job = os.environ.get("SLURM_JOB_ID")
-    last_job = next((r.get("slurm", {}).get("job_id") for r in reversed(previous) if r.get("slurm")), None)
-    if job and last_job and job != last_job:
+    key = str(job.scheduler)
+    last_job = next((r[key].get("job_id") for r in reversed(previous) if isinstance(r.get(key), dict)), None)
+    if job.job_id and last_job and job.job_id != last_job:
         return "resubmission"
     longer = [_longer(line) for line in changes if line.split(":", 1)[0] in LENGTH_KEYS]
     if longer:
@@ -97,17 +109,20 @@ def append(
     options: dict[str, Any] | None = None,
     why: str | None = None,
     inexact: dict[str, int] | None = None,
+    context: JobContext | None = None,
 ) -> dict[str, Any]:
     """Append this start's record to ``run_dir/history.jsonl`` (one line, flushed to disk); returns it.
     ``options``: how a resume resumed (``resume_schedule``, ``resume_force``), recorded for a resume only;
     ``why``: the rule that chose its checkpoint; ``inexact``: a resume that replays and skips data (its
-    ``epoch``, ``batches_replayed``, ``batches_skipped``: a plain DataLoader stopped mid-epoch)."""
+    ``epoch``, ``batches_replayed``, ``batches_skipped``: a plain DataLoader stopped mid-epoch);
+    ``context``: the job it runs in (:func:`trainer_cli.job.context.current` by default)."""
+    job = context or job_context.current()
     ckpt = Path(str(ckpt_path)) if ckpt_path and Path(str(ckpt_path)).is_file() else None
     progress = read_checkpoint_progress(ckpt) if ckpt is not None else None
     record: dict[str, Any] = {
         "time": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "verb": verb or "fit",
-        "kind": start_kind(verb, ckpt is not None, changes, read(run_dir)),
+        "kind": start_kind(verb, ckpt is not None, changes, read(run_dir), job),
         "checkpoint": str(ckpt) if ckpt is not None else None,
         "global_step": progress.global_step if progress is not None else 0,
         "changes": list(changes),
@@ -118,11 +133,8 @@ def append(
         record["why"] = why
     if ckpt is not None and inexact:
         record["inexact"] = inexact
-    if os.environ.get("SLURM_JOB_ID"):
-        record["slurm"] = {
-            "job_id": os.environ["SLURM_JOB_ID"],
-            "restart_count": int(os.environ.get("SLURM_RESTART_COUNT") or 0),
-        }
+    if job.in_job:
+        record[str(job.scheduler)] = {"job_id": job.job_id, "restart_count": job.attempt}
     append_line(run_dir / HISTORY_FILE, json.dumps(record))
     return record
 

@@ -13,8 +13,8 @@ each sweep trial, each ``train cv`` fold, and the batch scripts (``slurm/ddp.sba
    ``<cv dir>/fold_<i>``); ``--ckpt_path last|best`` alone takes the newest run of ``<name>`` with a
    checkpoint (:func:`resumable_run`). Every rank agrees on one directory: the process that
    chose it exports ``TRAINER_CLI_RUN_DIR`` for the DDP processes Lightning launches from it, and
-   ranks started together by ``srun`` (several Slurm tasks, no ``--run_dir``) share
-   ``job_<SLURM_JOB_ID>``.
+   ranks the scheduler started together (several tasks of a job, no ``--run_dir``:
+   :attr:`trainer_cli.job.context.JobContext.multi_task`) share ``job_<job id>``.
 2. **Resume** (:func:`resume_checkpoint`): which checkpoint the start loads, and why. **A requeued
    or restarted Slurm job resumes from its run's newest complete checkpoint by global step**
    (``checkpoints/last.ckpt`` or ``hpc_ckpt_<N>.ckpt``), whatever ``--ckpt_path`` it was submitted
@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
+from trainer_cli.job import context as job_context
 from trainer_cli.rundir import history, metrics
 from trainer_cli.rundir.freezing import freeze as freeze
 from trainer_cli.rundir.freezing import git_description as git_description
@@ -137,12 +138,11 @@ def allocate(root: Path, name: str, prefix: str = VERSION_PREFIX, version: str |
             ) from None
 
 
-def slurm_shared_run_dir(root: Path, name: str) -> Path | None:
-    """``root/name/job_<id>`` when this process is one of several tasks ``srun`` started together."""
-    job = os.environ.get("SLURM_JOB_ID")
-    if job and int(os.environ.get("SLURM_NTASKS", "1")) > 1 and "SLURM_PROCID" in os.environ:
-        return experiment_dir(root, name) / f"job_{job}"
-    return None
+def shared_run_dir(root: Path, name: str) -> Path | None:
+    """``root/name/job_<job id>`` when this process is one of several tasks the scheduler started together
+    (:attr:`trainer_cli.job.context.JobContext.multi_task`)."""
+    job = job_context.current()
+    return experiment_dir(root, name) / f"job_{job.job_id}" if job.multi_task else None
 
 
 @dataclass(frozen=True)
@@ -184,7 +184,7 @@ def plan(
        a sweep trial, whose frozen config names its directory, a cv fold);
     3. ``resumed``: ``--ckpt_path last|best`` alone: the newest run of ``name`` with a checkpoint
        (:func:`resumable_run`);
-    4. ``shared``: tasks that ``srun`` started together: ``<name>/job_<SLURM_JOB_ID>``;
+    4. ``shared``: tasks the scheduler started together: ``<name>/job_<job id>``;
     5. ``dry-run``: the next ``version_<N>``, not created (``train submit --dry-run``);
     6. ``lightning``: a user's script's new run: Lightning's ``log_dir`` (``path`` None);
     7. ``new``: a new ``version_<N>``, created atomically, never reused (:func:`allocate`), or
@@ -211,7 +211,7 @@ def plan(
         return Placement(Path(inherited or str(run_dir)), False, "inherited" if inherited else "named")
     if ckpt_path in RUN_CHOICES:
         return Placement(resumable_run(root, name, ckpt_path), False, "resumed")
-    shared = None if submitting else slurm_shared_run_dir(root, name)
+    shared = None if submitting else shared_run_dir(root, name)
     if shared is not None:
         return Placement(shared, False, "shared")
     version = identity["run_id"] if identity else None
@@ -306,8 +306,8 @@ def resume_checkpoint(
         trains: Whether the start trains (``fit``); rules 0-2 but the evaluation's apply to training only.
         named: Whether ``--run_dir`` named the directory (rules 1 and 2 apply to a named run only:
             a DDP process launched into a new run inherits the directory, not its rules).
-        in_job: Whether this start is a Slurm job's (default: ``SLURM_JOB_ID`` is set); ``train
-            submit`` plans a job's start.
+        in_job: Whether this start is a job's (default: :func:`trainer_cli.job.context.current`'s
+            :attr:`~trainer_cli.job.context.JobContext.in_job`); ``train submit`` plans a job's start.
         carried: Whether ``ckpt_path`` is the one the run's ``config.yaml`` held before this start
             (rule 0). Not in a job's own start: there ``config.yaml`` holds what ``train submit``
             decided by this rule.
@@ -315,7 +315,7 @@ def resume_checkpoint(
     Raises:
         UserError: for rule 1 outside a job, or ``last``/``best`` with no such checkpoint in ``run_dir``.
     """
-    in_job = bool(os.environ.get("SLURM_JOB_ID")) if in_job is None else in_job
+    in_job = job_context.current().in_job if in_job is None else in_job
     if named and trains and carried and ckpt_path not in (None, "last") and newest_checkpoint(run_dir) is not None:
         ckpt_path = None  # rule 0: the first start's --ckpt_path, not this one's
     why = f"--ckpt_path {ckpt_path}"

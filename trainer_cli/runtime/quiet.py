@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import functools
 import logging
-import os
 import re
 import warnings
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+
+from trainer_cli.job import context as job_context
 
 
 @dataclass(frozen=True)
@@ -41,7 +42,7 @@ class Silenced:
 
 
 def _outside_slurm_job() -> bool:
-    return not os.environ.get("SLURM_JOB_ID")
+    return job_context.current().scheduler != "slurm"
 
 
 _tuning = False  # inside :func:`tuning`

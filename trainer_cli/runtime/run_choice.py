@@ -6,13 +6,13 @@ refused where they would not resume correctly), ``--ckpt_path last|best`` resolv
 from __future__ import annotations
 
 import copy
-import os
 from pathlib import Path
 from typing import Any, Optional
 
 from jsonargparse import Namespace
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
+from trainer_cli.job import context as job_context
 from trainer_cli.rundir import layout
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir.record import LAUNCHER_KEYS
@@ -49,7 +49,7 @@ def choose(run: Run, cfg: Namespace) -> Path | None:
     carried = (
         run.trains
         and bool(ckpt)
-        and not os.environ.get("SLURM_JOB_ID")
+        and not job_context.current().in_job
         and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt
     )
     resume = rundir.resume_checkpoint(run_dir, ckpt, trains=run.trains, named=bool(cfg.run_dir), carried=carried)

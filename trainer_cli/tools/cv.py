@@ -28,6 +28,7 @@ from trainer_cli import tables
 from trainer_cli.config.keys import Layers
 from trainer_cli.errors import UserError
 from trainer_cli.imports import heavy_import
+from trainer_cli.job import context as job_context
 from trainer_cli.job import export
 from trainer_cli.rundir import discard
 from trainer_cli.rundir import policy as rundir
@@ -95,7 +96,7 @@ def main(args: Sequence[str]) -> int:
 
 
 def choose_cv_dir(cv_dir: str | None, fold: int | None, fit_args: list[str], layers: Layers | None = None) -> Path:
-    """``--cv_dir``; in a Slurm job array ``<root>/<name>/cv/job_<array job id>`` (all tasks agree);
+    """``--cv_dir``; in a job array ``<root>/<name>/cv/job_<array job id>`` (all tasks agree);
     else a new ``<root>/<name>/cv/version_<N>``.
 
     Raises:
@@ -109,7 +110,7 @@ def choose_cv_dir(cv_dir: str | None, fold: int | None, fit_args: list[str], lay
 
     _, cfg = parse_config("fit", fit_args, expand=layers is None, layers=layers)
     base = Path(cfg.trainer.default_root_dir or DEFAULT_ROOT_DIR) / cfg.name / "cv"
-    array_job = os.environ.get("SLURM_ARRAY_JOB_ID")
+    array_job = job_context.current().array_job_id
     if array_job:
         return (base / f"job_{array_job}").absolute()
     if fold is not None:
