@@ -297,7 +297,7 @@ def test_the_layer_rule_sees_an_upward_import(tmp_path: Path) -> None:
 # function holding the call) -> what it imports. A new one is named here, or written so the graph sees it.
 IMPORTS_BY_COMPUTED_NAME = {
     ("trainer_cli.imports", "import_class"): "a class path of a config or a checkpoint (any package's)",
-    ("trainer_cli.config.explain", "_public_classes"): "the module of a class path the user wrote (a hint)",
+    ("trainer_cli.config.class_hints", "public_classes"): "the module of a class path the user wrote (a hint)",
     ("trainer_cli.job.probe", "_code_check"): "the modules of the run's class paths (doctor: does the code import)",
     ("trainer_cli.__main__", "_import_verb"): "a verb's module, named in TARGETS (strings the graph reads)",
     ("trainer_cli.callbacks", "__getattr__"): "a callback's module, named in _MODULES (strings the graph reads)",
