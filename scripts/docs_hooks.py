@@ -46,7 +46,7 @@ def _cell(text: str) -> str:
 
 
 def verbs() -> str:
-    rows = [f"| [`{verb}`](#{verb}) | {_cell(help_)} |" for verb, (_, help_) in VERBS.items()]
+    rows = [f"| [`{verb}`](#{verb}) | {_cell(help_)} |" for verb, help_ in VERBS.items()]
     return "\n".join(["| verb | what it does |", "| --- | --- |", *rows])
 
 
@@ -59,7 +59,7 @@ def helps() -> str:
     parts = []
     with ThreadPoolExecutor(2) as pool:  # each --help is a process of its own (the Lightning verbs' import torch)
         outs = dict(zip(VERBS, pool.map(_help, VERBS)))
-    for verb, (_, help_) in VERBS.items():
+    for verb, help_ in VERBS.items():
         parts.append(f"## `{verb}` {{#{verb}}}\n\n{help_}\n")
         out = outs[verb]
         if out.returncode != 0:

@@ -16,7 +16,7 @@ import forkserver
 import pytest
 from support import CONFIGS, DIGITS, REPO, quiet_args, run_helper, run_train
 
-from trainer_cli.config import explain
+from trainer_cli.config import class_hints, explain
 from trainer_cli.config.verbs import VERBS
 
 SUPPORT = Path(__file__).with_name("bad_input_support.py")
@@ -284,8 +284,8 @@ def test_did_you_mean_draws_from_the_users_package_first(tmp_path: Path, monkeyp
         assert hint.endswith("unknown class 'ClassificationTsk'. Did you mean: mypkg.tasks.ClassificationTask?"), hint
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(tmp_path))
-    assert explain.class_hint("ClassificationTsk", "models") == " Did you mean: mypkg.tasks.ClassificationTask?"
-    assert explain.class_hint("ClassificationTsk", explain._kind_of("trainer.callbacks: Expected a dot import")) == ""
-    hint = explain.class_hint("ClassificationTaskDat", "data")  # the user's first, then the launcher's of the kind
+    assert class_hints.class_hint("ClassificationTsk", "models") == " Did you mean: mypkg.tasks.ClassificationTask?"
+    assert class_hints.class_hint("ClassificationTsk", explain._kind_of("trainer.callbacks: Expected a dot import")) == ""
+    hint = class_hints.class_hint("ClassificationTaskDat", "data")  # the user's first, then the launcher's of the kind
     assert hint == " Did you mean: mypkg.data.ClassificationTaskData, ClassificationDataModule?"
-    assert "Association" not in explain.class_hint("Associaton", None), "a Slurm record is no class a config takes"
+    assert "Association" not in class_hints.class_hint("Associaton", None), "a Slurm record is no class a config takes"

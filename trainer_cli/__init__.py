@@ -9,7 +9,7 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> object:
     """``from trainer_cli import TrainerCLI``: imported on first use (it imports Lightning)."""
     if name == "TrainerCLI":
-        from trainer_cli.runtime.cli import TrainerCLI
+        from trainer_cli.cli import TrainerCLI
 
         return TrainerCLI
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -25,6 +25,29 @@ REQUEUE_VERBS = {"fit", "cv"}  # verbs whose Slurm jobs checkpoint and requeue o
 # verbs whose main takes the request (trainer_cli.config.request.Request) with the precheck's composition
 REQUEST_VERBS = {"submit", "fit-sweep", "cv", "lr-find", "scale-batch-size"}
 
+# verb -> the function it runs, named by ``module:function`` so that nothing is imported until the verb runs
+# (each takes the argument list after the verb, or the request with REQUEST_VERBS, and returns an exit code);
+# the verbs and their help: trainer_cli.config.verbs.VERBS
+TARGETS: dict[str, str] = {
+    "fit": "trainer_cli.runtime.verbs:run_subcommand",
+    "validate": "trainer_cli.runtime.verbs:run_subcommand",
+    "test": "trainer_cli.runtime.verbs:run_subcommand",
+    "predict": "trainer_cli.runtime.verbs:run_subcommand",
+    "lr-find": "trainer_cli.tools.lr_find:main",
+    "scale-batch-size": "trainer_cli.tools.scale_batch_size:main",
+    "cv": "trainer_cli.tools.cv:main",
+    "export": "trainer_cli.tools.export:main",
+    "doctor": "trainer_cli.launch.doctor:main",
+    "submit": "trainer_cli.launch.submit:main",
+    "jobs": "trainer_cli.launch.jobs:main",
+    "cancel": "trainer_cli.launch.jobs:cancel",
+    "sweep-results": "trainer_cli.sweeps.results:main",
+    "runs": "trainer_cli.tools.runs:main",
+    "init": "trainer_cli.launch.init:main",
+    "ls": "trainer_cli.config.listing:main",
+    "completion": "trainer_cli.tools.completion:main",
+}
+
 USAGE = """\
 usage: train <verb> [--config FILE ...] [--key.sub value ...]
 
@@ -50,7 +73,7 @@ $TRAINER_CLI_CONFIG_PATH (os.pathsep-separated).
 def usage() -> str:
     from trainer_cli.tables import format_table
 
-    return USAGE.format(verbs=format_table([(verb, help_) for verb, (_, help_) in VERBS.items()], indent=2))
+    return USAGE.format(verbs=format_table(list(VERBS.items()), indent=2))
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -143,7 +166,7 @@ def _run_verb(verb: str, rest: list[str]) -> int:
         close = difflib.get_close_matches(verb, list(VERBS), n=3)
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
         return report_user_error(UserError(f"unknown verb {verb!r}.{hint} Verbs: {', '.join(VERBS)}."))
-    target, _ = VERBS[verb]
+    target = TARGETS[verb]
     request = Request.of(rest, verb)  # the command line, read once
     if verb == "fit" and request.sweep:  # trials one after another, each a plain `fit` process
         target, verb = "trainer_cli.sweeps.local:main", "fit-sweep"

@@ -2,8 +2,8 @@
 
 A script's import ``from lightning.pytorch.cli import ArgsType, LightningCLI`` (whatever else it names)
 becomes ``from trainer_cli.cli import ArgsType, LightningCLI``: every public name of
-``lightning.pytorch.cli`` is here, the same object, but ``LightningCLI``, which is
-:class:`~trainer_cli.runtime.cli.TrainerCLI` (so is ``TrainerCLI``, the path of earlier versions). The names
+``lightning.pytorch.cli`` is here, the same object, but ``LightningCLI``, which is :class:`TrainerCLI`
+(``from trainer_cli import TrainerCLI`` too). The names
 Lightning defines in that module are imported here; any other it offers (jsonargparse's ``Namespace``,
 ``ActionConfigFile``, Lightning's ``Trainer``, ...) is looked up there when asked for (:func:`__getattr__`).
 """
@@ -26,7 +26,26 @@ from lightning.pytorch.cli import (
     instantiate_class,
 )
 
-from trainer_cli.runtime.cli import TrainerCLI
+from trainer_cli.runtime import cli as _runtime
+
+
+def _submit(*args: Any, **kwargs: Any) -> int:
+    """``python main.py submit ARGS``: :func:`trainer_cli.launch.submit.from_script` (imported when it runs)."""
+    from trainer_cli.launch.submit import from_script
+
+    return from_script(*args, **kwargs)
+
+
+class TrainerCLI(_runtime.TrainerCLI):
+    """:class:`trainer_cli.runtime.cli.TrainerCLI` for a user's script: LightningCLI's verbs and the
+    launcher's ``submit`` (``python main.py submit ARGS``: the script's fit run queued as a Slurm job).
+
+    The package face gives ``submit`` (:attr:`~trainer_cli.runtime.cli.TrainerCLI.script_verbs`): the submit
+    library is a layer above the runtime, which imports nothing of it.
+    """
+
+    script_verbs = {"submit": _submit}
+
 
 LightningCLI = TrainerCLI
 

@@ -21,16 +21,17 @@ if TYPE_CHECKING:
     from trainer_cli.callbacks.progress import EpochLineProgress, ThrottledTQDMProgressBar
     from trainer_cli.callbacks.run_summary import RunSummary
 
+# name -> its module, named in full (the layer test reads these names as imports)
 _MODULES = {
-    "EpochLineProgress": "progress",
-    "FinalCheckpoint": "final_checkpoint",
-    "GradNormMonitor": "grad_norm",
-    "LastCheckpoint": "last_checkpoint",
-    "NonFiniteLoss": "non_finite",
-    "PredictionCSVWriter": "prediction_writer",
-    "RunSummary": "run_summary",
-    "ThrottledTQDMProgressBar": "progress",
-    "WarmupEMA": "ema",
+    "EpochLineProgress": "trainer_cli.callbacks.progress",
+    "FinalCheckpoint": "trainer_cli.callbacks.final_checkpoint",
+    "GradNormMonitor": "trainer_cli.callbacks.grad_norm",
+    "LastCheckpoint": "trainer_cli.callbacks.last_checkpoint",
+    "NonFiniteLoss": "trainer_cli.callbacks.non_finite",
+    "PredictionCSVWriter": "trainer_cli.callbacks.prediction_writer",
+    "RunSummary": "trainer_cli.callbacks.run_summary",
+    "ThrottledTQDMProgressBar": "trainer_cli.callbacks.progress",
+    "WarmupEMA": "trainer_cli.callbacks.ema",
 }
 __all__ = [
     "EpochLineProgress",
@@ -48,7 +49,7 @@ __all__ = [
 def __getattr__(name: str) -> Any:
     if name not in _MODULES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{_MODULES[name]}"), name)
+    value = getattr(importlib.import_module(_MODULES[name]), name)
     globals()[name] = value
     return value
 

@@ -2,7 +2,8 @@
 
 jsonargparse reports a value no type of a key accepts with every Union member's complaint;
 :func:`summarize_union_error` keeps the one that matters. :func:`explain_parse_error` adds close
-matches for unknown keys, options and class names; :func:`as_user_error` maps Lightning,
+matches for unknown keys, options and class names (the classes a name could mean:
+:mod:`trainer_cli.config.class_hints`); :func:`as_user_error` maps Lightning,
 OmegaConf and constructor errors caused by the user's input to a :class:`UserError`. An exception
 raised in the user's own code (their model's ``__init__``, their module's imports, ``setup``) is
 shown as the user's frames and the exception (:func:`user_code_error`), not as a config error.
@@ -10,14 +11,20 @@ shown as the user's frames and the exception (:func:`user_code_error`), not as a
 
 from __future__ import annotations
 
-import importlib
-import inspect
 import re
 import sys
 import traceback
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
+from trainer_cli.config.class_hints import (
+    DOTTED,
+    class_hint,
+    class_options,
+    config_class_paths,
+    public_classes,
+    user_packages,
+)
 from trainer_cli.errors import (
     Origin,
     UserCodeError,
@@ -40,33 +47,6 @@ def _known_keys(parser: Any) -> list[str]:
     return keys
 
 
-def _class_options(class_path: str) -> list[str]:
-    """Constructor argument names of ``class_path`` (empty when it can't be imported)."""
-    try:
-        return [
-            p for p in inspect.signature(import_class(class_path)).parameters if p not in {"self", "args", "kwargs"}
-        ]
-    except Exception:  # noqa: BLE001 - only for a hint
-        return []
-
-
-def _short_names() -> list[str]:
-    """Every short class name a config may use (``train ls``), or the registry's when that is absent."""
-    try:
-        from trainer_cli.config.listing import all_short_names
-    except ImportError:
-        import torch.optim
-
-        from trainer_cli.models.registry import backbone_names
-
-        return (
-            backbone_names()
-            + [n for n in dir(torch.optim) if n[:1].isupper()]
-            + [n for n in dir(torch.optim.lr_scheduler) if n[:1].isupper()]
-        )
-    return list(all_short_names())
-
-
 KIND_OF_KEY = {
     "model": "models",
     "data": "data",
@@ -82,123 +62,6 @@ def _kind_of(message: str) -> str | None:
     head = re.match(r"([A-Za-z_][\w.]*): ", message)
     key = ".".join(p for p in (head.group(1) if head else "").split(".") if p != "init_args" and not p.isdigit())
     return next((kind for prefix, kind in KIND_OF_KEY.items() if key == prefix or key.startswith(prefix + ".")), None)
-
-
-def _config_class_paths(layers: Layers | None) -> list[str]:
-    """The dotted class paths (``class_path:``, ``_target_:``) the command line's config files name."""
-    from trainer_cli.config.compose import load_yaml_file
-
-    files = {file for layer in layers or [] for file, _ in layer.keys.values() if file is not None}
-    found: list[str] = []
-
-    def walk(node: Any) -> None:
-        if isinstance(node, dict):
-            for key, value in node.items():
-                if key in ("class_path", "_target_") and isinstance(value, str) and re.fullmatch(_DOTTED, value):
-                    found.append(value)
-                walk(value)
-        elif isinstance(node, list):
-            for item in node:
-                walk(item)
-
-    for file in sorted(files):
-        try:
-            walk(load_yaml_file(file))
-        except Exception:  # noqa: BLE001 - only for a hint
-            continue
-    return list(dict.fromkeys(found))
-
-
-def _user_packages(named: Sequence[str]) -> list[str]:
-    """The user's top-level packages: of the class paths their configs name, of the script's own module and
-    the user's modules it imported, and the packages in the working folder; those found in the user's own
-    files (:func:`trainer_cli.errors.is_user_file`: not Python's, an installed package's or the launcher's)."""
-    import importlib.util
-    import os
-
-    main = sys.modules.get("__main__")
-    spec = getattr(main, "__spec__", None)
-    names = [p.split(".")[0] for p in named] + ([spec.name.split(".")[0]] if spec and spec.name else [])
-    loaded = [(n, m) for n, m in list(sys.modules.items()) if "." not in n]  # a module's package is loaded too
-    names += [n for n, m in loaded if is_user_file(getattr(m, "__file__", None) or "")]
-    try:
-        here = [e for e in os.scandir() if e.is_dir()]  # the packages in the working folder
-        names += sorted(e.name for e in here if os.path.isfile(os.path.join(e.path, "__init__.py")))
-    except OSError:
-        pass
-    packages = []
-    for name in dict.fromkeys(n for n in names if n.isidentifier() and n != "__main__"):
-        try:
-            found = importlib.util.find_spec(name)
-        except (ImportError, ValueError):
-            continue
-        if found is not None and found.submodule_search_locations and is_user_file(found.origin or ""):
-            packages.append(name)
-    return packages
-
-
-def _user_classes(kind: str | None, layers: Layers | None, name: str = "") -> list[str]:
-    """The dotted paths of the user's classes of ``kind`` (every class without one): those the user's packages
-    (:func:`_user_packages`) and script define (read, not imported) and those their configs name that look
-    like ``name`` (imported to see their kind)."""
-    import importlib.util
-    from pathlib import Path
-
-    from trainer_cli.config.listing import KIND_ROOTS, classes_in, classes_of_file, subclasses
-
-    named = _config_class_paths(layers)
-    classes: dict[str, tuple[list[str], str, str]] = {}
-    for package in _user_packages(named):
-        spec = importlib.util.find_spec(package)
-        for folder in spec.submodule_search_locations or [] if spec else []:
-            classes |= classes_in(Path(folder))
-    script = getattr(sys.modules.get("__main__"), "__file__", None)
-    if script and is_user_file(script) and getattr(sys.modules["__main__"], "__spec__", None) is None:
-        classes |= classes_of_file(Path(script), "__main__")  # `python main.py`: its own classes
-    roots = KIND_ROOTS.get(kind or "")
-    found = subclasses(classes, roots) if roots else sorted(classes)
-    close = set(close_matches(name, {p.rpartition(".")[2] for p in named}))
-    for path in named:  # a class the configs name elsewhere (an installed package's too), of the kind asked for
-        if path in found or path.rpartition(".")[2] not in close:
-            continue
-        try:
-            cls = import_class(path)
-        except Exception:  # noqa: BLE001 - only for a hint
-            continue
-        if inspect.isclass(cls) and (not roots or any(c.__name__ in roots for c in cls.__mro__)):
-            found.append(path)
-    return found
-
-
-def class_hint(name: str, kind: str | None, layers: Layers | None = None) -> str:
-    """`` Did you mean: ...?`` for a class name that resolves to no class of ``kind``: the user's own classes
-    of that kind first (their dotted paths, :func:`_user_classes`), then the launcher's, torch's and
-    Lightning's short names of it (:func:`trainer_cli.config.listing.short_names`); empty without a match."""
-    try:
-        from trainer_cli.config.listing import short_names
-    except ImportError:
-        ours = _short_names()
-    else:
-        ours = short_names(kind)
-    by_name: dict[str, list[str]] = {}
-    for path in _user_classes(kind, layers, name):  # one a short name gives (torch.optim.AdamW): by that name
-        short = path.rpartition(".")[2]
-        shown = short if short in ours and not any(is_user_file(f) for f in _files_of(path)) else path
-        by_name.setdefault(short, []).append(shown)
-    found = [path for short in close_matches(name, by_name) for path in by_name[short]]
-    found += [n for n in close_matches(name, ours) if n not in found and n not in by_name]
-    return f" Did you mean: {', '.join(list(dict.fromkeys(found))[:3])}?" if found else ""
-
-
-def _files_of(path: str) -> list[str]:
-    """The file of the module a dotted class path's module would be loaded from (none when not found)."""
-    import importlib.util
-
-    try:
-        spec = importlib.util.find_spec(path.rpartition(".")[0])
-    except (ImportError, ValueError):
-        return []
-    return [spec.origin] if spec and spec.origin else []
 
 
 def explain_parse_error(
@@ -237,18 +100,18 @@ def explain_parse_error(
     # "Problem with given class_path 'torch.optim.AdamW': ... Option 'lrr' is not accepted" / "Key 'x' is not expected"
     for class_path, body in re.findall(r"class_path '([\w.]+)':\n((?:\s{6,}.*\n?)+)", message):
         for option in dict.fromkeys(re.findall(r"(?:Option|Key) '([\w.]+)' is not (?:accepted|expected)", body)):
-            options = _class_options(class_path)
+            options = class_options(class_path)
             hint = (
                 did_you_mean(option.rpartition(".")[2], options)
                 or f" {class_path.rpartition('.')[2]} takes: {', '.join(options)}."
             )
             extra += f"\n  unknown option {option!r} of {class_path}.{hint}"
     for module, name in dict.fromkeys(re.findall(r"module '([\w.]+)' has no attribute '(\w+)'", message)):
-        hint = did_you_mean(name, _public_classes(module))
+        hint = did_you_mean(name, public_classes(module))
         qualified = hint.replace(": ", f": {module}.").replace(", ", f", {module}.")
         extra += f"\n  unknown class '{module}.{name}'.{qualified or ' See `train ls`.'}"
     for module in dict.fromkeys(re.findall(r"class_path '[\w.]+':\s+No module named '([\w.]+)'", message)):
-        users = _user_packages(_config_class_paths(layers))  # the user's packages first, then any loaded
+        users = user_packages(config_class_paths(layers))  # the user's packages first, then any loaded
         loaded = {m.split(".")[0] for m in sys.modules if not m.startswith("_")}
         close = list(dict.fromkeys([*close_matches(module, users), *close_matches(module, loaded)]))[:3]
         hint = f" Did you mean: {', '.join(close)}?" if close else ""
@@ -262,26 +125,23 @@ def explain_parse_error(
     return summary + extra
 
 
-_DOTTED = r"[A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+"
-
-
 def _given_classes(message: str) -> list[tuple[str, str]]:
     """``(key or "", class path)`` for every class a parse error is about: ``Problem with given
     class_path 'X'``, a ``Given value: X`` that is a dotted path, or one holding ``class_path='X'``."""
     found = [
         (m.group(1) or m.group(2) or "", m.group(3))
         for m in re.finditer(
-            rf'(?:Parser key "([\w.]+)":\s+|([\w.]+): )?Problem with given class_path \'({_DOTTED})\'', message
+            rf'(?:Parser key "([\w.]+)":\s+|([\w.]+): )?Problem with given class_path \'({DOTTED})\'', message
         )
     ]
     if "Subtypes: [<class" not in message:  # a value given to a class-typed key only
         return list(dict.fromkeys(found))
     for line in re.findall(r"^\s*Given value: (.*)$", message, re.M):
-        plain = re.fullmatch(_DOTTED, line.strip())
+        plain = re.fullmatch(DOTTED, line.strip())
         found += (
             [("", plain.group(0))]
             if plain
-            else [("", c) for c in re.findall(rf"class_path['\"]?[=:] ?['\"]({_DOTTED})['\"]", line)]
+            else [("", c) for c in re.findall(rf"class_path['\"]?[=:] ?['\"]({DOTTED})['\"]", line)]
         )
     return list(dict.fromkeys(found))
 
@@ -301,16 +161,6 @@ def user_code_error(err: Exception) -> UserCodeError | None:
     from) was raised in the user's code, else None (see :func:`trainer_cli.errors.user_code_report`)."""
     report = user_code_report(err)
     return UserCodeError(report) if report else None
-
-
-def _public_classes(module: str) -> list[str]:
-    """Class names of an importable module (empty when it can't be imported)."""
-    try:
-        return [
-            n for n, v in vars(importlib.import_module(module)).items() if inspect.isclass(v) and not n.startswith("_")
-        ]
-    except Exception:  # noqa: BLE001 - only for a hint
-        return []
 
 
 _SIMPLE_TYPE_ERROR = re.compile(r"""Parser key "([\w.]+)":\s+Expected an? <class '([\w.]+)'>\. Got value: (.*)""")

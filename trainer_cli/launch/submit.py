@@ -69,7 +69,7 @@ def main(args: Request | list[str]) -> int:
 def from_script(
     args: Request | list[str], cli: tuple[type, tuple[Any, ...], dict[str, Any]], script: str, fixed: Mapping[str, type]
 ) -> int:
-    """``python main.py submit ARGS`` (:data:`trainer_cli.config.verbs.SCRIPT_VERBS`): a fit run of a user's
+    """``python main.py submit ARGS`` (:attr:`trainer_cli.cli.TrainerCLI.script_verbs`): a fit run of a user's
     script, parsed by its own TrainerCLI ``cli`` (its class with its constructor arguments), the job
     running ``script``; ``fixed``: the sections whose class the script fixes (:func:`trainer_cli.launch.fit_job.main`).
 

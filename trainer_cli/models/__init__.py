@@ -7,17 +7,17 @@
 
 from __future__ import annotations
 
-import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from trainer_cli.models.classifier import ImageClassifier
 
 __all__ = ["ImageClassifier"]
-_LAZY = {"ImageClassifier": "trainer_cli.models.classifier"}
 
 
 def __getattr__(name: str) -> Any:
-    if name in _LAZY:
-        return getattr(importlib.import_module(_LAZY[name]), name)
+    if name == "ImageClassifier":
+        from trainer_cli.models.classifier import ImageClassifier
+
+        return ImageClassifier
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

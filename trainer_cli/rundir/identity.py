@@ -9,9 +9,8 @@ the run) continues the same logger run:
 - loggers with a ``version`` (TensorBoard, CSV): ``save_dir``/``name``/``version`` put their files
   straight into the run directory (``version`` = its name, as before);
 - W&B (``WandbLogger``, it has ``id``): ``id`` = the run id (Lightning resumes it with
-  ``resume="allow"``), display name ``<name>/version_<N>``, files under ``<run>/wandb/``; Lightning's
-  class is replaced by its subclass :class:`trainer_cli.runtime.wandb_logger.WandbLogger`, whose W&B step is
-  the global step (it goes on from the checkpoint on resume, where Lightning's starts at 0 again);
+  ``resume="allow"``), display name ``<name>/version_<N>``, files under ``<run>/wandb/`` (the runtime
+  names its subclass of Lightning's class before, whose W&B step is the global step);
 - MLflow (``MLFlowLogger``, it has ``run_id``): MLflow makes its own run id on the first start;
   it is recorded in ``run.json`` (``"mlflow": {tracking_uri: mlflow run id}``) and passed back as
   ``run_id`` when the run resumes; run name ``<name>/version_<N>``. Without a ``tracking_uri``
@@ -184,8 +183,6 @@ def identify_loggers(loggers: list[Any], identity: dict[str, Any]) -> list[str]:
 
 
 def _identify_wandb(item: Any, params: Any, identity: dict[str, Any]) -> None:
-    if item.class_path == "lightning.pytorch.loggers.WandbLogger":  # its step follows the global step
-        item.class_path = "trainer_cli.runtime.wandb_logger.WandbLogger"
     _set(item.init_args, params, version=None, id=identity["run_id"])
     item.init_args.resume = "allow"  # a wandb.init argument: continue the run of that id (None would not)
 

@@ -12,9 +12,10 @@ files and checkpoints.
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from functools import partial
 from pathlib import Path
-from typing import Any, Literal, Optional
+from typing import Any, ClassVar, Literal, Optional
 
 import lightning.pytorch as pl
 from jsonargparse import Namespace
@@ -49,8 +50,8 @@ from trainer_cli.runtime.run import DEFAULT_ROOT_DIR as DEFAULT_ROOT_DIR
 from trainer_cli.runtime.script import (
     _stop_contract,
     as_lightning_cli_does,
+    run_script_verb,
     script_args,
-    submit_from_script,
 )
 from trainer_cli.runtime.trainer_callbacks import ResumeOnce, added_callbacks
 
@@ -127,14 +128,17 @@ class TrainerCLI(LightningCLI):
         **kwargs: LightningCLI's keyword arguments.
     """
 
+    # verb -> function: a user's script's launcher verbs (`python main.py submit`), given by trainer_cli.cli's class
+    script_verbs: ClassVar[dict[str, Callable[..., int]]] = {}
+
     def __init__(
         self, *args: Any, run_directory: Run | None = None, layers: Layers | None = None, **kwargs: Any
     ) -> None:
         workdir.enter()  # a Slurm job run from its code snapshot: relative paths mean what they meant at submit
         # a user's script: its command line, read once (trainer_cli.config.request)
         self.request = of_process() if run_directory is None else Request(None)
-        if run_directory is None and kwargs.get("args") is None and self.request.verb == "submit":
-            raise SystemExit(submit_from_script(type(self), args, kwargs, self.request))
+        if run_directory is None and kwargs.get("args") is None and self.request.verb in self.script_verbs:
+            raise SystemExit(run_script_verb(type(self), args, kwargs, self.request))
         kwargs.setdefault("parser_class", TrainerArgumentParser)
         # config.yaml: the run's record (run.Run.record); in a user's script LightningCLI's own callback
         # writes it where LightningCLI does (the Trainer's log_dir: the run directory there)

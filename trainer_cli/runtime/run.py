@@ -67,7 +67,7 @@ from trainer_cli.rundir import discard, history
 from trainer_cli.rundir import identity as loggers_mod
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir import record as run_records
-from trainer_cli.runtime import run_choice, run_stop
+from trainer_cli.runtime import run_choice, run_stop, wandb_logger
 from trainer_cli.runtime.checkpointing import InterruptCheckpoint, check_checkpoint_file
 from trainer_cli.runtime.lightning_folders import DEFAULT_NAME as DEFAULT_NAME
 from trainer_cli.runtime.lightning_folders import DEFAULT_ROOT_DIR as DEFAULT_ROOT_DIR
@@ -290,6 +290,7 @@ class Run:
         for item in loggers:
             if isinstance(item, Namespace) and "class_path" in item and item.get("init_args") is None:
                 item.init_args = Namespace()
+        wandb_logger.in_place_of_lightnings(loggers)  # its W&B step is the global step, on from a resume
         identity = self._identity = loggers_mod.run_identity(self.path, f"{cfg.name}/{self.path.name}")
         root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR)
         self._mlflow_uris = loggers_mod.point_loggers_at(
@@ -306,6 +307,7 @@ class Run:
         )
         logger = cfg.trainer.get("logger") if "logger" in cfg.trainer else None
         loggers = logger if isinstance(logger, list) else [logger]
+        wandb_logger.in_place_of_lightnings(loggers)
         self._mlflow_uris = loggers_mod.identify_loggers(
             [i for i in loggers if isinstance(i, Namespace)], self._identity
         )

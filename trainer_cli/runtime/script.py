@@ -1,13 +1,12 @@
 """A user's own script with :class:`trainer_cli.runtime.cli.TrainerCLI` (``python main.py fit ...``): its
 command line composed as ``train``'s is, its fixed classes, the stop contract of ``train`` when the
-script is the program, and its ``submit`` verb (the submit library, reached through
-:data:`trainer_cli.config.verbs.SCRIPT_VERBS`)."""
+script is the program, and its launcher verbs (``submit``: the function the public
+:class:`trainer_cli.cli.TrainerCLI` gives, :attr:`~trainer_cli.runtime.cli.TrainerCLI.script_verbs`)."""
 
 from __future__ import annotations
 
-import importlib
 import inspect
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -19,7 +18,6 @@ from lightning.pytorch.cli import LightningCLI, SaveConfigCallback
 from trainer_cli.config.compose import compose_args
 from trainer_cli.config.request import Arg, Request, option
 from trainer_cli.config.run_layers import with_stored_config
-from trainer_cli.config.verbs import SCRIPT_VERBS
 from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.imports import import_class
 from trainer_cli.runtime.guard import _stopped_before_training
@@ -166,11 +164,17 @@ def script_has_verbs(cli_class: type, args: tuple[Any, ...], kwargs: dict[str, A
     return bool(given.get("run", True))
 
 
-def submit_from_script(cli_class: type, args: tuple[Any, ...], kwargs: dict[str, Any], request: Request) -> int:
-    """``python main.py submit ARGS`` for a user's script with TrainerCLI: ``train submit`` with the
-    script's own CLI (its classes, links and defaults) parsing the fit arguments, and the job
-    running ``python main.py fit --config <frozen config>``; returns the exit code. The submit
-    library is the one :data:`trainer_cli.config.verbs.SCRIPT_VERBS` names (imported when it runs)."""
+def run_script_verb(cli_class: type, args: tuple[Any, ...], kwargs: dict[str, Any], request: Request) -> int:
+    """A launcher verb of a user's script with TrainerCLI (``python main.py submit ARGS``: ``train submit``
+    with the script's own CLI, its classes, links and defaults, parsing the fit arguments, and the job
+    running ``python main.py fit --config <frozen config>``); returns the exit code.
+
+    The verb's function is ``cli_class.script_verbs[request.verb]`` (the public :class:`trainer_cli.cli.TrainerCLI`
+    gives ``submit``, from the layer that may import the submit library): it takes the request, the script's
+    CLI (class, positional and keyword arguments), ``script`` (the script's path) and ``fixed`` (the sections
+    whose class the script fixes), and returns an exit code.
+    """
+    verb: Callable[..., int] = cli_class.script_verbs[request.verb]  # type: ignore[attr-defined]
     given = inspect.signature(LightningCLI.__init__).bind_partial(None, *args, **kwargs).arguments
     fixed = _fixed_classes(
         given.get("model_class"),
@@ -178,10 +182,8 @@ def submit_from_script(cli_class: type, args: tuple[Any, ...], kwargs: dict[str,
         bool(given.get("subclass_mode_model", False)),
         bool(given.get("subclass_mode_data", False)),
     )
-    module, _, function = SCRIPT_VERBS["submit"].partition(":")
-    submit = getattr(importlib.import_module(module), function)
     try:
         script = str(Path(str(request.script)).absolute())
-        return int(submit(request, (cli_class, args, kwargs), script=script, fixed=fixed))
+        return int(verb(request, (cli_class, args, kwargs), script=script, fixed=fixed))
     except UserError as err:
         return report_user_error(err)

@@ -1,5 +1,5 @@
 """The verb runner of ``train fit|validate|test|predict``: a :class:`trainer_cli.runtime.cli.TrainerCLI`
-built for one verb and run (:func:`run_subcommand`, the functions :data:`trainer_cli.config.verbs.VERBS`
+built for one verb and run (:func:`run_subcommand`, the functions :data:`trainer_cli.__main__.TARGETS`
 names), and the parse of a verb's command line that builds nothing (:func:`parse_config`,
 :class:`ConfigParser`: ``train submit``, sweeps, cross-validation)."""
 

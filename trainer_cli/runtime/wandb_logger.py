@@ -7,8 +7,9 @@ resumed offline run is synced). Here every ``run.log`` gets ``step=<global step>
 step is W&B's step, the first part and the resumed part form one increasing series, and rows logged
 at one step (training metrics, the learning rate, validation at an epoch end) are one row.
 
-:func:`trainer_cli.rundir.identity.point_loggers_at` puts this class in place of Lightning's (a subclass: the
-same arguments) for every run of the launcher.
+:func:`in_place_of_lightnings` puts this class in place of Lightning's (a subclass: the same arguments) in the
+logger configs of every run of the launcher (:class:`trainer_cli.runtime.run.Run`), before they are given the
+run's identity (:mod:`trainer_cli.rundir.identity`).
 """
 
 from __future__ import annotations
@@ -38,3 +39,11 @@ class WandbLogger(LightningWandbLogger):
         if step < run.step:  # after a resume, before the checkpoint's step: W&B would drop it with a warning
             return
         run.log(dict(named, **{"trainer/global_step": step}), step=step)
+
+
+def in_place_of_lightnings(loggers: list[Any]) -> None:
+    """Name this class in place of Lightning's ``WandbLogger`` in the logger configs ``loggers``
+    (``class_path``/``init_args`` namespaces; others are left as they are)."""
+    for item in loggers:
+        if hasattr(item, "get") and item.get("class_path") == LIGHTNING_CLASS:
+            item.class_path = CLASS_PATH

@@ -60,12 +60,11 @@ OWN_OPTIONS = ("lr-find", "scale-batch-size", "export", "runs", "jobs", "init")
 
 def own_options(verb: str) -> list[str]:
     """The ``--keys`` that ``train <verb> --help`` lists for a verb with a parser of its own (:data:`OWN_OPTIONS`)."""
-    import importlib
+    from trainer_cli.launch import init, jobs
+    from trainer_cli.tools import export, lr_find, runs, scale_batch_size
 
-    from trainer_cli.config.verbs import VERBS
-
-    module, _, function = VERBS[verb][0].partition(":")
-    main = getattr(importlib.import_module(module), function)
+    mains = {"lr-find": lr_find.main, "scale-batch-size": scale_batch_size.main, "export": export.main}
+    main = (mains | {"runs": runs.main, "jobs": jobs.main, "init": init.main})[verb]
     text = io.StringIO()
     with contextlib.redirect_stdout(text), contextlib.suppress(SystemExit):
         main(["--help"])
