@@ -1,6 +1,6 @@
 """The scheduler seam's Slurm engine (trainer_cli.schedulers.slurm.SlurmScheduler) on the real local
 cluster: render is pure and is `train submit --dry-run`'s text; submit queues a short digits run;
-describe follows it to COMPLETED; logs has its epoch line; accounting has its attempt with the CPUs
+describe follows it to COMPLETED; logs has its lines; accounting has its attempt with the CPUs
 Slurm allocated; cancel leaves an ended job as it is and cancels a held one.
 """
 
@@ -42,36 +42,60 @@ def test_the_slurm_engine_is_a_scheduler() -> None:
         engine("pbs")
 
 
-def test_render_submit_describe_logs_accounting_cancel(
+def _args(root: Path, *extra: str) -> list[str]:
+    return [
+        "--config", DIGITS, "--config", LOCAL_PROFILE, *quiet_args(root), "--trainer.devices", "1",
+        "--trainer.limit_train_batches", "3", "--trainer.limit_val_batches", "1", "--slurm.time", "00:05:00", *extra,
+    ]  # fmt: skip
+
+
+def test_render_is_the_dry_run_and_a_held_job_is_cancelled(
     slurm_cluster: None,  # noqa: F811
     tmp_path: Path,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
+    """The short one: render writes nothing and is --dry-run's text; a held job, submitted, waits
+    (PENDING), is cancelled, and a second cancel (and one of an unknown id) is a no-op."""
     monkeypatch.chdir(tmp_path)  # outside a git work tree: no code snapshot to take
     root = tmp_path / "runs"
-    args = [
-        "--config", DIGITS, "--config", LOCAL_PROFILE, *quiet_args(root), "--trainer.devices", "1",
-        "--trainer.limit_train_batches", "3", "--trainer.limit_val_batches", "1", "--slurm.time", "00:05:00",
-    ]  # fmt: skip
     slurm = SlurmScheduler()
-
     before = _files(tmp_path, registry_file().parent)
-    draft = slurm.render(args)
+    draft = slurm.render(_args(root, "--slurm.extra_sbatch", '["--hold"]'))
     assert _files(tmp_path, registry_file().parent) == before, "a render writes nothing"
     assert draft.run_dir is None and draft.scheduler == "slurm" and draft.command[0] == "sbatch"
-    code, printed = train_submit(*args, "--dry-run")
+    code, printed = train_submit(*_args(root, "--slurm.extra_sbatch", '["--hold"]'), "--dry-run")
     assert code == 0 and printed == draft.text + "\n", "the draft is what --dry-run prints"
 
-    job_id = slurm.submit(draft)
-    (rec,) = [r for r in read_registry(root) if r["job_id"] == job_id]
+    held = slurm.submit(draft)
+    (rec,) = [r for r in read_registry(root) if r["job_id"] == held]
     assert rec["scheduler"] == "slurm"
+    assert _until(slurm, held, {"PENDING"}, 30).run_dir == rec["run_dir"]
+    slurm.cancel(held)
+    assert _until(slurm, held, {"CANCELLED"}, 60).state == "CANCELLED"
+    slurm.cancel(held)  # twice: a no-op
+    slurm.cancel("99999999")  # unknown: nothing to cancel
+
+
+def test_a_digits_job_is_described_logged_and_accounted(
+    slurm_cluster: None,  # noqa: F811
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A short digits run submitted through the engine: COMPLETED, its log's lines, its one attempt
+    with the CPUs Slurm allocated, and a cancel of the ended job that leaves it as it is."""
+    monkeypatch.chdir(tmp_path)
+    root = tmp_path / "runs"
+    slurm = SlurmScheduler()
+    job_id = slurm.submit(slurm.render(_args(root)))
+    (rec,) = [r for r in read_registry(root) if r["job_id"] == job_id]
     done = _until(slurm, job_id, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
     run_dir = Path(rec["run_dir"])
     log = run_dir / f"slurm-{job_id}.log"
     assert done.state == "COMPLETED", log.read_text()[-3000:]
     assert done.run_dir == str(run_dir)
     lines = list(slurm.logs(job_id))
-    assert any(line.startswith("epoch 1/1 ") for line in lines), lines[-20:]
+    assert "Initializing distributed: GLOBAL_RANK: 0, MEMBER: 1/1" in lines, lines[-20:]
+    assert lines[-2] == f"Run directory: {run_dir}", lines[-20:]
     assert lines == log.read_text().splitlines()
 
     allocated = float(scontrol_job(job_id)["NumCPUs"])
@@ -82,11 +106,4 @@ def test_render_submit_describe_logs_accounting_cancel(
     assert attempts[0].elapsed_s > 0
 
     slurm.cancel(job_id)  # ended: left as it is
-    slurm.cancel("99999999")  # unknown: nothing to cancel
     assert slurm.describe([job_id])[job_id].state == "COMPLETED"
-
-    held = slurm.submit(slurm.render([*args, "--name", "held", "--slurm.extra_sbatch", '["--hold"]']))
-    assert _until(slurm, held, {"PENDING"}, 30).state == "PENDING"
-    slurm.cancel(held)
-    assert _until(slurm, held, {"CANCELLED"}, 60).state == "CANCELLED"
-    slurm.cancel(held)  # twice: a no-op
