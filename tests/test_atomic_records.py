@@ -13,6 +13,7 @@ import pytest
 from trainer_cli.atomic import append_line, read_json, update_json, write_atomic
 from trainer_cli.job import jobstate
 from trainer_cli.launch import submissions
+from trainer_cli.schedulers import engines
 
 WORKERS, INCREMENTS = 4, 40
 
@@ -121,7 +122,7 @@ def test_a_full_registry_rotates_and_the_newest_jobs_come_from_the_newest_segmen
     newest = submissions.read_registry(enough=lambda read: sizes.append(len(read)) is None and len(read) >= 3)
     assert newest[-3:] == every[-3:] and len(newest) < 10 and sizes[-1] >= 3
 
-    assert jobs.main(["--last", "3"]) == 0
+    assert jobs.main(["--last", "3"], engines()) == 0
     listed = [line.split()[0] for line in capsys.readouterr().out.splitlines()[1:]]
     assert listed == ["1027", "1028", "1029"]
     assert jobs.find_run(None, "1000")["run_dir"] == str(tmp_path / "runs" / "r0"), "an archived job is still found"

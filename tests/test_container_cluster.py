@@ -36,6 +36,7 @@ from test_slurm_cluster import _submit
 from trainer_cli.job import restarts
 from trainer_cli.launch import jobs
 from trainer_cli.launch.container import HELPERS_DIR
+from trainer_cli.schedulers import engines
 
 
 def _container_args(image: Path) -> list[str]:
@@ -91,7 +92,7 @@ def test_a_job_whose_container_cannot_start_fails_after_one_allocation(
     assert "$USER not set" not in text and "stopped by Slurm" not in text, text[-3000:]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main(["--root", str(tmp_path)]) == 0
+        assert jobs.main(["--root", str(tmp_path)], engines()) == 0
     row = next(line for line in out.getvalue().splitlines() if line.startswith(job_id))
     assert " FAILED " in row and "failed before training: ch-run[" in row and cause in row, row
 

@@ -35,6 +35,7 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
 from trainer_cli.job import cost
 from trainer_cli.launch import jobs
 from trainer_cli.rundir import run_cost
+from trainer_cli.schedulers import engines
 from trainer_cli.sweeps import results
 from trainer_cli.tools import runs
 
@@ -199,7 +200,7 @@ def test_train_runs_shows_the_estimate_of_a_run_without_accounting(tmp_path: Pat
 def _train_jobs_json(root: Path, run: str) -> dict:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main(["--root", str(root), run, "--json"]) == 0
+        assert jobs.main(["--root", str(root), run, "--json"], engines()) == 0
     return json.loads(out.getvalue())
 
 
@@ -220,7 +221,7 @@ def assert_cost_matches_sacct(root: Path, job_id: str, run_dir: Path, attempts: 
     assert shown["jobs"][0]["job"] == job_id and shown["jobs"][0]["state"] == "COMPLETED"
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main(["--root", str(root), str(run_dir)]) == 0
+        assert jobs.main(["--root", str(root), str(run_dir)], engines()) == 0
     block = next(line for line in out.getvalue().splitlines() if line.startswith("cost: "))
     assert f"{cost.hours_text(figures['cpu_hours'])} CPU-h" in block and f"over {attempts} attempt(s)" in block and "(from sacct)" in block, block
     listed = runs.collect([run_dir])["runs"][0]["cost"]

@@ -36,6 +36,7 @@ from trainer_cli.job import restarts
 from trainer_cli.job.status import query_slurm
 from trainer_cli.launch import jobs
 from trainer_cli.rundir import attempts, goodput, history
+from trainer_cli.schedulers import engines
 from trainer_cli.tools import runs
 
 EPOCHS, BATCHES, STALL_TIMEOUT_S = 6, 10, 6  # 1,257 digits / (64 x 2 ranks): 10 batches an epoch
@@ -60,10 +61,10 @@ def _wait_training(run_dir: Path, count: int, past: int, timeout_s: float = 240)
 def _text_and_json(root: Path, run_dir: Path) -> tuple[str, dict]:
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main(["--root", str(root), str(run_dir)]) == 0
+        assert jobs.main(["--root", str(root), str(run_dir)], engines()) == 0
     shown = io.StringIO()
     with contextlib.redirect_stdout(shown):
-        assert jobs.main(["--root", str(root), str(run_dir), "--json"]) == 0
+        assert jobs.main(["--root", str(root), str(run_dir), "--json"], engines()) == 0
     return out.getvalue(), json.loads(shown.getvalue())
 
 

@@ -14,12 +14,21 @@ from datetime import datetime
 from pathlib import Path
 
 import pytest
-from slurm_support import LOCAL_PROFILE, counting_slurm_path, job_id_from, scontrol_job, slurm_cluster, train_submit, wait_for_state  # noqa: F401 - a fixture
+from slurm_support import (  # noqa: F401 - a fixture
+    LOCAL_PROFILE,
+    counting_slurm_path,
+    job_id_from,
+    scontrol_job,
+    slurm_cluster,
+    train_submit,
+    wait_for_state,
+)
 from support import DIGITS, run_train
 
 from trainer_cli.job.slurm_output import array_task_ids, key_values
 from trainer_cli.launch.job_detail import detail
 from trainer_cli.launch.pending import reason_words, start_estimate, why_pending
+from trainer_cli.schedulers import engines
 
 
 @pytest.mark.parametrize("reason,words", [
@@ -125,7 +134,7 @@ def test_a_job_slurm_forgot_shows_its_recorded_cause(tmp_path: Path, monkeypatch
     (run_dir / "job.json").write_text(json.dumps({"job_id": "777", "state": "FAILED", "exit_code": 3, "restarts": 0}))
     (run_dir / "slurm-777.log").write_text("epoch 1/4  train/loss 0.9000  val/loss 0.8000  val/acc 0.5000  1.0 s  9.5 steps/s\nTraceback ...\n")
     monkeypatch.setenv("PATH", str(tmp_path / "no-slurm-here"))
-    (row,) = jobs.job_rows([{"job_id": "777", "job_name": "digits", "run_dir": str(run_dir)}])
+    (row,) = jobs.job_rows([{"job_id": "777", "job_name": "digits", "run_dir": str(run_dir)}], engines())
     assert row[:3] == ("777", "FAILED", "0") and row[4] == "failed: exit code 3; epoch 1/4 val/loss 0.8000 val/acc 0.5000 9.5 steps/s", row
 
 

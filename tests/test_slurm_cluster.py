@@ -40,6 +40,7 @@ from test_cost import assert_cost_matches_sacct
 
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobs, submissions
+from trainer_cli.schedulers import engines
 
 SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2", "--slurm.time", "00:10:00"]
 
@@ -99,7 +100,7 @@ def test_train_jobs_lists_states(ddp_jobs: dict[str, tuple[str, Path, str]]) -> 
     job_id, run_dir, _ = ddp_jobs["2x2"]
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main(["--root", str(run_dir.parents[1])]) == 0
+        assert jobs.main(["--root", str(run_dir.parents[1])], engines()) == 0
     line = next(row for row in out.getvalue().splitlines() if row.startswith(job_id + " "))
     assert "COMPLETED" in line and str(run_dir / f"slurm-{job_id}.log") in line
 
@@ -227,7 +228,7 @@ def test_train_jobs_reads_the_run_once_slurm_forgot_the_job(early_signals: tuple
     registry.write_text("".join(json.dumps(r | {"job_id": forgotten}) + "\n" for r in lines if r["job_id"] == job_id))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main(["--root", str(root)]) == 0
+        assert jobs.main(["--root", str(root)], engines()) == 0
     row = next(r for r in out.getvalue().splitlines() if r.startswith(forgotten + " ")).split()
     assert row[1:3] == ["COMPLETED", "2"], out.getvalue()
 
@@ -425,7 +426,7 @@ def test_percent_in_the_name_is_not_expanded_by_slurm(one_task_job: tuple[str, P
     assert (run_dir / f"slurm-{job_id}.log").is_file(), sorted(p.name for p in run_dir.iterdir())
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main(["--root", str(root)]) == 0
+        assert jobs.main(["--root", str(root)], engines()) == 0
     line = next(row for row in out.getvalue().splitlines() if row.startswith(job_id + " "))
     assert "COMPLETED" in line and str(run_dir / f"slurm-{job_id}.log") in line
 
@@ -479,12 +480,12 @@ def test_train_jobs_asks_slurm_once_for_20_jobs_then_tails_and_cancels(slurm_clu
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.cancel([str(sleeper_run), "--root", str(root)]) == 0
+        assert jobs.cancel([str(sleeper_run), "--root", str(root)], engines()) == 0
     assert f"cancelled job(s) {sleeper}" in out.getvalue()
     assert wait_for_state(sleeper, timeout_s=60) == "CANCELLED"
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main(["--root", str(root), "--tail", str(sleeper_run)]) == 0
+        assert jobs.main(["--root", str(root), "--tail", str(sleeper_run)], engines()) == 0
     assert "epoch 1/1  train/loss 0.5000" in out.getvalue()
 
 

@@ -40,13 +40,14 @@ from trainer_cli.job import restarts
 from trainer_cli.job.slurm_output import time_limit_s
 from trainer_cli.launch import jobs
 from trainer_cli.rundir import run_cost
+from trainer_cli.schedulers import engines
 
 
 def _train_jobs(root: Path) -> dict[str, str]:
     """``train jobs --root ROOT``: its rows by job id."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main(["--root", str(root)]) == 0
+        assert jobs.main(["--root", str(root)], engines()) == 0
     return {line.split()[0]: line for line in out.getvalue().splitlines()[1:]}
 
 
@@ -149,11 +150,11 @@ def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_p
     assert jobs.find_run(tmp_path, job_id) == jobs.find_run(tmp_path, new_id) == jobs.find_run(tmp_path, str(run_dir))
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main(["--root", str(tmp_path), "--tail", job_id]) == 0
+        assert jobs.main(["--root", str(tmp_path), "--tail", job_id], engines()) == 0
     assert "restart 1 on" in out.getvalue()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):  # the jobs have ended: scancel accepts them and does nothing
-        assert jobs.cancel([job_id, "--root", str(tmp_path)]) == 0
+        assert jobs.cancel([job_id, "--root", str(tmp_path)], engines()) == 0
     assert f"cancelled job(s) {new_id}, {test_id} of {run_dir}" in out.getvalue()
 
 

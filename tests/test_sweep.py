@@ -35,6 +35,7 @@ from support import DIGITS, quiet_args, run_train
 from trainer_cli import plots
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobs
+from trainer_cli.schedulers import engines
 from trainer_cli.sweeps import results
 from trainer_cli.sweeps.space import take_sweep_args
 
@@ -245,7 +246,7 @@ def test_tail_names_one_task_of_a_sweeps_array(tmp_path: Path) -> None:
     assert jobs.sweep_task(tmp_path, "41_3") is None and jobs.sweep_task(tmp_path, "41") is None
     for whole, told in (("41", "`train jobs --tail 41_0`"), ("52", "`train jobs --tail 52_0`")):
         with pytest.raises(UserError, match=told):
-            jobs.tail(tmp_path, whole)
+            jobs.tail(tmp_path, whole, engines())
 
 
 # -- train submit --sweep on the local cluster -------------------------------------------------
@@ -283,13 +284,13 @@ def test_grid_of_ddp_trials_completes_as_one_job_array(slurm_cluster: None, tmp_
     assert_sweep_picture(sweep_dir, table, 4)
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main(["--root", str(tmp_path)]) == 0
+        assert jobs.main(["--root", str(tmp_path)], engines()) == 0
     rows = [line.split() for line in out.getvalue().splitlines()[1:]]
     assert sorted(r[0] for r in rows) == [f"{job_id}_{i}" for i in range(4)] and all(r[1] == "COMPLETED" for r in rows), out.getvalue()
     (sweep_dir / "sweep_results.csv").unlink()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main([str(sweep_dir)]) == 0  # `train jobs SWEEP_DIR`: the same table
+        assert jobs.main([str(sweep_dir)], engines()) == 0  # `train jobs SWEEP_DIR`: the same table
     assert out.getvalue().count("COMPLETED") == 4 and (sweep_dir / "sweep_results.csv").is_file()
 
 

@@ -35,6 +35,7 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
 from support import DIGITS, every_epoch_last_checkpoint, quiet_args
 
 from trainer_cli.launch import jobs
+from trainer_cli.schedulers import engines
 from trainer_cli.sweeps import results, study
 
 EPOCHS, BATCHES, TRIALS, WORKERS = 4, 5, 12, 3
@@ -104,6 +105,6 @@ def test_twelve_trials_three_workers_ddp_trials_one_preempted(
     assert {r["trial"]: r["restarts"] for r in table["rows"]} == {n: int(n == preempted_number) for n in range(TRIALS)}
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main(["--root", str(tmp_path)]) == 0  # `train jobs`: the workers' tasks, each COMPLETED
+        assert jobs.main(["--root", str(tmp_path)], engines()) == 0  # `train jobs`: the workers' tasks, each COMPLETED
     rows = [line.split() for line in out.getvalue().splitlines()[1:]]
     assert {(r[0], r[1]) for r in rows} == {(f"{job_id}_{i}", "COMPLETED") for i in range(WORKERS)}, out.getvalue()

@@ -32,6 +32,7 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
 from support import DIGITS, every_epoch_last_checkpoint, quiet_args
 
 from trainer_cli.launch import jobs
+from trainer_cli.schedulers import engines
 from trainer_cli.sweeps import results, study, worker
 
 SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2"]
@@ -87,7 +88,7 @@ def test_workers_fill_the_study_and_a_preempted_worker_resumes_its_trial(slurm_c
     assert not any((sweep_dir / "workers").glob("task_*.json")), "every in-flight trial was told"
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.main(["--root", str(tmp_path)]) == 0  # `train jobs`: a row per worker
+        assert jobs.main(["--root", str(tmp_path)], engines()) == 0  # `train jobs`: a row per worker
     rows = [line.split() for line in out.getvalue().splitlines()[1:]]
     assert sorted((r[0], r[1]) for r in rows) == [(f"{job_id}_{i}", "COMPLETED") for i in range(2)], out.getvalue()
     table = results.collect(sweep_dir)

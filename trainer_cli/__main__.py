@@ -24,6 +24,8 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as shells report a writer whose reader 
 REQUEUE_VERBS = {"fit", "cv"}  # verbs whose Slurm jobs checkpoint and requeue on SIGUSR1
 # verbs whose main takes the request (trainer_cli.config.request.Request) with the precheck's composition
 REQUEST_VERBS = {"submit", "fit-sweep", "cv", "lr-find", "scale-batch-size"}
+# verbs whose main takes the scheduler engines by name (trainer_cli.schedulers.engines): what they ask of jobs
+ENGINE_VERBS = {"jobs", "cancel"}
 
 # verb -> the function it runs, named by ``module:function`` so that nothing is imported until the verb runs
 # (each takes the argument list after the verb, or the request with REQUEST_VERBS, and returns an exit code);
@@ -195,7 +197,12 @@ def _run_verb(verb: str, rest: list[str]) -> int:
             return int(run() or 0)
         request.composed = composed  # a verb that reads --config files composes them once: here
         takes_request = verb in REQUEST_VERBS  # (the others read their own arguments with the request's reader)
-        return int(getattr(_import_verb(module_name), func_name)(request if takes_request else rest) or 0)
+        given: dict[str, Any] = {}
+        if verb in ENGINE_VERBS:  # the engines behind the scheduler seam, built here (launch/ imports none)
+            from trainer_cli.schedulers import engines
+
+            given["engines"] = engines()
+        return int(getattr(_import_verb(module_name), func_name)(request if takes_request else rest, **given) or 0)
     except UserError as err:
         return report_user_error(err)
     except LockTimeout as err:  # a record's lock not taken in time (trainer_cli.atomic): one line, as a user error

@@ -13,6 +13,7 @@ Used by ``train jobs`` and ``train sweep-results``.
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -51,14 +52,17 @@ class JobStatus:
     """Where the figures came from: scontrol, sacct, job.json or none."""
     entries: list[dict[str, str]] = field(default_factory=list)
     """The job's fields (``scontrol show job``: one per array task record), for its DETAIL cell."""
+    run_dir: str = ""
+    """The run folder the engine's job writes into, where the engine says (Slurm: its batch script's
+    folder); '' where it does not. A registry line whose run is another is not this job (a reused id)."""
 
 
-def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus]:
-    """Status of each ``(job id, script it runs)``, keyed so: one ``scontrol show job -o`` call for
-    all, and one ``sacct`` call for the ids the controller has forgotten (where accounting is on).
-    An id whose Slurm job runs another script (a reused id) is not that job. Array jobs: the tasks'
-    states are summed up (``RUNNING x2, PENDING x1``)."""
-    wanted = {(job_id, str(script)) for job_id, script in jobs}
+def query_slurm(jobs: Sequence[tuple[str, Path | None]]) -> dict[tuple[str, str], JobStatus]:
+    """Status of each ``(job id, script it runs)``, keyed so (a script None: ``(job id, "")``, whatever
+    script the job runs): one ``scontrol show job -o`` call for all, and one ``sacct`` call for the ids
+    the controller has forgotten (where accounting is on). An id whose Slurm job runs another script (a
+    reused id) is not that job. Array jobs: the tasks' states are summed up (``RUNNING x2, PENDING x1``)."""
+    wanted = {(job_id, "" if script is None else str(script)) for job_id, script in jobs}
     ids = {job_id for job_id, _ in wanted}
     found: dict[tuple[str, str], list[dict[str, str]]] = {}
     for f in slurm_commands.show_jobs() or []:
@@ -69,8 +73,9 @@ def query_slurm(jobs: list[tuple[str, Path]]) -> dict[tuple[str, str], JobStatus
         if array:
             keys += [(f"{array}_{t}", f.get("Command", "")) for t in array_task_ids(task)]
         for key in keys:
-            if key in wanted:
-                found.setdefault(key, []).append(f)
+            for asked in dict.fromkeys([key, (key[0], "")]):  # for its script, or for any
+                if asked in wanted:
+                    found.setdefault(asked, []).append(f)
     out = {key: _summarise(entries) for key, entries in found.items()}
     # sacct's rows name array tasks by their own ids: a task not in scontrol is read from its job.json
     missing = {job_id: script for job_id, script in wanted if (job_id, script) not in out and "_" not in job_id}
@@ -102,7 +107,9 @@ def _summarise(entries: list[dict[str, str]], source: str = "scontrol") -> JobSt
         state = ", ".join(f"{s} x{states.count(s)}" for s in dict.fromkeys(states))
     restarts = max(int(e["Restarts"]) if str(e.get("Restarts")).isdigit() else 0 for e in entries)
     elapsed = max((e.get("RunTime", "-") for e in entries), key=lambda t: time_limit_s(t) or 0)
-    return JobStatus(state, restarts, elapsed, source, entries)
+    scripts = {e["Command"] for e in entries if e.get("Command", "").startswith("/")}
+    run_dir = str(Path(scripts.pop()).parent) if len(scripts) == 1 else ""
+    return JobStatus(state, restarts, elapsed, source, entries, run_dir)
 
 
 def with_run_record(status: JobStatus | None, job_id: str, run_dir: Path) -> JobStatus:
@@ -116,7 +123,9 @@ def with_run_record(status: JobStatus | None, job_id: str, run_dir: Path) -> Job
         state = str(recorded.get("state") or UNKNOWN)
         restarts = int(recorded.get("restarts") or 0)
         if status is not None:  # sacct knows the state, the run directory the restarts
-            return JobStatus(status.state, max(restarts, status.restarts), status.elapsed, "sacct", status.entries)
+            return JobStatus(
+                status.state, max(restarts, status.restarts), status.elapsed, "sacct", status.entries, status.run_dir
+            )
         exit_code = recorded.get("exit_code")
         return JobStatus(
             state,

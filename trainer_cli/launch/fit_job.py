@@ -22,7 +22,7 @@ from __future__ import annotations
 import shutil
 import sys
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -119,6 +119,9 @@ class Plan:
     """A user's script (``python main.py submit``): which file the job runs."""
     made_from: Path | None = None
     """The highest folder the plan made for ``run_dir`` (:attr:`trainer_cli.rundir.policy.Placement.made_from`)."""
+    notes: list[str] = field(default_factory=list)
+    """What the plan says before the script (the sizing block, ``resubmit: into the newest run``), one
+    line each: printed as it plans, unless :func:`plan` was told not to (a render)."""
 
     def discard(self) -> None:
         """Remove the run directory :func:`plan` created, and the folders it made above it where that
@@ -233,9 +236,11 @@ def plan(
     script: str | None = None,
     fixed: Mapping[str, type] | None = None,
     script_verb: str = "fit",
+    echo: bool = True,
 ) -> Plan:
     """Parse (with ``parse``), check and render ``train submit ARGS``; allocates the run directory
     unless ``dry_run``. With ``script`` (a user's script with TrainerCLI) the job runs that script.
+    ``echo``: print the plan's notes as it goes (:attr:`Plan.notes`; else they are only kept).
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch or a template error
@@ -259,8 +264,15 @@ def plan(
     if script:  # where `python main.py fit` puts the script's runs: its logger's <save_dir>/<name>/version_<N>
         root, name = lightning_log_root(config)
         identity = lightning_identity(config)  # W&B's <save_dir>/<project>/<run id>: the id is chosen now
+    notes: list[str] = []
+
+    def note(line: str) -> None:
+        notes.append(line)
+        if echo:
+            print(line)
+
     for line in sizing.apply(slurm, resources, config, root, _instantiate_links(parser), fixed if script else None):
-        print(line)
+        note(line)
     if not dry_run:
         refuse_maintenance(slurm.partition, slurm.time)
     job_name = slurm.job_name or (script_job_name(config, Path(script)) if script else config.name)
@@ -270,7 +282,7 @@ def plan(
     assert run_dir is not None  # (Lightning chooses only a user's script's run it starts itself)
     run_dir = run_dir.absolute()
     if placed.kind == "resumed":  # as `train fit`: the newest run of the experiment
-        print(f"resubmit: into the newest run of {name!r}: {run_dir}")
+        note(f"resubmit: into the newest run of {name!r}: {run_dir}")
     # resubmitting into an existing run (resume in place): the job's first start resolves its
     # checkpoint by the same rule (rundir.resume_checkpoint); say now if it cannot
     if placed.existing:
@@ -298,7 +310,7 @@ def plan(
         )
         job = Plan(
             run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes, entry=entry,
-            made_from=placed.made_from,
+            made_from=placed.made_from, notes=notes,
         )  # fmt: skip
         if resume is not None and resume.progress is not None:
             job.finished = finished_line(
@@ -373,39 +385,49 @@ def main(
     warning = job.slurm.signal_delay_warning()
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
-    if dry_run:  # the snapshot checked first: a dry run refuses what the submit would
-        code = (
-            snapshot.preview(Path.cwd(), job.run_dir, job.slurm.snapshot_max_mb, [job.root])
-            if job.slurm.snapshot
-            else None
-        )
-        for change in job.changes:
-            print(f"resubmit: {change} (dry run: {job.run_dir / CONFIG_FILE} not changed)")
-        print(f"# run directory (not created): {job.run_dir}\n# {job.script}:\n{job.script_text}")
-        if job.slurm.test_after_fit:
-            print(
-                f"# {job.run_dir / TEST_SCRIPT_NAME}, queued after the fit "
-                f"job:\n{job.test_script_text('afterok:<fit job id>')}"
-            )
-        if job.slurm.cv_folds:
-            print(
-                f"# {job.run_dir / AGGREGATE_SCRIPT_NAME}, queued after every "
-                f"fold:\n{job.aggregate_script_text('afterok:<array job id>')}"
-            )
-        res = job.resources
-        print(
-            f"# world size {res.world_size}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), {res.gpus_per_node} "
-            "GPU(s) per node"
-        )
-        words = sbatch_words(job.script, *job.sbatch_options)
-        print(f"# the sbatch command (not run):\n{secrets.shown_command(words, job.slurm)}")
-        print(code_line(job.entry, job.slurm, code, "# "))
+    if dry_run:
+        print(dry_run_text(job))
         return 0
-    return submit(job)
+    submit(job)
+    return 0
 
 
-def submit(job: Plan) -> int:
-    """Write the run directory's files, queue the job (and its test job); returns 0.
+def dry_run_text(job: Plan) -> str:
+    """What ``train submit --dry-run`` prints after the plan's notes: the resubmission's changes, the
+    script(s), the world size, the sbatch command and the code line; the code snapshot is checked
+    first (a dry run refuses what the submission would), nothing is written.
+
+    Raises:
+        UserError: for a snapshot the submission would refuse.
+    """
+    code = (
+        snapshot.preview(Path.cwd(), job.run_dir, job.slurm.snapshot_max_mb, [job.root]) if job.slurm.snapshot else None
+    )
+    lines = [f"resubmit: {change} (dry run: {job.run_dir / CONFIG_FILE} not changed)" for change in job.changes]
+    lines.append(f"# run directory (not created): {job.run_dir}\n# {job.script}:\n{job.script_text}")
+    if job.slurm.test_after_fit:
+        lines.append(
+            f"# {job.run_dir / TEST_SCRIPT_NAME}, queued after the fit "
+            f"job:\n{job.test_script_text('afterok:<fit job id>')}"
+        )
+    if job.slurm.cv_folds:
+        lines.append(
+            f"# {job.run_dir / AGGREGATE_SCRIPT_NAME}, queued after every "
+            f"fold:\n{job.aggregate_script_text('afterok:<array job id>')}"
+        )
+    res = job.resources
+    lines.append(
+        f"# world size {res.world_size}: {res.nodes} node(s) x {res.ntasks_per_node} task(s), {res.gpus_per_node} "
+        "GPU(s) per node"
+    )
+    words = sbatch_words(job.script, *job.sbatch_options)
+    lines.append(f"# the sbatch command (not run):\n{secrets.shown_command(words, job.slurm)}")
+    lines.append(code_line(job.entry, job.slurm, code, "# "))
+    return "\n".join(lines)
+
+
+def submit(job: Plan) -> str:
+    """Write the run directory's files, queue the job (and its test job); returns the fit job's id.
 
     Raises:
         UserError: when sbatch is missing or refuses the fit job (the run directory made for it
@@ -472,4 +494,4 @@ def submit(job: Plan) -> int:
         lambda started: (started if started.get("job_id") == job_id else {"state": "PENDING", "restarts": 0}) | record,
     )
     register(job.root, record)
-    return 0
+    return job_id

@@ -1,4 +1,9 @@
-"""``train jobs`` and ``train cancel``: the runs you submitted, their Slurm jobs and states.
+"""``train jobs`` and ``train cancel``: the runs you submitted, their jobs and states.
+
+Each job's state comes from its own engine (the registry line's ``scheduler``; a line without one is
+Slurm's) through the scheduler seam (:class:`trainer_cli.job.scheduler.Scheduler`): one ``describe``
+call per engine per view, whatever the number of jobs, and ``cancel`` per job. The engines are given
+by the caller (``{name: engine}``: the entry point builds it from :mod:`trainer_cli.schedulers`).
 
 ``train submit`` and ``python main.py submit`` append one JSON line per run to the user's registry
 (:mod:`trainer_cli.launch.submissions`, outside any repository): ``train jobs`` lists the jobs the
@@ -37,18 +42,20 @@ import json
 import re
 import sys
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import read_json
 from trainer_cli.errors import UserError
-from trainer_cli.job import jobstate, slurm_commands
+from trainer_cli.job import jobstate
 from trainer_cli.job import restarts as restarts_log
 from trainer_cli.job.cost import Cost
-from trainer_cli.job.slurm_commands import SlurmCommandError, cluster_name
-from trainer_cli.job.status import ACTIVE_STATES, JobStatus, last_epoch_line, query_slurm, with_run_record
+from trainer_cli.job.scheduler import Scheduler
+from trainer_cli.job.slurm_commands import cluster_name
+from trainer_cli.job.status import ACTIVE_STATES, JobStatus, last_epoch_line, with_run_record
 from trainer_cli.launch.job_detail import detail
-from trainer_cli.launch.submissions import of_cluster, read_registry, registry_file
+from trainer_cli.launch.submissions import of_cluster, read_registry, registry_file, scheduler_of
 from trainer_cli.rundir import goodput, run_cost
 from trainer_cli.sweeps.plan import SWEEP_FILE, task_log
 from trainer_cli.tables import print_table
@@ -61,16 +68,37 @@ JOB_KEYS = (
 )
 
 
-def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
-    """One table row per job of ``records``: job, state, restarts, elapsed, progress, name, log."""
-    jobs = []
+Engines = Mapping[str, Scheduler]
+"""The engines a view asks, by name (:data:`trainer_cli.job.scheduler.SCHEDULER_NAMES`)."""
+States = dict[tuple[str, str], JobStatus]
+"""What the engines say of a view's jobs, keyed ``(job id, run folder)``: an id whose engine's job runs
+in another folder (an id Slurm reused) is absent."""
+
+
+def describe(records: list[dict[str, Any]], engines: Engines) -> States:
+    """What each record's engine says of its jobs (fit, test, cv aggregate, a sweep's tasks): one
+    ``describe`` call per engine, whatever the number of jobs; a job of an engine not in ``engines``
+    is absent (its run folder's record is shown)."""
+    asked: dict[str, dict[str, set[str]]] = {}  # engine -> job id -> the run folders that name it
     for rec in records:
-        for key, script, _ in JOB_KEYS:
-            if rec.get(key):
-                jobs.append((_current_id(rec, key), Path(rec["run_dir"]) / script))
-        tasks = int(rec.get("trials") or rec.get("workers") or 0)
-        jobs += [(f"{rec['job_id']}_{i}", Path(rec["run_dir"]) / JOB_KEYS[0][1]) for i in range(tasks)]
-    slurm = query_slurm(jobs)
+        ids = [_current_id(rec, key) for key, _, _ in JOB_KEYS if rec.get(key)]
+        ids += [f"{rec['job_id']}_{i}" for i in range(int(rec.get("trials") or rec.get("workers") or 0))]
+        for job_id in ids:
+            asked.setdefault(scheduler_of(rec), {}).setdefault(job_id, set()).add(str(Path(rec["run_dir"])))
+    states: States = {}
+    for name, jobs in asked.items():
+        if name not in engines:
+            continue
+        for job_id, status in engines[name].describe(list(jobs)).items():
+            for run_dir in jobs.get(job_id, ()):
+                if _of_run(status, run_dir):
+                    states[(job_id, run_dir)] = status
+    return states
+
+
+def job_rows(records: list[dict[str, Any]], engines: Engines) -> list[tuple[str, ...]]:
+    """One table row per job of ``records``: job, state, restarts, elapsed, progress, name, log."""
+    slurm = describe(records, engines)
     rows = []
     for rec in records:
         run_dir = Path(rec["run_dir"])
@@ -80,12 +108,12 @@ def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
         if rec.get("workers"):  # a sweep's workers (--slurm.array_workers): one row per worker
             rows += _worker_rows(rec, slurm)
             continue
-        for key, script, label in JOB_KEYS:
+        for key, _, label in JOB_KEYS:
             if not rec.get(key):
                 continue
             job_id = _current_id(rec, key)
             log = run_dir / f"slurm-{job_id}.log"
-            status = with_run_record(slurm.get((job_id, str(run_dir / script))), job_id, run_dir)
+            status = with_run_record(slurm.get((job_id, str(run_dir))), job_id, run_dir)
             restarts = restarts_cell(status, job_id, run_dir) if key == "job_id" else str(status.restarts)
             progress = detail(status.entries, status.state, last_epoch_line(log))
             if key == "job_id" and (stalled := stall_note(run_dir, job_id)):
@@ -136,15 +164,14 @@ def restarts_cell(status: JobStatus, job_id: str, run_dir: Path) -> str:
     return restarts_log.summary(restarts_log.read(run_dir), chain, total)
 
 
-def _trial_rows(rec: dict[str, Any], slurm: dict[tuple[str, str], JobStatus]) -> list[tuple[str, ...]]:
+def _trial_rows(rec: dict[str, Any], slurm: States) -> list[tuple[str, ...]]:
     """A sweep's rows: per trial ``<array id>_<i>``, its task's state (its ``job.json`` once Slurm
     forgot it), progress and log in ``<sweep>/trial_<i>``."""
     sweep_dir, job_id = Path(rec["run_dir"]), str(rec["job_id"])
-    script = str(sweep_dir / JOB_KEYS[0][1])
     rows: list[tuple[str, ...]] = []
     for i in range(int(rec["trials"])):
         log = task_log(sweep_dir, job_id, i)
-        status = with_run_record(slurm.get((f"{job_id}_{i}", script)), job_id, log.parent)
+        status = with_run_record(slurm.get((f"{job_id}_{i}", str(sweep_dir))), job_id, log.parent)
         progress = detail(status.entries, status.state, last_epoch_line(log))
         if failure := failure_note(log.parent, job_id):
             progress = f"{failure}; {progress}"
@@ -162,15 +189,14 @@ def _trial_rows(rec: dict[str, Any], slurm: dict[tuple[str, str], JobStatus]) ->
     return rows
 
 
-def _worker_rows(rec: dict[str, Any], slurm: dict[tuple[str, str], JobStatus]) -> list[tuple[str, ...]]:
+def _worker_rows(rec: dict[str, Any], slurm: States) -> list[tuple[str, ...]]:
     """The rows of a sweep's workers: per worker ``<array id>_<i>``, its task's state and the trial it
     trains (:mod:`trainer_cli.sweeps.worker`), its log in ``<sweep>/workers``."""
     sweep_dir, job_id = Path(rec["run_dir"]), str(rec["job_id"])
-    script = str(sweep_dir / JOB_KEYS[0][1])
     rows: list[tuple[str, ...]] = []
     for i in range(int(rec["workers"])):
         log = sweep_dir / "workers" / f"slurm-{job_id}_{i}.log"
-        status = slurm.get((f"{job_id}_{i}", script))
+        status = slurm.get((f"{job_id}_{i}", str(sweep_dir)))
         flight = read_json(sweep_dir / "workers" / f"task_{i}.json")
         trial = f"trial {flight['trial']}" if "trial" in flight else "-"
         state = status.state if status is not None else "-"
@@ -223,17 +249,17 @@ def sweep_task(root: Path | None, run: str) -> tuple[dict[str, Any], int] | None
     return None
 
 
-def _tail_task(rec: dict[str, Any], index: int, poll_s: float) -> int:
+def _tail_task(rec: dict[str, Any], index: int, engines: Engines, poll_s: float) -> int:
     """Print the log of task ``index`` of a sweep's array (a trial's fit, or a worker's) and follow
     it while the task is queued or running."""
     sweep_dir, job_id = Path(rec["run_dir"]), str(rec["job_id"])
-    task_id, script = f"{job_id}_{index}", str(sweep_dir / JOB_KEYS[0][1])
+    task_id = f"{job_id}_{index}"
     trial = bool(rec.get("trials"))
     log = task_log(sweep_dir, job_id, index) if trial else sweep_dir / "workers" / f"slurm-{task_id}.log"
     position = 0
     while True:
         position = _print_from(log, position)
-        status = query_slurm([(task_id, Path(script))]).get((task_id, script))
+        status = _state(rec, task_id, engines)
         if trial:
             status = with_run_record(status, job_id, log.parent)
         state = status.state if status is not None else "UNKNOWN"
@@ -255,13 +281,25 @@ def _print_from(log: Path, position: int) -> int:
     return position + len(chunk)
 
 
-def tail(root: Path | None, run: str, poll_s: float = 1.0) -> int:
+def _state(rec: dict[str, Any], job_id: str, engines: Engines) -> JobStatus | None:
+    """What ``rec``'s engine says of its job ``job_id`` (None: nothing, or a job of another run)."""
+    engine = engines.get(scheduler_of(rec))
+    status = engine.describe([job_id]).get(job_id) if engine is not None else None
+    return status if _of_run(status, str(Path(rec["run_dir"]))) else None
+
+
+def _of_run(status: JobStatus | None, run_dir: str) -> bool:
+    """Whether the engine's ``status`` is of a job of ``run_dir`` (its folder unsaid: taken as so)."""
+    return status is not None and (not status.run_dir or status.run_dir == run_dir)
+
+
+def tail(root: Path | None, run: str, engines: Engines, poll_s: float = 1.0) -> int:
     """Print the log of ``run``'s fit job and follow it while the job is queued or running (into
     the job it resubmits itself as, if it does); of one task of a sweep's array for a task id
     (``<array id>_<i>``) or a trial's run directory."""
     task = sweep_task(root, run)
     if task is not None:
-        return _tail_task(*task, poll_s)
+        return _tail_task(*task, engines, poll_s)
     rec = find_run(root, run)
     job_id, run_dir = _current_id(rec, "job_id"), Path(rec["run_dir"])
     if rec.get("trials"):
@@ -275,11 +313,11 @@ def tail(root: Path | None, run: str, poll_s: float = 1.0) -> int:
             f"follow one with `train jobs --tail {job_id}_0`; `train sweep-results {run_dir}` tells how each trial "
             "is doing"
         )
-    log, script = run_dir / f"slurm-{job_id}.log", run_dir / "submit.sbatch"
+    log = run_dir / f"slurm-{job_id}.log"
     position = 0
     while True:
         position = _print_from(log, position)
-        status = with_run_record(query_slurm([(job_id, script)]).get((job_id, str(script))), job_id, run_dir)
+        status = with_run_record(_state(rec, job_id, engines), job_id, run_dir)
         if not any(state in ACTIVE_STATES for state in re.findall(r"[A-Z_]+", status.state)):
             print(f"[train jobs --tail: job {job_id} is {status.state}]", file=sys.stderr)
             if _current_id(rec, "job_id") == job_id:
@@ -294,7 +332,7 @@ def tail(root: Path | None, run: str, poll_s: float = 1.0) -> int:
 HEADER = ("JOB", "STATE", "RESTARTS", "ELAPSED", "DETAIL", "NAME", "LOG")
 
 
-def show_run(root: Path | None, run: str, as_json: bool = False) -> int:
+def show_run(root: Path | None, run: str, engines: Engines, as_json: bool = False) -> int:
     """``train jobs RUN``: the jobs of one run (a run directory or job id; a sweep's task
     ``<array id>_<i>``) and what they cost over every attempt (:mod:`trainer_cli.rundir.run_cost`),
     as a table and a cost block, or as JSON.
@@ -307,12 +345,12 @@ def show_run(root: Path | None, run: str, as_json: bool = False) -> int:
     if task is not None and task[0].get("trials"):  # one trial of a sweep: its task of the array
         rec, index = task
         run_dir = task_log(Path(rec["run_dir"]), str(rec["job_id"]), index).parent
-        rows = [r for r in job_rows([rec]) if r[0] == f"{rec['job_id']}_{index}"]
+        rows = [r for r in job_rows([rec], engines) if r[0] == f"{rec['job_id']}_{index}"]
         spent = run_cost.cost(run_dir, [f"{rec['job_id']}_{index}"])
     else:
         rec = find_run(root, run)
         run_dir = Path(rec["run_dir"])
-        rows = job_rows([rec])
+        rows = job_rows([rec], engines)
         sweep = bool(rec.get("trials") or rec.get("workers"))  # its trials' costs: train sweep-results
         spent = None if sweep else run_cost.cost(run_dir)
     measured = goodput.allocated(run_dir, spent) if spent is not None else None
@@ -350,14 +388,16 @@ def _timeline(run_dir: Path, measured: dict[str, Any]) -> str | None:
     return str(path)
 
 
-def cancel(args: list[str]) -> int:
-    """``train cancel RUN [--root DIR]``: cancel every job of a run (fit, test, cv array and aggregate).
+def cancel(args: list[str], engines: Engines) -> int:
+    """``train cancel RUN [--root DIR]``: cancel every job of a run (fit, test, cv array and aggregate),
+    each through its engine's ``cancel`` (a job that has ended is left as it is).
 
     Raises:
-        UserError: for an unknown run, or when scancel is missing or refuses.
+        UserError: for an unknown run, a run of an engine not in ``engines``, or when the engine
+            refuses (scancel missing or refusing).
     """
     parser = argparse.ArgumentParser(
-        prog="train cancel", description="Cancel the Slurm jobs of a run submitted with `train submit`."
+        prog="train cancel", description="Cancel the jobs of a run submitted with `train submit`."
     )
     parser.add_argument("run", help="the run directory or one of its job ids")
     parser.add_argument(
@@ -366,12 +406,11 @@ def cancel(args: list[str]) -> int:
     opts = parser.parse_args(args)
     rec = find_run(_root(opts.root), opts.run)
     ids = [_current_id(rec, k) for k, _, _ in JOB_KEYS if rec.get(k)]
-    try:
-        slurm_commands.scancel(*ids, timeout=60)
-    except SlurmCommandError as err:
-        if err.missing:
-            raise UserError("scancel not found: run `train cancel` where Slurm is installed") from None
-        raise UserError(f"scancel {' '.join(ids)} failed: {err.message}") from None
+    name = scheduler_of(rec)
+    if name not in engines:
+        raise UserError(f"{opts.run}: a {name} job, and this installation has no {name} engine: install its extra")
+    for job_id in ids:
+        engines[name].cancel(job_id)
     print(f"cancelled job(s) {', '.join(ids)} of {rec['run_dir']}")
     return 0
 
@@ -392,7 +431,7 @@ def _root(root: str | None) -> Path | None:
     return Path(root)
 
 
-def main(args: list[str]) -> int:
+def main(args: list[str], engines: Engines) -> int:
     """``train jobs [--root DIR] [--last N] [--tail RUN] [RUN [--json] | SWEEP_DIR]``: print a table of the
     jobs the user submitted (or follow one run's log, or show one run's jobs and cost, or print a sweep's
     table of trials); returns the exit code.
@@ -437,9 +476,9 @@ def main(args: list[str]) -> int:
         report(Path(opts.run))
         return 0
     if opts.run:
-        return show_run(root, opts.run, opts.json)
+        return show_run(root, opts.run, engines, opts.json)
     if opts.tail:
-        return tail(root, opts.tail)
+        return tail(root, opts.tail, engines)
     cluster = cluster_name() if not opts.all_clusters and root is None else None  # --root names the jobs wanted
     records = read_registry(root, lambda read: len(of_cluster(read, cluster)[0]) >= opts.last)
     records, hidden = of_cluster(records, cluster)
@@ -453,7 +492,7 @@ def main(args: list[str]) -> int:
     if not records:
         print(f"no jobs {_where(root)} (train submit records them in {registry_file()})")
     else:
-        print_table(job_rows(records), header=HEADER)
+        print_table(job_rows(records, engines), header=HEADER)
     if others:
         print(others)
     return 0

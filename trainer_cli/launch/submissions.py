@@ -4,7 +4,8 @@
 ``train submit`` and ``python main.py submit`` (a fit run, its test and cross-validation jobs, or a
 sweep) append one JSON line per submission under the registry's lock
 (:func:`trainer_cli.atomic.append_line`), with the root the run was submitted under
-(``trainer.default_root_dir``, a script's logger folder); ``train jobs`` and ``train cancel`` read
+(``trainer.default_root_dir``, a script's logger folder) and the engine the job went to
+(``scheduler``: ``slurm`` or ``ray``; a line without it is Slurm's); ``train jobs`` and ``train cancel`` read
 it, newest last: without flags the user's jobs of the cluster Slurm's clients talk to now (each line
 keeps the submitting cluster's ``ClusterName``), those under one root with ``--root``. The
 registries an earlier version wrote into the root itself (``<root>/submissions.jsonl``) are read
@@ -28,6 +29,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import append_line, locked, read_json_lines
+from trainer_cli.job.scheduler import DEFAULT_SCHEDULER
 from trainer_cli.job.slurm_commands import cluster_name
 
 REGISTRY_NAME = "submissions.jsonl"
@@ -47,8 +49,11 @@ RECORD_KEYS = (
     "trials",
     "workers",
     "cluster",
+    "scheduler",
 )
-"""What a registry line keeps of a submission's record (with ``root``)."""
+"""What a registry line keeps of a submission's record (with ``root``); ``scheduler``: the engine that
+runs the job (:data:`trainer_cli.job.scheduler.SCHEDULER_NAMES`), absent from older lines (Slurm's:
+:func:`scheduler_of`)."""
 ROTATE_BYTES = 1 << 20
 """The registry's size past which it becomes an archive segment (see the module docstring)."""
 _SEGMENT = re.compile(r"submissions\.(\d+)\.jsonl")
@@ -66,11 +71,16 @@ def register(root: Path, record: dict[str, Any]) -> None:
     (``ClusterName``; None where Slurm does not say)."""
     file = registry_file()
     file.parent.mkdir(parents=True, exist_ok=True)
-    record = {"cluster": cluster_name()} | record
+    record = {"cluster": cluster_name(), "scheduler": DEFAULT_SCHEDULER} | record
     line = {k: record.get(k) for k in RECORD_KEYS} | {"root": str(Path(root).absolute())}
     append_line(file, json.dumps(line))
     if file.stat().st_size >= ROTATE_BYTES:
         _rotate(file)
+
+
+def scheduler_of(rec: dict[str, Any]) -> str:
+    """The engine that runs the job of registry line ``rec``: its ``scheduler``, Slurm for a line without one."""
+    return str(rec.get("scheduler") or DEFAULT_SCHEDULER)
 
 
 def segments(file: Path) -> list[Path]:

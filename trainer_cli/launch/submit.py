@@ -21,7 +21,7 @@ from trainer_cli.launch.fit_job import Plan
 from trainer_cli.launch.reservations import refuse_maintenance
 
 
-def _parse_fit(cli: Any = None) -> fit_job.ParseFit:
+def parse_fit(cli: Any = None) -> fit_job.ParseFit:
     """The launcher's parse of ``train fit ARGS`` (or that of a user's TrainerCLI ``cli``: its
     class with its constructor arguments); Lightning is imported when it parses, not before
     (``train submit --help`` answers without it)."""
@@ -45,7 +45,7 @@ def plan(args: Request | list[str], dry_run: bool, cli: Any = None, script: str 
         UserError: for a bad config or Slurm option, a resource mismatch or a template error
             (nothing is left on disk).
     """
-    return fit_job.plan(args, dry_run, _parse_fit(cli), script)
+    return fit_job.plan(args, dry_run, parse_fit(cli), script)
 
 
 def main(args: Request | list[str]) -> int:
@@ -63,7 +63,7 @@ def main(args: Request | list[str]) -> int:
             return submit_sweep(request)
         if request.check:
             return check(request)
-    return fit_job.main(request, _parse_fit())
+    return fit_job.main(request, parse_fit())
 
 
 def from_script(
@@ -79,7 +79,7 @@ def from_script(
     from trainer_cli.runtime.script import script_has_verbs
 
     verb = "fit" if script_has_verbs(*cli) else ""  # run=False: `python main.py --config ...`
-    return fit_job.main(args, _parse_fit(cli), script=script, fixed=fixed, script_verb=verb)
+    return fit_job.main(args, parse_fit(cli), script=script, fixed=fixed, script_verb=verb)
 
 
 def check(args: Request | list[str]) -> int:

@@ -1,0 +1,177 @@
+"""Slurm behind the scheduler seam: :class:`SlurmScheduler` answers
+:class:`~trainer_cli.job.scheduler.Scheduler` with the launcher's own Slurm code, nothing copied.
+
+- ``render``: the plan ``train submit --dry-run`` prints (:func:`trainer_cli.launch.fit_job.plan` and
+  :func:`~trainer_cli.launch.fit_job.dry_run_text`), nothing written, nothing queued;
+- ``submit``: the same plan made for real (the run folder allocated, its config frozen, the code
+  snapshot taken) and queued with sbatch (:func:`trainer_cli.launch.fit_job.submit`, which calls
+  :func:`trainer_cli.launch.sbatch.run_sbatch` and records the job in ``<run>/job.json`` and the registry);
+- ``describe``: :func:`trainer_cli.job.status.query_slurm`, one ``scontrol show job`` call for any number
+  of ids and one ``sacct`` call for those the controller has forgotten;
+- ``logs``: the job's log, ``<run>/slurm-<id>.log`` (where scontrol says its ``StdOut`` is, else the
+  run folder the registry keeps for the id);
+- ``cancel``: ``scancel`` (:func:`trainer_cli.job.slurm_commands.scancel`); a job that ended, or that
+  Slurm does not know, is left as it is;
+- ``accounting``: each attempt from ``sacct -D`` (:func:`trainer_cli.job.cost.query_sacct`), as
+  :class:`~trainer_cli.job.cost.Attempt` values; none where the site keeps no accounting.
+
+A fit run only: a sweep's array is rendered and queued by ``train submit --sweep``
+(:mod:`trainer_cli.launch.sweep`).
+"""
+
+from __future__ import annotations
+
+import re
+import sys
+import time
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from trainer_cli.config.request import Request
+from trainer_cli.errors import UserError
+from trainer_cli.job import cost as job_cost
+from trainer_cli.job import slurm_commands
+from trainer_cli.job.cost import Attempt
+from trainer_cli.job.scheduler import JobDraft
+from trainer_cli.job.slurm_commands import SlurmCommandError, sbatch_words
+from trainer_cli.job.status import ACTIVE_STATES, JobStatus, query_slurm
+from trainer_cli.launch import fit_job, secrets
+from trainer_cli.launch.fit_job import ParseFit
+from trainer_cli.launch.sbatch import LOG_PATTERN
+from trainer_cli.launch.submissions import read_registry
+from trainer_cli.launch.submit import parse_fit
+
+ENDED = ("already completing or completed", "invalid job id")
+"""scancel's answers for a job that has ended or that Slurm does not know: nothing to cancel."""
+
+
+@dataclass(frozen=True)
+class SlurmDraft(JobDraft):
+    """A Slurm job as ``train submit --dry-run`` shows it, with the request it was rendered from.
+
+    Attributes:
+        request: The ``train submit`` command line: :meth:`SlurmScheduler.submit` plans it again for
+            real (the run folder allocated then, as ``train submit`` after its ``--dry-run``).
+    """
+
+    request: Request | None = None
+
+
+class SlurmScheduler:
+    """The Slurm engine (see the module docstring).
+
+    Args:
+        parse: How ``train fit ARGS`` is composed and checked (default: the launcher's own,
+            :func:`trainer_cli.launch.submit.parse_fit`).
+        poll_s: How often ``logs(follow=True)`` looks at the log and the job's state.
+    """
+
+    name = "slurm"
+
+    def __init__(self, parse: ParseFit | None = None, poll_s: float = 1.0) -> None:
+        self._parse = parse or parse_fit()
+        self.poll_s = poll_s
+
+    def render(self, spec: Request | Sequence[str]) -> SlurmDraft:
+        """The job ``train submit SPEC --dry-run`` shows; nothing written, nothing queued.
+
+        Args:
+            spec: The ``train submit`` command line (its words after the verb, or the request read from them).
+
+        Raises:
+            UserError: for a bad config or Slurm option, a resource mismatch, a template error, or a sweep.
+        """
+        request = Request.of(spec if isinstance(spec, Request) else list(spec), "submit")
+        if request.sweep:
+            raise UserError("a sweep is one job array: `train submit --sweep ... --dry-run` shows it")
+        job = fit_job.plan(request, True, self._parse, echo=False)
+        text = f"{job.finished} Nothing was queued." if job.finished else fit_job.dry_run_text(job)
+        command = sbatch_words(job.script, *job.sbatch_options)
+        return SlurmDraft(
+            self.name,
+            job.job_name,
+            "\n".join([*job.notes, text]),
+            tuple(secrets.masked_words(command, job.slurm)),
+            None,
+            secrets.masked(job.slurm),
+            request=request,
+        )
+
+    def submit(self, draft: JobDraft) -> str:
+        """Plan ``draft``'s request for real (run folder, frozen config, code snapshot) and queue it with
+        sbatch; returns the job id (the registry and ``<run>/job.json`` record it).
+
+        Raises:
+            UserError: for a draft this engine did not render, a run already finished, or a job sbatch
+                refuses (nothing is left of the run folder made for it).
+        """
+        if not isinstance(draft, SlurmDraft) or draft.request is None:
+            raise UserError(f"a {draft.scheduler} job draft: Slurm submits the drafts it rendered")
+        job = fit_job.plan(draft.request, False, self._parse)
+        if job.finished:
+            job.discard()
+            raise UserError(f"{job.finished} Nothing was queued.")
+        warning = job.slurm.signal_delay_warning()
+        if warning:
+            print(f"warning: {warning}", file=sys.stderr)
+        return fit_job.submit(job)
+
+    def describe(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
+        """What Slurm says of each job id (an array task as ``<array id>_<i>``), in one ``scontrol`` call
+        and one ``sacct`` call for the ids the controller has forgotten; an id Slurm knows not is absent.
+        ``JobStatus.run_dir`` names the folder of the script the job runs (a reused id runs another's)."""
+        found = query_slurm([(job_id, None) for job_id in dict.fromkeys(job_ids)])
+        return {job_id: status for (job_id, _), status in found.items()}
+
+    def log_file(self, job_id: str) -> Path | None:
+        """Where the job logs: scontrol's ``StdOut`` while Slurm knows the job, else
+        ``<run>/slurm-<id>.log`` of the run the registry keeps for the id; None where neither says."""
+        known = slurm_commands.show_job(job_id).get("StdOut")
+        if known and known.startswith("/"):
+            return Path(known)
+        for rec in reversed(read_registry()):
+            if str(rec.get("job_id")) == job_id and rec.get("run_dir"):
+                return Path(rec["run_dir"]) / LOG_PATTERN.replace("%j", job_id)
+        return None
+
+    def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
+        """The lines of the job's log (:meth:`log_file`), from the first; with ``follow``, until the
+        job has ended (polled every ``poll_s``). None while the log does not exist yet."""
+        log = self.log_file(job_id)
+        position, rest = 0, ""
+        while True:
+            status = self.describe([job_id]).get(job_id) if follow else None
+            if log is not None and log.is_file():
+                with open(log, "rb") as f:
+                    f.seek(position)
+                    chunk = f.read()
+                position += len(chunk)
+                *lines, rest = (rest + chunk.decode(errors="replace")).split("\n")
+                yield from lines
+            ended = status is None or not any(s in ACTIVE_STATES for s in re.findall(r"[A-Z_]+", status.state))
+            if ended:
+                if rest:
+                    yield rest
+                return
+            time.sleep(self.poll_s)
+
+    def cancel(self, job_id: str) -> None:
+        """``scancel JOB``; a job that ended, or that Slurm does not know, is left as it is.
+
+        Raises:
+            UserError: when scancel is missing or refuses otherwise.
+        """
+        try:
+            slurm_commands.scancel(job_id, timeout=60)
+        except SlurmCommandError as err:
+            if err.missing:
+                raise UserError("scancel not found: cancel where Slurm is installed") from None
+            if not any(answer in err.message.lower() for answer in ENDED):
+                raise UserError(f"scancel {job_id} failed: {err.message}") from None
+
+    def accounting(self, job_ids: Sequence[str]) -> list[Attempt]:
+        """Every attempt of the jobs that got an allocation, oldest first, from the accounting database
+        (``sacct -D``: a requeued attempt too); empty where the site keeps none."""
+        rows = job_cost.query_sacct(job_ids)
+        return job_cost.from_sacct(rows).attempts if rows else []
