@@ -23,6 +23,7 @@ import contextlib
 import io
 import re
 import shlex
+from collections.abc import Callable
 from typing import Any
 
 from trainer_cli.config import listing
@@ -63,8 +64,15 @@ def own_options(verb: str) -> list[str]:
     from trainer_cli.launch import init, jobs
     from trainer_cli.tools import export, lr_find, runs, scale_batch_size
 
-    mains = {"lr-find": lr_find.main, "scale-batch-size": scale_batch_size.main, "export": export.main}
-    main = (mains | {"runs": runs.main, "jobs": jobs.main, "init": init.main})[verb]
+    mains: dict[str, Callable[[list[str]], int]] = {
+        "lr-find": lr_find.main,
+        "scale-batch-size": scale_batch_size.main,
+        "export": export.main,
+        "runs": runs.main,
+        "jobs": lambda args: jobs.main(args, {}),  # its --help asks no engine
+        "init": init.main,
+    }
+    main = mains[verb]
     text = io.StringIO()
     with contextlib.redirect_stdout(text), contextlib.suppress(SystemExit):
         main(["--help"])
