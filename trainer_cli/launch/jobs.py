@@ -65,15 +65,25 @@ def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     """One table row per job of ``records``: job, state, restarts, elapsed, progress, name, log."""
     jobs = []
     for rec in records:
+        if rec.get("scheduler", "slurm") != "slurm":  # another engine's job: its state from its job.json
+            continue
         for key, script, _ in JOB_KEYS:
             if rec.get(key):
                 jobs.append((_current_id(rec, key), Path(rec["run_dir"]) / script))
         tasks = int(rec.get("trials") or rec.get("workers") or 0)
         jobs += [(f"{rec['job_id']}_{i}", Path(rec["run_dir"]) / JOB_KEYS[0][1]) for i in range(tasks)]
     slurm = query_slurm(jobs)
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for rec in records:
         run_dir = Path(rec["run_dir"])
+        if rec.get("scheduler", "slurm") != "slurm":  # (the engine's driver keeps its job.json, as a Slurm job does)
+            status = with_run_record(None, str(rec["job_id"]), run_dir)
+            log = Path(rec.get("log") or run_dir)
+            rows.append(
+                (str(rec["job_id"]), status.state, str(status.restarts), status.elapsed,
+                 detail(status.entries, status.state, last_epoch_line(log)), str(rec.get("job_name")), str(log))
+            )  # fmt: skip
+            continue
         if rec.get("trials"):  # a sweep (train submit --sweep): one row per trial, its own task of the array
             rows += _trial_rows(rec, slurm)
             continue

@@ -47,6 +47,7 @@ RECORD_KEYS = (
     "trials",
     "workers",
     "cluster",
+    "scheduler",
 )
 """What a registry line keeps of a submission's record (with ``root``)."""
 ROTATE_BYTES = 1 << 20
@@ -63,10 +64,12 @@ def registry_file() -> Path:
 
 def register(root: Path, record: dict[str, Any]) -> None:
     """Append a job submitted under ``root`` to the user's registry, with the cluster it went to
-    (``ClusterName``; None where Slurm does not say)."""
+    (``ClusterName``; None where Slurm does not say) unless the record names its own (another engine's
+    job, ``scheduler: ray``, names the Ray cluster's address)."""
     file = registry_file()
     file.parent.mkdir(parents=True, exist_ok=True)
-    record = {"cluster": cluster_name()} | record
+    if "cluster" not in record:
+        record = {"cluster": cluster_name()} | record
     line = {k: record.get(k) for k in RECORD_KEYS} | {"root": str(Path(root).absolute())}
     append_line(file, json.dumps(line))
     if file.stat().st_size >= ROTATE_BYTES:

@@ -16,10 +16,12 @@ report it (:func:`inexact_starts`).
 
 ``kind`` is ``new``, ``resume``, ``extension`` (``trainer.max_epochs`` or ``max_steps`` raised),
 ``shortening`` (lowered, none raised),
-``requeue`` (``SLURM_RESTART_COUNT`` > 0) or ``resubmission`` (another Slurm job than the run's
-last start); for the other verbs it is the verb. ``changes`` are the ``resume:`` lines printed for
-it (:func:`trainer_cli.rundir.resume.compare_for_resume`). ``why`` is the rule that chose the checkpoint
-(:func:`trainer_cli.rundir.policy.resume_checkpoint`), for a start that loads one.
+``requeue`` (``SLURM_RESTART_COUNT`` > 0, or a restart of a Ray job's worker group: its
+``TRAINER_CLI_RAY_ATTEMPT`` > 0, recorded with ``"ray": {"job_id", "attempt"}``) or ``resubmission``
+(another Slurm job than the run's last start); for the other verbs it is the verb. ``changes`` are the
+``resume:`` lines printed for it (:func:`trainer_cli.rundir.resume.compare_for_resume`). ``why`` is the
+rule that chose the checkpoint (:func:`trainer_cli.rundir.policy.resume_checkpoint`), for a start that
+loads one.
 
 ``config.yaml`` always describes the run as it is now: a resume that changes the config keeps the
 earlier file beside it as ``config.prev-<N>.yaml`` (byte for byte, its ``launcher.yaml`` as
@@ -43,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import append_line, read_json_lines
+from trainer_cli.job import context as job_context
 from trainer_cli.rundir import layout, record
 from trainer_cli.rundir.layout import CONFIG_FILE, read_checkpoint_progress
 from trainer_cli.rundir.resume import RESUME_OPTIONS
@@ -63,7 +66,8 @@ def start_kind(verb: str | None, resumed: bool, changes: list[str], previous: li
         return str(verb)
     if not resumed:
         return "new"
-    if int(os.environ.get("SLURM_RESTART_COUNT") or 0) > 0:
+    context = job_context.current()
+    if context.attempt > 0:  # a Slurm requeue, or a restart of the Ray engine's worker group
         return "requeue"
     job = os.environ.get("SLURM_JOB_ID")
     last_job = next((r.get("slurm", {}).get("job_id") for r in reversed(previous) if r.get("slurm")), None)
@@ -118,6 +122,9 @@ def append(
         record["why"] = why
     if ckpt is not None and inexact:
         record["inexact"] = inexact
+    context = job_context.current()
+    if context.scheduler == "ray":
+        record["ray"] = {"job_id": context.job_id, "attempt": context.attempt}
     if os.environ.get("SLURM_JOB_ID"):
         record["slurm"] = {
             "job_id": os.environ["SLURM_JOB_ID"],
