@@ -72,7 +72,8 @@ def main(request: Request) -> int:
     _refuse_other_flags(request)
     opts = ray_options.parse(request)
     ray_options.installed_version()
-    ray_options.cluster_version(opts)
+    if not request.dry_run:  # (a dry run may be for a cluster not reachable from here, as Slurm's)
+        ray_options.cluster_version(opts)
     fit_request = request.without("scheduler").with_args(
         a for a in request.without("scheduler") if not (a.name or "").startswith(RAY + ".")
     )
