@@ -23,6 +23,7 @@ from support import DIGITS, REPO, every_epoch_last_checkpoint
 pytest.importorskip("ray", reason="Ray is not installed: pip install 'trainer-cli[ray]'")
 
 LOCAL_RAY = REPO / "scripts" / "local-ray"
+NOWHERE = "http://127.0.0.1:9"  # (the discard port: nothing listens)
 STEPS_PER_EPOCH = 10  # digits: 1257 training images, 64 a batch per rank, 2 ranks (drop_last off)
 
 
@@ -51,8 +52,8 @@ def run_args(root: Path, epochs: int = 3) -> list[str]:
 def test_the_dry_run_prints_the_ray_job_and_writes_nothing(tmp_path: Path) -> None:
     root, state = tmp_path / "runs", tmp_path / "state"
     done = train(
-        "submit", "--scheduler", "ray", *run_args(root), "--ray.address", "http://127.0.0.1:9", "--ray.max_failures", "2",
-        "--dry-run", env={"XDG_STATE_HOME": str(state)},
+        "submit", "--scheduler", "ray", *run_args(root), "--ray.address", "http://127.0.0.1:9",
+        "--ray.max_failures", "2", "--dry-run", env={"XDG_STATE_HOME": str(state)},
     )  # fmt: skip
     assert done.returncode == 0, done.stderr
     out = done.stdout
@@ -67,8 +68,8 @@ def test_the_dry_run_prints_the_ray_job_and_writes_nothing(tmp_path: Path) -> No
 @pytest.mark.parametrize(
     ("flags", "message"),
     [
-        (["--scheduler", "ray", "--ray.address", "http://127.0.0.1:9"], "the Ray cluster at http://127.0.0.1:9 does not answer"),
-        (["--scheduler", "ray", "--ray.address", "http://127.0.0.1:9", "--slurm.time", "00:10:00"], "--slurm.time is a Slurm option"),
+        (["--scheduler", "ray", "--ray.address", NOWHERE], f"the Ray cluster at {NOWHERE} does not answer"),
+        (["--scheduler", "ray", "--ray.address", NOWHERE, "--slurm.time", "9"], "--slurm.time is a Slurm option"),
         (["--ray.max_failures", "1"], "--ray.max_failures is an option of `train submit --scheduler ray`"),
         (["--scheduler", "ray", "--ray.adress", "x"], "unknown Ray option '--ray.adress'"),
         (["--scheduler", "kubernetes"], "--scheduler kubernetes: not an engine; choose one of slurm, ray"),
@@ -155,8 +156,8 @@ def test_a_two_worker_run_completes_and_a_killed_worker_resumes_at_its_step(tmp_
     assert job["state"] == "COMPLETED" and job["restarts"] == 0, job
     listing = train("jobs", env={"XDG_STATE_HOME": str(state)})
     assert re.search(rf"{re.escape(whole_job)}\s+COMPLETED\s+0\s", listing.stdout), listing.stdout
-    ranks = {json.loads(line)["rank"] for f in (whole / "attempts").glob("rank*.jsonl") for line in f.read_text().splitlines()}
-    assert ranks == {0, 1}
+    lines = [line for f in (whole / "attempts").glob("rank*.jsonl") for line in f.read_text().splitlines()]
+    assert {json.loads(line)["rank"] for line in lines} == {0, 1}
     # 2. the same run, rank 1's process killed after the first epoch's checkpoint
     broken, broken_job = submit(tmp_path / "broken", state, ray_cluster, epochs=3)
     deadline = time.time() + 900

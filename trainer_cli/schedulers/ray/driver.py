@@ -61,7 +61,9 @@ class Worker:
         """This actor's node address and the GPU ids Ray gave it."""
         import ray
 
-        return ray.util.get_node_ip_address(), [str(g) for g in ray.get_gpu_ids()]
+        node = ray.get_runtime_context().get_node_id()  # the address the node was started with (127.0.0.1 here)
+        ip = next((n["NodeManagerAddress"] for n in ray.nodes() if n["NodeID"] == node), None)
+        return ip or ray.util.get_node_ip_address(), [str(g) for g in ray.get_gpu_ids()]
 
     def free_port(self) -> int:
         """A port free on this actor's node now (rank 0's: the group's ``MASTER_PORT``)."""
