@@ -177,3 +177,17 @@ def test_a_two_worker_run_completes_and_a_killed_worker_resumes_at_its_step(tmp_
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "the resumed run's weights differ"
     listing = train("jobs", env={"XDG_STATE_HOME": str(state)})
     assert re.search(rf"{re.escape(broken_job)}\s+COMPLETED\s+1\s", listing.stdout), listing.stdout
+    # 3. the seam's other answers, from the cluster and the run's own records
+    from trainer_cli.schedulers.ray.engine import RayScheduler
+    from trainer_cli.schedulers.ray.options import RayOptions
+
+    engine = RayScheduler(RayOptions(address=ray_cluster, max_failures=2))
+    status = engine.describe([broken_job, "no-such-job"])
+    assert set(status) == {broken_job} and status[broken_job].state == "COMPLETED" and status[broken_job].restarts == 1
+    assert any("[driver] attempt 1: 2 worker(s)" in line for line in engine.logs(broken_job))
+    attempts = engine.accounting([broken_job])
+    assert len(attempts) == 2 and all(a.tres["cpu"] == 2 and a.elapsed_s > 0 for a in attempts), attempts
+    assert attempts[0].state == "FAILED" and attempts[1].state == "COMPLETED"
+    engine.cancel(broken_job)  # ended: left as it is
+    engine.cancel("no-such-job")  # unknown: nothing to stop
+    assert engine.describe([broken_job])[broken_job].state == "COMPLETED"
