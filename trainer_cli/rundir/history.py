@@ -66,7 +66,7 @@ def start_kind(verb: str | None, resumed: bool, changes: list[str], previous: li
         return str(verb)
     if not resumed:
         return "new"
-    context = job_context.current()
+    context = job_context.JobContext.from_env()  # (read at the start, as the Slurm values were)
     if context.attempt > 0:  # a Slurm requeue, or a restart of the Ray engine's worker group
         return "requeue"
     job = os.environ.get("SLURM_JOB_ID")
@@ -122,7 +122,7 @@ def append(
         record["why"] = why
     if ckpt is not None and inexact:
         record["inexact"] = inexact
-    context = job_context.current()
+    context = job_context.JobContext.from_env()  # (read at the start, as the Slurm values were)
     if context.scheduler == "ray":
         record["ray"] = {"job_id": context.job_id, "attempt": context.attempt}
     if os.environ.get("SLURM_JOB_ID"):
