@@ -65,7 +65,7 @@ def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     """One table row per job of ``records``: job, state, restarts, elapsed, progress, name, log."""
     jobs = []
     for rec in records:
-        if rec.get("scheduler", "slurm") != "slurm":  # another engine's job: its state from its job.json
+        if (rec.get("scheduler") or "slurm") != "slurm":  # another engine's job: its state from its job.json
             continue
         for key, script, _ in JOB_KEYS:
             if rec.get(key):
@@ -76,7 +76,7 @@ def job_rows(records: list[dict[str, Any]]) -> list[tuple[str, ...]]:
     rows: list[tuple[str, ...]] = []
     for rec in records:
         run_dir = Path(rec["run_dir"])
-        if rec.get("scheduler", "slurm") != "slurm":  # (the engine's driver keeps its job.json, as a Slurm job does)
+        if (rec.get("scheduler") or "slurm") != "slurm":  # (its driver keeps job.json, as a Slurm job)
             status = with_run_record(None, str(rec["job_id"]), run_dir)
             log = Path(rec.get("log") or run_dir)
             rows.append(
@@ -375,6 +375,11 @@ def cancel(args: list[str]) -> int:
     )
     opts = parser.parse_args(args)
     rec = find_run(_root(opts.root), opts.run)
+    if (rec.get("scheduler") or "slurm") != "slurm":  # (the engine's own client stops it; `train cancel` is Slurm's)
+        raise UserError(
+            f"{rec['job_id']} is a {rec['scheduler']} job: stop it with `ray job stop --address {rec.get('cluster')} "
+            f"{rec['job_id']}` (idempotent); nothing was cancelled here"
+        )
     ids = [_current_id(rec, k) for k, _, _ in JOB_KEYS if rec.get(k)]
     try:
         slurm_commands.scancel(*ids, timeout=60)
