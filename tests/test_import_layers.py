@@ -218,6 +218,7 @@ LAYERS = [
     # (submit, sweep arrays, jobs, doctor), the tools (lr-find, cv, export, completion, ls)
     "trainer_cli.sweeps",
     "trainer_cli.launch",
+    # the engines behind the scheduler seam (Ray), which plan a run as launch does
     "trainer_cli.schedulers",
     "trainer_cli.tools",
     # the package face: one-line shims kept for old imports, the lazy package (__init__), `train`

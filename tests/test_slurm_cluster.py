@@ -39,6 +39,7 @@ from support import DIGITS, USER_MODULE, every_epoch_last_checkpoint, quiet_args
 from test_cost import assert_cost_matches_sacct
 
 from trainer_cli.errors import UserError
+from trainer_cli.launch import cancel as cancel_verb
 from trainer_cli.launch import jobs, submissions
 from trainer_cli.schedulers import engines
 
@@ -480,7 +481,7 @@ def test_train_jobs_asks_slurm_once_for_20_jobs_then_tails_and_cancels(slurm_clu
 
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert jobs.cancel([str(sleeper_run), "--root", str(root)], engines()) == 0
+        assert cancel_verb.cancel([str(sleeper_run), "--root", str(root)], engines()) == 0
     assert f"cancelled job(s) {sleeper}" in out.getvalue()
     assert wait_for_state(sleeper, timeout_s=60) == "CANCELLED"
     out = io.StringIO()

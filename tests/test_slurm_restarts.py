@@ -38,6 +38,7 @@ from test_slurm_cluster import _submit
 
 from trainer_cli.job import restarts
 from trainer_cli.job.slurm_output import time_limit_s
+from trainer_cli.launch import cancel as cancel_verb
 from trainer_cli.launch import jobs
 from trainer_cli.rundir import run_cost
 from trainer_cli.schedulers import engines
@@ -154,7 +155,7 @@ def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_p
     assert "restart 1 on" in out.getvalue()
     out = io.StringIO()
     with contextlib.redirect_stdout(out):  # the jobs have ended: scancel accepts them and does nothing
-        assert jobs.cancel([job_id, "--root", str(tmp_path)], engines()) == 0
+        assert cancel_verb.cancel([job_id, "--root", str(tmp_path)], engines()) == 0
     assert f"cancelled job(s) {new_id}, {test_id} of {run_dir}" in out.getvalue()
 
 

@@ -18,6 +18,7 @@ from trainer_cli.config.request import Request
 from trainer_cli.config.verbs import VERBS
 from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.job import workdir
+from trainer_cli.job.scheduler import SCHEDULER_NAMES
 
 LIGHTNING_VERBS = {"fit", "validate", "test", "predict"}
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, as shells report a writer whose reader went away
@@ -42,7 +43,7 @@ TARGETS: dict[str, str] = {
     "doctor": "trainer_cli.launch.doctor:main",
     "submit": "trainer_cli.launch.submit:main",
     "jobs": "trainer_cli.launch.jobs:main",
-    "cancel": "trainer_cli.launch.jobs:cancel",
+    "cancel": "trainer_cli.launch.cancel:cancel",
     "sweep-results": "trainer_cli.sweeps.results:main",
     "runs": "trainer_cli.tools.runs:main",
     "init": "trainer_cli.launch.init:main",
@@ -172,9 +173,14 @@ def _run_verb(verb: str, rest: list[str]) -> int:
     request = Request.of(rest, verb)  # the command line, read once
     if verb == "fit" and request.sweep:  # trials one after another, each a plain `fit` process
         target, verb = "trainer_cli.sweeps.local:main", "fit-sweep"
+    engine = request.last("scheduler") if verb == "submit" else None
+    if engine == "ray":  # `train submit --scheduler ray`: the Ray engine (trainer_cli.job.scheduler)
+        target = "trainer_cli.schedulers.ray.submit:main"
     module_name, func_name = target.split(":")
     test_after_fit = request.has("test_after_fit")  # `train fit`'s own switch: the test follows the fit here
     try:
+        if engine is not None and engine not in SCHEDULER_NAMES:
+            raise UserError(f"--scheduler {engine}: not an engine; choose one of {', '.join(SCHEDULER_NAMES)}")
         if test_after_fit and verb != "fit":
             on_slurm = ": on Slurm, --slurm.test_after_fit true" if verb == "submit" else ""
             raise UserError(f"--test_after_fit is train fit's (a plain fit, without --sweep){on_slurm}")

@@ -55,6 +55,8 @@ SWEEP_OPTIONS = (
     "sweep_direction",
 )
 SLURM = "slurm"  # --slurm FILE and every --slurm.KEY VALUE: `train submit`'s Slurm options
+RAY = "ray"  # every --ray.KEY VALUE: `train submit --scheduler ray`'s options
+ENGINE_SECTIONS = (SLURM, RAY)
 
 OPTIONS: tuple[Option, ...] = (
     Option("config", aliases=("-c",), launcher=False),  # composed by the launcher, parsed by LightningCLI
@@ -65,6 +67,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("test_after_fit", takes_value=False),  # `train fit`'s: test the best checkpoint after the fit
     Option("help", takes_value=False, aliases=("-h",), launcher=False),
     Option(SLURM),
+    Option("scheduler"),  # `train submit --scheduler slurm|ray`: the engine (trainer_cli.job.scheduler)
     Option("run_dir", launcher=False),
     Option("ckpt_path", launcher=False),
     Option("model", launcher=False),
@@ -98,7 +101,8 @@ class Arg:
         """An option that takes a value, given last without one (``train fit --config``)."""
         option = _BY_SPELLING.get(self.tokens[0]) if self.name is not None else None
         return self.value is None and (
-            (option is not None and option.takes_value) or (self.name or "").startswith(SLURM + ".")
+            (option is not None and option.takes_value)
+            or any((self.name or "").startswith(section + ".") for section in ENGINE_SECTIONS)
         )
 
     @property
@@ -128,7 +132,7 @@ def read(tokens: Iterable[str]) -> list[Arg]:
         token = tokens[i]
         spelling, eq, inline = token.partition("=")
         known = _BY_SPELLING.get(spelling)
-        slurm_key = spelling.startswith(f"--{SLURM}.") and len(spelling) > len(SLURM) + 3
+        slurm_key = any(spelling.startswith(f"--{s}.") and len(spelling) > len(s) + 3 for s in ENGINE_SECTIONS)
         if known is None and not slurm_key:
             if token.startswith("--") and len(token) > 2:
                 out.append(Arg(spelling[2:], inline if eq else None, (token,)))

@@ -237,10 +237,13 @@ def plan(
     fixed: Mapping[str, type] | None = None,
     script_verb: str = "fit",
     echo: bool = True,
+    slurm_checks: bool = True,
 ) -> Plan:
     """Parse (with ``parse``), check and render ``train submit ARGS``; allocates the run directory
     unless ``dry_run``. With ``script`` (a user's script with TrainerCLI) the job runs that script.
     ``echo``: print the plan's notes as it goes (:attr:`Plan.notes`; else they are only kept).
+    ``slurm_checks``: check the job against this Slurm cluster (its partitions, accounts and
+    maintenance); off for another engine (``--scheduler ray``), which plans the run the same way.
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch or a template error
@@ -258,7 +261,7 @@ def plan(
     from trainer_cli.runtime.run import DEFAULT_ROOT_DIR, lightning_identity, lightning_log_root  # (after parse)
 
     resources = derive(config.trainer, slurm)
-    check_resources(slurm, resources, config, dry_run)
+    check_resources(slurm, resources, config, dry_run or not slurm_checks)
     root, name = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR), config.name
     identity = None
     if script:  # where `python main.py fit` puts the script's runs: its logger's <save_dir>/<name>/version_<N>
@@ -273,7 +276,7 @@ def plan(
 
     for line in sizing.apply(slurm, resources, config, root, _instantiate_links(parser), fixed if script else None):
         note(line)
-    if not dry_run:
+    if not dry_run and slurm_checks:
         refuse_maintenance(slurm.partition, slurm.time)
     job_name = slurm.job_name or (script_job_name(config, Path(script)) if script else config.name)
     ckpt = config.get("ckpt_path")

@@ -81,7 +81,7 @@ def describe(records: list[dict[str, Any]], engines: Engines) -> States:
     is absent (its run folder's record is shown)."""
     asked: dict[str, dict[str, set[str]]] = {}  # engine -> job id -> the run folders that name it
     for rec in records:
-        ids = [_current_id(rec, key) for key, _, _ in JOB_KEYS if rec.get(key)]
+        ids = [current_id(rec, key) for key, _, _ in JOB_KEYS if rec.get(key)]
         ids += [f"{rec['job_id']}_{i}" for i in range(int(rec.get("trials") or rec.get("workers") or 0))]
         for job_id in ids:
             asked.setdefault(scheduler_of(rec), {}).setdefault(job_id, set()).add(str(Path(rec["run_dir"])))
@@ -99,9 +99,17 @@ def describe(records: list[dict[str, Any]], engines: Engines) -> States:
 def job_rows(records: list[dict[str, Any]], engines: Engines) -> list[tuple[str, ...]]:
     """One table row per job of ``records``: job, state, restarts, elapsed, progress, name, log."""
     slurm = describe(records, engines)
-    rows = []
+    rows: list[tuple[str, ...]] = []
     for rec in records:
         run_dir = Path(rec["run_dir"])
+        if (rec.get("scheduler") or "slurm") != "slurm":  # (its driver keeps job.json, as a Slurm job)
+            status = with_run_record(slurm.get((str(rec["job_id"]), str(run_dir))), str(rec["job_id"]), run_dir)
+            log = Path(rec.get("log") or run_dir)
+            rows.append(
+                (str(rec["job_id"]), status.state, str(status.restarts), status.elapsed,
+                 detail(status.entries, status.state, last_epoch_line(log)), str(rec.get("job_name")), str(log))
+            )  # fmt: skip
+            continue
         if rec.get("trials"):  # a sweep (train submit --sweep): one row per trial, its own task of the array
             rows += _trial_rows(rec, slurm)
             continue
@@ -111,7 +119,7 @@ def job_rows(records: list[dict[str, Any]], engines: Engines) -> list[tuple[str,
         for key, _, label in JOB_KEYS:
             if not rec.get(key):
                 continue
-            job_id = _current_id(rec, key)
+            job_id = current_id(rec, key)
             log = run_dir / f"slurm-{job_id}.log"
             status = with_run_record(slurm.get((job_id, str(run_dir))), job_id, run_dir)
             restarts = restarts_cell(status, job_id, run_dir) if key == "job_id" else str(status.restarts)
@@ -149,7 +157,7 @@ def failure_note(run_dir: Path, job_id: str) -> str:
     return str(record.get("error") or "")
 
 
-def _current_id(rec: dict[str, Any], key: str) -> str:
+def current_id(rec: dict[str, Any], key: str) -> str:
     """The job id of ``rec[key]`` now: for the fit job, the job it resubmitted itself as (if it did)."""
     return jobstate.follow(Path(rec["run_dir"]), str(rec[key])) if key == "job_id" else str(rec[key])
 
@@ -221,7 +229,7 @@ def find_run(root: Path | None, run: str) -> dict[str, Any]:
     records = read_registry(root)
     target = Path(run).resolve() if not run.isdigit() else None
     for rec in reversed(records):
-        ids = {str(rec.get(k)) for k, _, _ in JOB_KEYS if rec.get(k)} | {_current_id(rec, "job_id")}
+        ids = {str(rec.get(k)) for k, _, _ in JOB_KEYS if rec.get(k)} | {current_id(rec, "job_id")}
         if run in ids or (target is not None and Path(rec["run_dir"]).resolve() == target):
             return rec
     known = ", ".join(sorted({str(r.get("job_id")) for r in records[-10:]})) or "none"
@@ -301,7 +309,7 @@ def tail(root: Path | None, run: str, engines: Engines, poll_s: float = 1.0) -> 
     if task is not None:
         return _tail_task(*task, engines, poll_s)
     rec = find_run(root, run)
-    job_id, run_dir = _current_id(rec, "job_id"), Path(rec["run_dir"])
+    job_id, run_dir = current_id(rec, "job_id"), Path(rec["run_dir"])
     if rec.get("trials"):
         raise UserError(
             f"{run}: a sweep of {rec['trials']} trials, one log each (e.g. {task_log(run_dir, job_id, 0)}): follow "
@@ -320,9 +328,9 @@ def tail(root: Path | None, run: str, engines: Engines, poll_s: float = 1.0) -> 
         status = with_run_record(_state(rec, job_id, engines), job_id, run_dir)
         if not any(state in ACTIVE_STATES for state in re.findall(r"[A-Z_]+", status.state)):
             print(f"[train jobs --tail: job {job_id} is {status.state}]", file=sys.stderr)
-            if _current_id(rec, "job_id") == job_id:
+            if current_id(rec, "job_id") == job_id:
                 return 0
-            job_id, position = _current_id(rec, "job_id"), 0  # resubmitted (its script said so as it ended)
+            job_id, position = current_id(rec, "job_id"), 0  # resubmitted (its script said so as it ended)
             log = run_dir / f"slurm-{job_id}.log"
             print(f"[train jobs --tail: the run goes on as job {job_id}]", file=sys.stderr)
             continue
@@ -388,34 +396,7 @@ def _timeline(run_dir: Path, measured: dict[str, Any]) -> str | None:
     return str(path)
 
 
-def cancel(args: list[str], engines: Engines) -> int:
-    """``train cancel RUN [--root DIR]``: cancel every job of a run (fit, test, cv array and aggregate),
-    each through its engine's ``cancel`` (a job that has ended is left as it is).
-
-    Raises:
-        UserError: for an unknown run, a run of an engine not in ``engines``, or when the engine
-            refuses (scancel missing or refusing).
-    """
-    parser = argparse.ArgumentParser(
-        prog="train cancel", description="Cancel the jobs of a run submitted with `train submit`."
-    )
-    parser.add_argument("run", help="the run directory or one of its job ids")
-    parser.add_argument(
-        "--root", help="only a run submitted under this trainer.default_root_dir (default: any you submitted)"
-    )
-    opts = parser.parse_args(args)
-    rec = find_run(_root(opts.root), opts.run)
-    ids = [_current_id(rec, k) for k, _, _ in JOB_KEYS if rec.get(k)]
-    name = scheduler_of(rec)
-    if name not in engines:
-        raise UserError(f"{opts.run}: a {name} job, and this installation has no {name} engine: install its extra")
-    for job_id in ids:
-        engines[name].cancel(job_id)
-    print(f"cancelled job(s) {', '.join(ids)} of {rec['run_dir']}")
-    return 0
-
-
-def _root(root: str | None) -> Path | None:
+def root_option(root: str | None) -> Path | None:
     """``--root DIR`` as a path (None when not given).
 
     Raises:
@@ -469,7 +450,7 @@ def main(args: list[str], engines: Engines) -> int:
         raise UserError(
             "--json prints one run's jobs and cost: name the run, `train jobs RUN --json` (a run directory or job id)"
         )
-    root = _root(opts.root)
+    root = root_option(opts.root)
     if opts.run and (Path(opts.run) / SWEEP_FILE).is_file():
         from trainer_cli.sweeps.results import report
 

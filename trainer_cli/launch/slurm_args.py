@@ -67,6 +67,8 @@ def split_args(
             own.append("--dry-run")
         elif arg.name == "check":
             own.append("--check")
+        elif arg.name == "scheduler":  # the engine, chosen before (train submit --scheduler slurm)
+            continue
         else:
             provenance.note_flag(arg.tokens[0])  # for error messages: a later flag wins over an earlier file
             fit_args.extend(arg.tokens)

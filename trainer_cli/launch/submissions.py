@@ -68,10 +68,13 @@ def registry_file() -> Path:
 
 def register(root: Path, record: dict[str, Any]) -> None:
     """Append a job submitted under ``root`` to the user's registry, with the cluster it went to
-    (``ClusterName``; None where Slurm does not say)."""
+    (``ClusterName``; None where Slurm does not say) unless the record names its own (another engine's
+    job, ``scheduler: ray``, names the Ray cluster's address)."""
     file = registry_file()
     file.parent.mkdir(parents=True, exist_ok=True)
-    record = {"cluster": cluster_name(), "scheduler": DEFAULT_SCHEDULER} | record
+    if "cluster" not in record:  # (another engine's job names its own cluster)
+        record = {"cluster": cluster_name()} | record
+    record = {"scheduler": DEFAULT_SCHEDULER} | record
     line = {k: record.get(k) for k in RECORD_KEYS} | {"root": str(Path(root).absolute())}
     append_line(file, json.dumps(line))
     if file.stat().st_size >= ROTATE_BYTES:

@@ -13,7 +13,8 @@ from typing import Any
 
 from trainer_cli.config.before_parse import check_top_level_keys
 from trainer_cli.config.keys import Layers
-from trainer_cli.config.request import Request
+from trainer_cli.config.request import RAY, Request
+from trainer_cli.errors import UserError
 from trainer_cli.imports import heavy_import
 from trainer_cli.launch import fit_job
 from trainer_cli.launch.cluster import UNCHECKED, check_against_cluster
@@ -37,15 +38,18 @@ def parse_fit(cli: Any = None) -> fit_job.ParseFit:
     return parse
 
 
-def plan(args: Request | list[str], dry_run: bool, cli: Any = None, script: str | None = None) -> Plan:
+def plan(
+    args: Request | list[str], dry_run: bool, cli: Any = None, script: str | None = None, slurm_checks: bool = True
+) -> Plan:
     """Parse, check and render ``train submit ARGS`` (:func:`trainer_cli.launch.fit_job.plan`);
-    allocates the run directory unless ``dry_run``.
+    allocates the run directory unless ``dry_run``; ``slurm_checks``: against this Slurm cluster (off for
+    another engine).
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch or a template error
             (nothing is left on disk).
     """
-    return fit_job.plan(args, dry_run, parse_fit(cli), script)
+    return fit_job.plan(args, dry_run, parse_fit(cli), script, slurm_checks=slurm_checks)
 
 
 def main(args: Request | list[str]) -> int:
@@ -56,6 +60,11 @@ def main(args: Request | list[str]) -> int:
             directory made for it is removed again.
     """
     request = Request.of(args)
+    ray_flags = [a.flag for a in request if (a.name or "").startswith(RAY + ".")]
+    if ray_flags:
+        raise UserError(
+            f"{ray_flags[0]} is an option of `train submit --scheduler ray`: add --scheduler ray, or drop it"
+        )
     if not request.helps:
         if request.sweep:  # one job array, a task per trial (trainer_cli.launch.sweep)
             from trainer_cli.launch.sweep import main as submit_sweep

@@ -1,9 +1,13 @@
 """The engines behind the scheduler seam (:class:`trainer_cli.job.scheduler.Scheduler`): one module or
-folder per engine (:mod:`trainer_cli.schedulers.slurm`; Ray's in ``schedulers/ray``), and the lookup
-by name the entry point builds its ``{name: engine}`` map from (``train jobs``, ``train cancel``).
+folder per engine (:mod:`trainer_cli.schedulers.slurm`; the Ray engine in ``schedulers/ray``, for
+``train submit --scheduler ray``), and the lookup by name the entry point builds its ``{name: engine}``
+map from (``train jobs``, ``train cancel``).
 """
 
 from __future__ import annotations
+
+import importlib.util
+import os
 
 from trainer_cli.errors import UserError
 from trainer_cli.job.scheduler import SCHEDULER_NAMES, Scheduler
@@ -11,16 +15,27 @@ from trainer_cli.schedulers.slurm import SlurmScheduler
 
 
 def engine(name: str) -> Scheduler:
-    """The engine called ``name`` (:data:`trainer_cli.job.scheduler.SCHEDULER_NAMES`).
+    """The engine called ``name`` (:data:`trainer_cli.job.scheduler.SCHEDULER_NAMES`); Ray's talks to the
+    cluster ``RAY_ADDRESS`` names.
 
     Raises:
         UserError: for a name no engine has.
     """
     if name == SlurmScheduler.name:
         return SlurmScheduler()
+    if name == "ray":
+        from trainer_cli.schedulers.ray.engine import RayScheduler
+        from trainer_cli.schedulers.ray.options import RayOptions
+
+        return RayScheduler(RayOptions(address=os.environ.get("RAY_ADDRESS")))
     raise UserError(f"--scheduler {name}: no such engine here; choose one of {', '.join(SCHEDULER_NAMES)}")
 
 
 def engines() -> dict[str, Scheduler]:
-    """``{name: engine}`` of every engine this installation has (what ``train jobs`` asks)."""
-    return {name: engine(name) for name in (SlurmScheduler.name,)}
+    """``{name: engine}`` of every engine this installation can ask now (what ``train jobs`` and
+    ``train cancel`` use): Slurm's, and Ray's where ``ray`` is installed and ``RAY_ADDRESS`` names a
+    cluster (without it a Ray job's row is read from its run's ``job.json``)."""
+    found: dict[str, Scheduler] = {SlurmScheduler.name: SlurmScheduler()}
+    if os.environ.get("RAY_ADDRESS") and importlib.util.find_spec("ray") is not None:
+        found["ray"] = engine("ray")
+    return found

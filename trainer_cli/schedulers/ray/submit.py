@@ -1,0 +1,131 @@
+"""``train submit --scheduler ray``: the run ``train submit`` sends to Slurm, sent to a Ray cluster.
+
+The run is planned exactly as for Slurm (:func:`trainer_cli.launch.submit.plan`: the config composed and
+type-checked here, resources from ``trainer.num_nodes`` x ``trainer.devices``, the run folder allocated
+and its config frozen), then rendered and queued by :class:`~trainer_cli.schedulers.ray.engine.RayScheduler`
+and registered for ``train jobs`` (``scheduler: ray``). Bad input (Ray missing or outside the supported
+versions, the cluster not answering, a ``--slurm.*`` flag) is refused before anything is written.
+"""
+
+from __future__ import annotations
+
+import secrets
+import sys
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from trainer_cli.config.request import RAY, SLURM, Request, command_line
+from trainer_cli.errors import UserError
+from trainer_cli.job import jobstate
+from trainer_cli.launch import snapshot
+from trainer_cli.launch import submit as slurm_submit
+from trainer_cli.launch.submissions import register
+from trainer_cli.rundir.layout import CONFIG_FILE
+from trainer_cli.rundir.policy import freeze
+from trainer_cli.schedulers.ray import options as ray_options
+from trainer_cli.schedulers.ray.engine import RayJob, RayScheduler, log_file
+
+HELP = """\
+usage: train submit --scheduler ray [--config FILE ...] [--key.sub value ...] [--ray.KEY value ...] [--dry-run]
+
+Send `train fit` to a Ray cluster as a Ray job: trainer.num_nodes x trainer.devices workers (DDP), the
+code snapshot as the job's working directory, the run folder and its records as on Slurm; a lost
+worker restarts the group, which resumes from the run's last.ckpt.
+
+examples:
+  eval "$(scripts/local-ray env)"      # RAY_ADDRESS=http://127.0.0.1:6391 (the cluster's job server)
+  train submit --scheduler ray --config configs/experiment/digits.yaml --trainer.devices 2 --dry-run
+  train submit --scheduler ray --config configs/experiment/digits.yaml --trainer.num_nodes 2 \\
+      --trainer.accelerator cpu --trainer.strategy ddp --ray.max_failures 2
+  train jobs
+
+options:
+  --ray.address URL         the job server, http://HOST:PORT (default: $RAY_ADDRESS)
+  --ray.max_failures N      restarts of the worker group before the job fails (default: 3)
+  --ray.cpus_per_worker N   Ray CPUs each worker holds (default: 1)
+  --dry-run                 print the Ray job (entrypoint, runtime_env, workers); create and submit nothing
+"""
+
+
+def _refuse_other_flags(request: Request) -> None:
+    """Raises UserError for flags that belong to Slurm's submissions."""
+    for arg in request:
+        name = arg.name or ""
+        if name == SLURM or name.startswith(SLURM + "."):
+            raise UserError(f"{arg.flag} is a Slurm option: --scheduler ray takes --ray.* options (drop it)")
+        if name in ("sweep", "check"):
+            raise UserError(f"{arg.flag} is not supported with --scheduler ray yet (Slurm only)")
+
+
+def main(request: Request) -> int:
+    """``train submit --scheduler ray ARGS``; returns the exit code.
+
+    Raises:
+        UserError: for bad input (see the module's description) or a refused job; nothing is left on disk.
+    """
+    if request.helps:
+        print(HELP)
+        return 0
+    if request.last("scheduler") != RAY:
+        raise UserError(f"--scheduler {request.last('scheduler')}: this is the Ray engine")
+    _refuse_other_flags(request)
+    opts = ray_options.parse(request)
+    ray_options.installed_version()
+    if not request.dry_run:  # (a dry run may be for a cluster not reachable from here, as Slurm's)
+        ray_options.cluster_version(opts)
+    fit_request = request.without("scheduler").with_args(
+        a for a in request.without("scheduler") if not (a.name or "").startswith(RAY + ".")
+    )
+    plan = slurm_submit.plan(fit_request, request.dry_run, slurm_checks=False)
+    if plan.finished:
+        print(f"{plan.finished} Nothing was submitted.")
+        return 0
+    stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
+    job_id = f"{plan.job_name}-{stamp}-{secrets.token_hex(3)}"
+    scheduler = RayScheduler(opts)
+    res = plan.resources
+    max_mb = plan.slurm.snapshot_max_mb
+
+    def spec(code: Any) -> RayJob:
+        return RayJob(plan.run_dir, job_id, plan.job_name, res.nodes, res.ntasks_per_node, res.accelerator,
+                      code, Path.cwd())  # fmt: skip
+
+    if request.dry_run:
+        code = snapshot.preview(Path.cwd(), plan.run_dir, max_mb, [plan.root])
+        print(f"# run directory (not created): {plan.run_dir}")
+        print(scheduler.render(spec(code)).text)
+        print("# nothing was written or submitted")
+        return 0
+    try:
+        freeze(plan.run_dir, plan.frozen_config)
+        code = snapshot.take(Path.cwd(), plan.run_dir, max_mb, [plan.root])
+        draft = scheduler.render(spec(code))
+        jobstate.write(plan.run_dir, {"job_id": job_id, "state": "PENDING", "restarts": 0, "scheduler": "ray"})
+        scheduler.submit(draft)
+    except BaseException:
+        if plan.created:
+            plan.discard()  # nothing of a refused submission is left
+        raise
+    log = log_file(plan.run_dir, job_id)
+    record: dict[str, Any] = {
+        "job_id": job_id,
+        "job_name": plan.job_name,
+        "run_dir": str(plan.run_dir),
+        "log": str(log),
+        "scheduler": "ray",
+        "cluster": opts.address,
+        "nodes": res.nodes,
+        "ntasks_per_node": res.ntasks_per_node,
+        "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+        "command": command_line(),
+        "ray": {"address": opts.address, "max_failures": opts.max_failures, **draft.options},
+    }
+    jobstate.update(plan.run_dir, **{k: v for k, v in record.items() if k not in ("command", "run_dir")})
+    register(plan.root, record)
+    print(
+        f"Run directory: {plan.run_dir}\nConfig:        {plan.run_dir / CONFIG_FILE}\nRay job:       {job_id} "
+        f"on {opts.address}\nLog:           {log}  (or: ray job logs {job_id})",
+        file=sys.stdout,
+    )
+    return 0
