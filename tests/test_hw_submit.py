@@ -148,7 +148,8 @@ def test_a_snapshot_holds_the_uncommitted_version_and_its_diff(tmp_path: Path) -
     (repo / "snapmodels" / "tiny.py").write_text(USER_MODULE)
     for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "model"]):
         git(repo, *args)
-    (repo / "snapmodels" / "tiny.py").write_text(USER_MODULE.replace("hidden: int = 16", "hidden: int = 24"))  # uncommitted
+    changed = USER_MODULE.replace("hidden: int = 16", "hidden: int = 24")
+    (repo / "snapmodels" / "tiny.py").write_text(changed)  # uncommitted
     run_dir = tmp_path / "runs" / "digits" / "version_0"
     taken = snapshot.take(repo, run_dir, roots=[tmp_path / "runs"])
     assert taken is not None and taken.dirty and taken.files == 2 and Path(taken.source).resolve() == repo.resolve()
