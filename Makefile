@@ -77,11 +77,12 @@ lint: $(STAMP)
 # Slurm. It builds at the lowest CPU and I/O priority (nice 19, ionice idle where there is one), so
 # it takes the time the suite leaves idle instead of slowing it.
 # Its build log is $(MIN_VENV).log; a failed build fails `make test` and shows the log.
+# The suite prints its 60 slowest phases (CI's log keeps them: what to move to the long tier next).
 BACKGROUND := nice -n 19 $(if $(shell command -v ionice),ionice -c 3)
 test: $(STAMP)
 	@$(BACKGROUND) $(MAKE) --no-print-directory $(MIN_STAMP) >$(MIN_VENV).log 2>&1 & build=$$!; \
 	$(PY) -m ruff check trainer_cli && $(PY) -m ruff format --check trainer_cli && $(PY) -m mypy && $(MKDOCS); lint=$$?; \
-	$(PY) -m pytest -q $(XDIST); suite=$$?; \
+	$(PY) -m pytest -q $(XDIST) --durations=60; suite=$$?; \
 	if ! wait $$build; then cat $(MIN_VENV).log; echo "make test: building $(MIN_VENV) failed (log above)"; exit 1; fi; \
 	$(MIN_PY) -m pytest -q $(XDIST) $(MIN_TESTS); floor=$$?; \
 	test $$lint -eq 0 && test $$suite -eq 0 && test $$floor -eq 0

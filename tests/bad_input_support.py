@@ -15,6 +15,7 @@ import io
 import json
 import os
 import sys
+import time
 import traceback
 
 
@@ -42,6 +43,9 @@ def run_case(argv: list[str], cwd: str) -> dict[str, object]:
 
 if __name__ == "__main__":
     cases = json.loads(open(sys.argv[1]).read())
-    results = {name: run_case(case["argv"], case["cwd"]) for name, case in cases.items()}
+    results = {}
+    for name, case in cases.items():  # each case timed: what the module's fixture costs, case by case
+        start = time.perf_counter()
+        results[name] = {**run_case(case["argv"], case["cwd"]), "seconds": time.perf_counter() - start}
     with open(sys.argv[2], "w") as f:
         json.dump(results, f)

@@ -29,6 +29,9 @@ STATE_KEY = pytest.StashKey[str]()
 ONE_WORKER_MODULES = (
     "test_bad_input", "test_export_predict", "test_foreign_stock", "test_foreign_user_code", "test_resume",
     "test_resume_choice", "test_submit_render", "test_completion",
+    # a module-scoped training each (test_history's finished run, test_resume_changes' trained run, test_no_flock's
+    # run without flock): trained once, not once per worker
+    "test_history", "test_resume_changes", "test_no_flock",
 )
 
 if os.environ.get("PYTEST_XDIST_WORKER"):

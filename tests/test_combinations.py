@@ -3,7 +3,8 @@ steps with the experiment's default callbacks (model summary, best/last checkpoi
 on, or is refused before anything is built by :data:`trainer_cli.config.incompatible.INCOMPATIBLE` (exit 2,
 one ``error:`` line, no run directory).
 
-Which pairs run (the rule; the whole file costs about 2 minutes of CPU time, one core per run):
+Which pairs run (the rule; about 6 minutes of run time over two processes on 2 loaded cores, half of it
+the ResNet-sized pairs of :data:`LONG_PAIRS`, which run in the long tier only):
 
 - digits (the cheap experiment) takes every group file in ``configs/<group>/`` but experiment/
   and slurm/.
@@ -57,6 +58,18 @@ PER_EXPERIMENT = {
     "imagefolder_finetune": ("data/digits.yaml", "data/cifar10.yaml", "model/cnn.yaml", "finetune/backbone.yaml",
                              "param_groups/discriminative_lr.yaml", "regularization/mixup_cutmix.yaml"),
 }
+# The pairs that train a ResNet-sized model for 6 to 24 s each (seconds of one run on 2 loaded cores,
+# 2026-12-02; about 170 of the file's 343 s): the long tier's (test_resnet_sized_pairs_train). make test
+# runs each of their group files on digits, and each experiment with its other pairs.
+LONG_PAIRS = frozenset({
+    ("cifar10_fast", "data/digits.yaml"), ("cifar10_fast", "precision/64-true.yaml"),
+    ("cifar10_fast", "regularization/cutmix.yaml"), ("cifar10_resnet18", "averaging/ema.yaml"),
+    ("cifar10_resnet18", "data/digits.yaml"), ("cifar10_resnet18", "optimizer/sam.yaml"),
+    ("cifar10_resnet18", "param_groups/discriminative_lr.yaml"), ("cifar10_resnet18", "precision/64-true.yaml"),
+    ("cifar10_resnet18", "precision/bf16-mixed.yaml"), ("imagefolder_finetune", "data/cifar10.yaml"),
+    ("imagefolder_finetune", "finetune/backbone.yaml"), ("imagefolder_finetune", "param_groups/discriminative_lr.yaml"),
+    ("imagefolder_finetune", "regularization/mixup_cutmix.yaml"),
+})
 OWN_PROCESS = ("strategy/ddp_spawn.yaml", "strategy/ddp_cpu_sim.yaml")  # they start processes: own `train` process
 LAST_IN_PROCESS = "strategy/ddp.yaml"  # a 1-process DDP leaves its process group set: run it last
 EXPERIMENT_DATA = {"digits": "digits", "cifar10_resnet18": "cifar10", "cifar10_fast": "cifar10", "imagefolder_finetune": "image_folder"}
@@ -151,14 +164,18 @@ def check_outcome(name: str, code: int, stderr: str, root: Path, group_file: str
     return None
 
 
-def test_every_shipped_config_file_on_every_experiment(tmp_path: Path, tiny_data: Path) -> None:
+def run_pairs(chosen: list[tuple[str, str]], tmp_path: Path, tiny_data: Path) -> dict[str, str]:
+    """Run the ``chosen`` pairs in two processes side by side, check each (:func:`check_outcome`) and
+    return the refused ones' ``error:`` lines by pair id."""
     cases = {
         pair_id(e, f): {"argv": pair_argv(e, f, tmp_path / "runs" / pair_id(e, f), tiny_data), "cwd": str(tmp_path)}
-        for e, f in pairs() if f not in OWN_PROCESS
+        for e, f in chosen if f not in OWN_PROCESS
     }
     # two processes, one per core; pairs() puts the 1-process DDP last, so it stays last in its share
     names = list(cases)
-    shares = [names[:-1][0::2], names[:-1][1::2] + names[-1:]]
+    last = [n for n in names[-1:] if n == pair_id("digits", LAST_IN_PROCESS)]
+    first = names[:len(names) - len(last)]
+    shares = [first[0::2], first[1::2] + last]
     for i, share in enumerate(shares):
         (tmp_path / f"cases{i}.json").write_text(json.dumps({name: cases[name] for name in share}))
     with ThreadPoolExecutor(len(shares)) as pool:  # side by side, each forked from the suite's server where it can
@@ -174,14 +191,29 @@ def test_every_shipped_config_file_on_every_experiment(tmp_path: Path, tiny_data
             failed.append(str(err).splitlines()[0][:2000])
         shutil.rmtree(tmp_path / "runs" / name, ignore_errors=True)  # ~4.6 GB of checkpoints in all: not kept by pytest
     assert not failed, "\n".join(failed)
-    refused = {name: line for name, line in refused.items() if line}
+    assert len(results) == len(cases)
+    return {name: line for name, line in refused.items() if line}
+
+
+def test_every_shipped_config_file_on_every_experiment(tmp_path: Path, tiny_data: Path) -> None:
+    """Every pair of :func:`pairs` but the ResNet-sized trainings of :data:`LONG_PAIRS` (their group
+    files run here on digits, and each experiment here with its cheaper pairs): each trains or is
+    refused as declared, and every rule of the table that can apply on this machine is met."""
+    assert set(LONG_PAIRS) <= set(pairs()), sorted(set(LONG_PAIRS) - set(pairs()))
+    refused = run_pairs([p for p in pairs() if p not in LONG_PAIRS], tmp_path, tiny_data)
     # every rule of the table that can apply on this machine is met by some shipped pair
     from trainer_cli.config.incompatible import INCOMPATIBLE
 
     met = {rule.message for rule in INCOMPATIBLE if any(rule.message in line for line in refused.values())}
     on_gpu_only = {rule.message for rule in INCOMPATIBLE if "SAM" in rule.message}  # 16-mixed is refused first on CPU
     assert met | on_gpu_only == {rule.message for rule in INCOMPATIBLE}, sorted(refused.items())
-    assert len(results) == len(cases)
+
+
+# long (make test's 12 minutes): the same files on digits, and the experiments' cheaper pairs, are the test above
+@pytest.mark.long
+def test_resnet_sized_pairs_train(tmp_path: Path, tiny_data: Path) -> None:
+    """The pairs of :data:`LONG_PAIRS` (each trains: none is refused)."""
+    assert run_pairs(sorted(LONG_PAIRS), tmp_path, tiny_data) == {}
 
 
 @pytest.mark.parametrize("group_file", OWN_PROCESS)

@@ -133,6 +133,33 @@ def test_snapshot_over_its_limit_names_the_largest_files(tmp_path: Path) -> None
     ).stdout == ("?? strokes_export.bin\n")
 
 
+def test_a_snapshot_holds_the_uncommitted_version_and_its_diff(tmp_path: Path) -> None:
+    """A committed module with an uncommitted change, snapshotted as ``train submit`` does, then edited:
+    the snapshot holds the submitted (uncommitted) version, ``code.diff`` the change, ``code.json`` says
+    dirty (no cluster needed: the short sibling of test_slurm_cluster.py's long
+    test_the_job_runs_the_code_submitted_not_the_code_edited_after, whose job then runs that copy)."""
+    from support import USER_MODULE
+
+    from trainer_cli.launch import snapshot
+
+    repo = tmp_path / "myproject"
+    (repo / "snapmodels").mkdir(parents=True)
+    (repo / "snapmodels" / "__init__.py").write_text("")
+    (repo / "snapmodels" / "tiny.py").write_text(USER_MODULE)
+    for args in (["init", "-q"], ["add", "."], ["commit", "-qm", "model"]):
+        git(repo, *args)
+    changed = USER_MODULE.replace("hidden: int = 16", "hidden: int = 24")
+    (repo / "snapmodels" / "tiny.py").write_text(changed)  # uncommitted
+    run_dir = tmp_path / "runs" / "digits" / "version_0"
+    taken = snapshot.take(repo, run_dir, roots=[tmp_path / "runs"])
+    assert taken is not None and taken.dirty and taken.files == 2 and Path(taken.source).resolve() == repo.resolve()
+    record = json.loads((run_dir / "code.json").read_text())
+    assert record["dirty"] is True and record["files"] == 2 and Path(record["source"]).resolve() == repo.resolve()
+    assert "hidden: int = 24" in (run_dir / "code.diff").read_text()
+    (repo / "snapmodels" / "tiny.py").write_text('raise RuntimeError("edited after submit")\n')
+    assert "hidden: int = 24" in (run_dir / "code" / "snapmodels" / "tiny.py").read_text()
+
+
 def test_the_registry_is_the_users_and_reads_an_earlier_versions(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import struct
 from pathlib import Path
+from typing import Any
 
 import pytest
 from resume_support import global_step, kill_when, start_train
@@ -25,9 +26,9 @@ def _fit(root: Path, logger: str, *extra: str) -> list[str]:
     return ["fit", "--config", DIGITS, "--config", f"logger/{logger}", *quiet_args(root, EPOCHS), *SHORT, *extra]
 
 
-def _killed_then_resumed(root: Path, logger: str) -> Path:
+def _killed_then_resumed(root: Path, logger: str, other: bool = True) -> Path:
     """``digits/version_0``: killed (SIGKILL) after its first epoch's checkpoint, then resumed with
-    ``--ckpt_path last`` to the end; plus ``other/version_0``, a second experiment's first run."""
+    ``--ckpt_path last`` to the end; plus (``other``) ``other/version_0``, a second experiment's first run."""
     run = root / "digits" / "version_0"
     # Many epochs, so the run cannot end before the kill however loaded the machine (it did once, between two looks).
     proc = start_train(*_fit(root, logger, "--trainer.max_epochs", "1000"))
@@ -37,11 +38,14 @@ def _killed_then_resumed(root: Path, logger: str) -> Path:
     resumed = run_train(*_fit(root, logger, "--ckpt_path", "last"))
     assert resumed.returncode == 0, resumed.stdout[-2000:] + resumed.stderr[-3000:]
     assert f"Resuming {run}" in resumed.stdout
-    other = run_train(*_fit(root, logger, "--name", "other", "--trainer.max_epochs", "1"))
-    assert other.returncode == 0, other.stderr[-3000:]
-    for run_dir in (run, root / "other" / "version_0"):  # whatever the logger: the run's own checkpoints/
+    runs = {run}
+    if other:
+        done = run_train(*_fit(root, logger, "--name", "other", "--trainer.max_epochs", "1"))
+        assert done.returncode == 0, done.stderr[-3000:]
+        runs.add(root / "other" / "version_0")
+    for run_dir in runs:  # whatever the logger: the run's own checkpoints/
         assert (run_dir / "checkpoints" / "last.ckpt").is_file()
-    assert {p.parent.parent for p in root.rglob("*.ckpt")} == {run, root / "other" / "version_0"}
+    assert {p.parent.parent for p in root.rglob("*.ckpt")} == runs
     assert global_step(run / "checkpoints" / "last.ckpt") == EPOCHS * 5
     return run
 
@@ -100,6 +104,10 @@ def wandb_runs(run: Path) -> list[tuple[str, list[int]]]:
     return found
 
 
+# long (make test's 12 minutes): one W&B run from a start and its resume, its steps continued and W&B's step the
+# global step, is test_wandb_script_run_is_one_run_from_its_first_start; each run its own W&B run,
+# test_wandb_cv_folds_in_one_process_are_one_run_each
+@pytest.mark.long
 def test_wandb_one_run_per_run_dir_continued_on_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("wandb", reason="wandb is not installed (pip install 'trainer-cli[wandb]')")
     monkeypatch.setenv("WANDB_MODE", "offline")
@@ -135,28 +143,49 @@ def test_wandb_cv_folds_in_one_process_are_one_run_each(tmp_path: Path, monkeypa
 
 
 # -- MLflow, the default store (SQLite) ----------------------------------------------------------------------
-def test_mlflow_one_run_per_run_dir_continued_on_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    """The default store is <root>/mlflow.db, which MlflowClient (and `mlflow ui`) open with no
-    MLFLOW_ALLOW_FILE_STORE; one MLflow run per run directory, its series continued after a kill."""
+def _mlflow_killed_then_resumed(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, other: bool
+) -> tuple[Path, str, Any]:
+    """:func:`_killed_then_resumed` with the MLflow logger: the run, its MLflow run id and the store's client."""
     pytest.importorskip("mlflow", reason="mlflow is not installed (pip install 'trainer-cli[mlflow]')")
     pytest.importorskip("sqlalchemy", reason="sqlalchemy is not installed (pip install 'trainer-cli[mlflow]')")
     from mlflow.tracking import MlflowClient
 
     monkeypatch.delenv("MLFLOW_ALLOW_FILE_STORE", raising=False)  # a user's shell: the launcher's processes and this client alike
     monkeypatch.delenv("MLFLOW_TRACKING_URI", raising=False)
-    run = _killed_then_resumed(tmp_path, "mlflow")
+    run = _killed_then_resumed(tmp_path, "mlflow", other=other)
     store = f"sqlite:///{tmp_path / 'mlflow.db'}"  # the default store: <default_root_dir>/mlflow.db
     assert not (tmp_path / "mlruns").exists() and not (run.parent.parent / "mlruns").exists()
     (run_id,) = _run_json(run)["mlflow"].values()
     assert _run_json(run)["mlflow"] == {store: run_id}
-    (other_id,) = _run_json(tmp_path / "other" / "version_0")["mlflow"].values()
     client = MlflowClient(store)
-    experiment = client.get_experiment_by_name("trainer-cli")
-    assert experiment.artifact_location == str(tmp_path / "mlartifacts")  # under the root, not the working directory
-    assert {r.info.run_id for r in client.search_runs([experiment.experiment_id])} == {run_id, other_id}  # two runs
     assert client.get_run(run_id).info.run_name == "digits/version_0"
     steps = sorted({m.step for m in client.get_metric_history(run_id, "val/acc")})
     assert steps == [5 * e + 4 for e in range(EPOCHS)]  # one series, continued after the kill
+    return run, run_id, client
+
+
+def test_mlflow_run_continued_after_a_kill(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The short sibling of the long test below (no second experiment's run): the default store
+    <root>/mlflow.db opens with no MLFLOW_ALLOW_FILE_STORE, and a run killed and resumed is one MLflow
+    run, alone in the store, whose series continues."""
+    _, run_id, client = _mlflow_killed_then_resumed(tmp_path, monkeypatch, other=False)
+    experiment = client.get_experiment_by_name("trainer-cli")
+    assert experiment.artifact_location == str(tmp_path / "mlartifacts")  # under the root, not the working directory
+    assert {r.info.run_id for r in client.search_runs([experiment.experiment_id])} == {run_id}
+
+
+# long (make test's 12 minutes): its kill, resume and store are test_mlflow_run_continued_after_a_kill's; this one adds
+# a second experiment's run, a second MLflow run in the same store
+@pytest.mark.long
+def test_mlflow_one_run_per_run_dir_continued_on_resume(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The default store is <root>/mlflow.db, which MlflowClient (and `mlflow ui`) open with no
+    MLFLOW_ALLOW_FILE_STORE; one MLflow run per run directory, its series continued after a kill."""
+    run, run_id, client = _mlflow_killed_then_resumed(tmp_path, monkeypatch, other=True)
+    (other_id,) = _run_json(tmp_path / "other" / "version_0")["mlflow"].values()
+    experiment = client.get_experiment_by_name("trainer-cli")
+    assert experiment.artifact_location == str(tmp_path / "mlartifacts")  # under the root, not the working directory
+    assert {r.info.run_id for r in client.search_runs([experiment.experiment_id])} == {run_id, other_id}
 
 
 def test_mlflow_sqlite_store_first_opened_by_several_ranks_at_once(tmp_path: Path) -> None:
@@ -262,3 +291,8 @@ def test_wandb_script_run_is_one_run_from_its_first_start(tmp_path: Path, monkey
     assert len(folders) == 2 and {f.name.rsplit("-", 1)[1] for f in folders} == {identity["run_id"]}  # one W&B run
     steps = [s for f in folders for _, part in wandb_runs(f.parent.parent) if part for s in part]
     assert steps and max(steps) >= 8  # the resume logged on from the first epoch's 8 steps
+    # W&B's own step is the global step, in both parts: it goes on from the checkpoint, never from 0
+    rows = [wandb_rows(folder) for folder in folders]
+    logged = [r for part in rows for r in part if "trainer/global_step" in r]
+    assert all(r["_step"] == r["trainer/global_step"] for r in logged), rows
+    assert rows[-1] and min(r["_step"] for r in rows[-1]) >= 8, rows

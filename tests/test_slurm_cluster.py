@@ -492,6 +492,11 @@ def test_train_jobs_asks_slurm_once_for_20_jobs_then_tails_and_cancels(slurm_clu
 
 
 
+# long (make test's 12 minutes: a 150-epoch job and its requeue): the job running the snapshot of a tree edited while it
+# was held is tests/test_hw_submit.py's test_script_job_runs_the_snapshot_with_its_data_and_train_jobs_lists_it, an
+# uncommitted change in the snapshot its test_a_snapshot_holds_the_uncommitted_version_and_its_diff, a requeue resuming
+# test_usr1_checkpoints_requeues_and_resumes
+@pytest.mark.long
 def test_the_job_runs_the_code_submitted_not_the_code_edited_after(slurm_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
     """A user package in a git repository (a committed module with an uncommitted change), submitted
     held; its source is then overwritten with code that raises and the job released: the job runs
