@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -107,13 +108,16 @@ def test_a_ray_version_outside_the_range_is_refused(tmp_path: Path) -> None:
 
 # -- on a real local Ray cluster ------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def ray_cluster() -> str:
-    """The local Ray cluster (scripts/local-ray start: idempotent), its job server's address."""
+def ray_cluster() -> Iterator[str]:
+    """The local Ray cluster (scripts/local-ray start: idempotent), its job server's address; stopped
+    after the module's tests when this fixture started it (one already running is left running)."""
     started = subprocess.run([str(LOCAL_RAY), "start"], capture_output=True, text=True, timeout=600)
     if started.returncode != 0:
         pytest.fail(f"scripts/local-ray start failed:\n{started.stdout}{started.stderr}")
     env = subprocess.run([str(LOCAL_RAY), "env"], capture_output=True, text=True, check=True).stdout
-    return env.strip().split("=", 1)[1]
+    yield env.strip().split("=", 1)[1]
+    if "local-ray: started" in started.stdout:
+        subprocess.run([str(LOCAL_RAY), "stop"], capture_output=True, text=True, timeout=120)
 
 
 def submit(root: Path, state: Path, address: str, epochs: int) -> tuple[Path, str]:
