@@ -181,6 +181,13 @@ def test_a_two_worker_run_completes_and_a_killed_worker_resumes_at_its_step(tmp_
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "the resumed run's weights differ"
     listing = train("jobs", env={"XDG_STATE_HOME": str(state)})
     assert re.search(rf"{re.escape(broken_job)}\s+COMPLETED\s+1\s", listing.stdout), listing.stdout
+    # with RAY_ADDRESS, train jobs and train cancel ask the cluster through the seam (Ray's elapsed time shown)
+    with_ray = {"XDG_STATE_HOME": str(state), "RAY_ADDRESS": ray_cluster}
+    listing = train("jobs", env=with_ray)
+    row = re.search(rf"{re.escape(broken_job)}\s+COMPLETED\s+1\s+(\S+)", listing.stdout)
+    assert row and re.fullmatch(r"\d+:\d\d:\d\d", row.group(1)), listing.stdout
+    cancelled = train("cancel", str(broken), env=with_ray)
+    assert cancelled.returncode == 0 and broken_job in cancelled.stdout, cancelled.stdout + cancelled.stderr
     # 3. the seam's other answers, from the cluster and the run's own records
     from trainer_cli.schedulers.ray.engine import RayScheduler
     from trainer_cli.schedulers.ray.options import RayOptions
