@@ -202,3 +202,25 @@ def test_a_two_worker_run_completes_and_a_killed_worker_resumes_at_its_step(tmp_
     engine.cancel(broken_job)  # ended: left as it is
     engine.cancel("no-such-job")  # unknown: nothing to stop
     assert engine.describe([broken_job])[broken_job].state == "COMPLETED"
+
+
+def test_a_scripts_submit_to_ray_is_refused_in_one_line(tmp_path: Path) -> None:
+    """``python main.py submit --scheduler ray`` (a user's script with TrainerCLI): its job goes to Slurm
+    only, so the Ray engine is refused in one line, exit 2, nothing written (it rendered a Slurm job
+    before, silently ignoring --scheduler)."""
+    import shutil
+
+    project = tmp_path / "project"
+    shutil.copytree(REPO / "tests" / "foreign_hw", project)
+    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    proc = subprocess.run(
+        [sys.executable, "main.py", "submit", "--scheduler", "ray", "--config", "configs/default.yaml",
+         "--trainer.devices", "1", "--trainer.accelerator", "cpu", "--dry-run"],
+        cwd=project, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    assert proc.stderr.strip().startswith("error: --scheduler ray: a script's submit") and "Traceback" not in proc.stderr
+    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
+    assert sorted(p.relative_to(project) for p in project.rglob("*") if "__pycache__" not in p.parts) == [
+        p for p in before if "__pycache__" not in p.parts
+    ]

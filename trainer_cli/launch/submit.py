@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
+from pathlib import Path
 from typing import Any
 
 from trainer_cli.config.before_parse import check_top_level_keys
@@ -83,10 +84,18 @@ def from_script(
     running ``script``; ``fixed``: the sections whose class the script fixes (:func:`trainer_cli.launch.fit_job.main`).
 
     Raises:
-        UserError: for a bad config or Slurm option, a resource mismatch, or a refused job.
+        UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; for
+            ``--scheduler`` other than ``slurm`` (a script's job goes to Slurm only, in this version).
     """
     from trainer_cli.runtime.script import script_has_verbs
 
+    engine = Request.of(args).last("scheduler")
+    if engine not in (None, "slurm"):
+        raise UserError(
+            f"--scheduler {engine}: a script's submit (python {Path(script).name} submit) sends its run to Slurm only "
+            "in this version; drop --scheduler, or send the same run with `train submit --scheduler ray --config "
+            "<your config> --model <class path> --data <class path>` (nothing was written or submitted)"
+        )
     verb = "fit" if script_has_verbs(*cli) else ""  # run=False: `python main.py --config ...`
     return fit_job.main(args, parse_fit(cli), script=script, fixed=fixed, script_verb=verb)
 
