@@ -171,6 +171,7 @@ SPAWNERS = {
     "trainer_cli/sweeps/local.py": "train fit: a local sweep's trials",
     "trainer_cli/launch/doctor.py": "python -m trainer_cli.job.probe: train doctor --local's ranks",
     "trainer_cli/job/progress.py": "py-spy on this node (on another: slurm_commands.srun_overlap)",
+    "trainer_cli/schedulers/ray/driver.py": "train fit (a Ray job's ranks, each a process on its node)",
 }
 """The modules outside the reader that start processes, each for a program that is not Slurm's."""
 _SPAWN_MODULES = {"subprocess", "pty", "asyncio.subprocess"}

@@ -130,6 +130,7 @@ def test_a_trial_whose_worker_ended_untold_is_failed_and_retried(
     assert wait_for_state(f"{held}_0", {"RUNNING"}, timeout_s=60) == "RUNNING"
 
     def next_trial(task: str, job: str) -> Path | None:
+        monkeypatch.setenv("SLURM_JOB_ID", job)  # as in a real array task (JobContext knows a Slurm job by it)
         monkeypatch.setenv("SLURM_ARRAY_JOB_ID", job)
         monkeypatch.setenv("SLURM_ARRAY_TASK_ID", task)
         return worker.next_trial(sweep_dir, task)
