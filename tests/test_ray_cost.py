@@ -54,12 +54,12 @@ def test_a_ray_run_s_cost_and_goodput_come_from_its_attempt_records(
     assert spent.source == "records" and [a.state for a in spent.started] == ["COMPLETED", "COMPLETED"]
     assert spent.hours("cpu") == pytest.approx(sum(walls) / 3600, rel=1e-3)
 
-    # as `train submit --scheduler ray` and the driver record it: 2 CPUs a worker (its entrypoint)
+    # as `train submit --scheduler ray` and the driver record it: 2 CPUs a worker (--ray.cpus_per_worker 2)
     entrypoint = f"python -m trainer_cli.schedulers.ray.driver --run_dir {run_dir} --job_id {JOB} --cpus_per_worker 2"
     record = {"job_id": JOB, "job_name": "digits", "run_dir": str(run_dir), "scheduler": "ray",
               "cluster": "http://127.0.0.1:8265", "nodes": 1, "ntasks_per_node": 1, "submitted": submitted,
               "log": str(run_dir / f"ray-{JOB}.log")}  # fmt: skip
-    ray = {"address": "http://127.0.0.1:8265", "max_failures": 2, "entrypoint": entrypoint}
+    ray = {"address": "http://127.0.0.1:8265", "max_failures": 2, "entrypoint": entrypoint, "cpus_per_worker": 2.0}
     jobstate.update(run_dir, **{k: v for k, v in record.items() if k != "run_dir"}, ray=ray)
     jobstate.update(run_dir, state="COMPLETED", restarts=1, exit_code=0, ended=submitted)
     monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))

@@ -23,7 +23,6 @@ A run of a scheduler that keeps no accounting (:data:`RECORDED`: the Ray engine;
 
 from __future__ import annotations
 
-import shlex
 import time
 from collections.abc import Sequence
 from pathlib import Path
@@ -131,17 +130,10 @@ def recorded_scheduler(run_dir: Path, record: dict[str, Any] | None = None) -> s
 
 
 def _cpus_per_worker(record: dict[str, Any]) -> float:
-    """The CPUs each worker held: the Ray job's ``--cpus_per_worker`` (``job.json``: ``ray``'s
-    ``cpus_per_worker``, else its entrypoint's), 1 where not recorded (Ray's default for a worker)."""
-    ray = record.get("ray") or {}
-    given = ray.get("cpus_per_worker")
-    if given is None:
-        words = shlex.split(str(ray.get("entrypoint") or ""))
-        given = words[words.index("--cpus_per_worker") + 1] if "--cpus_per_worker" in words[:-1] else None
-    try:
-        return float(given) if given is not None else 1.0
-    except ValueError:
-        return 1.0
+    """The CPUs each worker held: ``job.json``'s ``ray`` ``cpus_per_worker`` (the Ray engine's
+    ``--ray.cpus_per_worker``), 1 where not recorded (Ray's default for a worker)."""
+    given = (record.get("ray") or {}).get("cpus_per_worker")
+    return float(given) if isinstance(given, (int, float)) and given > 0 else 1.0
 
 
 def record_attempts(

@@ -116,7 +116,12 @@ class RayScheduler:
             f"--run_dir {spec.run_dir}",
             f"restarts: up to {opts.max_failures} (the worker group restarts from the run's last.ckpt)",
         ]
-        options = {"entrypoint": entrypoint, "runtime_env": runtime_env, "workers": workers}
+        options = {
+            "entrypoint": entrypoint,
+            "runtime_env": runtime_env,
+            "workers": workers,
+            "cpus_per_worker": opts.cpus_per_worker,  # (in job.json's "ray": the run's cost, rundir.run_cost)
+        }
         return JobDraft(self.name, spec.job_name, "\n".join(lines), command, spec.run_dir, options)
 
     def submit(self, draft: JobDraft) -> str:
