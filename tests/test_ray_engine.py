@@ -3,7 +3,8 @@
 Default tier: the dry run and bad input (no cluster needed: a dry run asks none, the refusals come
 first). Long tier: a 2-worker DDP digits run COMPLETES on the local cluster and ``train jobs`` lists it;
 a worker's process killed after a checkpoint restarts the worker group, which resumes at that
-checkpoint's step (``history.jsonl``) and ends with the uninterrupted run's weights.
+checkpoint's step (``history.jsonl``) and ends with the uninterrupted run's weights; ``train jobs RUN``
+and ``train runs`` give its cost and goodput from its attempt records (two starts: FAILED, COMPLETED).
 """
 
 from __future__ import annotations
@@ -181,6 +182,17 @@ def test_a_two_worker_run_completes_and_a_killed_worker_resumes_at_its_step(tmp_
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "the resumed run's weights differ"
     listing = train("jobs", env={"XDG_STATE_HOME": str(state)})
     assert re.search(rf"{re.escape(broken_job)}\s+COMPLETED\s+1\s", listing.stdout), listing.stdout
+    # its cost and goodput from its attempt records (Ray keeps no accounting): the killed start, then the resumed one
+    shown = train("jobs", str(broken), "--json", env={"XDG_STATE_HOME": str(state)})
+    assert shown.returncode == 0, shown.stdout + shown.stderr
+    figures = json.loads(shown.stdout)
+    cost, measured = figures["cost"], figures["goodput"]
+    assert cost["source"] == "records" and cost["attempts"] == 2 and cost["cpu_hours"] > 0, cost
+    assert [(a["state"], a["cpus"]) for a in cost["per_attempt"]] == [("FAILED", 2.0), ("COMPLETED", 2.0)], cost
+    assert measured["source"] == "records" and len(measured["attempts"]) == 2 and measured["goodput_pct"] > 0
+    assert [a["state"] for a in measured["attempts"]] == ["FAILED", "COMPLETED"], measured
+    listed = train("runs", str(tmp_path / "broken"), env={"XDG_STATE_HOME": str(state)})
+    assert listed.returncode == 0 and re.search(r"~[\d.e-]+ CPU-h", listed.stdout), listed.stdout + listed.stderr
     # with RAY_ADDRESS, train jobs and train cancel ask the cluster through the seam (Ray's elapsed time shown)
     with_ray = {"XDG_STATE_HOME": str(state), "RAY_ADDRESS": ray_cluster}
     listing = train("jobs", env=with_ray)

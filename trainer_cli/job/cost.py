@@ -12,7 +12,10 @@ database a moment after a job ends, so a job that has just ended may show its la
 
 Where there is no accounting (``sacct`` missing, refusing, or knowing none of the jobs) the attempts
 are read from the run's own records (:func:`estimate`: when each attempt started and ended) and priced
-at the resources the job asked for: marked ``estimated``.
+at the resources the job asked for: marked ``estimated``. A scheduler that keeps no accounting (the
+Ray engine) is read from the run's attempt records alone: each start of its worker group from its first
+rank's process start to its last rank's end, at what each worker held (``records``,
+:func:`trainer_cli.rundir.run_cost.record_attempts`).
 
 Standard library only (the job layer): :mod:`trainer_cli.rundir.run_cost` gathers a run's jobs and
 timestamps and calls this; ``train jobs``, ``train runs`` and ``train sweep-results`` show the result.
@@ -31,6 +34,8 @@ from trainer_cli.job.slurm_output import READS, parsable
 
 SACCT = "sacct"
 ESTIMATED = "estimated"
+RECORDS = "records"
+"""A scheduler without accounting (the Ray engine): the run's attempt records, the processes' own times."""
 NONE = "none"
 UNITS = (("gpu", "GPU"), ("cpu", "CPU"), ("node", "node"))
 WAITING = ("PENDING", "REQUEUED", "RESUBMIT")
@@ -63,7 +68,8 @@ class Cost:
 
     source: str = NONE
     """``sacct`` (the accounting database), ``estimated`` (the run's own timestamps and the resources
-    it asked for) or ``none`` (no Slurm job ran it)."""
+    it asked for), ``records`` (a scheduler without accounting: the ranks' attempt records and what each
+    worker held) or ``none`` (no scheduler's job ran it)."""
     attempts: list[Attempt] = field(default_factory=list)
     waiting_s: float | None = None
     """Seconds a job of the run has been waiting in the queue now (pending), else None."""
@@ -93,11 +99,12 @@ class Cost:
         return sum(a.wait_s or 0.0 for a in self.attempts) + (self.waiting_s or 0.0)
 
     def cell(self) -> str:
-        """The cost in one cell: ``1.52 GPU-h``, ``0.0131 CPU-h``; ``~`` before an estimate; ``-`` without one."""
+        """The cost in one cell: ``1.52 GPU-h``, ``0.0131 CPU-h``; ``~`` before an estimate or a figure from
+        the run's records (the processes' times, not the scheduler's allocation); ``-`` without one."""
         if not self.known:
             return "-"
         kind = "gpu" if self.has_gpus else "cpu"
-        return f"{'~' if self.source == ESTIMATED else ''}{hours_text(self.hours(kind))} {kind.upper()}-h"
+        return f"{'~' if self.source in (ESTIMATED, RECORDS) else ''}{hours_text(self.hours(kind))} {kind.upper()}-h"
 
     def as_json(self) -> dict[str, Any]:
         """The figures as JSON: source, attempts, GPU-, CPU- and node-hours, queue wait, each attempt's."""
@@ -130,11 +137,11 @@ class Cost:
         if self.source == NONE:
             return ["cost: - (no Slurm job of this run has started)"]
         started = self.started
-        where = (
-            "from sacct"
-            if self.source == SACCT
-            else "estimated from the run's own timestamps and the resources it asked for: no accounting"
-        )
+        where = {
+            SACCT: "from sacct",
+            RECORDS: "from the run's attempt records, each worker group's first rank start to last rank end at "
+            "what its workers held: the scheduler keeps no accounting",
+        }.get(self.source, "estimated from the run's own timestamps and the resources it asked for: no accounting")
         wait = f"queue wait {duration_text(self.queue_wait_s)}" + (
             f" (waiting now: {duration_text(self.waiting_s)})" if self.waiting_s is not None else ""
         )

@@ -25,8 +25,9 @@ ended, to the watchdog's decision). Allocation outside the processes (the batch 
 :func:`allocated` gives the same as shares of the ALLOCATED time (what the run's cost counts,
 :mod:`trainer_cli.rundir.run_cost`: each attempt's allocation from ``sacct``'s Start and End where
 there is accounting, else from the batch script's start of each attempt in ``job.json`` to its
-requeue or the job's end), so that ``goodput_s`` and the badput buckets add up to 100% of it, with
-two buckets more (:data:`ALLOCATION_BUCKETS`):
+requeue or the job's end; on a scheduler without accounting, the Ray engine, each start of the
+worker group from its first rank's start to its last rank's end), so that ``goodput_s`` and the
+badput buckets add up to 100% of it, with two buckets more (:data:`ALLOCATION_BUCKETS`):
 
 - ``launch_s``: the allocation outside the ranks' processes: from the allocation's start to the
   process start (the batch script before ``srun``: its set-up, environment, code snapshot checks,
@@ -352,6 +353,7 @@ def block(figures: dict[str, Any]) -> list[str]:
     where = {
         job_cost.SACCT: "allocations from sacct",
         job_cost.ESTIMATED: "allocations estimated from the run's own timestamps",
+        job_cost.RECORDS: "each worker group's span from the run's attempt records",
     }.get(figures["source"], "the processes alone: no Slurm allocation known")
     lines = [
         f"goodput: {shown['goodput_pct']:.1f}% of {shown['allocated_s']:.1f} s allocated over "

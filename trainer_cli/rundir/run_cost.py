@@ -15,10 +15,15 @@ into the run before (rank 0's, once the set-up and imports are done: those attem
 are missed), the end of each attempt that restarted in ``restarts.jsonl`` and the job's end in
 ``job.json``; they are priced at the resources the job asked for (``job.json``: nodes, tasks and GPUs
 per node, CPUs per task).
+
+A run of a scheduler that keeps no accounting (:data:`RECORDED`: the Ray engine; ``job.json``'s
+``scheduler``, else the attempt records' own) is read from its attempt records alone
+(:func:`record_attempts`): source ``records``, never ``sacct``.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -31,6 +36,8 @@ from trainer_cli.rundir import history
 
 REUSED_SLACK_S = 600
 """A sacct row that ended this long before the run's first record is another job that had its id."""
+RECORDED = ("ray",)
+"""The schedulers that keep no accounting of their jobs: a run's cost is read from its attempt records."""
 
 
 def _slurm_starts(run_dir: Path) -> list[dict[str, Any]]:
@@ -49,8 +56,8 @@ def job_ids(run_dir: Path, record: dict[str, Any] | None = None) -> list[str]:
 
 
 def _submitted_ids(record: dict[str, Any]) -> list[str]:
-    """The jobs a run's ``job.json`` names, when the submitter wrote it (not a fold's task's own)."""
-    if not (record.get("submitted") and record.get("job_id")):
+    """The Slurm jobs a run's ``job.json`` names, when the submitter wrote it (not a fold's task's own)."""
+    if not (record.get("submitted") and record.get("job_id")) or record.get("scheduler") in RECORDED:
         return []
     if record.get("array_task") is not None:  # a sweep trial: its task (the array's id names every task)
         return [f"{record['job_id']}_{record['array_task']}"]
@@ -110,6 +117,86 @@ def spans(run_dir: Path, record: dict[str, Any] | None = None) -> list[tuple[str
     return out
 
 
+def recorded_scheduler(run_dir: Path, record: dict[str, Any] | None = None) -> str | None:
+    """The scheduler of :data:`RECORDED` whose jobs ran ``run_dir``: ``job.json``'s ``scheduler``, else
+    the one its attempt records name (a fit started in such a job by hand); None for any other run."""
+    record = jobstate.read(run_dir) if record is None else record
+    if record.get("scheduler"):
+        return str(record["scheduler"]) if record["scheduler"] in RECORDED else None
+    if record.get("submitted"):  # submitted to Slurm (its record predates the scheduler field)
+        return None
+    lines = attempts_mod.read(run_dir)
+    return next((name for name in RECORDED if any((a.get(name) or {}).get("job_id") for a in lines)), None)
+
+
+def _cpus_per_worker(record: dict[str, Any]) -> float:
+    """The CPUs each worker held: ``job.json``'s ``ray`` ``cpus_per_worker`` (the Ray engine's
+    ``--ray.cpus_per_worker``), 1 where not recorded (Ray's default for a worker)."""
+    given = (record.get("ray") or {}).get("cpus_per_worker")
+    return float(given) if isinstance(given, (int, float)) and given > 0 else 1.0
+
+
+def record_attempts(
+    run_dir: Path, job_ids: Sequence[str] | None = None, record: dict[str, Any] | None = None
+) -> list[job_cost.Attempt]:
+    """Each start of the worker group of ``run_dir``'s jobs of a scheduler without accounting
+    (:data:`RECORDED`; ``job_ids``: those jobs only), from the ranks' attempt records
+    (:mod:`trainer_cli.rundir.attempts`, the lines that share an ``attempt`` id), oldest first: from
+    its first rank's process start to its last rank's end (a killed rank's last sign), holding each
+    rank's CPUs (:func:`_cpus_per_worker`), a GPU per rank where a rank allocated CUDA memory, and
+    its nodes. ``COMPLETED`` where every rank completed, ``RUNNING`` for the latest start of a job
+    running now with a rank still open, ``CANCELLED`` where a rank was stopped, else ``FAILED``; each
+    start waited from the run's submission or the end of the start before it."""
+    record = jobstate.read(run_dir) if record is None else record
+    scheduler = recorded_scheduler(run_dir, record)
+    if scheduler is None:
+        return []
+    groups: dict[str, list[dict[str, Any]]] = {}
+    for line in attempts_mod.read(run_dir):
+        job = str((line.get(scheduler) or {}).get("job_id") or "")
+        if job and (job_ids is None or job in job_ids):
+            groups.setdefault(str(line.get("attempt") or job), []).append(line)
+    cpus = _cpus_per_worker(record)
+    running = str(record.get("state") or "") in ("RUNNING", "PENDING")
+    ordered = sorted(groups.values(), key=lambda lines: min(float(a["started"]) for a in lines))
+    out: list[job_cost.Attempt] = []
+    previous_end = job_cost.parse_time(record.get("submitted"))
+    for index, lines in enumerate(ordered):
+        start = min(float(a["started"]) for a in lines)
+        end = max(float(a["end"]) for a in lines)
+        ranks = len({a.get("rank") for a in lines})
+        ended = [str(a.get("ended_by") or "") for a in lines]
+        if all(e == "completed" for e in ended):
+            state = "COMPLETED"
+        elif running and index == len(ordered) - 1 and any(a.get("open") for a in lines):
+            state = "RUNNING"
+        else:
+            state = "CANCELLED" if "stopped" in ended else "FAILED"
+        gpus = ranks if any((a.get("memory") or {}).get("cuda_max_allocated_bytes") for a in lines) else 0
+        tres = {"cpu": ranks * cpus, "node": float(len({a.get("node") for a in lines}))}
+        if gpus:
+            tres["gpu"] = float(gpus)
+        wait = None if previous_end is None or previous_end > start else start - previous_end
+        job = str(lines[0][scheduler]["job_id"])
+        out.append(job_cost.Attempt(job, state, start, end - start, tres, wait))
+        previous_end = end
+    return out
+
+
+def records_cost(run_dir: Path, record: dict[str, Any] | None = None, now: float | None = None) -> job_cost.Cost:
+    """The cost of a run of a scheduler without accounting (:func:`record_attempts`): ``records``;
+    ``none`` before any record of a start (and not submitted), with the wait so far while it is pending."""
+    record = jobstate.read(run_dir) if record is None else record
+    found = record_attempts(run_dir, record=record)
+    if not found and not record.get("submitted"):
+        return job_cost.Cost()
+    waiting = None
+    submitted = job_cost.parse_time(record.get("submitted"))
+    if not found and record.get("state") == "PENDING" and submitted is not None:
+        waiting = max((time.time() if now is None else now) - submitted, 0.0)
+    return job_cost.Cost(job_cost.RECORDS, found, waiting)
+
+
 def estimate(run_dir: Path, now: float | None = None) -> job_cost.Cost:
     """The run's cost from its own records (:func:`spans`) at the resources it asked for: estimated;
     ``none`` for a run no Slurm job started."""
@@ -126,15 +213,20 @@ def costs(
     run_dirs: Sequence[Path], extra_ids: Sequence[Sequence[str]] = (), now: float | None = None
 ) -> list[job_cost.Cost]:
     """The cost of each run of ``run_dirs``, in one ``sacct`` call for all (:func:`job_ids`, and
-    ``extra_ids[i]`` for run ``i``): from sacct where it knows a job of the run, else estimated."""
+    ``extra_ids[i]`` for run ``i``): from sacct where it knows a job of the run, else estimated; a run
+    of a scheduler without accounting from its attempt records (:func:`records_cost`), sacct not asked."""
     records = [jobstate.read(d) for d in run_dirs]
+    recorded = [recorded_scheduler(d, rec) is not None for d, rec in zip(run_dirs, records)]
     wanted = [
-        list(dict.fromkeys([*job_ids(d, rec), *(extra_ids[i] if i < len(extra_ids) else [])]))
+        [] if recorded[i] else list(dict.fromkeys([*job_ids(d, rec), *(extra_ids[i] if i < len(extra_ids) else [])]))
         for i, (d, rec) in enumerate(zip(run_dirs, records))
     ]
     rows = job_cost.query_sacct(j for ids in wanted for j in ids) if any(wanted) else None
     out = []
-    for run_dir, record, ids in zip(run_dirs, records, wanted):
+    for run_dir, record, ids, by_records in zip(run_dirs, records, wanted, recorded):
+        if by_records:
+            out.append(records_cost(run_dir, record, now))
+            continue
         first = _first_record(run_dir, record)
         # an array the submitter queued for the run (cross-validation folds) counts every task; an array task's
         # SLURM_JOB_ID in history.jsonl, which may be the array's own id, names that task alone

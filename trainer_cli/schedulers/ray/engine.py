@@ -24,7 +24,7 @@ from trainer_cli.job.cost import Attempt
 from trainer_cli.job.scheduler import JobDraft
 from trainer_cli.job.status import JobStatus
 from trainer_cli.launch.snapshot import Snapshot
-from trainer_cli.rundir import attempts as run_attempts
+from trainer_cli.rundir import run_cost
 from trainer_cli.schedulers.ray.driver import LOG_PATTERN
 from trainer_cli.schedulers.ray.options import RayOptions
 
@@ -116,7 +116,12 @@ class RayScheduler:
             f"--run_dir {spec.run_dir}",
             f"restarts: up to {opts.max_failures} (the worker group restarts from the run's last.ckpt)",
         ]
-        options = {"entrypoint": entrypoint, "runtime_env": runtime_env, "workers": workers}
+        options = {
+            "entrypoint": entrypoint,
+            "runtime_env": runtime_env,
+            "workers": workers,
+            "cpus_per_worker": opts.cpus_per_worker,  # (in job.json's "ray": the run's cost, rundir.run_cost)
+        }
         return JobDraft(self.name, spec.job_name, "\n".join(lines), command, spec.run_dir, options)
 
     def submit(self, draft: JobDraft) -> str:
@@ -182,8 +187,9 @@ class RayScheduler:
             pass
 
     def accounting(self, job_ids: Sequence[str]) -> list[Attempt]:
-        """Every start of the jobs' worker groups, from the run's own attempt records (``attempts/``):
-        from the first rank's start to the last rank's end, holding each rank's CPUs (and GPU)."""
+        """Every start of the jobs' worker groups, from their runs' own attempt records (Ray keeps no
+        accounting): :func:`trainer_cli.rundir.run_cost.record_attempts`, the reader ``train jobs RUN``
+        and ``train runs`` price a Ray run with."""
         out: list[Attempt] = []
         for job_id in job_ids:
             try:
@@ -191,20 +197,8 @@ class RayScheduler:
             except RuntimeError:
                 continue
             run_dir = (info.metadata or {}).get("run_dir")
-            if not run_dir:
-                continue
-            by_attempt: dict[str, list[dict[str, Any]]] = {}
-            for line in run_attempts.read(Path(run_dir)):
-                if str(line.get("attempt", "")).startswith(f"{job_id}."):
-                    by_attempt.setdefault(str(line["attempt"]), []).append(line)
-            for lines in by_attempt.values():
-                start = min(float(a["started"]) for a in lines)
-                end = max(float(a["end"]) for a in lines)
-                ranks = len({a.get("rank") for a in lines})
-                gpu = 1.0 if any(a.get("memory", {}).get("cuda_max_allocated_bytes") for a in lines) else 0.0
-                state = "COMPLETED" if all(a.get("ended_by") == "completed" for a in lines) else "FAILED"
-                tres = {"cpu": ranks * self.options.cpus_per_worker, "gpu": ranks * gpu, "node": 0.0}
-                out.append(Attempt(job_id, state, start, end - start, tres))
+            if run_dir:
+                out += run_cost.record_attempts(Path(run_dir), [job_id])
         return sorted(out, key=lambda a: a.start or 0.0)
 
 
