@@ -3,7 +3,9 @@
 The run is planned exactly as for Slurm (:func:`trainer_cli.launch.submit.plan`: the config composed and
 type-checked here, resources from ``trainer.num_nodes`` x ``trainer.devices``, the run folder allocated
 and its config frozen), then rendered and queued by :class:`~trainer_cli.schedulers.ray.engine.RayScheduler`
-and registered for ``train jobs`` (``scheduler: ray``). Bad input (Ray missing or outside the supported
+and registered for ``train jobs`` (``scheduler: ray``). A user's script with TrainerCLI (``python main.py submit
+--scheduler ray``: :func:`from_script`) is planned with its own CLI, and its ranks run the script as its
+Slurm job does. Bad input (Ray missing or outside the supported
 versions, the cluster not answering, a ``--slurm.*`` flag) is refused before anything is written.
 """
 
@@ -41,6 +43,7 @@ examples:
   train submit --scheduler ray --config configs/experiment/digits.yaml --trainer.devices 2 --dry-run
   train submit --scheduler ray --config configs/experiment/digits.yaml --trainer.num_nodes 2 \\
       --trainer.accelerator cpu --trainer.strategy ddp --ray.max_failures 2
+  python main.py submit --scheduler ray --config config.yaml --trainer.devices 2   # your script's TrainerCLI
   train jobs
 
 options:
