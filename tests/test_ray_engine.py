@@ -1,10 +1,12 @@
 """``train submit --scheduler ray``: the run sent to a real Ray cluster (scripts/local-ray).
 
-Default tier: the dry run and bad input (no cluster needed: a dry run asks none, the refusals come
-first). Long tier: a 2-worker DDP digits run COMPLETES on the local cluster and ``train jobs`` lists it;
-a worker's process killed after a checkpoint restarts the worker group, which resumes at that
-checkpoint's step (``history.jsonl``) and ends with the uninterrupted run's weights; ``train jobs RUN``
-and ``train runs`` give its cost and goodput from its attempt records (two starts: FAILED, COMPLETED).
+Default tier: the dry run (of ``train`` and of a user's script, ``python main.py submit``) and bad input
+(no cluster needed: a dry run asks none, the refusals come first). Long tier: a 2-worker DDP digits run
+COMPLETES on the local cluster and ``train jobs`` lists it; a worker's process killed after a checkpoint
+restarts the worker group, which resumes at that checkpoint's step (``history.jsonl``) and ends with the
+uninterrupted run's weights; ``train jobs RUN`` and ``train runs`` give its cost and goodput from its
+attempt records (two starts: FAILED, COMPLETED); a user's script's 2-worker run COMPLETES and its
+checkpoint loads with the project's own class.
 """
 
 from __future__ import annotations
@@ -216,23 +218,69 @@ def test_a_two_worker_run_completes_and_a_killed_worker_resumes_at_its_step(tmp_
     assert engine.describe([broken_job])[broken_job].state == "COMPLETED"
 
 
-def test_a_scripts_submit_to_ray_is_refused_in_one_line(tmp_path: Path) -> None:
-    """``python main.py submit --scheduler ray`` (a user's script with TrainerCLI): its job goes to Slurm
-    only, so the Ray engine is refused in one line, exit 2, nothing written (it rendered a Slurm job
-    before, silently ignoring --scheduler)."""
+def test_a_scripts_dry_run_prints_the_ray_job_of_its_own_command_and_writes_nothing(tmp_path: Path) -> None:
+    """``python main.py submit --scheduler ray --dry-run`` (a user's script with TrainerCLI): the run planned with
+    the script's own CLI, each rank running the script as its Slurm job would (``python main.py fit``), from
+    the folder the job starts in; nothing written (it was refused in one line before, and a Slurm job before
+    that, --scheduler ignored)."""
     import shutil
 
     project = tmp_path / "project"
     shutil.copytree(REPO / "tests" / "foreign_hw", project)
-    before = sorted(p.relative_to(project) for p in project.rglob("*"))
+    before = sorted(p.relative_to(project) for p in project.rglob("*") if "__pycache__" not in p.parts)
     proc = subprocess.run(
         [sys.executable, "main.py", "submit", "--scheduler", "ray", "--config", "configs/default.yaml",
-         "--trainer.devices", "1", "--trainer.accelerator", "cpu", "--dry-run"],
+         "--trainer.devices", "2", "--trainer.accelerator", "cpu", "--ray.address", NOWHERE, "--dry-run"],
         cwd=project, capture_output=True, text=True, timeout=300,
+        env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "RAY_ADDRESS": ""},
     )  # fmt: skip
-    assert proc.returncode == 2, proc.stdout + proc.stderr
-    assert proc.stderr.strip().startswith("error: --scheduler ray: a script's submit") and "Traceback" not in proc.stderr
-    assert len(proc.stderr.strip().splitlines()) == 1, proc.stderr
-    assert sorted(p.relative_to(project) for p in project.rglob("*") if "__pycache__" not in p.parts) == [
-        p for p in before if "__pycache__" not in p.parts
-    ]
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    run_dir = re.search(r"# run directory \(not created\): (\S+)", out)[1]  # type: ignore[index]
+    assert Path(run_dir).parent == project / "hwr", out  # where the script's own fit puts its runs (W&B's id)
+    assert "entrypoint: python -m trainer_cli.schedulers.ray.driver" in out and "--verb fit" in out, out
+    assert (
+        f"each running: python {project / 'main.py'} fit --config {run_dir}/config.yaml --run_dir {run_dir} "
+        f"(in {project})" in out
+    ), out  # no git work tree here: the script where it is, as its Slurm job runs it
+    assert "workers: 2 (1 node(s) x 2 cpu worker(s)" in out and "# nothing was written or submitted" in out
+    after = sorted(p.relative_to(project) for p in project.rglob("*") if "__pycache__" not in p.parts)
+    assert after == before and not (tmp_path / "state").exists()
+
+
+@pytest.mark.long
+def test_a_scripts_two_worker_run_completes_and_its_checkpoint_loads(tmp_path: Path, ray_cluster: str) -> None:
+    """``python main.py submit --scheduler ray`` of the foreign recogniser (tests/foreign_hw, a git repository
+    with git-ignored data): its 2-worker DDP run COMPLETES on the local Ray cluster, each rank running the
+    snapshot's ``main.py fit``, and the checkpoint in its run folder loads with the project's own class."""
+    from hw_support import DEFAULT, hw_env, hw_project
+
+    project = hw_project(tmp_path)
+    state = tmp_path / "state"
+    done = subprocess.run(
+        [sys.executable, "main.py", "submit", "--scheduler", "ray", *DEFAULT, "--trainer.devices", "2",
+         "--trainer.accelerator", "cpu", "--trainer.strategy", "ddp", "--trainer.max_epochs", "2",
+         "--trainer.logger.init_args.offline", "true", "--ray.address", ray_cluster, "--ray.max_failures", "0"],
+        cwd=project, capture_output=True, text=True, timeout=600, env=hw_env(XDG_STATE_HOME=str(state)),
+    )  # fmt: skip
+    assert done.returncode == 0, done.stdout + done.stderr[-3000:]
+    run_dir = Path(re.search(r"Run directory: (\S+)", done.stdout)[1])  # type: ignore[index]
+    job_id = re.search(r"Ray job: +(\S+)", done.stdout)[1]  # type: ignore[index]
+    assert run_dir.parent == project / "hwr", done.stdout
+    job = wait_for(run_dir, {"COMPLETED", "FAILED"})
+    log = (run_dir / f"ray-{job_id}.log").read_text()
+    assert job["state"] == "COMPLETED" and job["restarts"] == 0, log[-3000:]
+    code = run_dir / "code"
+    assert f"HWR_MARKER=as-committed FILE={code / 'hwr' / 'model.py'} CWD={project.resolve()}" in log, log[-3000:]
+    lines = [line for f in (run_dir / "attempts").glob("rank*.jsonl") for line in f.read_text().splitlines()]
+    assert {json.loads(line)["rank"] for line in lines} == {0, 1}, lines
+    ckpts = sorted((run_dir / "checkpoints").glob("*.ckpt"))
+    load = "import sys; from hwr.model import Recognizer as R;"
+    load += " print(type(R.load_from_checkpoint(sys.argv[1])).__qualname__)"
+    assert ckpts, log[-3000:]
+    for ckpt in ckpts:  # the project's own class, in a fresh process, from the project folder
+        loaded = subprocess.run(
+            [sys.executable, "-c", load, str(ckpt)],
+            cwd=project, capture_output=True, text=True, timeout=300, env=hw_env(),
+        )  # fmt: skip
+        assert loaded.returncode == 0 and loaded.stdout.strip() == "Recognizer", loaded.stderr[-3000:]

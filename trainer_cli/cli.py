@@ -26,19 +26,26 @@ from lightning.pytorch.cli import (
     instantiate_class,
 )
 
+from trainer_cli.config.request import Request
 from trainer_cli.runtime import cli as _runtime
 
 
-def _submit(*args: Any, **kwargs: Any) -> int:
-    """``python main.py submit ARGS``: :func:`trainer_cli.launch.submit.from_script` (imported when it runs)."""
-    from trainer_cli.launch.submit import from_script
+def _submit(args: Any, *rest: Any, **kwargs: Any) -> int:
+    """``python main.py submit ARGS``: the engine ``--scheduler`` names, as ``train submit`` picks it
+    (:mod:`trainer_cli.__main__`): :func:`trainer_cli.schedulers.ray.submit.from_script` for ``ray``, else
+    :func:`trainer_cli.launch.submit.from_script` (Slurm); imported when it runs."""
+    if Request.of(args).last("scheduler") == "ray":
+        from trainer_cli.schedulers.ray.submit import from_script
+    else:
+        from trainer_cli.launch.submit import from_script
 
-    return from_script(*args, **kwargs)
+    return from_script(args, *rest, **kwargs)
 
 
 class TrainerCLI(_runtime.TrainerCLI):
     """:class:`trainer_cli.runtime.cli.TrainerCLI` for a user's script: LightningCLI's verbs and the
-    launcher's ``submit`` (``python main.py submit ARGS``: the script's fit run queued as a Slurm job).
+    launcher's ``submit`` (``python main.py submit ARGS``: the script's fit run queued as a Slurm job, or
+    with ``--scheduler ray`` as a Ray job).
 
     The package face gives ``submit`` (:attr:`~trainer_cli.runtime.cli.TrainerCLI.script_verbs`): the submit
     library is a layer above the runtime, which imports nothing of it.

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Mapping
-from pathlib import Path
 from typing import Any
 
 from trainer_cli.config.before_parse import check_top_level_keys
@@ -17,6 +16,7 @@ from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import RAY, Request
 from trainer_cli.errors import UserError
 from trainer_cli.imports import heavy_import
+from trainer_cli.job.scheduler import SCHEDULER_NAMES
 from trainer_cli.launch import fit_job
 from trainer_cli.launch.cluster import UNCHECKED, check_against_cluster
 from trainer_cli.launch.fit_job import Plan
@@ -40,17 +40,33 @@ def parse_fit(cli: Any = None) -> fit_job.ParseFit:
 
 
 def plan(
-    args: Request | list[str], dry_run: bool, cli: Any = None, script: str | None = None, slurm_checks: bool = True
+    args: Request | list[str],
+    dry_run: bool,
+    cli: Any = None,
+    script: str | None = None,
+    slurm_checks: bool = True,
+    fixed: Mapping[str, type] | None = None,
 ) -> Plan:
     """Parse, check and render ``train submit ARGS`` (:func:`trainer_cli.launch.fit_job.plan`);
     allocates the run directory unless ``dry_run``; ``slurm_checks``: against this Slurm cluster (off for
-    another engine).
+    another engine). With a user's script (its TrainerCLI ``cli``, ``script`` and the sections whose class
+    it fixes, ``fixed``: :func:`from_script`), the plan's :attr:`~trainer_cli.launch.fit_job.Plan.entry` says
+    what the job's ranks run (:func:`trainer_cli.launch.script_entry.script_entry`, for every engine).
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch or a template error
             (nothing is left on disk).
     """
-    return fit_job.plan(args, dry_run, parse_fit(cli), script, slurm_checks=slurm_checks)
+    verb = script_verb(cli) if script else "fit"
+    return fit_job.plan(args, dry_run, parse_fit(cli), script, fixed, verb, slurm_checks=slurm_checks)
+
+
+def script_verb(cli: tuple[type, tuple[Any, ...], dict[str, Any]]) -> str:
+    """The verb a user's script's job runs it with: ``fit``, or none for a script built with
+    LightningCLI's ``run=False`` (``python main.py --config ...``)."""
+    from trainer_cli.runtime.script import script_has_verbs
+
+    return "fit" if script_has_verbs(*cli) else ""
 
 
 def main(args: Request | list[str]) -> int:
@@ -79,25 +95,20 @@ def main(args: Request | list[str]) -> int:
 def from_script(
     args: Request | list[str], cli: tuple[type, tuple[Any, ...], dict[str, Any]], script: str, fixed: Mapping[str, type]
 ) -> int:
-    """``python main.py submit ARGS`` (:attr:`trainer_cli.cli.TrainerCLI.script_verbs`): a fit run of a user's
-    script, parsed by its own TrainerCLI ``cli`` (its class with its constructor arguments), the job
-    running ``script``; ``fixed``: the sections whose class the script fixes (:func:`trainer_cli.launch.fit_job.main`).
+    """``python main.py submit ARGS`` (:attr:`trainer_cli.cli.TrainerCLI.script_verbs`, with ``--scheduler slurm``
+    or none): a fit run of a user's script, parsed by its own TrainerCLI ``cli`` (its class with its constructor
+    arguments), the job running ``script``; ``fixed``: the sections whose class the script fixes
+    (:func:`trainer_cli.launch.fit_job.main`). ``--scheduler ray`` is the Ray engine's
+    (:func:`trainer_cli.schedulers.ray.submit.from_script`, chosen by the package face).
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; for
-            ``--scheduler`` other than ``slurm`` (a script's job goes to Slurm only, in this version).
+            ``--scheduler`` naming no engine.
     """
-    from trainer_cli.runtime.script import script_has_verbs
-
     engine = Request.of(args).last("scheduler")
     if engine not in (None, "slurm"):
-        raise UserError(
-            f"--scheduler {engine}: a script's submit (python {Path(script).name} submit) sends its run to Slurm only "
-            "in this version; drop --scheduler, or send the same run with `train submit --scheduler ray --config "
-            "<your config> --model <class path> --data <class path>` (nothing was written or submitted)"
-        )
-    verb = "fit" if script_has_verbs(*cli) else ""  # run=False: `python main.py --config ...`
-    return fit_job.main(args, parse_fit(cli), script=script, fixed=fixed, script_verb=verb)
+        raise UserError(f"--scheduler {engine}: not an engine; choose one of {', '.join(SCHEDULER_NAMES)}")
+    return fit_job.main(args, parse_fit(cli), script=script, fixed=fixed, script_verb=script_verb(cli))
 
 
 def check(args: Request | list[str]) -> int:

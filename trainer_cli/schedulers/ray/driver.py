@@ -4,7 +4,8 @@
 runs as the Ray job's driver, in the job's working directory (the run's code snapshot, shipped by Ray).
 It places one bundle per Lightning node (``devices`` workers each: ``STRICT_SPREAD`` over machines for
 GPUs, packed for CPUs), starts one :class:`Worker` actor per rank, and each runs the run's
-``train fit --config <run>/config.yaml --run_dir <run>`` in a process of its own with torch's variables
+``train fit --config <run>/config.yaml --run_dir <run>`` (or, for a user's script, ``python main.py fit ...``
+as its Slurm job runs it: ``--entry``, ``--verb``, ``--chdir``) in a process of its own with torch's variables
 (``MASTER_ADDR``/``MASTER_PORT`` of rank 0's node, ``RANK``, ``WORLD_SIZE``, ``LOCAL_RANK``,
 ``NODE_RANK``), so Lightning's DDP joins them as it joins processes torchrun started. The worker group is
 the unit of failure (as Ray Train's ``FailureConfig``): when one rank's process ends with an error or its
@@ -21,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import shlex
 import signal
 import socket
 import subprocess
@@ -71,10 +73,12 @@ class Worker:
             s.bind(("", 0))
             return int(s.getsockname()[1])
 
-    def run(self, command: list[str], env: dict[str, str], log: str, prefix: str) -> int:
-        """Run ``command`` with ``env`` added, its output appended to ``log`` and printed; its exit code."""
+    def run(self, command: list[str], env: dict[str, str], log: str, prefix: str, cwd: str | None = None) -> int:
+        """Run ``command`` with ``env`` added (in ``cwd``, else the actor's own folder), its output appended to
+        ``log`` and printed; its exit code."""
         proc = subprocess.Popen(
             command,
+            cwd=cwd,
             env={**os.environ, **env},
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -139,7 +143,8 @@ def start_group(args: argparse.Namespace, attempt: int) -> int:
         world = len(workers)
         run_dir = Path(args.run_dir)
         config = str(run_dir / "config.yaml")
-        command = [sys.executable, "-m", "trainer_cli", "fit", "--config", config, "--run_dir", str(run_dir)]
+        verb = [args.verb] if args.verb else []
+        command = [sys.executable, *shlex.split(args.entry), *verb, "--config", config, "--run_dir", str(run_dir)]
         if attempt > 0:
             command += ["--ckpt_path", "last"]
         print(
@@ -168,7 +173,7 @@ def start_group(args: argparse.Namespace, attempt: int) -> int:
             if args.submit_dir and Path(args.submit_dir).is_dir():  # relative paths as at submit (shared disk)
                 env[WORKDIR_ENV] = args.submit_dir
             log = str(run_dir / LOG_PATTERN.format(job_id=args.job_id))
-            refs[worker.run.remote(command, env, log, f"[rank {rank}] ")] = rank
+            refs[worker.run.remote(command, env, log, f"[rank {rank}] ", args.chdir or None)] = rank
         pending = list(refs)
         code = 0
         while pending:
@@ -203,6 +208,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cpus_per_worker", type=float, default=1.0)
     parser.add_argument("--max_failures", type=int, default=3)
     parser.add_argument("--submit_dir", default="")
+    parser.add_argument("--entry", default="-m trainer_cli", help="what each rank's python runs (shell words)")
+    parser.add_argument("--verb", default="fit", help="the verb it takes (empty: none)")
+    parser.add_argument("--chdir", default="", help="the folder each rank starts in (empty: the actor's)")
     args = parser.parse_args(argv)
     import ray
 

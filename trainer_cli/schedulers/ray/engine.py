@@ -52,6 +52,11 @@ class RayJob:
         accelerator: ``cpu`` or ``gpu``.
         snapshot: The code snapshot shipped as the working directory (None: the submitting folder itself).
         submit_dir: The folder ``train submit`` ran in (relative paths of the config mean it).
+        entry: What each rank's ``python`` runs before its verb: ``-m trainer_cli`` (``train``), or a user's
+            script (:attr:`trainer_cli.launch.script_entry.ScriptEntry.words`, as its Slurm job runs it).
+        verb: The verb the rank runs it with (``fit``; none for a script built with ``run=False``).
+        chdir: The folder each rank starts in (a user's script's, as its Slurm job's ``--chdir``: the
+            snapshot's copy of the submitting folder, else that folder); None: the job's working directory.
     """
 
     run_dir: Path
@@ -62,6 +67,14 @@ class RayJob:
     accelerator: str
     snapshot: Snapshot | None
     submit_dir: Path
+    entry: tuple[str, ...] = ("-m", "trainer_cli")
+    verb: str = "fit"
+    chdir: Path | None = None
+
+    def rank_command(self, python: str = "python") -> list[str]:
+        """What each rank runs (the driver's Python for ``python``), as a Slurm job's fit step."""
+        verb = [self.verb] if self.verb else []
+        return [python, *self.entry, *verb, "--config", f"{self.run_dir}/config.yaml", "--run_dir", str(self.run_dir)]
 
 
 class RayScheduler:
@@ -93,12 +106,16 @@ class RayScheduler:
     def render(self, spec: RayJob) -> JobDraft:
         """The Ray job ``spec`` would be: its entrypoint, runtime environment and workers (pure)."""
         opts = self.options
-        command = (
+        command: tuple[str, ...] = (
             "python", "-m", "trainer_cli.schedulers.ray.driver", "--run_dir", str(spec.run_dir),
             "--job_id", spec.job_id, "--num_nodes", str(spec.num_nodes), "--devices", str(spec.devices),
             "--accelerator", spec.accelerator, "--cpus_per_worker", f"{opts.cpus_per_worker:g}",
             "--max_failures", str(opts.max_failures), "--submit_dir", str(spec.submit_dir),
         )  # fmt: skip
+        if spec.entry != RayJob.entry or spec.verb != RayJob.verb:  # a user's script (the driver's default: train)
+            command += ("--entry", shlex.join(spec.entry), "--verb", spec.verb)
+        if spec.chdir is not None:
+            command += ("--chdir", str(spec.chdir))
         entrypoint = shlex.join(command)
         runtime_env: dict[str, Any] = {}
         if spec.snapshot is not None:
@@ -112,8 +129,8 @@ class RayScheduler:
             f"entrypoint: {entrypoint}",
             f"runtime_env: {runtime_env}",
             f"workers: {workers} ({spec.num_nodes} node(s) x {spec.devices} {spec.accelerator} worker(s), "
-            f"{opts.cpus_per_worker:g} CPU(s) each), each running: train fit --config {spec.run_dir}/config.yaml "
-            f"--run_dir {spec.run_dir}",
+            f"{opts.cpus_per_worker:g} CPU(s) each), each running: {shlex.join(spec.rank_command())}"
+            + (f" (in {spec.chdir})" if spec.chdir is not None else ""),
             f"restarts: up to {opts.max_failures} (the worker group restarts from the run's last.ckpt)",
         ]
         options = {

@@ -3,7 +3,9 @@
 The run is planned exactly as for Slurm (:func:`trainer_cli.launch.submit.plan`: the config composed and
 type-checked here, resources from ``trainer.num_nodes`` x ``trainer.devices``, the run folder allocated
 and its config frozen), then rendered and queued by :class:`~trainer_cli.schedulers.ray.engine.RayScheduler`
-and registered for ``train jobs`` (``scheduler: ray``). Bad input (Ray missing or outside the supported
+and registered for ``train jobs`` (``scheduler: ray``). A user's script with TrainerCLI (``python main.py submit
+--scheduler ray``: :func:`from_script`) is planned with its own CLI, and its ranks run the script as its
+Slurm job does. Bad input (Ray missing or outside the supported
 versions, the cluster not answering, a ``--slurm.*`` flag) is refused before anything is written.
 """
 
@@ -11,6 +13,8 @@ from __future__ import annotations
 
 import secrets
 import sys
+from collections.abc import Mapping
+from dataclasses import replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -20,6 +24,7 @@ from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.launch import snapshot
 from trainer_cli.launch import submit as slurm_submit
+from trainer_cli.launch.snapshot import Snapshot
 from trainer_cli.launch.submissions import register
 from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.rundir.policy import freeze
@@ -38,6 +43,7 @@ examples:
   train submit --scheduler ray --config configs/experiment/digits.yaml --trainer.devices 2 --dry-run
   train submit --scheduler ray --config configs/experiment/digits.yaml --trainer.num_nodes 2 \\
       --trainer.accelerator cpu --trainer.strategy ddp --ray.max_failures 2
+  python main.py submit --scheduler ray --config config.yaml --trainer.devices 2   # your script's TrainerCLI
   train jobs
 
 options:
@@ -64,6 +70,26 @@ def main(request: Request) -> int:
     Raises:
         UserError: for bad input (see the module's description) or a refused job; nothing is left on disk.
     """
+    return _submit(request)
+
+
+def from_script(
+    args: Request | list[str], cli: tuple[type, tuple[Any, ...], dict[str, Any]], script: str, fixed: Mapping[str, type]
+) -> int:
+    """``python main.py submit --scheduler ray ARGS`` (:attr:`trainer_cli.cli.TrainerCLI.script_verbs`): the fit
+    run of a user's script, planned with its own TrainerCLI ``cli`` as for Slurm
+    (:func:`trainer_cli.launch.submit.from_script`; ``fixed``: the sections whose class it fixes), sent to Ray;
+    each rank runs the script as its Slurm job would (``python main.py fit --config <run>/config.yaml --run_dir
+    <run>``, or ``python -m pkg.train ...``: :func:`trainer_cli.launch.script_entry.script_entry`).
+
+    Raises:
+        UserError: for bad input (see the module's description) or a refused job; nothing is left on disk.
+    """
+    return _submit(Request.of(args), (cli, script, fixed))
+
+
+def _submit(request: Request, script: tuple[Any, str, Mapping[str, type]] | None = None) -> int:
+    """Plan, render and queue the run (``script``: a user's script's TrainerCLI, path and fixed classes)."""
     if request.helps:
         print(HELP)
         return 0
@@ -77,7 +103,13 @@ def main(request: Request) -> int:
     fit_request = request.without("scheduler").with_args(
         a for a in request.without("scheduler") if not (a.name or "").startswith(RAY + ".")
     )
-    plan = slurm_submit.plan(fit_request, request.dry_run, slurm_checks=False)
+    verb = "fit"
+    if script is None:
+        plan = slurm_submit.plan(fit_request, request.dry_run, slurm_checks=False)
+    else:
+        cli, path, fixed = script
+        plan = slurm_submit.plan(fit_request, request.dry_run, cli, path, slurm_checks=False, fixed=fixed)
+        verb = slurm_submit.script_verb(cli)
     if plan.finished:
         print(f"{plan.finished} Nothing was submitted.")
         return 0
@@ -87,9 +119,14 @@ def main(request: Request) -> int:
     res = plan.resources
     max_mb = plan.slurm.snapshot_max_mb
 
-    def spec(code: Any) -> RayJob:
-        return RayJob(plan.run_dir, job_id, plan.job_name, res.nodes, res.ntasks_per_node, res.accelerator,
-                      code, Path.cwd())  # fmt: skip
+    def spec(code: Snapshot | None) -> RayJob:
+        job = RayJob(plan.run_dir, job_id, plan.job_name, res.nodes, res.ntasks_per_node, res.accelerator,
+                     code, Path.cwd())  # fmt: skip
+        if plan.entry is None:  # `train fit` in the job's working directory (the snapshot Ray ships)
+            return job
+        # a user's script: what its Slurm job runs (plan.entry), where that job starts (#SBATCH --chdir)
+        chdir = Path(code.workdir) if code is not None else Path.cwd()
+        return replace(job, entry=tuple(plan.entry.words), verb=verb, chdir=chdir)
 
     if request.dry_run:
         code = snapshot.preview(Path.cwd(), plan.run_dir, max_mb, [plan.root])
@@ -100,6 +137,10 @@ def main(request: Request) -> int:
     try:
         freeze(plan.run_dir, plan.frozen_config)
         code = snapshot.take(Path.cwd(), plan.run_dir, max_mb, [plan.root])
+        if plan.entry is not None and plan.entry.live is None and not plan.entry.path.is_file():
+            raise UserError(
+                f"the code snapshot in {plan.run_dir} holds no copy of {plan.entry.script}: nothing was submitted"
+            )
         draft = scheduler.render(spec(code))
         jobstate.write(plan.run_dir, {"job_id": job_id, "state": "PENDING", "restarts": 0, "scheduler": "ray"})
         scheduler.submit(draft)
