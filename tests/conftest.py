@@ -29,6 +29,9 @@ STATE_KEY = pytest.StashKey[str]()
 ONE_WORKER_MODULES = (
     "test_bad_input", "test_export_predict", "test_foreign_stock", "test_foreign_user_code", "test_resume",
     "test_resume_choice", "test_submit_render", "test_completion",
+    # its module-scoped fixture starts the local Ray cluster and stops it after the module: on two
+    # workers the first to finish stopped it under the other's running job
+    "test_ray_engine",
     # a module-scoped training each (test_history's finished run, test_resume_changes' trained run, test_no_flock's
     # run without flock): trained once, not once per worker
     "test_history", "test_resume_changes", "test_no_flock",
