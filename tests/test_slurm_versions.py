@@ -33,12 +33,10 @@ CORE = (
     # the checks against the cluster (scontrol show partition/node, sacctmgr)
     "tests/test_slurm_cluster.py::test_cluster_refuses_what_it_cannot_run_before_anything_is_written",
     "tests/test_slurm_cluster.py::test_check_alone_exits_0_or_2_and_writes_nothing",
-    # preemption by Slurm (partition urgent), time limit, resubmission. Not yet here:
-    # test_a_real_preemption_is_told_from_the_time_limit: on 24.11 a job preempted, requeued and then
-    # ending with exit 0 keeps JobState=PREEMPTED (ExitCode=0:0), read as COMPLETED since
-    # (slurm_output.job_state, from the captured record); its run here on 2026-12-02 at load 23 got
-    # the preemption, the USR1 save and the requeue/resubmission right and then ran past its wait of
-    # the run's end (RUNNING after 300 s, both modes): to be added once it passes on a quiet machine
+    # preemption by Slurm (partition urgent), time limit, resubmission (on 24.11 a job preempted, requeued
+    # and then completed ends JobState=PREEMPTED ExitCode=0:0, read as COMPLETED: slurm_output.job_state;
+    # both modes passed here in 88 s on a quiet machine, 2026-12-02)
+    "tests/test_slurm_restarts.py::test_a_real_preemption_is_told_from_the_time_limit",
     "tests/test_slurm_restarts.py::test_preemption_then_time_limit_and_the_cap_names_the_cause",
     "tests/test_slurm_restarts.py::test_resubmit_mode_continues_the_run_as_a_new_job",
     # doctor on two nodes, a drained node named
