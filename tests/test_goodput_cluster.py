@@ -118,7 +118,9 @@ def test_goodput_of_a_two_node_job_preempted_twice_and_stalled_once(slurm_cluste
     # (sacct's Start and End are whole seconds: a process may outlast its allocation's ElapsedRaw by a second)
     assert figures["allocated_s"] == pytest.approx(sacct_elapsed, abs=len(rows)), (figures["allocated_s"], rows)
     badput = {k: b["seconds"] for k, b in figures["badput"].items()}
-    assert badput["startup_s"] > 0 and badput["launch_s"] > 0 and badput["stall_s"] >= STALL_TIMEOUT_S, badput
+    # launch (the allocation outside the ranks' processes) can round to 0: sacct's times are whole seconds
+    # and the ranks' own may fill them (0.0 once on Slurm 24.11, quiet machine, 2026-12-02)
+    assert badput["startup_s"] > 0 and badput["launch_s"] >= 0 and badput["stall_s"] >= STALL_TIMEOUT_S, badput
     assert badput["failed_s"] == 0 and 0 < figures["goodput_pct"] < 100, figures
 
     # lost progress: each attempt's last step (rank 0's records) less the step the next starts from
