@@ -27,6 +27,7 @@ import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
@@ -36,11 +37,11 @@ from trainer_cli.job.cost import Attempt
 from trainer_cli.job.scheduler import JobDraft
 from trainer_cli.job.slurm_commands import SlurmCommandError, sbatch_words
 from trainer_cli.job.status import ACTIVE_STATES, JobStatus, query_slurm
-from trainer_cli.launch import fit_job, secrets
-from trainer_cli.launch.fit_job import ParseFit
 from trainer_cli.launch.sbatch import LOG_PATTERN
 from trainer_cli.launch.submissions import read_registry
-from trainer_cli.launch.submit import parse_fit
+
+if TYPE_CHECKING:  # the submit library is imported when a job is rendered or queued, not for train jobs
+    from trainer_cli.launch.fit_job import ParseFit
 
 ENDED = ("already completing or completed", "invalid job id")
 """scancel's answers for a job that has ended or that Slurm does not know: nothing to cancel."""
@@ -70,8 +71,14 @@ class SlurmScheduler:
     name = "slurm"
 
     def __init__(self, parse: ParseFit | None = None, poll_s: float = 1.0) -> None:
-        self._parse = parse or parse_fit()
+        self._given_parse = parse
         self.poll_s = poll_s
+
+    def _parse(self) -> ParseFit:
+        """The parse function of the fit run (the launcher's unless one was given)."""
+        from trainer_cli.launch.submit import parse_fit
+
+        return self._given_parse or parse_fit()
 
     def render(self, spec: Request | Sequence[str]) -> SlurmDraft:
         """The job ``train submit SPEC --dry-run`` shows; nothing written, nothing queued.
@@ -85,7 +92,9 @@ class SlurmScheduler:
         request = Request.of(spec if isinstance(spec, Request) else list(spec), "submit")
         if request.sweep:
             raise UserError("a sweep is one job array: `train submit --sweep ... --dry-run` shows it")
-        job = fit_job.plan(request, True, self._parse, echo=False)
+        from trainer_cli.launch import fit_job, secrets
+
+        job = fit_job.plan(request, True, self._parse(), echo=False)
         text = f"{job.finished} Nothing was queued." if job.finished else fit_job.dry_run_text(job)
         command = sbatch_words(job.script, *job.sbatch_options)
         return SlurmDraft(
@@ -108,7 +117,9 @@ class SlurmScheduler:
         """
         if not isinstance(draft, SlurmDraft) or draft.request is None:
             raise UserError(f"a {draft.scheduler} job draft: Slurm submits the drafts it rendered")
-        job = fit_job.plan(draft.request, False, self._parse)
+        from trainer_cli.launch import fit_job
+
+        job = fit_job.plan(draft.request, False, self._parse())
         if job.finished:
             job.discard()
             raise UserError(f"{job.finished} Nothing was queued.")
