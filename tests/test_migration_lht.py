@@ -305,3 +305,25 @@ def test_class_annotated_partials_are_built_by_the_module() -> None:
         assert isinstance(scheduler, torch.optim.lr_scheduler.StepLR) and scheduler.step_size == 3
     assert isinstance(model.other(model.parameters()), torch.optim.Adam)
     assert "params" not in cli.config.model.init_args.optimizer.init_args
+
+
+def test_a_layers_own_hydra_node_is_named_in_the_note(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A Hydra-style file that writes Hydra's own node (``hydra: {run: {dir: ...}}``, which Hydra's compose
+    takes out of the config it returns) gets the note line saying the launcher ignores it and why, not silence."""
+    from trainer_cli.__main__ import main
+
+    project = lht_project(tmp_path / "project")
+    monkeypatch.chdir(project)
+    monkeypatch.syspath_prepend(str(project))
+    (project / "runfolder.yaml").write_text("hydra:\n  run:\n    dir: outputs/here\ntask_name: mine\n")
+    try:
+        main(["fit", "--config_root", "configs", "--config", "experiment/example", "--config", "runfolder.yaml",
+              "--print_config"])
+    except SystemExit as stop:
+        assert stop.code in (0, None)
+    out, err = capsys.readouterr()
+    notes = [line for line in err.splitlines() if "runfolder.yaml: Hydra keys ignored" in line]
+    assert len(notes) == 1 and "hydra (no Hydra run: runs go to runs/<name>/version_N)" in notes[0], err[-2000:]
+    assert "name: mine" in out and "outputs/here" not in out

@@ -264,6 +264,8 @@ def config_text(value: str, layers: Layers, roots: Sequence[Path] = ()) -> str:
         if hydra or hydra_style.is_hydra_style(composed):
             layer.hydra = composed
             hydra_style.alias_keys(layer.keys)
+            if "hydra" in data and "hydra" not in composed:  # compose drops Hydra's node: named in the note
+                composed = {**composed, "hydra": data["hydra"]}
             composed, note = hydra_style.translate(
                 composed, path, layer.keys, config_root_of(path), hydra_context(layers[:-1])
             )
