@@ -50,9 +50,16 @@ CORE = (
     "tests/test_cluster_accounting.py::test_sacct_answers_for_a_real_job",
     "tests/test_cost.py::test_cost_of_a_two_task_job_preempted_once",
     "tests/test_goodput_cluster.py",
+    # a container job: Charliecloud's ch-run (charliecloud-runtime 0.38, in the 24.11 root: the batch script
+    # and the tasks run there) with the Debian image cached under /var/tmp (bound at the same place). The
+    # short one: a container that cannot start fails after one allocation (20 s); the long one: a 2-task DDP
+    # job in the image, preempted by USR1, resumes bitwise equal to one left alone (205 s at a load of 10,
+    # both passed here 2026-12-02)
+    "tests/test_container_cluster.py::test_a_job_whose_container_cannot_start_fails_after_one_allocation",
+    "tests/test_container_cluster.py::test_preempted_ddp_job_in_a_charliecloud_image_resumes_bitwise_equal",
 )
 """The cluster's core: submit, requeue, preemption, time limit, resubmission, doctor, array sweep workers,
-``train init``, cost and goodput from sacct (long ones included: they are the point here)."""
+``train init``, cost and goodput from sacct, a container job (long ones included: they are the point here)."""
 
 
 @pytest.mark.long  # 24.11's cluster: a debootstrap root on the first start, then the core's real jobs (tens of minutes)
