@@ -24,6 +24,7 @@ from pathlib import Path
 import pytest
 from support import REPO
 
+from trainer_cli.config.request import Request
 from trainer_cli.job.slurm_output import job_state
 from trainer_cli.launch import submit as submit_mod
 
@@ -114,7 +115,7 @@ def train_submit(*args: str) -> tuple[int, str]:
     """Run ``train submit ARGS`` in this process; returns (exit code, stdout)."""
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        code = submit_mod.main(list(args))
+        code = submit_mod.main(Request.of(list(args), "submit"))  # the test's command line, read once
     return code, out.getvalue()
 
 

@@ -13,8 +13,9 @@ from support import CONFIGS, DIGITS, USER_MODULE, quiet_args
 from trainer_cli.__main__ import main
 from trainer_cli.config.compose import expand_config_args
 from trainer_cli.config.paths import ENV_CONFIG_PATH
+from trainer_cli.config.request import Request
+from trainer_cli.config.spec import split
 from trainer_cli.errors import ConfigError, UserError
-from trainer_cli.launch.slurm_args import split_args
 from trainer_cli.runtime.verbs import parse_config
 
 
@@ -84,7 +85,8 @@ def test_short_forms_search_config_root_flags_and_the_environment(user: Path, mo
 
 
 def test_submit_takes_config_root_out_of_the_fit_arguments(user: Path) -> None:
-    fit_args, *_ = split_args(["--config_root", str(user), "--config", "experiment/mine", "--trainer.max_epochs", "1"])
+    request = Request.of(["--config_root", str(user), "--config", "experiment/mine", "--trainer.max_epochs", "1"])
+    fit_args, *_ = split(request, "slurm")
     assert "--config_root" not in fit_args and str(user) not in fit_args
     assert "mymodels.TinyNet" in fit_args[1]  # composed with the user's groups
 

@@ -154,6 +154,7 @@ def test_a_sweep_from_a_script_is_refused_naming_the_train_submit_command(
 ) -> None:
     """``python main.py submit --sweep``: not yet; the error names the ``train submit`` command with the
     script's classes (a class defined in the script itself by the script's module name) and its folder on PYTHONPATH."""
+    from trainer_cli.config.request import Request
     from trainer_cli.errors import UserError
     from trainer_cli.launch import fit_job
 
@@ -166,7 +167,7 @@ def test_a_sweep_from_a_script_is_refused_naming_the_train_submit_command(
 
     Local.__module__, Local.__qualname__ = "__main__", "Local"
     with pytest.raises(UserError) as err:
-        fit_job.main(["--sweep", "model.hidden_dim=8,16"], parse=None, script=str(tmp_path / "proj" / "main.py"),  # type: ignore[arg-type]
+        fit_job.main(Request.of(["--sweep", "model.hidden_dim=8,16"], "submit"), parse=None, script=str(tmp_path / "proj" / "main.py"),  # type: ignore[arg-type]
                      fixed={"model": Local, "data": BlobData})
     assert "`PYTHONPATH=proj train submit --model main.Local --data lit_foreign.data.BlobData ...`" in str(err.value)
     assert "--sweep_metric NAME" in str(err.value)

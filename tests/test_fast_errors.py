@@ -105,6 +105,7 @@ from trainer_cli.runtime.verbs import run_subcommand
 from trainer_cli.tools.completion import OPTION
 from trainer_cli.errors import UserError, report_user_error
 from trainer_cli.config.before_parse import precheck
+from trainer_cli.config.request import Request
 
 keys, messages = {}, {}
 for verb in ("fit", "validate", "test", "predict"):
@@ -114,7 +115,7 @@ for verb in ("fit", "validate", "test", "predict"):
     keys[verb] = sorted({o[2:].split(".")[0].rstrip("+") for o in OPTION.findall(out.getvalue())})
 for name, (verb, argv) in json.loads(sys.argv[1]).items():
     try:
-        precheck(verb, argv)
+        precheck(verb, Request.of(argv, verb))
         fast = None
     except UserError as err:
         fast = f"error: {err}\n"

@@ -148,6 +148,7 @@ HELP_RUN = (
 def test_fit_help_comes_from_the_cache_the_second_time(tmp_path: Path) -> None:
     """Item 6: ``train fit --help`` built once, then printed without importing torch or Lightning."""
     from trainer_cli.config import help_cache
+    from trainer_cli.config.request import Request
 
     env = {k: v for k, v in os.environ.items() if k != "TRAINER_CLI_RUN_DIR"} | {"XDG_CACHE_HOME": str(tmp_path), "COLUMNS": "100"}
     runs = [
@@ -159,7 +160,8 @@ def test_fit_help_comes_from_the_cache_the_second_time(tmp_path: Path) -> None:
     assert first[0] == second[0] and "--trainer.max_epochs" in first[0] and "--model" in first[0]
     assert (first[1].strip(), second[1].strip()) == ("True", "False")
     assert len(list((tmp_path / "trainer-cli" / "help").glob("*.txt"))) == 1
-    assert help_cache.cacheable(["--help"]) and not help_cache.cacheable(["--config", DIGITS, "--help"])
+    assert help_cache.cacheable(Request.of(["--help"], "fit"))
+    assert not help_cache.cacheable(Request.of(["--config", DIGITS, "--help"], "fit"))
 
 
 DEMO_MODEL = '''

@@ -13,6 +13,7 @@ import pytest
 from slurm_support import LOCAL_PROFILE, scontrol_job, slurm_cluster, train_submit  # noqa: F401 - a fixture
 from support import DIGITS, quiet_args
 
+from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
 from trainer_cli.job.scheduler import Scheduler
 from trainer_cli.job.status import JobStatus
@@ -60,7 +61,7 @@ def test_render_is_the_dry_run_and_a_held_job_is_cancelled(
     root = tmp_path / "runs"
     slurm = SlurmScheduler()
     before = _files(tmp_path, registry_file().parent)
-    draft = slurm.render(_args(root, "--slurm.extra_sbatch", '["--hold"]'))
+    draft = slurm.render(slurm.spec(Request.of(_args(root, "--slurm.extra_sbatch", '["--hold"]'), "submit")))
     assert _files(tmp_path, registry_file().parent) == before, "a render writes nothing"
     assert draft.run_dir is None and draft.scheduler == "slurm" and draft.command[0] == "sbatch"
     code, printed = train_submit(*_args(root, "--slurm.extra_sbatch", '["--hold"]'), "--dry-run")
@@ -86,7 +87,7 @@ def test_a_digits_job_is_described_logged_and_accounted(
     monkeypatch.chdir(tmp_path)
     root = tmp_path / "runs"
     slurm = SlurmScheduler()
-    job_id = slurm.submit(slurm.render(_args(root)))
+    job_id = slurm.submit(slurm.render(slurm.spec(Request.of(_args(root), "submit"))))
     (rec,) = [r for r in read_registry(root) if r["job_id"] == job_id]
     done = _until(slurm, job_id, {"COMPLETED", "FAILED", "CANCELLED", "TIMEOUT"})
     run_dir = Path(rec["run_dir"])

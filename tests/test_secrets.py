@@ -28,13 +28,12 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
     wait_for_state,
 )
 from support import DIGITS
-from test_submit_render import _args
+from test_submit_render import _args, plan
 
 from trainer_cli.errors import UserError
 from trainer_cli.launch import secrets
 from trainer_cli.launch.options import SlurmOptions
 from trainer_cli.launch.submissions import registry_file
-from trainer_cli.launch.submit import plan
 
 KEY, TOKEN, PASS = (f"{p}-{random_secrets.token_hex(12)}" for p in ("wk", "hf", "pw"))
 ENV = ["--slurm.env", f"{{WANDB_API_KEY: {KEY}, HF_TOKEN: {TOKEN}, OMP_NUM_THREADS: '2'}}"]

@@ -20,9 +20,10 @@ import pytest
 from slurm_support import LOCAL_PROFILE, slurm_cluster, train_submit  # noqa: F401 - session fixture
 from support import CONFIGS, DIGITS, run_train
 
+from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
+from trainer_cli.launch import submit, sweep
 from trainer_cli.launch.render import quote_directive
-from trainer_cli.launch.submit import plan
 
 GOLDEN = Path(__file__).parent / "golden"
 CIFAR = str(CONFIGS / "experiment" / "cifar10_resnet18.yaml")
@@ -39,6 +40,16 @@ CASES = {
     ],
 }
 SITE_CASE = [CIFAR, GPU_PROFILE, "--trainer.num_nodes", "4", "--trainer.devices", "8", "--slurm.test_after_fit", "true"]
+
+
+def plan(args: list[str], dry_run: bool) -> submit.Plan:
+    """``train submit ARGS`` planned (:func:`trainer_cli.launch.submit.plan`): the test's command line read once."""
+    return submit.plan(Request.of(args, "submit"), dry_run)
+
+
+def plan_sweep(args: list[str], dry_run: bool) -> sweep.SweepJob:
+    """``train submit ARGS --sweep ...`` planned (:func:`trainer_cli.launch.sweep.plan`)."""
+    return sweep.plan(Request.of(args, "submit"), dry_run)
 
 
 def _args(case: list[str], root: Path) -> list[str]:
@@ -103,8 +114,6 @@ SWEEP_CASE = [
 def test_sweep_golden_one_array_task_per_trial(tmp_path: Path) -> None:
     """`--sweep`: one script for the whole array (`--array=0-3%2`), each task's log and run directory
     its own trial's; nothing written by a dry run."""
-    from trainer_cli.launch.sweep import plan as plan_sweep
-
     job = plan_sweep(_args(SWEEP_CASE, tmp_path), dry_run=True)
     _check_golden("sweep_cpu_1x2", _normalise(job.script_text, tmp_path))
     assert [t.overrides for t in job.sweep.trials][1] == {"optimizer.init_args.lr": "1e-3", "trainer.max_epochs": "2"}
@@ -116,8 +125,6 @@ def test_sweep_golden_one_array_task_per_trial(tmp_path: Path) -> None:
 
 
 def test_sbatch_test_only_accepts_the_sweep(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
-    from trainer_cli.launch.sweep import plan as plan_sweep
-
     script = tmp_path / "sweep.sbatch"
     script.write_text(plan_sweep(_args(SWEEP_CASE, tmp_path / "runs"), dry_run=True).script_text)
     proc = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True, timeout=60)
@@ -320,8 +327,6 @@ def test_step_start_timeout_bounds_every_srun_of_the_tasks(tmp_path: Path) -> No
     array worker's trial, the test job) gets --immediate=N, and `jobstate end` reads N; the fit steps
     of a run, of a sweep's trial and of a worker's trial are one block (slurm/fit_step.j2: the
     watchdog in each); the scripts are valid bash; 0 renders no --immediate; below 0 is refused."""
-    from trainer_cli.launch.sweep import plan as plan_sweep
-
     args = [*_args(CASES["cpu_1x1"], tmp_path), "--slurm.step_start_timeout_s", "30"]
     job = plan([*args, "--slurm.test_after_fit", "true"], dry_run=True)
     sweep = plan_sweep([*args, "--sweep", "optimizer.init_args.lr=1e-3,1e-2"], dry_run=True).script_text

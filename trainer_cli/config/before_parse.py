@@ -60,7 +60,7 @@ TOP_LEVEL_KEYS: dict[str, frozenset[str]] = {
 CONFIG_VERBS = frozenset({*TOP_LEVEL_KEYS, "lr-find", "scale-batch-size", "cv"})
 
 
-def precheck(verb: str, args: Request | Sequence[str]) -> tuple[list[str], Layers] | None:
+def precheck(verb: str, request: Request) -> tuple[list[str], Layers] | None:
     """Check ``train VERB ARGS`` for the mistakes that need no class (see the module docstring).
 
     Returns:
@@ -71,7 +71,6 @@ def precheck(verb: str, args: Request | Sequence[str]) -> tuple[list[str], Layer
     Raises:
         UserError: with the message the verb would give for the first such mistake.
     """
-    request = Request.of(args)
     helps = request.helps
     if helps and verb not in TOP_LEVEL_KEYS:  # their help comes first, whatever else is given
         return None

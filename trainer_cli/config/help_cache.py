@@ -42,9 +42,9 @@ PACKAGE_DIR = Path(__file__).resolve().parents[1]  # trainer_cli/
 KEEP_PER_VERB = 8  # texts kept per verb (older ones are from edited sources or other environments)
 
 
-def cacheable(args: Request | list[str]) -> bool:
+def cacheable(request: Request) -> bool:
     """Whether ``train <verb> ARGS`` is a bare help request whose text may come from the cache."""
-    return os.environ.get(ENV_SWITCH, "1") != "0" and Request.of(args).only_help
+    return os.environ.get(ENV_SWITCH, "1") != "0" and request.only_help
 
 
 def cache_dir() -> Path:

@@ -7,25 +7,32 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from trainer_cli.config.request import Request
+from trainer_cli.config.request import Arg, Request, option
 from trainer_cli.rundir import record
 from trainer_cli.rundir.layout import CONFIG_FILE
 
 
 def with_stored_config(args: Request | list[str], under_configs: bool = False) -> list[str]:
-    """Put ``--config <run_dir>/config.yaml`` first when ``--run_dir`` names a run and no --config is given.
+    """Put ``--config <run_dir>/config.yaml`` first when ``--run_dir`` names a run and no --config is given
+    (:func:`stored_configs`); returns the arguments as tokens."""
+    request = Request.of(args)
+    return [token for arg in (*stored_configs(request, under_configs), *request) for token in arg.tokens]
+
+
+def stored_configs(request: Request, under_configs: bool = False) -> list[Arg]:
+    """The ``--config <run_dir>/config.yaml`` (and its ``launcher.yaml``) items that go first when ``--run_dir``
+    names a run and no --config is given; none otherwise.
 
     With ``under_configs`` (``train submit``, whose ``--config`` files are often a site profile alone)
-    it goes first under the given ones too, unless one of them is a run's record already."""
-    request = Request.of(args)
+    they go first under the given ones too, unless one of them is a run's record already."""
     run_dir = request.last("run_dir")
     given = request.values("config")
     stored_given = any(record.launcher_file(c) is not None or Path(c).name == CONFIG_FILE for c in given)
     if (given and not under_configs) or stored_given or not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
-        return request.tokens()
+        return []
     config = Path(run_dir) / CONFIG_FILE
     beside = record.launcher_file(config)  # the launcher's settings of the run, read with it
-    return ["--config", str(config), *(["--config", str(beside)] if beside else []), *request.tokens()]
+    return [option("config", str(config)), *([option("config", str(beside))] if beside else [])]
 
 
 NO_RUN_DIR = "run_dir: null\n"

@@ -29,6 +29,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
 from trainer_cli.tables import print_table
 
@@ -251,7 +252,7 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     from trainer_cli.launch.submit import plan
 
     started = time.monotonic()
-    job = plan(args, dry_run=True)
+    job = plan(Request.of(args, "submit"), dry_run=True)  # doctor's own argv, read once here
     warning = check_against_cluster(job.slurm, job.resources)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
@@ -341,7 +342,7 @@ def main(args: list[str]) -> int:
         if rest:
             from trainer_cli.launch.submit import plan
 
-            job = plan(rest, dry_run=True)
+            job = plan(Request.of(rest, "submit"), dry_run=True)
             root, class_paths = job.root, class_paths_of(job.frozen_config)
         reports, late = run_local(opts.tasks, root.absolute(), class_paths, opts.timeout, opts.size_mb)
         failures, rank_nodes = ([late] if late else []), [socket.gethostname()] * opts.tasks

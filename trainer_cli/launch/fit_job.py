@@ -21,22 +21,23 @@ from __future__ import annotations
 
 import shutil
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import update_json
-from trainer_cli.config.keys import Layers
+from trainer_cli.config import spec as run_spec
 from trainer_cli.config.request import Request, command_line
+from trainer_cli.config.spec import ParseFit, RunSpec
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.job.slurm_commands import sbatch_words
 from trainer_cli.launch import secrets, sizing, snapshot
 from trainer_cli.launch.cluster import check_resources
 from trainer_cli.launch.container import data_paths
-from trainer_cli.launch.options import SlurmOptions
+from trainer_cli.launch.options import SECTION, SlurmOptions
 from trainer_cli.launch.render import render
 from trainer_cli.launch.reservations import refuse_maintenance
 from trainer_cli.launch.resources import Resources, derive
@@ -50,7 +51,7 @@ from trainer_cli.launch.sbatch import (
     script_context,
 )
 from trainer_cli.launch.script_entry import ScriptEntry, code_line, script_entry, script_job_name
-from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help, split_args
+from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help
 from trainer_cli.launch.submissions import register
 from trainer_cli.rundir import record
 from trainer_cli.rundir.discard import remove_made_folders
@@ -59,11 +60,6 @@ from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.rundir.policy import Resume, finished_line, freeze, resume_checkpoint
 from trainer_cli.rundir.policy import plan as rundir_plan
 from trainer_cli.rundir.resume import stored_config
-
-ParseFit = Callable[[list[str], Layers], tuple[Any, Any]]
-"""Composes and type-checks ``train fit ARGS`` (``--config`` values already expanded, with the
-command line's layers), building nothing: returns the fit parser and the parsed config
-(:func:`trainer_cli.runtime.verbs.parse_config`)."""
 
 HELP = """\
 usage: train submit [--config FILE ...] [--key.sub value ...] [--slurm.KEY value ...] [--dry-run | --check]
@@ -229,34 +225,41 @@ def _instantiate_links(parser: Any) -> frozenset[str]:
     return frozenset(without_verb(t) for t in getattr(parser, "instantiate_link_targets", ()))
 
 
+def spec_of(request: Request, parse: ParseFit, fixed: Mapping[str, type] | None = None, verb: str = "fit") -> RunSpec:
+    """The spec of the submission ``request`` (:func:`trainer_cli.config.spec.build`, the ``slurm:`` section
+    and ``--slurm.*`` flags taken out as the engine's options), parsed by ``parse``.
+
+    Raises:
+        UserError: for a bad config file or a config the parse refuses.
+    """
+    return run_spec.build(request, parse, SECTION, fixed, verb)
+
+
 def plan(
-    args: Request | list[str],
+    spec: RunSpec,
     dry_run: bool,
-    parse: ParseFit,
     script: str | None = None,
-    fixed: Mapping[str, type] | None = None,
-    script_verb: str = "fit",
     echo: bool = True,
     slurm_checks: bool = True,
 ) -> Plan:
-    """Parse (with ``parse``), check and render ``train submit ARGS``; allocates the run directory
-    unless ``dry_run``. With ``script`` (a user's script with TrainerCLI) the job runs that script.
+    """Check and render the run ``spec`` (built by :func:`spec_of`); allocates the run directory unless
+    ``dry_run``. With ``script`` (a user's script with TrainerCLI) the job runs that script with the
+    spec's verb (empty for one built with ``run=False``).
     ``echo``: print the plan's notes as it goes (:attr:`Plan.notes`; else they are only kept).
     ``slurm_checks``: check the job against this Slurm cluster (its partitions, accounts and
     maintenance); off for another engine (``--scheduler ray``), which plans the run the same way.
 
     Raises:
-        UserError: for a bad config or Slurm option, a resource mismatch or a template error
+        UserError: for a bad Slurm option, a resource mismatch or a template error
             (nothing is left on disk).
     """
-    fixed = fixed or {}
-    fit_args, layers, _, provenance = split_args(args, fixed)
-    slurm = parse_slurm_options(layers)
+    fixed = spec.fixed
+    slurm = parse_slurm_options(list(spec.engine_layers))
     if slurm.array_workers is not None:
         raise UserError(f"--slurm.array_workers {slurm.array_workers} without --sweep: workers train a sweep's trials")
-    parser, config = parse(fit_args, provenance)
+    parser, config = spec.parser, spec.config  # (a copy: the plan fills in what the job needs)
     if not config.get("run_dir"):  # `train submit --config <run>/config.yaml`: a resubmission into that run
-        resubmitted = submitted_run(Request.of(args).values("config"))
+        resubmitted = submitted_run(spec.request.values("config"))
         config.run_dir = str(resubmitted) if resubmitted is not None else config.run_dir
     from trainer_cli.runtime.run import DEFAULT_ROOT_DIR, lightning_identity, lightning_log_root  # (after parse)
 
@@ -301,10 +304,10 @@ def plan(
         context_values = script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency, data)
         entry = None
         if script:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it (its snapshot copy)
-            module = args.module if isinstance(args, Request) else None  # `python -m pkg.train submit`
+            module = spec.request.module  # `python -m pkg.train submit`
             entry = replace(script_entry(Path(script), slurm, run_dir, Path.cwd()), module=module)
             context_values["entry"] = entry.words
-            context_values["fit_verb"] = script_verb
+            context_values["fit_verb"] = spec.verb
         script_text = render(template, context_values)
         changes, frozen = (
             _resubmit_changes(run_dir, frozen, resume, fixed.get("model"), _instantiate_links(parser))
@@ -354,13 +357,8 @@ def _train_submit_hint(script: str, fixed: Mapping[str, type], sweep: bool) -> s
     )
 
 
-def main(
-    args: Request | list[str],
-    parse: ParseFit,
-    script: str | None = None,
-    fixed: Mapping[str, type] | None = None,
-    script_verb: str = "fit",
-) -> int:
+def main(request: Request, parse: ParseFit, script: str | None = None, fixed: Mapping[str, type] | None = None,
+         script_verb: str = "fit") -> int:  # fmt: skip
     """``train submit ARGS`` for a fit run, parsed by ``parse``; returns the exit code. ``script``: a
     user's script with TrainerCLI (``python main.py submit ARGS``), which the job then runs;
     ``fixed``: the sections whose class that script fixes, with the class (``{"model": MyModel}``,
@@ -371,7 +369,6 @@ def main(
         UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; the run
             directory made for it is removed again.
     """
-    request = Request.of(args)
     if request.helps:
         print(HELP + slurm_help())
         return 0
@@ -380,15 +377,15 @@ def main(
             "from a script, submit takes a fit run only (no --sweep, --check or --slurm.cv_folds yet): use `train "
             f"submit` for those{_train_submit_hint(script, fixed or {}, request.sweep)}"
         )
-    dry_run = request.dry_run
-    job = plan(request, dry_run, parse, script=script, fixed=fixed, script_verb=script_verb)
+    run = spec_of(request, parse, fixed, script_verb)
+    job = plan(run, run.dry_run, script=script)
     if job.finished:  # as `train fit` says it, before anything is written or queued
         print(f"{job.finished} Nothing was queued.")
         return 0
     warning = job.slurm.signal_delay_warning()
     if warning:
         print(f"warning: {warning}", file=sys.stderr)
-    if dry_run:
+    if run.dry_run:
         print(dry_run_text(job))
         return 0
     submit(job)

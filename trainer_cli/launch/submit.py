@@ -14,6 +14,7 @@ from typing import Any
 from trainer_cli.config.before_parse import check_top_level_keys
 from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import RAY, Request
+from trainer_cli.config.spec import ParseFit, RunSpec
 from trainer_cli.errors import UserError
 from trainer_cli.imports import heavy_import
 from trainer_cli.job.scheduler import SCHEDULER_NAMES
@@ -23,7 +24,7 @@ from trainer_cli.launch.fit_job import Plan
 from trainer_cli.launch.reservations import refuse_maintenance
 
 
-def parse_fit(cli: Any = None) -> fit_job.ParseFit:
+def parse_fit(cli: Any = None) -> ParseFit:
     """The launcher's parse of ``train fit ARGS`` (or that of a user's TrainerCLI ``cli``: its
     class with its constructor arguments); Lightning is imported when it parses, not before
     (``train submit --help`` answers without it)."""
@@ -39,15 +40,26 @@ def parse_fit(cli: Any = None) -> fit_job.ParseFit:
     return parse
 
 
+def spec(request: Request, cli: Any = None, fixed: Mapping[str, type] | None = None) -> RunSpec:
+    """The run ``train submit ARGS`` asks for (:func:`trainer_cli.launch.fit_job.spec_of`), parsed by the
+    launcher's LightningCLI or by a user's TrainerCLI ``cli`` (its class with its constructor arguments;
+    ``fixed``: the sections whose class it fixes, :func:`from_script`), whose job runs its verb.
+
+    Raises:
+        UserError: for a bad config file or a config the parse refuses.
+    """
+    return fit_job.spec_of(request, parse_fit(cli), fixed, script_verb(cli) if cli is not None else "fit")
+
+
 def plan(
-    args: Request | list[str],
+    request: Request,
     dry_run: bool,
     cli: Any = None,
     script: str | None = None,
     slurm_checks: bool = True,
     fixed: Mapping[str, type] | None = None,
 ) -> Plan:
-    """Parse, check and render ``train submit ARGS`` (:func:`trainer_cli.launch.fit_job.plan`);
+    """Parse, check and render ``train submit ARGS`` (:func:`spec`, :func:`trainer_cli.launch.fit_job.plan`);
     allocates the run directory unless ``dry_run``; ``slurm_checks``: against this Slurm cluster (off for
     another engine). With a user's script (its TrainerCLI ``cli``, ``script`` and the sections whose class
     it fixes, ``fixed``: :func:`from_script`), the plan's :attr:`~trainer_cli.launch.fit_job.Plan.entry` says
@@ -57,8 +69,7 @@ def plan(
         UserError: for a bad config or Slurm option, a resource mismatch or a template error
             (nothing is left on disk).
     """
-    verb = script_verb(cli) if script else "fit"
-    return fit_job.plan(args, dry_run, parse_fit(cli), script, fixed, verb, slurm_checks=slurm_checks)
+    return fit_job.plan(spec(request, cli, fixed), dry_run, script, slurm_checks=slurm_checks)
 
 
 def script_verb(cli: tuple[type, tuple[Any, ...], dict[str, Any]]) -> str:
@@ -69,14 +80,13 @@ def script_verb(cli: tuple[type, tuple[Any, ...], dict[str, Any]]) -> str:
     return "fit" if script_has_verbs(*cli) else ""
 
 
-def main(args: Request | list[str]) -> int:
+def main(request: Request) -> int:
     """``train submit ARGS``; returns the exit code.
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; the run
             directory made for it is removed again.
     """
-    request = Request.of(args)
     ray_flags = [a.flag for a in request if (a.name or "").startswith(RAY + ".")]
     if ray_flags:
         raise UserError(
@@ -93,7 +103,7 @@ def main(args: Request | list[str]) -> int:
 
 
 def from_script(
-    args: Request | list[str], cli: tuple[type, tuple[Any, ...], dict[str, Any]], script: str, fixed: Mapping[str, type]
+    request: Request, cli: tuple[type, tuple[Any, ...], dict[str, Any]], script: str, fixed: Mapping[str, type]
 ) -> int:
     """``python main.py submit ARGS`` (:attr:`trainer_cli.cli.TrainerCLI.script_verbs`, with ``--scheduler slurm``
     or none): a fit run of a user's script, parsed by its own TrainerCLI ``cli`` (its class with its constructor
@@ -105,20 +115,20 @@ def from_script(
         UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; for
             ``--scheduler`` naming no engine.
     """
-    engine = Request.of(args).last("scheduler")
+    engine = request.last("scheduler")
     if engine not in (None, "slurm"):
         raise UserError(f"--scheduler {engine}: not an engine; choose one of {', '.join(SCHEDULER_NAMES)}")
-    return fit_job.main(args, parse_fit(cli), script=script, fixed=fixed, script_verb=script_verb(cli))
+    return fit_job.main(request, parse_fit(cli), script=script, fixed=fixed, script_verb=script_verb(cli))
 
 
-def check(args: Request | list[str]) -> int:
+def check(request: Request) -> int:
     """``train submit --check ARGS``: every check of a submission (config, resources, the cluster's
     partitions and nodes), nothing written or queued; returns 0 when the job would be accepted.
 
     Raises:
         UserError: for the first kind of problem found, naming each value (as a submission would).
     """
-    job = plan(args, dry_run=True)
+    job = plan(request, dry_run=True)
     warning = check_against_cluster(job.slurm, job.resources)
     if warning:
         print(f"warning: {warning}", file=sys.stderr)

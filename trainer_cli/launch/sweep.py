@@ -27,18 +27,19 @@ from typing import Any
 
 from trainer_cli.atomic import update_json
 from trainer_cli.config.before_parse import check_top_level_keys
-from trainer_cli.config.request import Request, command_line
+from trainer_cli.config.request import SWEEP_OPTIONS, Request, command_line
+from trainer_cli.config.spec import split
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.job.slurm_commands import SlurmCommandError, sbatch_words, show_config
 from trainer_cli.launch import secrets, snapshot
 from trainer_cli.launch.cluster import check_resources
 from trainer_cli.launch.container import data_paths
-from trainer_cli.launch.options import AUTO, SlurmOptions
+from trainer_cli.launch.options import AUTO, SECTION, SlurmOptions
 from trainer_cli.launch.render import render
 from trainer_cli.launch.resources import Resources, derive
 from trainer_cli.launch.sbatch import SCRIPT_NAME, prepare_run, run_sbatch, script_context, slurm_filename_pattern
-from trainer_cli.launch.slurm_args import parse_slurm_options, split_args
+from trainer_cli.launch.slurm_args import parse_slurm_options
 from trainer_cli.launch.submissions import register
 from trainer_cli.sweeps import plan as sweep_plan
 from trainer_cli.sweeps import study as sweep_study
@@ -126,21 +127,21 @@ class SweepJob:
     """``--slurm.array_workers``: the array's tasks are workers of the study (None: a task per trial)."""
 
 
-def plan(args: list[str], dry_run: bool) -> SweepJob:
+def plan(request: Request, dry_run: bool) -> SweepJob:
     """Parse and check ``train submit ARGS`` with ``--sweep`` flags; writes nothing.
 
     Args:
-        args: The command line after ``submit``.
+        request: The command line after ``submit``.
         dry_run: Do not ask this cluster about the job (the script may be for another one).
 
     Raises:
         UserError: for a bad sweep flag, a trial's bad value (named), trials with different
             resources, what the cluster cannot run, or a template error.
     """
-    space, rest = take_sweep_args(args)
+    space, _ = take_sweep_args(request)
     if space is None:
         raise UserError("no --sweep flag: nothing to sweep")
-    fit_args, layers, _, provenance = split_args(rest)
+    fit_args, layers, provenance, _ = split(request.without(*SWEEP_OPTIONS), SECTION)
     slurm = parse_slurm_options(layers)
     workers = slurm.array_workers
     if workers is None and (not space.is_grid or space.pruner != "none" or space.storage):
@@ -183,15 +184,14 @@ def plan(args: list[str], dry_run: bool) -> SweepJob:
     return SweepJob(sweep, slurm, resources, job_name, script, workers)
 
 
-def main(args: Request | list[str]) -> int:
+def main(request: Request) -> int:
     """``train submit FIT_ARGS --sweep KEY=VALUES ... [--slurm.KEY value ...] [--dry-run | --check]``.
 
     Raises:
         UserError: as :func:`plan`, or for a refused job; nothing is left on disk then.
     """
-    request = Request.of(args)
     check, dry_run = request.check, request.dry_run
-    job = plan(request.tokens(), dry_run=dry_run and not check)
+    job = plan(request, dry_run=dry_run and not check)
     sweep, res = job.sweep, job.resources
     n = len(sweep.trials)
     if job.workers is not None:

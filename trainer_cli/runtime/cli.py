@@ -135,10 +135,12 @@ class TrainerCLI(LightningCLI):
         self, *args: Any, run_directory: Run | None = None, layers: Layers | None = None, **kwargs: Any
     ) -> None:
         workdir.enter()  # a Slurm job run from its code snapshot: relative paths mean what they meant at submit
-        # a user's script: its command line, read once (trainer_cli.config.request)
-        self.request = of_process() if run_directory is None else Request(None)
-        if run_directory is None and kwargs.get("args") is None and self.request.verb in self.script_verbs:
-            raise SystemExit(run_script_verb(type(self), args, kwargs, self.request))
+        # a user's script: its command line, read once (trainer_cli.config.request); None for a `train` verb,
+        # whose request its caller read and composed (trainer_cli.runtime.verbs)
+        self.request: Request | None = of_process() if run_directory is None else None
+        request = self.request
+        if request is not None and kwargs.get("args") is None and request.verb in self.script_verbs:
+            raise SystemExit(run_script_verb(type(self), args, kwargs, request))
         kwargs.setdefault("parser_class", TrainerArgumentParser)
         # config.yaml: the run's record (run.Run.record); in a user's script LightningCLI's own callback
         # writes it where LightningCLI does (the Trainer's log_dir: the run directory there)
@@ -151,13 +153,13 @@ class TrainerCLI(LightningCLI):
         self.layers = layers if layers is not None else Layers()  # shared by its parsers (init_parser)
         self._subcommands = kwargs.get("run", True)
         self.run = run_directory if run_directory is not None else Run(None)
-        if run_directory is None:  # a user's script
+        if request is not None:  # a user's script
             # a missing --ckpt_path file: one line before anything is written when the script is the program;
             # called from Python (args=..., a test), it fails where LightningCLI's does
-            self.run.missing_is_error = kwargs.get("args") is None and runs_as_script(self.request)
+            self.run.missing_is_error = kwargs.get("args") is None and runs_as_script(request)
             self.run.checkpoint_hparams_win = True
             self.run.follows_lightning = True  # files where LightningCLI puts them (run.Run.bind_to_log_dir)
-            self.run.command = self.request.entry  # `python main.py`: the script's record is re-run with it
+            self.run.command = request.entry  # `python main.py`: the script's record is re-run with it
             verb = " fit" if self._subcommands else ""  # run=False: the script has no verbs
             self.run.resume_command = f"{self.run.command}{verb} --run_dir {{path}} --ckpt_path last"
         self.verb_parser: LightningArgumentParser | None = None  # the parser of the verb being run
@@ -167,7 +169,7 @@ class TrainerCLI(LightningCLI):
         from trainer_cli.job import requeue_signal
 
         requeue_from_here = run_directory is None and requeue_signal.install()  # a user's script in a Slurm job
-        whole_process = run_directory is None and kwargs.get("args") is None and runs_as_script(self.request)
+        whole_process = request is not None and kwargs.get("args") is None and runs_as_script(request)
         with _process_state_restored():
             try:
                 with _stop_contract(self.run, whole_process):
@@ -201,7 +203,8 @@ class TrainerCLI(LightningCLI):
         kwargs.setdefault("allow_abbrev", False)  # a misspelt --trainer.max_epoch is an error, not a prefix match
         parser = super().init_parser(**kwargs)
         parser.layers = self.layers  # type: ignore[attr-defined]  # (a user's parser_class may lack it: set, not declared)
-        if self.run.follows_lightning:  # a user's script: its errors point at its own --help, and end it
+        if self.run.follows_lightning and self.request is not None:  # a user's script: its errors point at its
+            # own --help, and end it
             parser.help_command = self.request.entry  # type: ignore[attr-defined]
             parser.exits = True  # type: ignore[attr-defined]
             parser.stock_keys_only = True  # type: ignore[attr-defined]  # --print_config: what stock prints
@@ -254,10 +257,14 @@ class TrainerCLI(LightningCLI):
         # after the user's add_arguments_to_parser, as LightningCLI adds them
         add_automatic_groups(self._core_parsers, self._auto_optimizers)
         # a user's script (`python main.py fit ...`, or one built with run=False: `python main.py --config ...`)
-        rebuilt = args is None and (
-            self.request.verb in self.subcommands()
-            if self._subcommands
-            else self.request.verb is None and runs_as_script(self.request)
+        rebuilt = (
+            args is None
+            and self.request is not None
+            and (
+                self.request.verb in self.subcommands()
+                if self._subcommands
+                else self.request.verb is None and runs_as_script(self.request)
+            )
         )
         if rebuilt:  # composed as under `train`
             args = script_args(self)

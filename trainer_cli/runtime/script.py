@@ -146,6 +146,7 @@ def script_args(cli: Any) -> list[str] | None:
     """
     fixed = _fixed_classes(cli._model_class, cli.datamodule_class, cli.subclass_mode_model, cli.subclass_mode_data)
     request = cli.request  # the script's command line, read once (TrainerCLI.__init__)
+    assert request is not None  # (a user's script: its TrainerCLI read it)
     try:
         expanded, layers = compose_args(request, fixed)
         args = [*([str(request.verb)] if request.verb else []), *with_stored_config(expanded)]  # run=False: no verb

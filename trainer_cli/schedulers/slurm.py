@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from trainer_cli.config.request import Request
+from trainer_cli.config.spec import RunSpec
 from trainer_cli.errors import UserError
 from trainer_cli.job import cost as job_cost
 from trainer_cli.job import slurm_commands
@@ -41,7 +42,7 @@ from trainer_cli.launch.sbatch import LOG_PATTERN
 from trainer_cli.launch.submissions import read_registry
 
 if TYPE_CHECKING:  # the submit library is imported when a job is rendered or queued, not for train jobs
-    from trainer_cli.launch.fit_job import ParseFit
+    from trainer_cli.config.spec import ParseFit
 
 ENDED = ("already completing or completed", "invalid job id")
 """scancel's answers for a job that has ended or that Slurm does not know: nothing to cancel."""
@@ -49,14 +50,14 @@ ENDED = ("already completing or completed", "invalid job id")
 
 @dataclass(frozen=True)
 class SlurmDraft(JobDraft):
-    """A Slurm job as ``train submit --dry-run`` shows it, with the request it was rendered from.
+    """A Slurm job as ``train submit --dry-run`` shows it, with the run it was rendered from.
 
     Attributes:
-        request: The ``train submit`` command line: :meth:`SlurmScheduler.submit` plans it again for
-            real (the run folder allocated then, as ``train submit`` after its ``--dry-run``).
+        spec: The run (:class:`~trainer_cli.config.spec.RunSpec`): :meth:`SlurmScheduler.submit` plans it
+            again for real (the run folder allocated then, as ``train submit`` after its ``--dry-run``).
     """
 
-    request: Request | None = None
+    spec: RunSpec | None = None
 
 
 class SlurmScheduler:
@@ -80,21 +81,28 @@ class SlurmScheduler:
 
         return self._given_parse or parse_fit()
 
-    def render(self, spec: Request | Sequence[str]) -> SlurmDraft:
-        """The job ``train submit SPEC --dry-run`` shows; nothing written, nothing queued.
-
-        Args:
-            spec: The ``train submit`` command line (its words after the verb, or the request read from them).
+    def spec(self, request: Request) -> RunSpec:
+        """The run the ``train submit`` command line ``request`` asks for, parsed by this engine's parse.
 
         Raises:
-            UserError: for a bad config or Slurm option, a resource mismatch, a template error, or a sweep.
+            UserError: for a bad config file or a config the parse refuses.
         """
-        request = Request.of(spec if isinstance(spec, Request) else list(spec), "submit")
-        if request.sweep:
+        from trainer_cli.launch import fit_job
+
+        return fit_job.spec_of(request, self._parse())
+
+    def render(self, spec: RunSpec) -> SlurmDraft:
+        """The job ``train submit --dry-run`` shows for the run ``spec`` (:meth:`spec`); nothing written,
+        nothing queued.
+
+        Raises:
+            UserError: for a bad Slurm option, a resource mismatch, a template error, or a sweep.
+        """
+        if spec.sweep:
             raise UserError("a sweep is one job array: `train submit --sweep ... --dry-run` shows it")
         from trainer_cli.launch import fit_job, secrets
 
-        job = fit_job.plan(request, True, self._parse(), echo=False)
+        job = fit_job.plan(spec, True, echo=False)
         text = f"{job.finished} Nothing was queued." if job.finished else fit_job.dry_run_text(job)
         command = sbatch_words(job.script, *job.sbatch_options)
         return SlurmDraft(
@@ -104,7 +112,7 @@ class SlurmScheduler:
             tuple(secrets.masked_words(command, job.slurm)),
             None,
             secrets.masked(job.slurm),
-            request=request,
+            spec=spec,
         )
 
     def submit(self, draft: JobDraft) -> str:
@@ -115,11 +123,11 @@ class SlurmScheduler:
             UserError: for a draft this engine did not render, a run already finished, or a job sbatch
                 refuses (nothing is left of the run folder made for it).
         """
-        if not isinstance(draft, SlurmDraft) or draft.request is None:
+        if not isinstance(draft, SlurmDraft) or draft.spec is None:
             raise UserError(f"a {draft.scheduler} job draft: Slurm submits the drafts it rendered")
         from trainer_cli.launch import fit_job
 
-        job = fit_job.plan(draft.request, False, self._parse())
+        job = fit_job.plan(draft.spec, False)
         if job.finished:
             job.discard()
             raise UserError(f"{job.finished} Nothing was queued.")

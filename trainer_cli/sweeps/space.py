@@ -366,8 +366,3 @@ def _one_int(flag: str, values: list[str], default: int) -> int:
         return int(values[-1])
     except ValueError:
         raise UserError(f"{flag} {values[-1]}: expected an integer") from None
-
-
-def requested(args: Request | list[str]) -> bool:
-    """Whether ``args`` hold a ``--sweep`` flag (cheap: nothing is parsed)."""
-    return Request.of(args).sweep

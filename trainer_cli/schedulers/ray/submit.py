@@ -1,12 +1,13 @@
 """``train submit --scheduler ray``: the run ``train submit`` sends to Slurm, sent to a Ray cluster.
 
-The run is planned exactly as for Slurm (:func:`trainer_cli.launch.submit.plan`: the config composed and
-type-checked here, resources from ``trainer.num_nodes`` x ``trainer.devices``, the run folder allocated
-and its config frozen), then rendered and queued by :class:`~trainer_cli.schedulers.ray.engine.RayScheduler`
-and registered for ``train jobs`` (``scheduler: ray``). A user's script with TrainerCLI (``python main.py submit
---scheduler ray``: :func:`from_script`) is planned with its own CLI, and its ranks run the script as its
-Slurm job does. Bad input (Ray missing or outside the supported
-versions, the cluster not answering, a ``--slurm.*`` flag) is refused before anything is written.
+The run is planned exactly as for Slurm (its spec, :func:`trainer_cli.launch.submit.spec`, planned by
+:func:`trainer_cli.launch.fit_job.plan`: the config composed and type-checked here, resources from
+``trainer.num_nodes`` x ``trainer.devices``, the run folder allocated and its config frozen), then rendered
+and queued by :class:`~trainer_cli.schedulers.ray.engine.RayScheduler` and registered for ``train jobs``
+(``scheduler: ray``). A user's script with TrainerCLI (``python main.py submit --scheduler ray``:
+:func:`from_script`) is planned with its own CLI, and its ranks run the script as its Slurm job does. Bad
+input (Ray missing or outside the supported versions, the cluster not answering, a ``--slurm.*`` flag) is
+refused before anything is written.
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from typing import Any
 from trainer_cli.config.request import RAY, SLURM, Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
-from trainer_cli.launch import snapshot
+from trainer_cli.launch import fit_job, snapshot
 from trainer_cli.launch import submit as slurm_submit
 from trainer_cli.launch.snapshot import Snapshot
 from trainer_cli.launch.submissions import register
@@ -74,7 +75,7 @@ def main(request: Request) -> int:
 
 
 def from_script(
-    args: Request | list[str], cli: tuple[type, tuple[Any, ...], dict[str, Any]], script: str, fixed: Mapping[str, type]
+    request: Request, cli: tuple[type, tuple[Any, ...], dict[str, Any]], script: str, fixed: Mapping[str, type]
 ) -> int:
     """``python main.py submit --scheduler ray ARGS`` (:attr:`trainer_cli.cli.TrainerCLI.script_verbs`): the fit
     run of a user's script, planned with its own TrainerCLI ``cli`` as for Slurm
@@ -85,7 +86,7 @@ def from_script(
     Raises:
         UserError: for bad input (see the module's description) or a refused job; nothing is left on disk.
     """
-    return _submit(Request.of(args), (cli, script, fixed))
+    return _submit(request, (cli, script, fixed))
 
 
 def _submit(request: Request, script: tuple[Any, str, Mapping[str, type]] | None = None) -> int:
@@ -103,13 +104,10 @@ def _submit(request: Request, script: tuple[Any, str, Mapping[str, type]] | None
     fit_request = request.without("scheduler").with_args(
         a for a in request.without("scheduler") if not (a.name or "").startswith(RAY + ".")
     )
-    verb = "fit"
-    if script is None:
-        plan = slurm_submit.plan(fit_request, request.dry_run, slurm_checks=False)
-    else:
-        cli, path, fixed = script
-        plan = slurm_submit.plan(fit_request, request.dry_run, cli, path, slurm_checks=False, fixed=fixed)
-        verb = slurm_submit.script_verb(cli)
+    cli, path, fixed = script if script is not None else (None, None, None)
+    run = slurm_submit.spec(fit_request, cli, fixed)  # the run, read once: the plan and --dry-run render it
+    plan = fit_job.plan(run, run.dry_run, path, slurm_checks=False)
+    verb = run.verb
     if plan.finished:
         print(f"{plan.finished} Nothing was submitted.")
         return 0
