@@ -6,9 +6,10 @@ a ``@hydra.main`` project's configs (``tests/corpus/hydra_main``) and a plain ``
 (``tests/foreign_lht``). The job runs the submitted code from its snapshot, is given SIGUSR1 mid-training
 (what ``--signal=SIGUSR1@N`` sends before the time limit) once its newest checkpoint is written, requeues,
 resumes at the step it saved and COMPLETES; every checkpoint it leaves is loaded in a fresh process where
-importing trainer_cli fails: with the module's own ``load_from_checkpoint`` (the template's module, whose
-optimizer and scheduler arguments are annotated with the classes, as the compatibility page says it can
-be)."""
+importing trainer_cli fails: with the module's own ``load_from_checkpoint``, or, for the template's module
+(its optimizer and scheduler arguments annotated with the classes, which ``load_from_checkpoint`` cannot
+rebuild: docs/reference/compatibility.md), built from the checkpoint's hyperparameters as the template's
+code builds it, its weights loaded strictly."""
 
 from __future__ import annotations
 
