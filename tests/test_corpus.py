@@ -179,7 +179,7 @@ from minvq.models import VanillaAE
 for path in sys.argv[1:]:
     torch.load(path, weights_only=True, map_location="cpu")
     module = Img2Img.load_from_checkpoint(path, model=VanillaAE(64, 8, [32, 16]), map_location="cpu")
-    print(type(module.model).__name__, module.hparams["learning_rate"], module.hparams["vis_kwargs"]["in_dim"])
+    print(type(module.model).__name__, module.hparams["learning_rate"], module.hparams["vis_kwargs"]["in_dim"], "trainer_cli" in sys.modules)
 """
 
 
@@ -226,4 +226,4 @@ def test_hydra_main_script_configs_run_under_train_unchanged(tmp_path: Path) -> 
     ckpts = [*sorted((run_dir / "checkpoints").glob("*.ckpt"))]
     done = subprocess.run([sys.executable, "-c", _LOAD_WITH_NETWORK, *map(str, ckpts)], cwd=proj, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]
-    assert done.stdout.splitlines() == ["VanillaAE 0.003 64"] * len(ckpts), done.stdout
+    assert done.stdout.splitlines() == ["VanillaAE 0.003 64 False"] * len(ckpts), done.stdout
