@@ -35,6 +35,9 @@ ONE_WORKER_MODULES = (
     # a module-scoped training each (test_history's finished run, test_resume_changes' trained run, test_no_flock's
     # run without flock): trained once, not once per worker
     "test_history", "test_resume_changes", "test_no_flock",
+    # its module-scoped fixture runs three fresh interpreters (stock, script, train) that both parametrized
+    # tests read: on two workers it ran twice (38 s + 32 s of setup in the 2026-12-02 15:20 make test)
+    "test_yaml_crossings",
 )
 
 if os.environ.get("PYTEST_XDIST_WORKER"):

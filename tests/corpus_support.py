@@ -57,11 +57,13 @@ def run(project_dir: Path, argv: list[str], env: dict[str, str], timeout: float 
     return forkserver.run_python(argv, project_dir, env, timeout)
 
 
-def loads(project_dir: Path, pairs: dict[str, Path], block: bool = True) -> list[dict[str, object]]:
-    """Each ``class path -> checkpoint`` loaded as its user would, in a fresh ``python`` in the project:
+def loads(project_dir: Path, pairs: dict[str, Path] | list[tuple[str, Path]], block: bool = True) -> list[dict[str, object]]:
+    """Each ``class path -> checkpoint`` loaded as its user would, in one fresh ``python`` in the project:
     ``Class.load_from_checkpoint(path)`` alone and ``torch.load(path, weights_only=True)``; with ``block``
-    any import of trainer_cli fails there (:mod:`checkpoint_loads`)."""
-    argv = [sys.executable, str(LOADS), *(["--block"] if block else []), *(f"{c}={p}" for c, p in pairs.items())]
+    any import of trainer_cli fails there (:mod:`checkpoint_loads`). ``pairs`` a list to load several
+    checkpoints of one class in the same process (one interpreter start with torch and Lightning, not one each)."""
+    items = pairs.items() if isinstance(pairs, dict) else pairs
+    argv = [sys.executable, str(LOADS), *(["--block"] if block else []), *(f"{c}={p}" for c, p in items)]
     env = {**user_env(), "PYTHONPATH": str(project_dir)}
     done = subprocess.run(argv, cwd=project_dir, env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-3000:]

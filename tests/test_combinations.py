@@ -17,6 +17,8 @@ the ResNet-sized pairs of :data:`LONG_PAIRS`, which run in the long tier only):
   discriminative LR and backbone fine-tuning on torchvision heads). The rest (loggers, debug
   flags, profilers, gradients, stability, callbacks, schedulers, strategies) act on the Trainer
   alone and behave the same on every experiment.
+- digits with the MLflow and W&B logger files (:data:`ELSEWHERE_PAIRS`) runs in the long tier only: a default-tier
+  test of ``tests/test_logger_runs.py`` trains digits with each of them (and kills, resumes, reads the store).
 - Strategies that start processes (ddp_spawn, ddp_cpu_sim) run on digits only, each in a
   ``train`` process of its own (a launcher re-runs the command line); a 1-process ``ddp`` runs
   last in the shared process (its process group stays set).
@@ -70,6 +72,13 @@ LONG_PAIRS = frozenset({
     ("imagefolder_finetune", "finetune/backbone.yaml"), ("imagefolder_finetune", "param_groups/discriminative_lr.yaml"),
     ("imagefolder_finetune", "regularization/mixup_cutmix.yaml"),
 })
+# Pairs a default-tier test elsewhere trains with the same shipped file on digits, and more (a kill, a resume, a
+# second run, the logger's own files read back); the long tier's here (test_resnet_sized_pairs_train): the
+# loggers' imports and stores cost 14-30 s of this file's run (2026-12-02, load ~8)
+ELSEWHERE_PAIRS = {
+    ("digits", "logger/mlflow.yaml"): "test_logger_runs.py::test_mlflow_run_continued_after_a_kill",
+    ("digits", "logger/wandb.yaml"): "test_logger_runs.py::test_wandb_cv_folds_in_one_process_are_one_run_each",
+}
 OWN_PROCESS = ("strategy/ddp_spawn.yaml", "strategy/ddp_cpu_sim.yaml")  # they start processes: own `train` process
 LAST_IN_PROCESS = "strategy/ddp.yaml"  # a 1-process DDP leaves its process group set: run it last
 EXPERIMENT_DATA = {"digits": "digits", "cifar10_resnet18": "cifar10", "cifar10_fast": "cifar10", "imagefolder_finetune": "image_folder"}
@@ -197,10 +206,11 @@ def run_pairs(chosen: list[tuple[str, str]], tmp_path: Path, tiny_data: Path) ->
 
 def test_every_shipped_config_file_on_every_experiment(tmp_path: Path, tiny_data: Path) -> None:
     """Every pair of :func:`pairs` but the ResNet-sized trainings of :data:`LONG_PAIRS` (their group
-    files run here on digits, and each experiment here with its cheaper pairs): each trains or is
-    refused as declared, and every rule of the table that can apply on this machine is met."""
-    assert set(LONG_PAIRS) <= set(pairs()), sorted(set(LONG_PAIRS) - set(pairs()))
-    refused = run_pairs([p for p in pairs() if p not in LONG_PAIRS], tmp_path, tiny_data)
+    files run here on digits, and each experiment here with its cheaper pairs) and the logger pairs of
+    :data:`ELSEWHERE_PAIRS` (trained by the tests it names): each trains or is refused as declared, and
+    every rule of the table that can apply on this machine is met."""
+    assert set(LONG_PAIRS) | set(ELSEWHERE_PAIRS) <= set(pairs()), sorted(set(LONG_PAIRS) | set(ELSEWHERE_PAIRS) - set(pairs()))
+    refused = run_pairs([p for p in pairs() if p not in LONG_PAIRS and p not in ELSEWHERE_PAIRS], tmp_path, tiny_data)
     # every rule of the table that can apply on this machine is met by some shipped pair
     from trainer_cli.config.incompatible import INCOMPATIBLE
 
@@ -212,8 +222,8 @@ def test_every_shipped_config_file_on_every_experiment(tmp_path: Path, tiny_data
 # long (make test's 12 minutes): the same files on digits, and the experiments' cheaper pairs, are the test above
 @pytest.mark.long
 def test_resnet_sized_pairs_train(tmp_path: Path, tiny_data: Path) -> None:
-    """The pairs of :data:`LONG_PAIRS` (each trains: none is refused)."""
-    assert run_pairs(sorted(LONG_PAIRS), tmp_path, tiny_data) == {}
+    """The pairs of :data:`LONG_PAIRS` and :data:`ELSEWHERE_PAIRS` (each trains: none is refused)."""
+    assert run_pairs(sorted(LONG_PAIRS | set(ELSEWHERE_PAIRS)), tmp_path, tiny_data) == {}
 
 
 @pytest.mark.parametrize("group_file", OWN_PROCESS)

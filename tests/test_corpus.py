@@ -84,8 +84,10 @@ def test_lightning_example_run_false_fits_resumes_and_loads(tmp_path: Path) -> N
 
     ckpts = sorted((run_dir / "checkpoints").glob("*.ckpt"))
     assert [c.name for c in ckpts] == ["epoch=1-step=8.ckpt", "last.ckpt"], ckpts  # Lightning keeps its newest
-    for ckpt in ckpts:  # main.py imports trainer_cli (the swapped import): its classes load it
-        (loaded,) = loads(proj, {"main.LitClassifier": ckpt}, block=False)
+    # main.py imports trainer_cli (the swapped import): its classes load it; both files in one process
+    loaded_all = loads(proj, [("main.LitClassifier", ckpt) for ckpt in ckpts], block=False)
+    assert len(loaded_all) == len(ckpts), loaded_all
+    for loaded in loaded_all:
         assert loaded["optimizer"] == ["Adam", 0.001], loaded
 
 
@@ -161,9 +163,10 @@ def test_plain_trainer_scripts_classes_under_train(tmp_path: Path) -> None:
     out = _ok(dry, "submit --dry-run")
     assert "# Code:" in out and "(dry run: not taken)" in out, out[-3000:]
 
-    pairs = [{"detox.ml.module.ToxicClassifier": c} for c in sorted((run_dir / "checkpoints").glob("*.ckpt"))]
-    for pair in pairs:
-        (loaded,) = loads(proj, pair, block=True)
+    pairs = [("detox.ml.module.ToxicClassifier", c) for c in sorted((run_dir / "checkpoints").glob("*.ckpt"))]
+    loaded_all = loads(proj, pairs, block=True)  # both files in one process
+    assert len(loaded_all) == len(pairs) == 2, loaded_all
+    for loaded in loaded_all:
         assert loaded["optimizer"] == ["Adam", 0.01] and loaded["trainer_cli"] is False, loaded
 
 

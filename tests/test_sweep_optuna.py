@@ -140,9 +140,12 @@ def test_tpe_sweep_asks_trials_one_after_another(tmp_path: Path, capfd: pytest.C
     for frozen, written in zip(loaded.trials, record["trials"]):
         assert written["values"] == {"optimizer.init_args.lr": frozen.params["optimizer.init_args.lr"],
                                      "data.init_args.batch_size": int(frozen.params["data.init_args.batch_size"])}
-    for written in record["trials"]:  # each trial's checkpoint loads as its user loads it (and weights_only)
-        ckpt = Path(written["run_dir"]) / "checkpoints" / "last.ckpt"
-        (restored,) = loads(tmp_path, {"trainer_cli.models.classifier.ImageClassifier": ckpt}, block=False)
+    # each trial's checkpoint loads as its user loads it (and weights_only), all in one process
+    ckpts = [("trainer_cli.models.classifier.ImageClassifier", Path(written["run_dir"]) / "checkpoints" / "last.ckpt")
+             for written in record["trials"]]
+    restored_all = loads(tmp_path, ckpts, block=False)
+    assert len(restored_all) == len(ckpts) == 2, restored_all
+    for restored in restored_all:
         assert restored["loaded"] == "ImageClassifier", restored
     table = json.loads((sweep_dir / "sweep_results.json").read_text())
     assert set(table["importances"]) == {"optimizer.init_args.lr", "data.init_args.batch_size"}
