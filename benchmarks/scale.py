@@ -8,8 +8,11 @@ files copied with their modification times (``shutil.copy2``), so their content 
   (N <= 1,000: about 35 ms a run on this machine); the listing keeps each run's summary;
 - ``fit's summary``: each copy with the summary its fit kept (the metrics part only): the first listing of
   runs made now, which decodes no event file;
-- ``warm``: again, the rows kept by the listing before, page cache warm;
-- ``cold``: the same after ``echo 3 > /proc/sys/vm/drop_caches`` (root only; ``cold_measured`` says whether).
+- ``warm``: again, the rows kept by the listing before in each run's summary, page cache warm (this listing writes the
+  runs index at the root, :mod:`trainer_cli.rundir.index`);
+- ``index``: again, the rows read from the runs index (one file, each run's folder and files stated);
+- ``cold``: the same after ``echo 3 > /proc/sys/vm/drop_caches`` (root only; ``cold_measured`` says whether): the
+  whole page cache dropped, the interpreter's and the libraries' files too.
 
 ``sweep-results`` at N trials: a real sweep (``train fit --sweep``, 2 trials of 2 epochs) whose first trial's
 files are copied N times (checkpoints hard-linked), its study holding N told trials (Optuna's ``add_trials``),
@@ -110,7 +113,8 @@ def _runs(smoke: bool = False) -> dict[str, Any]:
             folder = Path(tmp) / f"runs_{n}"
             _copies(made, folder, n, with_summary=True)
             figures["fit's summary"] = _listing(folder)
-            figures["warm"] = _listing(folder)
+            figures["warm"] = _listing(folder)  # rows from the summaries; the runs index written
+            figures["index"] = _listing(folder)  # rows from the runs index
             figures["warm --diff"] = _listing(folder, "--diff")
             if _drop_caches():
                 out["cold_measured"] = True

@@ -30,7 +30,6 @@ import argparse
 import csv
 import json
 import math
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -41,6 +40,7 @@ from trainer_cli.job.cost import Cost, duration_text, hours_text
 from trainer_cli.rundir import goodput, metrics, run_cost, summary
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir.layout import LAST_CKPT
+from trainer_cli.sweeps import figures
 from trainer_cli.sweeps import study as study_of_sweep
 from trainer_cli.sweeps.plan import read_record
 from trainer_cli.tables import print_table
@@ -91,13 +91,6 @@ def monitor_of(config_file: Path) -> tuple[str, str] | None:
     return study_of_sweep.monitor_of(config) if config is not None else None
 
 
-PLOTS = {
-    "history": "sweep_history.png",
-    "importance": "sweep_importance.png",
-    "parallel": "sweep_parallel.png",
-}
-
-
 def study_trials(record: dict[str, Any]) -> tuple[Any, dict[int, Any]]:
     """The sweep's study and ``{trial number: FrozenTrial}``; ``(None, {})`` for a sweep without one.
 
@@ -108,61 +101,6 @@ def study_trials(record: dict[str, Any]) -> tuple[Any, dict[int, Any]]:
         return None, {}
     study = study_of_sweep.load(record["study"])
     return study, {t.number: t for t in study.get_trials(deepcopy=False)}
-
-
-def importances(study: Any) -> dict[str, float]:
-    """Optuna's parameter importances (default evaluator), most important first; empty with fewer
-    than two complete trials or nothing that varies."""
-    from optuna.trial import TrialState
-
-    if study is None or len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) < 2:
-        return {}
-    import optuna
-
-    try:
-        with warnings.catch_warnings():  # with few trials Optuna says the importances are all equal: they show it
-            warnings.simplefilter("ignore", UserWarning)
-            found = optuna.importance.get_param_importances(study)
-        return {key: float(value) for key, value in found.items()}
-    except (ValueError, RuntimeError, ZeroDivisionError):  # one value per parameter, or no spread
-        return {}
-
-
-def write_study_plots(study: Any, sweep_dir: Path, with_importance: bool) -> list[Path]:
-    """Optuna's optimization history, importance and parallel-coordinate plots as PNG (Agg)."""
-    from optuna.trial import TrialState
-
-    if study is None or not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from optuna.visualization import matplotlib as optuna_plots
-
-    drawers = {
-        "history": optuna_plots.plot_optimization_history,
-        "importance": optuna_plots.plot_param_importances if with_importance else None,
-        "parallel": optuna_plots.plot_parallel_coordinate,
-    }
-    written = []
-    for kind, draw in drawers.items():
-        if draw is None:
-            continue
-        try:
-            with warnings.catch_warnings():  # a parameter with one value: matplotlib widens its axis itself
-                warnings.simplefilter("ignore", UserWarning)
-                axes = draw(study)
-        except (ValueError, RuntimeError):  # nothing to draw (e.g. one parameter value)
-            continue
-        shown: Any = axes
-        figure: Any = shown.figure if hasattr(shown, "figure") else shown.flat[0].figure
-        figure.set_size_inches(9, 5)
-        figure.tight_layout()
-        figure.savefig(sweep_dir / PLOTS[kind], dpi=100)
-        plt.close(figure)
-        written.append(sweep_dir / PLOTS[kind])
-    return written
 
 
 def dashboard_command(record: dict[str, Any]) -> str | None:
@@ -342,8 +280,14 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
         "rows": rows,
         "cost": total_cost(rows),
     }
-    if study is not None:
-        out |= {"study": record["study"], "importances": importances(study), "_study": study}
+    if study is not None:  # the importances computed once per state of the study's told trials
+        kept, told = figures.Cache(sweep_dir), figures.told_key(study)
+        ranked = kept.get("importances", told)
+        if not isinstance(ranked, dict):
+            ranked = figures.importances(study)
+            kept.put("importances", told, ranked)
+            kept.save()
+        out |= {"study": record["study"], "importances": ranked, "_study": study, "_told": told}
     return out
 
 
@@ -453,11 +397,9 @@ def report(sweep_dir: Path) -> dict[str, Any]:
     if spent:
         print(spent)
     csv_path, json_path = write(results)
-    from trainer_cli.plots import SWEEP_PNG, plot_sweep
-
-    kinds = {axis["key"]: axis.get("kind", "") for axis in read_record(Path(results["sweep_dir"])).get("axes", [])}
-    png = plot_sweep(results, kinds, Path(results["sweep_dir"]) / SWEEP_PNG)
-    pictures = write_study_plots(results.get("_study"), Path(results["sweep_dir"]), bool(results.get("importances")))
+    sweep_dir = Path(results["sweep_dir"])
+    kinds = {axis["key"]: axis.get("kind", "") for axis in read_record(sweep_dir).get("axes", [])}
+    png, pictures = figures.draw(results, kinds)
     if results.get("importances"):
         ranked = ", ".join(f"{key} {value:.2f}" for key, value in results["importances"].items())
         print(f"parameter importance: {ranked}")
