@@ -17,7 +17,7 @@ files copied with their modification times (``shutil.copy2``), so their content 
 ``sweep-results`` at N trials: a real sweep (``train fit --sweep``, 2 trials of 2 epochs) whose first trial's
 files are copied N times (checkpoints hard-linked), its study holding N told trials (Optuna's ``add_trials``),
 ``sweep.json`` N entries; listed without summaries (N <= 1,000), then again (the rows kept in each trial's
-``summary.json``), and cold.
+``summary.json``), again (the rows from the sweep's trials index, the importances and plots kept), and cold.
 
 The sweep worker's ask/tell at N told trials: a workers' sweep (``train submit --sweep ... --slurm.array_workers 1``
 with a stand-in ``sbatch``: :func:`benchmarks.sweep_overhead.submit`), its journal grown to N told trials (and
@@ -205,7 +205,8 @@ def _sweep_results(tmp: Path, sizes: tuple[int, ...]) -> dict[str, Any]:
                 check=True,
                 capture_output=True,
             )
-        figures["warm"] = _listing(folder, verb="sweep-results")
+        figures["warm"] = _listing(folder, verb="sweep-results")  # rows from the summaries; the trials index written
+        figures["index"] = _listing(folder, verb="sweep-results")  # rows from the trials index
         if _drop_caches():
             figures["cold"] = _listing(folder, verb="sweep-results")
         shutil.rmtree(folder)

@@ -290,3 +290,54 @@ def test_sweep_results_listed_again_draws_nothing_and_imports_no_plotting_until_
     _, imported = listing()
     assert "sklearn" in imported and "matplotlib" in imported
     assert json.loads((sweep_dir / "sweep_results.json").read_text())["importances"] == figures.importances(study.load(record))
+
+
+def test_sweep_results_from_the_trials_index_equal_those_read_from_the_trials(tmp_path: Path) -> None:
+    """Issue 48: a sweep listed again reads its trials' rows from the sweep's trials index (one file, each trial's
+    folder and files stated); a trial that logged a better value since (its metrics.jsonl appended in place, its
+    folder's time as before) is ranked as it is now, as when read from its files."""
+    import os
+    import time
+
+    from trainer_cli.rundir import index as runs_index
+    from trainer_cli.rundir import metrics, summary
+
+    sweep_dir = tmp_path / "sweep_0"
+    trials = []
+    for index in range(3):
+        run_dir = sweep_dir / f"trial_{index:03d}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text("trainer:\n  callbacks:\n  - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
+                                             "    init_args:\n      monitor: val/loss\n      mode: min\n")
+        metrics.record(run_dir, metrics.EPOCH_STAGE, 0, 4, 1000.0, {"val/loss": 1.0 + index})
+        trials.append({"index": index, "run_dir": str(run_dir), "values": {"model.lr": str(index)}})
+    (sweep_dir / "sweep.json").write_text(json.dumps({"sweep_dir": str(sweep_dir), "trials": trials, "axes": [{"key": "model.lr"}]}))
+
+    def age() -> None:  # older than the index's racy window: the folders' times are trusted
+        past = time.time() - 60
+        for folder in [sweep_dir, *(p for p in sweep_dir.rglob("*") if p.is_dir())]:
+            os.utime(folder, (past, past))
+
+    def fresh() -> tuple[dict[str, Any], tuple[list[str], list[list[str]]]]:
+        for trial in sweep_dir.glob("trial_*"):
+            (trial / summary.SUMMARY_FILE).unlink(missing_ok=True)
+        (sweep_dir / results.TRIALS_INDEX).unlink(missing_ok=True)
+        return _table(sweep_dir)
+
+    age()
+    first = _table(sweep_dir)
+    age()
+    assert _table(sweep_dir) == first
+    index = runs_index.RunsIndex(sweep_dir, results.TRIALS_INDEX, extra=["val/loss", "min"])
+    assert all((f := index.folder(str(p), p.name)) is not None and f.unchanged for p in sweep_dir.glob("trial_*"))
+    assert _table(sweep_dir) == first == fresh()
+    age()
+    _table(sweep_dir)
+    age()
+    _table(sweep_dir)
+    last = sweep_dir / "trial_002"
+    before = os.stat(last).st_mtime_ns
+    metrics.record(last, metrics.EPOCH_STAGE, 1, 8, 1001.0, {"val/loss": 0.5})
+    os.utime(last, ns=(before, before))
+    now = _table(sweep_dir)
+    assert (now[0]["rows"][0]["trial"], now[0]["rows"][0]["score"]) == (2, 0.5) and now == fresh()

@@ -75,18 +75,18 @@ Listed = tuple[list[os.DirEntry[str]], int, dict[str, int]]
 """A folder's entries, its modification time and its scanned folders' (:func:`list_folder`)."""
 
 
-def list_folder(folder: str) -> Listed | None:
-    """``folder``'s entries, its modification time and its :data:`trainer_cli.rundir.summary.SCANNED_DIRS`'
-    (stated before listing: a change made meanwhile shows as a changed folder next time); None when it cannot be
-    listed."""
+def list_folder(folder: str, dirs: tuple[str, ...] = summary.SCANNED_DIRS) -> Listed | None:
+    """``folder``'s entries, its modification time and its folders ``dirs``' (default
+    :data:`trainer_cli.rundir.summary.SCANNED_DIRS`; stated before listing: a change made meanwhile shows as a
+    changed folder next time); None when it cannot be listed."""
     try:
         mtime = os.stat(folder).st_mtime_ns
-        dirs = {}
-        for name in summary.SCANNED_DIRS:
+        times = {}
+        for name in dirs:
             with contextlib.suppress(OSError):
-                dirs[name] = os.stat(f"{folder}/{name}").st_mtime_ns
+                times[name] = os.stat(f"{folder}/{name}").st_mtime_ns
         with os.scandir(folder) as listed:
-            return list(listed), mtime, dirs
+            return list(listed), mtime, times
     except OSError:
         return None
 
@@ -118,13 +118,16 @@ class RunsIndex:
 
     Args:
         root: The folder of runs the listing was given.
+        name: The index's file in ``root``: :data:`INDEX_FILE`, or ``sweep-results``' own.
+        extra: What else its rows depend on (an index kept with another reads as none).
     """
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, name: str = INDEX_FILE, extra: Any = None) -> None:
         self.root = Path(root)
         self.own = str(self.root.resolve())
-        stored = read_json(self.root / INDEX_FILE)
-        valid = stored.get("version") == VERSION and stored.get("root") == self.own
+        self.file, self.extra = self.root / name, extra
+        stored = read_json(self.file)
+        valid = stored.get("version") == VERSION and stored.get("root") == self.own and stored.get("extra") == extra
         self._folders: dict[str, Any] = stored.get("folders", {}) if valid else {}
         self._rows: dict[str, Any] = stored.get("rows", {}) if valid else {}
         self._base: dict[str, Any] = stored.get("base", {}) if valid else {}
@@ -215,8 +218,9 @@ class RunsIndex:
                 }
             else:
                 rows[rel] = {"row": _diff(base["row"], row)}
-        text = json.dumps({"version": VERSION, "root": self.own, "base": base, "folders": self._found, "rows": rows})
+        held = {"version": VERSION, "root": self.own, "extra": self.extra, "base": base}
+        text = json.dumps(held | {"folders": self._found, "rows": rows})
         try:
-            write_atomic(self.root / INDEX_FILE, text, durable=False)
+            write_atomic(self.file, text, durable=False)
         except OSError:
             pass

@@ -29,6 +29,19 @@ def key_of(*parts: Any) -> str:
     return hashlib.sha1(json.dumps(parts, default=str, sort_keys=True).encode()).hexdigest()
 
 
+def stamps(*paths: Path) -> list[list[int] | None]:
+    """Each file's size and modification time (None for one missing): what a kept key was written with."""
+    out: list[list[int] | None] = []
+    for path in paths:
+        try:
+            st = path.stat()
+        except OSError:
+            out.append(None)
+            continue
+        out.append([st.st_size, st.st_mtime_ns])
+    return out
+
+
 def told_key(study: Any) -> str | None:
     """The key of ``study``'s told trials (number, state, value of each finished one, and how many there are in
     all); None without a study."""

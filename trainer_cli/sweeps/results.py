@@ -38,6 +38,7 @@ from trainer_cli.job import jobstate
 from trainer_cli.job.cost import NONE as NO_COST
 from trainer_cli.job.cost import Cost, duration_text, hours_text
 from trainer_cli.rundir import goodput, metrics, run_cost, summary
+from trainer_cli.rundir import index as runs_index
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir.layout import LAST_CKPT
 from trainer_cli.sweeps import figures
@@ -202,6 +203,8 @@ TRIAL_PART = "sweep_trial"
 """A trial's row in its run's summary (:mod:`trainer_cli.rundir.summary`), keyed by its files (its checkpoints
 included), the metric and its mode: score, epochs and progress; in a sweep run here (no Slurm job) also its
 state, restarts, cost and goodput, which then come from the trial's files alone."""
+TRIALS_INDEX = ".trials-index.json"
+"""The sweep directory's index of its trials' rows (:mod:`trainer_cli.rundir.index`, under the metric and its mode)."""
 _FROM_SLURM = ("state", "restarts", "cost", "cost_cell", "goodput", "goodput_cell")
 
 
@@ -213,12 +216,33 @@ def _rows(record: dict[str, Any], monitor: str | None, mode: str) -> list[dict[s
 
     trials = record["trials"]
     submitted = bool(record.get("job_id"))
-    kept = [summary.Summary(Path(t["run_dir"]), dirs=(*summary.SCANNED_DIRS, CHECKPOINTS_DIR)) for t in trials]
-    keys = [own.key(monitor, mode) for own in kept]
+    sweep_dir = Path(record["sweep_dir"])
+    dirs = (*summary.SCANNED_DIRS, CHECKPOINTS_DIR)
+    index = runs_index.RunsIndex(sweep_dir, TRIALS_INDEX, extra=[monitor, mode])
+    kept: list[summary.Summary | None] = []
+    keys: list[Any] = []
+    parts: list[dict[str, Any] | None] = []
+    rels: list[str | None] = []
     rows: list[dict[str, Any]] = []
-    for trial, own, key in zip(trials, kept, keys):
+    for trial in trials:
         run_dir = Path(trial["run_dir"])
-        row = own.get(TRIAL_PART, key)
+        rel = run_dir.name if run_dir.parent == sweep_dir else None
+        known = index.folder(str(run_dir), rel) if rel else None
+        row = index.row(rel) if rel and known is not None and known.unchanged else None
+        own = None
+        if row is not None and rel:
+            index.found(rel, None, {}, True, [], None)
+        else:
+            listed = runs_index.list_folder(str(run_dir), dirs)
+            files = summary.files_of(listed[0], dirs=dirs) if listed else None
+            if rel and listed:
+                index.found(rel, listed[1], listed[2], True, [], files or [])
+            own = summary.Summary(run_dir, files, dirs=dirs)
+            row = own.get(TRIAL_PART, own.key(monitor, mode))
+        kept.append(own)
+        keys.append(own.key(monitor, mode) if own is not None else [])
+        parts.append(row if isinstance(row, dict) else None)
+        rels.append(rel)
         if not isinstance(row, dict):
             newest = rundir.newest_checkpoint(run_dir)  # epochs done; before the first checkpoint, as logged
             logs = sorted(run_dir.glob("slurm-*.log"), key=lambda p: p.stat().st_mtime)
@@ -235,9 +259,18 @@ def _rows(record: dict[str, Any], monitor: str | None, mode: str) -> list[dict[s
         rows[i] |= _goodput(Path(rows[i]["run_dir"]), cost)
         files_only = not submitted and cost.source == NO_COST  # nothing outside the trial's files
         part = {k: rows[i][k] for k in ("score", "epochs", "progress", *(_FROM_SLURM if files_only else ()))}
-        kept[i].put(TRIAL_PART, keys[i], json.loads(json.dumps(part, default=str)))
+        part = json.loads(json.dumps(part, default=str))
+        own = kept[i]
+        if own is not None and part != parts[i]:
+            own.put(TRIAL_PART, keys[i], part)
+        parts[i] = part
     for own in kept:
-        own.save()
+        if own is not None:
+            own.save()
+    for rel, own, held in zip(rels, kept, parts):
+        if rel and held is not None:
+            index.keep(rel, held, fresh=own is not None)
+    index.save()
     order = ("trial", "values", "score", "state", "restarts", "epochs", "progress", "run_dir")
     return [{k: row[k] for k in order} | {k: v for k, v in row.items() if k not in order} for row in rows]
 
@@ -292,11 +325,16 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
 
 
 def write(results: dict[str, Any]) -> tuple[Path, Path]:
-    """Write ``sweep_results.csv`` (one row per trial, best first) and ``sweep_results.json``; returns both paths."""
+    """Write ``sweep_results.csv`` (one row per trial, best first) and ``sweep_results.json``; returns both paths.
+    Both are left as they are when they hold these results already (:mod:`trainer_cli.sweeps.figures`: the
+    results' key, and the files' sizes and times as written)."""
     sweep_dir = Path(results["sweep_dir"])
     json_path, csv_path = sweep_dir / RESULTS_JSON, sweep_dir / RESULTS_CSV
     public = {k: v for k, v in results.items() if not k.startswith("_")}
     public["rows"] = [{k: v for k, v in row.items() if not k.endswith("_cell")} for row in results["rows"]]
+    kept, key = figures.Cache(sweep_dir), figures.key_of(json.dumps(public, default=str))
+    if kept.get("written", key) == figures.stamps(json_path, csv_path):
+        return csv_path, json_path
     json_path.write_text(json.dumps(public, indent=2, default=str) + "\n")
     metric = results["monitor"] or "score"
     with csv_path.open("w", newline="") as f:
@@ -339,6 +377,8 @@ def write(results: dict[str, Any]) -> tuple[Path, Path]:
                     row["run_dir"],
                 ]
             )
+    kept.put("written", key, figures.stamps(json_path, csv_path))
+    kept.save()
     return csv_path, json_path
 
 
