@@ -40,6 +40,7 @@ import json
 import os
 import re
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -133,8 +134,11 @@ def _scan(root: Path, discover: bool, index: runs_index.RunsIndex | None = None)
 
 
 LOOKERS = 8
-"""Threads that state and list the folders of one level at once (a cold page cache: the disk's queue kept full)."""
+"""Threads that state and list the folders of one level at once where the disk is the bottleneck (a cold page
+cache: the disk's queue kept full); with the page cache warm, one thread (threads would contend for the GIL)."""
 CHUNK = 256
+COLD_S = 0.0005
+"""Seconds a folder of the first chunk took above which the page cache counts as cold (warm: about 0.1 ms)."""
 
 
 def _looked(
@@ -142,7 +146,8 @@ def _looked(
 ) -> list[tuple[runs_index.Folder | None, runs_index.Listed | None]]:
     """Each folder of ``level`` (its path, and its path under the root) as ``index`` holds it where unchanged
     (:meth:`trainer_cli.rundir.index.RunsIndex.folder`), else listed (:func:`trainer_cli.rundir.index.list_folder`);
-    in :data:`LOOKERS` threads over chunks of :data:`CHUNK` folders for a level of more."""
+    the first :data:`CHUNK` folders here, the rest in :data:`LOOKERS` threads over chunks when those took more than
+    :data:`COLD_S` each (the disk, not the interpreter, then sets the pace)."""
 
     def look(chunk: list[tuple[str, str]]) -> list[tuple[runs_index.Folder | None, runs_index.Listed | None]]:
         out = []
@@ -151,12 +156,16 @@ def _looked(
             out.append((known, None if known is not None else runs_index.list_folder(folder)))
         return out
 
-    if len(level) <= CHUNK:
-        return look(level)
+    start = time.perf_counter()
+    first = look(level[:CHUNK])
+    rest = level[CHUNK:]
+    if not rest or time.perf_counter() - start < COLD_S * CHUNK:
+        return first + look(rest)
     from concurrent.futures import ThreadPoolExecutor
 
     with ThreadPoolExecutor(LOOKERS) as pool:
-        return [x for part in pool.map(look, [level[i : i + CHUNK] for i in range(0, len(level), CHUNK)]) for x in part]
+        parts = pool.map(look, [rest[i : i + CHUNK] for i in range(0, len(rest), CHUNK)])
+        return first + [x for part in parts for x in part]
 
 
 def _natural(path: Path | str) -> list[Any]:
