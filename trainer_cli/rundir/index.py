@@ -224,3 +224,36 @@ class RunsIndex:
             write_atomic(self.file, text, durable=False)
         except OSError:
             pass
+
+
+LOOKERS = 8
+"""Threads that state and list the folders of one level at once where the disk is the bottleneck (a cold page
+cache: the disk's queue kept full); with the page cache warm, one thread (threads would contend for the GIL)."""
+CHUNK = 256
+COLD_S = 0.0005
+"""Seconds a folder of the first chunk took above which the page cache counts as cold (warm: about 0.1 ms)."""
+
+
+def looked(level: list[tuple[str, str]], index: RunsIndex | None) -> list[tuple[Folder | None, Listed | None]]:
+    """Each folder of ``level`` (its path, and its path under the root) as ``index`` holds it where unchanged
+    (:meth:`RunsIndex.folder`), else listed (:func:`list_folder`);
+    the first :data:`CHUNK` folders here, the rest in :data:`LOOKERS` threads over chunks when those took more than
+    :data:`COLD_S` each (the disk, not the interpreter, then sets the pace)."""
+
+    def look(chunk: list[tuple[str, str]]) -> list[tuple[Folder | None, Listed | None]]:
+        out = []
+        for folder, rel in chunk:
+            known = index.folder(folder, rel) if index is not None else None
+            out.append((known, None if known is not None else list_folder(folder)))
+        return out
+
+    start = time.perf_counter()
+    first = look(level[:CHUNK])
+    rest = level[CHUNK:]
+    if not rest or time.perf_counter() - start < COLD_S * CHUNK:
+        return first + look(rest)
+    from concurrent.futures import ThreadPoolExecutor
+
+    with ThreadPoolExecutor(LOOKERS) as pool:
+        parts = pool.map(look, [rest[i : i + CHUNK] for i in range(0, len(rest), CHUNK)])
+        return first + [x for part in parts for x in part]

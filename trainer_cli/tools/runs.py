@@ -40,7 +40,6 @@ import json
 import os
 import re
 import sys
-import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -100,7 +99,7 @@ def _scan(root: Path, discover: bool, index: runs_index.RunsIndex | None = None)
     depth = 0
     while level:
         pending = []
-        for (folder, rel), (known, listed) in zip(level, _looked(level, index)):
+        for (folder, rel), (known, listed) in zip(level, runs_index.looked(level, index)):
             if known is not None and index is not None:
                 is_run, subdirs = known.is_run, known.subdirs
                 index.found(rel, None, {}, is_run, subdirs, None if known.unchanged else known.files)
@@ -131,41 +130,6 @@ def _scan(root: Path, discover: bool, index: runs_index.RunsIndex | None = None)
                 pending += [(os.path.join(folder, name), name if rel == "." else f"{rel}/{name}") for name in subdirs]
         level, depth = pending, depth + 1
     return sorted(found, key=lambda f: _natural(f[0]))
-
-
-LOOKERS = 8
-"""Threads that state and list the folders of one level at once where the disk is the bottleneck (a cold page
-cache: the disk's queue kept full); with the page cache warm, one thread (threads would contend for the GIL)."""
-CHUNK = 256
-COLD_S = 0.0005
-"""Seconds a folder of the first chunk took above which the page cache counts as cold (warm: about 0.1 ms)."""
-
-
-def _looked(
-    level: list[tuple[str, str]], index: runs_index.RunsIndex | None
-) -> list[tuple[runs_index.Folder | None, runs_index.Listed | None]]:
-    """Each folder of ``level`` (its path, and its path under the root) as ``index`` holds it where unchanged
-    (:meth:`trainer_cli.rundir.index.RunsIndex.folder`), else listed (:func:`trainer_cli.rundir.index.list_folder`);
-    the first :data:`CHUNK` folders here, the rest in :data:`LOOKERS` threads over chunks when those took more than
-    :data:`COLD_S` each (the disk, not the interpreter, then sets the pace)."""
-
-    def look(chunk: list[tuple[str, str]]) -> list[tuple[runs_index.Folder | None, runs_index.Listed | None]]:
-        out = []
-        for folder, rel in chunk:
-            known = index.folder(folder, rel) if index is not None else None
-            out.append((known, None if known is not None else runs_index.list_folder(folder)))
-        return out
-
-    start = time.perf_counter()
-    first = look(level[:CHUNK])
-    rest = level[CHUNK:]
-    if not rest or time.perf_counter() - start < COLD_S * CHUNK:
-        return first + look(rest)
-    from concurrent.futures import ThreadPoolExecutor
-
-    with ThreadPoolExecutor(LOOKERS) as pool:
-        parts = pool.map(look, [rest[i : i + CHUNK] for i in range(0, len(rest), CHUNK)])
-        return first + [x for part in parts for x in part]
 
 
 def _natural(path: Path | str) -> list[Any]:
