@@ -8,13 +8,16 @@ files copied with their modification times (``shutil.copy2``), so their content 
   (N <= 1,000: about 35 ms a run on this machine); the listing keeps each run's summary;
 - ``fit's summary``: each copy with the summary its fit kept (the metrics part only): the first listing of
   runs made now, which decodes no event file;
-- ``warm``: again, the rows kept by the listing before, page cache warm;
-- ``cold``: the same after ``echo 3 > /proc/sys/vm/drop_caches`` (root only; ``cold_measured`` says whether).
+- ``warm``: again, the rows kept by the listing before in each run's summary, page cache warm (this listing writes the
+  runs index at the root, :mod:`trainer_cli.rundir.index`);
+- ``index``: again, the rows read from the runs index (one file, each run's folder and files stated);
+- ``cold``: the same after ``echo 3 > /proc/sys/vm/drop_caches`` (root only; ``cold_measured`` says whether): the
+  whole page cache dropped, the interpreter's and the libraries' files too.
 
 ``sweep-results`` at N trials: a real sweep (``train fit --sweep``, 2 trials of 2 epochs) whose first trial's
 files are copied N times (checkpoints hard-linked), its study holding N told trials (Optuna's ``add_trials``),
 ``sweep.json`` N entries; listed without summaries (N <= 1,000), then again (the rows kept in each trial's
-``summary.json``), and cold.
+``summary.json``), again (the rows from the sweep's trials index, the importances and plots kept), and cold.
 
 The sweep worker's ask/tell at N told trials: a workers' sweep (``train submit --sweep ... --slurm.array_workers 1``
 with a stand-in ``sbatch``: :func:`benchmarks.sweep_overhead.submit`), its journal grown to N told trials (and
@@ -110,7 +113,8 @@ def _runs(smoke: bool = False) -> dict[str, Any]:
             folder = Path(tmp) / f"runs_{n}"
             _copies(made, folder, n, with_summary=True)
             figures["fit's summary"] = _listing(folder)
-            figures["warm"] = _listing(folder)
+            figures["warm"] = _listing(folder)  # rows from the summaries; the runs index written
+            figures["index"] = _listing(folder)  # rows from the runs index
             figures["warm --diff"] = _listing(folder, "--diff")
             if _drop_caches():
                 out["cold_measured"] = True
@@ -201,7 +205,8 @@ def _sweep_results(tmp: Path, sizes: tuple[int, ...]) -> dict[str, Any]:
                 check=True,
                 capture_output=True,
             )
-        figures["warm"] = _listing(folder, verb="sweep-results")
+        figures["warm"] = _listing(folder, verb="sweep-results")  # rows from the summaries; the trials index written
+        figures["index"] = _listing(folder, verb="sweep-results")  # rows from the trials index
         if _drop_caches():
             figures["cold"] = _listing(folder, verb="sweep-results")
         shutil.rmtree(folder)

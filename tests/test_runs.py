@@ -180,3 +180,41 @@ def test_a_listing_from_the_summaries_equals_the_listing_from_the_loggers_files(
     (script / "job.json").write_text(json.dumps({"state": "COMPLETED"}))  # a run changed: its row is read again
     changed = _listing(root, curves=False)
     assert changed == _listing(root, curves=True) and [r["state"] for r in changed[1]] == ["-", "-", "COMPLETED"]
+
+
+def test_a_listing_from_the_runs_index_equals_the_listing_from_the_folders(tmp_path: Path) -> None:
+    """Issue 48: the second listing reads the rows the runs index keeps at the root (one file, each run's folder and
+    files stated) and lists what the folders give; a run changed in place after the index was written (its folder's
+    time as before: only the file's size and time tell), and a run added, are shown as they are now."""
+    import os
+    import time
+
+    from trainer_cli.rundir import index as runs_index
+
+    def age() -> None:  # older than the index's racy window: the folders' times are trusted
+        past = time.time() - 60
+        for folder in [tmp_path, *(p for p in tmp_path.rglob("*") if p.is_dir())]:
+            os.utime(folder, (past, past))
+
+    _runs(tmp_path)
+    (tmp_path / "b" / "version_0" / "job.json").write_text(json.dumps({"state": "RUNNING"}))
+    age()
+    from_folders = _listing(tmp_path, curves=True)
+    assert _listing(tmp_path, curves=False) == from_folders  # rows computed, kept in the summaries, the index written
+    age()  # the summaries written: their folders listed again, the index written again
+    assert _listing(tmp_path, curves=False) == from_folders
+    index = runs_index.RunsIndex(tmp_path)
+    held = {rel: index.folder(str(tmp_path / rel), rel) for rel in ("a/version_0", "a/version_1", "b/version_0")}
+    assert all(f is not None and f.unchanged and index.row(rel) is not None for rel, f in held.items()), held
+    assert _listing(tmp_path, curves=False) == from_folders  # from the index
+
+    job = tmp_path / "b" / "version_0" / "job.json"
+    before = os.stat(job.parent).st_mtime_ns
+    with open(job, "w") as f:  # rewritten in place: the folder's time does not change
+        f.write(json.dumps({"state": "COMPLETED"}))
+    os.utime(job.parent, ns=(before, before))
+    (tmp_path / "c" / "version_0").mkdir(parents=True)
+    (tmp_path / "c" / "version_0" / "config.yaml").write_text(_config(0.5, 3, tmp_path / "c" / "version_0"))
+    now = _listing(tmp_path, curves=False)
+    assert now == _listing(tmp_path, curves=True)
+    assert [r["state"] for r in now[1]] == ["-", "COMPLETED", "COMPLETED", "-"] and now[1][-1]["run"].endswith("c/version_0")

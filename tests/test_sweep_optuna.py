@@ -241,3 +241,106 @@ def test_sweep_results_from_the_trials_summaries_equal_those_read_from_their_fil
     assert changed == fresh()
     [moved] = [r for r in changed[0]["rows"] if r["run_dir"] == str(trials[1])]
     assert moved["score"] == results.logged_best(trials[1], "val/acc", "max") and moved["epochs"] == 1
+
+
+def test_sweep_results_listed_again_draws_nothing_and_imports_no_plotting_until_a_trial_is_told(tmp_path: Path) -> None:
+    """Issue 48: the importances and the plots are computed once per state of the study and the table (kept in the
+    sweep directory): listed again, the same output without importing scikit-learn or matplotlib; a trial told since,
+    and a plot removed, are computed and drawn again."""
+    import subprocess
+    import sys
+
+    from support import REPO
+
+    from trainer_cli.sweeps import figures
+
+    sweep_dir = tmp_path / "sweep_0"
+    record = {"metric": "val/loss", "direction": "minimize", "name": "x/sweep_0", "sampler": "tpe", "pruner": "none",
+              "seed": 0, "storage": str(sweep_dir / "study.journal"), "n_trials": 10}
+    axes = {"model.lr": optuna.distributions.FloatDistribution(1e-3, 1e-1, log=True),
+            "model.width": optuna.distributions.IntDistribution(8, 64)}
+    sweep_dir.mkdir()
+    told = study.create(record)
+    trials = []
+    for index in range(4):
+        params = {"model.lr": 10 ** -(1 + index / 2), "model.width": 8 + 10 * index}
+        told.add_trial(optuna.trial.create_trial(params=params, distributions=axes, value=1.0 / (index + 1)))
+        run_dir = sweep_dir / f"trial_{index:03d}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text("trainer:\n  max_epochs: 1\n")
+        (run_dir / "metrics.jsonl").write_text(json.dumps({"stage": "epoch", "epoch": 0, "step": 4, "time": 1.0,
+                                                           "metrics": {"val/loss": 1.0 / (index + 1)}}) + "\n")
+        trials.append({"index": index, "run_dir": str(run_dir), "values": params})
+    (sweep_dir / "sweep.json").write_text(json.dumps({
+        "sweep_dir": str(sweep_dir), "trials": trials, "axes": [{"key": k, "kind": "uniform"} for k in axes], "study": record}))
+    code = ("import sys\nfrom trainer_cli.__main__ import main\nrc = main(['sweep-results', %r])\n"
+            "print('imported:', sorted(m for m in ('sklearn', 'matplotlib') if m in sys.modules))\nsys.exit(rc)") % str(sweep_dir)
+
+    def listing() -> tuple[str, str]:
+        done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        out, imported = done.stdout.rsplit("imported:", 1)
+        return out, imported.strip()
+
+    first, imported = listing()
+    assert "parameter importance:" in first and "sklearn" in imported and "matplotlib" in imported
+    assert (sweep_dir / "sweep_importance.png").is_file() and (sweep_dir / figures.CACHE_FILE).is_file()
+    again, imported = listing()
+    assert again == first and imported == "[]", imported
+    (sweep_dir / "sweep_history.png").unlink()
+    assert listing()[0] == first and (sweep_dir / "sweep_history.png").is_file()
+    told.add_trial(optuna.trial.create_trial(params={"model.lr": 0.05, "model.width": 60}, distributions=axes, value=0.01))
+    _, imported = listing()
+    assert "sklearn" in imported and "matplotlib" in imported
+    assert json.loads((sweep_dir / "sweep_results.json").read_text())["importances"] == figures.importances(study.load(record))
+
+
+def test_sweep_results_from_the_trials_index_equal_those_read_from_the_trials(tmp_path: Path) -> None:
+    """Issue 48: a sweep listed again reads its trials' rows from the sweep's trials index (one file, each trial's
+    folder and files stated); a trial that logged a better value since (its metrics.jsonl appended in place, its
+    folder's time as before) is ranked as it is now, as when read from its files."""
+    import os
+    import time
+
+    from trainer_cli.rundir import index as runs_index
+    from trainer_cli.rundir import metrics, summary
+
+    sweep_dir = tmp_path / "sweep_0"
+    trials = []
+    for index in range(3):
+        run_dir = sweep_dir / f"trial_{index:03d}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text("trainer:\n  callbacks:\n  - class_path: lightning.pytorch.callbacks.ModelCheckpoint\n"
+                                             "    init_args:\n      monitor: val/loss\n      mode: min\n")
+        metrics.record(run_dir, metrics.EPOCH_STAGE, 0, 4, 1000.0, {"val/loss": 1.0 + index})
+        trials.append({"index": index, "run_dir": str(run_dir), "values": {"model.lr": str(index)}})
+    (sweep_dir / "sweep.json").write_text(json.dumps({"sweep_dir": str(sweep_dir), "trials": trials, "axes": [{"key": "model.lr"}]}))
+
+    def age() -> None:  # older than the index's racy window: the folders' times are trusted
+        past = time.time() - 60
+        for folder in [sweep_dir, *(p for p in sweep_dir.rglob("*") if p.is_dir())]:
+            os.utime(folder, (past, past))
+
+    def fresh() -> tuple[dict[str, Any], tuple[list[str], list[list[str]]]]:
+        for trial in sweep_dir.glob("trial_*"):
+            (trial / summary.SUMMARY_FILE).unlink(missing_ok=True)
+        (sweep_dir / results.TRIALS_INDEX).unlink(missing_ok=True)
+        return _table(sweep_dir)
+
+    age()
+    first = _table(sweep_dir)
+    age()
+    assert _table(sweep_dir) == first
+    index = runs_index.RunsIndex(sweep_dir, results.TRIALS_INDEX, extra=["val/loss", "min"])
+    assert all((f := index.folder(str(p), p.name)) is not None and f.unchanged for p in sweep_dir.glob("trial_*"))
+    assert _table(sweep_dir) == first == fresh()
+    age()
+    _table(sweep_dir)
+    age()
+    _table(sweep_dir)
+    last = sweep_dir / "trial_002"
+    before = os.stat(last).st_mtime_ns
+    metrics.record(last, metrics.EPOCH_STAGE, 1, 8, 1001.0, {"val/loss": 0.5})
+    os.utime(last, ns=(before, before))
+    now = _table(sweep_dir)
+    assert (now[0]["rows"][0]["trial"], now[0]["rows"][0]["score"]) == (2, 0.5) and now == fresh()

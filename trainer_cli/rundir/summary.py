@@ -23,6 +23,8 @@ from typing import Any
 from trainer_cli.atomic import read_json, write_atomic
 
 SUMMARY_FILE = "summary.json"
+INDEX_FILE = ".runs-index.json"
+"""The runs index a listing keeps at its root (:mod:`trainer_cli.rundir.index`): like this summary, not a run's file."""
 VERSION = 1
 """Changes when what a part holds changes: a summary of another version reads as none."""
 SCANNED_DIRS = ("attempts",)
@@ -35,12 +37,16 @@ def files_of(
     entries: Iterable[os.DirEntry[str]], prefix: str = "", dirs: tuple[str, ...] = SCANNED_DIRS
 ) -> list[tuple[str, int, int, int]]:
     """``(name, size, mtime_ns, inode)`` of the files among a run directory's ``entries`` (``os.scandir``)
-    and those of its folders ``dirs`` (default :data:`SCANNED_DIRS`), in name order; this summary,
-    temporary files and locks left out."""
+    and those of its folders ``dirs`` (default :data:`SCANNED_DIRS`), in name order; this summary, the runs
+    index, their temporary files and locks left out."""
     found = []
     for entry in entries:
         name = entry.name
-        if name == SUMMARY_FILE or name.startswith(f".{SUMMARY_FILE}.") or name.endswith(".lock"):
+        if (
+            name in (SUMMARY_FILE, INDEX_FILE)
+            or name.startswith((f".{SUMMARY_FILE}.", f".{INDEX_FILE}."))
+            or name.endswith(".lock")
+        ):
             continue
         try:
             if entry.is_file(follow_symlinks=False):

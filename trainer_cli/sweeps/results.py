@@ -30,7 +30,6 @@ import argparse
 import csv
 import json
 import math
-import warnings
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -39,8 +38,10 @@ from trainer_cli.job import jobstate
 from trainer_cli.job.cost import NONE as NO_COST
 from trainer_cli.job.cost import Cost, duration_text, hours_text
 from trainer_cli.rundir import goodput, metrics, run_cost, summary
+from trainer_cli.rundir import index as runs_index
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir.layout import LAST_CKPT
+from trainer_cli.sweeps import figures
 from trainer_cli.sweeps import study as study_of_sweep
 from trainer_cli.sweeps.plan import read_record
 from trainer_cli.tables import print_table
@@ -91,13 +92,6 @@ def monitor_of(config_file: Path) -> tuple[str, str] | None:
     return study_of_sweep.monitor_of(config) if config is not None else None
 
 
-PLOTS = {
-    "history": "sweep_history.png",
-    "importance": "sweep_importance.png",
-    "parallel": "sweep_parallel.png",
-}
-
-
 def study_trials(record: dict[str, Any]) -> tuple[Any, dict[int, Any]]:
     """The sweep's study and ``{trial number: FrozenTrial}``; ``(None, {})`` for a sweep without one.
 
@@ -108,61 +102,6 @@ def study_trials(record: dict[str, Any]) -> tuple[Any, dict[int, Any]]:
         return None, {}
     study = study_of_sweep.load(record["study"])
     return study, {t.number: t for t in study.get_trials(deepcopy=False)}
-
-
-def importances(study: Any) -> dict[str, float]:
-    """Optuna's parameter importances (default evaluator), most important first; empty with fewer
-    than two complete trials or nothing that varies."""
-    from optuna.trial import TrialState
-
-    if study is None or len(study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,))) < 2:
-        return {}
-    import optuna
-
-    try:
-        with warnings.catch_warnings():  # with few trials Optuna says the importances are all equal: they show it
-            warnings.simplefilter("ignore", UserWarning)
-            found = optuna.importance.get_param_importances(study)
-        return {key: float(value) for key, value in found.items()}
-    except (ValueError, RuntimeError, ZeroDivisionError):  # one value per parameter, or no spread
-        return {}
-
-
-def write_study_plots(study: Any, sweep_dir: Path, with_importance: bool) -> list[Path]:
-    """Optuna's optimization history, importance and parallel-coordinate plots as PNG (Agg)."""
-    from optuna.trial import TrialState
-
-    if study is None or not study.get_trials(deepcopy=False, states=(TrialState.COMPLETE,)):
-        return []
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-    from optuna.visualization import matplotlib as optuna_plots
-
-    drawers = {
-        "history": optuna_plots.plot_optimization_history,
-        "importance": optuna_plots.plot_param_importances if with_importance else None,
-        "parallel": optuna_plots.plot_parallel_coordinate,
-    }
-    written = []
-    for kind, draw in drawers.items():
-        if draw is None:
-            continue
-        try:
-            with warnings.catch_warnings():  # a parameter with one value: matplotlib widens its axis itself
-                warnings.simplefilter("ignore", UserWarning)
-                axes = draw(study)
-        except (ValueError, RuntimeError):  # nothing to draw (e.g. one parameter value)
-            continue
-        shown: Any = axes
-        figure: Any = shown.figure if hasattr(shown, "figure") else shown.flat[0].figure
-        figure.set_size_inches(9, 5)
-        figure.tight_layout()
-        figure.savefig(sweep_dir / PLOTS[kind], dpi=100)
-        plt.close(figure)
-        written.append(sweep_dir / PLOTS[kind])
-    return written
 
 
 def dashboard_command(record: dict[str, Any]) -> str | None:
@@ -264,6 +203,8 @@ TRIAL_PART = "sweep_trial"
 """A trial's row in its run's summary (:mod:`trainer_cli.rundir.summary`), keyed by its files (its checkpoints
 included), the metric and its mode: score, epochs and progress; in a sweep run here (no Slurm job) also its
 state, restarts, cost and goodput, which then come from the trial's files alone."""
+TRIALS_INDEX = ".trials-index.json"
+"""The sweep directory's index of its trials' rows (:mod:`trainer_cli.rundir.index`, under the metric and its mode)."""
 _FROM_SLURM = ("state", "restarts", "cost", "cost_cell", "goodput", "goodput_cell")
 
 
@@ -275,12 +216,33 @@ def _rows(record: dict[str, Any], monitor: str | None, mode: str) -> list[dict[s
 
     trials = record["trials"]
     submitted = bool(record.get("job_id"))
-    kept = [summary.Summary(Path(t["run_dir"]), dirs=(*summary.SCANNED_DIRS, CHECKPOINTS_DIR)) for t in trials]
-    keys = [own.key(monitor, mode) for own in kept]
+    sweep_dir = Path(record["sweep_dir"])
+    dirs = (*summary.SCANNED_DIRS, CHECKPOINTS_DIR)
+    index = runs_index.RunsIndex(sweep_dir, TRIALS_INDEX, extra=[monitor, mode])
+    kept: list[summary.Summary | None] = []
+    keys: list[Any] = []
+    parts: list[dict[str, Any] | None] = []
+    rels: list[str | None] = []
     rows: list[dict[str, Any]] = []
-    for trial, own, key in zip(trials, kept, keys):
+    for trial in trials:
         run_dir = Path(trial["run_dir"])
-        row = own.get(TRIAL_PART, key)
+        rel = run_dir.name if run_dir.parent == sweep_dir else None
+        known = index.folder(str(run_dir), rel) if rel else None
+        row = index.row(rel) if rel and known is not None and known.unchanged else None
+        own = None
+        if row is not None and rel:
+            index.found(rel, None, {}, True, [], None)
+        else:
+            listed = runs_index.list_folder(str(run_dir), dirs)
+            files = summary.files_of(listed[0], dirs=dirs) if listed else None
+            if rel and listed:
+                index.found(rel, listed[1], listed[2], True, [], files or [])
+            own = summary.Summary(run_dir, files, dirs=dirs)
+            row = own.get(TRIAL_PART, own.key(monitor, mode))
+        kept.append(own)
+        keys.append(own.key(monitor, mode) if own is not None else [])
+        parts.append(row if isinstance(row, dict) else None)
+        rels.append(rel)
         if not isinstance(row, dict):
             newest = rundir.newest_checkpoint(run_dir)  # epochs done; before the first checkpoint, as logged
             logs = sorted(run_dir.glob("slurm-*.log"), key=lambda p: p.stat().st_mtime)
@@ -297,9 +259,18 @@ def _rows(record: dict[str, Any], monitor: str | None, mode: str) -> list[dict[s
         rows[i] |= _goodput(Path(rows[i]["run_dir"]), cost)
         files_only = not submitted and cost.source == NO_COST  # nothing outside the trial's files
         part = {k: rows[i][k] for k in ("score", "epochs", "progress", *(_FROM_SLURM if files_only else ()))}
-        kept[i].put(TRIAL_PART, keys[i], json.loads(json.dumps(part, default=str)))
+        part = json.loads(json.dumps(part, default=str))
+        own = kept[i]
+        if own is not None and part != parts[i]:
+            own.put(TRIAL_PART, keys[i], part)
+        parts[i] = part
     for own in kept:
-        own.save()
+        if own is not None:
+            own.save()
+    for rel, own, held in zip(rels, kept, parts):
+        if rel and held is not None:
+            index.keep(rel, held, fresh=own is not None)
+    index.save()
     order = ("trial", "values", "score", "state", "restarts", "epochs", "progress", "run_dir")
     return [{k: row[k] for k in order} | {k: v for k, v in row.items() if k not in order} for row in rows]
 
@@ -342,17 +313,28 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
         "rows": rows,
         "cost": total_cost(rows),
     }
-    if study is not None:
-        out |= {"study": record["study"], "importances": importances(study), "_study": study}
+    if study is not None:  # the importances computed once per state of the study's told trials
+        kept, told = figures.Cache(sweep_dir), figures.told_key(study)
+        ranked = kept.get("importances", told)
+        if not isinstance(ranked, dict):
+            ranked = figures.importances(study)
+            kept.put("importances", told, ranked)
+            kept.save()
+        out |= {"study": record["study"], "importances": ranked, "_study": study, "_told": told}
     return out
 
 
 def write(results: dict[str, Any]) -> tuple[Path, Path]:
-    """Write ``sweep_results.csv`` (one row per trial, best first) and ``sweep_results.json``; returns both paths."""
+    """Write ``sweep_results.csv`` (one row per trial, best first) and ``sweep_results.json``; returns both paths.
+    Both are left as they are when they hold these results already (:mod:`trainer_cli.sweeps.figures`: the
+    results' key, and the files' sizes and times as written)."""
     sweep_dir = Path(results["sweep_dir"])
     json_path, csv_path = sweep_dir / RESULTS_JSON, sweep_dir / RESULTS_CSV
     public = {k: v for k, v in results.items() if not k.startswith("_")}
     public["rows"] = [{k: v for k, v in row.items() if not k.endswith("_cell")} for row in results["rows"]]
+    kept, key = figures.Cache(sweep_dir), figures.key_of(json.dumps(public, default=str))
+    if kept.get("written", key) == figures.stamps(json_path, csv_path):
+        return csv_path, json_path
     json_path.write_text(json.dumps(public, indent=2, default=str) + "\n")
     metric = results["monitor"] or "score"
     with csv_path.open("w", newline="") as f:
@@ -395,6 +377,8 @@ def write(results: dict[str, Any]) -> tuple[Path, Path]:
                     row["run_dir"],
                 ]
             )
+    kept.put("written", key, figures.stamps(json_path, csv_path))
+    kept.save()
     return csv_path, json_path
 
 
@@ -453,11 +437,9 @@ def report(sweep_dir: Path) -> dict[str, Any]:
     if spent:
         print(spent)
     csv_path, json_path = write(results)
-    from trainer_cli.plots import SWEEP_PNG, plot_sweep
-
-    kinds = {axis["key"]: axis.get("kind", "") for axis in read_record(Path(results["sweep_dir"])).get("axes", [])}
-    png = plot_sweep(results, kinds, Path(results["sweep_dir"]) / SWEEP_PNG)
-    pictures = write_study_plots(results.get("_study"), Path(results["sweep_dir"]), bool(results.get("importances")))
+    sweep_dir = Path(results["sweep_dir"])
+    kinds = {axis["key"]: axis.get("kind", "") for axis in read_record(sweep_dir).get("axes", [])}
+    png, pictures = figures.draw(results, kinds)
     if results.get("importances"):
         ranked = ", ".join(f"{key} {value:.2f}" for key, value in results["importances"].items())
         print(f"parameter importance: {ranked}")

@@ -48,6 +48,7 @@ from trainer_cli.errors import UserError, close_matches
 from trainer_cli.job import cost as job_cost
 from trainer_cli.job import jobstate
 from trainer_cli.rundir import attempts, goodput, history, layout, metrics, record, run_cost, summary
+from trainer_cli.rundir import index as runs_index
 from trainer_cli.rundir.history import inexact_starts
 from trainer_cli.tables import print_table
 
@@ -82,39 +83,56 @@ def find_runs(root: Path, discover: bool = False) -> list[Path]:
             without a root, from a project's folder (a script's runs sit where its logger writes, e.g.
             ``lightning_logs/version_0``).
     """
-    return [run_dir for run_dir, _ in _scan(root, discover)]
+    return [Path(run_dir) for run_dir, *_ in _scan(root, discover)]
 
 
-def _scan(root: Path, discover: bool) -> list[tuple[Path, list[tuple[str, int, int, int]]]]:
-    """:func:`find_runs`, each run with its files as :class:`trainer_cli.rundir.summary.Summary` keys them,
-    from one pass over the folders (a listing of 10,000 runs lists each folder once)."""
-    found = []
-    pending = [(str(root), 0)]
-    while pending:
-        folder, depth = pending.pop()
-        try:
-            with os.scandir(folder) as listed:
-                entries = list(listed)
-        except OSError:
-            continue
-        names = {e.name for e in entries}
-        is_run = CONFIG_FILE in names and any(e.name == CONFIG_FILE and not e.is_dir() for e in entries)
-        if is_run and discover:
-            is_run = any(name in names for name in layout.RUN_MARKERS) and layout.is_run_dir(Path(folder))
-        if is_run:
-            found.append((Path(folder), summary.files_of(entries)))
-        if discover and depth >= DISCOVERY_DEPTH:
-            continue
-        for entry in entries:
-            name = entry.name
-            if name in SKIPPED_DIRS or name.startswith(".") or (is_run and name in summary.SCANNED_DIRS):
+Found = tuple[str, list[tuple[str, int, int, int]], str, bool]
+"""A run found by :func:`_scan`: its folder, its files, its path under the root, whether the index's row holds."""
+
+
+def _scan(root: Path, discover: bool, index: runs_index.RunsIndex | None = None) -> list[Found]:
+    """:func:`find_runs`, each run with its files as :class:`trainer_cli.rundir.summary.Summary` keys them, its path
+    under ``root`` and whether ``index`` (:mod:`trainer_cli.rundir.index`) holds its row as it is now, from one pass
+    over the folders (a listing of 10,000 runs lists each folder once; with an index, only those changed since)."""
+    found: list[Found] = []
+    level = [(str(root), ".")]
+    depth = 0
+    while level:
+        pending = []
+        for (folder, rel), (known, listed) in zip(level, runs_index.looked(level, index)):
+            if known is not None and index is not None:
+                is_run, subdirs = known.is_run, known.subdirs
+                index.found(rel, None, {}, is_run, subdirs, None if known.unchanged else known.files)
+                if is_run:
+                    found.append((folder, known.files, rel, known.unchanged))
+            elif listed is not None:
+                entries, mtime, dirs = listed
+                names = {e.name for e in entries}
+                is_run = CONFIG_FILE in names and any(e.name == CONFIG_FILE and not e.is_dir() for e in entries)
+                if is_run and discover:
+                    is_run = any(name in names for name in layout.RUN_MARKERS) and layout.is_run_dir(Path(folder))
+                files = summary.files_of(entries) if is_run else []
+                if is_run:
+                    found.append((folder, files, rel, False))
+                subdirs = [
+                    e.name
+                    for e in entries
+                    if not (
+                        e.name in SKIPPED_DIRS or e.name.startswith(".") or (is_run and e.name in summary.SCANNED_DIRS)
+                    )
+                    and e.is_dir(follow_symlinks=False)  # as os.walk: a link to a folder is not followed
+                ]
+                if index is not None:
+                    index.found(rel, mtime, dirs, is_run, subdirs, files)
+            else:
                 continue
-            if entry.is_dir(follow_symlinks=False):  # as os.walk: a link to a folder is not followed
-                pending.append((entry.path, depth + 1))
+            if not (discover and depth >= DISCOVERY_DEPTH):
+                pending += [(os.path.join(folder, name), name if rel == "." else f"{rel}/{name}") for name in subdirs]
+        level, depth = pending, depth + 1
     return sorted(found, key=lambda f: _natural(f[0]))
 
 
-def _natural(path: Path) -> list[Any]:
+def _natural(path: Path | str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
 
 
@@ -204,9 +222,13 @@ def compare(runs: list[dict[str, Any]], every_key: bool = False) -> list[str]:
     keys: dict[str, None] = {}
     for run in runs:
         keys |= dict.fromkeys(run["config"])
-    if every_key:
+    if every_key or not runs:
         return list(keys)
-    return [k for k in keys if len({run["config"].get(k, "-") for run in runs}) > 1]
+    first = runs[0]["config"].items()
+    differ: set[str] = set()  # a key in no run's difference from the first has one value in every run
+    for run in runs[1:]:
+        differ.update(k for k, _ in first ^ run["config"].items())
+    return [k for k in keys if k in differ and len({run["config"].get(k, "-") for run in runs}) > 1]
 
 
 def collect(
@@ -227,18 +249,29 @@ def collect(
         UserError: for a root that is not a folder.
     """
     found = []
+    indexes = []
     for root in roots:
         if not root.is_dir():
             raise UserError(f"{root}: no such folder (train runs ROOT: a folder of runs, e.g. runs/)")
         resolved = root.resolve()  # the folders under it are found without following a link
-        for run_dir, files in _scan(root, discover):
-            label = str(run_dir.relative_to(root)) if run_dir != root else run_dir.name
+        index = runs_index.RunsIndex(root) if not (discover or curves) else None
+        indexes.append(index)
+        for folder, files, rel, unchanged in _scan(root, discover, index):
+            label = rel if rel != "." else Path(folder).name
             if pattern and not (_globbed(label, pattern) if any(c in pattern for c in "*?[") else pattern in label):
                 continue
-            listed = str(root / label) if run_dir != root else str(run_dir)
-            found.append((listed, run_dir, resolved / run_dir.relative_to(root), files))
-    rows = _rows([(run_dir, own, files) for _, run_dir, own, files in found], curves)
-    runs = [{"run": label, "run_dir": str(run_dir), **row} for (label, run_dir, _, _), row in zip(found, rows)]
+            listed = os.path.join(root, label) if rel != "." else folder
+            held = index.row(rel) if index is not None and unchanged else None
+            own = os.path.join(resolved, rel) if rel != "." else str(resolved)
+            found.append((listed, Path(folder), own, files, held, (index, rel)))
+    rows, parts = _rows([(run_dir, own, files, held) for _, run_dir, own, files, held, _ in found], curves)
+    for (*_, held, (index, rel)), part in zip(found, parts):
+        if index is not None:
+            index.keep(rel, part, fresh=held is None)
+    for index in indexes:
+        if index is not None:
+            index.save()
+    runs = [{"run": label, "run_dir": str(run_dir), **row} for (label, run_dir, *_), row in zip(found, rows)]
     shown = list(dict.fromkeys((r["monitor"], r["mode"]) for r in runs if r["monitor"]))
     for run in runs:  # each column its own mode's extreme, whatever the run monitors
         logged = metrics.Logged(scalars=run.get("scalars") or {}, extremes=run.get("extremes") or {})
@@ -249,24 +282,37 @@ def collect(
 ROW_PART = "row"
 
 
-def _rows(found: list[tuple[Path, Path, list[tuple[str, int, int, int]]]], curves: bool) -> list[dict[str, Any]]:
+def _rows(
+    found: list[tuple[Path, str, list[tuple[str, int, int, int]], dict[str, Any] | None]], curves: bool
+) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     """The row of each run (:func:`read_run` without ``run_dir``, its cost and goodput), in one ``sacct``
-    call for the runs that ran in Slurm jobs. Without ``curves``, a row whose run's files are unchanged
-    since a listing kept it in the run's summary (:mod:`trainer_cli.rundir.summary`) is read from there
-    (its cost and goodput too when no Slurm job ran it: they depend on its files alone); the rows read
-    from the files are kept there. ``found``: each run's folder, its path with no link, its files
-    (:func:`_scan`)."""
-    run_dirs = [run_dir for run_dir, _, _ in found]
-    kept = [summary.Summary(run_dir, files) for run_dir, _, files in found] if not curves else []
-    keys = [k.key(str(own)) for k, (_, own, _) in zip(kept, found)]
-    rows: list[dict[str, Any] | None] = [k.get(ROW_PART, key) for k, key in zip(kept, keys)] or [None] * len(run_dirs)
+    call for the runs that ran in Slurm jobs, and the ``row`` part of each run's summary. Without ``curves``, a
+    row the runs index holds as the run is now (``found``'s fourth item: :mod:`trainer_cli.rundir.index`), else
+    one whose run's files are unchanged since a listing kept it in the run's summary
+    (:mod:`trainer_cli.rundir.summary`), is read from there (its cost and goodput too when no Slurm job ran it:
+    they depend on its files alone); the rows read from the files are kept there. ``found``: each run's folder,
+    its path with no link, its files (:func:`_scan`), its row in the index. A row read from the index or a summary
+    is its part itself (``row is part``)."""
+    run_dirs = [run_dir for run_dir, *_ in found]
+    kept: list[summary.Summary | None] = [
+        summary.Summary(run_dir, files) if not curves and held is None else None for run_dir, _, files, held in found
+    ]
+    keys = [kept_i.key(own) if kept_i is not None else [] for kept_i, (_, own, _, _) in zip(kept, found)]
+    parts: list[dict[str, Any] | None] = [
+        held if held is not None else (own.get(ROW_PART, key) if own is not None else None)
+        for (*_, held), own, key in zip(found, kept, keys)
+    ]
+    rows: list[dict[str, Any]] = []
     for i, run_dir in enumerate(run_dirs):
-        if rows[i] is None:
-            read = read_run(run_dir, curves, kept[i] if kept else None)
-            rows[i] = {k: v for k, v in read.items() if k != "run_dir"}
-    todo = [i for i, row in enumerate(rows) if row is not None and "cost" not in row]
+        part = parts[i]
+        if part is not None:
+            rows.append(part if "cost" in part else dict(part))
+        else:
+            read = read_run(run_dir, curves, kept[i])
+            rows.append({k: v for k, v in read.items() if k != "run_dir"})
+    todo = [i for i, row in enumerate(rows) if "cost" not in row]
     for i, spent in zip(todo, run_cost.costs([run_dirs[i] for i in todo])):
-        row = rows[i] or {}
+        row = rows[i]
         measured = goodput.allocated(run_dirs[i], spent)
         row.update(
             cost=spent.as_json(),
@@ -274,13 +320,19 @@ def _rows(found: list[tuple[Path, Path, list[tuple[str, int, int, int]]]], curve
             goodput=goodput.as_json(measured),
             goodput_cell=goodput.cell(measured),
         )
-        if kept and spent.source == job_cost.NONE:  # no Slurm job: nothing outside the run's files
-            kept[i].put(ROW_PART, keys[i], json.loads(json.dumps(row, default=str)))
-        elif kept:
-            kept[i].put(ROW_PART, keys[i], {k: v for k, v in row.items() if not k.startswith(("cost", "goodput"))})
+        if parts[i] is not None:
+            continue
+        if spent.source == job_cost.NONE:  # no Slurm job: nothing outside the run's files
+            parts[i] = json.loads(json.dumps(row, default=str))
+        else:
+            parts[i] = {k: v for k, v in row.items() if not k.startswith(("cost", "goodput"))}
+        own = kept[i]
+        if own is not None:
+            own.put(ROW_PART, keys[i], parts[i])
     for own in kept:
-        own.save()
-    return [row or {} for row in rows]
+        if own is not None:
+            own.save()
+    return rows, [part if part is not None else row for part, row in zip(parts, rows)]
 
 
 def _globbed(label: str, pattern: str) -> bool:
