@@ -234,8 +234,8 @@ class ConfigParser:
         )  # "Seed set to 42": said by the run, not the parse
         level = seed_log.level
         seed_log.setLevel(logging.WARNING)
-        run = Run(self.verb, RunEntry(follows_lightning=self.cli is not None))  # a user's script: Lightning's
-        # defaults, as its own fit parses
+        # a user's script: Lightning's defaults, as its own fit parses
+        run = Run(self.verb, RunEntry(follows_lightning=self.cli is not None))
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
