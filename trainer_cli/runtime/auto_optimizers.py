@@ -84,7 +84,7 @@ def add_configure_optimizers(cli: Any) -> None:
     from lightning.pytorch.utilities import rank_zero_info
     from lightning.pytorch.utilities.model_helpers import is_overridden
 
-    if is_overridden("configure_optimizers", cli.model) and cli.run.follows_lightning:
+    if is_overridden("configure_optimizers", cli.model) and cli.run.entry.follows_lightning:
         from lightning.pytorch.utilities import rank_zero_warn
 
         # a user's script: LightningCLI's own warning, naming the user's CLI class

@@ -45,8 +45,10 @@ from trainer_cli.runtime.links import DATA_TO_MODEL as DATA_TO_MODEL
 from trainer_cli.runtime.links import link_unset_model_args
 from trainer_cli.runtime.parser import CONFIG_HELP as CONFIG_HELP
 from trainer_cli.runtime.parser import TrainerArgumentParser as TrainerArgumentParser
-from trainer_cli.runtime.run import DEFAULT_LOGGER, DEFAULT_NAME, Run, RunRecord
+from trainer_cli.runtime.run import DEFAULT_NAME, Run, RunRecord
 from trainer_cli.runtime.run import DEFAULT_ROOT_DIR as DEFAULT_ROOT_DIR
+from trainer_cli.runtime.run_entry import RunEntry
+from trainer_cli.runtime.run_loggers import DEFAULT_LOGGER
 from trainer_cli.runtime.script import (
     _stop_contract,
     as_lightning_cli_does,
@@ -152,16 +154,14 @@ class TrainerCLI(LightningCLI):
         self.config: Any = None
         self.layers = layers if layers is not None else Layers()  # shared by its parsers (init_parser)
         self._subcommands = kwargs.get("run", True)
-        self.run = run_directory if run_directory is not None else Run(None)
-        if request is not None:  # a user's script
-            # a missing --ckpt_path file: one line before anything is written when the script is the program;
-            # called from Python (args=..., a test), it fails where LightningCLI's does
-            self.run.missing_is_error = kwargs.get("args") is None and runs_as_script(request)
-            self.run.checkpoint_hparams_win = True
-            self.run.follows_lightning = True  # files where LightningCLI puts them (run.Run.bind_to_log_dir)
-            self.run.command = request.entry  # `python main.py`: the script's record is re-run with it
-            verb = " fit" if self._subcommands else ""  # run=False: the script has no verbs
-            self.run.resume_command = f"{self.run.command}{verb} --run_dir {{path}} --ckpt_path last"
+        if run_directory is not None:
+            self.run = run_directory
+        else:  # a user's script (request read above): `python main.py` re-runs its record; a missing --ckpt_path
+            # file is one line before anything is written when the script is the program, and fails where
+            # LightningCLI's does when it is called from Python (args=..., a test)
+            assert request is not None
+            missing_is_error = kwargs.get("args") is None and runs_as_script(request)
+            self.run = Run(None, RunEntry.script(request.entry, bool(self._subcommands), missing_is_error))
         self.verb_parser: LightningArgumentParser | None = None  # the parser of the verb being run
         self._core_parsers: list[LightningArgumentParser] = []
         self._data_links: dict[str, str] = {}  # DATA_TO_MODEL key -> model target key it links to
@@ -203,7 +203,7 @@ class TrainerCLI(LightningCLI):
         kwargs.setdefault("allow_abbrev", False)  # a misspelt --trainer.max_epoch is an error, not a prefix match
         parser = super().init_parser(**kwargs)
         parser.layers = self.layers  # type: ignore[attr-defined]  # (a user's parser_class may lack it: set, not declared)
-        if self.run.follows_lightning and self.request is not None:  # a user's script: its errors point at its
+        if self.run.entry.follows_lightning and self.request is not None:  # a user's script: its errors point at its
             # own --help, and end it
             parser.help_command = self.request.entry  # type: ignore[attr-defined]
             parser.exits = True  # type: ignore[attr-defined]
@@ -218,7 +218,7 @@ class TrainerCLI(LightningCLI):
         if not self._subcommands:  # built without fit (lr-find, cv, ...): fit's own options (ckpt_path,
             # weights_only) are accepted, so that a run's config.yaml reads here as it is
             parser.add_method_arguments(pl.Trainer, "fit", skip=set(LightningCLI.subcommands()["fit"]))
-            if self.run.follows_lightning:  # a user's script built with run=False: --ckpt_path resumes its fit,
+            if self.run.entry.follows_lightning:  # a user's script built with run=False: --ckpt_path resumes its fit,
                 # but its stock LightningCLI has no such keys: its printed config and config.yaml leave them out
                 parser.not_stock_keys = ("ckpt_path", "weights_only")  # type: ignore[attr-defined]
         parser.add_argument(
@@ -244,7 +244,7 @@ class TrainerCLI(LightningCLI):
             "Empty: torch's default.",
         )
         defaults = {"trainer.default_root_dir": DEFAULT_ROOT_DIR, "trainer.logger": DEFAULT_LOGGER}
-        if self.run.follows_lightning:  # a user's script keeps Lightning's defaults (lightning_logs/version_<N>)
+        if self.run.entry.follows_lightning:  # a user's script keeps Lightning's defaults (lightning_logs/version_<N>)
             defaults = {}
         for key, value in defaults.items():  # the user's trainer_defaults and trainer class come first
             if key.split(".", 1)[1] not in self.trainer_defaults and _has_key(parser, key):
@@ -276,10 +276,8 @@ class TrainerCLI(LightningCLI):
             super().parse_arguments(parser, args)
         verb = self.config.get("subcommand") if self._subcommands else None
         self.verb_parser = self._parser(verb) if verb else parser
-        if self.run.verb is None:
-            self.run.verb = verb
         link_unset_model_args(self, self.verb_parser)  # the data->model links (trainer_cli.runtime.links)
-        self.run.check_checkpoint(self._subconfig(), DATA_TO_MODEL)
+        self.run.parsed(verb, self._subconfig(), DATA_TO_MODEL)
 
     def _subconfig(self) -> Namespace:
         verb = self.config.get("subcommand") if self.config is not None else None
@@ -306,10 +304,10 @@ class TrainerCLI(LightningCLI):
         check_trainer_minimums(cfg)
         # filled when the classes are built: compared on resume by the checkpoint's tensors, not the record
         user_links: set[str] = getattr(self.verb_parser, "instantiate_link_targets", set())
-        self.run.link_targets = set(self._data_links.values()) | {without_verb(t) for t in user_links}
+        link_targets = set(self._data_links.values()) | {without_verb(t) for t in user_links}
         parser = self.verb_parser
         assert parser is not None  # set by parse_arguments
-        self.run.prepare(cfg, lambda: parser.dump(cfg, skip_none=False, skip_link_targets=False))
+        self.run.prepare(cfg, lambda: parser.dump(cfg, skip_none=False, skip_link_targets=False), link_targets)
         tree = self.run.config_tree()
         if tree is not None:  # LightningCLI's config_dump (the model's and data's hparams, lightning>=2.6's
             self.config_dump = tree  # attribute; it dumps the config only when unset): this tree, not a second dump
@@ -323,7 +321,7 @@ class TrainerCLI(LightningCLI):
         init = self._subconfig_init()
         if (
             self.subcommand
-            and not self.run.follows_lightning  # a user's script passes what LightningCLI passes (torch decides)
+            and not self.run.entry.follows_lightning  # a user's script passes what LightningCLI passes (torch decides)
             and "weights_only" in init
             and init.get("weights_only") is None
         ):
@@ -332,9 +330,9 @@ class TrainerCLI(LightningCLI):
             init["weights_only"] = True
         user_links = getattr(self.verb_parser, "link_values", {})
         self.applied_links.update({without_verb(k): v for k, v in user_links.items()})  # the user's own links
-        self.run.linked = self.applied_links  # config.yaml is written when the verb starts (run.RunRecord)
+        self.run.record_links(self.applied_links)  # config.yaml is written when the verb starts (run.RunRecord)
         if (
-            self.run.follows_lightning and self.verb_parser is not None
+            self.run.entry.follows_lightning and self.verb_parser is not None
         ):  # the script's SaveConfigCallback saves the record
             self.verb_parser.run_record = self.run.record(self.applied_links)  # type: ignore[attr-defined]
         self.run.keep_logs()
@@ -363,7 +361,7 @@ class TrainerCLI(LightningCLI):
         if "plugins" in trainer_config:
             extra["plugins"] = with_atomic_checkpoint_io(trainer_config.get("plugins"))
         trainer = super().instantiate_trainer(**{**kwargs, **extra})
-        if self.run.follows_lightning:
+        if self.run.entry.follows_lightning:
             as_lightning_cli_does(self.run, trainer, added)
         if resume_once:
             # run=False: the script calls trainer.fit(model, ...) itself; Lightning's stateful checkpoint path
@@ -372,7 +370,7 @@ class TrainerCLI(LightningCLI):
         return self._remember_trainer(trainer)
 
     def _remember_trainer(self, trainer: pl.Trainer) -> pl.Trainer:
-        self.run.trainer = trainer
+        self.run.bind(trainer)
         return trainer
 
     # -- end of a run ----------------------------------------------------------------------------

@@ -19,6 +19,7 @@ from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import Request, option
 from trainer_cli.errors import UserError
 from trainer_cli.imports import heavy_import
+from trainer_cli.runtime.run_entry import RunEntry
 
 FIT_HELP = (
     "Every other option is `train fit`'s: --config FILE (repeatable) "
@@ -79,7 +80,7 @@ def tool_run(args: list[str], layers: Layers, verb: str) -> Any:
     return build_run(fit_args, None if stored else layers)
 
 
-def build_run(args: Sequence[str], layers: Layers | None = None) -> Any:
+def build_run(args: Sequence[str], layers: Layers | None = None, entry: RunEntry | None = None) -> Any:
     """The :class:`trainer_cli.runtime.cli.TrainerCLI` of ``train fit ARGS``, built but not run.
 
     Its ``.model``, ``.datamodule`` and ``.trainer`` are instantiated and ``.run_dir`` (with the
@@ -87,7 +88,9 @@ def build_run(args: Sequence[str], layers: Layers | None = None) -> Any:
     (``--ckpt_path``, with ``last``/``best`` resolved in the run directory, :class:`trainer_cli.runtime.run.Run`).
     ``TRAINER_CLI_RUN_DIR`` is cleared again afterwards, so several runs can be built in one process.
 
-    ``layers``: ``args`` are composed already (:func:`composed_fit_args`), with these layers.
+    ``layers``: ``args`` are composed already (:func:`composed_fit_args`), with these layers. ``entry``:
+    what the entry that builds it says about the run (``train``'s when not given: ``train cv`` gives its own
+    resume line).
 
     Raises:
         UserError: for a bad config file or a value a constructor rejects.
@@ -98,7 +101,7 @@ def build_run(args: Sequence[str], layers: Layers | None = None) -> Any:
     from trainer_cli.config.compose import compose_args
 
     expanded, layers = compose_args(list(args)) if layers is None else (list(args), layers)
-    with building_cli(None, layers) as run:
+    with building_cli(None, layers, entry) as run:
         cli = TrainerCLI(args=expanded, run=False, run_directory=run, layers=layers)
     return cli
 

@@ -6,10 +6,13 @@ version_<N>``. The policy (which directory, which checkpoint a start resumes fro
 frozen config, the history, what is removed) is :mod:`trainer_cli.rundir.policy`'s; :class:`Run` applies
 it to a LightningCLI run. :class:`trainer_cli.runtime.cli.TrainerCLI` calls it at four points (after
 parsing, before building, after building, when the verb stops). Its parts, each with its own
-reason to change: :mod:`trainer_cli.runtime.run_choice` (which directory and checkpoint),
-:mod:`trainer_cli.runtime.run_record` (the config as a tree, dumped once, and the record made from
-it), :mod:`trainer_cli.runtime.run_stop` (how a stopped run ends),
-:mod:`trainer_cli.runtime.lightning_folders` (where runs are kept).
+reason to change: :mod:`trainer_cli.runtime.run_entry` (what the entry that starts it says: ``train``
+or a user's script), :mod:`trainer_cli.runtime.run_choice` (which directory and checkpoint),
+:mod:`trainer_cli.runtime.run_loggers` (where its loggers log), :mod:`trainer_cli.runtime.run_record`
+(the config as a tree, dumped once, and the record made from it), :mod:`trainer_cli.runtime.run_stop`
+(how a stopped run ends), :mod:`trainer_cli.runtime.lightning_folders` (where runs are kept). The parts
+return values; only :class:`Run` sets its attributes, through its own methods (no module assigns a run's
+attributes from outside: ``tests/test_run_value.py``).
 
 In the order they are applied (:meth:`Run.prepare`):
 
@@ -67,7 +70,7 @@ from trainer_cli.rundir import discard, history
 from trainer_cli.rundir import identity as loggers_mod
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir import record as run_records
-from trainer_cli.runtime import run_choice, run_stop, wandb_logger
+from trainer_cli.runtime import run_choice, run_loggers, run_stop
 from trainer_cli.runtime.checkpointing import InterruptCheckpoint, check_checkpoint_file
 from trainer_cli.runtime.lightning_folders import DEFAULT_NAME as DEFAULT_NAME
 from trainer_cli.runtime.lightning_folders import DEFAULT_ROOT_DIR as DEFAULT_ROOT_DIR
@@ -76,6 +79,7 @@ from trainer_cli.runtime.lightning_folders import lightning_log_root as lightnin
 from trainer_cli.runtime.lightning_folders import lightning_run_dir as lightning_run_dir
 from trainer_cli.runtime.run_choice import LIGHTNING_CHOICES as LIGHTNING_CHOICES
 from trainer_cli.runtime.run_choice import is_checkpoint_file as is_checkpoint_file
+from trainer_cli.runtime.run_entry import RunEntry
 from trainer_cli.runtime.run_record import RunRecord as RunRecord
 from trainer_cli.runtime.run_record import (
     build_record,
@@ -84,10 +88,6 @@ from trainer_cli.runtime.run_record import (
     pointed_tree,
 )
 
-DEFAULT_LOGGER = {
-    "class_path": "lightning.pytorch.loggers.TensorBoardLogger",
-    "init_args": {"save_dir": "runs", "default_hp_metric": False},
-}
 FIT_LIKE = ("fit", None)  # None: built without running a verb (cv folds, lr-find): they train too
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 EXIT_SIGTERM = 143  # 128 + SIGTERM
@@ -98,7 +98,9 @@ class Run:
 
     Args:
         verb: ``fit``, ``validate``, ``test``, ``predict``, or None for a run built without a verb
-            (``cv``, ``lr-find``, ``scale-batch-size``: they train like ``fit``).
+            (``cv``, ``lr-find``, ``scale-batch-size``: they train like ``fit``; a user's script's,
+            until its command line is parsed: :meth:`parsed`).
+        entry: The entry's facts (``train``'s when not given).
 
     Attributes:
         path: The run directory (absolute), once :meth:`prepare` chose it.
@@ -106,20 +108,19 @@ class Run:
         ckpt_path: The checkpoint the verb starts from: ``--ckpt_path`` as given, and after
             :meth:`prepare` a ``last``/``best`` resolved to the file in the run directory.
         interrupt_checkpoint: The callback that saves on SIGTERM / Ctrl-C (:meth:`callbacks`).
-        trainer: The verb's Trainer, once built.
-        resume_command: The command the resume line after a stop shows.
+        trainer: The verb's Trainer, once built (:meth:`bind`).
+        entry: What the entry that starts it says about it (:class:`RunEntry`), given when it is built.
     """
 
-    def __init__(self, verb: Optional[str]) -> None:
+    def __init__(self, verb: Optional[str], entry: RunEntry | None = None) -> None:
         self.verb = verb
+        self.entry = entry if entry is not None else RunEntry()
         self.path: Path | None = None
         self.created = False
         self.made_from: Path | None = None  # the highest folder this run made (path or above it)
         self.ckpt_path: Optional[str] = None
         self.interrupt_checkpoint: InterruptCheckpoint | None = None
         self.trainer: Any = None
-        self.command = "train"  # the entry that re-runs its record (a user's script sets its own)
-        self.resume_command = "train fit --run_dir {path} --ckpt_path last"
         self._checked: set[str] = set()
         # the resolved config as a tree, dumped and read once (prepare): before pointing, then as the
         # Trainer is built; its text as dumped while unchanged (None once changed; kept for a non-YAML dump)
@@ -127,26 +128,12 @@ class Run:
         self._body: str | None = ""
         self._launcher_set: dict[str, Any] = {}
         self._identity: dict[str, Any] = {}
-        self.linked: dict[str, Any] = {}  # values the data->model links gave (TrainerCLI), for the record
-        self.missing_is_error = True  # a missing --ckpt_path file: our message (False: Lightning's, when it loads)
-        # a user's script (LightningCLI's rule): the checkpoint's hyperparameters replace the config's
-        # model arguments, so a difference is not refused
-        self.checkpoint_hparams_win = False
-        self.link_targets: set[str] = set()  # model keys the data->model links fill (TrainerCLI)
+        self.linked: dict[str, Any] = {}  # values the data->model links gave (record_links), for the record
         self._mlflow_uris: list[str] = []
-        # a user's script (TrainerCLI as LightningCLI): a new run's directory is the folder Lightning's
-        # ModelCheckpoint saves into, chosen by Lightning (its logger's version or run id) and bound
-        # when the Trainer is built (:meth:`bind_to_log_dir`); config.yaml is written by the
-        # script's SaveConfigCallback where that folder is its log_dir
-        self.follows_lightning = False
         self.late = False  # the directory is Lightning's, bound once the Trainer is built
-        self.changes: list[
-            str
-        ] = []  # the config changes this resume makes (trainer_cli.rundir.resume), for history.jsonl
-        self.resumed_because: str | None = (
-            None  # the rule that chose the checkpoint (rundir.resume_checkpoint), for history.jsonl
-        )
-        self.inexact: dict[str, int] | None = None  # a resume replaying and skipping data (run_choice): history.jsonl
+        self.changes: list[str] = []  # the config changes this resume makes (rundir.resume), for history.jsonl
+        self.resumed_because: str | None = None  # the rule that chose the checkpoint, for history.jsonl
+        self.inexact: dict[str, int] | None = None  # a resume replaying and skipping data: history.jsonl
         self._history_written = False
         self._records_config = False  # a script's run whose record goes where its log_dir is not (bind_to_log_dir)
 
@@ -155,30 +142,34 @@ class Run:
         return self.verb in FIT_LIKE
 
     # -- after parsing ---------------------------------------------------------------------------
-    def check_checkpoint(self, cfg: Namespace, model_keys: tuple[str, ...]) -> None:
-        """Check an explicit ``--ckpt_path`` file is a complete checkpoint of the configured model
-        (before LightningCLI reads the model's hyperparameters from it).
+    def parsed(self, verb: Optional[str], cfg: Namespace, model_keys: tuple[str, ...]) -> None:
+        """The command line is parsed: ``verb`` is the run's where it was built without one (a user's
+        script), and an explicit ``--ckpt_path`` file is checked to be a complete checkpoint of the
+        configured model (before LightningCLI reads the model's hyperparameters from it).
 
         Raises:
             UserError: for a truncated, corrupt or foreign checkpoint.
         """
         from trainer_cli.config.after_parse import check_checkpoint_model, checkpoint_hparams
 
+        if self.verb is None:
+            self.verb = verb
         self.ckpt_path = cfg.get("ckpt_path")
-        if is_checkpoint_file(self.ckpt_path) and (self.missing_is_error or Path(str(self.ckpt_path)).exists()):
+        if is_checkpoint_file(self.ckpt_path) and (self.entry.missing_is_error or Path(str(self.ckpt_path)).exists()):
             check_checkpoint_file(self.ckpt_path)
-            if not self.checkpoint_hparams_win:
+            if not self.entry.checkpoint_hparams_win:
                 check_checkpoint_model(self.ckpt_path, cfg.get("model"), model_keys)
             else:  # read as LightningCLI is about to: a file its safe loader refuses is one line
                 checkpoint_hparams(str(self.ckpt_path))
             self._checked.add(str(self.ckpt_path))
 
     # -- before building -------------------------------------------------------------------------
-    def prepare(self, cfg: Namespace, dump: Callable[[], str]) -> Path | None:
+    def prepare(self, cfg: Namespace, dump: Callable[[], str], link_targets: set[str]) -> Path | None:
         """Choose the directory (rules 1-3), resolve ``--ckpt_path last|best`` in ``cfg``, point the
         loggers and checkpoints at it (rule 4); returns the directory. ``dump`` gives the resolved
         config as YAML: before pointing (what a resume compares with) and after it (what
-        :meth:`freeze` writes: the values the Trainer is built from).
+        :meth:`freeze` writes: the values the Trainer is built from). ``link_targets``: the model keys
+        links fill when the classes are built (the checkpoint's tensors decide whether they may change).
 
         Raises:
             UserError: for a bad ``--name``, an unwritable root, nothing to resume, a checkpoint that
@@ -190,16 +181,20 @@ class Run:
         if cfg.trainer.get("fast_dev_run"):  # a smoke test: Lightning logs and saves nothing for it, nor do we
             return None
         ckpt_dumped = plain(cfg.get("ckpt_path"))
-        chosen = run_choice.choose(self, cfg)  # rules 1-3
+        choice = run_choice.choose(cfg, self.trains, self.entry.follows_lightning, self._tree, link_targets)
+        self.created, self.made_from = choice.created, choice.made_from  # rules 1-3
+        self.resumed_because, self.changes, self.inexact = choice.resumed_because, choice.changes, choice.inexact
+        self._checked |= {choice.checked} if choice.checked else set()
+        chosen = choice.path
         if chosen is None:  # a user's script's new run: the Trainer's log_dir (bind_to_log_dir)
             self.late = True
-            self._identify_late(cfg)
+            self._identity, self._mlflow_uris = run_loggers.identify_late(cfg)
             return None
         self.path = chosen.absolute()
         self.ckpt_path = cfg.get("ckpt_path")
         # renamed any moment now
         retired_by_rank_0 = rank_zero_only.rank != 0 and str(self.ckpt_path).endswith(rundir.USED_SUFFIX)  # type: ignore[attr-defined]
-        missing_left_to_lightning = not self.missing_is_error and not Path(str(self.ckpt_path)).exists()
+        missing_left_to_lightning = not self.entry.missing_is_error and not Path(str(self.ckpt_path)).exists()
         if (
             is_checkpoint_file(self.ckpt_path)
             and str(self.ckpt_path) not in self._checked
@@ -210,43 +205,27 @@ class Run:
         export.export(rundir.ENV_RUN_DIR, str(self.path))  # DDP processes launched from here share it
         root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR).absolute()
         # a script's logger that logs to <save_dir>/<name>/<version> already is not moved
-        log_root = Path(*lightning_log_root(cfg)).absolute() if self.follows_lightning else None
+        log_root = Path(*lightning_log_root(cfg)).absolute() if self.entry.follows_lightning else None
         logs_here = log_root is not None and self.path.is_relative_to(log_root)
-        logger_dumped = self._logger_now(cfg)
-        self._point_loggers(cfg, in_place=self.path.parent == log_root)
+        logger_dumped = run_loggers.logger_value(cfg)
+        self._identity, self._mlflow_uris = run_loggers.point_loggers(
+            cfg, self.path, self.entry.follows_lightning, in_place=self.path.parent == log_root
+        )
         # the record keeps the root: re-running it makes a new run beside this one
         self._point_tree(
             cfg,
             dump,
             {
                 "ckpt_path": (ckpt_dumped, plain(cfg.get("ckpt_path"))),
-                "trainer.logger": (logger_dumped, self._logger_now(cfg)),
+                "trainer.logger": (logger_dumped, run_loggers.logger_value(cfg)),
             },
         )
         if "default_root_dir" in cfg.trainer:  # the Trainer gets the run directory (TrainerCLI.instantiate_trainer)
             self._launcher_set["trainer.default_root_dir (the Trainer's: this run directory)"] = (
                 cfg.trainer.default_root_dir
             )
-        moved = (
-            {}
-            if logs_here
-            else {
-                k: v
-                for k, v in self._launcher_set.items()
-                if ".logger" in k
-                and k.endswith(("save_dir", ".name"))
-                and isinstance(v, str)
-                and v not in ("", DEFAULT_ROOT_DIR, "lightning_logs")
-                and not Path(v).absolute().is_relative_to(root)
-            }
-        )
-        if moved and rank_zero_only.rank == 0:  # type: ignore[attr-defined]
-            print(
-                f"Logs go to the run directory {self.path} ("
-                + ", ".join(f"{k} was {v!r}" for k, v in moved.items())
-                + ")",
-                flush=True,
-            )
+        if not logs_here:
+            run_loggers.say_moved(self.path, self._launcher_set, root)
         return self.path
 
     def _point_tree(self, cfg: Namespace, dump: Callable[[], str], changed: dict[str, tuple[Any, Any]]) -> None:
@@ -262,55 +241,11 @@ class Run:
             self._body = None  # dumped from the tree where it is written
         self._launcher_set = changed_keys(before, self._tree)
 
-    @staticmethod
-    def _logger_now(cfg: Namespace) -> Any:
-        return plain(cfg.trainer.get("logger")) if "logger" in cfg.trainer else None
-
     def config_tree(self) -> dict[str, Any] | None:
         """The resolved config as the Trainer is built from it (:meth:`prepare`), as a new tree: what
         LightningCLI's ``config_dump`` (the model's and data's hyperparameters) is, without dumping it
         again; None before :meth:`prepare` or for a dump that is not YAML."""
         return copy.deepcopy(self._tree) if self._tree is not None else None
-
-    def _point_loggers(self, cfg: Namespace, in_place: bool = False) -> None:
-        """Every logger logs this run's identity (``run.json``, :mod:`trainer_cli.rundir.identity`);
-        ``in_place``: the run directory is the folder the script's loggers make themselves, where they
-        keep logging (:func:`trainer_cli.rundir.identity.point_loggers_at`)."""
-        assert self.path is not None
-        if "logger" not in cfg.trainer:  # a trainer class without a logger argument
-            return
-        logger = cfg.trainer.logger
-        if logger is True or logger is None:  # None: stock LightningCLI's "the default logger"; off is `false`
-            init_args = Namespace(DEFAULT_LOGGER["init_args"])
-            if self.follows_lightning:  # Lightning's default logger logs to <default_root_dir or .>/lightning_logs
-                save_dir, name = lightning_log_root(cfg)
-                init_args.save_dir, init_args.name = str(save_dir), name
-            logger = cfg.trainer.logger = Namespace(DEFAULT_LOGGER | {"init_args": init_args})
-        loggers = logger if isinstance(logger, list) else [logger]
-        for item in loggers:
-            if isinstance(item, Namespace) and "class_path" in item and item.get("init_args") is None:
-                item.init_args = Namespace()
-        wandb_logger.in_place_of_lightnings(loggers)  # its W&B step is the global step, on from a resume
-        identity = self._identity = loggers_mod.run_identity(self.path, f"{cfg.name}/{self.path.name}")
-        root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR)
-        self._mlflow_uris = loggers_mod.point_loggers_at(
-            [i for i in loggers if isinstance(i, Namespace)], self.path, root, identity, in_place=in_place
-        )
-
-    def _identify_late(self, cfg: Namespace) -> None:
-        """A user's script's new run has its identity from its first start, as every run does: the
-        loggers that take a run id get it now; ``run.json`` is written into the directory Lightning
-        chooses (:meth:`freeze`), where a resume reads it back."""
-        root, name = lightning_log_root(cfg)
-        self._identity = lightning_identity(cfg) or loggers_mod.new_identity(
-            f"{name}/{rundir.next_dir(root, name).name}"
-        )
-        logger = cfg.trainer.get("logger") if "logger" in cfg.trainer else None
-        loggers = logger if isinstance(logger, list) else [logger]
-        wandb_logger.in_place_of_lightnings(loggers)
-        self._mlflow_uris = loggers_mod.identify_loggers(
-            [i for i in loggers if isinstance(i, Namespace)], self._identity
-        )
 
     def callbacks(self, configured: list[Any], added: list[Any]) -> list[Any]:
         """The callbacks the run directory needs (the checkpoint on SIGTERM / Ctrl-C); and every
@@ -323,6 +258,15 @@ class Run:
         self.interrupt_checkpoint = InterruptCheckpoint(str(self.path / rundir.LAST_CKPT.parent))
         loggers_mod.checkpoints_in_run_dir([*configured, *added, self.interrupt_checkpoint], self.path)
         return [RunRecord(self), self.interrupt_checkpoint]
+
+    def bind(self, trainer: Any) -> None:
+        """The verb's Trainer, once built: its loggers and callbacks are the run's from here on."""
+        self.trainer = trainer
+
+    def record_links(self, linked: dict[str, Any]) -> None:
+        """The values the data->model links (and the user's own links) gave when the classes were built:
+        the record (``config.yaml``) holds them (:meth:`freeze`)."""
+        self.linked = linked
 
     def bind_to_log_dir(self, trainer: Any) -> None:
         """A user's script's run, once its Trainer is built. A new run (:attr:`late`): the run directory
@@ -392,7 +336,7 @@ class Run:
             (self.path / loggers_mod.RUN_FILE).write_text(json.dumps(self._identity, indent=2) + "\n")
         record = self.record(self.linked)
         written = False  # config.yaml written from this record here: it holds the link values
-        if self.follows_lightning and not self._records_config:
+        if self.entry.follows_lightning and not self._records_config:
             # the script's SaveConfigCallback writes config.yaml into its log_dir (TrainerArgumentParser.save)
             rundir.record_code(self.path)
         elif not (
@@ -462,7 +406,9 @@ class Run:
         """The record ``config.yaml`` is written from (:func:`trainer_cli.runtime.run_record.build_record`):
         the resolved config the Trainer, model, data, callbacks and loggers were built from, the
         data->model link values filled in, and a header naming the values the launcher set."""
-        return build_record(self._tree, self._body, self._launcher_set, linked, self.follows_lightning, self.command)
+        return build_record(
+            self._tree, self._body, self._launcher_set, linked, self.entry.follows_lightning, self.entry.command
+        )
 
     def keep_logs(self) -> None:
         """Before the Trainer runs (global rank 0): a resumed run's CSV metrics file is kept

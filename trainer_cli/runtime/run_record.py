@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import copy
 from pathlib import PurePath
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from jsonargparse import Namespace
 from lightning.pytorch import Callback
@@ -21,7 +21,8 @@ from lightning.pytorch import Callback
 from trainer_cli.rundir import record as run_records
 from trainer_cli.rundir.resume import flatten
 
-Run = Any  # trainer_cli.runtime.run.Run, which imports this module (not imported back: no module circle)
+if TYPE_CHECKING:  # trainer_cli.runtime.run imports this module: the type only, no module circle
+    from trainer_cli.runtime.run import Run
 
 MISSING: Any = object()  # no value at a key (a new key, or a dump that has none there)
 

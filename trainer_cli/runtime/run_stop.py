@@ -4,13 +4,14 @@ saved (the directory this run made is then removed)."""
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 from trainer_cli.runtime.checkpointing import CTRL_C
 
-Run = Any  # trainer_cli.runtime.run.Run, which imports this module (not imported back: no module circle)
+if TYPE_CHECKING:  # trainer_cli.runtime.run imports this module: the type only, no module circle
+    from trainer_cli.runtime.run import Run
 
 
 def exit_code(run: Run, stop: BaseException, requeued: bool) -> int | None:
@@ -61,7 +62,7 @@ def resume_hint(run: Run, cause: str, trainer: Any) -> str:
         return f"{stopped}, before any batch was trained; nothing was saved (run directory {run.path} removed)."
     else:
         return f"{stopped}; {kept_without_checkpoint(run, trainer)}"
-    return f"{stopped}; {where}.\nResume with:  {run.resume_command.format(path=run.path)}"
+    return f"{stopped}; {where}.\nResume with:  {run.entry.resume_command.format(path=run.path)}"
 
 
 def kept_without_checkpoint(run: Run, trainer: Any) -> str:
@@ -81,5 +82,5 @@ def kept_without_checkpoint(run: Run, trainer: Any) -> str:
     kept = f"the run directory {path} is kept" + (f" ({shown})" if shown else "")
     again = ""
     if (path / "config.yaml").is_file():
-        again = f"\nRun it again (a new run) with:  {run.command} fit --config {path / 'config.yaml'}"
+        again = f"\nRun it again (a new run) with:  {run.entry.command} fit --config {path / 'config.yaml'}"
     return f"{lost}; {kept}.{again}"

@@ -30,6 +30,7 @@ from trainer_cli.runtime.guard import (
     remove_or_say_kept,
 )
 from trainer_cli.runtime.run import Run, is_checkpoint_file
+from trainer_cli.runtime.run_entry import RunEntry
 from trainer_cli.runtime.script import script_has_verbs
 
 
@@ -108,15 +109,18 @@ def _chosen_classes(verb: str, args: list[str], layers: Layers) -> Callable[[], 
 
 
 @contextmanager
-def building_cli(verb: Optional[str] = None, layers: Layers | None = None) -> Iterator[Run]:
+def building_cli(
+    verb: Optional[str] = None, layers: Layers | None = None, entry: RunEntry | None = None
+) -> Iterator[Run]:
     """Around building a :class:`TrainerCLI` (give it the :class:`trainer_cli.runtime.run.Run` this yields):
     LightningCLI's warning about ``args`` silenced, errors of the user's input reported as
     :class:`UserError` (naming the file and line of a value in the command line's ``layers``) and exceptions of the
     user's own code before the first step with their
     frames (a run directory this created removed again when it saved no checkpoint). What the run exports
     for its processes ends with the TrainerCLI that built it (:mod:`trainer_cli.runtime.guard`), so one
-    process can build several runs."""
-    run = Run(verb)
+    process can build several runs. ``entry``: what the entry says about the run (``train``'s when not
+    given, :class:`trainer_cli.runtime.run_entry.RunEntry`)."""
+    run = Run(verb, entry)
     quiet.install()  # library messages that do not apply to a launcher run (trainer_cli.runtime.quiet)
     try:
         with warnings.catch_warnings():
@@ -230,8 +234,8 @@ class ConfigParser:
         )  # "Seed set to 42": said by the run, not the parse
         level = seed_log.level
         seed_log.setLevel(logging.WARNING)
-        run = Run(self.verb)
-        run.follows_lightning = self.cli is not None  # a user's script: Lightning's defaults, as its own fit parses
+        # a user's script: Lightning's defaults, as its own fit parses
+        run = Run(self.verb, RunEntry(follows_lightning=self.cli is not None))
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")

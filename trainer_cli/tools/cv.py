@@ -33,6 +33,7 @@ from trainer_cli.job import export
 from trainer_cli.rundir import discard
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.runtime.configured_run import build_run, composed_fit_args, verb_parser
+from trainer_cli.runtime.run_entry import RunEntry
 
 ENV_CV_DIR = "TRAINER_CLI_CV_DIR"  # shared with DDP processes Lightning launches from this one
 SETTINGS_FILE = "cv.json"
@@ -160,8 +161,8 @@ def run_fold(
     existed = fold_dir.exists()
     interrupted = existed and newest_checkpoint(fold_dir) is not None  # stopped before its record: resume it
     resume = ["--ckpt_path", "last"] if interrupted else []
-    cli = build_run([*fit_args, "--run_dir", str(fold_dir), *resume], layers)
-    cli.run.resume_command = "the same `train cv` command (finished folds are skipped, this one resumes)"
+    entry = RunEntry(resume_command="the same `train cv` command (finished folds are skipped, this one resumes)")
+    cli = build_run([*fit_args, "--run_dir", str(fold_dir), *resume], layers, entry)
     try:
         sizes = use_fold(cli.trainer, cli.datamodule, folds, fold, cv_seed)
     except UserError:
