@@ -122,7 +122,12 @@ class RunSpec:
 
 
 def build(
-    request: Request, parse: ParseFit, section: str, fixed: Mapping[str, type] | None = None, verb: str = "fit"
+    request: Request,
+    parse: ParseFit,
+    section: str,
+    fixed: Mapping[str, type] | None = None,
+    verb: str = "fit",
+    check_engine: Callable[[list[Any]], object] | None = None,
 ) -> RunSpec:
     """The spec of ``request``: its layers split (:func:`split`), its fit arguments parsed by ``parse``.
 
@@ -132,12 +137,16 @@ def build(
         section: The name of the engine's own options (``slurm``): taken out before the parse.
         fixed: The sections whose class a user's script fixes (placed as ``train fit`` places them).
         verb: The verb the run's job runs.
+        check_engine: Reads the engine's option layers before the parse, so that a bad engine option is
+            reported before the fit's parse imports Lightning (raises its UserError).
 
     Raises:
         UserError: for a missing config file, bad YAML, a bad engine section, or a config the parse refuses.
     """
     fixed = dict(fixed or {})
     fit_args, engine_layers, layers, configs = split(request, section, fixed)
+    if check_engine is not None:
+        check_engine(list(engine_layers))
     parser, config = parse(fit_args, layers)
     return RunSpec(verb, request, configs, tuple(fit_args), layers, tuple(engine_layers), parser, config, fixed)
 

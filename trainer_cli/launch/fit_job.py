@@ -232,7 +232,7 @@ def spec_of(request: Request, parse: ParseFit, fixed: Mapping[str, type] | None 
     Raises:
         UserError: for a bad config file or a config the parse refuses.
     """
-    return run_spec.build(request, parse, SECTION, fixed, verb)
+    return run_spec.build(request, parse, SECTION, fixed, verb, check_engine=parse_slurm_options)
 
 
 def plan(
