@@ -24,11 +24,9 @@ import yaml
 
 from trainer_cli.config.compose import config_text, load_yaml_file, place_class_flags, take_roots
 from trainer_cli.config.keys import Layers
-from trainer_cli.config.paths import bundled_root, configs_dir, resolve_config_path
 from trainer_cli.config.request import Request
-from trainer_cli.config.run_layers import NO_RUN_DIR, stored_configs, with_run_settings
+from trainer_cli.config.run_layers import stored_configs, with_run_settings
 from trainer_cli.errors import UserError
-from trainer_cli.rundir import record
 
 ParseFit = Callable[[list[str], Layers], tuple[Any, Any]]
 """Composes and type-checks ``train fit ARGS`` (``--config`` values already expanded, with the
@@ -38,26 +36,6 @@ command line's layers), building nothing: returns the fit parser and the parsed 
 EngineLayer = Mapping[str, Any] | tuple[str, ...]
 """One layer of an engine's own options: a config file's section (a mapping), or one flag as written."""
 
-ORIGINS = ("bundled", "user root", "run", "profile", "file", "inline")
-"""Where a config layer comes from: a file of the bundled ``configs/``, of a user config root
-(``--config_root``, ``$TRAINER_CLI_CONFIG_PATH``), a run's stored ``config.yaml``/``launcher.yaml``,
-a site profile (a file of the engine's section alone), any other file, or YAML given inline."""
-
-
-@dataclass(frozen=True)
-class ConfigLayer:
-    """One ``--config`` layer of a run, in command-line order.
-
-    Attributes:
-        value: The value as the command line gives it (or the run's stored config put first, ``--run_dir RUN``).
-        path: The file it names, resolved; None for YAML given inline.
-        origin: One of :data:`ORIGINS`.
-    """
-
-    value: str
-    path: Path | None
-    origin: str
-
 
 @dataclass(frozen=True)
 class RunSpec:
@@ -66,7 +44,6 @@ class RunSpec:
     Attributes:
         verb: The verb the run's job runs (``fit``).
         request: The command line it was built from (read once).
-        configs: The config layers in order, with their origin.
         fit_args: The fit's arguments as parsed: every ``--config`` expanded, the engine's options taken out.
         layers: Where each key was written (for error messages).
         engine_layers: The engine's own option layers in command-line order (see :data:`EngineLayer`).
@@ -76,7 +53,6 @@ class RunSpec:
 
     verb: str
     request: Request
-    configs: tuple[ConfigLayer, ...]
     fit_args: tuple[str, ...]
     layers: Layers
     engine_layers: tuple[EngineLayer, ...]
@@ -144,16 +120,14 @@ def build(
         UserError: for a missing config file, bad YAML, a bad engine section, or a config the parse refuses.
     """
     fixed = dict(fixed or {})
-    fit_args, engine_layers, layers, configs = split(request, section, fixed)
+    fit_args, engine_layers, layers = split(request, section, fixed)
     if check_engine is not None:
         check_engine(list(engine_layers))
     parser, config = parse(fit_args, layers)
-    return RunSpec(verb, request, configs, tuple(fit_args), layers, tuple(engine_layers), parser, config, fixed)
+    return RunSpec(verb, request, tuple(fit_args), layers, tuple(engine_layers), parser, config, fixed)
 
 
-def split(
-    request: Request, section: str, fixed: Collection[str] = ()
-) -> tuple[list[str], list[EngineLayer], Layers, tuple[ConfigLayer, ...]]:
+def split(request: Request, section: str, fixed: Collection[str] = ()) -> tuple[list[str], list[EngineLayer], Layers]:
     """Separate a submission's arguments into fit arguments and the engine's option layers.
 
     Every ``--config`` value is expanded (composed if it has a ``defaults:`` list); its ``section:``
@@ -163,32 +137,27 @@ def split(
     the run's ``config.yaml`` goes first, under the given ``--config`` files (often a site profile alone).
 
     Returns:
-        ``(fit_args, engine_layers, layers, configs)``: fit arguments with ``--config`` already expanded (for
+        ``(fit_args, engine_layers, layers)``: fit arguments with ``--config`` already expanded (for
         :func:`trainer_cli.runtime.verbs.parse_config` with ``expand=False``), the engine's layers in
-        command-line order, the fit arguments' :class:`~trainer_cli.config.keys.Layers` (for error
-        messages) and the config layers with their origin.
+        command-line order and the fit arguments' :class:`~trainer_cli.config.keys.Layers` (where each key
+        was written, for error messages).
 
     Raises:
         UserError: for a missing config file, bad YAML, a section that is not a mapping, or a
             ``--SECTION.*`` flag without a value.
     """
-    given_configs = set(request.values("config"))
     request = request.with_args([*stored_configs(request, under_configs=True), *request])
     roots, request = take_roots(request)  # --config_root DIR: user config roots
     given = request.tokens()
     fit_args: list[str] = []
     engine: list[EngineLayer] = []
-    configs: list[ConfigLayer] = []
     provenance = Layers()
     for arg in request:
         if arg.name == "config":
             if arg.value is None:
                 raise UserError(f"{arg.flag} needs a file name")
             for file in with_run_settings(arg.value, given):  # a run's config.yaml: its launcher.yaml too
-                before = len(engine)
                 fit_args += ["--config", _strip_section(config_text(file, provenance, roots), file, section, engine)]
-                stored = file not in given_configs or file != arg.value
-                configs.append(_layer(file, roots, stored, profile=len(engine) > before and fit_args[-1] == "{}"))
         elif arg.name == section or (arg.name or "").startswith(section + "."):
             if arg.value is None:
                 raise UserError(f"{arg.flag} needs a value")
@@ -199,27 +168,7 @@ def split(
             provenance.note_flag(arg.tokens[0])  # for error messages: a later flag wins over an earlier file
             fit_args.extend(arg.tokens)
     # a stock config's --model/--data anywhere, as train fit
-    return place_class_flags(fit_args, provenance, fixed), engine, provenance, tuple(configs)
-
-
-def _layer(value: str, roots: Collection[Path], stored: bool, profile: bool) -> ConfigLayer:
-    """The config layer of one expanded ``--config`` value, with its origin (see :data:`ORIGINS`)."""
-    if value == NO_RUN_DIR:
-        return ConfigLayer(value, None, "run")
-    if value.lstrip().startswith("{") or "\n" in value:
-        return ConfigLayer(value, None, "inline")
-    path = resolve_config_path(value, list(roots))
-    if stored or record.launcher_file(path) is not None:
-        origin = "run"
-    elif profile:
-        origin = "profile"
-    elif any(path.is_relative_to(Path(r).resolve()) for r in roots):
-        origin = "user root"
-    elif path.is_relative_to(configs_dir().resolve()) or path.is_relative_to(bundled_root().resolve()):
-        origin = "bundled"
-    else:
-        origin = "file"
-    return ConfigLayer(value, path, origin)
+    return place_class_flags(fit_args, provenance, fixed), engine, provenance
 
 
 def _strip_section(text: str, source: str, section: str, engine: list[EngineLayer]) -> str:

@@ -141,7 +141,7 @@ def plan(request: Request, dry_run: bool) -> SweepJob:
     space, _ = take_sweep_args(request)
     if space is None:
         raise UserError("no --sweep flag: nothing to sweep")
-    fit_args, layers, provenance, _ = split(request.without(*SWEEP_OPTIONS), SECTION)
+    fit_args, layers, provenance = split(request.without(*SWEEP_OPTIONS), SECTION)
     slurm = parse_slurm_options(layers)
     workers = slurm.array_workers
     if workers is None and (not space.is_grid or space.pruner != "none" or space.storage):

@@ -151,7 +151,7 @@ def write_study_plots(study: Any, sweep_dir: Path, with_importance: bool) -> lis
 
 def draw(results: dict[str, Any], kinds: dict[str, str]) -> tuple[Path | None, list[Path]]:
     """The sweep's plot (:func:`trainer_cli.plots.plot_sweep`) and the study's (:func:`write_study_plots`), drawn
-    where what they show changed since they were drawn (:mod:`trainer_cli.sweeps.cache`), else as they are."""
+    where what they show changed since they were drawn (:class:`Cache`), else as they are."""
     from trainer_cli.plots import SWEEP_PNG, plot_sweep
 
     sweep_dir = Path(results["sweep_dir"])
@@ -159,7 +159,7 @@ def draw(results: dict[str, Any], kinds: dict[str, str]) -> tuple[Path | None, l
     key = key_of(
         results.get("_told"), results["monitor"], results["mode"], kinds, shown, bool(results.get("importances"))
     )
-    kept = Cache(sweep_dir)
+    kept = results.get("_cache") or Cache(sweep_dir)
     drawn = kept.get("plots", key)
     if isinstance(drawn, dict) and all((sweep_dir / name).is_file() for name in drawn["files"]):
         return (sweep_dir / SWEEP_PNG if drawn["png"] else None), [sweep_dir / name for name in drawn["pictures"]]

@@ -312,9 +312,10 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
         "keys": keys,
         "rows": rows,
         "cost": total_cost(rows),
+        "_cache": figures.Cache(sweep_dir),  # read once: write() and figures.draw() keep theirs in it too
     }
     if study is not None:  # the importances computed once per state of the study's told trials
-        kept, told = figures.Cache(sweep_dir), figures.told_key(study)
+        kept, told = out["_cache"], figures.told_key(study)
         ranked = kept.get("importances", told)
         if not isinstance(ranked, dict):
             ranked = figures.importances(study)
@@ -332,7 +333,7 @@ def write(results: dict[str, Any]) -> tuple[Path, Path]:
     json_path, csv_path = sweep_dir / RESULTS_JSON, sweep_dir / RESULTS_CSV
     public = {k: v for k, v in results.items() if not k.startswith("_")}
     public["rows"] = [{k: v for k, v in row.items() if not k.endswith("_cell")} for row in results["rows"]]
-    kept, key = figures.Cache(sweep_dir), figures.key_of(json.dumps(public, default=str))
+    kept, key = results.get("_cache") or figures.Cache(sweep_dir), figures.key_of(json.dumps(public, default=str))
     if kept.get("written", key) == figures.stamps(json_path, csv_path):
         return csv_path, json_path
     json_path.write_text(json.dumps(public, indent=2, default=str) + "\n")
