@@ -15,6 +15,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
+import pytest
 from support import REPO
 
 from trainer_cli.tools import runs
@@ -58,6 +59,9 @@ def test_only_the_keys_that_differ(tmp_path: Path) -> None:
     assert runs.read_run(tmp_path / "a" / "version_0")["config"]["trainer.logger.init_args.save_dir"] == "<run>"
     assert [r["run"] for r in runs.collect([tmp_path], "version_1")["runs"]] == [str(tmp_path / "a/version_1")]
     assert [r["run"] for r in runs.collect([tmp_path], "b/*")["runs"]] == [str(tmp_path / "b/version_0")]
+    with pytest.MonkeyPatch.context() as here:  # `train runs .` names a run as the user types its path: a/version_0
+        here.chdir(tmp_path)
+        assert [r["run"] for r in runs.collect([Path(".")])["runs"]] == ["a/version_0", "a/version_1", "b/version_0"]
 
 
 def test_the_verb_prints_csv_json_and_refuses_a_missing_root(tmp_path: Path) -> None:
@@ -143,10 +147,10 @@ def test_a_listing_from_the_summaries_equals_the_listing_from_the_loggers_files(
     """Issue 48: real runs (two of `train fit`, which keep their summary at the end of the fit, and a user's stock
     LightningCLI script with TensorBoard alone: no metrics.jsonl, no summary) list the same, columns and values,
     read from every logger's file, from the summaries the first listing keeps, and again once a run changed."""
+    import forkserver
     from foreign_support import FOREIGN, foreign_env
     from support import DIGITS, quiet_args, run_train
 
-    import forkserver
     from trainer_cli.rundir import metrics, summary
 
     root = tmp_path / "runs"

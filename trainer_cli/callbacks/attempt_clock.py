@@ -148,7 +148,11 @@ class AttemptClock(pl.Callback):
         context = job_context.current()
         info: dict[str, Any] = {"node": context.node_name or socket.gethostname(), "pid": os.getpid(), "slurm": None}
         if context.in_job:  # under the scheduler's name: "slurm" (None outside a job, as the readers expect)
-            slurm: dict[str, Any] = {"job_id": jobstate.this_job_id(), "restart": jobstate.policy().count}
+            slurm: dict[str, Any] = {
+                "job_id": jobstate.this_job_id(),  # the array's id in an array task: as job.json names it
+                "task": jobstate.scontrol_id(),  # this task alone (<array>_<task>): its own allocation in sacct
+                "restart": jobstate.policy().count,
+            }
             info[str(context.scheduler)] = slurm
             job = jobstate.read(run_dir)  # the batch script's `jobstate start` of this restart: its moment
             if str(job.get("job_id")) == str(slurm["job_id"]) and job.get("restarts") == slurm["restart"]:

@@ -249,8 +249,8 @@ def cost(run_dir: Path, extra_ids: Sequence[str] = ()) -> job_cost.Cost:
 def worker_trial_costs(trial_dirs: Sequence[Path], array_id: str, workers: int) -> list[job_cost.Cost]:
     """The cost of each trial of a sweep of workers (``--slurm.array_workers``: each task of the array
     trains several trials one after another), estimated: the time of the trial's processes (rank 0's
-    attempt records, :mod:`trainer_cli.rundir.attempts`: process start to end, in the task its
-    ``SLURM_JOB_ID`` names) priced at what that task's allocation held then (``sacct``'s AllocTRES, one
+    attempt records, :mod:`trainer_cli.rundir.attempts`: process start to end, in the task its ``task``
+    names) priced at what that task's allocation held then (``sacct``'s AllocTRES, one
     call for every task; without accounting what the trial's job asked for). The task's time between
     trials (asking and telling the study, the batch script) is in no trial's."""
     rows = job_cost.query_sacct(f"{array_id}_{i}" for i in range(workers)) or []
@@ -259,13 +259,15 @@ def worker_trial_costs(trial_dirs: Sequence[Path], array_id: str, workers: int) 
         requested = _requested(jobstate.read(trial_dir))
         spans = []
         for process in (a for a in attempts_mod.read(trial_dir) if a.get("rank") == 0):
-            task = str((process.get("slurm") or {}).get("job_id") or "")
+            slurm = process.get("slurm") or {}
+            task = str(slurm.get("task") or slurm.get("job_id") or "")  # <array>_<task>; an older record: the
+            own = ("job_id",) if slurm.get("task") else ("raw_id", "job_id")  # array's id, one task's raw id
             started = float(process["started"])
             held = next(
                 (
                     r
                     for r in rows
-                    if task in (r.raw_id, r.job_id)
+                    if task in (getattr(r, name) for name in own)
                     and r.start is not None
                     and r.start - 1 <= started <= (r.end if r.end is not None else float("inf"))
                 ),

@@ -260,7 +260,7 @@ def collect(
             label = rel if rel != "." else Path(folder).name
             if pattern and not (_globbed(label, pattern) if any(c in pattern for c in "*?[") else pattern in label):
                 continue
-            listed = os.path.join(root, label) if rel != "." else folder
+            listed = str(root / label) if rel != "." else folder  # runs/x, not ./runs/x (as Path joins)
             held = index.row(rel) if index is not None and unchanged else None
             own = os.path.join(resolved, rel) if rel != "." else str(resolved)
             found.append((listed, Path(folder), own, files, held, (index, rel)))
