@@ -70,21 +70,27 @@ lint: $(STAMP)
 	$(PY) -m ruff check trainer_cli && $(PY) -m ruff format --check trainer_cli
 	$(PY) -m mypy
 
-# Lint (and the strict docs build), the full suite on the newest versions, then the subset on the
+# Lint (and the strict docs build), the full suite on the newest versions, and beside it the subset on the
 # floors. The floor venv is built (on a fresh clone) in the background while the lint and the full
 # suite run, not before them: its
 # downloads and unpacking overlap the suite, whose cluster group spends much of its time waiting on
 # Slurm. It builds at the lowest CPU and I/O priority (nice 19, ionice idle where there is one), so
 # it takes the time the suite leaves idle instead of slowing it.
-# Its build log is $(MIN_VENV).log; a failed build fails `make test` and shows the log.
+# Its build log is $(MIN_VENV).log; a failed build fails `make test` and shows the log. Once built, the floor's
+# tests start at once, beside the full suite (two workers of their own, at the normal priority: they
+# need no cluster, and the suite's tail is its cluster group alone, which leaves the cores mostly idle);
+# their output ($(MIN_VENV).tests.log) is printed after the suite's.
+FLOOR_XDIST := -n 2 --dist loadgroup
 # The suite prints its 60 slowest phases (CI's log keeps them: what to move to the long tier next).
 BACKGROUND := nice -n 19 $(if $(shell command -v ionice),ionice -c 3)
 test: $(STAMP)
-	@$(BACKGROUND) $(MAKE) --no-print-directory $(MIN_STAMP) >$(MIN_VENV).log 2>&1 & build=$$!; \
+	@{ $(BACKGROUND) $(MAKE) --no-print-directory $(MIN_STAMP) >$(MIN_VENV).log 2>&1 || exit 97; \
+	  $(MIN_PY) -m pytest -q $(FLOOR_XDIST) $(MIN_TESTS) >$(MIN_VENV).tests.log 2>&1; } & floor=$$!; \
 	$(PY) -m ruff check trainer_cli && $(PY) -m ruff format --check trainer_cli && $(PY) -m mypy && $(MKDOCS); lint=$$?; \
 	$(PY) -m pytest -q $(XDIST) --durations=60; suite=$$?; \
-	if ! wait $$build; then cat $(MIN_VENV).log; echo "make test: building $(MIN_VENV) failed (log above)"; exit 1; fi; \
-	$(MIN_PY) -m pytest -q $(XDIST) $(MIN_TESTS); floor=$$?; \
+	wait $$floor; floor=$$?; \
+	if [ $$floor -eq 97 ]; then cat $(MIN_VENV).log; echo "make test: building $(MIN_VENV) failed (log above)"; exit 1; fi; \
+	echo "the floor's tests, on the lowest versions pyproject.toml allows ($(MIN_VENV)):"; cat $(MIN_VENV).tests.log; \
 	test $$lint -eq 0 && test $$suite -eq 0 && test $$floor -eq 0
 
 # The long tests (marker long): each issue's "Done when" at full size on the local cluster (issue 30's

@@ -202,6 +202,8 @@ def early_signals(slurm_cluster: None, tmp_path_factory: pytest.TempPathFactory)
     return job_id, run_dir
 
 
+@pytest.mark.long  # make test's 12 minutes (41 s): a USR1 in the first instant of a task is
+# test_slurm_restarts.py::test_usr1_in_the_first_instant_of_a_task_ends_in_a_requeue
 def test_usr1_right_after_start_and_restart_requeues(early_signals: tuple[str, Path]) -> None:
     job_id, run_dir = early_signals
     log = (run_dir / f"slurm-{job_id}.log").read_text()
@@ -438,6 +440,9 @@ PROBE = (
 )
 
 
+@pytest.mark.long  # make test's 12 minutes (32 s): a dozen jobs and an array in two calls is
+# test_jobs_explain.py::test_held_job_explained_and_a_dozen_jobs_and_an_array_in_two_calls, a cancel
+# test_scheduler_seam.py::test_render_is_the_dry_run_and_a_held_job_is_cancelled
 def test_train_jobs_asks_slurm_once_for_10_jobs_then_tails_and_cancels(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     """10 submitted jobs (a probe template that prints an epoch line; one sleeps): `train jobs`
     calls scontrol once and sacct at most once (counted by wrappers in front of the real

@@ -6,11 +6,14 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
 import torch
 from slurm_support import LOCAL_PROFILE, job_id_from, slurm_cluster, wait_for_file, wait_for_requeue, wait_for_state  # noqa: F401
 from test_dropin import FOREIGN, _script
 
 
+@pytest.mark.long  # make test's 12 minutes (29 s): a script's job is test_hw_submit.py::test_script_job_runs_the_snapshot_with_its_data_and_train_jobs_lists_it,
+# a requeue and resume test_slurm_cluster.py::test_usr1_checkpoints_requeues_and_resumes
 def test_users_script_job_requeues_and_resumes(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     epochs = 40  # 8 steps an epoch: seconds of training left when the signal comes
     out = _script(tmp_path, "submit", "--config", LOCAL_PROFILE, "--trainer.devices", "1", "--trainer.num_nodes", "1",

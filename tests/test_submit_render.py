@@ -17,7 +17,7 @@ import sys
 from pathlib import Path
 
 import pytest
-from slurm_support import LOCAL_PROFILE, slurm_cluster, train_submit  # noqa: F401 - session fixture
+from slurm_support import LOCAL_PROFILE, slurm_cluster, slurm_queries, train_submit  # noqa: F401 - fixtures
 from support import CONFIGS, DIGITS, run_train
 
 from trainer_cli.config.request import Request
@@ -124,14 +124,14 @@ def test_sweep_golden_one_array_task_per_trial(tmp_path: Path) -> None:
         plan_sweep(_args([*SWEEP_CASE, "--slurm.template", str(own)], tmp_path / "runs"), dry_run=True)
 
 
-def test_sbatch_test_only_accepts_the_sweep(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+def test_sbatch_test_only_accepts_the_sweep(slurm_queries: None, tmp_path: Path) -> None:  # noqa: F811
     script = tmp_path / "sweep.sbatch"
     script.write_text(plan_sweep(_args(SWEEP_CASE, tmp_path / "runs"), dry_run=True).script_text)
     proc = subprocess.run(["sbatch", "--test-only", str(script)], capture_output=True, text=True, timeout=60)
     assert proc.returncode == 0 and "to start at" in proc.stderr, proc.stderr
 
 
-def test_sbatch_test_only_accepts_each(slurm_cluster: None, rendered: dict[str, tuple[str, Path]], tmp_path: Path) -> None:  # noqa: F811
+def test_sbatch_test_only_accepts_each(slurm_queries: None, rendered: dict[str, tuple[str, Path]], tmp_path: Path) -> None:  # noqa: F811
     for name, (text, _) in rendered.items():
         script = tmp_path / f"{name}.sbatch"
         script.write_text(text)

@@ -259,6 +259,8 @@ def _submit_sweep(root: Path, *extra: str) -> tuple[str, Path]:
     return job_id_from(out), sweep_dir
 
 
+@pytest.mark.long  # make test's 12 minutes (51 s): an array sweep is test_one_array_task_requeues_alone_and_resumes, DDP
+# jobs test_slurm_cluster.py::test_ddp_job_completes_with_every_rank
 def test_grid_of_ddp_trials_completes_as_one_job_array(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
     """2 x 2 trials of 1 node x 2 tasks (DDP over gloo): one array, four tasks, four run directories,
     every task COMPLETED, the table has four rows with their val/acc."""
