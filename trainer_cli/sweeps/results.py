@@ -301,6 +301,7 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
         "rows": rows,
         "cost": total_cost(rows),
         "_cache": kept,
+        "_record": record,  # sweep.json read once (1.9 MB at 10,000 trials: 0.1 s a read)
     }
     if study is not None:  # the importances computed once per state of the study's told trials
         ranked = kept.get("importances", study.told)
@@ -425,16 +426,14 @@ def report(sweep_dir: Path) -> dict[str, Any]:
     if spent:
         print(spent)
     csv_path, json_path = write(results)
-    sweep_dir = Path(results["sweep_dir"])
-    kinds = {axis["key"]: axis.get("kind", "") for axis in read_record(sweep_dir).get("axes", [])}
+    kinds = {axis["key"]: axis.get("kind", "") for axis in results["_record"].get("axes", [])}
     png, pictures = figures.draw(results, kinds)
     if results.get("importances"):
         ranked = ", ".join(f"{key} {value:.2f}" for key, value in results["importances"].items())
         print(f"parameter importance: {ranked}")
     written = ", ".join(str(p) for p in (csv_path, json_path, *([png] if png else []), *pictures))
     print(f"written: {written}" + ("" if png else " (no plot: no trial has a score yet)"), flush=True)
-    record = read_record(Path(results["sweep_dir"]))
-    command = dashboard_command(record)
+    command = dashboard_command(results["_record"])
     if command:
         import shutil
 
