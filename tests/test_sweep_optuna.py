@@ -344,3 +344,88 @@ def test_sweep_results_from_the_trials_index_equal_those_read_from_the_trials(tm
     os.utime(last, ns=(before, before))
     now = _table(sweep_dir)
     assert (now[0]["rows"][0]["trial"], now[0]["rows"][0]["score"]) == (2, 0.5) and now == fresh()
+
+
+def test_sweep_results_listed_again_with_the_journal_unchanged_opens_no_study(tmp_path: Path) -> None:
+    """Issue 48: a sweep listed again while its journal file is as it was (size, time, inode) takes its trials'
+    study states and values from the sweep's cache: Optuna is not imported nor the journal replayed, and the table,
+    CSV, JSON and figures are the same bytes; a trial asked, then told (the sweep's own tell), changes the journal
+    and is listed as it is now, as is a database study (opened each time)."""
+    import subprocess
+    import sys
+
+    from support import REPO
+
+    from trainer_cli.sweeps import figures
+
+    sweep_dir = tmp_path / "sweep_0"
+    record = {"metric": "val/loss", "direction": "minimize", "name": "x/sweep_0", "sampler": "random", "pruner": "none",
+              "seed": 0, "storage": str(sweep_dir / study.JOURNAL_FILE), "n_trials": 10}
+    axes = {"model.lr": optuna.distributions.FloatDistribution(1e-3, 1e-1, log=True)}
+    sweep_dir.mkdir()
+    told = study.create(record)
+    trials = []
+    for index in range(4):  # the study holds trials 0-2; trial 3 is asked and told below
+        params = {"model.lr": 10 ** -(1 + index / 2)}
+        if index < 3:
+            told.add_trial(optuna.trial.create_trial(params=params, distributions=axes, value=1.0 / (index + 1)))
+        run_dir = sweep_dir / f"trial_{index:03d}"
+        run_dir.mkdir(parents=True)
+        (run_dir / "config.yaml").write_text("trainer:\n  max_epochs: 1\n")
+        logged = {"stage": "epoch", "epoch": 0, "step": 4, "time": 1.0, "metrics": {"val/loss": 1.0 / (index + 1)}}
+        (run_dir / "metrics.jsonl").write_text(json.dumps(logged) + "\n")
+        trials.append({"index": index, "run_dir": str(run_dir), "values": params})
+    axis = [{"key": "model.lr", "kind": "loguniform"}]
+    made = {"sweep_dir": str(sweep_dir), "trials": trials, "axes": axis, "study": record}
+    (sweep_dir / "sweep.json").write_text(json.dumps(made))
+    code = ("import sys\nfrom trainer_cli.__main__ import main\nrc = main(['sweep-results', %r])\n"
+            "print('imported:', sorted(m for m in ('optuna', 'sqlalchemy') if m in sys.modules))\nsys.exit(rc)")
+
+    def listing(folder: Path = sweep_dir) -> tuple[str, str, dict[str, tuple[bytes, int]]]:
+        command = [sys.executable, "-c", code % str(folder)]
+        done = subprocess.run(command, capture_output=True, text=True, cwd=REPO, timeout=300)
+        assert done.returncode == 0, done.stderr[-3000:]
+        out, imported = done.stdout.rsplit("imported:", 1)
+        written = sorted(folder.glob("sweep_*.*"))  # the CSV, the JSON and the figures
+        files = {f.name: (f.read_bytes(), f.stat().st_mtime_ns) for f in written if f.name != "sweep.json"}
+        return out, imported.strip(), files
+
+    first, imported, files = listing()
+    assert imported == "['optuna']" and "COMPLETE" in first and len(files) == 6, sorted(files)
+    again, imported, same = listing()
+    assert (again, imported, same) == (first, "[]", files)
+    assert results.collect(sweep_dir)["rows"] == results.collect(sweep_dir)["rows"]  # in-process: equal rows too
+
+    def study_cell(out: str) -> list[str]:
+        [row] = [line.split() for line in out.splitlines() if line.split()[:1] == ["3"]]
+        return row
+
+    assert "-" in study_cell(first)
+    loaded = study.load(record)
+    asked = loaded.ask(fixed_distributions=axes)
+    assert asked.number == 3
+    running, imported, _ = listing()
+    assert imported == "['optuna']" and "RUNNING" in study_cell(running)
+    assert study.tell(loaded, asked, 0.125, 0) == "COMPLETE"
+    now, imported, files = listing()
+    assert imported == "['optuna']" and "COMPLETE" in study_cell(now)
+    assert json.loads((sweep_dir / "sweep_results.json").read_text())["rows"][0]["value"] == 0.125
+    again, imported, same = listing()
+    assert (again, imported) == (now, "[]") and [v[0] for v in same.values()] == [v[0] for v in files.values()]
+    cache = json.loads((sweep_dir / figures.CACHE_FILE).read_text())
+    assert [n for n, *_ in cache[figures.STUDY_TRIALS]["value"]] == [0, 1, 2, 3]
+
+    database = tmp_path / "db"  # a database study: opened at each listing, nothing kept of it
+    shutil.copytree(sweep_dir, database)
+    for name in (figures.CACHE_FILE, study.JOURNAL_FILE):
+        (database / name).unlink()
+    url = f"sqlite:///{database / 'study.db'}"
+    kept = json.loads((database / "sweep.json").read_text())
+    kept["trials"] = [{**t, "run_dir": t["run_dir"].replace(str(sweep_dir), str(database))} for t in kept["trials"]]
+    kept |= {"sweep_dir": str(database), "study": record | {"storage": url}}
+    (database / "sweep.json").write_text(json.dumps(kept))
+    study.create(kept["study"]).add_trials(loaded.get_trials(deepcopy=False))
+    for _ in range(2):
+        out, imported, _ = listing(database)
+        assert "'optuna'" in imported and "'sqlalchemy'" in imported and "COMPLETE" in study_cell(out)
+    assert figures.STUDY_TRIALS not in json.loads((database / figures.CACHE_FILE).read_text())

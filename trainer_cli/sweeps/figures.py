@@ -4,6 +4,10 @@ computed once per state of the study and the table, kept in the sweep directory
 which plots were drawn from what (matplotlib: 1-2 s for four PNGs), so a sweep listed again without a trial told
 since opens no plotting or importance library (``benchmarks/scale.py``).
 
+The study's trials (each one's state and value, :class:`StudyTrials`) are kept too, under the stamp of its journal
+file: listed again with the journal unchanged, Optuna is not imported nor the journal replayed (1-3 s at 10,000
+trials, more with a cold page cache).
+
 Each value is kept under a key: the importances under the study's told trials (number, state and value of each
 finished trial: a told trial does not change), the plots under that and the table's rows they draw (each trial's
 values and score); a plot file missing is drawn again. A cache of another version, or unreadable, reads as none;
@@ -19,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import read_json, write_atomic
+from trainer_cli.sweeps import study as study_of_sweep
 
 CACHE_FILE = ".sweep-results-cache.json"
 VERSION = 1
@@ -42,13 +47,11 @@ def stamps(*paths: Path) -> list[list[int] | None]:
     return out
 
 
-def told_key(study: Any) -> str | None:
-    """The key of ``study``'s told trials (number, state, value of each finished one, and how many there are in
-    all); None without a study."""
-    if study is None:
-        return None
-    trials = study.get_trials(deepcopy=False)
-    return key_of(len(trials), [(t.number, t.state.name, t.value) for t in trials if t.state.is_finished()])
+def told_key(trials: list[tuple[int, str, float | None]]) -> str:
+    """The key of a study's told trials: number, state and value of each finished one (``trials``: every trial's
+    ``(number, state name, value)`` in the study's order), and how many there are in all."""
+    finished = [(number, state, value) for number, state, value in trials if state in study_of_sweep.FINISHED]
+    return key_of(len(trials), finished)
 
 
 class Cache:
@@ -85,6 +88,48 @@ class Cache:
             except OSError:
                 pass
             self._changed = False
+
+
+STUDY_TRIALS = "study_trials"
+"""The study's trials in the sweep's cache (:class:`Cache`): each one's ``[number, state, value]``, kept under the
+journal file's stamp (:func:`trainer_cli.sweeps.study.journal_stamp`)."""
+
+
+class StudyTrials:
+    """A sweep's study as the listing reads it: each trial's state and value (:attr:`trials`), the key of its told
+    trials (:attr:`told`), and the study itself (:meth:`load`) only when a figure must be computed again.
+
+    A study in its journal file unchanged since a listing kept its trials in ``kept`` is not opened: neither Optuna
+    imported nor the journal replayed (a journal is only appended to: a trial asked or told, by any worker, changes
+    its size). A database study (``--sweep_storage URL``) is opened each time.
+
+    Args:
+        study: ``sweep.json``'s ``study`` field.
+        kept: The sweep's cache; the trials are put in it when the study was opened (saved by the caller).
+
+    Raises:
+        UserError: when the study cannot be opened.
+    """
+
+    def __init__(self, study: dict[str, Any], kept: Cache) -> None:
+        self._spec = study
+        self._study: Any = None
+        stamp = study_of_sweep.journal_stamp(study["storage"])  # before the journal is read: a later write reloads
+        key = key_of(study["name"], study["storage"], stamp) if stamp is not None else None
+        held = kept.get(STUDY_TRIALS, key)
+        if isinstance(held, list):
+            found = [(int(number), str(state), value) for number, state, value in held]
+        else:
+            found = [(t.number, t.state.name, t.value) for t in self.load().get_trials(deepcopy=False)]
+            kept.put(STUDY_TRIALS, key, found)
+        self.trials: dict[int, tuple[str, float | None]] = {number: (state, value) for number, state, value in found}
+        self.told = told_key(found)
+
+    def load(self) -> Any:
+        """The Optuna study (opened once)."""
+        if self._study is None:
+            self._study = study_of_sweep.load(self._spec)
+        return self._study
 
 
 PLOTS = {
@@ -164,7 +209,8 @@ def draw(results: dict[str, Any], kinds: dict[str, str]) -> tuple[Path | None, l
     if isinstance(drawn, dict) and all((sweep_dir / name).is_file() for name in drawn["files"]):
         return (sweep_dir / SWEEP_PNG if drawn["png"] else None), [sweep_dir / name for name in drawn["pictures"]]
     png = plot_sweep(results, kinds, sweep_dir / SWEEP_PNG)
-    pictures = write_study_plots(results.get("_study"), sweep_dir, bool(results.get("importances")))
+    study = results["_study"]() if results.get("_study") else None  # opened only when its plots are drawn again
+    pictures = write_study_plots(study, sweep_dir, bool(results.get("importances")))
     files = [p.name for p in (*([png] if png else []), *pictures)]
     kept.put("plots", key, {"png": png is not None, "pictures": [p.name for p in pictures], "files": files})
     kept.save()

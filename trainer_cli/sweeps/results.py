@@ -92,18 +92,6 @@ def monitor_of(config_file: Path) -> tuple[str, str] | None:
     return study_of_sweep.monitor_of(config) if config is not None else None
 
 
-def study_trials(record: dict[str, Any]) -> tuple[Any, dict[int, Any]]:
-    """The sweep's study and ``{trial number: FrozenTrial}``; ``(None, {})`` for a sweep without one.
-
-    Raises:
-        UserError: when the study cannot be opened.
-    """
-    if not record.get("study"):
-        return None, {}
-    study = study_of_sweep.load(record["study"])
-    return study, {t.number: t for t in study.get_trials(deepcopy=False)}
-
-
 def dashboard_command(record: dict[str, Any]) -> str | None:
     """``optuna-dashboard <storage>``: the command that serves the study in a browser."""
     if not record.get("study"):
@@ -289,7 +277,8 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
     record = read_record(sweep_dir)
     trials = record["trials"]
     keys = [axis["key"] for axis in record.get("axes", [])]
-    study, in_study = study_trials(record)
+    kept = figures.Cache(sweep_dir)  # read once: write() and figures.draw() keep theirs in it too
+    study = figures.StudyTrials(record["study"], kept) if record.get("study") else None
     objective = record.get("study") or {}
     monitor: str | None
     if objective.get("metric"):  # the study's metric (--sweep_metric, or the checkpoint's monitor it defaulted to)
@@ -300,9 +289,8 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
     rows = _rows(record, monitor, mode)
     for trial, row in zip(trials, rows):
         if study is not None:
-            told = in_study.get(trial["index"])
-            row["study"] = told.state.name if told is not None else "-"
-            row["value"] = told.value if told is not None else None
+            state, value = study.trials.get(trial["index"], ("-", None))
+            row["study"], row["value"] = state, value
     sign = -1.0 if mode == "max" else 1.0
     rows.sort(key=lambda r: (r["score"] is None or math.isnan(r["score"]), sign * (r["score"] or 0.0), r["trial"]))
     out: dict[str, Any] = {
@@ -312,16 +300,16 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
         "keys": keys,
         "rows": rows,
         "cost": total_cost(rows),
-        "_cache": figures.Cache(sweep_dir),  # read once: write() and figures.draw() keep theirs in it too
+        "_cache": kept,
+        "_record": record,  # sweep.json read once (1.9 MB at 10,000 trials: 0.1 s a read)
     }
     if study is not None:  # the importances computed once per state of the study's told trials
-        kept, told = out["_cache"], figures.told_key(study)
-        ranked = kept.get("importances", told)
+        ranked = kept.get("importances", study.told)
         if not isinstance(ranked, dict):
-            ranked = figures.importances(study)
-            kept.put("importances", told, ranked)
-            kept.save()
-        out |= {"study": record["study"], "importances": ranked, "_study": study, "_told": told}
+            ranked = figures.importances(study.load())
+            kept.put("importances", study.told, ranked)
+        out |= {"study": record["study"], "importances": ranked, "_study": study.load, "_told": study.told}
+    kept.save()
     return out
 
 
@@ -438,16 +426,14 @@ def report(sweep_dir: Path) -> dict[str, Any]:
     if spent:
         print(spent)
     csv_path, json_path = write(results)
-    sweep_dir = Path(results["sweep_dir"])
-    kinds = {axis["key"]: axis.get("kind", "") for axis in read_record(sweep_dir).get("axes", [])}
+    kinds = {axis["key"]: axis.get("kind", "") for axis in results["_record"].get("axes", [])}
     png, pictures = figures.draw(results, kinds)
     if results.get("importances"):
         ranked = ", ".join(f"{key} {value:.2f}" for key, value in results["importances"].items())
         print(f"parameter importance: {ranked}")
     written = ", ".join(str(p) for p in (csv_path, json_path, *([png] if png else []), *pictures))
     print(f"written: {written}" + ("" if png else " (no plot: no trial has a score yet)"), flush=True)
-    record = read_record(Path(results["sweep_dir"]))
-    command = dashboard_command(record)
+    command = dashboard_command(results["_record"])
     if command:
         import shutil
 

@@ -122,6 +122,19 @@ def storage(spec: str) -> Any:
     return optuna.storages.RDBStorage(spec, **kwargs)
 
 
+def journal_stamp(spec: str) -> list[int] | None:
+    """The size, modification time (ns) and inode of the journal file ``sweep.json``'s ``storage`` names: a journal
+    is only appended to, so the same stamp is the same study. None for a database URL (``--sweep_storage``) or a
+    journal that cannot be stated."""
+    if "://" in spec:
+        return None
+    try:
+        st = os.stat(spec)
+    except OSError:
+        return None
+    return [st.st_size, st.st_mtime_ns, st.st_ino]
+
+
 def _quiet_optuna() -> None:
     import optuna
 
