@@ -346,6 +346,12 @@ SRUN_MISSING_IMAGE = (
          "KeyboardInterrupt\n", "ModuleNotFoundError: No module named 'mymodel'"),
         ("srun: warning: x\nsrun: error: Unable to create step for job 5: Memory required by task is not available\n",
          "srun: error: Unable to create step for job 5: Memory required by task is not available"),
+        # Slurm 24.11: srun's first messages before the failing task's line, then slurmstepd's cancellation of its peer
+        ("srun: error: node2: task 1: Exited with exit code 1\nsrun: Terminating StepId=10214.0\n"
+         "ch-run[26225]: error: can't stat: /x/no-such-image: No such file or directory (ch_core.c:401 2)\n"
+         "slurmstepd-node1: error: *** STEP 10214.0 ON node1 CANCELLED AT 2026-12-03T03:06:50 ***\n"
+         "srun: error: node1: task 0: Terminated\nsrun: Force Terminated StepId=10214.0\n",
+         "ch-run[26225]: error: can't stat: /x/no-such-image: No such file or directory (ch_core.c:401 2)"),
         ("progress 10%\rprogress 20%\rfatal: no GPU\n", "fatal: no GPU"),  # a progress bar's last state
         ("", None),
     ],

@@ -11,12 +11,16 @@ stderr) and exits 0.
 
 :func:`first_error` reads the cause from it: the last line a task wrote before srun's first own
 message after it (``srun: error: node1: task 0: Exited with exit code 1``, printed when the first
-task ends; ``--kill-on-bad-exit`` then ends the others). Standard library only.
+task ends; ``--kill-on-bad-exit`` then ends the others). srun forwards the tasks' lines and prints its
+own as they reach it, so a task's line may follow srun's first message (Slurm 24.11 often); the
+cancellation slurmstepd prints for the tasks killed after it is Slurm's, like srun's own. Standard
+library only.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import signal
 import sys
 from pathlib import Path
@@ -30,6 +34,9 @@ whose tasks noted it ended before training (:func:`trainer_cli.job.jobstate.end_
 FILE_NAME = "srun.stderr"
 KEPT_BYTES = 64 * 1024
 _SRUN = "srun: "  # srun's own messages; slurmstepd's (execve of a missing program) are the task's
+_CANCELLED = re.compile(r"slurmstepd(-\S+)?: error: \*\*\* (STEP|JOB) ")
+"""slurmstepd's note that Slurm cancelled the step or job (``*** STEP 10.0 ON node1 CANCELLED AT ...``,
+after ``--kill-on-bad-exit`` or a time limit): Slurm's own message, never a task's cause."""
 _IGNORED = ("SIGTERM", "SIGINT", "SIGHUP", "SIGUSR1", "SIGUSR2", "SIGQUIT")
 
 
@@ -66,7 +73,7 @@ def first_error(text: str) -> str | None:
     lines = [line.rsplit("\r", 1)[-1].strip() for line in text.splitlines()]
     last_task, srun_lines = None, []
     for line in filter(None, lines):
-        if line.startswith(_SRUN):
+        if line.startswith(_SRUN) or _CANCELLED.match(line):
             if last_task is not None:
                 return last_task
             srun_lines.append(line)
