@@ -10,6 +10,14 @@ times or inodes differ (a file appended or rewritten in place) is read from its 
 without an index. A folder changed less than :data:`RACY_NS` before the index was written is always listed again
 (its modification time, from a coarse clock, may not tell a change made in the same tick). Written by the listing
 (atomically; nothing where the root cannot be written), read as none when unreadable or of another version.
+
+A run listed with no writer (:func:`settled`: no writer's marker, its last start made by a launcher that keeps them,
+:mod:`trainer_cli.rundir.live`) is held as settled, with its folder's inode: the next listings trust its row from one
+``stat`` of its folder (its time and inode as held), neither its ``attempts/`` nor its files stated. Every way its row
+can change then changes its folder's time first: a new writer makes its marker before writing (a resume, a test, a
+new attempt: in place or in ``attempts/``), ``metrics.jsonl`` and ``history.jsonl`` are appended under a lease file
+removed after the write, the other records are replaced by a rename, a file added or removed by hand shows as such.
+A file edited in place by hand is not seen (its folder's time unchanged): touch the folder, or remove the index.
 """
 
 from __future__ import annotations
