@@ -50,6 +50,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import write_atomic
+from trainer_cli.rundir import live
 
 ATTEMPTS_DIR = "attempts"
 STARTUP, TRAIN, VALIDATION, CHECKPOINT = "startup", "train", "validation", "checkpoint"
@@ -82,6 +83,7 @@ class Recorder:
 
     def __init__(self, run_dir: Path, rank: int, attempt: str, started: float, info: dict[str, Any]) -> None:
         self.path, self.note_path = rank_file(run_dir, rank), note_file(run_dir, rank)
+        live.enter(run_dir)  # its writes in attempts/ show in the run directory's time (trainer_cli.rundir.live)
         self.path.parent.mkdir(parents=True, exist_ok=True)
         self._earlier = self._earlier_lines()
         self.line: dict[str, Any] = {

@@ -47,7 +47,7 @@ from typing import Any
 from trainer_cli.atomic import append_line, read_json_lines
 from trainer_cli.job import context as job_context
 from trainer_cli.job.context import JobContext
-from trainer_cli.rundir import layout, record
+from trainer_cli.rundir import layout, live, record
 from trainer_cli.rundir.layout import CONFIG_FILE, read_checkpoint_progress
 from trainer_cli.rundir.resume import RESUME_OPTIONS
 
@@ -135,6 +135,8 @@ def append(
         record["inexact"] = inexact
     if job.in_job:
         record[str(job.scheduler)] = {"job_id": job.job_id, "restart_count": job.attempt}
+    if live.enter(run_dir):  # every later write of this process into the run shows as its marker
+        record[live.FIELD] = True
     append_line(run_dir / HISTORY_FILE, json.dumps(record))
     return record
 

@@ -10,6 +10,14 @@ times or inodes differ (a file appended or rewritten in place) is read from its 
 without an index. A folder changed less than :data:`RACY_NS` before the index was written is always listed again
 (its modification time, from a coarse clock, may not tell a change made in the same tick). Written by the listing
 (atomically; nothing where the root cannot be written), read as none when unreadable or of another version.
+
+A run listed with no writer (:func:`settled`: no writer's marker, its last start made by a launcher that keeps them,
+:mod:`trainer_cli.rundir.live`) is held as settled, with its folder's inode: the next listings trust its row from one
+``stat`` of its folder (its time and inode as held), neither its ``attempts/`` nor its files stated. Every way its row
+can change then changes its folder's time first: a new writer makes its marker before writing (a resume, a test, a
+new attempt: in place or in ``attempts/``), ``metrics.jsonl`` and ``history.jsonl`` are appended under a lease file
+removed after the write, the other records are replaced by a rename, a file added or removed by hand shows as such.
+A file edited in place by hand is not seen (its folder's time unchanged): touch the folder, or remove the index.
 """
 
 from __future__ import annotations
@@ -22,7 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import read_json, write_atomic
-from trainer_cli.rundir import summary
+from trainer_cli.rundir import live, summary
 
 INDEX_FILE = summary.INDEX_FILE
 VERSION = 1
@@ -57,6 +65,23 @@ def _stamp(files: Files) -> int:
     """One number for the files' sizes, modification times and inodes (Python's hash of integers: the same in
     every process)."""
     return hash(tuple(x for _, *numbers in files for x in numbers))
+
+
+def settled(folder: str, names: set[str]) -> bool:
+    """Whether the run ``folder`` (its entries ``names``, listed now) has no writer, and each of its next writers
+    changes its folder's modification time before writing (:mod:`trainer_cli.rundir.live`): no writer's marker, and
+    its last start made by a launcher that keeps them. Its files' sizes, times and inodes then change only with its
+    folder's time (appends to ``metrics.jsonl`` and ``history.jsonl`` remove their lease file after writing)."""
+    return not live.writing(names) and live.keeps_markers(folder)
+
+
+def _inode(folder: str, mtime: int) -> int | None:
+    """``folder``'s inode when its modification time is still ``mtime`` (as listed); else None."""
+    try:
+        stat = os.stat(folder)
+    except OSError:
+        return None
+    return stat.st_ino if stat.st_mtime_ns == mtime else None
 
 
 def _stat_files(folder: str, names: str) -> Files | None:
@@ -142,8 +167,11 @@ class RunsIndex:
         if recorded is None or recorded.get("mtime") is None:
             return None
         try:
-            if os.stat(folder).st_mtime_ns != recorded["mtime"]:
+            stat = os.stat(folder)
+            if stat.st_mtime_ns != recorded["mtime"]:
                 return None
+            if recorded.get("settled") == stat.st_ino and isinstance(self._rows.get(rel), dict):
+                return Folder(True, list(recorded.get("sub", [])), [], True)  # no writer since: trusted as held
             for name, mtime in recorded.get("dirs", {}).items():
                 if os.stat(f"{folder}/{name}").st_mtime_ns != mtime:
                     return None
@@ -159,11 +187,19 @@ class RunsIndex:
         return Folder(bool(recorded.get("run")), list(recorded.get("sub", [])), files, same)
 
     def found(
-        self, rel: str, mtime: int | None, dirs: dict[str, int], is_run: bool, subdirs: list[str], files: Files | None
+        self,
+        rel: str,
+        mtime: int | None,
+        dirs: dict[str, int],
+        is_run: bool,
+        subdirs: list[str],
+        files: Files | None,
+        settled: bool = False,
     ) -> None:
         """Record the folder ``rel`` (as in :meth:`folder`) as this listing found it: its modification time and
         its ``dirs``' (:func:`list_folder`; None: as the index holds them), the folders under it looked into, a
-        run's files."""
+        run's files, and whether the run was settled when listed (:func:`settled`): the next listings then trust
+        it from one ``stat`` of its folder while its time and inode are as now."""
         if mtime is None:  # as the index holds it, its files stated now (None: as held)
             entry = self._folders[rel]
             if is_run and files is not None:
@@ -173,6 +209,9 @@ class RunsIndex:
             entry = {"mtime": None if racy else mtime, "dirs": dirs, "run": is_run, "sub": subdirs}
             if is_run:
                 entry |= _held(files or [])
+                inode = _inode(os.path.join(self.root, rel), mtime) if settled and not racy else None
+                if inode is not None:
+                    entry["settled"] = inode
         before = self._folders.get(rel)
         if rel == "." and before is not None:  # the root: changed by writing the index itself
             before = {**before, "mtime": entry["mtime"], "dirs": entry["dirs"]}

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import read_json, write_atomic
+from trainer_cli.rundir import live
 
 SUMMARY_FILE = "summary.json"
 INDEX_FILE = ".runs-index.json"
@@ -38,13 +39,13 @@ def files_of(
 ) -> list[tuple[str, int, int, int]]:
     """``(name, size, mtime_ns, inode)`` of the files among a run directory's ``entries`` (``os.scandir``)
     and those of its folders ``dirs`` (default :data:`SCANNED_DIRS`), in name order; this summary, the runs
-    index, their temporary files and locks left out."""
+    index, their temporary files, locks and writers' markers (:mod:`trainer_cli.rundir.live`) left out."""
     found = []
     for entry in entries:
         name = entry.name
         if (
             name in (SUMMARY_FILE, INDEX_FILE)
-            or name.startswith((f".{SUMMARY_FILE}.", f".{INDEX_FILE}."))
+            or name.startswith((f".{SUMMARY_FILE}.", f".{INDEX_FILE}.", live.PREFIX))
             or name.endswith(".lock")
         ):
             continue

@@ -66,7 +66,7 @@ from jsonargparse import Namespace
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 from trainer_cli.job import export
-from trainer_cli.rundir import discard, history
+from trainer_cli.rundir import discard, history, live
 from trainer_cli.rundir import identity as loggers_mod
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir import record as run_records
@@ -332,6 +332,9 @@ class Run:
         if self.path is None or rank_zero_only.rank != 0:  # type: ignore[attr-defined]
             return
         self.path.mkdir(parents=True, exist_ok=True)
+        shared_folder = self.late and not self.created  # a script's default root without a logger: the user's folder
+        if not shared_folder:
+            live.enter(self.path)  # before its first write into the run (trainer_cli.rundir.live)
         if self._identity and not (self.path / loggers_mod.RUN_FILE).exists():  # released unused (run=False), now used
             (self.path / loggers_mod.RUN_FILE).write_text(json.dumps(self._identity, indent=2) + "\n")
         record = self.record(self.linked)
@@ -345,7 +348,6 @@ class Run:
             written = rundir.freeze(self.path, record)
         else:
             rundir.record_code(self.path)
-        shared_folder = self.late and not self.created  # a script's default root without a logger: the user's folder
         if (
             not self._history_written and not shared_folder
         ):  # config.yaml rewritten when the config changed on resume, history.jsonl

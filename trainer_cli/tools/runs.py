@@ -123,7 +123,7 @@ def _scan(root: Path, discover: bool, index: runs_index.RunsIndex | None = None)
                     and e.is_dir(follow_symlinks=False)  # as os.walk: a link to a folder is not followed
                 ]
                 if index is not None:
-                    index.found(rel, mtime, dirs, is_run, subdirs, files)
+                    index.found(rel, mtime, dirs, is_run, subdirs, files, is_run and runs_index.settled(folder, names))
             else:
                 continue
             if not (discover and depth >= DISCOVERY_DEPTH):
