@@ -14,7 +14,7 @@ import torch
 from support import CONFIGS, DIGITS
 
 from trainer_cli.models import ImageClassifier
-from trainer_cli.rundir import policy as rundir
+from trainer_cli.rundir import layout
 
 
 def cfg(group_file: str) -> str:
@@ -46,7 +46,7 @@ def fit(*args: str, verb: str = "fit") -> Any:
     try:  # the run directory policy of `train <verb>` (a user's script follows Lightning's log_dir instead)
         return TrainerCLI(args=[verb, *expand_config_args(list(args))], run_directory=Run(verb))
     finally:
-        os.environ.pop(rundir.ENV_RUN_DIR, None)
+        os.environ.pop(layout.ENV_RUN_DIR, None)
 
 
 def metrics(run_dir: Path) -> dict[str, list[tuple[int, float]]]:

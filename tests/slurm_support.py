@@ -244,7 +244,7 @@ def usr1_at_start(job_id: str, tasks: int, timeout_s: float = 180) -> float:
 
 def newest_step(run_dir: Path) -> int:
     """Global step of the run's newest complete checkpoint (-1 when it has none)."""
-    from trainer_cli.rundir.policy import newest_checkpoint
+    from trainer_cli.rundir.layout import newest_checkpoint
 
     newest = newest_checkpoint(run_dir)
     return newest.global_step if newest is not None else -1

@@ -19,7 +19,6 @@ from support import CONFIGS, DIGITS
 
 from trainer_cli.errors import UserError
 from trainer_cli.rundir import layout
-from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir.resume import compare_for_resume
 from trainer_cli.runtime.verbs import run_subcommand
 
@@ -87,7 +86,7 @@ def test_config_changes_are_summarised_one_short_line_each() -> None:
 def test_ckpt_path_best_resolves_for_test_and_validate(flat_cos_run: Path) -> None:
     root = flat_cos_run.parents[1]
     best = next((flat_cos_run / "checkpoints").glob("best-*.ckpt"))
-    assert rundir.best_checkpoint(flat_cos_run) == best
+    assert layout.best_checkpoint(flat_cos_run) == best
     run_subcommand("test", ["--config", DIGITS, "--config", FLAT_COS, "--config", EARLY_STOPPING, "--trainer.default_root_dir", str(root), *TINY, "--ckpt_path", "best"])
     run_subcommand("validate", ["--run_dir", str(flat_cos_run), *TINY, "--ckpt_path", "best"])
     assert [p.name for p in (root / "digits").iterdir()] == ["version_0"]  # no new run directory
@@ -97,7 +96,7 @@ def test_evaluating_a_run_without_ckpt_path_uses_its_best_checkpoint(flat_cos_ru
     """``train validate|test --run_dir R`` evaluates the run's trained weights, not the config's fresh ones."""
     for verb in ("validate", "test"):
         assert run_subcommand(verb, ["--run_dir", str(flat_cos_run), *TINY]) == 0
-        assert f"Using the best checkpoint of {flat_cos_run}: {rundir.best_checkpoint(flat_cos_run)}" in capsys.readouterr().out
+        assert f"Using the best checkpoint of {flat_cos_run}: {layout.best_checkpoint(flat_cos_run)}" in capsys.readouterr().out
     assert [p.name for p in flat_cos_run.parent.iterdir()] == ["version_0"]  # no new run directory
 
 
@@ -107,7 +106,7 @@ def test_finished_run_is_not_retrained_unless_more_epochs(flat_cos_run: Path, tm
     assert exit_code("fit", ["--run_dir", str(run), "--ckpt_path", "last"]) == 0
     assert f"{run} is finished (1 epochs, step 2; max_epochs=1" in capsys.readouterr().out
     run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2"])
-    assert load(run / rundir.LAST_CKPT)["global_step"] == 4
+    assert load(run / layout.LAST_CKPT)["global_step"] == 4
 
 
 def _fake_checkpoint(path: Path, step: int) -> None:
@@ -118,39 +117,39 @@ def test_slurm_job_in_its_run_dir_resumes_from_the_newest_checkpoint(flat_cos_ru
     run = tmp_path / "version_0"
     shutil.copytree(flat_cos_run, run)
     (run / "hpc_ckpt_1.ckpt").write_bytes(b"truncated")  # not a complete checkpoint: never chosen
-    shutil.copy(run / rundir.LAST_CKPT, run / "hpc_ckpt_2.ckpt")
+    shutil.copy(run / layout.LAST_CKPT, run / "hpc_ckpt_2.ckpt")
     stale = torch.load(run / "hpc_ckpt_2.ckpt", weights_only=True)
     stale["global_step"] = 1  # older than last.ckpt (step 2): Lightning's own hpc lookup would take it
     torch.save(stale, run / "hpc_ckpt_2.ckpt")
-    assert [c.global_step for c in rundir.run_checkpoints(run)] == [1, 2]
+    assert [c.global_step for c in layout.run_checkpoints(run)] == [1, 2]
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "0")  # a new job submitted into the run, no requeue
     monkeypatch.setenv("SLURM_NTASKS", "1")
     run_subcommand("fit", ["--config", str(run / "config.yaml"), "--run_dir", str(run), "--trainer.max_epochs", "2"])
-    assert f"Resuming {run} from {run / rundir.LAST_CKPT} (step 2, 1 epochs done)" in capsys.readouterr().out
-    assert load(run / rundir.LAST_CKPT)["global_step"] == 4
+    assert f"Resuming {run} from {run / layout.LAST_CKPT} (step 2, 1 epochs done)" in capsys.readouterr().out
+    assert load(run / layout.LAST_CKPT)["global_step"] == 4
     assert not list(run.glob("hpc_ckpt_*.ckpt"))  # the stale one retired (and, older than last.ckpt, deleted)
     assert not (run / "hpc_ckpt_2.ckpt").exists() and not (run / "hpc_ckpt_2.ckpt.used").exists()
 
 
 def test_newest_checkpoint_is_by_step_and_a_chosen_hpc_checkpoint_is_retired(tmp_path: Path) -> None:
     (tmp_path / "checkpoints").mkdir()
-    _fake_checkpoint(tmp_path / rundir.LAST_CKPT, 10)
+    _fake_checkpoint(tmp_path / layout.LAST_CKPT, 10)
     _fake_checkpoint(tmp_path / "hpc_ckpt_1.ckpt", 14)
     _fake_checkpoint(tmp_path / "hpc_ckpt_2.ckpt", 12)
-    newest = rundir.newest_checkpoint(tmp_path)
+    newest = layout.newest_checkpoint(tmp_path)
     assert newest is not None and (newest.path.name, newest.global_step) == ("hpc_ckpt_1.ckpt", 14)
     _fake_checkpoint(tmp_path / "hpc_ckpt_0.ckpt.used", 3)  # consumed by an earlier resume
     chosen = layout.retire_hpc_checkpoints(tmp_path, newest)
     assert chosen.path == tmp_path / "hpc_ckpt_1.ckpt.used" and chosen.path.is_file()
     assert sorted(p.name for p in tmp_path.glob("hpc_*")) == ["hpc_ckpt_1.ckpt.used"]  # older used ones deleted
-    assert rundir.newest_checkpoint(tmp_path) == chosen  # still the newest state until a newer one is saved
+    assert layout.newest_checkpoint(tmp_path) == chosen  # still the newest state until a newer one is saved
 
 
 def test_logger_false_drops_callbacks_that_need_a_logger(tmp_path: Path) -> None:
     fit(tmp_path, "--trainer.logger", "false")  # default callbacks include LearningRateMonitor
     run = tmp_path / "digits" / "version_0"
-    assert load(run / rundir.LAST_CKPT)["global_step"] == 2 and not list(run.glob("events.out.tfevents.*"))
+    assert load(run / layout.LAST_CKPT)["global_step"] == 2 and not list(run.glob("events.out.tfevents.*"))
 
 
 @pytest.mark.parametrize(("every", "validations"), [([], [0, 1]), (["--trainer.val_check_interval", "1"], [0, 0, 1, 1])])
@@ -166,7 +165,7 @@ def test_interrupt_during_validation_runs_it_on_resume(tmp_path: Path, every: li
         warnings.filterwarnings("error", message=".*compute.*before the ``update``.*")
         run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])
     assert resume_signals.VALIDATED == validations
-    assert load(run / rundir.LAST_CKPT)["global_step"] == 4
+    assert load(run / layout.LAST_CKPT)["global_step"] == 4
 
 
 def test_ctrl_c_before_the_first_batch_exits_130_and_leaves_no_run_dir(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -188,7 +187,7 @@ def test_sigterm_stop_is_recorded_where_train_runs_reads_the_steps(tmp_path: Pat
     assert exit_code("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(tmp_path), "--trainer.max_epochs", "3", *TINY,
                              "--trainer.limit_train_batches", "5", "--trainer.log_every_n_steps", "50", *args]) == 143
     run = tmp_path / "digits" / "version_0"
-    assert load(run / rundir.LAST_CKPT)["global_step"] == 9
+    assert load(run / layout.LAST_CKPT)["global_step"] == 9
     assert metrics._tensorboard(run).steps < 9  # what the loggers logged alone
     read = runs.read_run(run)
     assert (read["epochs"], read["steps"]) == (1, 9)
@@ -211,10 +210,10 @@ def test_stock_lightningcli_config_gets_the_run_layout_and_resumes(tmp_path: Pat
     common = ["--config", str(file), "--trainer.default_root_dir", str(tmp_path), "--optimizer", "AdamW", *TINY]
     run_subcommand("fit", [*common, "--trainer.max_epochs", "1"])
     run = tmp_path / "run" / "version_0"
-    assert (run / rundir.LAST_CKPT).is_file() and list(run.glob("events.out.tfevents.*")) and not (run / "lightning_logs").exists()
+    assert (run / layout.LAST_CKPT).is_file() and list(run.glob("events.out.tfevents.*")) and not (run / "lightning_logs").exists()
     run_subcommand("fit", [*common, "--trainer.max_epochs", "2", "--ckpt_path", "last"])
-    assert load(run / rundir.LAST_CKPT)["global_step"] == 4
-    assert rundir.best_checkpoint(run) == run / "checkpoints" / "epoch=1-step=4.ckpt"  # no monitor: the latest, as Lightning's
+    assert load(run / layout.LAST_CKPT)["global_step"] == 4
+    assert layout.best_checkpoint(run) == run / "checkpoints" / "epoch=1-step=4.ckpt"  # no monitor: the latest, as Lightning's
     run_subcommand("test", [*common, "--ckpt_path", "best"])
 
 
@@ -228,9 +227,9 @@ def test_one_task_ddp_resumes_mid_epoch(tmp_path: Path) -> None:
     try:
         assert exit_code("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(tmp_path), "--trainer.max_epochs", "1", *TINY, *ddp, *stop]) == 143
         run = tmp_path / "digits" / "version_0"
-        assert load(run / rundir.LAST_CKPT)["global_step"] == 2  # stopped mid-epoch
+        assert load(run / layout.LAST_CKPT)["global_step"] == 2  # stopped mid-epoch
         run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])  # the resumable sampler, as a DistributedSampler of one replica
-        assert load(run / rundir.LAST_CKPT)["global_step"] == 4
+        assert load(run / layout.LAST_CKPT)["global_step"] == 4
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
             torch.distributed.destroy_process_group()
@@ -257,16 +256,16 @@ def test_a_users_save_last_does_not_roll_the_resume_back(tmp_path: Path, capsys:
     run = tmp_path / "digits" / "version_0"
     checkpoints = run / "checkpoints"
     assert load(checkpoints / "last.ckpt")["global_step"] == 6 and load(checkpoints / "epoch=2-step=6.ckpt")["global_step"] == 6
-    assert load(run / rundir.RESUME_CKPT)["global_step"] == 7  # stopped 1 batch into epoch 4
+    assert load(run / layout.RESUME_CKPT)["global_step"] == 7  # stopped 1 batch into epoch 4
     capsys.readouterr()
     run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])
     out = capsys.readouterr().out
-    assert f"from {run / rundir.RESUME_CKPT} (step 7, 3 epochs done)" in out, out[-2000:]
+    assert f"from {run / layout.RESUME_CKPT} (step 7, 3 epochs done)" in out, out[-2000:]
     assert "repeats" not in out and "inexact" not in out  # digits' loader is resumable: an exact resume
     last = json.loads((run / "history.jsonl").read_text().splitlines()[-1])
-    assert last["checkpoint"] == str(run / rundir.RESUME_CKPT) and last["global_step"] == 7 and "inexact" not in last
-    assert load(run / rundir.RESUME_CKPT)["global_step"] == 10
-    newest = rundir.newest_checkpoint(run)
+    assert last["checkpoint"] == str(run / layout.RESUME_CKPT) and last["global_step"] == 7 and "inexact" not in last
+    assert load(run / layout.RESUME_CKPT)["global_step"] == 10
+    newest = layout.newest_checkpoint(run)
     assert newest is not None and newest.global_step == 10
 
 
@@ -288,7 +287,7 @@ def test_a_plain_dataloader_resumed_mid_epoch_is_inexact(tmp_path: Path, capsys:
     assert "so 2 batch(es) of it are replayed and 2 skipped" in out
     last = json.loads((run / "history.jsonl").read_text().splitlines()[-1])
     assert last["global_step"] == 6 and last["inexact"] == {"epoch": 1, "batches_replayed": 2, "batches_skipped": 2}
-    assert load(run / rundir.LAST_CKPT)["global_step"] == 8
+    assert load(run / layout.LAST_CKPT)["global_step"] == 8
     header, rows = runs.table_rows(runs.collect([tmp_path]))
     assert rows[0][header.index("inexact resume")] == "epoch 2: 2 batches replayed, 2 skipped"
     shown = "\n".join(goodput.block(goodput.allocated(run, run_cost.cost(run))))
@@ -303,10 +302,10 @@ def test_a_resume_that_lowers_max_epochs_is_a_shortening(tmp_path: Path, capsys:
     run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2"])
     last = json.loads((run / "history.jsonl").read_text().splitlines()[-1])
     assert last["kind"] == "shortening" and last["changes"] == ["trainer.max_epochs: 3 -> 2"], last
-    assert load(run / rundir.LAST_CKPT)["global_step"] == 4
+    assert load(run / layout.LAST_CKPT)["global_step"] == 4
     capsys.readouterr()
     records = (run / "history.jsonl").read_text()
     assert exit_code("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "1"]) == 0
     out = capsys.readouterr().out
     assert f"{run} is already past max_epochs=1, max_steps=-1 (it trained 2 epochs, step 4): nothing to train" in out, out
-    assert (run / "history.jsonl").read_text() == records and load(run / rundir.LAST_CKPT)["global_step"] == 4
+    assert (run / "history.jsonl").read_text() == records and load(run / layout.LAST_CKPT)["global_step"] == 4

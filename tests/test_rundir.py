@@ -14,11 +14,11 @@ import torch
 
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate, restarts
-from trainer_cli.rundir import discard
+from trainer_cli.rundir import discard, freezing, layout
 from trainer_cli.rundir import policy as rundir
 
 SLURM_VARIABLES = ("SLURM_JOB_ID", "SLURM_JOB_NAME", "SLURM_NTASKS", "SLURM_PROCID", "SLURM_RESTART_COUNT", "SLURM_ARRAY_JOB_ID",
-                   restarts.ENV_PRIOR_RESTARTS, rundir.ENV_RUN_DIR)
+                   restarts.ENV_PRIOR_RESTARTS, layout.ENV_RUN_DIR)
 
 
 @pytest.fixture(autouse=True)
@@ -42,7 +42,7 @@ def test_plan_chooses_where_each_start_goes(tmp_path: Path, monkeypatch: pytest.
     assert rundir.plan(root, "exp", None, None).path == root / "exp" / "version_1"  # never reused
     with pytest.raises(UserError, match="--ckpt_path last: no run of 'exp' under .* has a checkpoint"):
         rundir.plan(root, "exp", "last", None)
-    _checkpoint(first.path / rundir.LAST_CKPT, 4)
+    _checkpoint(first.path / layout.LAST_CKPT, 4)
     resumed = rundir.plan(root, "exp", "last", None)  # the newest run *with* a checkpoint: version_1 has none
     assert (resumed.kind, resumed.path, resumed.created, resumed.existing) == ("resumed", first.path, False, True)
     named = rundir.plan(root, "exp", "best", tmp_path / "elsewhere")
@@ -53,7 +53,7 @@ def test_plan_chooses_where_each_start_goes(tmp_path: Path, monkeypatch: pytest.
     shared = rundir.plan(root, "exp", None, None)
     assert (shared.kind, shared.path, shared.created) == ("shared", root / "exp" / "job_7", False)
     assert rundir.plan(root, "exp", None, None, submitting=True, dry_run=True).kind == "dry-run"  # the job's tasks, not the submitter's
-    monkeypatch.setenv(rundir.ENV_RUN_DIR, str(first.path))
+    monkeypatch.setenv(layout.ENV_RUN_DIR, str(first.path))
     assert rundir.plan(root, "exp", None, None).kind == "inherited"
     assert rundir.plan(root, "exp", None, None, submitting=True, dry_run=True).kind == "dry-run"
 
@@ -64,7 +64,7 @@ def test_which_checkpoint_a_start_loads_and_why(tmp_path: Path) -> None:
     assert rundir.resume_checkpoint(run, None) is None  # nothing saved: a new start
     with pytest.raises(UserError, match="holds no complete checkpoint; nothing to resume"):
         rundir.resume_checkpoint(run, "last")
-    _checkpoint(run / rundir.LAST_CKPT, 10, 1)
+    _checkpoint(run / layout.LAST_CKPT, 10, 1)
     _checkpoint(run / "hpc_ckpt_3.ckpt", 12, 1)
     (run / "hpc_ckpt_4.ckpt").write_bytes(b"truncated")  # not a complete checkpoint: never chosen
     last = rundir.resume_checkpoint(run, "last")
@@ -113,7 +113,7 @@ def test_a_restarted_job_goes_on_from_what_it_saved_since_it_was_submitted(tmp_p
 
 
 def test_a_finished_run_has_nothing_to_train(tmp_path: Path) -> None:
-    reached = rundir.RunCheckpoint(tmp_path / "last.ckpt", 20, 2)
+    reached = layout.RunCheckpoint(tmp_path / "last.ckpt", 20, 2)
     line = rundir.finished_line(tmp_path, reached, 2, None)
     assert line is not None and line.startswith(f"{tmp_path} is finished (2 epochs, step 20; max_epochs=2, max_steps=None): nothing to train")
     assert rundir.finished_line(tmp_path, reached, 3, -1) is None
@@ -123,12 +123,12 @@ def test_a_finished_run_has_nothing_to_train(tmp_path: Path) -> None:
 
 def test_freeze_once_and_discard_only_a_start_that_saved_nothing(tmp_path: Path) -> None:
     run = tmp_path / "exp" / "version_0"
-    assert rundir.freeze(run, "trainer:\n  max_epochs: 1\n")
-    assert not rundir.freeze(run, "trainer:\n  max_epochs: 2\n")  # frozen at the first start
-    assert (run / rundir.CONFIG_FILE).read_text() == "trainer:\n  max_epochs: 1\n"
-    _checkpoint(run / rundir.LAST_CKPT, 1)
+    assert freezing.freeze(run, "trainer:\n  max_epochs: 1\n")
+    assert not freezing.freeze(run, "trainer:\n  max_epochs: 2\n")  # frozen at the first start
+    assert (run / layout.CONFIG_FILE).read_text() == "trainer:\n  max_epochs: 1\n"
+    _checkpoint(run / layout.LAST_CKPT, 1)
     assert not discard.discard_if_untrained(run, empty_parents=1) and run.is_dir()  # it saved something: kept
-    (run / rundir.LAST_CKPT).unlink()
+    (run / layout.LAST_CKPT).unlink()
     assert discard.discard_if_untrained(run, empty_parents=1)
     assert not (tmp_path / "exp").exists() and tmp_path.is_dir()  # the parent it left empty, no further
 
@@ -140,7 +140,7 @@ def test_a_carried_ckpt_path_counts_only_until_the_run_saved_a_checkpoint(tmp_pa
     _checkpoint(pretrained, 3)
     first = rundir.resume_checkpoint(run, str(pretrained), carried=True)
     assert first is not None and first.which == "file"  # the run's first start: nothing saved yet
-    _checkpoint(run / rundir.LAST_CKPT, 8, 1)
+    _checkpoint(run / layout.LAST_CKPT, 8, 1)
     with pytest.raises(UserError, match="already holds a trained run .* add --ckpt_path last"):
         rundir.resume_checkpoint(run, str(pretrained), carried=True)  # never back to where it started
     resubmitted = rundir.resume_checkpoint(run, str(pretrained), carried=True, in_job=True)
@@ -159,12 +159,12 @@ def test_last_takes_the_launchers_resume_checkpoint_beside_a_users_last(tmp_path
             torch.save({**torch.load(path, weights_only=True), "optimizer_states": []}, path)
 
     run = tmp_path / "run"
-    save(run / rundir.LAST_CKPT, 6)
-    save(run / rundir.RESUME_CKPT, 7)
-    assert rundir.newest_checkpoint(run).path == run / rundir.RESUME_CKPT  # the user's last.ckpt is behind
-    save(run / rundir.LAST_CKPT, 7)
-    assert rundir.newest_checkpoint(run).path == run / rundir.LAST_CKPT  # equal steps: the user's file
-    save(run / rundir.LAST_CKPT, 9, full=False)
-    assert rundir.newest_checkpoint(run).path == run / rundir.RESUME_CKPT  # weights only: not resumable
-    (run / rundir.RESUME_CKPT).unlink()
-    assert rundir.newest_checkpoint(run).path == run / rundir.LAST_CKPT  # the only one
+    save(run / layout.LAST_CKPT, 6)
+    save(run / layout.RESUME_CKPT, 7)
+    assert layout.newest_checkpoint(run).path == run / layout.RESUME_CKPT  # the user's last.ckpt is behind
+    save(run / layout.LAST_CKPT, 7)
+    assert layout.newest_checkpoint(run).path == run / layout.LAST_CKPT  # equal steps: the user's file
+    save(run / layout.LAST_CKPT, 9, full=False)
+    assert layout.newest_checkpoint(run).path == run / layout.RESUME_CKPT  # weights only: not resumable
+    (run / layout.RESUME_CKPT).unlink()
+    assert layout.newest_checkpoint(run).path == run / layout.LAST_CKPT  # the only one

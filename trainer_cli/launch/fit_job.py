@@ -8,7 +8,7 @@
    (``run_dir`` unset, as a local run's: used as ``--config`` elsewhere it starts a new run); the job
    names its folder (``--run_dir "$run_dir"``), so every restart of a requeued job writes into the
    same directory and the same TensorBoard version. Resubmitted into an existing run (``--config
-   <run>/config.yaml`` of a submitted run: :func:`submitted_run`), the new values (other resources,
+   <run>/config.yaml`` of a submitted run: :mod:`trainer_cli.launch.resubmission`), the new values (other resources,
    more epochs) are written into the run's config, checked as a resume checks them, with
    ``ckpt_path: last`` once the run holds a checkpoint (a resubmitted run always resumes); the
    previous config is kept as ``config.prev-<N>.yaml`` and each change printed in one line.
@@ -34,7 +34,7 @@ from trainer_cli.config.spec import ParseFit, RunSpec
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.job.slurm_commands import sbatch_words
-from trainer_cli.launch import secrets, sizing, snapshot
+from trainer_cli.launch import resubmission, secrets, sizing, snapshot
 from trainer_cli.launch.cluster import check_resources
 from trainer_cli.launch.container import data_paths
 from trainer_cli.launch.options import SECTION, SlurmOptions
@@ -53,11 +53,11 @@ from trainer_cli.launch.sbatch import (
 from trainer_cli.launch.script_entry import ScriptEntry, code_line, script_entry, script_job_name
 from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help
 from trainer_cli.launch.submissions import register
-from trainer_cli.rundir import record
 from trainer_cli.rundir.discard import remove_made_folders
+from trainer_cli.rundir.freezing import freeze
 from trainer_cli.rundir.history import restore_config, rewrite_config
 from trainer_cli.rundir.layout import CONFIG_FILE
-from trainer_cli.rundir.policy import Resume, finished_line, freeze, resume_checkpoint
+from trainer_cli.rundir.policy import finished_line, resume_checkpoint
 from trainer_cli.rundir.policy import plan as rundir_plan
 from trainer_cli.rundir.resume import stored_config
 
@@ -158,65 +158,6 @@ def _discard(run_dir: Path | None, made_from: Path | None) -> None:
         remove_made_folders(run_dir, made_from)
 
 
-def _resubmit_changes(
-    run_dir: Path,
-    frozen: str,
-    resume: Resume | None,
-    model_class: type | None = None,
-    links: frozenset[str] = frozenset(),
-) -> tuple[list[str], str]:
-    """What a resubmission into ``run_dir`` changes in its config.yaml, and the config to write.
-
-    The new command's values go into the run's config (the job reads it), checked as any resume
-    checks them (:func:`trainer_cli.rundir.resume.compare_for_resume`: no other architecture, optimizer or
-    precision; a model change by the tensors of ``resume``, the checkpoint the job will load).
-    ``ckpt_path`` becomes ``last`` when the run holds a checkpoint and none was named
-    (:func:`trainer_cli.rundir.policy.resume_checkpoint`: a resubmitted run resumes from its newest checkpoint).
-    ``model_class``: the model class a user's script fixes (its config.yaml holds the init arguments alone).
-    ``links``: the keys links fill when the classes are built: the run's recorded values are kept
-    (:func:`trainer_cli.rundir.record.keep_linked`), not compared with a parse that cannot know them.
-
-    Returns:
-        ``(changes, config_text)``: one line per changed value (empty: nothing to rewrite).
-
-    Raises:
-        UserError: for a change a resume refuses.
-    """
-    import yaml
-
-    from trainer_cli.rundir.resume import check_config_weights_fit, compare_for_resume
-
-    config_file = run_dir / CONFIG_FILE
-    if not config_file.is_file():
-        return [], frozen
-    old, new = record.read(config_file) or {}, yaml.safe_load(frozen) or {}
-    record.keep_linked(old, new, links)
-    if resume is not None and resume.which == "last":  # a resubmitted run goes on from its newest checkpoint
-        new["ckpt_path"] = "last"
-    changes = compare_for_resume(old, new, run_dir, force=bool(new.get("resume_force")))
-    if resume is not None and any(
-        c.startswith("model.") for c in changes
-    ):  # the checkpoint's tensors decide a model change, checked here rather than in the queue
-        check_config_weights_fit(
-            new.get("model"), resume.path, force=bool(new.get("resume_force")), model_class=model_class
-        )
-    if old.get("ckpt_path") != new.get("ckpt_path"):
-        changes.append(f"ckpt_path: {old.get('ckpt_path')} -> {new.get('ckpt_path')}")
-    return changes, yaml.safe_dump(new, sort_keys=False) if changes else frozen
-
-
-def submitted_run(configs: list[str]) -> Path | None:
-    """The submitted run whose ``config.yaml`` is among the ``--config`` values (the last such), the run a
-    ``train submit --config <run>/config.yaml`` resubmits into: a folder that holds the job's script or record
-    (``submit.sbatch``, ``job.json``) beside it; None where there is none (a local run's config starts a new run)."""
-    for value in reversed(configs):
-        path = Path(value)
-        if path.name == CONFIG_FILE and path.is_file():
-            if (path.parent / SCRIPT_NAME).is_file() or (path.parent / jobstate.JOB_FILE).is_file():
-                return path.parent
-    return None
-
-
 def _instantiate_links(parser: Any) -> frozenset[str]:
     """The keys of ``parser``'s links applied when the classes are built (the user's and the launcher's
     data->model links: ``TrainerArgumentParser.link_arguments``), as the verb's config names them."""
@@ -259,9 +200,13 @@ def plan(
         raise UserError(f"--slurm.array_workers {slurm.array_workers} without --sweep: workers train a sweep's trials")
     parser, config = spec.parser, spec.config  # (a copy: the plan fills in what the job needs)
     if not config.get("run_dir"):  # `train submit --config <run>/config.yaml`: a resubmission into that run
-        resubmitted = submitted_run(spec.request.values("config"))
+        resubmitted = resubmission.submitted_run(spec.request.values("config"))
         config.run_dir = str(resubmitted) if resubmitted is not None else config.run_dir
-    from trainer_cli.runtime.run import DEFAULT_ROOT_DIR, lightning_identity, lightning_log_root  # (after parse)
+    from trainer_cli.runtime.lightning_folders import (  # (after parse)
+        DEFAULT_ROOT_DIR,
+        lightning_identity,
+        lightning_log_root,
+    )
 
     resources = derive(config.trainer, slurm)
     check_resources(slurm, resources, config, dry_run or not slurm_checks)
@@ -310,7 +255,7 @@ def plan(
             context_values["fit_verb"] = spec.verb
         script_text = render(template, context_values)
         changes, frozen = (
-            _resubmit_changes(run_dir, frozen, resume, fixed.get("model"), _instantiate_links(parser))
+            resubmission.config_changes(run_dir, frozen, resume, fixed.get("model"), _instantiate_links(parser))
             if not created
             else ([], frozen)
         )

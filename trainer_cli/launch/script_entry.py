@@ -67,9 +67,9 @@ def script_entry(script: Path, slurm: SlurmOptions, run_dir: Path, submit_dir: P
 def script_job_name(config: Any, script: Path) -> str:
     """The Slurm job name of a user's script's run, as ``train submit`` names a job after its
     experiment: the name its runs go under (``--name``, its logger's ``name``:
-    :func:`trainer_cli.runtime.run.lightning_log_root`), else, where that is Lightning's default
+    :func:`trainer_cli.runtime.lightning_folders.lightning_log_root`), else, where that is Lightning's default
     ``lightning_logs``, the folder of the script (its project)."""
-    from trainer_cli.runtime.run import lightning_log_root
+    from trainer_cli.runtime.lightning_folders import lightning_log_root
 
     _, name = lightning_log_root(config)
     return name if name and name != "lightning_logs" else script.absolute().parent.name or "run"

@@ -51,28 +51,19 @@ from typing import Any
 from trainer_cli.errors import UserError
 from trainer_cli.job import context as job_context
 from trainer_cli.rundir import history, metrics
-from trainer_cli.rundir.freezing import freeze as freeze
-from trainer_cli.rundir.freezing import git_description as git_description
-from trainer_cli.rundir.freezing import record_code as record_code
-from trainer_cli.rundir.freezing import write_git_info as write_git_info
 from trainer_cli.rundir.identity import RUN_FILE, write_identity
-from trainer_cli.rundir.layout import CONFIG_FILE as CONFIG_FILE
-from trainer_cli.rundir.layout import ENV_RUN_DIR as ENV_RUN_DIR
-from trainer_cli.rundir.layout import GIT_FILE as GIT_FILE
-from trainer_cli.rundir.layout import HPC_PATTERN as HPC_PATTERN
-from trainer_cli.rundir.layout import LAST_CKPT as LAST_CKPT
-from trainer_cli.rundir.layout import RESUME_CKPT as RESUME_CKPT
-from trainer_cli.rundir.layout import USED_SUFFIX as USED_SUFFIX
-from trainer_cli.rundir.layout import VERSION_PREFIX as VERSION_PREFIX
-from trainer_cli.rundir.layout import BestScore as BestScore
-from trainer_cli.rundir.layout import RunCheckpoint as RunCheckpoint
-from trainer_cli.rundir.layout import best_checkpoint as best_checkpoint
-from trainer_cli.rundir.layout import best_score as best_score
-from trainer_cli.rundir.layout import damaged_checkpoints as damaged_checkpoints
-from trainer_cli.rundir.layout import newest_checkpoint as newest_checkpoint
-from trainer_cli.rundir.layout import read_checkpoint_progress as read_checkpoint_progress
-from trainer_cli.rundir.layout import run_checkpoints as run_checkpoints
-from trainer_cli.rundir.layout import saved_checkpoints as saved_checkpoints
+from trainer_cli.rundir.layout import (
+    ENV_RUN_DIR,
+    HPC_PATTERN,
+    LAST_CKPT,
+    VERSION_PREFIX,
+    RunCheckpoint,
+    best_checkpoint,
+    best_score,
+    damaged_checkpoints,
+    newest_checkpoint,
+    saved_checkpoints,
+)
 
 
 # -- 1. plan: where a start of a run goes -----------------------------------------------------------

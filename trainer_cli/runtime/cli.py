@@ -39,16 +39,14 @@ from trainer_cli.optim.partials import instantiate_classes
 from trainer_cli.rundir.resume import add_resume_arguments, check_weights_fit
 from trainer_cli.runtime.auto_optimizers import add_automatic_groups, add_configure_optimizers
 from trainer_cli.runtime.checkpointing import with_atomic_checkpoint_io
-from trainer_cli.runtime.guard import _process_state_restored, remove_or_say_kept
-from trainer_cli.runtime.guard import explain_failure as explain_failure
-from trainer_cli.runtime.links import DATA_TO_MODEL as DATA_TO_MODEL
-from trainer_cli.runtime.links import link_unset_model_args
-from trainer_cli.runtime.parser import CONFIG_HELP as CONFIG_HELP
-from trainer_cli.runtime.parser import TrainerArgumentParser as TrainerArgumentParser
-from trainer_cli.runtime.run import DEFAULT_NAME, Run, RunRecord
-from trainer_cli.runtime.run import DEFAULT_ROOT_DIR as DEFAULT_ROOT_DIR
+from trainer_cli.runtime.guard import _process_state_restored, explain_failure, remove_or_say_kept
+from trainer_cli.runtime.lightning_folders import DEFAULT_NAME, DEFAULT_ROOT_DIR
+from trainer_cli.runtime.links import DATA_TO_MODEL, link_unset_model_args
+from trainer_cli.runtime.parser import TrainerArgumentParser
+from trainer_cli.runtime.run import Run
 from trainer_cli.runtime.run_entry import RunEntry
 from trainer_cli.runtime.run_loggers import DEFAULT_LOGGER
+from trainer_cli.runtime.run_record import RunRecord
 from trainer_cli.runtime.script import (
     _stop_contract,
     as_lightning_cli_does,

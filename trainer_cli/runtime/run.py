@@ -66,22 +66,21 @@ from jsonargparse import Namespace
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 from trainer_cli.job import export
-from trainer_cli.rundir import discard, history, live
+from trainer_cli.rundir import discard, freezing, history, layout, live
 from trainer_cli.rundir import identity as loggers_mod
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir import record as run_records
 from trainer_cli.runtime import run_choice, run_loggers, run_stop
 from trainer_cli.runtime.checkpointing import InterruptCheckpoint, check_checkpoint_file
-from trainer_cli.runtime.lightning_folders import DEFAULT_NAME as DEFAULT_NAME
-from trainer_cli.runtime.lightning_folders import DEFAULT_ROOT_DIR as DEFAULT_ROOT_DIR
-from trainer_cli.runtime.lightning_folders import lightning_identity as lightning_identity
-from trainer_cli.runtime.lightning_folders import lightning_log_root as lightning_log_root
-from trainer_cli.runtime.lightning_folders import lightning_run_dir as lightning_run_dir
-from trainer_cli.runtime.run_choice import LIGHTNING_CHOICES as LIGHTNING_CHOICES
-from trainer_cli.runtime.run_choice import is_checkpoint_file as is_checkpoint_file
+from trainer_cli.runtime.lightning_folders import (
+    DEFAULT_ROOT_DIR,
+    lightning_log_root,
+    lightning_run_dir,
+)
+from trainer_cli.runtime.run_choice import is_checkpoint_file
 from trainer_cli.runtime.run_entry import RunEntry
-from trainer_cli.runtime.run_record import RunRecord as RunRecord
 from trainer_cli.runtime.run_record import (
+    RunRecord,
     build_record,
     changed_keys,
     plain,
@@ -193,7 +192,7 @@ class Run:
         self.path = chosen.absolute()
         self.ckpt_path = cfg.get("ckpt_path")
         # renamed any moment now
-        retired_by_rank_0 = rank_zero_only.rank != 0 and str(self.ckpt_path).endswith(rundir.USED_SUFFIX)  # type: ignore[attr-defined]
+        retired_by_rank_0 = rank_zero_only.rank != 0 and str(self.ckpt_path).endswith(layout.USED_SUFFIX)  # type: ignore[attr-defined]
         missing_left_to_lightning = not self.entry.missing_is_error and not Path(str(self.ckpt_path)).exists()
         if (
             is_checkpoint_file(self.ckpt_path)
@@ -202,7 +201,7 @@ class Run:
             and not missing_left_to_lightning
         ):
             check_checkpoint_file(self.ckpt_path)
-        export.export(rundir.ENV_RUN_DIR, str(self.path))  # DDP processes launched from here share it
+        export.export(layout.ENV_RUN_DIR, str(self.path))  # DDP processes launched from here share it
         root = Path(cfg.trainer.get("default_root_dir") or DEFAULT_ROOT_DIR).absolute()
         # a script's logger that logs to <save_dir>/<name>/<version> already is not moved
         log_root = Path(*lightning_log_root(cfg)).absolute() if self.entry.follows_lightning else None
@@ -251,11 +250,11 @@ class Run:
         """The callbacks the run directory needs (the checkpoint on SIGTERM / Ctrl-C); and every
         ``ModelCheckpoint`` of ``configured`` + ``added`` without a ``dirpath`` saves into it."""
         if self.late:  # Lightning's own ModelCheckpoint dirpath is the log_dir's checkpoints/ (bind_to_log_dir)
-            self.interrupt_checkpoint = InterruptCheckpoint(str(rundir.LAST_CKPT.parent))
+            self.interrupt_checkpoint = InterruptCheckpoint(str(layout.LAST_CKPT.parent))
             return [RunRecord(self), self.interrupt_checkpoint]
         if self.path is None:
             return []
-        self.interrupt_checkpoint = InterruptCheckpoint(str(self.path / rundir.LAST_CKPT.parent))
+        self.interrupt_checkpoint = InterruptCheckpoint(str(self.path / layout.LAST_CKPT.parent))
         loggers_mod.checkpoints_in_run_dir([*configured, *added, self.interrupt_checkpoint], self.path)
         return [RunRecord(self), self.interrupt_checkpoint]
 
@@ -289,9 +288,9 @@ class Run:
             else:
                 self.made_from = rundir.first_missing(chosen)
                 self.path, self.created = chosen, self.made_from is not None
-            export.export(rundir.ENV_RUN_DIR, str(self.path))
+            export.export(layout.ENV_RUN_DIR, str(self.path))
             if self.interrupt_checkpoint is not None:
-                self.interrupt_checkpoint.ckpt_path = str(self.path / rundir.LAST_CKPT)
+                self.interrupt_checkpoint.ckpt_path = str(self.path / layout.LAST_CKPT)
             from trainer_cli.callbacks.run_summary import RunSummary
 
             for callback in trainer.callbacks:
@@ -341,13 +340,13 @@ class Run:
         written = False  # config.yaml written from this record here: it holds the link values
         if self.entry.follows_lightning and not self._records_config:
             # the script's SaveConfigCallback writes config.yaml into its log_dir (TrainerArgumentParser.save)
-            rundir.record_code(self.path)
+            freezing.record_code(self.path)
         elif not (
-            self.path / rundir.CONFIG_FILE
+            self.path / layout.CONFIG_FILE
         ).exists():  # the run's first start (a resume that changes it rewrites it: history.record_start)
-            written = rundir.freeze(self.path, record)
+            written = freezing.freeze(self.path, record)
         else:
-            rundir.record_code(self.path)
+            freezing.record_code(self.path)
         if (
             not self._history_written and not shared_folder
         ):  # config.yaml rewritten when the config changed on resume, history.jsonl
@@ -357,7 +356,7 @@ class Run:
             )
         if self.trains and not shared_folder and not written:  # frozen before its classes were built (train
             # submit, a sweep trial)
-            run_records.fill(self.path / rundir.CONFIG_FILE, self.linked)  # the link values built: not a change
+            run_records.fill(self.path / layout.CONFIG_FILE, self.linked)  # the link values built: not a change
         if self.trainer is not None:
             loggers_mod.record_logger_runs(self.trainer.loggers, self.path, self._mlflow_uris)
 

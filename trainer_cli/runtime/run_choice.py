@@ -129,12 +129,12 @@ def _checkpoint_of(
     if resume.which == "file":
         given = str(cfg.ckpt_path)
         local = is_checkpoint_file(given) and resume.path.is_file()
-        start = rundir.read_checkpoint_progress(resume.path) if local else None
+        start = layout.read_checkpoint_progress(resume.path) if local else None
         return given, _say_if_behind(trains, run_dir, start, announce), None
     if resume.which == "best":
         if announce:
             print(f"Using the best checkpoint of {run_dir}: {resume.path}", flush=True)
-        inexact = _say_if_behind(trains, run_dir, rundir.read_checkpoint_progress(resume.path), announce)
+        inexact = _say_if_behind(trains, run_dir, layout.read_checkpoint_progress(resume.path), announce)
         return str(resume.path), inexact, None
     newest = resume.progress
     assert newest is not None  # read to choose it
@@ -158,7 +158,7 @@ def _checkpoint_of(
 
 
 def _say_if_behind(
-    trains: bool, run_dir: Path, start: rundir.RunCheckpoint | None, announce: bool
+    trains: bool, run_dir: Path, start: layout.RunCheckpoint | None, announce: bool
 ) -> dict[str, int] | None:
     """One line when a training start from ``start`` is behind the step the run reached
     (:func:`trainer_cli.rundir.policy.repeated_steps`): how many steps it trains again; one when it

@@ -29,7 +29,8 @@ from trainer_cli.runtime.guard import (
     explain_failure,
     remove_or_say_kept,
 )
-from trainer_cli.runtime.run import Run, is_checkpoint_file
+from trainer_cli.runtime.run import Run
+from trainer_cli.runtime.run_choice import is_checkpoint_file
 from trainer_cli.runtime.run_entry import RunEntry
 from trainer_cli.runtime.script import script_has_verbs
 

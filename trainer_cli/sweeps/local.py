@@ -25,7 +25,7 @@ from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.rundir import metrics
-from trainer_cli.rundir.policy import CONFIG_FILE, ENV_RUN_DIR
+from trainer_cli.rundir.layout import CONFIG_FILE, ENV_RUN_DIR
 from trainer_cli.sweeps import plan as sweep_plan
 from trainer_cli.sweeps import results, study
 from trainer_cli.sweeps.space import take_sweep_args

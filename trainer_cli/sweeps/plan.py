@@ -33,7 +33,7 @@ from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import command_line
 from trainer_cli.errors import ConfigError, UserError
 from trainer_cli.imports import heavy_import
-from trainer_cli.rundir import discard
+from trainer_cli.rundir import discard, freezing
 from trainer_cli.rundir import policy as rundir
 from trainer_cli.sweeps.space import Space
 
@@ -259,7 +259,7 @@ def write_trial(sweep: Sweep, trial: Trial) -> Path:
     run_dir = sweep.trial_dir(trial)
     run_dir.mkdir()
     callback = pruning_callback(sweep.study, trial.index) if sweep.study else None
-    rundir.freeze(run_dir, trial.frozen(callback))
+    freezing.freeze(run_dir, trial.frozen(callback))
     return run_dir
 
 
@@ -269,7 +269,7 @@ def plan(space: Space, fit_args: list[str], layers: Layers | None = None) -> Swe
     Raises:
         UserError: as :func:`check_trials`.
     """
-    from trainer_cli.runtime.cli import DEFAULT_ROOT_DIR
+    from trainer_cli.runtime.lightning_folders import DEFAULT_ROOT_DIR
 
     parser, base, trials = check_trials(space, fit_args, layers)
     root = Path(base.trainer.default_root_dir or DEFAULT_ROOT_DIR)

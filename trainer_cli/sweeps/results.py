@@ -2,7 +2,7 @@
 
 Read from what is on disk, nothing is loaded into a model: each trial's best score of the study's
 metric (``--sweep_metric``, by default the checkpoint's monitor) from its newest checkpoint's
-``ModelCheckpoint`` state (:func:`trainer_cli.rundir.policy.best_score`; before its first such
+``ModelCheckpoint`` state (:func:`trainer_cli.rundir.layout.best_score`; before its first such
 checkpoint, or when no ``ModelCheckpoint`` monitors that metric, from what it logged, whatever the
 logger: :func:`trainer_cli.rundir.metrics.read`), its
 state from Slurm for a submitted sweep (one ``scontrol`` call for all tasks, as ``train jobs``)
@@ -37,9 +37,8 @@ from typing import Any
 from trainer_cli.job import jobstate
 from trainer_cli.job.cost import NONE as NO_COST
 from trainer_cli.job.cost import Cost, duration_text, hours_text
-from trainer_cli.rundir import goodput, metrics, run_cost, summary
+from trainer_cli.rundir import goodput, layout, metrics, run_cost, summary
 from trainer_cli.rundir import index as runs_index
-from trainer_cli.rundir import policy as rundir
 from trainer_cli.rundir.layout import LAST_CKPT
 from trainer_cli.sweeps import figures
 from trainer_cli.sweeps import study as study_of_sweep
@@ -232,7 +231,7 @@ def _rows(record: dict[str, Any], monitor: str | None, mode: str) -> list[dict[s
         parts.append(row if isinstance(row, dict) else None)
         rels.append(rel)
         if not isinstance(row, dict):
-            newest = rundir.newest_checkpoint(run_dir)  # epochs done; before the first checkpoint, as logged
+            newest = layout.newest_checkpoint(run_dir)  # epochs done; before the first checkpoint, as logged
             logs = sorted(run_dir.glob("slurm-*.log"), key=lambda p: p.stat().st_mtime)
             row = {
                 "score": metrics.best_value(run_dir, monitor, mode, own),

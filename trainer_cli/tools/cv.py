@@ -106,7 +106,7 @@ def choose_cv_dir(cv_dir: str | None, fold: int | None, fit_args: list[str], lay
     if cv_dir or os.environ.get(ENV_CV_DIR):
         return Path(cv_dir or os.environ[ENV_CV_DIR]).absolute()
     with heavy_import():
-        from trainer_cli.runtime.cli import DEFAULT_ROOT_DIR
+        from trainer_cli.runtime.lightning_folders import DEFAULT_ROOT_DIR
         from trainer_cli.runtime.verbs import parse_config
 
     _, cfg = parse_config("fit", fit_args, expand=layers is None, layers=layers)
@@ -150,7 +150,7 @@ def run_fold(
     """Train fold ``fold`` in ``cv_dir/fold_<fold>`` and write its ``cv_fold.json``; returns that record.
     A fold whose record exists is not run again."""
     from trainer_cli.data.folds import use_fold
-    from trainer_cli.rundir.policy import newest_checkpoint
+    from trainer_cli.rundir.layout import newest_checkpoint
 
     fold_dir = cv_dir / f"fold_{fold}"
     done = fold_dir / FOLD_FILE

@@ -27,8 +27,8 @@ from trainer_cli.launch import fit_job, snapshot
 from trainer_cli.launch import submit as slurm_submit
 from trainer_cli.launch.snapshot import Snapshot
 from trainer_cli.launch.submissions import register
+from trainer_cli.rundir.freezing import freeze
 from trainer_cli.rundir.layout import CONFIG_FILE
-from trainer_cli.rundir.policy import freeze
 from trainer_cli.schedulers.ray import options as ray_options
 from trainer_cli.schedulers.ray.engine import RayJob, RayScheduler, log_file
 
