@@ -20,7 +20,6 @@ import pytest
 from support import DIGITS, quiet_args, run_train
 
 from trainer_cli.job import jobstate
-from trainer_cli.job.cost import hours_text
 from trainer_cli.launch import jobs
 from trainer_cli.launch.submissions import register
 from trainer_cli.rundir import run_cost
@@ -96,5 +95,7 @@ def test_a_ray_run_s_cost_and_goodput_come_from_its_attempt_records(
 
     found = runs.collect([root])
     header, rows = runs.table_rows(found)
-    assert rows[0][header.index("cost")] == f"~{hours_text(cost['cpu_hours'])} CPU-h", rows
+    # the same figure as `train jobs` (its JSON rounds to 6 decimals: the cell is formatted from the unrounded one)
+    assert rows[0][header.index("cost")] == run_cost.cost(run_dir).cell(), rows
+    assert float(rows[0][header.index("cost")][1:].split()[0]) == pytest.approx(cost["cpu_hours"], rel=6e-3)  # 3 digits
     assert found["runs"][0]["cost"]["source"] == "records" and rows[0][header.index("goodput")] != "-"
