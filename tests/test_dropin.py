@@ -147,6 +147,13 @@ def test_users_script_submits_itself_dry_run(tmp_path: Path) -> None:
     assert not (tmp_path / "foreign_logs").exists() and not (tmp_path / "runs").exists()  # a dry run writes nothing
     bad = _script(tmp_path, "submit", "--data.n_labels", "3", "--dry-run")
     assert bad.returncode == 2 and "Traceback" not in bad.stderr and "--trainer.devices" in bad.stderr
+    # its help names the script, not `train`, and offers what a script's submit takes
+    helped = _script(tmp_path, "submit", "--help")
+    assert helped.returncode == 0, helped.stderr[-3000:]
+    assert helped.stdout.startswith(f"usage: python {FOREIGN / 'main.py'} submit ")
+    own = helped.stdout.split("Slurm options")[0]  # the Slurm options' own docs aside
+    assert "`train" not in own and "--sweep" not in own and "--check" not in own, own
+    assert "--slurm.partition" in helped.stdout and helped.stdout.count("usage:") == 1
 
 
 def test_a_sweep_from_a_script_is_refused_naming_the_train_submit_command(

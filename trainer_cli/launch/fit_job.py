@@ -277,6 +277,21 @@ def plan(
     return job
 
 
+def submit_help(entry: str | None = None) -> str:
+    """:data:`HELP`, or for a user's script run as ``entry`` (``python main.py``) its own: its usage and
+    options, without ``train``'s examples and the verbs a script's submit does not take (``--sweep``, ``--check``)."""
+    if entry is None:
+        return HELP
+    head, rest = HELP.split("\nexamples:\n", 1)
+    head = head.replace("usage: train submit", f"usage: {entry} submit").replace(
+        " [--dry-run | --check]", " [--dry-run]"
+    )
+    head = head.replace("Queue `train fit`", f"Queue `{entry} fit`")
+    options = rest[rest.index("  --dry-run") :].split("  --check", 1)[0]
+    tail = rest[rest.index("Every `train fit` option") :].replace("`train fit", f"`{entry} fit")
+    return f"{head}\n{options}\n{tail}"
+
+
 def _train_submit_hint(script: str, fixed: Mapping[str, type], sweep: bool) -> str:
     """How ``train submit`` names the classes a user's script fixes (``--model main.MyModel``, the
     script's folder on ``PYTHONPATH``), and what it leaves behind; empty when the script fixes none."""
@@ -315,7 +330,7 @@ def main(request: Request, parse: ParseFit, script: str | None = None, fixed: Ma
             directory made for it is removed again.
     """
     if request.helps:
-        print(HELP + slurm_help())
+        print(submit_help(request.entry if script else None) + slurm_help())
         return 0
     if script and (request.sweep or request.check or request.has_prefix("slurm.cv_folds")):
         raise UserError(

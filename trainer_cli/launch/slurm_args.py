@@ -59,11 +59,13 @@ def parse_slurm_options(layers: Sequence[Mapping[str, Any] | Sequence[str]]) -> 
 
 def slurm_help() -> str:
     """Help text for every ``--slurm.*`` option (from the attribute docstrings)."""
+    import argparse
+
     from jsonargparse import ArgumentParser, set_parsing_settings
 
     # off by default in jsonargparse: without it the options' help holds only their types (`train submit
     # --help` prints and exits: nothing parsed after it reads the setting)
     set_parsing_settings(docstring_parse_attribute_docstrings=True)
-    parser = ArgumentParser(prog="train submit", add_help=False)
+    parser = ArgumentParser(prog="train submit", usage=argparse.SUPPRESS, add_help=False)  # the verb's usage says it
     parser.add_class_arguments(SlurmOptions, SECTION, instantiate=False)
     return parser.format_help()
