@@ -11,6 +11,7 @@ import contextlib
 import csv
 import io
 import json
+import os
 import shutil
 from pathlib import Path
 from typing import Any
@@ -241,6 +242,16 @@ def test_sweep_results_from_the_trials_summaries_equal_those_read_from_their_fil
     assert changed == fresh()
     [moved] = [r for r in changed[0]["rows"] if r["run_dir"] == str(trials[1])]
     assert moved["score"] == results.logged_best(trials[1], "val/acc", "max") and moved["epochs"] == 1
+    # trials with no writer (each fit removed its marker): held as settled, then trusted from one stat of their folder
+    from test_runs_settled import _age
+
+    _age(sweep_dir)
+    assert _table(sweep_dir) == changed  # rows computed and kept (their summaries written)
+    _age(sweep_dir)
+    assert _table(sweep_dir) == changed
+    held = json.loads((sweep_dir / results.TRIALS_INDEX).read_text())["folders"]
+    assert [held[t.name].get("settled") for t in trials] == [os.stat(t).st_ino for t in trials], held
+    assert _table(sweep_dir) == changed == fresh()
 
 
 def test_sweep_results_listed_again_draws_nothing_and_imports_no_plotting_until_a_trial_is_told(tmp_path: Path) -> None:

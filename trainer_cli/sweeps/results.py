@@ -222,8 +222,9 @@ def _rows(record: dict[str, Any], monitor: str | None, mode: str) -> list[dict[s
         else:
             listed = runs_index.list_folder(str(run_dir), dirs)
             files = summary.files_of(listed[0], dirs=dirs) if listed else None
-            if rel and listed:
-                index.found(rel, listed[1], listed[2], True, [], files or [])
+            if rel and listed:  # a trial with no writer is trusted from its folder's stat next (runs_index.settled)
+                names = {entry.name for entry in listed[0]}
+                index.found(rel, listed[1], listed[2], True, [], files or [], runs_index.settled(str(run_dir), names))
             own = summary.Summary(run_dir, files, dirs=dirs)
             row = own.get(TRIAL_PART, own.key(monitor, mode))
         kept.append(own)
