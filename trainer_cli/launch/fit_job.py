@@ -61,13 +61,13 @@ from trainer_cli.rundir.policy import finished_line, resume_checkpoint
 from trainer_cli.rundir.policy import plan as rundir_plan
 from trainer_cli.rundir.resume import stored_config
 
-HELP = """\
-usage: train submit [--config FILE ...] [--key.sub value ...] [--slurm.KEY value ...] [--dry-run | --check]
-
-Queue `train fit` as a Slurm job (one task per device, multi-node DDP), after composing and
+_USAGE = "usage: {entry} submit [--config FILE ...] [--key.sub value ...] [--slurm.KEY value ...] {modes}\n"
+_ABOUT = """
+Queue `{entry} fit` as a Slurm job (one task per device, multi-node DDP), after composing and
 type-checking the config here. Resources come from the trainer: --nodes = trainer.num_nodes,
 --ntasks-per-node = trainer.devices, GPUs per node = devices on a GPU.
-
+"""
+_EXAMPLES = """
 examples:
   train submit --config configs/experiment/digits.yaml --config configs/slurm/local.yaml \\
       --trainer.num_nodes 2 --trainer.devices 2 --dry-run
@@ -76,17 +76,25 @@ examples:
   train submit --config configs/experiment/digits.yaml --config configs/slurm/local.yaml \\
       --sweep optimizer.init_args.lr=1e-3,1e-2 --sweep 'trainer.max_epochs=range(1,4)' --slurm.array_parallelism 2
   train jobs
-
+"""
+_SWEEP = """
   --sweep KEY=VALUES    a sweep: one job array, a task per trial, each its own run directory under
-                        <root>/<name>/sweep_<N>/ (the syntax: `train sweep-results --help`)
-  --dry-run             print the script and the sbatch command; create nothing, queue nothing
+                        <root>/<name>/sweep_<N>/ (the syntax: `train sweep-results --help`)"""
+_DRY_RUN = """
+  --dry-run             print the script and the sbatch command; create nothing, queue nothing"""
+_CHECK = """
   --check               only check: config, resources and what this cluster's partitions and nodes
-                        offer (scontrol); create nothing, queue nothing
+                        offer (scontrol); create nothing, queue nothing"""
+_OPTIONS = """
 
-Every `train fit` option is accepted (`train fit --help`). Slurm options (a `slurm:` section in a
+Every `{entry} fit` option is accepted (`{entry} fit --help`). Slurm options (a `slurm:` section in a
 --config file, e.g. configs/slurm/<site>.yaml, or --slurm.KEY flags):
 
 """
+HELP = (_USAGE + _ABOUT + _EXAMPLES + _SWEEP + _DRY_RUN + _CHECK + _OPTIONS).format(
+    entry="train", modes="[--dry-run | --check]"
+)
+"""``train submit --help``, before the Slurm options' own (:func:`trainer_cli.launch.slurm_args.slurm_help`)."""
 
 
 @dataclass
@@ -279,17 +287,10 @@ def plan(
 
 def submit_help(entry: str | None = None) -> str:
     """:data:`HELP`, or for a user's script run as ``entry`` (``python main.py``) its own: its usage and
-    options, without ``train``'s examples and the verbs a script's submit does not take (``--sweep``, ``--check``)."""
+    options, without ``train``'s examples and what a script's submit does not take (``--sweep``, ``--check``)."""
     if entry is None:
         return HELP
-    head, rest = HELP.split("\nexamples:\n", 1)
-    head = head.replace("usage: train submit", f"usage: {entry} submit").replace(
-        " [--dry-run | --check]", " [--dry-run]"
-    )
-    head = head.replace("Queue `train fit`", f"Queue `{entry} fit`")
-    options = rest[rest.index("  --dry-run") :].split("  --check", 1)[0]
-    tail = rest[rest.index("Every `train fit` option") :].replace("`train fit", f"`{entry} fit")
-    return f"{head}\n{options}\n{tail}"
+    return (_USAGE + _ABOUT + _DRY_RUN + _OPTIONS).format(entry=entry, modes="[--dry-run]")
 
 
 def _train_submit_hint(script: str, fixed: Mapping[str, type], sweep: bool) -> str:

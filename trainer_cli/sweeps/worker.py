@@ -47,7 +47,6 @@ from typing import Any
 from trainer_cli.atomic import locked, update_json
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
-from trainer_cli.rundir import live
 from trainer_cli.sweeps import plan as sweep_plan
 from trainer_cli.sweeps import study as sweep_study
 from trainer_cli.sweeps.space import take_sweep_args
@@ -273,5 +272,4 @@ if __name__ == "__main__":
     code = main(sys.argv[1:])
     sys.stdout.flush()
     sys.stderr.flush()
-    live.leave()  # its markers in the runs it wrote into, as an exit would (trainer_cli.rundir.live)
     os._exit(code)  # its files are written and closed: not a second of interpreter teardown per trial
