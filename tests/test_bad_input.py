@@ -113,6 +113,15 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         "file_unknown_callback": ([*base, "--config", write(cfg / "cb2.yaml", "trainer:\n  callbacks:\n    - class_path: EarlyStoping\n")], ["cb2.yaml line 2", "Did you mean: EarlyStopping"]),
         "group_file_misspelt_class_path": (["fit", "--config", write(tmp / "user" / "experiment" / "x.yaml", "defaults:\n  - /model: cnn\n  - /data: digits\n  - /optimizer: typo\n  - _self_\n"),
                                             "--trainer.default_root_dir", str(root)], ["x.yaml, from group file", "typo.yaml line 4", "Did you mean: torch.optim.AdamW"]),
+        # a user's group file written like the bundled ones but without their `# @package _global_` line
+        "group_file_without_package_line": (["fit", "--config", write(tmp / "nopkg" / "experiment" / "x.yaml", "# @package _global_\ndefaults:\n  - /model: mine\n  - /data: digits\n  - _self_\n"),
+                                             "--config_root", write(tmp / "nopkg" / "model" / "mine.yaml", "model:\n  class_path: trainer_cli.models.ImageClassifier\n") and str(tmp / "nopkg"),
+                                             "--trainer.default_root_dir", str(root)], ["holds model: again (model.model.class_path)", "`# @package _global_`"]),
+        # an experiment extending digits with another class: the shipped group's options, or digits' own, stay merged
+        "experiment_other_class_keeps_group_options": (["fit", "--config", write(tmp / "ext" / "experiment" / "a.yaml", "# @package _global_\ndefaults:\n  - /experiment/digits\n  - _self_\nmodel:\n  class_path: lightning.pytorch.demos.boring_classes.BoringModel\n"),
+                                                        "--trainer.default_root_dir", str(root)], ["cnn.yaml line", "from the default /model of a defaults list", "`- override /model: null`"]),
+        "experiment_drops_group_its_base_sets": (["fit", "--config", write(tmp / "ext" / "experiment" / "b.yaml", "# @package _global_\ndefaults:\n  - /experiment/digits\n  - override /optimizer: null\n  - _self_\n"),
+                                                  "--trainer.default_root_dir", str(root)], ["digits.yaml line", "set by /experiment/digits itself", "`- override /optimizer: NAME`"]),
         "file_value_out_of_range": ([*base, "--config", write(cfg / "ls.yaml", "model:\n  init_args:\n    label_smoothing: 1.5\n")], ["ls.yaml line 3", "label_smoothing must be in [0, 1)"]),
         "empty_config_file": ([*base, "--config", write(cfg / "empty.yaml", "# nothing yet\n")], ["config file", "empty.yaml is empty"]),
         "yaml_alias_bomb": ([*base, "--config", write(cfg / "bomb.yaml", "a: &a [x, x, x, x, x, x, x, x, x, x]\n" + "".join(

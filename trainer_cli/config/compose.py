@@ -462,7 +462,7 @@ def _placed(args: list[Arg], layers: Layers, fixed: Collection[str]) -> list[str
                 if isinstance(section, dict) and section and "class_path" not in section and not has_class:
                     later = next((a for a in out[i + 1 :] if _class_flag(a) == key), None)
                     if later is None:
-                        raise UserError(_no_class_message(key, configs, layers))
+                        raise UserError(_no_class_message(key, configs, layers, section))
                     out.insert(i, later)  # copied: it still wins where it stands
                     i += 1
                 has_class = (
@@ -473,12 +473,20 @@ def _placed(args: list[Arg], layers: Layers, fixed: Collection[str]) -> list[str
     return [token for a in out for token in a.tokens]
 
 
-def _no_class_message(key: str, ordinal: int, layers: Layers) -> str:
+def _no_class_message(key: str, ordinal: int, layers: Layers, section: dict[str, Any]) -> str:
     """The error for a ``key:`` section without ``class_path`` in the ``ordinal``-th ``--config``
-    (0-based) and no ``--key`` class flag."""
+    (0-based) and no ``--key`` class flag. A section that holds only ``key:`` again (``model: {model:
+    {class_path: ...}}``) is a group file written as the bundled ones are but without their first line,
+    ``# @package _global_``: Hydra puts such a file's keys under its group's name."""
     files = [layer for layer in layers if not layer.label.startswith("-")]
     file, line = files[ordinal].keys.get(key, (None, None)) if ordinal < len(files) else (None, None)
     where = f"in {file}{f' line {line}' if line else ''}: " if file else ""
+    if set(section) == {key} and isinstance(section[key], dict) and "class_path" in section[key]:
+        return (
+            f"{where}the config's {key}: holds {key}: again ({key}.{key}.class_path): a group file of {key}/ written "
+            f"with a top-level {key}: key lacks the bundled group files' first line `# @package _global_` (without "
+            f"it Hydra puts the file's keys under {key}:): add that line to the file, or drop its {key}: level"
+        )
     return (
         f"{where}the config's {key}: has no class_path (a config printed by a LightningCLI script with a fixed "
         f"{key} class?): add --{key} pkg.Class (anywhere on the command line) or {key}.class_path: pkg.Class to the "

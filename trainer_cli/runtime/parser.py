@@ -170,11 +170,20 @@ def _recorded_link(compute_fn: Any, target: str, values: dict[str, Any], *source
 def _replaced_class_hint(where: str, message: str) -> str:
     """For an experiment that names another class than its group default (``model: class_path:
     mymodels.TinyNet`` over ``/experiment/digits``): Hydra merged the group file's init_args into
-    it. Say how to drop them."""
+    it. Say how to drop them; for an option set by the body of an experiment this one extends
+    (``optimizer: init_args: lr`` of ``/experiment/digits`` with ``override /optimizer: null``), say
+    how to give it a class instead."""
     marker = ", from group file "
     if marker not in where or "Problem with given class_path" not in message:
         return ""
-    group = Path(where.split(marker, 1)[1].rsplit(" line ", 1)[0]).parent.name
+    source = Path(where.split(marker, 1)[1].rsplit(" line ", 1)[0])
+    group, section = source.parent.name, message.split(":", 1)[0].strip()
+    if section and group != section:  # set in the body of a file the experiment extends (/experiment/digits)
+        return (
+            f"\n  (the option is set by /{group}/{source.stem} itself, which the experiment extends, for a class it "
+            f"no longer has: name one for it (`- override /{section}: NAME` in the defaults list, or {section}: "
+            f"class_path: in the experiment), or leave /{group}/{source.stem} out of its defaults list)"
+        )
     return (
         f"\n  (the option comes from the default /{group} of a defaults list; an experiment that names another "
         f"class keeps its init_args: add `- override /{group}: null` to the experiment's defaults list)"
