@@ -6,7 +6,8 @@ One server per pytest process imports what ``train fit`` imports, then waits on 
 each :func:`run` it forks a process that becomes that command: the request's working directory,
 environment, ``sys.argv`` and ``sys.path`` (the working directory first, as ``python -m`` puts it),
 stdout and stderr on the caller's files, stdin on ``/dev/null``; it runs the module
-``trainer_cli`` as ``__main__`` (``runpy``, as ``-m`` does) and leaves the way any Python process
+``trainer_cli`` as ``__main__`` (``runpy``, as ``-m`` does), or a script as ``python SCRIPT`` does
+(``sys.argv[0]`` as given, ``__file__`` absolute, ``__main__`` its own module), and leaves the way any Python process
 leaves (``SystemExit`` to the top: non-daemon threads joined, ``atexit`` run, streams flushed). Its
 children (DDP ranks, sweep trials) are ordinary new processes. The exit status comes back as
 ``subprocess`` reports it (``-N`` for a signal).
@@ -15,7 +16,8 @@ What a fork cannot give is a different interpreter start: :func:`usable` sends a
 fresh process instead when a variable read at start-up (``PYTHON*``, thread counts, ``LD_*``, ...)
 differs from the server's, and tests of start-up itself (the fast-error path that must not import
 torch, the help cache, a signal in the first instant) start their processes themselves.
-``TRAINER_CLI_TESTS_FORK=0`` turns the server off.
+``TRAINER_CLI_TESTS_FORK=0`` turns the server off; ``TRAINER_CLI_TESTS_FORK_WHY=FILE`` logs each command it
+does not fork, and why (:func:`_log_refusal`).
 
 Protocol: the client sends one JSON line (``argv``, ``cwd``, ``env``) with its stdout and stderr
 descriptors (``SCM_RIGHTS``); the server answers ``{"pid": N}`` once the process runs and
@@ -179,9 +181,11 @@ def _wait_for(conn: socket.socket) -> None:
 
 def _become(request: dict[str, Any], fds: list[int]) -> None:
     """Turn this forked process into ``python -m trainer_cli ARGV`` (see the module docstring)."""
-    import importlib
+    import builtins
+    import importlib.machinery
     import io
     import runpy
+    import types
 
     devnull = os.open(os.devnull, os.O_RDONLY)
     os.dup2(devnull, 0)
@@ -209,9 +213,15 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
     random.seed()  # a new process's own seeds, not the server's
     if "numpy" in sys.modules:
         sys.modules["numpy"].random.seed()
-    if script:  # python SCRIPT ARGS
+    if script:  # python SCRIPT ARGS: sys.argv[0] as given, __file__ and the code's file name absolute (3.9+)
+        path = os.path.abspath(argv[0])
         sys.argv = list(argv)
-        runpy.run_path(argv[0], run_name="__main__")
+        main = types.ModuleType("__main__")
+        main.__dict__.update(__file__=path, __cached__=None, __builtins__=builtins,
+                             __loader__=importlib.machinery.SourceFileLoader("__main__", path))
+        sys.modules["__main__"] = main
+        with open(path, "rb") as source:
+            exec(compile(source.read(), path, "exec", dont_inherit=True), main.__dict__)
     else:  # python -m MODULE ARGS
         sys.modules.pop(f"{argv[1]}.__main__", None)
         sys.argv = ["-m", *argv[2:]]
@@ -266,10 +276,22 @@ def usable(env: dict[str, str]) -> bool:
         if not _start():
             return False
         wanted = startup_env(env)
-        return all(
-            wanted.get(k) == _server_env.get(k) or (k in _set_by_imports and wanted.get(k) == _set_by_imports[k])
-            for k in set(wanted) | set(_server_env)
-        )
+        differ = {
+            k: [wanted.get(k), _server_env.get(k)] for k in sorted(set(wanted) | set(_server_env))
+            if wanted.get(k) != _server_env.get(k) and not (k in _set_by_imports and wanted.get(k) == _set_by_imports[k])
+        }
+        if differ:
+            _log_refusal({"startup_env_differs": differ})
+        return not differ
+
+
+def _log_refusal(why: dict[str, Any]) -> None:
+    """One JSON line for a command started as a new interpreter instead of forked (the test, why) in the file
+    ``TRAINER_CLI_TESTS_FORK_WHY`` names, if set: what keeps a test's processes fresh, found by running it."""
+    path = os.environ.get("TRAINER_CLI_TESTS_FORK_WHY")
+    if path:
+        with open(path, "a") as f:
+            f.write(json.dumps({"test": os.environ.get("PYTEST_CURRENT_TEST", ""), **why}) + "\n")
 
 
 def _fork(argv: list[str], cwd: str | os.PathLike[str], env: dict[str, str], fds: list[int], new_session: bool = False) -> Optional["Forked"]:
@@ -291,6 +313,7 @@ def _fork(argv: list[str], cwd: str | os.PathLike[str], env: dict[str, str], fds
     except OSError:
         started = {"refused": "the server ended"}
     if "pid" not in started:
+        _log_refusal({"argv": list(argv[:4]), "refused": started.get("refused"), "PYTHONPATH": env.get("PYTHONPATH")})
         conn.close()
         return None
     return Forked([sys.executable, *argv], started["pid"], conn, None)
@@ -319,14 +342,15 @@ def python(argv: list[str], cwd: str, env: dict[str, str], timeout: float) -> Op
 
 
 class Forked:
-    """The part of :class:`subprocess.Popen` that the tests use (``pid``, ``stdout``, ``returncode``,
+    """The part of :class:`subprocess.Popen` that the tests use (``pid``, ``stdout``, ``stderr``, ``returncode``,
     ``poll``, ``wait``, ``communicate``, ``send_signal``, ``kill``) for a command the server forked
     (:func:`_fork`); from :func:`popen_python`, stdout and stderr together on one pipe, as
-    ``Popen(..., stdout=PIPE, stderr=STDOUT, text=True)``. The process is the server's grandchild:
-    its exit status comes on the server's connection."""
+    ``Popen(..., stdout=PIPE, stderr=STDOUT, text=True)``, or each on its own (``stderr=PIPE``). The
+    process is the server's grandchild: its exit status comes on the server's connection."""
 
     def __init__(self, args: list[str], pid: int, conn: socket.socket, stdout: Any) -> None:
         self.args, self.pid, self.stdout = args, pid, stdout
+        self.stderr: Any = None
         self.returncode: Optional[int] = None
         self._conn, self._pending = conn, b""
 
@@ -358,16 +382,21 @@ class Forked:
             raise subprocess.TimeoutExpired(self.args, timeout or 0)
         return code
 
-    def communicate(self, timeout: Optional[float] = None) -> tuple[str, None]:
-        out: list[str] = []
-        reader = threading.Thread(target=lambda: out.append(self.stdout.read()), daemon=True)
-        reader.start()
-        reader.join(timeout)
-        if reader.is_alive():
-            raise subprocess.TimeoutExpired(self.args, timeout or 0)
-        self.stdout.close()
+    def communicate(self, timeout: Optional[float] = None) -> tuple[str, Optional[str]]:
+        streams = [f for f in (self.stdout, self.stderr) if f is not None]
+        text: dict[int, str] = {}
+        readers = [threading.Thread(target=lambda i=i, f=f: text.__setitem__(i, f.read()), daemon=True) for i, f in enumerate(streams)]
+        deadline = None if timeout is None else time.monotonic() + timeout
+        for reader in readers:
+            reader.start()
+        for reader in readers:
+            reader.join(None if deadline is None else max(0.0, deadline - time.monotonic()))
+            if reader.is_alive():
+                raise subprocess.TimeoutExpired(self.args, timeout or 0)
+        for f in streams:
+            f.close()
         self.wait(timeout)
-        return out[0], None
+        return text[0], text.get(1)
 
     def send_signal(self, sig: int) -> None:
         if self.poll() is None:
@@ -377,22 +406,28 @@ class Forked:
         self.send_signal(signal.SIGKILL)
 
 
-def popen_python(argv: list[str], cwd: str | os.PathLike[str], env: dict[str, str], new_session: bool = False) -> Any:
-    """``subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, stdout=PIPE, stderr=STDOUT,
-    text=True, start_new_session=new_session)``, forked by the server where it can be (a
-    :class:`Forked`); a ``Popen`` where it cannot."""
+def popen_python(argv: list[str], cwd: str | os.PathLike[str], env: dict[str, str], new_session: bool = False,
+                 stderr: int = subprocess.STDOUT) -> Any:
+    """``subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, stdout=PIPE, stderr=stderr,
+    text=True, start_new_session=new_session)`` (``stderr``: ``STDOUT``, both on one pipe, or ``PIPE``,
+    each on its own), forked by the server where it can be (a :class:`Forked`); a ``Popen`` where it cannot."""
     if usable(env):
-        read_end, write_end = os.pipe()
+        pipes = [os.pipe(), os.pipe() if stderr == subprocess.PIPE else None]
+        out, err = pipes[0], pipes[1] or pipes[0]
         try:
-            proc = _fork(argv, cwd, env, [write_end, write_end], new_session)
+            proc = _fork(argv, cwd, env, [out[1], err[1]], new_session)
         finally:
-            os.close(write_end)
+            for pipe in filter(None, pipes):
+                os.close(pipe[1])
         if proc is not None:
-            proc.stdout = open(read_end, encoding="utf-8", errors="strict")
+            proc.stdout = open(out[0], encoding="utf-8", errors="strict")
+            if pipes[1] is not None:
+                proc.stderr = open(err[0], encoding="utf-8", errors="strict")
             return proc
-        os.close(read_end)
+        for pipe in filter(None, pipes):
+            os.close(pipe[0])
     return subprocess.Popen([sys.executable, *argv], cwd=cwd, env=env, text=True, stdout=subprocess.PIPE,
-                            stderr=subprocess.STDOUT, start_new_session=new_session)
+                            stderr=stderr, start_new_session=new_session)
 
 
 def run_python(argv: list[str], cwd: str | os.PathLike[str], env: dict[str, str], timeout: float) -> subprocess.CompletedProcess[str]:
@@ -403,6 +438,22 @@ def run_python(argv: list[str], cwd: str | os.PathLike[str], env: dict[str, str]
         if done is not None:
             return done
     return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def run_python_to(argv: list[str], cwd: str | os.PathLike[str], env: dict[str, str], stdout: int, stderr: int, timeout: float) -> int:
+    """``subprocess.run([sys.executable, *argv], cwd=cwd, env=env, stdout=stdout, stderr=stderr,
+    timeout=timeout).returncode`` with the caller's own descriptors (a log file, a pipe whose reader is
+    gone; the caller keeps and closes them), forked by the server where it can be (:func:`usable`)."""
+    if usable(env):
+        proc = _fork(list(argv), cwd, env, [stdout, stderr])
+        if proc is not None:
+            try:
+                return proc.wait(timeout)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                raise
+    return subprocess.run([sys.executable, *argv], cwd=cwd, env=env, stdout=stdout, stderr=stderr, timeout=timeout).returncode
 
 
 if __name__ == "__main__":

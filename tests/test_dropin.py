@@ -305,8 +305,9 @@ def test_users_script_stops_on_sigterm_with_checkpoint_exit_code_and_resume_line
     import signal
     import time
 
-    proc = subprocess.Popen([sys.executable, str(FOREIGN / "main.py"), "fit", "--trainer.max_epochs", "5000"], cwd=tmp_path,
-                            env=_env(), stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    # forked from the suite's server where it can be: the signal comes well after the start, while it trains
+    proc = forkserver.popen_python([str(FOREIGN / "main.py"), "fit", "--trainer.max_epochs", "5000"], tmp_path, _env(),
+                                   stderr=subprocess.PIPE)
     last = tmp_path / "foreign_logs" / "blobs" / "version_0" / "checkpoints" / "last.ckpt"
     deadline = time.monotonic() + 120
     while not last.exists() and time.monotonic() < deadline and proc.poll() is None:

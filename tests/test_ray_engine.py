@@ -21,6 +21,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 
+import forkserver
 import pytest
 from support import DIGITS, REPO, every_epoch_last_checkpoint
 
@@ -32,7 +33,8 @@ STEPS_PER_EPOCH = 10  # digits: 1257 training images, 64 a batch per rank, 2 ran
 
 
 def train(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -> subprocess.CompletedProcess[str]:
-    """``python -m trainer_cli ARGS`` in a process of its own, from the repository (its snapshot is the code)."""
+    """``python -m trainer_cli ARGS`` in a process of its own, from the repository (its snapshot is the code):
+    what talks to the local Ray cluster (the long tier)."""
     return subprocess.run(
         [sys.executable, "-m", "trainer_cli", *args],
         cwd=REPO,
@@ -41,6 +43,12 @@ def train(*args: str, env: dict[str, str] | None = None, timeout: float = 600) -
         text=True,
         timeout=timeout,
     )
+
+
+def dry(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """:func:`train` for what asks no cluster (a dry run, a refusal), forked from the suite's server where it
+    can be (:func:`forkserver.run_python`: the same argv, working folder and environment)."""
+    return forkserver.run_python(["-m", "trainer_cli", *args], REPO, {**os.environ, "PYTHONUNBUFFERED": "1", **(env or {})}, 600)
 
 
 def run_args(root: Path, epochs: int = 3) -> list[str]:
@@ -55,7 +63,7 @@ def run_args(root: Path, epochs: int = 3) -> list[str]:
 
 def test_the_dry_run_prints_the_ray_job_and_writes_nothing(tmp_path: Path) -> None:
     root, state = tmp_path / "runs", tmp_path / "state"
-    done = train(
+    done = dry(
         "submit", "--scheduler", "ray", *run_args(root), "--ray.address", "http://127.0.0.1:9",
         "--ray.max_failures", "2", "--dry-run", env={"XDG_STATE_HOME": str(state)},
     )  # fmt: skip
@@ -81,7 +89,7 @@ def test_the_dry_run_prints_the_ray_job_and_writes_nothing(tmp_path: Path) -> No
 )  # fmt: skip
 def test_bad_input_is_one_line_and_nothing_is_submitted(tmp_path: Path, flags: list[str], message: str) -> None:
     root, state = tmp_path / "runs", tmp_path / "state"
-    done = train("submit", *run_args(root, epochs=1), *flags, env={"XDG_STATE_HOME": str(state), "RAY_ADDRESS": ""})
+    done = dry("submit", *run_args(root, epochs=1), *flags, env={"XDG_STATE_HOME": str(state), "RAY_ADDRESS": ""})
     assert done.returncode == 2, done.stdout + done.stderr
     errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and message in errors[0], done.stderr
@@ -100,7 +108,7 @@ def test_a_ray_version_outside_the_range_is_refused(tmp_path: Path) -> None:
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: ray\nVersion: 2.9.0\n")
     root = tmp_path / "runs"
-    done = train(
+    done = dry(
         "submit", "--scheduler", "ray", *run_args(root, epochs=1), "--ray.address", "http://127.0.0.1:9", "--dry-run",
         env={"PYTHONPATH": str(tmp_path / "site")},
     )  # fmt: skip
@@ -228,11 +236,10 @@ def test_a_scripts_dry_run_prints_the_ray_job_of_its_own_command_and_writes_noth
     project = tmp_path / "project"
     shutil.copytree(REPO / "tests" / "foreign_hw", project)
     before = sorted(p.relative_to(project) for p in project.rglob("*") if "__pycache__" not in p.parts)
-    proc = subprocess.run(
-        [sys.executable, "main.py", "submit", "--scheduler", "ray", "--config", "configs/default.yaml",
+    proc = forkserver.run_python(
+        ["main.py", "submit", "--scheduler", "ray", "--config", "configs/default.yaml",
          "--trainer.devices", "2", "--trainer.accelerator", "cpu", "--ray.address", NOWHERE, "--dry-run"],
-        cwd=project, capture_output=True, text=True, timeout=300,
-        env={**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "RAY_ADDRESS": ""},
+        project, {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "RAY_ADDRESS": ""}, 300,
     )  # fmt: skip
     assert proc.returncode == 0, proc.stdout + proc.stderr
     out = proc.stdout

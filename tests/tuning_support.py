@@ -41,18 +41,14 @@ def run_into_log_file(log: Path, *args: str) -> str:
     """Run ``python -m trainer_cli ARGS`` with stdout and stderr into the file ``log`` (as a batch job
     does); returns the file's text after checking the exit status is 0."""
     import os
-    import subprocess
-    import sys
 
+    import forkserver
     from support import REPO
 
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
     env.pop("TRAINER_CLI_RUN_DIR", None)
-    with log.open("w") as out:
-        done = subprocess.run(
-            [sys.executable, "-m", "trainer_cli", *args], stdout=out, stderr=subprocess.STDOUT, cwd=REPO, env=env,
-            timeout=600,
-        )
+    with log.open("w") as out:  # the file itself on both descriptors, forked from the suite's server where it can be
+        code = forkserver.run_python_to(["-m", "trainer_cli", *args], REPO, env, out.fileno(), out.fileno(), 600)
     text = log.read_text()
-    assert done.returncode == 0, text[-3000:]
+    assert code == 0, text[-3000:]
     return text
