@@ -10,6 +10,8 @@ import contextlib
 import csv
 import io
 import json
+import os
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -222,3 +224,41 @@ def test_a_listing_from_the_runs_index_equals_the_listing_from_the_folders(tmp_p
     now = _listing(tmp_path, curves=False)
     assert now == _listing(tmp_path, curves=True)
     assert [r["state"] for r in now[1]] == ["-", "COMPLETED", "COMPLETED", "-"] and now[1][-1]["run"].endswith("c/version_0")
+
+
+def test_a_local_run_and_a_submitted_run_of_one_config_differ_in_no_key_the_user_set_alike(tmp_path: Path) -> None:
+    """Found as a new user (2026-12-03): a local ``train fit`` run and a submitted run of the same experiment were
+    listed with three keys that differ (the logger's ``save_dir``, ``name``, ``version``), and two local runs with
+    one (``version``): a local run's config.yaml holds the values the launcher pointed at its run directory (its
+    header says what they were), a submitted run's the configured ones. ``train runs`` compares the configured
+    values: only the key set apart (the learning rate, and OneCycle's peak that follows it) is listed. The submission goes up to the queue (``sbatch``
+    a stand-in answering a job id; the real cluster lists its runs in tests/test_site_user.py); the job's fit
+    command, read from the rendered script, then runs here as the job would run it."""
+    from support import DIGITS, run_train
+
+    tiny = ["--trainer.max_epochs", "1", "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1",
+            "--trainer.accelerator", "cpu", "--trainer.devices", "1"]
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    (bin_dir / "sbatch").write_text("#!/bin/sh\necho 4242\n")
+    (bin_dir / "sbatch").chmod(0o755)
+    env = {"PATH": f"{bin_dir}:{os.environ['PATH']}", "XDG_STATE_HOME": str(tmp_path / "state")}
+    for more in ([], ["--optimizer.init_args.lr", "0.05"]):
+        done = run_train("fit", "--config", DIGITS, *tiny, *more, cwd=tmp_path, env=env)
+        assert done.returncode == 0, done.stderr[-3000:]
+    done = run_train("submit", "--config", DIGITS, *tiny, cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+    run_dir = Path(next(line.split(":", 1)[1].strip() for line in done.stdout.splitlines() if line.startswith("Run directory:")))
+    [srun] = [line for line in (run_dir / "submit.sbatch").read_text().splitlines() if line.startswith("srun ")]
+    words = shlex.split(srun.split(" || ")[0])
+    command = words[words.index("-m"):]
+    assert command[2:] == ["fit", "--config", str(run_dir / "config.yaml"), "--run_dir", "$run_dir"], command
+    done = run_train(*command[2:-1], str(run_dir), cwd=tmp_path, env=env)
+    assert done.returncode == 0, done.stderr[-3000:]
+
+    found = runs.collect([tmp_path / "runs"])
+    assert [Path(r["run_dir"]).name for r in found["runs"]] == ["version_0", "version_1", "version_2"]
+    assert found["keys"] == ["optimizer.init_args.lr", "lr_scheduler.init_args.max_lr"], found["keys"]  # OneCycle's peak: the lr
+    local = (tmp_path / "runs" / "digits" / "version_0" / "config.yaml").read_text()
+    assert "save_dir: " + str(tmp_path / "runs" / "digits") in local, "the record holds where the logger wrote"
+    assert found["runs"][0]["config"]["trainer.logger.init_args.save_dir"] == "runs"

@@ -33,7 +33,7 @@ from trainer_cli.atomic import read_json, write_atomic
 from trainer_cli.rundir import live, summary
 
 INDEX_FILE = summary.INDEX_FILE
-VERSION = 1
+VERSION = 2
 RACY_NS = 2_000_000_000
 """A folder changed this close to the index's writing is listed again by the next listing."""
 

@@ -21,6 +21,7 @@ fit starts, as a local run does; they are not the user's settings, so no earlier
 
 from __future__ import annotations
 
+import ast
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -36,6 +37,10 @@ LAUNCHER_KEYS = ("name", "run_dir", "resume_schedule", "resume_force", "param_gr
 """The top-level keys trainer-cli adds to LightningCLI's (``TrainerCLI.add_core_arguments_to_parser``)."""
 LINKED_HEADER = "# Linked from the data module: "
 """The header line of a record naming the values the links gave (:func:`linked_line`)."""
+SET_HEADER = "# Set by trainer-cli for this run directory (was -> now in the values below):"
+"""The header line of a local run's record above the values the launcher set for its run directory
+(:func:`set_lines`: each key with the value it had before, ``#   KEY: VALUE`` or ``#   KEY (why): VALUE``)."""
+SET_ITEM = "#   "
 LAUNCHER_HEADER = (
     "# trainer-cli's own settings of this run, read with config.yaml beside it (which holds what LightningCLI\n"
     "# reads): `train fit --config config.yaml` and a resume take both.\n"
@@ -128,23 +133,71 @@ def write(config_file: Path, record: Record | str) -> None:
     write_atomic(config_file, config)
 
 
-def read(config_file: Path, launcher: bool = True) -> dict[str, Any] | None:
+def read(config_file: Path, launcher: bool = True, configured: bool = False) -> dict[str, Any] | None:
     """The record of ``config_file`` as one tree (``launcher.yaml`` beside it merged in, unless not
-    ``launcher``: what LightningCLI reads, what ``train runs`` compares), or None when the file is
-    missing or not a YAML mapping. The one reader of a run's record files (with libyaml's loader where
-    there is one: ``train runs`` reads many).
+    ``launcher``: what LightningCLI reads), or None when the file is missing or not a YAML mapping. The
+    one reader of a run's record files (with libyaml's loader where there is one: ``train runs`` reads
+    many). With ``configured`` (what ``train runs`` compares), the values the launcher set for the run's
+    directory are given as they were configured (:func:`_configured`).
 
     Raises:
         OSError: for a file that cannot be read.
     """
     if not config_file.is_file():
         return None
-    tree = tree_of(config_file.read_text(), _FILE_LOADER)
+    text = config_file.read_text()
+    tree = tree_of(text, _FILE_LOADER)
+    if configured and tree is not None:
+        _configured(text, tree)
     beside = launcher_path(config_file)
     if tree is not None and launcher and beside.is_file():
         settings = tree_of(beside.read_text(), _FILE_LOADER)
         tree.update({k: v for k, v in (settings or {}).items() if k in LAUNCHER_KEYS})
     return tree
+
+
+def set_lines(was: dict[str, Any]) -> list[str]:
+    """The header lines naming the values the launcher set for a run's directory, each with the value it
+    had before (``was``: ``{key: value}``, a key possibly followed by `` (why)``); read back by
+    :func:`read` with ``configured``."""
+    return [SET_HEADER, *(f"{SET_ITEM}{key}: {value!r}" for key, value in sorted(was.items()))]
+
+
+def _configured(text: str, tree: dict[str, Any]) -> None:
+    """Put back into ``tree`` (the record ``text``'s) the values the launcher set for the run's directory
+    (the loggers' ``save_dir``/``name``/``version``, ``trainer.default_root_dir``) as they were configured,
+    read from the record's header (:func:`set_lines`), so that a local run (whose record holds the pointed
+    values) and a submitted run of the same config (whose record holds the configured ones) differ in no
+    key the user set alike. A value the header does not give as a Python literal stays as recorded."""
+    lines = iter(text.splitlines())
+    for line in lines:
+        if not line.startswith("#"):
+            return
+        if line == SET_HEADER:
+            break
+    else:
+        return
+    for line in lines:
+        if not line.startswith(SET_ITEM):
+            break
+        rest = line.removeprefix(SET_ITEM)
+        key = rest.split(" ", 1)[0].split(":", 1)[0]
+        value = rest[len(key) :]
+        if value.startswith(" ("):  # `KEY (why): VALUE`, the why possibly holding ': '
+            value = value[value.find("):") + 1 :]
+        try:
+            was = ast.literal_eval(value.removeprefix(": "))
+        except (ValueError, SyntaxError):
+            continue
+        *parents, leaf = key.split(".")
+        section: Any = tree
+        for part in parents:
+            if isinstance(section, list) and part.isdigit() and int(part) < len(section):
+                section = section[int(part)]
+            else:
+                section = section.get(part) if isinstance(section, dict) else None
+        if isinstance(section, dict) and leaf in section:
+            section[leaf] = was
 
 
 def launcher_path(config_file: Path) -> Path:

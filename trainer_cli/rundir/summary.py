@@ -26,7 +26,7 @@ from trainer_cli.rundir import live
 SUMMARY_FILE = "summary.json"
 INDEX_FILE = ".runs-index.json"
 """The runs index a listing keeps at its root (:mod:`trainer_cli.rundir.index`): like this summary, not a run's file."""
-VERSION = 1
+VERSION = 2
 """Changes when what a part holds changes: a summary of another version reads as none."""
 SCANNED_DIRS = ("attempts",)
 """The run directory's folders whose files the listings read (besides the run directory's own files)."""

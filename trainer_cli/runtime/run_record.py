@@ -104,8 +104,7 @@ def build_record(
             + ", ".join(sorted(own))
         )
     elif launcher_set:
-        header.append("# Set by trainer-cli for this run directory (was -> now in the values below):")
-        header += [f"#   {key}: {value!r}" for key, value in sorted(launcher_set.items())]
+        header += run_records.set_lines(launcher_set)
     if linked:
         header.append(run_records.linked_line(linked))
     if (linked or own) and tree:

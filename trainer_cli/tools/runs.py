@@ -168,7 +168,8 @@ def read_run(run_dir: Path, curves: bool = True, kept: summary.Summary | None = 
     from trainer_cli.sweeps.study import monitor_of
 
     try:
-        config = record.read(run_dir / CONFIG_FILE, launcher=False) or {}  # the one reader of a run's record
+        # the one reader of a run's record; the loggers' places as configured, not as pointed at the run
+        config = record.read(run_dir / CONFIG_FILE, launcher=False, configured=True) or {}
     except OSError:
         config = {}
     callbacks = (config.get("trainer") or {}).get("callbacks")
