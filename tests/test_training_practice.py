@@ -7,11 +7,11 @@ metrics are read back from CSVLogger's metrics.csv and checkpoints are reloaded.
 from __future__ import annotations
 
 import math
+import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
+import forkserver
 import pytest
 import torch
 from practice_support import (
@@ -300,11 +300,13 @@ def test_backbone_finetuning_freezes_then_unfreezes_at_lower_lr(tmp_path: Path) 
 @pytest.mark.parametrize(("flag", "extra"), [(cfg("strategy/deepspeed.yaml"), "deepspeed"), (cfg("logger/wandb.yaml"), "wandb"),
                                              (cfg("logger/mlflow.yaml"), "mlflow")])
 def test_missing_optional_extra_is_one_clear_error(tmp_path: Path, flag: str, extra: str) -> None:
-    # `train fit` in a fresh process where the package cannot be imported: sys.modules[name] = None is
-    # Python's own "no such module" (find_spec gives None, import raises), also where it is installed
-    blocked = f"import sys; sys.modules[{extra!r}] = None; from trainer_cli.__main__ import main; sys.exit(main(sys.argv[1:]))"
-    done = subprocess.run([sys.executable, "-c", blocked, "fit", *short_run(tmp_path, epochs=1), "--config", flag],
-                          cwd=REPO, capture_output=True, text=True, timeout=300)
+    # `train fit` in a process of its own where the package cannot be imported: sys.modules[name] = None is
+    # Python's own "no such module" (find_spec gives None, import raises), also where it is installed or
+    # imported already (the process is forked from the suite's fork server where it can be)
+    blocked = tmp_path / "blocked.py"
+    blocked.write_text(f"import sys\nsys.modules[{extra!r}] = None\nfrom trainer_cli.__main__ import main\nsys.exit(main(sys.argv[1:]))\n")
+    done = forkserver.run_python([str(blocked), "fit", *short_run(tmp_path, epochs=1), "--config", flag], cwd=REPO,
+                                 env=dict(os.environ), timeout=300)
     assert done.returncode == 2, done.stderr[-2000:]
     assert f"pip install 'trainer-cli[{extra}]'" in done.stderr and "Traceback" not in done.stderr
     assert not (tmp_path / "digits").exists() or not any((tmp_path / "digits").iterdir())
