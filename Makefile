@@ -14,12 +14,17 @@ MIN_CONSTRAINTS := tests/constraints-min.txt
 # on a file system without flock and lock files following the umask (filelock's floor). The
 # cases that need the local Slurm cluster check no dependency: the sbatch --test-only ones check
 # the scripts, and the job without flock takes no filelock (its lease is the standard library's).
-# They run in the full suite only.
+# They run in the full suite only, as do submit_render's runs that train before they render (the launcher's
+# own logic, no floor's: ~35 CPU-s of the 12 minutes).
 # The suite's time and its history: benchmarks/README.md.
 MIN_TESTS := tests/test_layering.py tests/test_resume.py tests/test_bad_input.py tests/test_no_flock.py \
 	tests/test_submit_render.py --deselect tests/test_submit_render.py::test_sbatch_test_only_accepts_each \
 	--deselect tests/test_submit_render.py::test_sbatch_test_only_accepts_the_sweep \
 	--deselect tests/test_no_flock.py::test_slurm_job_without_flock_requeues_and_completes \
+	--deselect tests/test_submit_render.py::test_a_submitted_runs_config_starts_a_new_run_and_only_its_own_job_goes_into_it \
+	--deselect tests/test_submit_render.py::test_step_start_timeout_bounds_every_srun_of_the_tasks \
+	--deselect tests/test_submit_render.py::test_resubmission_reports_and_checks_changes_before_sbatch \
+	--deselect tests/test_submit_render.py::test_a_resubmitted_run_goes_on_from_its_checkpoint_not_from_where_it_started \
 	tests/test_training_practice.py::test_ema_validation_checkpoints_and_final_model_carry_the_average \
 	tests/test_training_practice.py::test_monitoring_callbacks_profiler_and_early_stopping \
 	tests/test_atomic_records.py::test_records_and_their_locks_follow_the_umask
@@ -47,7 +52,8 @@ run: $(STAMP)
 # (tests/conftest.py), so the cluster tests run one after another on one worker, beside the rest.
 # That worker mostly waits on Slurm, so the others keep both cores busy; the cluster group is the
 # suite's longest chain. Tests longer than the 12 minutes allow go to the long tier (marker long),
-# each with a shorter sibling here. Figures: benchmarks/README.md ("The test suite's time").
+# each with a shorter sibling here. tests/tiers.py lists the ones moved there for make test's time alone, each
+# with the sibling that stays. Figures: benchmarks/README.md ("The test suite's time").
 XDIST := -n 4 --dist loadgroup
 
 # The documentation site (mkdocs.yml, docs/), built strictly: a broken link or reference, a missing

@@ -49,14 +49,23 @@ if os.environ.get("PYTEST_XDIST_WORKER"):
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Put every test that needs the real cluster in the one xdist group ``slurm_cluster``, and the
+    """Mark the tests :mod:`tiers` moves to the long tier for make test's time ``long``; put every test that needs the real cluster in the one xdist group ``slurm_cluster``, and the
     tests of each of :data:`ONE_WORKER_MODULES` in a group of their own.
 
     ``tryfirst``: pytest-xdist reads the ``xdist_group`` marker in its own
     ``pytest_collection_modifyitems`` on each worker (it appends ``@<group>`` to the node id the
     scheduler groups by); a mark added after it would never reach the scheduler.
     """
+    from pathlib import Path
+
+    import tiers
+
+    gone = tiers.unmatched(Path(__file__).parent.parent)
+    if gone:
+        raise pytest.UsageError(f"tests/tiers.py names tests that are gone (renamed?): {gone}")
     for item in items:
+        if tiers.long_for_time(item.nodeid):
+            item.add_marker(pytest.mark.long)
         if CLUSTER_GROUP in getattr(item, "fixturenames", ()):
             item.add_marker(pytest.mark.xdist_group(_cluster_group(item)))
             item.add_marker(pytest.mark.slurm_cluster)  # `-m "not slurm_cluster"`: the rest alone

@@ -25,6 +25,9 @@ the ResNet-sized pairs of :data:`LONG_PAIRS`, which run in the long tier only):
 - Everything else runs in two extra Python processes side by side, one per core (``run_cases``
   below, forked from the suite's fork server where it can: torch + Lightning are imported already), each pair under its own ``default_root_dir``.
 
+make test runs only :func:`test_every_rule_is_met_by_a_shipped_file_on_digits` (the files digits refuses); the
+matrix and the process-starting strategies run in the long tier, for make test's time (``tests/tiers.py``).
+
 Every run uses ``limit_train_batches 2``, ``limit_val_batches 1``, ``max_epochs 1``, batch size 8
 and no DataLoader workers. CIFAR-10 and the ImageFolder tree are tiny fakes in the official on-disk
 layouts (``tests/support.py``). cifar10_fast runs with ``compile false`` (torch.compile of a
@@ -216,6 +219,27 @@ def test_every_shipped_config_file_on_every_experiment(tmp_path: Path, tiny_data
 
     met = {rule.message for rule in INCOMPATIBLE if any(rule.message in line for line in refused.values())}
     on_gpu_only = {rule.message for rule in INCOMPATIBLE if "SAM" in rule.message}  # 16-mixed is refused first on CPU
+    assert met | on_gpu_only == {rule.message for rule in INCOMPATIBLE}, sorted(refused.items())
+    digits_refuses = {f for e, f in pairs() if e == "digits" and pair_id(e, f) in refused}
+    assert digits_refuses == set(REFUSED_ON_DIGITS), f"make test's sibling checks {REFUSED_ON_DIGITS}; digits refuses {sorted(digits_refuses)}"
+
+
+# the shipped files that digits refuses (16-mixed and FSDP on CPU, a torchvision backbone on 1-channel images, a
+# strategy whose optional package is not installed): between them every rule of the table that applies on CPU
+REFUSED_ON_DIGITS = ("precision/16-mixed.yaml", "strategy/fsdp.yaml", "model/resnet34.yaml", "strategy/deepspeed.yaml")
+
+
+def test_every_rule_is_met_by_a_shipped_file_on_digits(tmp_path: Path, tiny_data: Path) -> None:
+    """make test's part of the matrix (the whole matrix, :func:`test_every_shipped_config_file_on_every_experiment`,
+    is in the long tier for make test's time: tests/tiers.py; the long test checks that these are the files digits
+    refuses): each of :data:`REFUSED_ON_DIGITS` on digits is refused as declared (exit 2, one line, nothing
+    written), and every rule of the table that can apply on this machine is met by one of them."""
+    refused = run_pairs([("digits", f) for f in REFUSED_ON_DIGITS], tmp_path, tiny_data)
+    assert set(refused) == {pair_id("digits", f) for f in REFUSED_ON_DIGITS}, refused
+    from trainer_cli.config.incompatible import INCOMPATIBLE
+
+    met = {rule.message for rule in INCOMPATIBLE if any(rule.message in line for line in refused.values())}
+    on_gpu_only = {rule.message for rule in INCOMPATIBLE if "SAM" in rule.message}
     assert met | on_gpu_only == {rule.message for rule in INCOMPATIBLE}, sorted(refused.items())
 
 
