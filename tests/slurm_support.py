@@ -101,7 +101,8 @@ def slurm_queries(slurm_cluster: None) -> None:  # noqa: F811
     """The local cluster, for a test that only asks it (``scontrol show``, ``train submit --check``,
     a submission refused before sbatch) and never queues a job, holds a node or changes the
     cluster's state. Such tests run in their own xdist group (tests/conftest.py), beside the
-    cluster group: nothing the cluster group does changes what they read."""
+    cluster group: nothing the cluster group does changes what they read (``sbatch --test-only`` is not such a
+    test: it answers from the nodes' state, which the cluster group's tests set DOWN or DRAIN)."""
 
 
 def stop_if_started(mark: str | None) -> None:
