@@ -70,7 +70,7 @@ dist: $(STAMP)
 	rm -f dist/trainer_cli-*.whl
 	$(PY) -m pip wheel --no-deps --no-build-isolation -w dist .
 
-# lint (ruff: pyflakes, pycodestyle, import order) and types (mypy, strict on the launch library and
+# lint (ruff: pyflakes, pycodestyle, import order) and types (mypy, strict on the Slurm engine's submit library and
 # trainer_cli/atomic.py) of trainer_cli/, as configured in pyproject.toml
 lint: $(STAMP)
 	$(PY) -m ruff check trainer_cli && $(PY) -m ruff format --check trainer_cli

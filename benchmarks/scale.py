@@ -21,7 +21,7 @@ files are copied N times (checkpoints hard-linked), its study holding N told tri
 
 The sweep worker's ask/tell at N told trials: a workers' sweep (``train submit --sweep ... --slurm.array_workers 1``
 with a stand-in ``sbatch``: :func:`benchmarks.sweep_overhead.submit`), its journal grown to N told trials (and
-``sweep.json`` to N entries); then ``python -m trainer_cli.sweeps.worker next SWEEP 0 0``, the batch script's
+``sweep.json`` to N entries); then ``python -m trainer_cli.schedulers.slurm.sweep_worker next SWEEP 0 0``, the batch script's
 command between two trials (tell the trial just trained: the real trial's checkpoint copied in; ask the next,
 type-check it, write ``trial_<n>``), three times, medians.
 
@@ -235,7 +235,7 @@ def _ask_tell(tmp: Path, sizes: tuple[int, ...], real_trial: Path) -> dict[str, 
     assert space is not None
     loaded = sweep_study.load(record["study"])
     rng = random.Random(0)
-    command = [sys.executable, "-m", "trainer_cli.sweeps.worker", "next", str(sweep_dir), "0", "0"]
+    command = [sys.executable, "-m", "trainer_cli.schedulers.slurm.sweep_worker", "next", str(sweep_dir), "0", "0"]
     out: dict[str, Any] = {}
     for n in sizes:
         held = len(loaded.get_trials(deepcopy=False))
@@ -284,7 +284,7 @@ def _cluster_env() -> dict[str, str] | None:
 def _jobs(tmp: Path, sizes: tuple[int, ...]) -> dict[str, Any] | None:
     """``train jobs`` with N registered jobs (see the module docstring); None without the local cluster."""
     from benchmarks.goodput import _support
-    from trainer_cli.launch import submissions
+    from trainer_cli.schedulers import submissions
 
     env = _cluster_env()
     if env is None:

@@ -1,5 +1,5 @@
 """A sweep's per-trial launcher cost, apart from training: what a Slurm array worker of an Optuna
-sweep (``train submit --sweep ... --slurm.array_workers N``, ``trainer_cli.sweeps.worker``) runs
+sweep (``train submit --sweep ... --slurm.array_workers N``, ``trainer_cli.schedulers.slurm.sweep_worker``) runs
 around each trial's ``train fit``, as it runs it.
 
 Set-up, as a real submission: ``python -m trainer_cli submit --config configs/experiment/digits.yaml
@@ -10,7 +10,7 @@ default journal file (``study.journal``). Then the batch script's loop is run by
 fresh process from the sweep's code snapshot (the job's working directory) with the script's
 environment (``TRAINER_CLI_WORKDIR``, ``PYTHONUNBUFFERED``):
 
-- ``python -m trainer_cli.sweeps.worker next SWEEP_DIR 0 0``: interpreter, imports, study load
+- ``python -m trainer_cli.schedulers.slurm.sweep_worker next SWEEP_DIR 0 0``: interpreter, imports, study load
   (Optuna's ``JournalStorage`` replays the whole log); tell the last trial (read its best
   ``val/acc`` from its checkpoint, tell COMPLETE); ask (TPE), type-check with the sweep's
   LightningCLI parser, write ``trial_<n>``;
@@ -115,7 +115,7 @@ def grow(sweep_dir: Path, size: int, rng: random.Random) -> int:
 
     from trainer_cli.sweeps import plan as sweep_plan
     from trainer_cli.sweeps import study as sweep_study
-    from trainer_cli.sweeps import worker
+    from trainer_cli.schedulers.slurm import sweep_worker as worker
     from trainer_cli.sweeps.space import take_sweep_args
 
     record = sweep_plan.read_record(sweep_dir)
@@ -140,7 +140,7 @@ def grow(sweep_dir: Path, size: int, rng: random.Random) -> int:
 
 
 def split(sweep_dir: Path, task: str, checkpoints: Path, launched: float) -> dict[str, float]:
-    """``next`` and ``tell``'s steps (:func:`trainer_cli.sweeps.worker.next_trial` and ``tell``, the
+    """``next`` and ``tell``'s steps (:func:`trainer_cli.schedulers.slurm.sweep_worker.next_trial` and ``tell``, the
     same calls in the same order) in this process, each timed; the imports they make lazily first.
     ``launched``: the parent's ``time.time()`` when it started this process."""
     t: dict[str, float] = {"process start: interpreter, this module's imports (numpy)": time.time() - launched}
@@ -158,7 +158,7 @@ def split(sweep_dir: Path, task: str, checkpoints: Path, launched: float) -> dic
     from trainer_cli.job import jobstate
     from trainer_cli.sweeps import plan as sweep_plan
     from trainer_cli.sweeps import study as sweep_study
-    from trainer_cli.sweeps import worker
+    from trainer_cli.schedulers.slurm import sweep_worker as worker
 
     lap("import optuna + trainer_cli.sweeps")
     from trainer_cli.imports import heavy_import
@@ -231,14 +231,14 @@ class Worker:
 
     def pending(self) -> bool:
         """Whether task 0 has a trial in flight (trained, not told yet)."""
-        from trainer_cli.sweeps import worker
+        from trainer_cli.schedulers.slurm import sweep_worker as worker
 
         return worker.in_flight_file(self.sweep_dir, "0").exists()
 
     def prepare(self) -> None:
         """A trained trial in flight, as the loop has one when it asks again (not timed): asked in this
         process, the trained trial's checkpoints copied into it."""
-        from trainer_cli.sweeps import worker
+        from trainer_cli.schedulers.slurm import sweep_worker as worker
 
         if not self.pending():
             assert self.checkpoints is not None
@@ -248,7 +248,7 @@ class Worker:
 
     def settle(self) -> None:
         """Tell the trial in flight, if any (not timed): before a round's study grows or ``split`` asks."""
-        from trainer_cli.sweeps import worker
+        from trainer_cli.schedulers.slurm import sweep_worker as worker
 
         if self.pending():
             worker.tell(self.sweep_dir, "0", 0)
@@ -267,10 +267,10 @@ class Worker:
         if train_args is None:
             self.prepare()
         told = ["0"] if self.pending() else []
-        run_dir = Path(run("next", "trainer_cli.sweeps.worker", "next", str(self.sweep_dir), "0", *told).strip())
+        run_dir = Path(run("next", "trainer_cli.schedulers.slurm.sweep_worker", "next", str(self.sweep_dir), "0", *told).strip())
         assert run_dir.is_dir(), run_dir
         run("jobstate start", "trainer_cli.job.jobstate", str(run_dir), "start")
-        run("beat (journal: returns at once)", "trainer_cli.sweeps.worker", "beat", str(self.sweep_dir), "0")
+        run("beat (journal: returns at once)", "trainer_cli.schedulers.slurm.sweep_worker", "beat", str(self.sweep_dir), "0")
         if train_args is not None:
             run("train fit", "trainer_cli", "fit", "--config", str(run_dir / "config.yaml"), *train_args)
             self.checkpoints = run_dir / "checkpoints"

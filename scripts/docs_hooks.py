@@ -12,7 +12,7 @@ A page's ``<!-- generated: NAME -->`` line is replaced by:
   what it does when the command cannot answer, and the Slurm versions tested
   (:func:`trainer_cli.job.slurm_output.reference_table`, from the reader's own field lists);
 - ``slurm_options``: every option of ``train submit``'s ``slurm:`` section (``--slurm.*``), read with
-  ``ast`` from the source of :class:`trainer_cli.launch.options.SlurmOptions`: each field's name, type,
+  ``ast`` from the source of :class:`trainer_cli.schedulers.slurm.options.SlurmOptions`: each field's name, type,
   default and attribute docstring.
 
 Nothing is hand-kept: a new verb or config file shows up in the next build.
@@ -34,7 +34,7 @@ from packaging.requirements import Requirement
 
 from trainer_cli.config.listing import config_groups
 from trainer_cli.config.verbs import VERBS
-from trainer_cli.launch import options as slurm_options_module
+from trainer_cli.schedulers.slurm import options as slurm_options_module
 
 MARKER = re.compile(r"^<!-- generated: (\w+) -->$", re.MULTILINE)
 # verbs whose --help is LightningCLI's: it lists the options of the classes a config chooses
@@ -146,7 +146,7 @@ def _text(doc: str) -> str:
 
 
 def slurm_options() -> str:
-    from trainer_cli.launch import container
+    from trainer_cli.schedulers.slurm import container
 
     fields = slurm_option_fields()
     nested = [(f"container.{n}", *rest) for n, *rest in slurm_option_fields(container, "ContainerOptions")]

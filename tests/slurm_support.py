@@ -26,7 +26,7 @@ from support import REPO
 
 from trainer_cli.config.request import Request
 from trainer_cli.job.slurm_output import job_state
-from trainer_cli.launch import submit as submit_mod
+from trainer_cli.schedulers.slurm import submit as submit_mod
 
 LOCAL_SLURM = REPO / "scripts" / "local-slurm"
 LOCAL_SLURM_VERSION = os.environ.get("LOCAL_SLURM_VERSION", "")

@@ -12,7 +12,7 @@ import pytest
 
 from trainer_cli.atomic import append_line, read_json, update_json, write_atomic
 from trainer_cli.job import jobstate
-from trainer_cli.launch import submissions
+from trainer_cli.schedulers import submissions
 from trainer_cli.schedulers import engines
 
 WORKERS, INCREMENTS = 4, 40

@@ -32,7 +32,7 @@ from ccds_support import GITIGNORES, ccds_project, run_main
 from hw_support import git, hw_env
 from slurm_support import LOCAL_PROFILE, job_id_from, slurm_cluster, wait_for_state  # noqa: F401 - a fixture
 
-from trainer_cli.launch import snapshot
+from trainer_cli.schedulers import snapshot
 
 SMALL = ("--config", LOCAL_PROFILE, "--trainer.devices", "1", "--trainer.strategy", "auto", "--trainer.max_epochs", "1")
 

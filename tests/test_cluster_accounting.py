@@ -1,4 +1,4 @@
-"""`--slurm.account` / `--slurm.qos` checked against Slurm's accounting (trainer_cli.launch.cluster):
+"""`--slurm.account` / `--slurm.qos` checked against Slurm's accounting (trainer_cli.schedulers.slurm.cluster):
 the parsers of `sacctmgr -P -n` output and the refusals they lead to, on sample output; and on the
 local cluster, which keeps accounting (slurmdbd, scripts/local-slurm), the checks against its real
 database and a job's record in `sacct`.
@@ -18,8 +18,8 @@ from slurm_support import LOCAL_PROFILE, slurm_cluster, slurm_queries, wait_for_
 from support import DIGITS, run_train
 
 from trainer_cli.job.slurm_output import parsable
-from trainer_cli.launch.cluster import Association, accounting_problems, associations_of, qos_of
-from trainer_cli.launch.options import SlurmOptions
+from trainer_cli.schedulers.slurm.cluster import Association, accounting_problems, associations_of, qos_of
+from trainer_cli.schedulers.slurm.options import SlurmOptions
 
 # `sacctmgr -P -n show assoc where user=ana format=Account,Partition,QOS`, in Slurm's parsable2
 # layout (fields joined by "|", no header, no trailing "|"; a QOS list joined by ","): an

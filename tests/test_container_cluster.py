@@ -35,7 +35,7 @@ from test_slurm_cluster import _submit
 
 from trainer_cli.job import restarts
 from trainer_cli.launch import jobs
-from trainer_cli.launch.container import HELPERS_DIR
+from trainer_cli.schedulers.slurm.container import HELPERS_DIR
 from trainer_cli.schedulers import engines
 
 

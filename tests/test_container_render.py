@@ -15,7 +15,7 @@ from support import DIGITS, REPO
 from test_submit_render import LOCAL_PROFILE, _args, _check_golden, _normalise, plan
 
 from trainer_cli.errors import UserError
-from trainer_cli.launch.container import install_helpers
+from trainer_cli.schedulers.slurm.container import install_helpers
 
 GPU = ["--trainer.accelerator", "gpu", "--trainer.num_nodes", "2", "--trainer.devices", "4"]
 ENV = ["--slurm.container.env", '{"HF_HOME": "/scratch/hf cache"}']

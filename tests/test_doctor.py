@@ -1,4 +1,4 @@
-"""`train doctor`: the probe in every task (trainer_cli.job.probe) and its tables (trainer_cli.launch.doctor).
+"""`train doctor`: the probe in every task (trainer_cli.schedulers.slurm.probe) and its tables (trainer_cli.schedulers.slurm.doctor).
 
 `--local` runs two real processes here (gloo over 127.0.0.1): every check passes with a measured
 all-reduce; a GLOO_SOCKET_IFNAME that names no interface fails naming it, within the timeout; a
@@ -24,8 +24,8 @@ import pytest
 from slurm_support import LOCAL_PROFILE, resume_node, slurm_cluster  # noqa: F401 - a fixture
 from support import DIGITS, run_train
 
-from trainer_cli.job.probe import ifname_problem
-from trainer_cli.launch.doctor import STARTUP_S, print_node_tables, read_reports, verdict
+from trainer_cli.schedulers.slurm.probe import ifname_problem
+from trainer_cli.schedulers.slurm.doctor import STARTUP_S, print_node_tables, read_reports, verdict
 
 
 def test_ifname_rules_follow_nccl_and_gloo() -> None:
@@ -104,7 +104,7 @@ def test_a_hung_rank_is_named_with_the_check_it_is_in(tmp_path: Path, capsys: py
     out = tmp_path / "reports"
     env = {k: v for k, v in os.environ.items() if not k.startswith(("SLURM_", "SRUN_", "SBATCH_"))}
     env |= {"RANK": "0", "WORLD_SIZE": "2", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(_free_port())}
-    probe = subprocess.Popen([sys.executable, "-m", "trainer_cli.job.probe", "--out", str(out), "--run_root", str(tmp_path / "runs"),
+    probe = subprocess.Popen([sys.executable, "-m", "trainer_cli.schedulers.slurm.probe", "--out", str(out), "--run_root", str(tmp_path / "runs"),
                               "--timeout_s", "60"], env=env)
     try:
         deadline = time.monotonic() + 60

@@ -163,7 +163,7 @@ def test_a_sweep_from_a_script_is_refused_naming_the_train_submit_command(
     script's classes (a class defined in the script itself by the script's module name) and its folder on PYTHONPATH."""
     from trainer_cli.config.request import Request
     from trainer_cli.errors import UserError
-    from trainer_cli.launch import fit_job
+    from trainer_cli.schedulers.slurm import fit_job
 
     monkeypatch.chdir(tmp_path)
     monkeypatch.syspath_prepend(str(FOREIGN))

@@ -59,7 +59,7 @@ def digits_test_batch(n: int = 64) -> torch.Tensor:
 
 
 def test_a_submission_of_its_shape_is_sized_from_this_run(trained: Path, tmp_path: Path) -> None:
-    """trainer_cli/launch/sizing.py on this module's fit (tests/test_sizing.py)."""
+    """trainer_cli/schedulers/slurm/sizing.py on this module's fit (tests/test_sizing.py)."""
     check_sizing_from(trained, tmp_path)
 
 

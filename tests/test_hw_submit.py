@@ -140,7 +140,7 @@ def test_a_snapshot_holds_the_uncommitted_version_and_its_diff(tmp_path: Path) -
     test_the_job_runs_the_code_submitted_not_the_code_edited_after, whose job then runs that copy)."""
     from support import USER_MODULE
 
-    from trainer_cli.launch import snapshot
+    from trainer_cli.schedulers import snapshot
 
     repo = tmp_path / "myproject"
     (repo / "snapmodels").mkdir(parents=True)
@@ -165,7 +165,8 @@ def test_the_registry_is_the_users_and_reads_an_earlier_versions(
 ) -> None:
     """Submissions are registered in the user's state folder, not under the run root (a script's root is
     its project); the jobs an earlier version registered in ``runs/`` or the project root still list."""
-    from trainer_cli.launch import jobs, submissions
+    from trainer_cli.launch import jobs
+    from trainer_cli.schedulers import submissions
 
     state, project = tmp_path / "state", tmp_path / "project"
     monkeypatch.setenv("XDG_STATE_HOME", str(state))

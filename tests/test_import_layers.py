@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import ast
 import importlib
-import os
 import re
 import shutil
 import subprocess
@@ -142,7 +141,7 @@ def find_cycle(graph: dict[str, set[str]]) -> list[str] | None:
 
 def test_the_package_has_no_import_cycle() -> None:
     graph = import_graph()
-    assert "trainer_cli.launch.submit" in graph and "trainer_cli.runtime.verbs" in graph["trainer_cli.launch.submit"]
+    assert "trainer_cli.schedulers.slurm.submit" in graph and "trainer_cli.runtime.verbs" in graph["trainer_cli.schedulers.slurm.submit"]
     cycle = find_cycle(graph)
     assert cycle is None, "import cycle: " + " -> ".join(cycle or [])
 
@@ -150,8 +149,8 @@ def test_the_package_has_no_import_cycle() -> None:
 def test_the_cycle_finder_sees_function_level_imports() -> None:
     graph = import_graph()
     # the submit library imports the verb runner inside a function (Lightning only when it parses): it is counted
-    assert "trainer_cli.runtime.verbs" in graph["trainer_cli.launch.submit"]
-    assert find_cycle(graph | {"trainer_cli.runtime.verbs": graph["trainer_cli.runtime.verbs"] | {"trainer_cli.launch.submit"}}) is not None
+    assert "trainer_cli.runtime.verbs" in graph["trainer_cli.schedulers.slurm.submit"]
+    assert find_cycle(graph | {"trainer_cli.runtime.verbs": graph["trainer_cli.runtime.verbs"] | {"trainer_cli.schedulers.slurm.submit"}}) is not None
 
 
 def test_a_scripts_submit_is_given_from_the_top() -> None:
@@ -165,7 +164,7 @@ def test_a_scripts_submit_is_given_from_the_top() -> None:
 
     graph = import_graph()
     assert not [(m, d) for m, deps in graph.items() if m.startswith("trainer_cli.runtime") for d in deps
-                if d.startswith("trainer_cli.launch")]
+                if d.startswith(("trainer_cli.launch", "trainer_cli.schedulers"))]
     assert issubclass(TrainerCLI, cli.TrainerCLI) and cli.TrainerCLI.script_verbs == {}
     assert set(TrainerCLI.script_verbs) == {"submit"}
     assert set(TARGETS) == set(VERBS)
@@ -214,12 +213,14 @@ LAYERS = [
     "trainer_cli.config",
     # what runs in a fit process around Lightning
     "trainer_cli.runtime",
-    # the verbs around a fit: sweeps (search spaces, trials, their results), the login-node Slurm verbs
-    # (submit, sweep arrays, jobs, doctor), the tools (lr-find, cv, export, completion, ls)
+    # the verbs around a fit: sweeps (search spaces, trials, their results); the engines behind the
+    # scheduler seam, each in its own folder (Slurm's: submit, templates, sizing, containers, site profile,
+    # doctor, array sweep workers; Ray's), with what they share (the code snapshot, the registry of
+    # submitted jobs); the verbs over every engine's jobs (jobs, cancel); the tools (lr-find, cv, export,
+    # completion, ls)
     "trainer_cli.sweeps",
-    "trainer_cli.launch",
-    # the engines behind the scheduler seam (Ray), which plan a run as launch does
     "trainer_cli.schedulers",
+    "trainer_cli.launch",
     "trainer_cli.tools",
     # the package face: one-line shims kept for old imports, the lazy package (__init__), `train`
     "trainer_cli.wandb_logger",
@@ -300,7 +301,7 @@ def test_the_layer_rule_sees_an_upward_import(tmp_path: Path) -> None:
 IMPORTS_BY_COMPUTED_NAME = {
     ("trainer_cli.imports", "import_class"): "a class path of a config or a checkpoint (any package's)",
     ("trainer_cli.config.class_hints", "public_classes"): "the module of a class path the user wrote (a hint)",
-    ("trainer_cli.job.probe", "_code_check"): "the modules of the run's class paths (doctor: does the code import)",
+    ("trainer_cli.schedulers.slurm.probe", "_code_check"): "the modules of the run's class paths (doctor: does the code import)",
     ("trainer_cli.__main__", "_import_verb"): "a verb's module, named in TARGETS (strings the graph reads)",
     ("trainer_cli.callbacks", "__getattr__"): "a callback's module, named in _MODULES (strings the graph reads)",
 }
@@ -372,8 +373,8 @@ def test_the_package_root_holds_few_modules() -> None:
 
 
 def test_job_and_launch_import_no_torch_at_module_level() -> None:
-    """What runs in a batch script (job/) and the login-node verbs (launch/) start without torch."""
-    names = sorted(n for n in _modules() if n.startswith(("trainer_cli.job", "trainer_cli.launch")))
+    """What runs in a batch script (job/), the engines (schedulers/) and the login-node verbs (launch/) start without torch."""
+    names = sorted(n for n in _modules() if n.startswith(("trainer_cli.job", "trainer_cli.launch", "trainer_cli.schedulers")))
     code = (
         "import importlib, sys\n"
         f"for name in {names!r}:\n    importlib.import_module(name)\n"
@@ -386,8 +387,7 @@ def test_job_and_launch_import_no_torch_at_module_level() -> None:
 
 def test_the_public_paths_of_before_the_move_still_work() -> None:
     """One-line shims for a release: users' main.py (``trainer_cli.cli.TrainerCLI``), the class path old
-    config.yaml files name (``trainer_cli.wandb_logger.WandbLogger``) and the batch scripts of jobs
-    queued before the move (``python -m trainer_cli.launch.jobstate``).
+    config.yaml files name (``trainer_cli.wandb_logger.WandbLogger``).
 
     The imports in this process (a worker that has Lightning imported already): a fresh interpreter
     for them took 35-50 s of make test under load, Lightning's and W&B's imports."""
@@ -397,7 +397,3 @@ def test_the_public_paths_of_before_the_move_still_work() -> None:
     from trainer_cli.wandb_logger import WandbLogger
 
     assert issubclass(TrainerCLI, New) and WandbLogger is W
-    env = {**os.environ, "SLURM_JOB_ID": "123"}
-    port = subprocess.run([sys.executable, "-m", "trainer_cli.launch.jobstate", "port"], capture_output=True, text=True,
-                          cwd=REPO, env=env, timeout=60)
-    assert port.returncode == 0 and 10000 <= int(port.stdout.strip()) < 30000, port.stderr

@@ -1,5 +1,5 @@
-"""`train init`: a site profile read from the cluster (trainer_cli.launch.site_profile), or a bundled
-config copied out by name (trainer_cli.launch.init).
+"""`train init`: a site profile read from the cluster (trainer_cli.schedulers.slurm.site_profile), or a bundled
+config copied out by name (trainer_cli.schedulers.slurm.init).
 
 The profile of a GPU site is built from captured command output (scontrol, sacctmgr, in Slurm's own
 layouts) and read back as YAML and as SlurmOptions; on the local cluster, `train init` asks the real
@@ -25,10 +25,10 @@ from support import DIGITS, quiet_args, run_train
 from trainer_cli.__main__ import main
 from trainer_cli.config.paths import configs_dir
 from trainer_cli.job.slurm_output import READS, key_values, parsable, time_limit_s
-from trainer_cli.launch import site_profile
-from trainer_cli.launch.cluster import accounting_problems, associations_of, mem_mb, missing_setup_files, parse_cluster, problems_with, qos_of
-from trainer_cli.launch.options import SlurmOptions
-from trainer_cli.launch.resources import Resources
+from trainer_cli.schedulers.slurm import site_profile
+from trainer_cli.schedulers.slurm.cluster import accounting_problems, associations_of, mem_mb, missing_setup_files, parse_cluster, problems_with, qos_of
+from trainer_cli.schedulers.slurm.options import SlurmOptions
+from trainer_cli.schedulers.slurm.resources import Resources
 
 # `scontrol show partition -o` and `scontrol show node -o` of a GPU site (Slurm 22.05's layout, as the
 # local cluster prints it, with a site's values): a default gpu partition with a two-day MaxTime,

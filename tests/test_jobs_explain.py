@@ -1,5 +1,5 @@
 """`train jobs` that explains: Slurm's reason for a pending job in words with what to do and its
-estimated start, a running job's nodes and speed, an ended job's cause (trainer_cli.launch.pending,
+estimated start, a running job's nodes and speed, an ended job's cause (trainer_cli.schedulers.slurm.pending,
 trainer_cli.launch.job_detail); on the real local cluster, a job held behind one that takes every
 node, and `train jobs` over a dozen jobs and an array in at most two Slurm calls (counted by
 wrappers in front of the real commands)."""
@@ -27,7 +27,7 @@ from support import DIGITS, run_train
 
 from trainer_cli.job.slurm_output import array_task_ids, key_values
 from trainer_cli.launch.job_detail import detail
-from trainer_cli.launch.pending import reason_words, start_estimate, why_pending
+from trainer_cli.schedulers.slurm.pending import reason_words, start_estimate, why_pending
 from trainer_cli.schedulers import engines
 
 
@@ -143,7 +143,7 @@ def test_jobs_lists_this_clusters_jobs_and_counts_the_others(slurm_cluster: None
     cluster and of an older version (no cluster kept): ``train jobs`` without flags lists this cluster's and
     the unknown ones, and says how many of the other cluster it leaves out; ``--all-clusters`` lists all.
     ``register`` keeps the cluster Slurm names."""
-    from trainer_cli.launch import submissions
+    from trainer_cli.schedulers import submissions
 
     state = tmp_path / "state"
     env = {"XDG_STATE_HOME": str(state)}

@@ -21,7 +21,7 @@ from support import DIGITS, quiet_args, run_train
 
 from trainer_cli.job import jobstate
 from trainer_cli.launch import jobs
-from trainer_cli.launch.submissions import register
+from trainer_cli.schedulers.submissions import register
 from trainer_cli.rundir import run_cost
 from trainer_cli.schedulers import engines
 from trainer_cli.tools import runs

@@ -1,5 +1,5 @@
 """`train submit` refuses a `--slurm.time` that runs into an announced maintenance reservation on its
-partition's nodes (trainer_cli.launch.reservations): on sample `scontrol show reservation -o` output,
+partition's nodes (trainer_cli.schedulers.slurm.reservations): on sample `scontrol show reservation -o` output,
 and on the real local cluster with a MAINT reservation made for the test."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from slurm_support import LOCAL_PROFILE, slurm_cluster  # noqa: F401 - a fixture
 from support import DIGITS, run_train
 
 from trainer_cli.job.slurm_output import key_values
-from trainer_cli.launch.reservations import expand_hostlist, maintenance_problems, parse_reservations
+from trainer_cli.schedulers.slurm.reservations import expand_hostlist, maintenance_problems, parse_reservations
 
 SAMPLE = (
     "ReservationName=maint StartTime=2026-11-25T10:00:00 EndTime=2026-11-25T12:00:00 Duration=02:00:00 Nodes=node[1-2,04] "

@@ -1,4 +1,4 @@
-"""The scheduler seam's Slurm engine (trainer_cli.schedulers.slurm.SlurmScheduler) on the real local
+"""The scheduler seam's Slurm engine (trainer_cli.schedulers.slurm.engine.SlurmScheduler) on the real local
 cluster: render is pure and is `train submit --dry-run`'s text; submit queues a short digits run;
 describe follows it to COMPLETED; logs has its lines; accounting has its attempt with the CPUs
 Slurm allocated; cancel leaves an ended job as it is and cancels a held one.
@@ -17,9 +17,9 @@ from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
 from trainer_cli.job.scheduler import Scheduler
 from trainer_cli.job.status import JobStatus
-from trainer_cli.launch.submissions import read_registry, registry_file
+from trainer_cli.schedulers.submissions import read_registry, registry_file
 from trainer_cli.schedulers import engine, engines
-from trainer_cli.schedulers.slurm import SlurmScheduler
+from trainer_cli.schedulers.slurm.engine import SlurmScheduler
 
 
 def _files(*folders: Path) -> list[tuple[str, float]]:

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 from slurm_support import LOCAL_PROFILE, job_id_from, slurm_cluster, wait_for_state  # noqa: F401 - a fixture
 
-from trainer_cli.launch.script_entry import script_entry
-from trainer_cli.launch.options import SlurmOptions
+from trainer_cli.schedulers.slurm.script_entry import script_entry
+from trainer_cli.schedulers.slurm.options import SlurmOptions
 
 MAIN = '''"""A user's script: LightningCLI swapped for TrainerCLI, nothing else."""
 

@@ -1,5 +1,5 @@
 """Secrets given to a job (issue 39): in the job's environment, through sbatch's, never in a file the
-launcher writes nor in what it prints (trainer_cli/launch/secrets.py).
+launcher writes nor in what it prints (trainer_cli/schedulers/slurm/secrets.py).
 
 The default tier renders (dry runs, each container runtime's words), checks the refusals, and queues
 one held job on the real local cluster: Slurm holds the values with the job (its state save, what a
@@ -31,9 +31,9 @@ from support import DIGITS
 from test_submit_render import _args, plan
 
 from trainer_cli.errors import UserError
-from trainer_cli.launch import secrets
-from trainer_cli.launch.options import SlurmOptions
-from trainer_cli.launch.submissions import registry_file
+from trainer_cli.schedulers.slurm import secrets
+from trainer_cli.schedulers.slurm.options import SlurmOptions
+from trainer_cli.schedulers.submissions import registry_file
 
 KEY, TOKEN, PASS = (f"{p}-{random_secrets.token_hex(12)}" for p in ("wk", "hf", "pw"))
 ENV = ["--slurm.env", f"{{WANDB_API_KEY: {KEY}, HF_TOKEN: {TOKEN}, OMP_NUM_THREADS: '2'}}"]
@@ -57,7 +57,7 @@ def test_names_that_look_like_credentials() -> None:
         assert secrets.looks_secret(name), name
     for name in ("OMP_NUM_THREADS", "HF_HOME", "NCCL_DEBUG", "KEYBOARD", "PASSAGE"):
         assert not secrets.looks_secret(name), name
-    from trainer_cli.launch.slurm_args import slurm_help
+    from trainer_cli.schedulers.slurm.slurm_args import slurm_help
 
     help_text = " ".join(slurm_help().split())
     assert all(pattern in help_text for pattern in secrets.SECRET_PATTERNS), help_text

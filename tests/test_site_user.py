@@ -35,7 +35,7 @@ from slurm_support import (  # noqa: F401 - slurm_cluster is a fixture
 from support import DIGITS
 from user_support import GROUP, SHARED, SiteUser, project, site_users  # noqa: F401 - site_users is a fixture
 
-from trainer_cli.launch.submissions import registry_file
+from trainer_cli.schedulers.submissions import registry_file
 
 QUICK = "--trainer.enable_progress_bar false --trainer.enable_model_summary false --trainer.limit_train_batches 5 " \
         "--trainer.limit_val_batches 2 --trainer.num_nodes 1 --trainer.devices 1 --slurm.time 00:10:00"

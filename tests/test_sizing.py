@@ -1,4 +1,4 @@
-"""A submission sized from an earlier run of its shape (trainer_cli/launch/sizing.py): the sizing block's
+"""A submission sized from an earlier run of its shape (trainer_cli/schedulers/slurm/sizing.py): the sizing block's
 figures are the measured run's attempts records (a real digits fit on CPU), ``--slurm.time auto``
 writes the limit it chose into the script, and without an earlier run of the shape it refuses with
 one line naming a probe run. The cluster test (long tier): after one measured run on the local
@@ -28,7 +28,7 @@ from support import DIGITS, REPO, quiet_args, run_train
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate, restarts
 from trainer_cli.job.slurm_output import time_limit_s
-from trainer_cli.launch import sizing
+from trainer_cli.schedulers.slurm import sizing
 from trainer_cli.rundir import attempts, history
 
 BATCHES = 3  # tuning_support.FAST: the fit of test_export_predict.py

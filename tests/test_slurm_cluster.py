@@ -40,7 +40,8 @@ from test_cost import assert_cost_matches_sacct
 
 from trainer_cli.errors import UserError
 from trainer_cli.launch import cancel as cancel_verb
-from trainer_cli.launch import jobs, submissions
+from trainer_cli.launch import jobs
+from trainer_cli.schedulers import submissions
 from trainer_cli.schedulers import engines
 
 SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2", "--slurm.time", "00:10:00"]

@@ -19,8 +19,8 @@ from support import REPO
 
 from trainer_cli.job import cost, restarts
 from trainer_cli.job.slurm_output import READS, job_state, key_values, parsable, reference_table
-from trainer_cli.launch.cluster import associations_of, parse_cluster, qos_of
-from trainer_cli.launch.reservations import parse_reservations
+from trainer_cli.schedulers.slurm.cluster import associations_of, parse_cluster, qos_of
+from trainer_cli.schedulers.slurm.reservations import parse_reservations
 
 CAPTURED = Path(__file__).parent / "slurm_outputs" / "22.05"
 PACKAGE = REPO / "trainer_cli"
@@ -167,9 +167,9 @@ def test_train_jobs_with_an_sacct_that_hangs_or_fails(tmp_path: Path, sacct: str
 
 SPAWNERS = {
     "trainer_cli/rundir/freezing.py": "git: the run's commit",
-    "trainer_cli/launch/snapshot.py": "git: the code snapshot",
+    "trainer_cli/schedulers/snapshot.py": "git: the code snapshot",
     "trainer_cli/sweeps/local.py": "train fit: a local sweep's trials",
-    "trainer_cli/launch/doctor.py": "python -m trainer_cli.job.probe: train doctor --local's ranks",
+    "trainer_cli/schedulers/slurm/doctor.py": "python -m trainer_cli.schedulers.slurm.probe: train doctor --local's ranks",
     "trainer_cli/job/progress.py": "py-spy on this node (on another: slurm_commands.srun_overlap)",
     "trainer_cli/schedulers/ray/driver.py": "train fit (a Ray job's ranks, each a process on its node)",
 }

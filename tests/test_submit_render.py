@@ -22,8 +22,8 @@ from support import CONFIGS, DIGITS, run_train
 
 from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
-from trainer_cli.launch import submit, sweep
-from trainer_cli.launch.render import quote_directive
+from trainer_cli.schedulers.slurm import submit, sweep
+from trainer_cli.schedulers.slurm.render import quote_directive
 
 GOLDEN = Path(__file__).parent / "golden"
 CIFAR = str(CONFIGS / "experiment" / "cifar10_resnet18.yaml")
@@ -43,12 +43,12 @@ SITE_CASE = [CIFAR, GPU_PROFILE, "--trainer.num_nodes", "4", "--trainer.devices"
 
 
 def plan(args: list[str], dry_run: bool) -> submit.Plan:
-    """``train submit ARGS`` planned (:func:`trainer_cli.launch.submit.plan`): the test's command line read once."""
+    """``train submit ARGS`` planned (:func:`trainer_cli.schedulers.slurm.submit.plan`): the test's command line read once."""
     return submit.plan(Request.of(args, "submit"), dry_run)
 
 
 def plan_sweep(args: list[str], dry_run: bool) -> sweep.SweepJob:
-    """``train submit ARGS --sweep ...`` planned (:func:`trainer_cli.launch.sweep.plan`)."""
+    """``train submit ARGS --sweep ...`` planned (:func:`trainer_cli.schedulers.slurm.sweep.plan`)."""
     return sweep.plan(Request.of(args, "submit"), dry_run)
 
 
@@ -349,7 +349,7 @@ def test_step_start_timeout_bounds_every_srun_of_the_tasks(tmp_path: Path) -> No
     loop = workers.split("while true")[1]
     execs = [line.strip() for line in loop.splitlines() if line.strip().startswith("exec ")]
     assert all(line.startswith(("exec 4>&2 2>", "exec 2>&4")) for line in execs), "only stderr moved, the loop goes on"
-    assert '-m trainer_cli.sweeps.worker next' in loop and '"$task" $ended) || asked=$?' in loop
+    assert '-m trainer_cli.schedulers.slurm.sweep_worker next' in loop and '"$task" $ended) || asked=$?' in loop
     assert 'ended="$rc"\ndone\n' in loop, "the trial's exit code is told by the next ask, one process a trial"
     job = plan([*args, "--slurm.step_start_timeout_s", "0"], dry_run=True)
     assert "--immediate=" not in job.script_text and "export TRAINER_CLI_STEP_START_TIMEOUT_S=0\n" in job.script_text

@@ -235,7 +235,7 @@ def test_sweep_results_of_a_folder_that_is_not_a_sweep(tmp_path: Path) -> None:
 def test_tail_names_one_task_of_a_sweeps_array(tmp_path: Path) -> None:
     """`train jobs --tail` takes the task ids `train jobs` lists (`<array id>_<i>`, a trial's or a
     worker's) and a trial's run directory; the whole array points at them."""
-    from trainer_cli.launch.submissions import register
+    from trainer_cli.schedulers.submissions import register
 
     trials, workers = tmp_path / "digits" / "sweep_0", tmp_path / "digits" / "sweep_1"
     register(tmp_path, {"job_id": "41", "job_name": "digits", "run_dir": str(trials), "trials": 3})

@@ -76,12 +76,12 @@ def test_a_dead_workers_trial_is_failed_and_retried(
     env = {**os.environ, "TRAINER_CLI_SWEEP_HEARTBEAT_S": "1"}
 
     def worker(*args: str) -> str:
-        proc = subprocess.run([sys.executable, "-m", "trainer_cli.sweeps.worker", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
+        proc = subprocess.run([sys.executable, "-m", "trainer_cli.schedulers.slurm.sweep_worker", *args], capture_output=True, text=True, env=env, cwd=REPO, timeout=300)
         assert proc.returncode == 0, proc.stderr[-3000:]
         return proc.stdout.strip()
 
     assert worker("next", str(sweep_dir), "0") == str(sweep_dir / "trial_000")
-    beating = subprocess.Popen([sys.executable, "-m", "trainer_cli.sweeps.worker", "beat", str(sweep_dir), "0"], env=env, cwd=REPO,
+    beating = subprocess.Popen([sys.executable, "-m", "trainer_cli.schedulers.slurm.sweep_worker", "beat", str(sweep_dir), "0"], env=env, cwd=REPO,
                                stdout=subprocess.PIPE, text=True)
     assert beating.stdout is not None and "heartbeat for trial" in beating.stdout.readline()
     time.sleep(2)

@@ -33,7 +33,8 @@ from support import DIGITS, every_epoch_last_checkpoint, quiet_args
 
 from trainer_cli.launch import jobs
 from trainer_cli.schedulers import engines
-from trainer_cli.sweeps import results, study, worker
+from trainer_cli.schedulers.slurm import sweep_worker as worker
+from trainer_cli.sweeps import results, study
 
 SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2"]
 
@@ -44,7 +45,7 @@ def test_dry_run_shows_the_workers_script(tmp_path: Path) -> None:
                              "--sweep_trials", "40", "--slurm.array_workers", "4")
     assert code == 0
     assert "40 trial(s) (tpe sampler, pruner none) by 4 worker(s)" in out and "#SBATCH --array=0-3\n" in out
-    assert "-m trainer_cli.sweeps.worker next" in out and not tmp_path.joinpath("digits").exists()
+    assert "-m trainer_cli.schedulers.slurm.sweep_worker next" in out and not tmp_path.joinpath("digits").exists()
 
 
 @pytest.mark.long  # the same at full size (12 trials, 3 workers, DDP): tests/test_sweep_study_cluster.py

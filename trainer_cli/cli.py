@@ -33,11 +33,11 @@ from trainer_cli.runtime import cli as _runtime
 def _submit(request: Request, *rest: Any, **kwargs: Any) -> int:
     """``python main.py submit ARGS``: the engine ``--scheduler`` names, as ``train submit`` picks it
     (:mod:`trainer_cli.__main__`): :func:`trainer_cli.schedulers.ray.submit.from_script` for ``ray``, else
-    :func:`trainer_cli.launch.submit.from_script` (Slurm); imported when it runs."""
+    :func:`trainer_cli.schedulers.slurm.submit.from_script` (Slurm); imported when it runs."""
     if request.last("scheduler") == "ray":
         from trainer_cli.schedulers.ray.submit import from_script
     else:
-        from trainer_cli.launch.submit import from_script
+        from trainer_cli.schedulers.slurm.submit import from_script
 
     return from_script(request, *rest, **kwargs)
 

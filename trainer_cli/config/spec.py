@@ -7,9 +7,9 @@ stored config, a site profile), the fit's arguments with every ``--config`` expa
 option layers taken out (``slurm:`` sections and ``--slurm.*`` flags, for the engine that names the
 section), and the composed, type-checked config, parsed by the function the caller gives (the launcher's
 LightningCLI parse, or a user's TrainerCLI's), nothing built. What reads it: the plan of a submission
-(:func:`trainer_cli.launch.fit_job.plan`: resources, sizing, the run folder, the frozen ``config.yaml``,
+(:func:`trainer_cli.schedulers.slurm.fit_job.plan`: resources, sizing, the run folder, the frozen ``config.yaml``,
 ``--dry-run``'s text), the Ray engine's submission (:mod:`trainer_cli.schedulers.ray.submit`) and the
-Slurm engine's draft (:class:`trainer_cli.schedulers.slurm.SlurmDraft`), which carries it from ``render``
+Slurm engine's draft (:class:`trainer_cli.schedulers.slurm.engine.SlurmDraft`), which carries it from ``render``
 to ``submit``.
 """
 

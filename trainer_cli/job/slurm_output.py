@@ -317,7 +317,7 @@ def time_text(seconds: int) -> str:
 
 
 def time_limit_s(text: str) -> int | None:
-    """Seconds of an sbatch ``--time`` value (one of :data:`trainer_cli.launch.options.TIME_FORMATS`, minutes
+    """Seconds of an sbatch ``--time`` value (one of :data:`trainer_cli.schedulers.slurm.options.TIME_FORMATS`, minutes
     and seconds below 60, hours below 24 after a day count) or of a ``RunTime``/``TimeLimit``/``MaxTime``
     as Slurm prints them; None for anything else, ``INFINITE``, ``UNLIMITED`` and an absent field included."""
     days, sep, rest = str(text).strip().rpartition("-")

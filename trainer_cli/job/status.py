@@ -37,7 +37,7 @@ ACTIVE_STATES = {
     "STAGE_OUT",
 }
 """Slurm's states of a job that has not ended (``train jobs --tail`` follows it; a sweep's worker in
-one of them keeps its trial: :func:`trainer_cli.sweeps.worker.job_alive`)."""
+one of them keeps its trial: :func:`trainer_cli.schedulers.slurm.sweep_worker.job_alive`)."""
 TAIL_BYTES = 16384  # of a log read for its last epoch line
 
 

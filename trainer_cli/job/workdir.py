@@ -2,7 +2,7 @@
 
 The batch script starts the job in ``<run>/code/<submit dir>`` (``#SBATCH --chdir``), so Python puts
 the snapshot first on ``sys.path`` and the user's modules are imported from the submitted copy
-(:mod:`trainer_cli.launch.snapshot`); it exports :data:`WORKDIR_ENV`, the submitting directory, and
+(:mod:`trainer_cli.schedulers.snapshot`); it exports :data:`WORKDIR_ENV`, the submitting directory, and
 :func:`enter` changes to it, so relative paths (a config's data folder, a data module's
 ``data/x.csv``) mean what they meant at submit. Paths derived from a module's own file resolve in
 the snapshot, where the work tree's git-ignored entries (its data) are linked. Called

@@ -10,7 +10,7 @@ import argparse
 
 from trainer_cli.errors import UserError
 from trainer_cli.launch.jobs import JOB_KEYS, Engines, current_id, find_run, root_option
-from trainer_cli.launch.submissions import scheduler_of
+from trainer_cli.schedulers.submissions import scheduler_of
 
 
 def cancel(args: list[str], engines: Engines) -> int:

@@ -1,6 +1,6 @@
 """The DETAIL cell of ``train jobs``: what a job is doing, or why not, in words.
 
-- pending: Slurm's reason in words, what to do, and its estimated start (:mod:`trainer_cli.launch.pending`);
+- pending: Slurm's reason in words, what to do, and its estimated start (:mod:`trainer_cli.schedulers.slurm.pending`);
 - running: its nodes, and the last epoch line of its log with its steps per second;
 - ended: the cause (exit code of a failure, time limit, preemption, node failure, out of memory,
   cancelled) then the last epoch line; a completed job shows its last epoch line alone.
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from trainer_cli.launch.pending import why_pending
+from trainer_cli.schedulers.slurm.pending import why_pending
 
 _ENDED = {
     "TIMEOUT": "hit its time limit ({TimeLimit}): resubmit with a longer --slurm.time",

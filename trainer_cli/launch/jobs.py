@@ -6,7 +6,7 @@ call per engine per view, whatever the number of jobs, and ``cancel`` per job. T
 by the caller (``{name: engine}``: the entry point builds it from :mod:`trainer_cli.schedulers`).
 
 ``train submit`` and ``python main.py submit`` append one JSON line per run to the user's registry
-(:mod:`trainer_cli.launch.submissions`, outside any repository): ``train jobs`` lists the jobs the
+(:mod:`trainer_cli.schedulers.submissions`, outside any repository): ``train jobs`` lists the jobs the
 user submitted, from any folder, to the cluster Slurm's clients here talk to (``ClusterName``; it says how
 many of other clusters it leaves out, ``--all-clusters`` lists them too), ``--root DIR`` those under one
 ``trainer.default_root_dir``. It
@@ -55,8 +55,8 @@ from trainer_cli.job.scheduler import Scheduler
 from trainer_cli.job.slurm_commands import cluster_name
 from trainer_cli.job.status import ACTIVE_STATES, JobStatus, last_epoch_line, with_run_record
 from trainer_cli.launch.job_detail import detail
-from trainer_cli.launch.submissions import of_cluster, read_registry, registry_file, scheduler_of
 from trainer_cli.rundir import goodput, run_cost
+from trainer_cli.schedulers.submissions import of_cluster, read_registry, registry_file, scheduler_of
 from trainer_cli.sweeps.plan import SWEEP_FILE, task_log
 from trainer_cli.tables import print_table
 
@@ -199,7 +199,7 @@ def _trial_rows(rec: dict[str, Any], slurm: States) -> list[tuple[str, ...]]:
 
 def _worker_rows(rec: dict[str, Any], slurm: States) -> list[tuple[str, ...]]:
     """The rows of a sweep's workers: per worker ``<array id>_<i>``, its task's state and the trial it
-    trains (:mod:`trainer_cli.sweeps.worker`), its log in ``<sweep>/workers``."""
+    trains (:mod:`trainer_cli.schedulers.slurm.sweep_worker`), its log in ``<sweep>/workers``."""
     sweep_dir, job_id = Path(rec["run_dir"]), str(rec["job_id"])
     rows: list[tuple[str, ...]] = []
     for i in range(int(rec["workers"])):

@@ -1,5 +1,5 @@
 """The engines behind the scheduler seam (:class:`trainer_cli.job.scheduler.Scheduler`): one module or
-folder per engine (:mod:`trainer_cli.schedulers.slurm`; the Ray engine in ``schedulers/ray``, for
+folder per engine (:mod:`trainer_cli.schedulers.slurm.engine`; the Ray engine in ``schedulers/ray``, for
 ``train submit --scheduler ray``), and the lookup by name the entry point builds its ``{name: engine}``
 map from (``train jobs``, ``train cancel``).
 """
@@ -11,7 +11,6 @@ import os
 
 from trainer_cli.errors import UserError
 from trainer_cli.job.scheduler import SCHEDULER_NAMES, Scheduler
-from trainer_cli.schedulers.slurm import SlurmScheduler
 
 
 def engine(name: str) -> Scheduler:
@@ -21,7 +20,9 @@ def engine(name: str) -> Scheduler:
     Raises:
         UserError: for a name no engine has.
     """
-    if name == SlurmScheduler.name:
+    if name == "slurm":  # (each engine imported when asked for: this package's shared modules import none)
+        from trainer_cli.schedulers.slurm.engine import SlurmScheduler
+
         return SlurmScheduler()
     if name == "ray":
         from trainer_cli.schedulers.ray.engine import RayScheduler
@@ -35,7 +36,7 @@ def engines() -> dict[str, Scheduler]:
     """``{name: engine}`` of every engine this installation can ask now (what ``train jobs`` and
     ``train cancel`` use): Slurm's, and Ray's where ``ray`` is installed and ``RAY_ADDRESS`` names a
     cluster (without it a Ray job's row is read from its run's ``job.json``)."""
-    found: dict[str, Scheduler] = {SlurmScheduler.name: SlurmScheduler()}
+    found: dict[str, Scheduler] = {"slurm": engine("slurm")}
     if os.environ.get("RAY_ADDRESS") and importlib.util.find_spec("ray") is not None:
         found["ray"] = engine("ray")
     return found

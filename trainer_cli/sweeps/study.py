@@ -140,7 +140,8 @@ def _quiet_optuna() -> None:
 
     optuna.logging.set_verbosity(logging.WARNING)
     warnings.filterwarnings("ignore", category=optuna.exceptions.ExperimentalWarning)
-    # workers beat for their trials themselves (trainer_cli.sweeps.worker beat), asking and telling outside optimize
+    # workers beat for their trials themselves (trainer_cli.schedulers.slurm.sweep_worker beat), asking and telling
+    # outside optimize
     warnings.filterwarnings("ignore", message="Heartbeat of storage is supposed to be used with Study.optimize")
 
 
@@ -158,7 +159,7 @@ def sampler_for(study: dict[str, Any], asked: int) -> Any:
     """The sampler a Slurm worker asks with once the study holds ``asked`` trials: seeded with
     ``--sweep_seed + asked``.
 
-    Every ask of a worker is a process of its own (``python -m trainer_cli.sweeps.worker next``):
+    Every ask of a worker is a process of its own (``python -m trainer_cli.schedulers.slurm.sweep_worker next``):
     with the seed alone, each would start the same random stream and draw the same values (the
     sampler's random startup trials all alike). The offset gives each trial its own, reproducible
     stream; asks are made one at a time under the sweep's lock, so ``asked`` is the new trial's number."""

@@ -61,7 +61,8 @@ OWN_OPTIONS = ("lr-find", "scale-batch-size", "export", "runs", "jobs", "init")
 
 def own_options(verb: str) -> list[str]:
     """The ``--keys`` that ``train <verb> --help`` lists for a verb with a parser of its own (:data:`OWN_OPTIONS`)."""
-    from trainer_cli.launch import init, jobs
+    from trainer_cli.launch import jobs
+    from trainer_cli.schedulers.slurm import init
     from trainer_cli.tools import export, lr_find, runs, scale_batch_size
 
     mains: dict[str, Callable[[list[str]], int]] = {
@@ -83,7 +84,7 @@ def slurm_options() -> list[str]:
     """``--slurm.<field>`` of every field of the ``slurm:`` block."""
     import dataclasses
 
-    from trainer_cli.launch.options import SlurmOptions
+    from trainer_cli.schedulers.slurm.options import SlurmOptions
 
     return [f"--slurm.{f.name}" for f in dataclasses.fields(SlurmOptions)]
 

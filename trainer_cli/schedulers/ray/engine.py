@@ -3,7 +3,7 @@
 A run is one Ray job (Ray's job submission API, the cluster's job server): its entrypoint is the driver
 (:mod:`trainer_cli.schedulers.ray.driver`), which starts ``trainer.num_nodes`` x ``trainer.devices``
 workers and restarts their group after a lost worker; its working directory is the run's code snapshot
-(``<run>/code``, the snapshot rules of Slurm's jobs: :mod:`trainer_cli.launch.snapshot`), which Ray ships
+(``<run>/code``, the snapshot rules of Slurm's jobs: :mod:`trainer_cli.schedulers.snapshot`), which Ray ships
 to the cluster; the entries the snapshot links (git-ignored data, the virtual environment) are left out
 of the upload. The run folder itself is where the submitting machine put it: the workers write there, as
 Slurm's tasks do, so it must be on a disk every node sees.
@@ -23,10 +23,10 @@ from trainer_cli.job import jobstate
 from trainer_cli.job.cost import Attempt
 from trainer_cli.job.scheduler import JobDraft
 from trainer_cli.job.status import JobStatus
-from trainer_cli.launch.snapshot import Snapshot
 from trainer_cli.rundir import run_cost
 from trainer_cli.schedulers.ray.driver import LOG_PATTERN
 from trainer_cli.schedulers.ray.options import RayOptions
+from trainer_cli.schedulers.snapshot import Snapshot
 
 STATES = {
     "PENDING": "PENDING",
@@ -53,7 +53,7 @@ class RayJob:
         snapshot: The code snapshot shipped as the working directory (None: the submitting folder itself).
         submit_dir: The folder ``train submit`` ran in (relative paths of the config mean it).
         entry: What each rank's ``python`` runs before its verb: ``-m trainer_cli`` (``train``), or a user's
-            script (:attr:`trainer_cli.launch.script_entry.ScriptEntry.words`, as its Slurm job runs it).
+            script (:attr:`trainer_cli.schedulers.slurm.script_entry.ScriptEntry.words`, as its Slurm job runs it).
         verb: The verb the rank runs it with (``fit``; none for a script built with ``run=False``).
         chdir: The folder each rank starts in (a user's script's, as its Slurm job's ``--chdir``: the
             snapshot's copy of the submitting folder, else that folder); None: the job's working directory.

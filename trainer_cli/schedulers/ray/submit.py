@@ -1,7 +1,7 @@
 """``train submit --scheduler ray``: the run ``train submit`` sends to Slurm, sent to a Ray cluster.
 
-The run is planned exactly as for Slurm (its spec, :func:`trainer_cli.launch.submit.spec`, planned by
-:func:`trainer_cli.launch.fit_job.plan`: the config composed and type-checked here, resources from
+The run is planned exactly as for Slurm (its spec, :func:`trainer_cli.schedulers.slurm.submit.spec`, planned by
+:func:`trainer_cli.schedulers.slurm.fit_job.plan`: the config composed and type-checked here, resources from
 ``trainer.num_nodes`` x ``trainer.devices``, the run folder allocated and its config frozen), then rendered
 and queued by :class:`~trainer_cli.schedulers.ray.engine.RayScheduler` and registered for ``train jobs``
 (``scheduler: ray``). A user's script with TrainerCLI (``python main.py submit --scheduler ray``:
@@ -23,14 +23,15 @@ from typing import Any
 from trainer_cli.config.request import RAY, SLURM, Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
-from trainer_cli.launch import fit_job, snapshot
-from trainer_cli.launch import submit as slurm_submit
-from trainer_cli.launch.snapshot import Snapshot
-from trainer_cli.launch.submissions import register
 from trainer_cli.rundir.freezing import freeze
 from trainer_cli.rundir.layout import CONFIG_FILE
+from trainer_cli.schedulers import snapshot
 from trainer_cli.schedulers.ray import options as ray_options
 from trainer_cli.schedulers.ray.engine import RayJob, RayScheduler, log_file
+from trainer_cli.schedulers.slurm import fit_job
+from trainer_cli.schedulers.slurm import submit as slurm_submit
+from trainer_cli.schedulers.snapshot import Snapshot
+from trainer_cli.schedulers.submissions import register
 
 HELP = """\
 usage: train submit --scheduler ray [--config FILE ...] [--key.sub value ...] [--ray.KEY value ...] [--dry-run]
@@ -79,9 +80,10 @@ def from_script(
 ) -> int:
     """``python main.py submit --scheduler ray ARGS`` (:attr:`trainer_cli.cli.TrainerCLI.script_verbs`): the fit
     run of a user's script, planned with its own TrainerCLI ``cli`` as for Slurm
-    (:func:`trainer_cli.launch.submit.from_script`; ``fixed``: the sections whose class it fixes), sent to Ray;
+    (:func:`trainer_cli.schedulers.slurm.submit.from_script`; ``fixed``: the sections whose class it fixes),
+    sent to Ray;
     each rank runs the script as its Slurm job would (``python main.py fit --config <run>/config.yaml --run_dir
-    <run>``, or ``python -m pkg.train ...``: :func:`trainer_cli.launch.script_entry.script_entry`).
+    <run>``, or ``python -m pkg.train ...``: :func:`trainer_cli.schedulers.slurm.script_entry.script_entry`).
 
     Raises:
         UserError: for bad input (see the module's description) or a refused job; nothing is left on disk.

@@ -5,7 +5,7 @@ Slurm options are not Trainer arguments, so they are taken out of the command li
 fit arguments are parsed (:func:`trainer_cli.config.spec.split`, with ``slurm`` as the engine's section):
 a ``slurm:`` key of any ``--config`` file (including one composed from a Hydra ``defaults:`` list such as
 ``- /slurm: local``) and every ``--slurm.KEY VALUE`` flag. They are parsed, in command-line order,
-against :class:`trainer_cli.launch.options.SlurmOptions` with jsonargparse, whose help text comes from
+against :class:`trainer_cli.schedulers.slurm.options.SlurmOptions` with jsonargparse, whose help text comes from
 the attribute docstrings.
 """
 
@@ -17,8 +17,8 @@ from typing import Any
 import yaml
 
 from trainer_cli.errors import UserError, did_you_mean
-from trainer_cli.launch.container import ContainerOptions
-from trainer_cli.launch.options import SECTION, SlurmOptions
+from trainer_cli.schedulers.slurm.container import ContainerOptions
+from trainer_cli.schedulers.slurm.options import SECTION, SlurmOptions
 
 
 def parse_slurm_options(layers: Sequence[Mapping[str, Any] | Sequence[str]]) -> SlurmOptions:

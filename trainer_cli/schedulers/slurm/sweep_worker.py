@@ -4,10 +4,10 @@ the requested number of trials.
 
 The batch script (``slurm/sweep_workers.sbatch.j2``) loops over two commands of this module::
 
-    python -m trainer_cli.sweeps.worker next SWEEP_DIR TASK [RC]
+    python -m trainer_cli.schedulers.slurm.sweep_worker next SWEEP_DIR TASK [RC]
         tells how the last trial ended (RC: its fit's exit code), then prints the next trial's run
         directory ("" when the study is done); exits 75 when the task was requeued (nothing asked)
-    python -m trainer_cli.sweeps.worker beat SWEEP_DIR TASK
+    python -m trainer_cli.schedulers.slurm.sweep_worker beat SWEEP_DIR TASK
         the trial's heartbeat while it trains (a database study)
 
 (``tell SWEEP_DIR TASK RC`` tells alone.) Telling and asking are one process: each is mostly the

@@ -3,18 +3,19 @@
 1. The fit arguments are composed and type-checked exactly as ``train fit`` does, on the submitting
    machine, by the parse function the caller gives (:func:`trainer_cli.runtime.verbs.parse_config` with the
    launcher's CLI, or a user's TrainerCLI subclass for ``python main.py submit``); nothing is built.
-2. Resources come from the trainer and are checked (:mod:`trainer_cli.launch.resources`).
+2. Resources come from the trainer and are checked (:mod:`trainer_cli.schedulers.slurm.resources`).
 3. The run directory is allocated and the resolved config frozen into ``<run>/config.yaml``
    (``run_dir`` unset, as a local run's: used as ``--config`` elsewhere it starts a new run); the job
    names its folder (``--run_dir "$run_dir"``), so every restart of a requeued job writes into the
    same directory and the same TensorBoard version. Resubmitted into an existing run (``--config
-   <run>/config.yaml`` of a submitted run: :mod:`trainer_cli.launch.resubmission`), the new values (other resources,
+   <run>/config.yaml`` of a submitted run: :mod:`trainer_cli.schedulers.slurm.resubmission`), the new values
+   (other resources,
    more epochs) are written into the run's config, checked as a resume checks them, with
    ``ckpt_path: last`` once the run holds a checkpoint (a resubmitted run always resumes); the
    previous config is kept as ``config.prev-<N>.yaml`` and each change printed in one line.
-4. The sbatch script is rendered (:mod:`trainer_cli.launch.render`) to ``<run>/submit.sbatch``
+4. The sbatch script is rendered (:mod:`trainer_cli.schedulers.slurm.render`) to ``<run>/submit.sbatch``
    and queued; its log is ``<run>/slurm-<jobid>.log``; ``<run>/job.json`` and the registry read
-   by ``train jobs`` (:mod:`trainer_cli.launch.submissions`) record the job id.
+   by ``train jobs`` (:mod:`trainer_cli.schedulers.submissions`) record the job id.
 """
 
 from __future__ import annotations
@@ -34,14 +35,22 @@ from trainer_cli.config.spec import ParseFit, RunSpec
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.job.slurm_commands import sbatch_words
-from trainer_cli.launch import resubmission, secrets, sizing, snapshot
-from trainer_cli.launch.cluster import check_resources
-from trainer_cli.launch.container import data_paths
-from trainer_cli.launch.options import SECTION, SlurmOptions
-from trainer_cli.launch.render import render
-from trainer_cli.launch.reservations import refuse_maintenance
-from trainer_cli.launch.resources import Resources, derive
-from trainer_cli.launch.sbatch import (
+from trainer_cli.rundir.discard import remove_made_folders
+from trainer_cli.rundir.freezing import freeze
+from trainer_cli.rundir.history import restore_config, rewrite_config
+from trainer_cli.rundir.layout import CONFIG_FILE
+from trainer_cli.rundir.policy import finished_line, resume_checkpoint
+from trainer_cli.rundir.policy import plan as rundir_plan
+from trainer_cli.rundir.resume import stored_config
+from trainer_cli.schedulers import snapshot
+from trainer_cli.schedulers.slurm import resubmission, secrets, sizing
+from trainer_cli.schedulers.slurm.cluster import check_resources
+from trainer_cli.schedulers.slurm.container import data_paths
+from trainer_cli.schedulers.slurm.options import SECTION, SlurmOptions
+from trainer_cli.schedulers.slurm.render import render
+from trainer_cli.schedulers.slurm.reservations import refuse_maintenance
+from trainer_cli.schedulers.slurm.resources import Resources, derive
+from trainer_cli.schedulers.slurm.sbatch import (
     AGGREGATE_SCRIPT_NAME,
     LOG_PATTERN,
     SCRIPT_NAME,
@@ -50,16 +59,9 @@ from trainer_cli.launch.sbatch import (
     run_sbatch,
     script_context,
 )
-from trainer_cli.launch.script_entry import ScriptEntry, code_line, script_entry, script_job_name
-from trainer_cli.launch.slurm_args import parse_slurm_options, slurm_help
-from trainer_cli.launch.submissions import register
-from trainer_cli.rundir.discard import remove_made_folders
-from trainer_cli.rundir.freezing import freeze
-from trainer_cli.rundir.history import restore_config, rewrite_config
-from trainer_cli.rundir.layout import CONFIG_FILE
-from trainer_cli.rundir.policy import finished_line, resume_checkpoint
-from trainer_cli.rundir.policy import plan as rundir_plan
-from trainer_cli.rundir.resume import stored_config
+from trainer_cli.schedulers.slurm.script_entry import ScriptEntry, code_line, script_entry, script_job_name
+from trainer_cli.schedulers.slurm.slurm_args import parse_slurm_options, slurm_help
+from trainer_cli.schedulers.submissions import register
 
 _USAGE = "usage: {entry} submit [--config FILE ...] [--key.sub value ...] [--slurm.KEY value ...] {modes}\n"
 _ABOUT = """
@@ -94,7 +96,8 @@ Every `{entry} fit` option is accepted (`{entry} fit --help`). Slurm options (a 
 HELP = (_USAGE + _ABOUT + _EXAMPLES + _SWEEP + _DRY_RUN + _CHECK + _OPTIONS).format(
     entry="train", modes="[--dry-run | --check]"
 )
-"""``train submit --help``, before the Slurm options' own (:func:`trainer_cli.launch.slurm_args.slurm_help`)."""
+"""``train submit --help``, before the Slurm options' own
+(:func:`trainer_cli.schedulers.slurm.slurm_args.slurm_help`)."""
 
 
 @dataclass

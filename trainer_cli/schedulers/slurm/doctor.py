@@ -1,15 +1,15 @@
 """``train doctor``: check an allocation before the real job waits in the queue for it.
 
 With the same arguments as ``train submit`` (config files, ``--trainer.*``, ``--slurm.*``), the
-doctor asks Slurm for the same resources a submission would (:func:`trainer_cli.launch.submit.plan`,
+doctor asks Slurm for the same resources a submission would (:func:`trainer_cli.schedulers.slurm.submit.plan`,
 nothing of the run written) and queues a short job (``slurm/doctor.sbatch.j2``) that runs the probe
-(:mod:`trainer_cli.job.probe`) in every task of every node; it then prints one table per node
+(:mod:`trainer_cli.schedulers.slurm.probe`) in every task of every node; it then prints one table per node
 and exits 0 when every check passed, else 1 naming the node and the check. A rank that hung or died
 is named with the check it was in (its report says which); a rank without any report with its
 node from the job's node list (srun's block layout) and the check ``start``. Before queueing, nodes
 of the partition that are down, drained or failing are named; with fewer healthy nodes than the job
 needs, the doctor stops there. ``--timeout`` bounds the whole wait (queue included): a job still
-pending then is cancelled and its reason said in words (:mod:`trainer_cli.launch.pending`).
+pending then is cancelled and its reason said in words (:mod:`trainer_cli.schedulers.slurm.pending`).
 
 ``train doctor --local`` runs the same probe in ``--tasks`` processes on this machine (gloo over
 ``127.0.0.1``), no Slurm involved.
@@ -71,7 +71,7 @@ def _free_port() -> int:
 
 
 def probe_args(out: Path, run_root: Path, class_paths: list[str], timeout_s: float, size_mb: float) -> list[str]:
-    """The arguments of ``python -m trainer_cli.job.probe``."""
+    """The arguments of ``python -m trainer_cli.schedulers.slurm.probe``."""
     args = ["--out", str(out), "--run_root", str(run_root), "--timeout_s", str(timeout_s), "--size_mb", str(size_mb)]
     for path in class_paths:
         args += ["--class_path", path]
@@ -199,7 +199,7 @@ def run_local(
         cmd = [
             sys.executable,
             "-m",
-            "trainer_cli.job.probe",
+            "trainer_cli.schedulers.slurm.probe",
             *probe_args(out, run_root, class_paths, timeout_s, size_mb),
         ]
         procs.append(subprocess.Popen(cmd, env=env | {"RANK": str(rank), "LOCAL_RANK": str(rank), "GROUP_RANK": "0"}))
@@ -220,7 +220,7 @@ def run_local(
 def unhealthy_nodes(partition: str | None) -> tuple[list[str], int]:
     """The partition's nodes (the default partition's when None) that are down, drained or failing,
     as ``node is STATE``, and how many nodes it has."""
-    from trainer_cli.launch.cluster import read_cluster
+    from trainer_cli.schedulers.slurm.cluster import read_cluster
 
     partitions = read_cluster()
     chosen = next((p for p in partitions if (p.name == partition if partition else p.default)), None)
@@ -244,12 +244,12 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
         UserError: for what ``train submit`` would refuse (config, resources, the cluster).
     """
     from trainer_cli.job.slurm_commands import SlurmCommandError, scancel, show_job
-    from trainer_cli.launch import snapshot
-    from trainer_cli.launch.cluster import check_against_cluster
-    from trainer_cli.launch.pending import why_pending
-    from trainer_cli.launch.render import render
-    from trainer_cli.launch.sbatch import prepare_run, run_sbatch, script_context
-    from trainer_cli.launch.submit import plan
+    from trainer_cli.schedulers import snapshot
+    from trainer_cli.schedulers.slurm.cluster import check_against_cluster
+    from trainer_cli.schedulers.slurm.pending import why_pending
+    from trainer_cli.schedulers.slurm.render import render
+    from trainer_cli.schedulers.slurm.sbatch import prepare_run, run_sbatch, script_context
+    from trainer_cli.schedulers.slurm.submit import plan
 
     started = time.monotonic()
     job = plan(Request.of(args, "submit"), dry_run=True)  # doctor's own argv, read once here
@@ -340,7 +340,7 @@ def main(args: list[str]) -> int:
     if opts.local:
         root, class_paths = Path("runs"), []
         if rest:
-            from trainer_cli.launch.submit import plan
+            from trainer_cli.schedulers.slurm.submit import plan
 
             job = plan(Request.of(rest, "submit"), dry_run=True)
             root, class_paths = job.root, class_paths_of(job.frozen_config)

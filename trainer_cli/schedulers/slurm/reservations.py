@@ -118,7 +118,7 @@ def check_maintenance(partition: str | None, time_text: str) -> list[str]:
     ``time_text``, reading the cluster; empty when Slurm cannot be asked (the partition checks
     already said so)."""
     from trainer_cli.job.slurm_output import time_limit_s
-    from trainer_cli.launch.cluster import read_cluster
+    from trainer_cli.schedulers.slurm.cluster import read_cluster
 
     try:
         partitions = read_cluster()

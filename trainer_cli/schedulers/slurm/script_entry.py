@@ -1,4 +1,4 @@
-"""What code a job runs, for :mod:`trainer_cli.launch.fit_job` to render and describe the job: for a user's
+"""What code a job runs, for :mod:`trainer_cli.schedulers.slurm.fit_job` to render and describe the job: for a user's
 script (``python main.py submit``, ``python -m pkg.train submit``) the script's copy in the code snapshot or
 the script where it is, as a file or as a module (:class:`ScriptEntry`), and the job's name after the
 script's runs (:func:`script_job_name`); for every submission its ``Code:`` line (:func:`code_line`)."""
@@ -9,8 +9,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.launch import snapshot
-from trainer_cli.launch.options import SlurmOptions
+from trainer_cli.schedulers import snapshot
+from trainer_cli.schedulers.slurm.options import SlurmOptions
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ def no_snapshot(slurm: SlurmOptions, submit_dir: Path) -> str:
 
 
 def script_entry(script: Path, slurm: SlurmOptions, run_dir: Path, submit_dir: Path) -> ScriptEntry:
-    """Which file a job running ``script`` runs. With a code snapshot (:mod:`trainer_cli.launch.snapshot`)
+    """Which file a job running ``script`` runs. With a code snapshot (:mod:`trainer_cli.schedulers.snapshot`)
     holding the script, its copy there: Python puts the script's folder first on ``sys.path``, so the
     job imports the user's modules from the snapshot too, not from the live tree. Otherwise (no
     snapshot, or the script outside the work tree or ignored by git) the script where it is."""

@@ -1,11 +1,11 @@
 """Slurm behind the scheduler seam: :class:`SlurmScheduler` answers
 :class:`~trainer_cli.job.scheduler.Scheduler` with the launcher's own Slurm code, nothing copied.
 
-- ``render``: the plan ``train submit --dry-run`` prints (:func:`trainer_cli.launch.fit_job.plan` and
-  :func:`~trainer_cli.launch.fit_job.dry_run_text`), nothing written, nothing queued;
+- ``render``: the plan ``train submit --dry-run`` prints (:func:`trainer_cli.schedulers.slurm.fit_job.plan` and
+  :func:`~trainer_cli.schedulers.slurm.fit_job.dry_run_text`), nothing written, nothing queued;
 - ``submit``: the same plan made for real (the run folder allocated, its config frozen, the code
-  snapshot taken) and queued with sbatch (:func:`trainer_cli.launch.fit_job.submit`, which calls
-  :func:`trainer_cli.launch.sbatch.run_sbatch` and records the job in ``<run>/job.json`` and the registry);
+  snapshot taken) and queued with sbatch (:func:`trainer_cli.schedulers.slurm.fit_job.submit`, which calls
+  :func:`trainer_cli.schedulers.slurm.sbatch.run_sbatch` and records the job in ``<run>/job.json`` and the registry);
 - ``describe``: :func:`trainer_cli.job.status.query_slurm`, one ``scontrol show job`` call for any number
   of ids and one ``sacct`` call for those the controller has forgotten;
 - ``logs``: the job's log, ``<run>/slurm-<id>.log`` (where scontrol says its ``StdOut`` is, else the
@@ -16,7 +16,7 @@
   :class:`~trainer_cli.job.cost.Attempt` values; none where the site keeps no accounting.
 
 A fit run only: a sweep's array is rendered and queued by ``train submit --sweep``
-(:mod:`trainer_cli.launch.sweep`).
+(:mod:`trainer_cli.schedulers.slurm.sweep`).
 """
 
 from __future__ import annotations
@@ -38,8 +38,8 @@ from trainer_cli.job.cost import Attempt
 from trainer_cli.job.scheduler import JobDraft
 from trainer_cli.job.slurm_commands import SlurmCommandError, sbatch_words
 from trainer_cli.job.status import ACTIVE_STATES, JobStatus, query_slurm
-from trainer_cli.launch.sbatch import LOG_PATTERN
-from trainer_cli.launch.submissions import read_registry
+from trainer_cli.schedulers.slurm.sbatch import LOG_PATTERN
+from trainer_cli.schedulers.submissions import read_registry
 
 if TYPE_CHECKING:  # the submit library is imported when a job is rendered or queued, not for train jobs
     from trainer_cli.config.spec import ParseFit
@@ -65,7 +65,7 @@ class SlurmScheduler:
 
     Args:
         parse: How ``train fit ARGS`` is composed and checked (default: the launcher's own,
-            :func:`trainer_cli.launch.submit.parse_fit`).
+            :func:`trainer_cli.schedulers.slurm.submit.parse_fit`).
         poll_s: How often ``logs(follow=True)`` looks at the log and the job's state.
     """
 
@@ -77,7 +77,7 @@ class SlurmScheduler:
 
     def _parse(self) -> ParseFit:
         """The parse function of the fit run (the launcher's unless one was given)."""
-        from trainer_cli.launch.submit import parse_fit
+        from trainer_cli.schedulers.slurm.submit import parse_fit
 
         return self._given_parse or parse_fit()
 
@@ -87,7 +87,7 @@ class SlurmScheduler:
         Raises:
             UserError: for a bad config file or a config the parse refuses.
         """
-        from trainer_cli.launch import fit_job
+        from trainer_cli.schedulers.slurm import fit_job
 
         return fit_job.spec_of(request, self._parse())
 
@@ -100,7 +100,7 @@ class SlurmScheduler:
         """
         if spec.sweep:
             raise UserError("a sweep is one job array: `train submit --sweep ... --dry-run` shows it")
-        from trainer_cli.launch import fit_job, secrets
+        from trainer_cli.schedulers.slurm import fit_job, secrets
 
         job = fit_job.plan(spec, True, echo=False)
         text = f"{job.finished} Nothing was queued." if job.finished else fit_job.dry_run_text(job)
@@ -125,7 +125,7 @@ class SlurmScheduler:
         """
         if not isinstance(draft, SlurmDraft) or draft.spec is None:
             raise UserError(f"a {draft.scheduler} job draft: Slurm submits the drafts it rendered")
-        from trainer_cli.launch import fit_job
+        from trainer_cli.schedulers.slurm import fit_job
 
         job = fit_job.plan(draft.spec, False)
         if job.finished:

@@ -13,7 +13,7 @@ from typing import Any
 
 from trainer_cli.errors import UserError
 from trainer_cli.imports import import_class
-from trainer_cli.launch.options import SlurmOptions
+from trainer_cli.schedulers.slurm.options import SlurmOptions
 
 GPU_ACCELERATORS = {"gpu", "cuda"}
 CPU_ACCELERATORS = {"cpu"}

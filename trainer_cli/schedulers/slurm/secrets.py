@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from trainer_cli.errors import UserError
 
 if TYPE_CHECKING:
-    from trainer_cli.launch.options import SlurmOptions
+    from trainer_cli.schedulers.slurm.options import SlurmOptions
 
 SECRET_PATTERNS = ("*_KEY", "*TOKEN*", "*SECRET*", "*PASSWORD*", "*PASSWD*", "*CREDENTIAL*", "*_PASS")
 """Names (matched without regard to case) that are secrets without being named in ``--slurm.secrets``:

@@ -11,7 +11,7 @@
 4. ``sweep.json``, each trial's ``job.json`` and the registry of ``train jobs`` get the array's id.
 
 With ``--slurm.array_workers N`` the array is N workers instead (``slurm/sweep_workers.sbatch.j2``,
-:mod:`trainer_cli.sweeps.worker`): each asks the sweep's Optuna study for a trial, trains it, tells
+:mod:`trainer_cli.schedulers.slurm.sweep_worker`): each asks the sweep's Optuna study for a trial, trains it, tells
 it and asks again until the study holds ``--sweep_trials`` trials (a grid: every point); any
 ``--sweep_sampler``, ``--sweep_pruner`` and ``--sweep_storage`` apply.
 """
@@ -32,15 +32,22 @@ from trainer_cli.config.spec import split
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.job.slurm_commands import SlurmCommandError, sbatch_words, show_config
-from trainer_cli.launch import secrets, snapshot
-from trainer_cli.launch.cluster import check_resources
-from trainer_cli.launch.container import data_paths
-from trainer_cli.launch.options import AUTO, SECTION, SlurmOptions
-from trainer_cli.launch.render import render
-from trainer_cli.launch.resources import Resources, derive
-from trainer_cli.launch.sbatch import SCRIPT_NAME, prepare_run, run_sbatch, script_context, slurm_filename_pattern
-from trainer_cli.launch.slurm_args import parse_slurm_options
-from trainer_cli.launch.submissions import register
+from trainer_cli.schedulers import snapshot
+from trainer_cli.schedulers.slurm import secrets
+from trainer_cli.schedulers.slurm.cluster import check_resources
+from trainer_cli.schedulers.slurm.container import data_paths
+from trainer_cli.schedulers.slurm.options import AUTO, SECTION, SlurmOptions
+from trainer_cli.schedulers.slurm.render import render
+from trainer_cli.schedulers.slurm.resources import Resources, derive
+from trainer_cli.schedulers.slurm.sbatch import (
+    SCRIPT_NAME,
+    prepare_run,
+    run_sbatch,
+    script_context,
+    slurm_filename_pattern,
+)
+from trainer_cli.schedulers.slurm.slurm_args import parse_slurm_options
+from trainer_cli.schedulers.submissions import register
 from trainer_cli.sweeps import plan as sweep_plan
 from trainer_cli.sweeps import study as sweep_study
 from trainer_cli.sweeps.plan import task_log
@@ -281,7 +288,8 @@ def _workers_main(job: SweepJob, check: bool, dry_run: bool) -> int:
 
 
 def _command(slurm: SlurmOptions) -> dict[str, Any]:
-    """``sweep.json``'s record of the command run, each secret's value masked (:mod:`trainer_cli.launch.secrets`)."""
+    """``sweep.json``'s record of the command run, each secret's value masked
+    (:mod:`trainer_cli.schedulers.slurm.secrets`)."""
     return {"command": secrets.masked_words(command_line(), slurm)}
 
 

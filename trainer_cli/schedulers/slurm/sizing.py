@@ -40,11 +40,11 @@ from trainer_cli.config.request import Arg, Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job.progress import read_beats
 from trainer_cli.job.slurm_output import time_limit_s, time_text
-from trainer_cli.launch import cluster, secrets
-from trainer_cli.launch.options import AUTO, SlurmOptions
-from trainer_cli.launch.resources import Resources
-from trainer_cli.launch.submissions import read_registry
 from trainer_cli.rundir import attempts, layout, record
+from trainer_cli.schedulers.slurm import cluster, secrets
+from trainer_cli.schedulers.slurm.options import AUTO, SlurmOptions
+from trainer_cli.schedulers.slurm.resources import Resources
+from trainer_cli.schedulers.submissions import read_registry
 
 MARGIN = 1.3
 """``--slurm.time auto``: the measured time a run needs is multiplied by this."""
@@ -357,7 +357,7 @@ def mem_suggestion(measured: Measured, resources: Resources) -> str | None:
 def probe_command(slurm: SlurmOptions, script: bool = False) -> str:
     """The probe run to submit first: this ``train submit`` (``python main.py submit``: ``script``) with a
     few steps and a fixed limit (its ``--slurm.time``, ``--slurm.mem auto``, ``--trainer.max_steps``,
-    ``--dry-run`` and ``--check`` left out; a secret's value masked: :mod:`trainer_cli.launch.secrets`)."""
+    ``--dry-run`` and ``--check`` left out; a secret's value masked: :mod:`trainer_cli.schedulers.slurm.secrets`)."""
     argv, probe = command_line(), ["--trainer.max_steps", str(PROBE_STEPS), "--slurm.time", PROBE_TIME]
     entry = ["python", argv[0]] if script and argv else ["train"]
     if len(argv) < 2 or argv[1] != "submit":

@@ -1,7 +1,7 @@
 """The options of ``train submit``'s ``slurm:`` section (the schema): :class:`SlurmOptions`, each
 attribute's docstring its help text, checked as a whole in ``__post_init__``; and Slurm's time limits.
 
-Reading them from ``--config`` files and ``--slurm.*`` flags is :mod:`trainer_cli.launch.slurm_args`.
+Reading them from ``--config`` files and ``--slurm.*`` flags is :mod:`trainer_cli.schedulers.slurm.slurm_args`.
 """
 
 from __future__ import annotations
@@ -13,12 +13,11 @@ from typing import Optional
 
 from trainer_cli.errors import UserError
 from trainer_cli.job.slurm_output import time_limit_s
-from trainer_cli.launch.container import ContainerOptions
+from trainer_cli.schedulers.slurm.container import ContainerOptions
+from trainer_cli.schedulers.snapshot import SNAPSHOT_MAX_MB
 
 SECTION = "slurm"
 FLAG_PREFIX = f"--{SECTION}."
-SNAPSHOT_MAX_MB = 100
-"""The default of ``--slurm.snapshot_max_mb``: the most a code snapshot may copy, in MB."""
 
 
 @dataclass
@@ -217,4 +216,4 @@ TIME_FORMATS = "MINUTES, MINUTES:SECONDS, HH:MM:SS, D-HH, D-HH:MM or D-HH:MM:SS"
 NO_TIME_LIMIT = ("INFINITE", "UNLIMITED")
 AUTO = "auto"
 """``--slurm.time auto``, ``--slurm.mem auto``: chosen from an earlier run's measurements
-(:mod:`trainer_cli.launch.sizing`)."""
+(:mod:`trainer_cli.schedulers.slurm.sizing`)."""

@@ -43,8 +43,10 @@ from pathlib import Path
 
 from trainer_cli.errors import UserError
 from trainer_cli.job.workdir import WORKDIR_ENV as WORKDIR_ENV  # re-exported: what the batch script exports
-from trainer_cli.launch.options import SNAPSHOT_MAX_MB
 from trainer_cli.rundir.layout import is_run_dir
+
+SNAPSHOT_MAX_MB = 100
+"""The default of ``--slurm.snapshot_max_mb`` (and Ray's snapshot): the most a code snapshot may copy, in MB."""
 
 CODE_DIR = "code"
 RECORD = "code.json"

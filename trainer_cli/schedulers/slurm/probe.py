@@ -1,4 +1,5 @@
-"""The checks of ``train doctor`` that run inside every task: ``python -m trainer_cli.job.probe --out DIR``.
+"""The checks of ``train doctor`` that run inside every task:
+``python -m trainer_cli.schedulers.slurm.probe --out DIR``.
 
 Each task (a Slurm task under ``srun``, or a local process started by ``train doctor --local``)
 writes ``DIR/rank_<k>.json``: its checks, each ``{"check", "ok", "value"}``, in this order; a check
@@ -275,7 +276,7 @@ def _root_check(run_root: Path, rank: int) -> dict[str, Any]:
 
 
 def _code_check(class_paths: list[str]) -> dict[str, Any]:
-    where = str(Path(__file__).resolve().parents[2])  # the folder holding trainer_cli/
+    where = str(Path(__file__).resolve().parents[3])  # the folder holding trainer_cli/ (this: schedulers/slurm/)
     failed = []
     for path in class_paths:
         module = path.rpartition(".")[0]
@@ -316,7 +317,9 @@ def _all_reduce(dist: Any, torch: Any, world: int, size_mb: float, iters: int) -
 
 def main(argv: list[str] | None = None) -> int:
     """Run this task's checks and write ``--out/rank_<k>.json``; exit 0 when all passed, else 1."""
-    parser = argparse.ArgumentParser(prog="python -m trainer_cli.job.probe", description=__doc__.split("\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="python -m trainer_cli.schedulers.slurm.probe", description=__doc__.split("\n")[0]
+    )
     parser.add_argument("--out", required=True, type=Path, help="folder of the reports")
     parser.add_argument("--run_root", required=True, type=Path, help="trainer.default_root_dir of the run to check")
     parser.add_argument("--class_path", action="append", default=[], help="a class the run imports (repeatable)")

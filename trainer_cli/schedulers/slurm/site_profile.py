@@ -4,9 +4,9 @@ would give the job, written as the ``slurm:`` (and ``trainer:``) options ``train
 takes, each value with a comment saying where it came from and what else there is.
 
 Read-only queries, through :mod:`trainer_cli.job.slurm_commands`: ``scontrol show partition -o`` and
-``scontrol show node -o`` (:func:`trainer_cli.launch.cluster.read_cluster`), ``scontrol show config``,
+``scontrol show node -o`` (:func:`trainer_cli.schedulers.slurm.cluster.read_cluster`), ``scontrol show config``,
 and where accounting exists ``sacctmgr -P -n show assoc`` / ``show qos`` / ``show user`` (the first
-two: :func:`trainer_cli.launch.cluster.read_accounting`). What cannot be read is said in the file and
+two: :func:`trainer_cli.schedulers.slurm.cluster.read_accounting`). What cannot be read is said in the file and
 left out of it (commented), never guessed.
 """
 
@@ -26,7 +26,7 @@ from trainer_cli.errors import UserError
 from trainer_cli.job import slurm_commands
 from trainer_cli.job.slurm_commands import SlurmCommandError
 from trainer_cli.job.slurm_output import time_limit_s, time_text
-from trainer_cli.launch.cluster import (
+from trainer_cli.schedulers.slurm.cluster import (
     UNLIMITED,
     Association,
     Node,

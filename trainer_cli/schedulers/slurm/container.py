@@ -184,7 +184,7 @@ def launch_words(
     ``paths``: what is mounted at itself (run directory, submit directory, data paths); ``workdir``:
     the job's directory; ``gpus``: GPUs per node; ``env_names``: the job's own variables (podman
     passes in only what it is told); ``secret``: the names of :attr:`ContainerOptions.env` whose
-    values are in the job's environment (:mod:`trainer_cli.launch.secrets`), never in these words: they
+    values are in the job's environment (:mod:`trainer_cli.schedulers.slurm.secrets`), never in these words: they
     pass in by name (podman ``--env=NAME``, pyxis ``--container-env``) or with the host's environment,
     which apptainer, singularity and ch-run pass in (unless ``--cleanenv`` / ``--unset-env`` in
     :attr:`ContainerOptions.options`).
@@ -254,7 +254,7 @@ def install_helpers(run_dir: Path) -> Path:
 
     target = run_dir / HELPERS_DIR
     shutil.rmtree(target, ignore_errors=True)
-    source = Path(__file__).resolve().parents[1]  # the trainer_cli package
+    source = Path(__file__).resolve().parents[2]  # the trainer_cli package (this is schedulers/slurm/container.py)
     package = target / "trainer_cli"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(source / "job", package / "job", ignore=ignore)

@@ -1,8 +1,8 @@
 """``train submit``: the run that ``train fit`` would start, as a Slurm job (a verb).
 
-A fit run is planned, written and queued by :mod:`trainer_cli.launch.fit_job`, its arguments parsed
+A fit run is planned, written and queued by :mod:`trainer_cli.schedulers.slurm.fit_job`, its arguments parsed
 by :func:`trainer_cli.runtime.verbs.parse_config`; ``--sweep`` flags make it a job array
-(:mod:`trainer_cli.launch.sweep`); ``--check`` checks everything and queues nothing.
+(:mod:`trainer_cli.schedulers.slurm.sweep`); ``--check`` checks everything and queues nothing.
 """
 
 from __future__ import annotations
@@ -18,10 +18,10 @@ from trainer_cli.config.spec import ParseFit, RunSpec
 from trainer_cli.errors import UserError
 from trainer_cli.imports import heavy_import
 from trainer_cli.job.scheduler import SCHEDULER_NAMES
-from trainer_cli.launch import fit_job
-from trainer_cli.launch.cluster import UNCHECKED, check_against_cluster
-from trainer_cli.launch.fit_job import Plan
-from trainer_cli.launch.reservations import refuse_maintenance
+from trainer_cli.schedulers.slurm import fit_job
+from trainer_cli.schedulers.slurm.cluster import UNCHECKED, check_against_cluster
+from trainer_cli.schedulers.slurm.fit_job import Plan
+from trainer_cli.schedulers.slurm.reservations import refuse_maintenance
 
 
 def parse_fit(cli: Any = None) -> ParseFit:
@@ -41,7 +41,7 @@ def parse_fit(cli: Any = None) -> ParseFit:
 
 
 def spec(request: Request, cli: Any = None, fixed: Mapping[str, type] | None = None) -> RunSpec:
-    """The run ``train submit ARGS`` asks for (:func:`trainer_cli.launch.fit_job.spec_of`), parsed by the
+    """The run ``train submit ARGS`` asks for (:func:`trainer_cli.schedulers.slurm.fit_job.spec_of`), parsed by the
     launcher's LightningCLI or by a user's TrainerCLI ``cli`` (its class with its constructor arguments;
     ``fixed``: the sections whose class it fixes, :func:`from_script`), whose job runs its verb.
 
@@ -59,11 +59,11 @@ def plan(
     slurm_checks: bool = True,
     fixed: Mapping[str, type] | None = None,
 ) -> Plan:
-    """Parse, check and render ``train submit ARGS`` (:func:`spec`, :func:`trainer_cli.launch.fit_job.plan`);
+    """Parse, check and render ``train submit ARGS`` (:func:`spec`, :func:`trainer_cli.schedulers.slurm.fit_job.plan`);
     allocates the run directory unless ``dry_run``; ``slurm_checks``: against this Slurm cluster (off for
     another engine). With a user's script (its TrainerCLI ``cli``, ``script`` and the sections whose class
-    it fixes, ``fixed``: :func:`from_script`), the plan's :attr:`~trainer_cli.launch.fit_job.Plan.entry` says
-    what the job's ranks run (:func:`trainer_cli.launch.script_entry.script_entry`, for every engine).
+    it fixes, ``fixed``: :func:`from_script`), the plan's :attr:`~trainer_cli.schedulers.slurm.fit_job.Plan.entry` says
+    what the job's ranks run (:func:`trainer_cli.schedulers.slurm.script_entry.script_entry`, for every engine).
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch or a template error
@@ -93,8 +93,8 @@ def main(request: Request) -> int:
             f"{ray_flags[0]} is an option of `train submit --scheduler ray`: add --scheduler ray, or drop it"
         )
     if not request.helps:
-        if request.sweep:  # one job array, a task per trial (trainer_cli.launch.sweep)
-            from trainer_cli.launch.sweep import main as submit_sweep
+        if request.sweep:  # one job array, a task per trial (trainer_cli.schedulers.slurm.sweep)
+            from trainer_cli.schedulers.slurm.sweep import main as submit_sweep
 
             return submit_sweep(request)
         if request.check:
@@ -108,7 +108,7 @@ def from_script(
     """``python main.py submit ARGS`` (:attr:`trainer_cli.cli.TrainerCLI.script_verbs`, with ``--scheduler slurm``
     or none): a fit run of a user's script, parsed by its own TrainerCLI ``cli`` (its class with its constructor
     arguments), the job running ``script``; ``fixed``: the sections whose class the script fixes
-    (:func:`trainer_cli.launch.fit_job.main`). ``--scheduler ray`` is the Ray engine's
+    (:func:`trainer_cli.schedulers.slurm.fit_job.main`). ``--scheduler ray`` is the Ray engine's
     (:func:`trainer_cli.schedulers.ray.submit.from_script`, chosen by the package face).
 
     Raises:

@@ -1,8 +1,8 @@
 """A job's sbatch script: the values its template gets, its file names, and queueing it.
 
-Rendering itself (templates, quoting) is :mod:`trainer_cli.launch.render`; ``sbatch`` runs through
+Rendering itself (templates, quoting) is :mod:`trainer_cli.schedulers.slurm.render`; ``sbatch`` runs through
 :mod:`trainer_cli.job.slurm_commands`. Used by ``train submit`` for a fit run
-(:mod:`trainer_cli.launch.fit_job`) and for a sweep (:mod:`trainer_cli.launch.sweep`).
+(:mod:`trainer_cli.schedulers.slurm.fit_job`) and for a sweep (:mod:`trainer_cli.schedulers.slurm.sweep`).
 """
 
 from __future__ import annotations
@@ -14,12 +14,13 @@ from typing import Any
 from trainer_cli.errors import UserError
 from trainer_cli.job.slurm_commands import SlurmCommandError
 from trainer_cli.job.slurm_commands import sbatch as run_sbatch_command
-from trainer_cli.launch import container, secrets, snapshot
-from trainer_cli.launch.options import SlurmOptions
-from trainer_cli.launch.render import Quoted, quote_shell
-from trainer_cli.launch.resources import Resources
 from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.rundir.policy import test_after_fit_args
+from trainer_cli.schedulers import snapshot
+from trainer_cli.schedulers.slurm import container, secrets
+from trainer_cli.schedulers.slurm.options import SlurmOptions
+from trainer_cli.schedulers.slurm.render import Quoted, quote_shell
+from trainer_cli.schedulers.slurm.resources import Resources
 
 SCRIPT_NAME = "submit.sbatch"
 TEST_SCRIPT_NAME = "test.sbatch"
@@ -62,9 +63,9 @@ def script_context(
 ) -> dict[str, Any]:
     """The values a template may use (all documented in ``slurm/ddp.sbatch.j2``). With
     ``slurm.snapshot`` inside a git work tree the job starts in the code snapshot
-    (:mod:`trainer_cli.launch.snapshot`), then changes to ``submit_dir``. With a container
+    (:mod:`trainer_cli.schedulers.snapshot`), then changes to ``submit_dir``. With a container
     (``slurm.container``) its tasks start in the image, ``data`` (the config's data paths) mounted
-    with the run directory and the directory submitted from (:mod:`trainer_cli.launch.container`)."""
+    with the run directory and the directory submitted from (:mod:`trainer_cli.schedulers.slurm.container`)."""
     gpus = resources.gpus_per_node
     in_snapshot = snapshot.planned(submit_dir, run_dir) if slurm.snapshot else None
     workdir = str(in_snapshot or submit_dir)
@@ -103,13 +104,14 @@ def script_context(
         "entry": ["-m", "trainer_cli"],  # what python runs: `train`, or a user's script (plan)
         "fit_verb": "fit",  # the verb it takes: none for a user's script built with run=False (plan)
         "env": env,
-        "secrets": secret,  # names only: their values come from sbatch's environment (trainer_cli.launch.secrets)
+        # names only: their values come from sbatch's environment (trainer_cli.schedulers.slurm.secrets)
+        "secrets": secret,
     }
 
 
 def run_sbatch(script: Path, *options: str, slurm: SlurmOptions | None = None) -> str:
     """Queue ``script`` (with extra sbatch ``options``); returns the job id. The secrets of ``slurm``
-    (:mod:`trainer_cli.launch.secrets`) go in sbatch's environment, which it passes to the job.
+    (:mod:`trainer_cli.schedulers.slurm.secrets`) go in sbatch's environment, which it passes to the job.
 
     Raises:
         UserError: when sbatch is missing or refuses the job (its message included).
@@ -127,6 +129,6 @@ def run_sbatch(script: Path, *options: str, slurm: SlurmOptions | None = None) -
 
 def prepare_run(slurm: SlurmOptions, run_dir: Path) -> None:
     """What a job's run directory needs before its script is queued: with a container, the run's
-    copy of the launcher's job steps (:func:`trainer_cli.launch.container.install_helpers`)."""
+    copy of the launcher's job steps (:func:`trainer_cli.schedulers.slurm.container.install_helpers`)."""
     if slurm.container.runtime:
         container.install_helpers(run_dir)

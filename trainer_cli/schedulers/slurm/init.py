@@ -1,7 +1,7 @@
 """``train init``: a site profile to start from, so that no step of the docs needs a clone.
 
 On a host with Slurm (``sinfo`` on ``PATH``), ``train init`` writes a commented site profile read
-from the cluster (:mod:`trainer_cli.launch.site_profile`): the ``slurm:`` options ``train submit
+from the cluster (:mod:`trainer_cli.schedulers.slurm.site_profile`): the ``slurm:`` options ``train submit
 --config`` takes, with the partition, time limit, CPUs, memory, GPUs, account, QOS and the
 environment to activate on the compute nodes chosen and the alternatives commented. ``train init
 NAME`` copies a bundled config out instead (``slurm/example_gpu``, ``experiment/digits``), on any
@@ -20,7 +20,7 @@ from pathlib import Path
 from trainer_cli.config.paths import configs_dir
 from trainer_cli.errors import UserError, close_matches
 from trainer_cli.job import slurm_commands
-from trainer_cli.launch import site_profile
+from trainer_cli.schedulers.slurm import site_profile
 
 DEFAULT_PROFILE = "my_site.yaml"
 """Where ``train init`` writes the profile it reads from the cluster (the name the docs use)."""
