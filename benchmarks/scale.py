@@ -222,7 +222,7 @@ def _ask_tell(tmp: Path, sizes: tuple[int, ...], real_trial: Path) -> dict[str, 
     from trainer_cli.job import jobstate
     from trainer_cli.sweeps import plan as sweep_plan
     from trainer_cli.sweeps import study as sweep_study
-    from trainer_cli.sweeps import worker
+    from trainer_cli.schedulers.slurm import sweep_worker as worker
     from trainer_cli.sweeps.space import take_sweep_args
 
     (tmp / "bin").mkdir(parents=True)

@@ -147,7 +147,9 @@ def test_goodput_of_a_two_node_job_preempted_twice_and_stalled_once(slurm_cluste
     svg = (run_dir / "timeline.svg").read_text()
     assert f"timeline: {run_dir / 'timeline.svg'}" in text and shown["goodput"]["timeline"] == str(run_dir / "timeline.svg")
     assert all(f"job {job_id} attempt {i} (REQUEUED)" in svg for i in (1, 2, 3)) and f"job {job_id} attempt 4 (COMPLETED)" in svg
-    assert all(words in svg for words in ("training kept (goodput)", "stall", "redone (lost progress)", "launch"))
+    drawn = ("training kept (goodput)", "stall", "redone (lost progress)") + (("launch",) if badput["launch_s"] > 0 else ())
+    # (a bucket of 0 s in every attempt is neither drawn nor in the legend: launch, on a quick machine, 2026-12-03)
+    assert all(words in svg for words in drawn), (drawn, badput)
 
     # the one sacct reader serves the status of a job the controller does not match (another script):
     # its newest attempt, with its nodes

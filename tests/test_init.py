@@ -28,7 +28,7 @@ from trainer_cli.job.slurm_output import READS, key_values, parsable, time_limit
 from trainer_cli.schedulers.slurm import site_profile
 from trainer_cli.schedulers.slurm.cluster import accounting_problems, associations_of, mem_mb, missing_setup_files, parse_cluster, problems_with, qos_of
 from trainer_cli.schedulers.slurm.options import SlurmOptions
-from trainer_cli.schedulers.slurm.resources import Resources
+from trainer_cli.schedulers.resources import Resources
 
 # `scontrol show partition -o` and `scontrol show node -o` of a GPU site (Slurm 22.05's layout, as the
 # local cluster prints it, with a site's values): a default gpu partition with a two-day MaxTime,

@@ -79,7 +79,9 @@ def test_a_ray_run_s_cost_and_goodput_come_from_its_attempt_records(
     assert cost["gpu_hours"] == 0.0 and cost["per_attempt"][0]["gpus"] is None
     measured = shown["goodput"]
     assert measured["source"] == "records" and len(measured["attempts"]) == 2, measured
-    assert [a["job_id"] for a in measured["attempts"]] == [JOB, JOB] and measured["goodput_s"] > 0
+    assert [a["job_id"] for a in measured["attempts"]] == [JOB, JOB], measured["attempts"]
+    # (goodput_s has one decimal: 3 digits batches train in ~0.04 s on a quick machine; the share is of the unrounded)
+    assert measured["goodput_pct"] > 0, measured
     parts = ("goodput_s", *(b["seconds"] for b in measured["badput"].values()))
     total = measured["goodput_s"] + sum(b["seconds"] for b in measured["badput"].values())
     assert total == pytest.approx(measured["allocated_s"], abs=0.1 * len(parts)), measured

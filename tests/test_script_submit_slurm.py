@@ -13,8 +13,7 @@ from pathlib import Path
 import pytest
 from slurm_support import LOCAL_PROFILE, job_id_from, slurm_cluster, wait_for_state  # noqa: F401 - a fixture
 
-from trainer_cli.schedulers.slurm.script_entry import script_entry
-from trainer_cli.schedulers.slurm.options import SlurmOptions
+from trainer_cli.schedulers.script_entry import script_entry
 
 MAIN = '''"""A user's script: LightningCLI swapped for TrainerCLI, nothing else."""
 
@@ -96,7 +95,7 @@ def test_which_script_the_job_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.chdir(repo / "sub" if case == "below" else repo)
     script = {"outside": tmp_path / "elsewhere.py", "ignored": repo / "private_main.py", "below": Path("main.py")}
     entry = script_entry(
-        script.get(case, Path("main.py")), SlurmOptions(snapshot=case != "snapshot_off"), run_dir, Path.cwd()
+        script.get(case, Path("main.py")), case != "snapshot_off", run_dir, Path.cwd()
     )
     copied = {"inside": run_dir / "code" / "main.py", "below": run_dir / "code" / "sub" / "main.py"}
     if case in copied:

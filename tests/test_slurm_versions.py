@@ -70,7 +70,7 @@ def test_the_cluster_core_passes_on_slurm_24_11() -> None:
     # A session of its own, not an xdist worker's: the outer worker's PYTEST_XDIST_* would make the
     # inner conftest take itself for a worker of a --dist loadgroup run.
     env = {**{k: v for k, v in os.environ.items() if not k.startswith("PYTEST_XDIST")}, "LOCAL_SLURM_VERSION": VERSION}
-    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "", "-rs", *CORE]
+    command = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-m", "", "-rfEs", *CORE]
     proc = subprocess.run(command, cwd=REPO, env=env, capture_output=True, text=True, timeout=3 * 3600)
     tail = (proc.stdout + proc.stderr)[-6000:]
     ran = f"LOCAL_SLURM_VERSION={VERSION} {' '.join(command[2:])}"

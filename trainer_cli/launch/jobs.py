@@ -52,10 +52,10 @@ from trainer_cli.job import jobstate
 from trainer_cli.job import restarts as restarts_log
 from trainer_cli.job.cost import Cost
 from trainer_cli.job.scheduler import Scheduler
-from trainer_cli.job.slurm_commands import cluster_name
 from trainer_cli.job.status import ACTIVE_STATES, JobStatus, last_epoch_line, with_run_record
 from trainer_cli.launch.job_detail import detail
 from trainer_cli.rundir import goodput, run_cost
+from trainer_cli.schedulers import current_clusters
 from trainer_cli.schedulers.submissions import of_cluster, read_registry, registry_file, scheduler_of
 from trainer_cli.sweeps.plan import SWEEP_FILE, task_log
 from trainer_cli.tables import print_table
@@ -460,9 +460,10 @@ def main(args: list[str], engines: Engines) -> int:
         return show_run(root, opts.run, engines, opts.json)
     if opts.tail:
         return tail(root, opts.tail, engines)
-    cluster = cluster_name() if not opts.all_clusters and root is None else None  # --root names the jobs wanted
-    records = read_registry(root, lambda read: len(of_cluster(read, cluster)[0]) >= opts.last)
-    records, hidden = of_cluster(records, cluster)
+    # each engine's jobs of the cluster it is on here; --root names the jobs wanted
+    clusters = current_clusters() if not opts.all_clusters and root is None else None
+    records = read_registry(root, lambda read: len(of_cluster(read, clusters)[0]) >= opts.last)
+    records, hidden = of_cluster(records, clusters)
     records = records[-opts.last :]
     others = (
         f"{sum(hidden.values())} job(s) of other clusters not shown "

@@ -40,3 +40,12 @@ def engines() -> dict[str, Scheduler]:
     if os.environ.get("RAY_ADDRESS") and importlib.util.find_spec("ray") is not None:
         found["ray"] = engine("ray")
     return found
+
+
+def current_clusters() -> dict[str, str | None]:
+    """``{engine: cluster}``: the cluster each engine is on here (Slurm's ``ClusterName``, None where Slurm
+    cannot be asked; the Ray cluster ``RAY_ADDRESS`` names, None without it), as the registry records a
+    job's ``cluster`` (:func:`trainer_cli.schedulers.submissions.of_cluster`)."""
+    from trainer_cli.job.slurm_commands import cluster_name
+
+    return {"slurm": cluster_name(), "ray": os.environ.get("RAY_ADDRESS") or None}

@@ -24,7 +24,7 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -139,17 +139,21 @@ def read_registry(
     return sorted(records, key=lambda r: str(r.get("submitted") or ""))  # stable: lines without a time first
 
 
-def of_cluster(records: list[dict[str, Any]], cluster: str | None) -> tuple[list[dict[str, Any]], dict[str, int]]:
-    """``records`` split by the cluster they were submitted to: those of ``cluster`` (and those whose
-    cluster is unknown: older lines, a Slurm that did not say), and the count of the others per cluster.
-    All of them when ``cluster`` is None (Slurm cannot be asked here)."""
-    if cluster is None:
+def of_cluster(
+    records: list[dict[str, Any]], clusters: Mapping[str, str | None] | None
+) -> tuple[list[dict[str, Any]], dict[str, int]]:
+    """``records`` split by the cluster they were submitted to: those of the cluster their own engine is on
+    here (``clusters``: ``{engine: cluster}``, :func:`trainer_cli.schedulers.current_clusters`; a Slurm
+    job's ``ClusterName``, a Ray job's address), with those whose cluster is unknown (older lines, a Slurm
+    that did not say, an engine not asked here), and the count of the others per cluster. All of them when
+    ``clusters`` is None (``--all-clusters``)."""
+    if clusters is None:
         return records, {}
     kept: list[dict[str, Any]] = []
     hidden: dict[str, int] = {}
     for rec in records:
-        other = rec.get("cluster")
-        if other and other != cluster:
+        other, here = rec.get("cluster"), clusters.get(scheduler_of(rec))
+        if other and here and other != here:
             hidden[other] = hidden.get(other, 0) + 1
         else:
             kept.append(rec)

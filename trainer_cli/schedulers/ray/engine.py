@@ -53,7 +53,7 @@ class RayJob:
         snapshot: The code snapshot shipped as the working directory (None: the submitting folder itself).
         submit_dir: The folder ``train submit`` ran in (relative paths of the config mean it).
         entry: What each rank's ``python`` runs before its verb: ``-m trainer_cli`` (``train``), or a user's
-            script (:attr:`trainer_cli.schedulers.slurm.script_entry.ScriptEntry.words`, as its Slurm job runs it).
+            script (:attr:`trainer_cli.schedulers.script_entry.ScriptEntry.words`, as its Slurm job runs it).
         verb: The verb the rank runs it with (``fit``; none for a script built with ``run=False``).
         chdir: The folder each rank starts in (a user's script's, as its Slurm job's ``--chdir``: the
             snapshot's copy of the submitting folder, else that folder); None: the job's working directory.

@@ -1,10 +1,10 @@
 """``train submit --scheduler ray``: the run ``train submit`` sends to Slurm, sent to a Ray cluster.
 
-The run is planned exactly as for Slurm (its spec, :func:`trainer_cli.schedulers.slurm.submit.spec`, planned by
-:func:`trainer_cli.schedulers.slurm.fit_job.plan`: the config composed and type-checked here, resources from
-``trainer.num_nodes`` x ``trainer.devices``, the run folder allocated and its config frozen), then rendered
-and queued by :class:`~trainer_cli.schedulers.ray.engine.RayScheduler` and registered for ``train jobs``
-(``scheduler: ray``). A user's script with TrainerCLI (``python main.py submit --scheduler ray``:
+The run is planned as every engine plans it (:mod:`trainer_cli.schedulers.run_plan`: the config composed and
+type-checked here, resources from ``trainer.num_nodes`` x ``trainer.devices``
+(:func:`trainer_cli.schedulers.resources.derive`), the run folder allocated and its config frozen), then
+rendered and queued by :class:`~trainer_cli.schedulers.ray.engine.RayScheduler` and registered for ``train
+jobs`` (``scheduler: ray``). A user's script with TrainerCLI (``python main.py submit --scheduler ray``:
 :func:`from_script`) is planned with its own CLI, and its ranks run the script as its Slurm job does. Bad
 input (Ray missing or outside the supported versions, the cluster not answering, a ``--slurm.*`` flag) is
 refused before anything is written.
@@ -25,12 +25,11 @@ from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.rundir.freezing import freeze
 from trainer_cli.rundir.layout import CONFIG_FILE
-from trainer_cli.schedulers import snapshot
+from trainer_cli.schedulers import run_plan, snapshot
 from trainer_cli.schedulers.ray import options as ray_options
 from trainer_cli.schedulers.ray.engine import RayJob, RayScheduler, log_file
-from trainer_cli.schedulers.slurm import fit_job
-from trainer_cli.schedulers.slurm import submit as slurm_submit
-from trainer_cli.schedulers.snapshot import Snapshot
+from trainer_cli.schedulers.resources import derive
+from trainer_cli.schedulers.snapshot import SNAPSHOT_MAX_MB, Snapshot
 from trainer_cli.schedulers.submissions import register
 
 HELP = """\
@@ -80,10 +79,9 @@ def from_script(
 ) -> int:
     """``python main.py submit --scheduler ray ARGS`` (:attr:`trainer_cli.cli.TrainerCLI.script_verbs`): the fit
     run of a user's script, planned with its own TrainerCLI ``cli`` as for Slurm
-    (:func:`trainer_cli.schedulers.slurm.submit.from_script`; ``fixed``: the sections whose class it fixes),
-    sent to Ray;
+    (``fixed``: the sections whose class it fixes), sent to Ray;
     each rank runs the script as its Slurm job would (``python main.py fit --config <run>/config.yaml --run_dir
-    <run>``, or ``python -m pkg.train ...``: :func:`trainer_cli.schedulers.slurm.script_entry.script_entry`).
+    <run>``, or ``python -m pkg.train ...``: :func:`trainer_cli.schedulers.script_entry.script_entry`).
 
     Raises:
         UserError: for bad input (see the module's description) or a refused job; nothing is left on disk.
@@ -107,8 +105,12 @@ def _submit(request: Request, script: tuple[Any, str, Mapping[str, type]] | None
         a for a in request.without("scheduler") if not (a.name or "").startswith(RAY + ".")
     )
     cli, path, fixed = script if script is not None else (None, None, None)
-    run = slurm_submit.spec(fit_request, cli, fixed)  # the run, read once: the plan and --dry-run render it
-    plan = fit_job.plan(run, run.dry_run, path, slurm_checks=False)
+    # the run, read once: the plan and --dry-run render it (a config file's `slurm:` section, a site profile's,
+    # is set aside as Slurm's submissions set it aside: --slurm.* flags were refused above)
+    run = run_plan.spec(fit_request, SLURM, cli, fixed)
+    where = run_plan.locate(run, path)
+    res = derive(run.config.trainer)
+    plan = run_plan.place(run, where, run.dry_run, run_plan.default_job_name(run, path), path)
     verb = run.verb
     if plan.finished:
         print(f"{plan.finished} Nothing was submitted.")
@@ -116,8 +118,7 @@ def _submit(request: Request, script: tuple[Any, str, Mapping[str, type]] | None
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     job_id = f"{plan.job_name}-{stamp}-{secrets.token_hex(3)}"
     scheduler = RayScheduler(opts)
-    res = plan.resources
-    max_mb = plan.slurm.snapshot_max_mb
+    max_mb = SNAPSHOT_MAX_MB
 
     def spec(code: Snapshot | None) -> RayJob:
         job = RayJob(plan.run_dir, job_id, plan.job_name, res.nodes, res.ntasks_per_node, res.accelerator,

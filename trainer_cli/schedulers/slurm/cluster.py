@@ -47,8 +47,8 @@ from trainer_cli.errors import UserError
 from trainer_cli.job import slurm_commands
 from trainer_cli.job.slurm_commands import SlurmCommandError
 from trainer_cli.job.slurm_output import time_limit_s
+from trainer_cli.schedulers.resources import Resources
 from trainer_cli.schedulers.slurm.options import SlurmOptions
-from trainer_cli.schedulers.slurm.resources import Resources
 
 UNLIMITED = {"UNLIMITED", "INFINITE", "NONE"}
 _MEM_UNITS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}

@@ -65,7 +65,7 @@ class SlurmScheduler:
 
     Args:
         parse: How ``train fit ARGS`` is composed and checked (default: the launcher's own,
-            :func:`trainer_cli.schedulers.slurm.submit.parse_fit`).
+            :func:`trainer_cli.schedulers.run_plan.parse_fit`).
         poll_s: How often ``logs(follow=True)`` looks at the log and the job's state.
     """
 
@@ -77,7 +77,7 @@ class SlurmScheduler:
 
     def _parse(self) -> ParseFit:
         """The parse function of the fit run (the launcher's unless one was given)."""
-        from trainer_cli.schedulers.slurm.submit import parse_fit
+        from trainer_cli.schedulers.run_plan import parse_fit
 
         return self._given_parse or parse_fit()
 

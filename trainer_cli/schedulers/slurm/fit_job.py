@@ -3,12 +3,12 @@
 1. The fit arguments are composed and type-checked exactly as ``train fit`` does, on the submitting
    machine, by the parse function the caller gives (:func:`trainer_cli.runtime.verbs.parse_config` with the
    launcher's CLI, or a user's TrainerCLI subclass for ``python main.py submit``); nothing is built.
-2. Resources come from the trainer and are checked (:mod:`trainer_cli.schedulers.slurm.resources`).
+2. Resources come from the trainer and are checked (:mod:`trainer_cli.schedulers.resources`).
 3. The run directory is allocated and the resolved config frozen into ``<run>/config.yaml``
    (``run_dir`` unset, as a local run's: used as ``--config`` elsewhere it starts a new run); the job
    names its folder (``--run_dir "$run_dir"``), so every restart of a requeued job writes into the
    same directory and the same TensorBoard version. Resubmitted into an existing run (``--config
-   <run>/config.yaml`` of a submitted run: :mod:`trainer_cli.schedulers.slurm.resubmission`), the new values
+   <run>/config.yaml`` of a submitted run: :mod:`trainer_cli.schedulers.resubmission`), the new values
    (other resources,
    more epochs) are written into the run's config, checked as a resume checks them, with
    ``ckpt_path: last`` once the run holds a checkpoint (a resubmitted run always resumes); the
@@ -20,10 +20,9 @@
 
 from __future__ import annotations
 
-import shutil
 import sys
 from collections.abc import Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, fields
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -35,21 +34,19 @@ from trainer_cli.config.spec import ParseFit, RunSpec
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.job.slurm_commands import sbatch_words
-from trainer_cli.rundir.discard import remove_made_folders
 from trainer_cli.rundir.freezing import freeze
 from trainer_cli.rundir.history import restore_config, rewrite_config
 from trainer_cli.rundir.layout import CONFIG_FILE
-from trainer_cli.rundir.policy import finished_line, resume_checkpoint
-from trainer_cli.rundir.policy import plan as rundir_plan
-from trainer_cli.rundir.resume import stored_config
-from trainer_cli.schedulers import snapshot
-from trainer_cli.schedulers.slurm import resubmission, secrets, sizing
+from trainer_cli.schedulers import run_plan, snapshot
+from trainer_cli.schedulers.resources import Resources, derive
+from trainer_cli.schedulers.run_plan import RunPlan
+from trainer_cli.schedulers.script_entry import code_line
+from trainer_cli.schedulers.slurm import secrets, sizing
 from trainer_cli.schedulers.slurm.cluster import check_resources
 from trainer_cli.schedulers.slurm.container import data_paths
 from trainer_cli.schedulers.slurm.options import SECTION, SlurmOptions
 from trainer_cli.schedulers.slurm.render import render
 from trainer_cli.schedulers.slurm.reservations import refuse_maintenance
-from trainer_cli.schedulers.slurm.resources import Resources, derive
 from trainer_cli.schedulers.slurm.sbatch import (
     AGGREGATE_SCRIPT_NAME,
     LOG_PATTERN,
@@ -59,7 +56,6 @@ from trainer_cli.schedulers.slurm.sbatch import (
     run_sbatch,
     script_context,
 )
-from trainer_cli.schedulers.slurm.script_entry import ScriptEntry, code_line, script_entry, script_job_name
 from trainer_cli.schedulers.slurm.slurm_args import parse_slurm_options, slurm_help
 from trainer_cli.schedulers.submissions import register
 
@@ -100,40 +96,15 @@ HELP = (_USAGE + _ABOUT + _EXAMPLES + _SWEEP + _DRY_RUN + _CHECK + _OPTIONS).for
 (:func:`trainer_cli.schedulers.slurm.slurm_args.slurm_help`)."""
 
 
-@dataclass
-class Plan:
-    """A job ready to queue: its run directory, frozen config and rendered script(s)."""
+@dataclass(kw_only=True)
+class Plan(RunPlan):
+    """A Slurm job ready to queue: the run placed (:class:`~trainer_cli.schedulers.run_plan.RunPlan`: its run
+    directory, frozen config, what the job runs) with its Slurm options, resources and rendered script(s)."""
 
-    run_dir: Path
-    """The run directory (absolute); not yet created for a dry run."""
-    created: bool
-    """Whether :func:`plan` created ``run_dir`` (so a failed submission removes it)."""
-    frozen_config: str
-    """``<run>/config.yaml``: the resolved fit config (``run_dir`` unset: the job's script names it)."""
     script_text: str
     """The rendered sbatch script of the fit job."""
     slurm: SlurmOptions
     resources: Resources
-    root: Path
-    """``trainer.default_root_dir``: the registry of ``train jobs`` lives there."""
-    job_name: str
-    changes: list[str]
-    """Resubmission into an existing run: one line per value its config.yaml changes in."""
-    finished: str | None = None
-    """Resubmission into a run that already reached its ``max_epochs``/``max_steps``: the line
-    saying so (:func:`trainer_cli.rundir.policy.finished_line`); such a job would start only to exit."""
-    entry: ScriptEntry | None = None
-    """A user's script (``python main.py submit``): which file the job runs."""
-    made_from: Path | None = None
-    """The highest folder the plan made for ``run_dir`` (:attr:`trainer_cli.rundir.policy.Placement.made_from`)."""
-    notes: list[str] = field(default_factory=list)
-    """What the plan says before the script (the sizing block, ``resubmit: into the newest run``), one
-    line each: printed as it plans, unless :func:`plan` was told not to (a render)."""
-
-    def discard(self) -> None:
-        """Remove the run directory :func:`plan` created, and the folders it made above it where that
-        leaves them empty (a refused submission leaves nothing); a run that existed is left alone."""
-        _discard(self.run_dir if self.created else None, self.made_from)
 
     @property
     def script(self) -> Path:
@@ -159,24 +130,6 @@ class Plan:
         return render("test", context)
 
 
-def _discard(run_dir: Path | None, made_from: Path | None) -> None:
-    """Remove ``run_dir`` (None: nothing), then the folders its plan made above it (up to ``made_from``) left
-    empty (:func:`trainer_cli.rundir.discard.remove_made_folders`)."""
-    if run_dir is None:
-        return
-    shutil.rmtree(run_dir, ignore_errors=True)  # (the snapshot's links to live data are removed, not followed)
-    if made_from is not None:
-        remove_made_folders(run_dir, made_from)
-
-
-def _instantiate_links(parser: Any) -> frozenset[str]:
-    """The keys of ``parser``'s links applied when the classes are built (the user's and the launcher's
-    data->model links: ``TrainerArgumentParser.link_arguments``), as the verb's config names them."""
-    from trainer_cli.config.explain import without_verb
-
-    return frozenset(without_verb(t) for t in getattr(parser, "instantiate_link_targets", ()))
-
-
 def spec_of(request: Request, parse: ParseFit, fixed: Mapping[str, type] | None = None, verb: str = "fit") -> RunSpec:
     """The spec of the submission ``request`` (:func:`trainer_cli.config.spec.build`, the ``slurm:`` section
     and ``--slurm.*`` flags taken out as the engine's options), parsed by ``parse``.
@@ -187,45 +140,25 @@ def spec_of(request: Request, parse: ParseFit, fixed: Mapping[str, type] | None 
     return run_spec.build(request, parse, SECTION, fixed, verb, check_engine=parse_slurm_options)
 
 
-def plan(
-    spec: RunSpec,
-    dry_run: bool,
-    script: str | None = None,
-    echo: bool = True,
-    slurm_checks: bool = True,
-) -> Plan:
-    """Check and render the run ``spec`` (built by :func:`spec_of`); allocates the run directory unless
-    ``dry_run``. With ``script`` (a user's script with TrainerCLI) the job runs that script with the
-    spec's verb (empty for one built with ``run=False``).
+def plan(spec: RunSpec, dry_run: bool, script: str | None = None, echo: bool = True) -> Plan:
+    """Check and render the run ``spec`` (built by :func:`spec_of`) as a Slurm job; allocates the run directory
+    unless ``dry_run``. With ``script`` (a user's script with TrainerCLI) the job runs that script with the
+    spec's verb (empty for one built with ``run=False``). The run is placed as every engine places it
+    (:func:`trainer_cli.schedulers.run_plan.place`), after the checks against this cluster (its partitions,
+    accounts and maintenance) and the sizing.
     ``echo``: print the plan's notes as it goes (:attr:`Plan.notes`; else they are only kept).
-    ``slurm_checks``: check the job against this Slurm cluster (its partitions, accounts and
-    maintenance); off for another engine (``--scheduler ray``), which plans the run the same way.
 
     Raises:
         UserError: for a bad Slurm option, a resource mismatch or a template error
             (nothing is left on disk).
     """
-    fixed = spec.fixed
     slurm = parse_slurm_options(list(spec.engine_layers))
     if slurm.array_workers is not None:
         raise UserError(f"--slurm.array_workers {slurm.array_workers} without --sweep: workers train a sweep's trials")
-    parser, config = spec.parser, spec.config  # (a copy: the plan fills in what the job needs)
-    if not config.get("run_dir"):  # `train submit --config <run>/config.yaml`: a resubmission into that run
-        resubmitted = resubmission.submitted_run(spec.request.values("config"))
-        config.run_dir = str(resubmitted) if resubmitted is not None else config.run_dir
-    from trainer_cli.runtime.lightning_folders import (  # (after parse)
-        DEFAULT_ROOT_DIR,
-        lightning_identity,
-        lightning_log_root,
-    )
-
+    config = spec.config  # (a copy: the plan fills in what the job needs)
+    where = run_plan.locate(spec, script)
     resources = derive(config.trainer, slurm)
-    check_resources(slurm, resources, config, dry_run or not slurm_checks)
-    root, name = Path(config.trainer.default_root_dir or DEFAULT_ROOT_DIR), config.name
-    identity = None
-    if script:  # where `python main.py fit` puts the script's runs: its logger's <save_dir>/<name>/version_<N>
-        root, name = lightning_log_root(config)
-        identity = lightning_identity(config)  # W&B's <save_dir>/<project>/<run id>: the id is chosen now
+    check_resources(slurm, resources, config, dry_run)
     notes: list[str] = []
 
     def note(line: str) -> None:
@@ -233,57 +166,29 @@ def plan(
         if echo:
             print(line)
 
-    for line in sizing.apply(slurm, resources, config, root, _instantiate_links(parser), fixed if script else None):
+    links = run_plan.instantiate_links(spec.parser)
+    for line in sizing.apply(slurm, resources, config, where.root, links, spec.fixed if script else None):
         note(line)
-    if not dry_run and slurm_checks:
+    if not dry_run:
         refuse_maintenance(slurm.partition, slurm.time)
-    job_name = slurm.job_name or (script_job_name(config, Path(script)) if script else config.name)
-    ckpt = config.get("ckpt_path")
-    placed = rundir_plan(root, name, ckpt, config.run_dir, submitting=True, dry_run=dry_run, identity=identity)
-    run_dir, created = placed.path, placed.created
-    assert run_dir is not None  # (Lightning chooses only a user's script's run it starts itself)
-    run_dir = run_dir.absolute()
-    if placed.kind == "resumed":  # as `train fit`: the newest run of the experiment
-        note(f"resubmit: into the newest run of {name!r}: {run_dir}")
-    # resubmitting into an existing run (resume in place): the job's first start resolves its
-    # checkpoint by the same rule (rundir.resume_checkpoint); say now if it cannot
-    if placed.existing:
-        carried = bool(ckpt) and (stored_config(run_dir) or {}).get("ckpt_path") == ckpt  # from its config.yaml
-        resume = resume_checkpoint(run_dir, ckpt, in_job=True, carried=carried)
-    else:
-        resume = None
+    job_name = slurm.job_name or run_plan.default_job_name(spec, script)
+    run = run_plan.place(spec, where, dry_run, job_name, script, slurm.snapshot, note)
     try:
-        config.run_dir = None  # the job names its folder (--run_dir): the run's config.yaml starts a new run elsewhere
-        frozen = parser.dump(config, skip_none=False, skip_link_targets=False)  # as config.yaml records a run
         template = "cv" if slurm.cv_folds and slurm.template == "ddp" else slurm.template
         data = data_paths(config.get("data"), Path.cwd()) if slurm.container.runtime else []
-        context_values = script_context(slurm, resources, run_dir, job_name, Path.cwd(), slurm.dependency, data)
-        entry = None
-        if script:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it (its snapshot copy)
-            module = spec.request.module  # `python -m pkg.train submit`
-            entry = replace(script_entry(Path(script), slurm, run_dir, Path.cwd()), module=module)
-            context_values["entry"] = entry.words
+        context_values = script_context(slurm, resources, run.run_dir, job_name, Path.cwd(), slurm.dependency, data)
+        if run.entry is not None:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it
+            context_values["entry"] = run.entry.words
             context_values["fit_verb"] = spec.verb
-        script_text = render(template, context_values)
-        changes, frozen = (
-            resubmission.config_changes(run_dir, frozen, resume, fixed.get("model"), _instantiate_links(parser))
-            if not created
-            else ([], frozen)
-        )
-        job = Plan(
-            run_dir, created, frozen, script_text, slurm, resources, root, job_name, changes, entry=entry,
-            made_from=placed.made_from, notes=notes,
-        )  # fmt: skip
-        if resume is not None and resume.progress is not None:
-            job.finished = finished_line(
-                run_dir, resume.progress, config.trainer.get("max_epochs"), config.trainer.get("max_steps")
-            )
+        placed = {f.name: getattr(run, f.name) for f in fields(RunPlan)}
+        job = Plan(**placed, script_text=render(template, context_values), slurm=slurm, resources=resources)
+        job.notes = notes
         if slurm.test_after_fit:
             job.test_script_text("afterok:1")  # a template error shows now, not after the fit job is queued
         if slurm.cv_folds:
             job.aggregate_script_text("afterok:1")
     except BaseException:
-        _discard(run_dir if created else None, placed.made_from)
+        run.discard()
         raise
     return job
 
@@ -386,7 +291,7 @@ def dry_run_text(job: Plan) -> str:
     )
     words = sbatch_words(job.script, *job.sbatch_options)
     lines.append(f"# the sbatch command (not run):\n{secrets.shown_command(words, job.slurm)}")
-    lines.append(code_line(job.entry, job.slurm, code, "# "))
+    lines.append(code_line(job.entry, job.slurm.snapshot, code, "# "))
     return "\n".join(lines)
 
 
@@ -437,7 +342,7 @@ def submit(job: Plan) -> str:
         f"Run directory: {run_dir}\nScript:        {job.script}\nJob id:        {job_id}\nLog:           "
         f"{record['log']}"
     )
-    print(code_line(job.entry, job.slurm, code))
+    print(code_line(job.entry, job.slurm.snapshot, code))
     if job.slurm.test_after_fit:
         test_script = run_dir / TEST_SCRIPT_NAME
         test_script.write_text(job.test_script_text(f"afterok:{job_id}"))

@@ -17,10 +17,10 @@ from trainer_cli.job.slurm_commands import sbatch as run_sbatch_command
 from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.rundir.policy import test_after_fit_args
 from trainer_cli.schedulers import snapshot
+from trainer_cli.schedulers.resources import Resources
 from trainer_cli.schedulers.slurm import container, secrets
 from trainer_cli.schedulers.slurm.options import SlurmOptions
 from trainer_cli.schedulers.slurm.render import Quoted, quote_shell
-from trainer_cli.schedulers.slurm.resources import Resources
 
 SCRIPT_NAME = "submit.sbatch"
 TEST_SCRIPT_NAME = "test.sbatch"

@@ -11,33 +11,15 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from trainer_cli.config.before_parse import check_top_level_keys
-from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import RAY, Request
-from trainer_cli.config.spec import ParseFit, RunSpec
+from trainer_cli.config.spec import RunSpec
 from trainer_cli.errors import UserError
-from trainer_cli.imports import heavy_import
 from trainer_cli.job.scheduler import SCHEDULER_NAMES
+from trainer_cli.schedulers.run_plan import parse_fit, script_verb
 from trainer_cli.schedulers.slurm import fit_job
 from trainer_cli.schedulers.slurm.cluster import UNCHECKED, check_against_cluster
 from trainer_cli.schedulers.slurm.fit_job import Plan
 from trainer_cli.schedulers.slurm.reservations import refuse_maintenance
-
-
-def parse_fit(cli: Any = None) -> ParseFit:
-    """The launcher's parse of ``train fit ARGS`` (or that of a user's TrainerCLI ``cli``: its
-    class with its constructor arguments); Lightning is imported when it parses, not before
-    (``train submit --help`` answers without it)."""
-
-    def parse(fit_args: list[str], layers: Layers) -> tuple[Any, Any]:
-        if cli is None:  # (a user's CLI may add keys of its own) before Lightning's import, as `train fit`
-            check_top_level_keys("fit", fit_args, layers)
-        with heavy_import():
-            from trainer_cli.runtime.verbs import parse_config
-
-        return parse_config("fit", fit_args, expand=False, cli=cli, layers=layers)
-
-    return parse
 
 
 def spec(request: Request, cli: Any = None, fixed: Mapping[str, type] | None = None) -> RunSpec:
@@ -56,28 +38,19 @@ def plan(
     dry_run: bool,
     cli: Any = None,
     script: str | None = None,
-    slurm_checks: bool = True,
     fixed: Mapping[str, type] | None = None,
 ) -> Plan:
     """Parse, check and render ``train submit ARGS`` (:func:`spec`, :func:`trainer_cli.schedulers.slurm.fit_job.plan`);
-    allocates the run directory unless ``dry_run``; ``slurm_checks``: against this Slurm cluster (off for
-    another engine). With a user's script (its TrainerCLI ``cli``, ``script`` and the sections whose class
-    it fixes, ``fixed``: :func:`from_script`), the plan's :attr:`~trainer_cli.schedulers.slurm.fit_job.Plan.entry` says
-    what the job's ranks run (:func:`trainer_cli.schedulers.slurm.script_entry.script_entry`, for every engine).
+    allocates the run directory unless ``dry_run``. With a user's script (its TrainerCLI ``cli``, ``script``
+    and the sections whose class it fixes, ``fixed``: :func:`from_script`), the plan's
+    :attr:`~trainer_cli.schedulers.run_plan.RunPlan.entry` says what the job's ranks run
+    (:func:`trainer_cli.schedulers.script_entry.script_entry`, for every engine).
 
     Raises:
         UserError: for a bad config or Slurm option, a resource mismatch or a template error
             (nothing is left on disk).
     """
-    return fit_job.plan(spec(request, cli, fixed), dry_run, script, slurm_checks=slurm_checks)
-
-
-def script_verb(cli: tuple[type, tuple[Any, ...], dict[str, Any]]) -> str:
-    """The verb a user's script's job runs it with: ``fit``, or none for a script built with
-    LightningCLI's ``run=False`` (``python main.py --config ...``)."""
-    from trainer_cli.runtime.script import script_has_verbs
-
-    return "fit" if script_has_verbs(*cli) else ""
+    return fit_job.plan(spec(request, cli, fixed), dry_run, script)
 
 
 def main(request: Request) -> int:

@@ -33,12 +33,12 @@ from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.job.slurm_commands import SlurmCommandError, sbatch_words, show_config
 from trainer_cli.schedulers import snapshot
+from trainer_cli.schedulers.resources import Resources, derive
 from trainer_cli.schedulers.slurm import secrets
 from trainer_cli.schedulers.slurm.cluster import check_resources
 from trainer_cli.schedulers.slurm.container import data_paths
 from trainer_cli.schedulers.slurm.options import AUTO, SECTION, SlurmOptions
 from trainer_cli.schedulers.slurm.render import render
-from trainer_cli.schedulers.slurm.resources import Resources, derive
 from trainer_cli.schedulers.slurm.sbatch import (
     SCRIPT_NAME,
     prepare_run,

@@ -1,9 +1,10 @@
-"""Slurm resources derived from the trainer, and the mismatches Lightning would only find at run time.
+"""A job's resources derived from the trainer, and the mismatches Lightning would only find at run time
+(every engine: a Slurm job's tasks, a Ray job's workers).
 
-One Slurm task per device: ``--nodes`` = ``trainer.num_nodes``, ``--ntasks-per-node`` =
-``trainer.devices``, GPUs per node = ``trainer.devices`` on a GPU. Under ``srun`` Lightning's
-``SLURMEnvironment`` takes ranks from ``SLURM_PROCID``/``SLURM_LOCALID`` and requires
-``SLURM_NTASKS == devices x num_nodes`` (see ``lightning.fabric.plugins.environments.slurm``).
+One task (process) per device: nodes = ``trainer.num_nodes``, tasks per node = ``trainer.devices``, GPUs per
+node = ``trainer.devices`` on a GPU. Under ``srun`` Lightning's ``SLURMEnvironment`` takes ranks from
+``SLURM_PROCID``/``SLURM_LOCALID`` and requires ``SLURM_NTASKS == devices x num_nodes`` (see
+``lightning.fabric.plugins.environments.slurm``); a Ray job starts the same number of workers.
 """
 
 from __future__ import annotations
@@ -13,7 +14,6 @@ from typing import Any
 
 from trainer_cli.errors import UserError
 from trainer_cli.imports import import_class
-from trainer_cli.schedulers.slurm.options import SlurmOptions
 
 GPU_ACCELERATORS = {"gpu", "cuda"}
 CPU_ACCELERATORS = {"cpu"}
@@ -24,7 +24,7 @@ LAUNCHING_STRATEGIES = ("spawn", "fork", "notebook")  # ddp_spawn & co start pro
 
 @dataclass(frozen=True)
 class Resources:
-    """What the job asks Slurm for."""
+    """What the job asks its scheduler for (Slurm: nodes, tasks and GPUs; Ray: workers)."""
 
     nodes: int
     """Nodes (trainer.num_nodes)."""
@@ -67,7 +67,7 @@ def _devices_count(devices: Any, num_nodes: int, problems: list[str]) -> int | N
             return None
         return len(devices)
     problems.append(
-        f"--trainer.devices {devices!r} with --trainer.num_nodes {num_nodes}: a Slurm job needs the number of "
+        f"--trainer.devices {devices!r} with --trainer.num_nodes {num_nodes}: a submitted job needs the number of "
         "devices (tasks) per node, e.g. --trainer.devices 8"
     )
     return None
@@ -103,13 +103,14 @@ def _check_strategy(strategy: Any, num_nodes: int, devices: int, problems: list[
     )
 
 
-def derive(trainer: Any, slurm: SlurmOptions) -> Resources:
+def derive(trainer: Any, slurm: Any = None) -> Resources:
     """Resources of the job from the parsed ``trainer`` config, checked against ``slurm``.
 
     Args:
         trainer: the ``trainer`` section of the parsed fit config (a jsonargparse Namespace).
-        slurm: the Slurm options; their ``nodes``/``ntasks_per_node``/``gpus_per_node``, when set,
-            must agree with the trainer.
+        slurm: a Slurm job's options (:class:`trainer_cli.schedulers.slurm.options.SlurmOptions`); their
+            ``nodes``/``ntasks_per_node``/``gpus_per_node``, when set, must agree with the trainer. None
+            for an engine whose options give no counts (Ray).
 
     Raises:
         UserError: naming both values, for every mismatch found (all reported at once): devices
@@ -128,11 +129,11 @@ def derive(trainer: Any, slurm: SlurmOptions) -> Resources:
     if accelerator in GPU_ACCELERATORS:
         accelerator = "gpu"
     elif accelerator not in CPU_ACCELERATORS:
-        if accelerator == "auto" and slurm.gpus_per_node is not None:
+        if accelerator == "auto" and slurm is not None and slurm.gpus_per_node is not None:
             accelerator = "gpu" if slurm.gpus_per_node > 0 else "cpu"
         else:
             problems.append(
-                f"--trainer.accelerator {accelerator}: a Slurm job must know whether to ask for GPUs; "
+                f"--trainer.accelerator {accelerator}: a submitted job must know whether to ask for GPUs; "
                 "use --trainer.accelerator gpu or cpu (a site profile under configs/slurm/ can set it)"
             )
     if devices is not None:
@@ -143,7 +144,7 @@ def derive(trainer: Any, slurm: SlurmOptions) -> Resources:
         ("ntasks_per_node", devices, f"--trainer.devices {devices}"),
         ("gpus_per_node", gpus, f"--trainer.devices {devices} on accelerator {accelerator}"),
     ):
-        given = getattr(slurm, key)
+        given = getattr(slurm, key, None)
         if given is not None and derived is not None and given != derived:
             problems.append(
                 f"--slurm.{key} {given} contradicts {source}: drop --slurm.{key} (it is derived) or change the trainer"

@@ -1,4 +1,4 @@
-"""What code a job runs, for :mod:`trainer_cli.schedulers.slurm.fit_job` to render and describe the job: for a user's
+"""What code a job runs, for every engine to render and describe the job (one rule for Slurm and Ray): for a user's
 script (``python main.py submit``, ``python -m pkg.train submit``) the script's copy in the code snapshot or
 the script where it is, as a file or as a module (:class:`ScriptEntry`), and the job's name after the
 script's runs (:func:`script_job_name`); for every submission its ``Code:`` line (:func:`code_line`)."""
@@ -10,7 +10,6 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.schedulers import snapshot
-from trainer_cli.schedulers.slurm.options import SlurmOptions
 
 
 @dataclass(frozen=True)
@@ -39,20 +38,24 @@ class ScriptEntry:
         return f"python -m {self.module} ({self.path})" if self.module else str(self.path)
 
 
-def no_snapshot(slurm: SlurmOptions, submit_dir: Path) -> str:
-    """Why a job takes no code snapshot (``--slurm.snapshot false``, or no git work tree to take it of)."""
-    return "--slurm.snapshot false" if not slurm.snapshot else f"{submit_dir} is in no git work tree"
+SNAPSHOT_OFF = "--slurm.snapshot false"
+"""The option that turns a job's code snapshot off (Slurm's; a Ray job always ships one)."""
 
 
-def script_entry(script: Path, slurm: SlurmOptions, run_dir: Path, submit_dir: Path) -> ScriptEntry:
+def no_snapshot(snapshot_on: bool, submit_dir: Path) -> str:
+    """Why a job takes no code snapshot (:data:`SNAPSHOT_OFF`, or no git work tree to take it of)."""
+    return SNAPSHOT_OFF if not snapshot_on else f"{submit_dir} is in no git work tree"
+
+
+def script_entry(script: Path, snapshot_on: bool, run_dir: Path, submit_dir: Path) -> ScriptEntry:
     """Which file a job running ``script`` runs. With a code snapshot (:mod:`trainer_cli.schedulers.snapshot`)
     holding the script, its copy there: Python puts the script's folder first on ``sys.path``, so the
     job imports the user's modules from the snapshot too, not from the live tree. Otherwise (no
     snapshot, or the script outside the work tree or ignored by git) the script where it is."""
     script = script.absolute()
-    top = snapshot.work_tree(submit_dir) if slurm.snapshot else None
+    top = snapshot.work_tree(submit_dir) if snapshot_on else None
     if top is None:
-        return ScriptEntry(script, no_snapshot(slurm, submit_dir), script)
+        return ScriptEntry(script, no_snapshot(snapshot_on, submit_dir), script)
     copy = snapshot.planned_file(script, submit_dir, run_dir)
     if copy is not None:
         return ScriptEntry(copy, None, script)
@@ -65,7 +68,7 @@ def script_entry(script: Path, slurm: SlurmOptions, run_dir: Path, submit_dir: P
 
 
 def script_job_name(config: Any, script: Path) -> str:
-    """The Slurm job name of a user's script's run, as ``train submit`` names a job after its
+    """The job name of a user's script's run, as ``train submit`` names a job after its
     experiment: the name its runs go under (``--name``, its logger's ``name``:
     :func:`trainer_cli.runtime.lightning_folders.lightning_log_root`), else, where that is Lightning's default
     ``lightning_logs``, the folder of the script (its project)."""
@@ -75,9 +78,10 @@ def script_job_name(config: Any, script: Path) -> str:
     return name if name and name != "lightning_logs" else script.absolute().parent.name or "run"
 
 
-def code_line(entry: ScriptEntry | None, slurm: SlurmOptions, code: snapshot.Snapshot | None, lead: str = "") -> str:
+def code_line(entry: ScriptEntry | None, snapshot_on: bool, code: snapshot.Snapshot | None, lead: str = "") -> str:
     """The ``Code:`` line of a submission: the code snapshot, and which script a user's script's job runs
-    (``entry``); ``lead``: a dry run's (``# ``: the snapshot planned, not taken)."""
+    (``entry``); ``snapshot_on``: whether the job was to take one; ``lead``: a dry run's (``# ``: the snapshot
+    planned, not taken)."""
     if code is not None:
         state = "with uncommitted changes" if code.dirty else "clean"
         if code.linked:  # git-ignored data, found where the code's own file says
@@ -100,6 +104,6 @@ def code_line(entry: ScriptEntry | None, slurm: SlurmOptions, code: snapshot.Sna
             "it is when the job starts"
         )
     return (
-        f"{lead}Code:          no snapshot ({no_snapshot(slurm, Path.cwd())}): the job imports your code from "
+        f"{lead}Code:          no snapshot ({no_snapshot(snapshot_on, Path.cwd())}): the job imports your code from "
         "the live files as they are when it starts (later edits reach it)"
     )

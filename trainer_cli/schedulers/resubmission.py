@@ -1,6 +1,6 @@
 """A ``train submit`` into a run that was submitted before (``--config <run>/config.yaml``): which run it is,
-and what the new command changes in that run's ``config.yaml``, checked as a resume checks it. The plan of the
-submission (:mod:`trainer_cli.schedulers.slurm.fit_job`) writes the changes and keeps the previous config.
+and what the new command changes in that run's ``config.yaml``, checked as a resume checks it, for every engine
+(:func:`trainer_cli.schedulers.run_plan.place`). The submission writes the changes and keeps the previous config.
 """
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from trainer_cli.job import jobstate
 from trainer_cli.rundir import record
 from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.rundir.policy import Resume
-from trainer_cli.schedulers.slurm.sbatch import SCRIPT_NAME
+from trainer_cli.schedulers.slurm.sbatch import SCRIPT_NAME  # (a Slurm run's script; every engine's run has job.json)
 
 
 def config_changes(
