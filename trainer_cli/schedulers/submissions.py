@@ -6,8 +6,9 @@ sweep) append one JSON line per submission under the registry's lock
 (:func:`trainer_cli.atomic.append_line`), with the root the run was submitted under
 (``trainer.default_root_dir``, a script's logger folder) and the engine the job went to
 (``scheduler``: ``slurm`` or ``ray``; a line without it is Slurm's); ``train jobs`` and ``train cancel`` read
-it, newest last: without flags the user's jobs of the cluster Slurm's clients talk to now (each line
-keeps the submitting cluster's ``ClusterName``), those under one root with ``--root``. The
+it, newest last: without flags the user's jobs of the cluster each engine is on now (each line keeps
+its cluster: Slurm's ``ClusterName``, a Ray job's address; :func:`of_cluster`), those under one root with
+``--root``. The
 registries an earlier version wrote into the root itself (``<root>/submissions.jsonl``) are read
 too, so the jobs they list still show.
 
