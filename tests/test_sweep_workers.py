@@ -55,9 +55,10 @@ def test_workers_fill_the_study_and_a_preempted_worker_resumes_its_trial(slurm_c
         "--config", DIGITS, "--config", LOCAL_PROFILE, *every_epoch_last_checkpoint(tmp_path), *quiet_args(tmp_path, epochs=epochs),
         *SHORT, "--trainer.devices", "1", "--slurm.time", "00:10:00",  # DDP trials of an array: test_sweep.py
         "--sweep", "optimizer.init_args.lr=loguniform(1e-3,1e-1)", "--sweep_sampler", "tpe", "--sweep_trials", str(trials),
-        "--sweep_seed", "0", "--sweep_pruner", "median(n_startup_trials=1, n_warmup_steps=10)", "--slurm.array_workers", "2",
-    )  # no pruning before epoch 10: a worker's trial started late would be pruned at its first epochs once the
-    # other's completed, and its worker would end (COMPLETED) before the USR1 (CI, both Slurm versions)
+        "--sweep_seed", "0", "--sweep_pruner", f"median(n_startup_trials=1, n_warmup_steps={10 * batches})", "--slurm.array_workers", "2",
+    )  # no pruning before epoch 10 (a pruner's steps are optimizer steps, 5 an epoch here): a worker's trial started
+    # late would be pruned at its first epochs once the other's completed, and its worker would end (COMPLETED)
+    # before the USR1 (CI, both Slurm versions, with n_warmup_steps=10: pruned from epoch 2 on)
     assert code == 0, out
     job_id = job_id_from(out)
     sweep_dir = Path(next(line.split(":", 1)[1].split(" (")[0].strip() for line in out.splitlines() if line.startswith("Sweep directory:")))
