@@ -142,7 +142,8 @@ def test_jobs_lists_this_clusters_jobs_and_counts_the_others(slurm_cluster: None
     """A registry holding jobs of this cluster (``ClusterName=localci`` of scripts/local-slurm), of another
     cluster and of an older version (no cluster kept): ``train jobs`` without flags lists this cluster's and
     the unknown ones, and says how many of the other cluster it leaves out; ``--all-clusters`` lists all.
-    ``register`` keeps the cluster Slurm names."""
+    A job's line keeps the cluster its engine said it was on (Slurm's: tests/test_scheduler_seam.py), none
+    without one."""
     from trainer_cli.schedulers import submissions
 
     state = tmp_path / "state"
@@ -174,4 +175,4 @@ def test_jobs_lists_this_clusters_jobs_and_counts_the_others(slurm_cluster: None
         (kept,) = submissions.read_registry()
     finally:
         os.environ["XDG_STATE_HOME"] = saved
-    assert kept["cluster"] == "localci", kept
+    assert kept["cluster"] is None and kept["scheduler"] == "slurm", kept  # listed on every cluster

@@ -146,6 +146,21 @@ def test_newest_checkpoint_is_by_step_and_a_chosen_hpc_checkpoint_is_retired(tmp
     assert layout.newest_checkpoint(tmp_path) == chosen  # still the newest state until a newer one is saved
 
 
+def test_another_rank_reads_an_hpc_checkpoint_that_rank_0_retires_under_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restarted 2-task DDP job: rank 1 listed ``hpc_ckpt_1.ckpt``, rank 0 renamed it ``.used`` before rank 1
+    read it. Rank 1 still finds it (by its new name), so it never passes ``ckpt_path=None`` to Lightning, whose
+    hpc lookup would name the file that is gone (a local Slurm job's rank 1: FileNotFoundError, the job FAILED)."""
+    (tmp_path / "checkpoints").mkdir()
+    _fake_checkpoint(tmp_path / layout.LAST_CKPT, 10)
+    _fake_checkpoint(tmp_path / "hpc_ckpt_1.ckpt", 14)
+    listed = layout._resume_files(tmp_path)  # rank 1's listing, an instant before rank 0's rename
+    layout.retire_hpc_checkpoints(tmp_path, layout.newest_checkpoint(tmp_path))  # rank 0
+    monkeypatch.setattr(layout, "_resume_files", lambda run_dir: listed)
+    newest = layout.newest_checkpoint(tmp_path)
+    assert newest is not None and (newest.path.name, newest.global_step) == ("hpc_ckpt_1.ckpt.used", 14)
+    assert layout.damaged_checkpoints(tmp_path) == [], "a retired file is not a damaged one"
+
+
 def test_logger_false_drops_callbacks_that_need_a_logger(tmp_path: Path) -> None:
     fit(tmp_path, "--trainer.logger", "false")  # default callbacks include LearningRateMonitor
     run = tmp_path / "digits" / "version_0"

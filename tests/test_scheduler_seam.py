@@ -69,7 +69,7 @@ def test_render_is_the_dry_run_and_a_held_job_is_cancelled(
 
     held = slurm.submit(draft)
     (rec,) = [r for r in read_registry(root) if r["job_id"] == held]
-    assert rec["scheduler"] == "slurm"
+    assert (rec["scheduler"], rec["cluster"]) == ("slurm", slurm.cluster() or "no ClusterName") == ("slurm", "localci")
     assert _until(slurm, held, {"PENDING"}, 30).run_dir == rec["run_dir"]
     slurm.cancel(held)
     assert _until(slurm, held, {"CANCELLED"}, 60).state == "CANCELLED"
@@ -111,3 +111,39 @@ def test_a_digits_job_is_described_logged_and_accounted(
 
     slurm.cancel(job_id)  # ended: left as it is
     assert slurm.describe([job_id])[job_id].state == "COMPLETED"
+
+
+class _Answers:
+    """An engine that answers ``describe`` from a table: what `train sweep-results` asks of any engine."""
+
+    name = "slurm"
+
+    def __init__(self, said: dict[str, JobStatus]) -> None:
+        self.said, self.asked = said, []  # type: ignore[var-annotated]
+
+    def describe(self, job_ids: list[str]) -> dict[str, JobStatus]:
+        self.asked.append(list(job_ids))
+        return {job_id: self.said[job_id] for job_id in job_ids if job_id in self.said}
+
+
+def test_a_submitted_sweeps_trial_states_come_from_its_engine_in_one_describe(tmp_path: Path) -> None:
+    """A submitted array sweep's trials: one ``describe`` for every task; an answer whose job runs another
+    folder's script (a reused id) is not the trial's, which its ``job.json`` then says; without the engine
+    (not given) every state comes from ``job.json``."""
+    import json
+
+    from trainer_cli.sweeps.results import trial_states
+
+    sweep = tmp_path / "sweep_0"
+    trials = [{"index": i, "run_dir": str(sweep / f"trial_{i:03d}")} for i in range(3)]
+    for trial in trials:
+        Path(trial["run_dir"]).mkdir(parents=True)
+    (sweep / "trial_001" / "job.json").write_text(json.dumps({"job_id": "7", "state": "COMPLETED", "restarts": 1}))
+    record = {"job_id": "7", "sweep_dir": str(sweep), "trials": trials}
+    engine = _Answers({
+        "7_0": JobStatus("RUNNING", 0, "0:05", "scontrol", run_dir=str(sweep)),
+        "7_1": JobStatus("PENDING", 0, "0:00", "scontrol", run_dir=str(tmp_path / "another_run")),  # a reused id
+    })  # fmt: skip
+    assert trial_states(record, {"slurm": engine}) == [("RUNNING", 0), ("COMPLETED", 1), ("UNKNOWN", 0)]
+    assert engine.asked == [["7_0", "7_1", "7_2"]]
+    assert trial_states(record) == [("PENDING", 0), ("COMPLETED", 1), ("PENDING", 0)]

@@ -278,7 +278,7 @@ def test_grid_of_ddp_trials_completes_as_one_job_array(slurm_cluster: None, tmp_
         assert last["global_step"] == 5
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        table = results.report(sweep_dir)
+        table = results.report(sweep_dir, engines())
     assert [r["state"] for r in table["rows"]] == ["COMPLETED"] * 4 and all(r["score"] is not None for r in table["rows"]), out.getvalue()
     assert {(r["values"]["optimizer.init_args.lr"], r["values"]["data.init_args.batch_size"]) for r in table["rows"]} == {
         (0.001, 32), (0.001, 64), (0.01, 32), (0.01, 64)}
@@ -309,7 +309,7 @@ def test_one_array_task_requeues_alone_and_resumes(slurm_cluster: None, tmp_path
     wait_for_requeue(task)
     preempted = newest_step(trial)
     assert json.loads((trial / "job.json").read_text())["state"] == "REQUEUED"
-    while_running = results.collect(sweep_dir)  # read from disk while the trials still run
+    while_running = results.collect(sweep_dir, engines())  # read from disk while the trials still run
     by_trial = {r["trial"]: r for r in while_running["rows"]}
     assert by_trial[1]["state"] != "COMPLETED" and by_trial[1]["score"] is not None and by_trial[1]["epochs"] >= 1, while_running
     assert wait_for_state(task, timeout_s=400) == "COMPLETED", (trial / f"slurm-{job_id}_1.log").read_text()[-3000:]
@@ -328,7 +328,7 @@ def test_one_array_task_requeues_alone_and_resumes(slurm_cluster: None, tmp_path
     # what each trial cost (sacct: task 1 over both its attempts, task 0 once; task 1's SLURM_JOB_ID, the
     # array's own id, must not bring task 0's rows into it) and the sweep's total, their sum
     attempts = {0: sacct_attempts(f"{job_id}_0", 1), 1: sacct_attempts(f"{job_id}_1", 2)}
-    done = results.collect(sweep_dir)
+    done = results.collect(sweep_dir, engines())
     spent = {r["trial"]: r["cost"] for r in done["rows"]}
     for i, rows in attempts.items():
         assert (spent[i]["source"], spent[i]["attempts"]) == ("sacct", len(rows)), spent

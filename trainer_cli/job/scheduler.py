@@ -4,9 +4,9 @@ The shape TorchX's ``Scheduler``, NeMo-Run's executors and submitit's ``Executor
 ``render`` is pure (what ``train submit --dry-run`` prints), ``submit`` queues the draft and returns
 the job id, ``describe`` says what the engine knows of jobs (one call for many), ``logs`` reads a
 job's output, ``cancel`` is idempotent, ``accounting`` lists each attempt of a job with what it held
-and for how long. Requeue, resume, goodput, cost and ``train jobs``/``train runs`` work on the
-:class:`~trainer_cli.job.status.JobStatus` and :class:`~trainer_cli.job.cost.Attempt` values an engine
-returns, whatever produced them.
+and for how long, ``cluster`` names the cluster the engine is on here. Requeue, resume, goodput, cost
+and ``train jobs``/``train runs`` work on the :class:`~trainer_cli.job.status.JobStatus` and
+:class:`~trainer_cli.job.cost.Attempt` values an engine returns, whatever produced them.
 
 Engines: :data:`SCHEDULER_NAMES` (``slurm``, the default, and ``ray``); the registry of submitted jobs
 keeps each job's engine (``scheduler`` in its line; a line without it is Slurm's).
@@ -54,6 +54,12 @@ class Scheduler(Protocol):
     """An engine that runs submitted runs (see the module docstring)."""
 
     name: str
+
+    def cluster(self) -> str | None:
+        """The cluster this engine submits to from here, as the registry of submitted jobs records a job's
+        ``cluster`` (``train jobs`` lists the jobs of the cluster each engine is on); None where the engine
+        cannot say (its jobs are then listed whatever cluster they went to)."""
+        ...
 
     def render(self, spec: Any) -> JobDraft:
         """The job ``spec`` (the parsed, checked run) would be, queued nothing (pure)."""

@@ -7,10 +7,10 @@ by the caller (``{name: engine}``: the entry point builds it from :mod:`trainer_
 
 ``train submit`` and ``python main.py submit`` append one JSON line per run to the user's registry
 (:mod:`trainer_cli.schedulers.submissions`, outside any repository): ``train jobs`` lists the jobs the
-user submitted, from any folder, to the cluster Slurm's clients here talk to (``ClusterName``; it says how
-many of other clusters it leaves out, ``--all-clusters`` lists them too), ``--root DIR`` those under one
-``trainer.default_root_dir``. It
-asks Slurm once per call, whatever the number of jobs, and reads ``<run>/job.json`` for the jobs
+user submitted, from any folder, to the cluster each engine says it is on here (its ``cluster()``: Slurm's
+``ClusterName``, a Ray cluster's address; it says how many of other clusters it leaves out, ``--all-clusters``
+lists them too), ``--root DIR`` those under one ``trainer.default_root_dir``. It
+asks each engine once per call, whatever the number of jobs, and reads ``<run>/job.json`` for the jobs
 Slurm has forgotten (:mod:`trainer_cli.job.status`); a job that resubmitted itself is followed
 to its new id there. Per job the table shows state, restarts (with their causes, from
 ``<run>/restarts.jsonl``: ``2 (1 time limit, 1 preempted)``), elapsed time, a DETAIL in words
@@ -454,14 +454,14 @@ def main(args: list[str], engines: Engines) -> int:
     if opts.run and (Path(opts.run) / SWEEP_FILE).is_file():
         from trainer_cli.sweeps.results import report
 
-        report(Path(opts.run))
+        report(Path(opts.run), engines)
         return 0
     if opts.run:
         return show_run(root, opts.run, engines, opts.json)
     if opts.tail:
         return tail(root, opts.tail, engines)
     # each engine's jobs of the cluster it is on here; --root names the jobs wanted
-    clusters = current_clusters() if not opts.all_clusters and root is None else None
+    clusters = current_clusters(engines) if not opts.all_clusters and root is None else None
     records = read_registry(root, lambda read: len(of_cluster(read, clusters)[0]) >= opts.last)
     records, hidden = of_cluster(records, clusters)
     records = records[-opts.last :]

@@ -115,6 +115,18 @@ def _resume_files(run_dir: Path) -> list[Path]:
     return [*files, *(f for f in (run_dir / RESUME_CKPT, run_dir / LAST_CKPT) if f.is_file())]
 
 
+def _read_own(path: Path) -> RunCheckpoint | None:
+    """:func:`read_checkpoint_progress` of one of the run's resume files; an ``hpc_ckpt_N.ckpt`` that global
+    rank 0 retired (renamed ``.used``, :func:`retire_hpc_checkpoints`) between the listing and the read is
+    read by its new name (without that, the other ranks of a restarted DDP job could find no checkpoint,
+    pass ``ckpt_path=None`` to Lightning, and its hpc lookup name the ``hpc_ckpt_N.ckpt`` that is gone)."""
+    found = read_checkpoint_progress(path)
+    if found is None and fnmatch.fnmatch(path.name, HPC_PATTERN) and not path.exists():
+        used = path.with_name(path.name + USED_SUFFIX)
+        found = read_checkpoint_progress(used) if used.is_file() else None
+    return found
+
+
 def run_checkpoints(run_dir: Path) -> list[RunCheckpoint]:
     """The complete resumable checkpoints of ``run_dir``, oldest first (by global step).
 
@@ -124,14 +136,14 @@ def run_checkpoints(run_dir: Path) -> list[RunCheckpoint]:
     ``hpc_ckpt_N.ckpt.used``, included: a run that crashed right after resuming from one still has
     it as its newest state). On equal steps ``last.ckpt`` sorts last (preferred).
     """
-    found = [c for c in map(read_checkpoint_progress, _resume_files(run_dir)) if c is not None]
+    found = [c for c in map(_read_own, _resume_files(run_dir)) if c is not None]
     return sorted(found, key=lambda c: c.global_step)  # stable: last.ckpt stays last among equals
 
 
 def damaged_checkpoints(run_dir: Path) -> list[Path]:
     """The run's own resume checkpoints (``checkpoints/last.ckpt``, ``hpc_ckpt_N.ckpt``) that are there
     but do not read as a complete checkpoint (truncated, corrupt)."""
-    return [f for f in _resume_files(run_dir) if read_checkpoint_progress(f) is None]
+    return [f for f in _resume_files(run_dir) if _read_own(f) is None]
 
 
 def _other_checkpoints(run_dir: Path) -> list[RunCheckpoint]:
@@ -160,7 +172,7 @@ def newest_checkpoint(run_dir: Path) -> RunCheckpoint | None:
     ``save_weights_only``) only where none holds the training state.
     """
     others = [c for c in _other_checkpoints(run_dir) if c.resumable]
-    own = [c for c in map(read_checkpoint_progress, _resume_files(run_dir)) if c is not None]
+    own = [c for c in map(_read_own, _resume_files(run_dir)) if c is not None]
     found = sorted([*others, *own], key=lambda c: (c.resumable, c.global_step))  # stable: own ones last among equals
     return found[-1] if found else None
 

@@ -8,9 +8,38 @@ from __future__ import annotations
 
 import importlib.util
 import os
+from collections.abc import Callable, Mapping
 
 from trainer_cli.errors import UserError
 from trainer_cli.job.scheduler import SCHEDULER_NAMES, Scheduler
+
+
+def _slurm() -> Scheduler:
+    from trainer_cli.schedulers.slurm.engine import SlurmScheduler
+
+    return SlurmScheduler()
+
+
+def _ray() -> Scheduler:
+    """Ray's engine, on the cluster ``RAY_ADDRESS`` names."""
+    from trainer_cli.schedulers.ray.engine import RayScheduler
+    from trainer_cli.schedulers.ray.options import RayOptions
+
+    return RayScheduler(RayOptions(address=os.environ.get("RAY_ADDRESS")))
+
+
+def _ray_reachable() -> bool:
+    """Whether Ray can be asked from here: ``ray`` installed and ``RAY_ADDRESS`` naming a cluster."""
+    return bool(os.environ.get("RAY_ADDRESS")) and importlib.util.find_spec("ray") is not None
+
+
+# name -> (how the engine is built, whether it can be asked here): every name of SCHEDULER_NAMES, each
+# engine imported only when built (this package's shared modules import none)
+_ENGINES: dict[str, tuple[Callable[[], Scheduler], Callable[[], bool]]] = {
+    "slurm": (_slurm, lambda: True),  # (asking a Slurm that is not there answers nothing, quietly)
+    "ray": (_ray, _ray_reachable),
+}
+assert tuple(_ENGINES) == SCHEDULER_NAMES, "an engine for every name train submit --scheduler accepts"
 
 
 def engine(name: str) -> Scheduler:
@@ -20,32 +49,21 @@ def engine(name: str) -> Scheduler:
     Raises:
         UserError: for a name no engine has.
     """
-    if name == "slurm":  # (each engine imported when asked for: this package's shared modules import none)
-        from trainer_cli.schedulers.slurm.engine import SlurmScheduler
-
-        return SlurmScheduler()
-    if name == "ray":
-        from trainer_cli.schedulers.ray.engine import RayScheduler
-        from trainer_cli.schedulers.ray.options import RayOptions
-
-        return RayScheduler(RayOptions(address=os.environ.get("RAY_ADDRESS")))
-    raise UserError(f"--scheduler {name}: no such engine here; choose one of {', '.join(SCHEDULER_NAMES)}")
+    if name not in _ENGINES:
+        raise UserError(f"--scheduler {name}: no such engine here; choose one of {', '.join(SCHEDULER_NAMES)}")
+    return _ENGINES[name][0]()
 
 
 def engines() -> dict[str, Scheduler]:
-    """``{name: engine}`` of every engine this installation can ask now (what ``train jobs`` and
-    ``train cancel`` use): Slurm's, and Ray's where ``ray`` is installed and ``RAY_ADDRESS`` names a
-    cluster (without it a Ray job's row is read from its run's ``job.json``)."""
-    found: dict[str, Scheduler] = {"slurm": engine("slurm")}
-    if os.environ.get("RAY_ADDRESS") and importlib.util.find_spec("ray") is not None:
-        found["ray"] = engine("ray")
-    return found
+    """``{name: engine}`` of every engine this installation can ask now (what ``train jobs``, ``train
+    cancel`` and ``train sweep-results`` use): Slurm's, and Ray's where ``ray`` is installed and
+    ``RAY_ADDRESS`` names a cluster (without it a Ray job's row is read from its run's ``job.json``)."""
+    return {name: build() for name, (build, reachable) in _ENGINES.items() if reachable()}
 
 
-def current_clusters() -> dict[str, str | None]:
-    """``{engine: cluster}``: the cluster each engine is on here (Slurm's ``ClusterName``, None where Slurm
-    cannot be asked; the Ray cluster ``RAY_ADDRESS`` names, None without it), as the registry records a
-    job's ``cluster`` (:func:`trainer_cli.schedulers.submissions.of_cluster`)."""
-    from trainer_cli.job.slurm_commands import cluster_name
-
-    return {"slurm": cluster_name(), "ray": os.environ.get("RAY_ADDRESS") or None}
+def current_clusters(found: Mapping[str, Scheduler]) -> dict[str, str | None]:
+    """``{engine: cluster}``: the cluster each engine of ``found`` (:func:`engines`) is on here
+    (:meth:`~trainer_cli.job.scheduler.Scheduler.cluster`), as the registry records a job's ``cluster``
+    (:func:`trainer_cli.schedulers.submissions.of_cluster`: an engine not in ``found`` is on no cluster
+    known, and its jobs are all listed)."""
+    return {name: scheduler.cluster() for name, scheduler in found.items()}

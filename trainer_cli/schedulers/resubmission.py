@@ -11,7 +11,6 @@ from trainer_cli.job import jobstate
 from trainer_cli.rundir import record
 from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.rundir.policy import Resume
-from trainer_cli.schedulers.slurm.sbatch import SCRIPT_NAME  # (a Slurm run's script; every engine's run has job.json)
 
 
 def config_changes(
@@ -63,11 +62,12 @@ def config_changes(
 
 def submitted_run(configs: list[str]) -> Path | None:
     """The submitted run whose ``config.yaml`` is among the ``--config`` values (the last such), the run a
-    ``train submit --config <run>/config.yaml`` resubmits into: a folder that holds the job's script or record
-    (``submit.sbatch``, ``job.json``) beside it; None where there is none (a local run's config starts a new run)."""
+    ``train submit --config <run>/config.yaml`` resubmits into: a folder that holds a job's record beside it
+    (``job.json``: every engine's submission writes one, and the job itself on its start); None where there is
+    none (a local run's config starts a new run)."""
     for value in reversed(configs):
         path = Path(value)
         if path.name == CONFIG_FILE and path.is_file():
-            if (path.parent / SCRIPT_NAME).is_file() or (path.parent / jobstate.JOB_FILE).is_file():
+            if (path.parent / jobstate.JOB_FILE).is_file():
                 return path.parent
     return None

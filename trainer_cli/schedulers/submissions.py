@@ -31,7 +31,6 @@ from typing import Any
 
 from trainer_cli.atomic import append_line, locked, read_json_lines
 from trainer_cli.job.scheduler import DEFAULT_SCHEDULER
-from trainer_cli.job.slurm_commands import cluster_name
 
 REGISTRY_NAME = "submissions.jsonl"
 STATE_ENV = "XDG_STATE_HOME"
@@ -68,13 +67,12 @@ def registry_file() -> Path:
 
 
 def register(root: Path, record: dict[str, Any]) -> None:
-    """Append a job submitted under ``root`` to the user's registry, with the cluster it went to
-    (``ClusterName``; None where Slurm does not say) unless the record names its own (another engine's
-    job, ``scheduler: ray``, names the Ray cluster's address)."""
+    """Append a job submitted under ``root`` to the user's registry. ``record`` names its engine
+    (``scheduler``; none: Slurm's) and the cluster it went to (``cluster``, as the engine's
+    :meth:`~trainer_cli.job.scheduler.Scheduler.cluster` says it: Slurm's ``ClusterName``, a Ray cluster's
+    address; none where the engine did not say, and then the job is listed on every cluster)."""
     file = registry_file()
     file.parent.mkdir(parents=True, exist_ok=True)
-    if "cluster" not in record:  # (another engine's job names its own cluster)
-        record = {"cluster": cluster_name()} | record
     record = {"scheduler": DEFAULT_SCHEDULER} | record
     line = {k: record.get(k) for k in RECORD_KEYS} | {"root": str(Path(root).absolute())}
     append_line(file, json.dumps(line))

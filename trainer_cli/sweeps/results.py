@@ -5,8 +5,9 @@ metric (``--sweep_metric``, by default the checkpoint's monitor) from its newest
 ``ModelCheckpoint`` state (:func:`trainer_cli.rundir.layout.best_score`; before its first such
 checkpoint, or when no ``ModelCheckpoint`` monitors that metric, from what it logged, whatever the
 logger: :func:`trainer_cli.rundir.metrics.read`), its
-state from Slurm for a submitted sweep (one ``scontrol`` call for all tasks, as ``train jobs``)
-completed by the trial's ``job.json``, and its progress from the last epoch line of its log. Rows
+state from the sweep's engine for a submitted sweep (one ``describe`` of the scheduler seam for all its
+tasks, as ``train jobs`` asks: for Slurm one ``scontrol`` call) completed by the trial's ``job.json``,
+and its progress from the last epoch line of its log. Rows
 are sorted by the score (``mode`` max: highest first; min: lowest first; trials without a score
 last) and written as ``sweep_results.csv`` and ``sweep_results.json`` in the sweep directory, with
 ``sweep_results.png`` (:mod:`trainer_cli.plots`: the metric against each swept axis).
@@ -30,9 +31,9 @@ import argparse
 import csv
 import json
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainer_cli.job import jobstate
 from trainer_cli.job.cost import NONE as NO_COST
@@ -44,6 +45,9 @@ from trainer_cli.sweeps import figures
 from trainer_cli.sweeps import study as study_of_sweep
 from trainer_cli.sweeps.plan import read_record
 from trainer_cli.tables import print_table
+
+if TYPE_CHECKING:
+    from trainer_cli.job.scheduler import Scheduler
 
 RESULTS_CSV = "sweep_results.csv"
 RESULTS_JSON = "sweep_results.json"
@@ -107,26 +111,31 @@ def logged_best(run_dir: Path, monitor: str | None, mode: str) -> float | None:
     return metrics.read(run_dir).best(monitor, mode) if monitor else None
 
 
-def trial_states(record: dict[str, Any]) -> list[tuple[str, int]]:
-    """``(state, restarts)`` per trial: Slurm's (per array task) for a submitted sweep, completed
-    from each trial's ``job.json`` (:func:`trainer_cli.job.status.with_run_record`); a local
-    sweep's and a sweep of workers' from ``job.json`` alone (PENDING before the trial starts)."""
+def trial_states(record: dict[str, Any], engines: Mapping[str, Scheduler] | None = None) -> list[tuple[str, int]]:
+    """``(state, restarts)`` per trial: for a submitted sweep, what its engine (of ``engines``, by the
+    sweep's ``scheduler``, Slurm's by default) says of each trial's array task (one ``describe`` for all),
+    completed from each trial's ``job.json`` (:func:`trainer_cli.job.status.with_run_record`); a local
+    sweep's, a sweep of workers' and one whose engine is not in ``engines`` from ``job.json`` alone
+    (PENDING before the trial starts). A task whose job runs another folder's script (a reused id) is not
+    the trial's."""
+    from trainer_cli.job.scheduler import DEFAULT_SCHEDULER
+    from trainer_cli.job.status import with_run_record
+
     trials = record["trials"]
     job_id = str(record.get("job_id") or "")
-    if not job_id or record.get("workers"):  # a local sweep, or workers (array tasks are not trials)
+    engine = (engines or {}).get(str(record.get("scheduler") or DEFAULT_SCHEDULER))
+    if not job_id or record.get("workers") or engine is None:  # (workers: their array tasks are not trials)
         out = []
         for trial in trials:
             recorded = jobstate.read(Path(trial["run_dir"]))
             out.append((str(recorded.get("state") or NOT_STARTED), jobstate.run_restarts(recorded)))
         return out
-    from trainer_cli.job.status import query_slurm, with_run_record
-
-    script = Path(record["sweep_dir"]) / "submit.sbatch"
-    tasks = [(f"{job_id}_{t['index']}", script) for t in trials]
-    slurm = query_slurm(tasks)
+    tasks = [f"{job_id}_{t['index']}" for t in trials]
+    said = engine.describe(tasks)
+    own = str(Path(record["sweep_dir"]))
     statuses = [
-        with_run_record(slurm.get((task, str(script))), job_id, Path(t["run_dir"]))
-        for (task, _), t in zip(tasks, trials)
+        with_run_record(s if s is not None and s.run_dir in ("", own) else None, job_id, Path(t["run_dir"]))
+        for s, t in ((said.get(task), t) for task, t in zip(tasks, trials))
     ]
     return [(s.state, s.restarts) for s in statuses]
 
@@ -195,7 +204,9 @@ TRIALS_INDEX = ".trials-index.json"
 _FROM_SLURM = ("state", "restarts", "cost", "cost_cell", "goodput", "goodput_cell")
 
 
-def _rows(record: dict[str, Any], monitor: str | None, mode: str) -> list[dict[str, Any]]:
+def _rows(
+    record: dict[str, Any], monitor: str | None, mode: str, engines: Mapping[str, Scheduler] | None = None
+) -> list[dict[str, Any]]:
     """Each trial's row (without its study state), in the record's order: read from the trial's summary where its
     files are unchanged since a listing kept it there, else from its files (and Slurm: one ``scontrol`` and one
     ``sacct`` call for the sweep) and kept. A sweep listed again opens one small file a trial and no checkpoint."""
@@ -242,7 +253,7 @@ def _rows(record: dict[str, Any], monitor: str | None, mode: str) -> list[dict[s
         rows.append({"trial": trial["index"], "values": trial.get("values", {}), **row, "run_dir": str(run_dir)})
     todo = [i for i, row in enumerate(rows) if submitted or "cost" not in row]
     chosen = {**record, "trials": [trials[i] for i in todo]}
-    for i, (state, restarts), cost in zip(todo, trial_states(chosen), trial_costs(chosen)):
+    for i, (state, restarts), cost in zip(todo, trial_states(chosen, engines), trial_costs(chosen)):
         rows[i] |= {"state": state, "restarts": restarts, "cost": cost.as_json(), "cost_cell": cost.cell()}
         rows[i] |= _goodput(Path(rows[i]["run_dir"]), cost)
         files_only = not submitted and cost.source == NO_COST  # nothing outside the trial's files
@@ -263,8 +274,13 @@ def _rows(record: dict[str, Any], monitor: str | None, mode: str) -> list[dict[s
     return [{k: row[k] for k in order} | {k: v for k, v in row.items() if k not in order} for row in rows]
 
 
-def collect(sweep_dir: Path) -> dict[str, Any]:
+def collect(sweep_dir: Path, engines: Mapping[str, Scheduler] | None = None) -> dict[str, Any]:
     """Every trial's values, best score, state and progress, best first.
+
+    Args:
+        sweep_dir: The sweep directory (``sweep.json``).
+        engines: The scheduler engines by name (:func:`trainer_cli.schedulers.engines`) asked for the
+            state of a submitted sweep's trials; None: each trial's ``job.json`` alone.
 
     Returns:
         ``{"sweep_dir", "monitor", "mode", "keys", "rows"}``; each row ``{"trial", "values", "score",
@@ -286,7 +302,7 @@ def collect(sweep_dir: Path) -> dict[str, Any]:
     else:
         found = monitor_of(Path(trials[0]["run_dir"]) / "config.yaml") if trials else None
         monitor, mode = found or (None, "min")
-    rows = _rows(record, monitor, mode)
+    rows = _rows(record, monitor, mode, engines)
     for trial, row in zip(trials, rows):
         if study is not None:
             state, value = study.trials.get(trial["index"], ("-", None))
@@ -409,13 +425,14 @@ def table_rows(results: dict[str, Any]) -> tuple[list[str], list[list[str]]]:
     return header, rows
 
 
-def report(sweep_dir: Path) -> dict[str, Any]:
-    """Print the table of ``sweep_dir`` and write its CSV and JSON; returns the results.
+def report(sweep_dir: Path, engines: Mapping[str, Scheduler] | None = None) -> dict[str, Any]:
+    """Print the table of ``sweep_dir`` and write its CSV and JSON; returns the results (``engines``: as
+    :func:`collect` takes them).
 
     Raises:
         UserError: when ``sweep_dir`` is not a sweep directory.
     """
-    results = collect(sweep_dir)
+    results = collect(sweep_dir, engines)
     print(
         f"sweep {results['sweep_dir']}: {len(results['rows'])} trial(s), best "
         f"{results['monitor'] or '(no monitored metric)'} first"
@@ -442,8 +459,9 @@ def report(sweep_dir: Path) -> dict[str, Any]:
     return results
 
 
-def main(args: Sequence[str]) -> int:
-    """``train sweep-results SWEEP_DIR``: print and write the table of a sweep; returns 0.
+def main(args: Sequence[str], engines: Mapping[str, Scheduler] | None = None) -> int:
+    """``train sweep-results SWEEP_DIR``: print and write the table of a sweep; returns 0. ``engines``: the
+    scheduler engines by name (the entry point gives every one it can ask: a submitted sweep's states).
 
     Raises:
         UserError: when SWEEP_DIR is not a sweep directory.
@@ -456,5 +474,5 @@ def main(args: Sequence[str]) -> int:
     )
     parser.add_argument("sweep_dir", help="the sweep directory, <trainer.default_root_dir>/<name>/sweep_<N>")
     opts = parser.parse_args(list(args))
-    report(Path(opts.sweep_dir))
+    report(Path(opts.sweep_dir), engines)
     return 0

@@ -86,6 +86,11 @@ class RayScheduler:
         self.options = options
         self._client: Any = None
 
+    def cluster(self) -> str | None:
+        """The Ray cluster's address as given (``--ray.address`` or ``RAY_ADDRESS``), as a Ray job's
+        registry line names it; None without one."""
+        return self.options.address or None
+
     @property
     def client(self) -> Any:
         """Ray's ``JobSubmissionClient`` for the job server (made on first use)."""

@@ -75,6 +75,10 @@ class SlurmScheduler:
         self._given_parse = parse
         self.poll_s = poll_s
 
+    def cluster(self) -> str | None:
+        """This Slurm's ``ClusterName`` (None where Slurm cannot be asked)."""
+        return slurm_commands.cluster_name()
+
     def _parse(self) -> ParseFit:
         """The parse function of the fit run (the launcher's unless one was given)."""
         from trainer_cli.schedulers.run_plan import parse_fit

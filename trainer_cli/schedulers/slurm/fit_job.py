@@ -33,7 +33,7 @@ from trainer_cli.config.request import Request, command_line
 from trainer_cli.config.spec import ParseFit, RunSpec
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
-from trainer_cli.job.slurm_commands import sbatch_words
+from trainer_cli.job.slurm_commands import cluster_name, sbatch_words
 from trainer_cli.rundir.freezing import freeze
 from trainer_cli.rundir.history import restore_config, rewrite_config
 from trainer_cli.rundir.layout import CONFIG_FILE
@@ -362,5 +362,5 @@ def submit(job: Plan) -> str:
         run_dir / jobstate.JOB_FILE,
         lambda started: (started if started.get("job_id") == job_id else {"state": "PENDING", "restarts": 0}) | record,
     )
-    register(job.root, record)
+    register(job.root, record | {"cluster": cluster_name()})
     return job_id

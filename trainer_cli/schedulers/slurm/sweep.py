@@ -31,7 +31,7 @@ from trainer_cli.config.request import SWEEP_OPTIONS, Request, command_line
 from trainer_cli.config.spec import split
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
-from trainer_cli.job.slurm_commands import SlurmCommandError, sbatch_words, show_config
+from trainer_cli.job.slurm_commands import SlurmCommandError, cluster_name, sbatch_words, show_config
 from trainer_cli.schedulers import snapshot
 from trainer_cli.schedulers.resources import Resources, derive
 from trainer_cli.schedulers.slurm import secrets
@@ -281,6 +281,7 @@ def _workers_main(job: SweepJob, check: bool, dry_run: bool) -> int:
             "run_dir": str(sweep.sweep_dir),
             "workers": workers,
             "submitted": submitted,
+            "cluster": cluster_name(),
             "log": str(sweep.sweep_dir / WORKERS_LOG.replace("%A", job_id).replace("%a", "<i>")),
         },
     )
@@ -363,6 +364,7 @@ def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, j
         "run_dir": str(sweep.sweep_dir),
         "trials": n,
         "submitted": submitted,
+        "cluster": cluster_name(),
         "log": str(sweep.sweep_dir / LOG_PATTERN.replace("%3a", "<i>").replace("%A", job_id).replace("%a", "<i>")),
     }
     register(sweep.root, record)
