@@ -36,6 +36,7 @@ from trainer_cli.job import cost
 from trainer_cli.launch import jobs
 from trainer_cli.rundir import run_cost
 from trainer_cli.schedulers import engines
+from trainer_cli.schedulers.slurm import accounting as sacct
 from trainer_cli.sweeps import results
 from trainer_cli.tools import runs
 
@@ -61,15 +62,15 @@ def _local(text: str) -> float:
 
 
 def test_tres_of_an_attempt() -> None:
-    assert cost.parse_tres("billing=2,cpu=2,mem=0,node=1") == {"cpu": 2, "node": 1}
-    assert cost.parse_tres("billing=2,cpu=2,gres/gpu=1,mem=0,node=1") == {"cpu": 2, "gpu": 1, "node": 1}
-    assert cost.parse_tres("cpu=16,gres/gpu:a100=8,gres/gpu=8,mem=500G,node=2") == {"cpu": 16, "gpu": 8, "node": 2}
-    assert cost.parse_tres("cpu=16,gres/gpu:a100=4,gres/gpu:v100=2,node=2") == {"cpu": 16, "gpu": 6, "node": 2}
-    assert cost.parse_tres("") == {}
+    assert sacct.parse_tres("billing=2,cpu=2,mem=0,node=1") == {"cpu": 2, "node": 1}
+    assert sacct.parse_tres("billing=2,cpu=2,gres/gpu=1,mem=0,node=1") == {"cpu": 2, "gpu": 1, "node": 1}
+    assert sacct.parse_tres("cpu=16,gres/gpu:a100=8,gres/gpu=8,mem=500G,node=2") == {"cpu": 16, "gpu": 8, "node": 2}
+    assert sacct.parse_tres("cpu=16,gres/gpu:a100=4,gres/gpu:v100=2,node=2") == {"cpu": 16, "gpu": 6, "node": 2}
+    assert sacct.parse_tres("") == {}
 
 
 def test_every_attempt_of_a_requeued_job_counts() -> None:
-    spent = cost.from_sacct(cost.parse_sacct(REQUEUED_ONCE, EIGHT))
+    spent = sacct.from_sacct(sacct.parse_sacct(REQUEUED_ONCE, EIGHT))
     assert spent.source == "sacct" and len(spent.started) == 2
     assert spent.hours("cpu") == pytest.approx(2 * (32 + 43) / 3600)
     assert spent.hours("node") == pytest.approx((32 + 43) / 3600) and spent.hours("gpu") == 0
@@ -87,22 +88,22 @@ def test_every_attempt_of_a_requeued_job_counts() -> None:
 
 
 def test_gpu_hours_where_a_gpu_was_allocated() -> None:
-    spent = cost.from_sacct(cost.parse_sacct(GPU_JOB, EIGHT))
+    spent = sacct.from_sacct(sacct.parse_sacct(GPU_JOB, EIGHT))
     assert spent.has_gpus and spent.hours("gpu") == 1.0 and spent.hours("cpu") == 2.0
     assert spent.cell() == "1.00 GPU-h"
     assert spent.block()[0].startswith("cost: 1.00 GPU-h, 1.00 node-h allocated over 1 attempt(s)")
 
 
 def test_a_pending_attempt_holds_nothing_and_its_wait_shows() -> None:
-    rows = cost.parse_sacct(PENDING_AGAIN, EIGHT)
+    rows = sacct.parse_sacct(PENDING_AGAIN, EIGHT)
     assert rows[1].start is None and rows[1].tres == {}
-    spent = cost.from_sacct(rows, now=_local("2026-11-27T18:41:35"))
+    spent = sacct.from_sacct(rows, now=_local("2026-11-27T18:41:35"))
     assert len(spent.started) == 1 and spent.hours("cpu") == pytest.approx(30 / 3600)
     assert spent.waiting_s == 60 and spent.queue_wait_s == 5 + 60
     assert "(waiting now: 0:01:00)" in spent.block()[0]
-    never = cost.from_sacct(cost.parse_sacct(NEVER_STARTED, EIGHT))
+    never = sacct.from_sacct(sacct.parse_sacct(NEVER_STARTED, EIGHT))
     assert never.started == [] and never.cell() == "-" and never.as_json()["attempts"] == 0
-    assert cost.parse_sacct(NEVER_STARTED, EIGHT)[0].state == "CANCELLED"
+    assert sacct.parse_sacct(NEVER_STARTED, EIGHT)[0].state == "CANCELLED"
 
 
 def test_times_as_sacct_and_the_launcher_write_them() -> None:
@@ -171,8 +172,8 @@ def test_a_sweep_trial_is_its_task_and_the_total_puts_pruned_trials_apart(tmp_pa
     run_dir.mkdir()
     (run_dir / "job.json").write_text(json.dumps({"job_id": "90", "array_task": 1, "submitted": _utc("18:00:00")}))
     assert run_cost.job_ids(run_dir) == ["90_1"], "the array's own id would name every task"
-    one = cost.from_sacct(cost.parse_sacct(GPU_JOB, EIGHT)).as_json()
-    two = cost.from_sacct(cost.parse_sacct(REQUEUED_ONCE, EIGHT)).as_json()
+    one = sacct.from_sacct(sacct.parse_sacct(GPU_JOB, EIGHT)).as_json()
+    two = sacct.from_sacct(sacct.parse_sacct(REQUEUED_ONCE, EIGHT)).as_json()
     rows = [{"cost": one, "study": "COMPLETE"}, {"cost": two, "study": "PRUNED"}, {"cost": cost.Cost().as_json(), "study": "FAIL"}]
     total = results.total_cost(rows)
     assert (total["source"], total["trials"], total["gpu_hours"]) == ("sacct", 2, 1.0)
@@ -186,13 +187,13 @@ def test_train_runs_shows_the_estimate_of_a_run_without_accounting(tmp_path: Pat
     """`train runs`: its cost column and JSON; sacct not installed here (PATH without it): estimated."""
     _run_records(tmp_path / "run")
     monkeypatch.setenv("PATH", str(tmp_path / "no-slurm-here"))
-    found = runs.collect([tmp_path])
+    found = runs.collect([tmp_path], engines=engines())  # Slurm's engine asked: no sacct to answer
     header, rows = runs.table_rows(found)
     assert rows[0][header.index("cost")] == "~0.0411 CPU-h"
     assert found["runs"][0]["cost"]["source"] == "estimated" and found["runs"][0]["cost"]["attempts"] == 2
     out = io.StringIO()
     with contextlib.redirect_stdout(out):
-        assert runs.main([str(tmp_path), "--format", "json"]) == 0
+        assert runs.main([str(tmp_path), "--format", "json"], engines()) == 0
     listed = json.loads(out.getvalue())["runs"][0]
     assert listed["cost"]["cpu_hours"] == pytest.approx(2 * 74 / 3600, abs=1e-6) and "cost_cell" not in listed
 
@@ -224,7 +225,7 @@ def assert_cost_matches_sacct(root: Path, job_id: str, run_dir: Path, attempts: 
         assert jobs.main(["--root", str(root), str(run_dir)], engines()) == 0
     block = next(line for line in out.getvalue().splitlines() if line.startswith("cost: "))
     assert f"{cost.hours_text(figures['cpu_hours'])} CPU-h" in block and f"over {attempts} attempt(s)" in block and "(from sacct)" in block, block
-    listed = runs.collect([run_dir])["runs"][0]["cost"]
+    listed = runs.collect([run_dir], engines=engines())["runs"][0]["cost"]
     assert listed["cpu_hours"] == figures["cpu_hours"] and listed["attempts"] == attempts
     # goodput: the measured buckets and the allocation outside the processes add up to sacct's allocated time
     measured = shown["goodput"]

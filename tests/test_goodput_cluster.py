@@ -33,10 +33,10 @@ from test_slurm_cluster import _submit
 from test_slurm_stall import _rank_process
 
 from trainer_cli.job import restarts
-from trainer_cli.job.status import query_slurm
 from trainer_cli.launch import jobs
 from trainer_cli.rundir import attempts, goodput, history
 from trainer_cli.schedulers import engines
+from trainer_cli.schedulers.slurm.states import query_slurm
 from trainer_cli.tools import runs
 
 EPOCHS, BATCHES, STALL_TIMEOUT_S = 6, 10, 6  # 1,257 digits / (64 x 2 ranks): 10 batches an epoch
@@ -105,7 +105,7 @@ def test_goodput_of_a_two_node_job_preempted_twice_and_stalled_once(slurm_cluste
     sacct_cpu_h, sacct_elapsed = sacct_hours(rows, "cpu"), sum(int(r["ElapsedRaw"]) for r in rows)
     text, shown = _text_and_json(tmp_path, run_dir)
     assert shown["cost"]["cpu_hours"] == pytest.approx(sacct_cpu_h, rel=0.02)
-    listed = runs.collect([run_dir])["runs"][0]
+    listed = runs.collect([run_dir], engines=engines())["runs"][0]
     assert listed["cost"]["cpu_hours"] == pytest.approx(sacct_cpu_h, rel=0.02)
 
     # goodput: the buckets add up to 100% of the allocated time, which is sacct's
@@ -131,7 +131,7 @@ def test_goodput_of_a_two_node_job_preempted_twice_and_stalled_once(slurm_cluste
     lost = [max(a["last_step"] - min(starts[i + 1 :]), 0) if i < 3 else 0 for i, a in enumerate(mine)]
     assert lost[:2] == [0, 0] and lost[2] > 0 and mine[-1]["last_step"] == EPOCHS * BATCHES, (lost, starts, mine)
     assert figures["redone_steps"] == sum(lost) and [a["redone_steps"] for a in figures["attempts"]] == lost
-    assert goodput.allocated(run_dir, jobs.run_cost.cost(run_dir))["total"]["redone_steps"] == sum(lost)
+    assert goodput.allocated(run_dir, jobs.run_cost.cost(run_dir, engines=engines()))["total"]["redone_steps"] == sum(lost)
 
     # the text holds the JSON's figures; `train runs` the same goodput
     assert f"goodput: {figures['goodput_pct']:.1f}% of {figures['allocated_s']:.1f} s allocated over 4 attempt(s)" in text, text
@@ -140,7 +140,7 @@ def test_goodput_of_a_two_node_job_preempted_twice_and_stalled_once(slurm_cluste
         assert f"{bucket['seconds']:.1f} s" in line and f"{bucket['percent']:.1f}%" in line, (line, bucket)
     assert f"lost progress: {sum(lost)} step(s) redone" in text and "peak memory: host RSS" in text, text
     assert listed["goodput"]["goodput_pct"] == figures["goodput_pct"]
-    header, table = runs.table_rows(runs.collect([run_dir]))
+    header, table = runs.table_rows(runs.collect([run_dir], engines=engines()))
     assert table[0][header.index("goodput")] == f"{figures['goodput_pct']:.1f}%"
 
     # the timeline: one row per attempt, its buckets in the legend

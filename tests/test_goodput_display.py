@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from trainer_cli.job import cost
+from trainer_cli.schedulers.slurm import accounting as sacct
 from trainer_cli.plots import plot_timeline
 from trainer_cli.rundir import goodput
 
@@ -53,7 +54,7 @@ def _run(tmp_path: Path) -> Path:
 
 def test_goodput_and_badput_add_up_to_the_allocated_time(tmp_path: Path) -> None:
     run_dir = _run(tmp_path)
-    spent = cost.from_sacct(cost.parse_sacct(ROWS))
+    spent = sacct.from_sacct(sacct.parse_sacct(ROWS))
     figures = goodput.allocated(run_dir, spent)
     first, failed, last = figures["attempts"]
     assert (first["allocated_s"], first["launch_s"], first["launch_before_s"]) == (32, 7, 4)
@@ -84,6 +85,6 @@ def test_a_local_run_is_its_processes_and_a_job_s_newest_row_its_status(tmp_path
     figures = goodput.allocated(_run(tmp_path), cost.Cost())
     assert figures["source"] == "none" and figures["total"]["allocated_s"] == 25 + 37
     assert figures["total"]["launch_s"] == 0 and figures["percent"]["goodput"] == pytest.approx(100 * 33 / 62)
-    newest = cost.newest_rows(cost.parse_sacct(ROWS))
+    newest = sacct.newest_rows(sacct.parse_sacct(ROWS))
     assert list(newest) == ["106"] and (newest["106"].state, newest["106"].elapsed, newest["106"].nodes) == ("COMPLETED", "00:00:43", "node1")
-    assert cost.parse_sacct(ROWS)[1].exit_code == "1:0"
+    assert sacct.parse_sacct(ROWS)[1].exit_code == "1:0"

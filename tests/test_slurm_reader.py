@@ -17,8 +17,9 @@ from pathlib import Path
 import pytest
 from support import REPO
 
-from trainer_cli.job import cost, restarts
+from trainer_cli.job import restarts
 from trainer_cli.job.slurm_output import READS, job_state, key_values, parsable, reference_table
+from trainer_cli.schedulers.slurm import accounting as sacct
 from trainer_cli.schedulers.slurm.cluster import associations_of, parse_cluster, qos_of
 from trainer_cli.schedulers.slurm.reservations import parse_reservations
 
@@ -58,9 +59,9 @@ def test_a_record_missing_a_field_and_one_with_an_unknown_field() -> None:
     # sacct: a Slurm without AllocTRES (asked for no more, slurm_commands._fields): the cost is unknown, not 0
     names = tuple(n for n in READS["sacct"].names if n != "AllocTRES")
     text = "\n".join("|".join(v for k, v in r.items() if k != "AllocTRES") for r in parsable(_captured("sacct.txt"), READS["sacct"].names))
-    rows = cost.parse_sacct(text, names)
+    rows = sacct.parse_sacct(text, names)
     assert [r.state for r in rows][:4] == ["COMPLETED", "REQUEUED", "COMPLETED", "FAILED"] and all(r.tres == {} for r in rows)
-    assert cost.from_sacct(rows).cell() == "-" and cost.from_sacct(rows).as_json()["cpu_hours"] is None
+    assert sacct.from_sacct(rows).cell() == "-" and sacct.from_sacct(rows).as_json()["cpu_hours"] is None
     # a row with a field more than asked for (a value holding |) is skipped, never read shifted
     assert parsable("a|b|c\nd|e\n", ("X", "Y")) == [{"X": "d", "Y": "e"}]
 
@@ -78,22 +79,22 @@ def test_a_preempted_job_that_requeued_and_completed_reads_completed_on_24_11() 
     assert job_state(job | {"Restarts": "0"}) == "PREEMPTED"  # preempted in its first allocation, not requeued
     assert job_state(job | {"ExitCode": "0:15"}) == "PREEMPTED"  # killed by the preemption's signal
     assert job_state(job | {"JobState": "TIMEOUT"}) == "TIMEOUT" and job_state({}) == "UNKNOWN"
-    rows = cost.parse_sacct((fixtures / "sacct-preempted-requeued-completed.txt").read_text().split("\n", 1)[1])
-    newest = cost.newest_rows(rows)["10055"]
+    rows = sacct.parse_sacct((fixtures / "sacct-preempted-requeued-completed.txt").read_text().split("\n", 1)[1])
+    newest = sacct.newest_rows(rows)["10055"]
     requeued = sum(r.raw_id == "10055" and r.state == "REQUEUED" for r in rows)
     assert (newest.state, requeued) == ("PREEMPTED", 1)
     assert job_state({"JobState": newest.state, "ExitCode": newest.exit_code, "Restarts": str(requeued)}) == "COMPLETED"
 
 
 def test_sacct_rows_by_name() -> None:
-    rows = cost.parse_sacct(_captured("sacct.txt"))
+    rows = sacct.parse_sacct(_captured("sacct.txt"))
     assert [(r.job_id, r.raw_id, r.state, r.elapsed_s) for r in rows] == [
         ("365_0", "366", "COMPLETED", 35.0), ("365_1", "365", "REQUEUED", 18.0), ("365_1", "365", "COMPLETED", 23.0),
         ("414", "414", "FAILED", 2.0), ("415_0", "416", "COMPLETED", 38.0), ("422", "422", "RUNNING", 31.0),
     ]
     assert rows[3].tres == {"cpu": 2, "node": 2} and rows[3].exit_code == "1:0" and rows[3].nodes == "node[1-2]"
     assert rows[5].end is None and rows[5].start is not None
-    assert cost.from_sacct(rows[1:3]).cell() == "0.0114 CPU-h"  # (18 + 23) s of one CPU
+    assert sacct.from_sacct(rows[1:3]).cell() == "0.0114 CPU-h"  # (18 + 23) s of one CPU
 
 
 def test_config_partitions_nodes_reservations_accounting() -> None:

@@ -142,7 +142,7 @@ def test_resubmit_mode_continues_the_run_as_a_new_job(slurm_cluster: None, tmp_p
     assert (final["job_id"], final["state"], final["restarts"]) == (new_id, "COMPLETED", 1)
     # the run's cost holds both jobs' attempts (the one it resubmitted itself from too), as sacct has them
     rows = sacct_attempts(job_id, 1) + sacct_attempts(new_id, 1)
-    spent = run_cost.cost(run_dir).as_json()
+    spent = run_cost.cost(run_dir, engines=engines()).as_json()
     assert (spent["source"], spent["attempts"], [a["job_id"] for a in spent["per_attempt"]]) == ("sacct", 2, [job_id, new_id]), spent
     assert spent["cpu_hours"] == pytest.approx(sacct_hours(rows), rel=0.02), (spent, rows)
 

@@ -99,7 +99,7 @@ def test_twelve_trials_three_workers_ddp_trials_one_preempted(
         assert told.user_attrs["pruned_at_step"] > int(resumed.group(1)), told.user_attrs
     assert json.loads((preempted_dir / "job.json").read_text())["restarts"] == 1
     assert not any((sweep_dir / "workers").glob("task_*.json")), "every in-flight trial was told"
-    table = results.collect(sweep_dir)
+    table = results.collect(sweep_dir, engines())
     assert sorted((r["trial"], r["study"]) for r in table["rows"]) == sorted(states.items())
     preempted_number = int(preempted_dir.name.removeprefix("trial_"))  # the trials after it in its task: no restart
     assert {r["trial"]: r["restarts"] for r in table["rows"]} == {n: int(n == preempted_number) for n in range(TRIALS)}

@@ -35,6 +35,7 @@ from trainer_cli.launch import jobs
 from trainer_cli.schedulers import engines
 from trainer_cli.schedulers.slurm import sweep_worker as worker
 from trainer_cli.sweeps import results, study
+from trainer_cli.tools import runs
 
 SHORT = ["--trainer.limit_train_batches", "5", "--trainer.limit_val_batches", "2"]
 
@@ -94,7 +95,10 @@ def test_workers_fill_the_study_and_a_preempted_worker_resumes_its_trial(slurm_c
         assert jobs.main(["--root", str(tmp_path)], engines()) == 0  # `train jobs`: a row per worker
     rows = [line.split() for line in out.getvalue().splitlines()[1:]]
     assert sorted((r[0], r[1]) for r in rows) == [(f"{job_id}_{i}", "COMPLETED") for i in range(2)], out.getvalue()
-    table = results.collect(sweep_dir)
+    table = results.collect(sweep_dir, engines())
+    listed = {Path(r["run_dir"]).name: r["cost"] for r in runs.collect([sweep_dir], engines=engines())["runs"]}
+    # `train runs` prices a worker's trial as `train sweep-results` does (its share of the task), not the task's whole
+    assert {Path(r["run_dir"]).name: r["cost"] for r in table["rows"]} == {k: v for k, v in listed.items() if k.startswith("trial_")}, listed
     assert sorted((r["trial"], r["state"], r["study"]) for r in table["rows"]) == sorted(
         (t.number, "COMPLETED", t.state.name) for t in loaded.trials)
     # each trial's share of its worker's allocation, estimated from its processes' time at the CPUs sacct

@@ -26,7 +26,7 @@ REQUEUE_VERBS = {"fit", "cv"}  # verbs whose Slurm jobs checkpoint and requeue o
 # verbs whose main takes the request (trainer_cli.config.request.Request) with the precheck's composition
 REQUEST_VERBS = {"submit", "fit-sweep", "cv", "lr-find", "scale-batch-size"}
 # verbs whose main takes the scheduler engines by name (trainer_cli.schedulers.engines): what they ask of jobs
-ENGINE_VERBS = {"jobs", "cancel", "sweep-results"}
+ENGINE_VERBS = {"jobs", "cancel", "sweep-results", "runs"}
 
 # verb -> the function it runs, named by ``module:function`` so that nothing is imported until the verb runs
 # (each takes the argument list after the verb, or the request with REQUEST_VERBS, and returns an exit code);

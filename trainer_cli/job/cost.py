@@ -1,14 +1,10 @@
-"""What a run's Slurm jobs cost: allocated GPU-, CPU- and node-hours over every attempt, requeues
-included, and the queue wait beside it (not in it).
+"""What a run's jobs cost: allocated GPU-, CPU- and node-hours over every attempt, requeues included, and
+the queue wait beside it (not in it). The values every engine's answers are put in (:class:`Attempt`,
+:class:`Cost`), whatever produced them.
 
-From the accounting database where a site keeps one: ``sacct -D -X -P -n -j ID1,ID2,... -o`` its
-fields (:func:`trainer_cli.job.slurm_commands.sacct_attempts`, read by name), one call for any number
-of jobs, gives one row per attempt of each job (``-D``:
-the attempts a requeue ended too, state ``REQUEUED``; without it only the last), and each row's
-``AllocTRES`` (``billing=1,cpu=2,gres/gpu=1,mem=0,node=1``; ``gres/gpu`` only where GPUs were
-allocated) times its ``ElapsedRaw`` seconds is what that attempt held. A row of an attempt that never
-started (``Start`` ``None``, empty ``AllocTRES``: a job pending now) holds nothing. Records reach the
-database a moment after a job ends, so a job that has just ended may show its last attempt late.
+From the scheduler's accounting where it keeps one (:meth:`trainer_cli.job.scheduler.Scheduler.accounting`:
+Slurm's ``sacct``, :mod:`trainer_cli.schedulers.slurm.accounting`): each attempt of each job, what it held
+and for how long (:func:`of_attempts`: source ``sacct``).
 
 Where there is no accounting (``sacct`` missing, refusing, or knowing none of the jobs) the attempts
 are read from the run's own records (:func:`estimate`: when each attempt started and ended) and priced
@@ -24,13 +20,10 @@ timestamps and calls this; ``train jobs``, ``train runs`` and ``train sweep-resu
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
-
-from trainer_cli.job import slurm_commands
-from trainer_cli.job.slurm_output import READS, parsable
 
 SACCT = "sacct"
 ESTIMATED = "estimated"
@@ -55,7 +48,15 @@ class Attempt:
     """What the attempt held: ``cpu``, ``gpu``, ``node`` counts (empty: not known)."""
     wait_s: float | None = None
     """Seconds it waited in the queue before it started (from its submission, or the end of the
-    attempt before it); None where not known."""
+    attempt before it); for one pending now (start None), its wait so far; None where not known."""
+    raw_id: str = ""
+    """The scheduler's own id of the job the attempt is of, where it differs from ``job_id`` (a Slurm array
+    task's ``JobIDRaw``: its ``SLURM_JOB_ID``, while ``job_id`` is ``<array id>_<task>``); '' where the same."""
+
+    @property
+    def end(self) -> float | None:
+        """When it ended (for one running now, the time the engine was asked); None before its start."""
+        return None if self.start is None else self.start + self.elapsed_s
 
     def hours(self, kind: str) -> float:
         """``kind``-hours (``gpu``, ``cpu``, ``node``) this attempt held."""
@@ -161,6 +162,14 @@ class Cost:
         return lines
 
 
+def of_attempts(attempts: Sequence[Attempt], source: str = SACCT) -> Cost:
+    """The cost of one run from its jobs' attempts as the scheduler's accounting lists them
+    (:meth:`trainer_cli.job.scheduler.Scheduler.accounting`): those that started, and the wait so far of
+    those pending now."""
+    pending = [a.wait_s for a in attempts if a.start is None and a.state == "PENDING" and a.wait_s is not None]
+    return Cost(source, [a for a in attempts if a.start is not None], sum(pending) if pending else None)
+
+
 def hours_text(hours: float) -> str:
     """Hours in a few digits: ``123``, ``1.52``, ``0.0131``."""
     if hours >= 100:
@@ -196,116 +205,6 @@ def parse_time(text: Any) -> float | None:
         return datetime.fromisoformat(text).timestamp()  # a naive time is the local time, as sacct prints it
     except ValueError:
         return None
-
-
-def parse_tres(text: str) -> dict[str, float]:
-    """``AllocTRES`` as ``{"cpu", "gpu", "node"}`` counts: ``gres/gpu=N`` (else the sum of the typed
-    ``gres/gpu:TYPE=N``); empty for an empty field (an attempt that never started)."""
-    found: dict[str, float] = {}
-    typed = 0.0
-    for part in text.split(","):
-        key, _, value = part.partition("=")
-        try:
-            number = float(value)
-        except ValueError:
-            continue
-        if key in ("cpu", "node"):
-            found[key] = number
-        elif key == "gres/gpu":
-            found["gpu"] = number
-        elif key.startswith("gres/gpu:"):
-            typed += number
-    if "gpu" not in found and typed:
-        found["gpu"] = typed
-    return found
-
-
-@dataclass
-class Row:
-    """One attempt of a job: a record of :func:`trainer_cli.job.slurm_commands.sacct_attempts`."""
-
-    job_id: str
-    raw_id: str
-    state: str
-    submit: float | None
-    start: float | None
-    end: float | None
-    elapsed_s: float
-    tres: dict[str, float]
-    """What it held; empty where not known (never started, or a Slurm without ``AllocTRES``/``ElapsedRaw``)."""
-    elapsed: str = "-"
-    """``Elapsed`` as sacct prints it (``00:01:23``, ``1-02:03:04``); ``-`` where not known."""
-    exit_code: str = ""
-    """``ExitCode``: ``<code>:<signal>``."""
-    nodes: str = ""
-    """``NodeList``: ``node[1-2]``; ``None assigned`` before a start."""
-
-
-def row_of(record: dict[str, str]) -> Row:
-    """One sacct record (``{field name: value}``) as a :class:`Row`: a state such as ``CANCELLED by 0`` kept
-    as its first word; a field the record lacks is unknown (an unknown ``ElapsedRaw`` is ``End - Start``
-    where both are known, else the attempt's resources are unknown: no figure rather than a wrong one)."""
-    start, end = parse_time(record.get("Start")), parse_time(record.get("End"))
-    raw = str(record.get("ElapsedRaw") or "").strip()
-    elapsed_s = float(raw) if raw.isdigit() else (end - start if start is not None and end is not None else None)
-    return Row(
-        job_id=record.get("JobID") or record.get("JobIDRaw") or "?",
-        raw_id=record.get("JobIDRaw") or record.get("JobID") or "?",
-        state=(str(record.get("State") or "").split() or ["UNKNOWN"])[0],
-        submit=parse_time(record.get("Submit")),
-        start=start,
-        end=end,
-        elapsed_s=elapsed_s or 0.0,
-        tres=parse_tres(record.get("AllocTRES") or "") if elapsed_s is not None else {},
-        elapsed=record.get("Elapsed") or "-",
-        exit_code=record.get("ExitCode") or "",
-        nodes=record.get("NodeList") or "",
-    )
-
-
-def newest_rows(rows: Iterable[Row]) -> dict[str, Row]:
-    """Each job's newest attempt (by ``JobIDRaw``): the one submitted last (a requeue's row carries
-    the requeue's time), as ``sacct`` without ``-D`` would give it."""
-    newest: dict[str, tuple[tuple[float, float, int], Row]] = {}
-    for index, row in enumerate(rows):
-        key = (row.submit or 0.0, row.start or 0.0, index)
-        if row.raw_id not in newest or key > newest[row.raw_id][0]:
-            newest[row.raw_id] = (key, row)
-    return {raw: row for raw, (_, row) in newest.items()}
-
-
-def parse_sacct(text: str, names: Sequence[str] = READS["sacct"].names) -> list[Row]:
-    """The rows of ``sacct -P -n -o NAMES`` output (by default the launcher's own fields), by name."""
-    return [row_of(r) for r in parsable(text, tuple(names))]
-
-
-def query_sacct(job_ids: Iterable[str]) -> list[Row] | None:
-    """Every attempt of ``job_ids`` in the accounting database, in one ``sacct -D -X`` call (the cost of
-    runs, and the state of jobs the controller has forgotten through :func:`newest_rows`); None where
-    ``sacct`` is missing, hangs or refuses (no accounting: ``Slurm accounting storage is disabled``)."""
-    records = slurm_commands.sacct_attempts(job_ids)
-    return None if records is None else [row_of(r) for r in records]
-
-
-def from_sacct(rows: Sequence[Row], now: float | None = None) -> Cost:
-    """The cost of one run from its jobs' sacct rows (every attempt, in the order they started):
-    each attempt's wait from its submission, or from the end of the attempt before it where that
-    is later (a requeue); a row pending now adds its wait so far."""
-    now = time.time() if now is None else now
-    ordered = sorted(rows, key=lambda r: (r.start is None, r.start or 0.0, r.submit or 0.0))
-    attempts: list[Attempt] = []
-    waiting = None
-    ends: dict[str, float] = {}  # per job: the end of its latest attempt (a requeue waits from there)
-    for row in ordered:
-        queued = max((t for t in (row.submit, ends.get(row.job_id)) if t is not None), default=None)
-        if row.start is None:  # pending now: its wait so far, no allocation
-            if row.state == "PENDING" and queued is not None:
-                waiting = (waiting or 0.0) + max(now - queued, 0.0)
-            continue
-        wait = max(row.start - queued, 0.0) if queued is not None else None
-        attempts.append(Attempt(row.job_id, row.state, row.start, row.elapsed_s, row.tres, wait))
-        ends[row.job_id] = row.end if row.end is not None else row.start + row.elapsed_s
-    return Cost(SACCT, attempts, waiting)
 
 
 def estimate(

@@ -85,6 +85,8 @@ class Scheduler(Protocol):
         """Stop the job; a job that already ended (or is unknown) is left as it is (idempotent)."""
         ...
 
-    def accounting(self, job_ids: Sequence[str]) -> list[Attempt]:
-        """Every attempt of the jobs, oldest first: when it ran, for how long and what it held."""
+    def accounting(self, job_ids: Sequence[str]) -> list[Attempt] | None:
+        """Every attempt of the jobs, in the order they started: when it ran, for how long and what it held
+        (one pending now last, its start None and its wait so far); one call for many ids. None where the
+        engine keeps no accounting here (a run's cost is then estimated from its own records)."""
         ...

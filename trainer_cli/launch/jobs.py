@@ -354,13 +354,13 @@ def show_run(root: Path | None, run: str, engines: Engines, as_json: bool = Fals
         rec, index = task
         run_dir = task_log(Path(rec["run_dir"]), str(rec["job_id"]), index).parent
         rows = [r for r in job_rows([rec], engines) if r[0] == f"{rec['job_id']}_{index}"]
-        spent = run_cost.cost(run_dir, [f"{rec['job_id']}_{index}"])
+        spent = run_cost.cost(run_dir, [f"{rec['job_id']}_{index}"], engines)
     else:
         rec = find_run(root, run)
         run_dir = Path(rec["run_dir"])
         rows = job_rows([rec], engines)
         sweep = bool(rec.get("trials") or rec.get("workers"))  # its trials' costs: train sweep-results
-        spent = None if sweep else run_cost.cost(run_dir)
+        spent = None if sweep else run_cost.cost(run_dir, engines=engines)
     measured = goodput.allocated(run_dir, spent) if spent is not None else None
     picture = _timeline(run_dir, measured) if measured is not None else None
     if as_json:

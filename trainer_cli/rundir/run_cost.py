@@ -24,15 +24,19 @@ A run of a scheduler that keeps no accounting (:data:`RECORDED`: the Ray engine;
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainer_cli.job import cost as job_cost
 from trainer_cli.job import jobstate
 from trainer_cli.job import restarts as restarts_log
+from trainer_cli.job.scheduler import DEFAULT_SCHEDULER
 from trainer_cli.rundir import attempts as attempts_mod
 from trainer_cli.rundir import history
+
+if TYPE_CHECKING:
+    from trainer_cli.job.scheduler import Scheduler
 
 REUSED_SLACK_S = 600
 """A sacct row that ended this long before the run's first record is another job that had its id."""
@@ -209,21 +213,37 @@ def estimate(run_dir: Path, now: float | None = None) -> job_cost.Cost:
     )
 
 
+def _accounting(engines: Mapping[str, Scheduler] | None, name: str, ids: Sequence[str]) -> list[job_cost.Attempt]:
+    """What engine ``name`` of ``engines`` accounts of ``ids`` (one call); empty without that engine, without
+    ids, or where it keeps no accounting."""
+    engine = (engines or {}).get(name)
+    return (engine.accounting(list(ids)) or []) if engine is not None and ids else []
+
+
 def costs(
-    run_dirs: Sequence[Path], extra_ids: Sequence[Sequence[str]] = (), now: float | None = None
+    run_dirs: Sequence[Path],
+    extra_ids: Sequence[Sequence[str]] = (),
+    now: float | None = None,
+    engines: Mapping[str, Scheduler] | None = None,
 ) -> list[job_cost.Cost]:
-    """The cost of each run of ``run_dirs``, in one ``sacct`` call for all (:func:`job_ids`, and
-    ``extra_ids[i]`` for run ``i``): from sacct where it knows a job of the run, else estimated; a run
-    of a scheduler without accounting from its attempt records (:func:`records_cost`), sacct not asked."""
+    """The cost of each run of ``run_dirs`` (:func:`job_ids`, and ``extra_ids[i]`` for run ``i``): from the
+    accounting of the engine that ran its jobs (of ``engines``, by ``job.json``'s ``scheduler``, Slurm's by
+    default; one ``accounting`` call per engine for all the runs: for Slurm one ``sacct``) where it knows a
+    job of the run, else estimated (:func:`estimate`; also without ``engines``); a run of a scheduler without
+    accounting from its attempt records (:func:`records_cost`), no engine asked."""
     records = [jobstate.read(d) for d in run_dirs]
     recorded = [recorded_scheduler(d, rec) is not None for d, rec in zip(run_dirs, records)]
     wanted = [
         [] if recorded[i] else list(dict.fromkeys([*job_ids(d, rec), *(extra_ids[i] if i < len(extra_ids) else [])]))
         for i, (d, rec) in enumerate(zip(run_dirs, records))
     ]
-    rows = job_cost.query_sacct(j for ids in wanted for j in ids) if any(wanted) else None
+    names = [str(rec.get("scheduler") or DEFAULT_SCHEDULER) for rec in records]
+    asked: dict[str, list[str]] = {}
+    for name, ids in zip(names, wanted):
+        asked.setdefault(name, []).extend(ids)
+    said = {name: _accounting(engines, name, list(dict.fromkeys(ids))) for name, ids in asked.items()}
     out = []
-    for run_dir, record, ids, by_records in zip(run_dirs, records, wanted, recorded):
+    for run_dir, record, ids, by_records, name in zip(run_dirs, records, wanted, recorded, names):
         if by_records:
             out.append(records_cost(run_dir, record, now))
             continue
@@ -232,28 +252,30 @@ def costs(
         # SLURM_JOB_ID in history.jsonl, which may be the array's own id, names that task alone
         arrays = set(_submitted_ids(record))
         mine = [
-            r
-            for r in rows or []
-            if (r.job_id in ids or r.raw_id in ids or r.job_id.split("_")[0] in arrays)
-            and (first is None or r.end is None or r.end >= first - REUSED_SLACK_S)
+            a
+            for a in said[name]
+            if (a.job_id in ids or (a.raw_id and a.raw_id in ids) or a.job_id.split("_")[0] in arrays)
+            and (first is None or a.end is None or a.end >= first - REUSED_SLACK_S)
         ]
-        out.append(job_cost.from_sacct(mine, now) if mine else estimate(run_dir, now))
+        out.append(job_cost.of_attempts(mine) if mine else estimate(run_dir, now))
     return out
 
 
-def cost(run_dir: Path, extra_ids: Sequence[str] = ()) -> job_cost.Cost:
+def cost(run_dir: Path, extra_ids: Sequence[str] = (), engines: Mapping[str, Scheduler] | None = None) -> job_cost.Cost:
     """The cost of one run (:func:`costs`)."""
-    return costs([run_dir], [list(extra_ids)])[0]
+    return costs([run_dir], [list(extra_ids)], engines=engines)[0]
 
 
-def worker_trial_costs(trial_dirs: Sequence[Path], array_id: str, workers: int) -> list[job_cost.Cost]:
+def worker_trial_costs(
+    trial_dirs: Sequence[Path], array_id: str, workers: int, engines: Mapping[str, Scheduler] | None = None
+) -> list[job_cost.Cost]:
     """The cost of each trial of a sweep of workers (``--slurm.array_workers``: each task of the array
     trains several trials one after another), estimated: the time of the trial's processes (rank 0's
     attempt records, :mod:`trainer_cli.rundir.attempts`: process start to end, in the task its ``task``
-    names) priced at what that task's allocation held then (``sacct``'s AllocTRES, one
+    names) priced at what that task's allocation held then (the accounting of ``engines``' Slurm: one
     call for every task; without accounting what the trial's job asked for). The task's time between
     trials (asking and telling the study, the batch script) is in no trial's."""
-    rows = job_cost.query_sacct(f"{array_id}_{i}" for i in range(workers)) or []
+    rows = _accounting(engines, DEFAULT_SCHEDULER, [f"{array_id}_{i}" for i in range(workers)])
     out = []
     for trial_dir in trial_dirs:
         requested = _requested(jobstate.read(trial_dir))

@@ -140,18 +140,21 @@ def trial_states(record: dict[str, Any], engines: Mapping[str, Scheduler] | None
     return [(s.state, s.restarts) for s in statuses]
 
 
-def trial_costs(record: dict[str, Any]) -> list[Cost]:
-    """What each trial's attempts were allocated (:mod:`trainer_cli.rundir.run_cost`: one ``sacct`` call
-    for all; a submitted sweep's trial is its task ``<array id>_<i>``). A sweep of workers, whose
+def trial_costs(record: dict[str, Any], engines: Mapping[str, Scheduler] | None = None) -> list[Cost]:
+    """What each trial's attempts were allocated (:mod:`trainer_cli.rundir.run_cost`: one ``accounting`` call of
+    the engine of ``engines`` for all, for Slurm one ``sacct``; a submitted sweep's trial is its task
+    ``<array id>_<i>``; without the engine, estimated). A sweep of workers, whose
     tasks train several trials each: each trial's share of its task, estimated from the time of its
     processes (:func:`trainer_cli.rundir.run_cost.worker_trial_costs`)."""
     trials = record["trials"]
     job_id = str(record.get("job_id") or "")
     if record.get("workers"):
         dirs = [Path(t["run_dir"]) for t in trials]
-        return run_cost.worker_trial_costs(dirs, job_id, int(record["workers"])) if job_id else [Cost() for _ in trials]
+        if not job_id:
+            return [Cost() for _ in trials]
+        return run_cost.worker_trial_costs(dirs, job_id, int(record["workers"]), engines)
     extra = [[f"{job_id}_{t['index']}"] if job_id else [] for t in trials]
-    return run_cost.costs([Path(t["run_dir"]) for t in trials], extra)
+    return run_cost.costs([Path(t["run_dir"]) for t in trials], extra, engines=engines)
 
 
 def total_cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -253,7 +256,7 @@ def _rows(
         rows.append({"trial": trial["index"], "values": trial.get("values", {}), **row, "run_dir": str(run_dir)})
     todo = [i for i, row in enumerate(rows) if submitted or "cost" not in row]
     chosen = {**record, "trials": [trials[i] for i in todo]}
-    for i, (state, restarts), cost in zip(todo, trial_states(chosen, engines), trial_costs(chosen)):
+    for i, (state, restarts), cost in zip(todo, trial_states(chosen, engines), trial_costs(chosen, engines)):
         rows[i] |= {"state": state, "restarts": restarts, "cost": cost.as_json(), "cost_cell": cost.cell()}
         rows[i] |= _goodput(Path(rows[i]["run_dir"]), cost)
         files_only = not submitted and cost.source == NO_COST  # nothing outside the trial's files

@@ -40,9 +40,9 @@ import json
 import os
 import re
 import sys
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from trainer_cli.errors import UserError, close_matches
 from trainer_cli.job import cost as job_cost
@@ -51,6 +51,9 @@ from trainer_cli.rundir import attempts, goodput, history, layout, metrics, reco
 from trainer_cli.rundir import index as runs_index
 from trainer_cli.rundir.history import inexact_starts
 from trainer_cli.tables import print_table
+
+if TYPE_CHECKING:
+    from trainer_cli.job.scheduler import Scheduler
 
 CONFIG_FILE = layout.CONFIG_FILE
 """Beside ``config.yaml``, what makes a folder found from the current folder a launcher's run
@@ -233,7 +236,12 @@ def compare(runs: list[dict[str, Any]], every_key: bool = False) -> list[str]:
 
 
 def collect(
-    roots: list[Path], pattern: str | None = None, every_key: bool = False, discover: bool = False, curves: bool = False
+    roots: list[Path],
+    pattern: str | None = None,
+    every_key: bool = False,
+    discover: bool = False,
+    curves: bool = False,
+    engines: Mapping[str, Scheduler] | None = None,
 ) -> dict[str, Any]:
     """The runs under ``roots`` (their paths under the root matching ``pattern``: a glob, or a part of
     the path when it has no ``*?[``; a glob may match the last part alone), the keys shown and the metric columns.
@@ -245,6 +253,8 @@ def collect(
         discover: Look for the launcher's runs only, a few levels deep (:func:`find_runs`).
         curves: Each run's scalars (``--plot``), read from the logger's files; without, each metric's
             extremes, from the run's summary where it is up to date (:func:`_rows`).
+        engines: The scheduler engines by name (:func:`trainer_cli.schedulers.engines`) whose accounting
+            prices the runs their jobs ran (:func:`trainer_cli.rundir.run_cost.costs`); None: estimated.
 
     Raises:
         UserError: for a root that is not a folder.
@@ -265,7 +275,7 @@ def collect(
             held = index.row(rel) if index is not None and unchanged else None
             own = os.path.join(resolved, rel) if rel != "." else str(resolved)
             found.append((listed, Path(folder), own, files, held, (index, rel)))
-    rows, parts = _rows([(run_dir, own, files, held) for _, run_dir, own, files, held, _ in found], curves)
+    rows, parts = _rows([(run_dir, own, files, held) for _, run_dir, own, files, held, _ in found], curves, engines)
     for (*_, held, (index, rel)), part in zip(found, parts):
         if index is not None:
             index.keep(rel, part, fresh=held is None)
@@ -283,11 +293,43 @@ def collect(
 ROW_PART = "row"
 
 
+def _costs(run_dirs: list[Path], engines: Mapping[str, Scheduler] | None) -> list[job_cost.Cost]:
+    """Each run's cost (:func:`trainer_cli.rundir.run_cost.costs`), but a trial of a sweep's array workers
+    (``--slurm.array_workers``: each task trains several trials) is priced as ``train sweep-results`` prices it,
+    its share of its task (:func:`trainer_cli.sweeps.results.trial_costs`), not its task's whole allocation."""
+    from trainer_cli.sweeps.plan import SWEEP_FILE, read_record
+    from trainer_cli.sweeps.results import trial_costs
+
+    out: list[job_cost.Cost | None] = [None] * len(run_dirs)
+    by_sweep: dict[Path, list[int]] = {}
+    for i, run_dir in enumerate(run_dirs):
+        if (run_dir.parent / SWEEP_FILE).is_file():
+            by_sweep.setdefault(run_dir.parent, []).append(i)
+    for sweep_dir, members in by_sweep.items():
+        try:
+            record = read_record(sweep_dir)
+        except UserError:  # not readable: priced as any run
+            continue
+        if not record.get("workers"):
+            continue
+        trials = {Path(t["run_dir"]).resolve(): t for t in record.get("trials") or []}
+        chosen = [(i, trials[run_dirs[i].resolve()]) for i in members if run_dirs[i].resolve() in trials]
+        for (i, _), spent in zip(chosen, trial_costs({**record, "trials": [t for _, t in chosen]}, engines)):
+            out[i] = spent
+    rest = [i for i, spent in enumerate(out) if spent is None]
+    for i, spent in zip(rest, run_cost.costs([run_dirs[i] for i in rest], engines=engines)):
+        out[i] = spent
+    return [spent if spent is not None else job_cost.Cost() for spent in out]
+
+
 def _rows(
-    found: list[tuple[Path, str, list[tuple[str, int, int, int]], dict[str, Any] | None]], curves: bool
+    found: list[tuple[Path, str, list[tuple[str, int, int, int]], dict[str, Any] | None]],
+    curves: bool,
+    engines: Mapping[str, Scheduler] | None = None,
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    """The row of each run (:func:`read_run` without ``run_dir``, its cost and goodput), in one ``sacct``
-    call for the runs that ran in Slurm jobs, and the ``row`` part of each run's summary. Without ``curves``, a
+    """The row of each run (:func:`read_run` without ``run_dir``, its cost and goodput), in one ``accounting``
+    call of each engine of ``engines`` for the runs that ran in its jobs (Slurm's: one ``sacct``), and the
+    ``row`` part of each run's summary. Without ``curves``, a
     row the runs index holds as the run is now (``found``'s fourth item: :mod:`trainer_cli.rundir.index`), else
     one whose run's files are unchanged since a listing kept it in the run's summary
     (:mod:`trainer_cli.rundir.summary`), is read from there (its cost and goodput too when no Slurm job ran it:
@@ -312,7 +354,7 @@ def _rows(
             read = read_run(run_dir, curves, kept[i])
             rows.append({k: v for k, v in read.items() if k != "run_dir"})
     todo = [i for i, row in enumerate(rows) if "cost" not in row]
-    for i, spent in zip(todo, run_cost.costs([run_dirs[i] for i in todo])):
+    for i, spent in zip(todo, _costs([run_dirs[i] for i in todo], engines)):
         row = rows[i]
         measured = goodput.allocated(run_dirs[i], spent)
         row.update(
@@ -416,8 +458,9 @@ def plot(found: dict[str, Any], metric: str, path: Path) -> Path | None:
     return path
 
 
-def main(args: Sequence[str]) -> int:
-    """``train runs [ROOT...] [--name PATTERN] [--all] [--format table|csv|json]``; returns 0.
+def main(args: Sequence[str], engines: Mapping[str, Scheduler] | None = None) -> int:
+    """``train runs [ROOT...] [--name PATTERN] [--all] [--format table|csv|json]``; returns 0. ``engines``: the
+    scheduler engines by name (the entry point gives every one it can ask: the runs' costs from their accounting).
 
     Raises:
         UserError: for a root that is not a folder.
@@ -440,7 +483,9 @@ def main(args: Sequence[str]) -> int:
     parser.add_argument("--plot", metavar="METRIC", help="write METRIC's curves of the runs listed to a PNG")
     parser.add_argument("--plot_file", type=Path, help="the PNG of --plot (default: runs_<METRIC>.png here)")
     opts = parser.parse_args(list(args))
-    found = collect(opts.roots or [Path(".")], opts.name, opts.all, discover=not opts.roots, curves=bool(opts.plot))
+    found = collect(
+        opts.roots or [Path(".")], opts.name, opts.all, discover=not opts.roots, curves=bool(opts.plot), engines=engines
+    )
     if opts.plot:
         path = opts.plot_file or Path(f"runs_{re.sub(r'[^A-Za-z0-9_.-]+', '_', opts.plot)}.png")
         if plot(found, opts.plot, path) is None:

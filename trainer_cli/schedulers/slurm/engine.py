@@ -6,14 +6,15 @@
 - ``submit``: the same plan made for real (the run folder allocated, its config frozen, the code
   snapshot taken) and queued with sbatch (:func:`trainer_cli.schedulers.slurm.fit_job.submit`, which calls
   :func:`trainer_cli.schedulers.slurm.sbatch.run_sbatch` and records the job in ``<run>/job.json`` and the registry);
-- ``describe``: :func:`trainer_cli.job.status.query_slurm`, one ``scontrol show job`` call for any number
+- ``describe``: :func:`trainer_cli.schedulers.slurm.states.query_slurm`, one ``scontrol show job`` call for any number
   of ids and one ``sacct`` call for those the controller has forgotten;
 - ``logs``: the job's log, ``<run>/slurm-<id>.log`` (where scontrol says its ``StdOut`` is, else the
   run folder the registry keeps for the id);
 - ``cancel``: ``scancel`` (:func:`trainer_cli.job.slurm_commands.scancel`); a job that ended, or that
   Slurm does not know, is left as it is;
-- ``accounting``: each attempt from ``sacct -D`` (:func:`trainer_cli.job.cost.query_sacct`), as
-  :class:`~trainer_cli.job.cost.Attempt` values; none where the site keeps no accounting.
+- ``accounting``: each attempt from ``sacct -D`` (:func:`trainer_cli.schedulers.slurm.accounting.accounting`),
+  as :class:`~trainer_cli.job.cost.Attempt` values; None where the site keeps no accounting;
+- ``cluster``: ``ClusterName``.
 
 A fit run only: a sweep's array is rendered and queued by ``train submit --sweep``
 (:mod:`trainer_cli.schedulers.slurm.sweep`).
@@ -32,13 +33,14 @@ from typing import TYPE_CHECKING
 from trainer_cli.config.request import Request
 from trainer_cli.config.spec import RunSpec
 from trainer_cli.errors import UserError
-from trainer_cli.job import cost as job_cost
 from trainer_cli.job import slurm_commands
 from trainer_cli.job.cost import Attempt
 from trainer_cli.job.scheduler import JobDraft
 from trainer_cli.job.slurm_commands import SlurmCommandError, sbatch_words
-from trainer_cli.job.status import ACTIVE_STATES, JobStatus, query_slurm
+from trainer_cli.job.status import ACTIVE_STATES, JobStatus
+from trainer_cli.schedulers.slurm import accounting as slurm_accounting
 from trainer_cli.schedulers.slurm.sbatch import LOG_PATTERN
+from trainer_cli.schedulers.slurm.states import query_slurm
 from trainer_cli.schedulers.submissions import read_registry
 
 if TYPE_CHECKING:  # the submit library is imported when a job is rendered or queued, not for train jobs
@@ -193,8 +195,7 @@ class SlurmScheduler:
             if not any(answer in err.message.lower() for answer in ENDED):
                 raise UserError(f"scancel {job_id} failed: {err.message}") from None
 
-    def accounting(self, job_ids: Sequence[str]) -> list[Attempt]:
-        """Every attempt of the jobs that got an allocation, oldest first, from the accounting database
-        (``sacct -D``: a requeued attempt too); empty where the site keeps none."""
-        rows = job_cost.query_sacct(job_ids)
-        return job_cost.from_sacct(rows).attempts if rows else []
+    def accounting(self, job_ids: Sequence[str]) -> list[Attempt] | None:
+        """Every attempt of the jobs, in the order they started (a requeued one too: ``sacct -D``), those pending
+        now last; None where the site keeps no accounting (``sacct`` missing, refusing or not answering)."""
+        return slurm_accounting.accounting(job_ids) if job_ids else []

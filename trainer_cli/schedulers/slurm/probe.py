@@ -275,22 +275,34 @@ def _root_check(run_root: Path, rank: int) -> dict[str, Any]:
     return _check("run root", written, f"{run_root} writable, {free_gb:.1f} GB free")
 
 
+def _origin(module: Any, name: str) -> str:
+    """The folder ``module`` (called ``name``) was imported from: the one holding its top package."""
+    file = getattr(module, "__file__", None)
+    if not file:
+        return "(no file)"
+    path = Path(file).resolve()
+    return str(path.parents[name.count(".") + (path.name == "__init__.py")])
+
+
 def _code_check(class_paths: list[str]) -> dict[str, Any]:
-    where = str(Path(__file__).resolve().parents[3])  # the folder holding trainer_cli/ (this: schedulers/slurm/)
+    """Whether the config's class paths import here, and from where each one's package comes (a job in a code
+    snapshot imports your code from ``<run>/code``; a live folder named here is not the code submitted)."""
+    where = _origin(sys.modules[__name__], __name__)  # the folder holding trainer_cli/
     failed = []
+    origins: dict[str, list[str]] = {}
     for path in class_paths:
         module = path.rpartition(".")[0]
         try:
-            importlib.import_module(module)
+            imported = importlib.import_module(module)
         except Exception as err:  # the user's module may fail in any way: the message is the point
             failed.append(f"{path}: {type(err).__name__}: {err}")
+            continue
+        origins.setdefault(_origin(imported, module), []).append(path)
     if failed:
         return _check("code", False, f"from {where}: " + "; ".join(failed))
-    return _check(
-        "code",
-        True,
-        f"trainer_cli{' and ' + str(len(class_paths)) + ' class path(s)' if class_paths else ''} import from {where}",
-    )
+    same = len(origins.get(where, []))
+    found = "".join(f"; {', '.join(paths)} from {origin}" for origin, paths in origins.items() if origin != where)
+    return _check("code", True, f"trainer_cli{f' and {same} class path(s)' if same else ''} import from {where}{found}")
 
 
 def _all_reduce(dist: Any, torch: Any, world: int, size_mb: float, iters: int) -> dict[str, Any]:
