@@ -112,6 +112,17 @@ def stop_if_started(mark: str | None) -> None:
         Path(mark).unlink(missing_ok=True)
 
 
+@contextlib.contextmanager
+def console_sys_path() -> Iterator[None]:
+    """``sys.path`` as ``train submit`` run from a shell has it, for a render compared with a golden script:
+    without pytest's ``tests/`` folder, which is in this work tree and would go on the job's PYTHONPATH as its
+    snapshot copy (the work tree's folders on ``sys.path`` do: tests/test_script_submit_slurm.py)."""
+    tests = Path(__file__).parent.resolve()
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(sys, "path", [p for p in sys.path if Path(p or ".").resolve() != tests])
+        yield
+
+
 def train_submit(*args: str) -> tuple[int, str]:
     """Run ``train submit ARGS`` in this process; returns (exit code, stdout)."""
     out = io.StringIO()

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 from support import DIGITS, REPO
-from test_submit_render import LOCAL_PROFILE, _args, _check_golden, _normalise, plan
+from test_submit_render import LOCAL_PROFILE, _args, _as_from_a_shell, _check_golden, _normalise, plan  # noqa: F401 - a fixture
 
 from trainer_cli.errors import UserError
 from trainer_cli.schedulers.slurm.container import install_helpers

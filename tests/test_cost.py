@@ -37,7 +37,7 @@ from trainer_cli.launch import jobs
 from trainer_cli.rundir import run_cost
 from trainer_cli.schedulers import engines
 from trainer_cli.schedulers.slurm import accounting as sacct
-from trainer_cli.sweeps import results
+from trainer_cli.sweeps import costs as sweep_costs
 from trainer_cli.tools import runs
 
 EIGHT = "JobID,JobIDRaw,State,Submit,Start,End,ElapsedRaw,AllocTRES".split(",")  # the fields of the rows below
@@ -175,11 +175,11 @@ def test_a_sweep_trial_is_its_task_and_the_total_puts_pruned_trials_apart(tmp_pa
     one = sacct.from_sacct(sacct.parse_sacct(GPU_JOB, EIGHT)).as_json()
     two = sacct.from_sacct(sacct.parse_sacct(REQUEUED_ONCE, EIGHT)).as_json()
     rows = [{"cost": one, "study": "COMPLETE"}, {"cost": two, "study": "PRUNED"}, {"cost": cost.Cost().as_json(), "study": "FAIL"}]
-    total = results.total_cost(rows)
+    total = sweep_costs.total_cost(rows)
     assert (total["source"], total["trials"], total["gpu_hours"]) == ("sacct", 2, 1.0)
     assert total["cpu_hours"] == pytest.approx(2 + 0.041667) and total["pruned"]["trials"] == 1
     assert total["pruned"]["cpu_hours"] == 0.041667
-    line = results.cost_line({"cost": total})
+    line = sweep_costs.cost_line({"cost": total})
     assert line == "cost: 1.00 GPU-h over 2 trial(s) (sacct), 0 GPU-h of it in 1 pruned trial(s); queue wait 0:00:07, not in it"
 
 

@@ -106,23 +106,64 @@ def test_which_script_the_job_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     assert reason.get(case, "is in no git work tree") in (entry.live or "")
 
 
+def test_the_work_trees_folders_on_sys_path_are_the_jobs_import_paths(tmp_path: Path) -> None:
+    """What the job puts first on its PYTHONPATH, as snapshot copies: the folders of the work tree that were on
+    sys.path at submit (a src layout's ``src``, the tree's top when submitted from below it), in sys.path's
+    order; not the submitting folder (the job starts in its copy), not a git-ignored virtual environment in the
+    tree, not a folder outside it (no cluster needed)."""
+    from trainer_cli.schedulers import snapshot
+    from trainer_cli.schedulers.slurm.sbatch import script_context
+
+    repo = tmp_path / "proj"
+    for folder in ("src/rowsproj", "sub", ".venv/lib/site-packages"):
+        (repo / folder).mkdir(parents=True)
+    (repo / ".gitignore").write_text(".venv/\n")
+    (repo / "src" / "rowsproj" / "model.py").write_text(MODEL)
+    (repo / "sub" / "main.py").write_text(MAIN)
+    (repo / ".venv" / "lib" / "site-packages" / "x.py").write_text("")
+    _git_repo(repo)
+    on_path = [str(repo / "sub"), str(repo / ".venv" / "lib" / "site-packages"), str(repo / "src"), str(tmp_path), str(repo)]
+    assert snapshot.import_paths(repo / "sub", on_path) == ["src", "."]
+    assert snapshot.import_paths(repo, on_path) == ["sub", "src"]
+    assert snapshot.import_paths(tmp_path, on_path) == []  # no work tree
+    import sys
+
+    sys.path.insert(0, str(repo / "src"))  # as an editable install's .pth puts it
+    try:
+        from trainer_cli.schedulers.slurm.options import SlurmOptions
+        from trainer_cli.schedulers.resources import Resources
+
+        run_dir = tmp_path / "runs" / "version_0"
+        context = script_context(SlurmOptions(), Resources(1, 1, 0, "cpu"), run_dir, "x", repo, None)
+    finally:
+        sys.path.remove(str(repo / "src"))
+    assert context["import_paths"] == [str(run_dir / "code" / "src")]
+
+
 @pytest.mark.long  # make test's 12 minutes: tests/test_hw_submit.py's cluster test asserts the same (held, edited, released)
-def test_users_script_job_runs_the_submitted_copy_where_it_was_submitted(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+@pytest.mark.parametrize("layout", ["flat", "src"])
+def test_users_script_job_runs_the_submitted_copy_where_it_was_submitted(slurm_cluster: None, tmp_path: Path, layout: str) -> None:  # noqa: F811
     """A foreign project in a git repository, its data git-ignored: ``python main.py submit``, held;
     the model's marker is edited in the live tree, then the job released. The job runs the script's
     copy in ``<run>/code`` (its modules import from there: the submitted marker), works in the
-    submitting directory (it finds ``data/rows.csv``, absent from the snapshot) and completes."""
+    submitting directory (it finds ``data/rows.csv``, absent from the snapshot) and completes. ``src``: the
+    package in ``src/``, found through ``sys.path`` as a ``pip install -e .`` of a src layout finds it (its
+    ``.pth`` names the live ``src``; here ``PYTHONPATH``, which the job inherits too): the job still imports
+    the snapshot's copy (a new user's editable src-layout project ran the live code)."""
     repo = tmp_path / "rowsproj-repo"
-    (repo / "rowsproj").mkdir(parents=True)
+    package = repo / ("src" if layout == "src" else "") / "rowsproj"
+    package.mkdir(parents=True)
     (repo / "data").mkdir()
     (repo / ".gitignore").write_text("data/\n")
     (repo / "main.py").write_text(MAIN)
-    (repo / "rowsproj" / "__init__.py").write_text("")
-    (repo / "rowsproj" / "model.py").write_text(MODEL)
-    (repo / "rowsproj" / "data.py").write_text(DATA)
+    (package / "__init__.py").write_text("")
+    (package / "model.py").write_text(MODEL)
+    (package / "data.py").write_text(DATA)
     (repo / "data" / "rows.csv").write_text("".join(f"{i % 3},{i % 5},{i % 2}\n" for i in range(32)))
     _git_repo(repo)
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    if layout == "src":
+        env["PYTHONPATH"] = os.pathsep.join([str(repo / "src"), *filter(None, [os.environ.get("PYTHONPATH")])])
     env.pop("TRAINER_CLI_RUN_DIR", None)
     env.pop("TRAINER_CLI_WORKDIR", None)
     flags = ["--config", LOCAL_PROFILE, "--trainer.devices", "1", "--trainer.max_epochs", "1"]
@@ -136,7 +177,7 @@ def test_users_script_job_runs_the_submitted_copy_where_it_was_submitted(slurm_c
     job_id = job_id_from(proc.stdout)
     lines = proc.stdout.splitlines()
     run_dir = Path(next(line.split(":", 1)[1].strip() for line in lines if line.startswith("Run directory:")))
-    (repo / "rowsproj" / "model.py").write_text(MODEL.replace('"as-submitted"', '"edited-after"'))  # right after submit
+    (package / "model.py").write_text(MODEL.replace('"as-submitted"', '"edited-after"'))  # right after submit
     subprocess.run(["scontrol", "release", job_id], check=True, timeout=30)
 
     code = run_dir / "code"
@@ -146,6 +187,6 @@ def test_users_script_job_runs_the_submitted_copy_where_it_was_submitted(slurm_c
     log = (run_dir / f"slurm-{job_id}.log").read_text()
     assert state == "COMPLETED", log[-3000:]
     assert "MARKER=as-submitted" in log and "edited-after" not in log, log[-3000:]
-    assert f"MODULE={code / 'rowsproj' / 'model.py'} " in log, log[-3000:]
+    assert f"MODULE={code / package.relative_to(repo) / 'model.py'} " in log, log[-3000:]
     assert f"CWD={repo.resolve()}\n" in log or f"CWD={repo}\n" in log, log[-3000:]
     assert (code / "data").is_symlink() and (code / "data").resolve() == (repo / "data").resolve()  # git-ignored: linked

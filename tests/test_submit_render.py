@@ -14,10 +14,11 @@ import json
 import os
 import subprocess
 import sys
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from slurm_support import LOCAL_PROFILE, slurm_cluster, slurm_queries, train_submit  # noqa: F401 - fixtures
+from slurm_support import LOCAL_PROFILE, console_sys_path, slurm_cluster, slurm_queries, train_submit  # noqa: F401 - fixtures
 from support import CONFIGS, DIGITS, run_train
 
 from trainer_cli.config.request import Request
@@ -79,6 +80,12 @@ def test_missing_golden_file_fails_and_says_how_to_write_it(monkeypatch: pytest.
     with pytest.raises(pytest.fail.Exception, match="no_such_case.sbatch is missing: write it with `UPDATE_GOLDEN=1"):
         _check_golden("no_such_case", "#!/bin/bash\n")
     assert not (GOLDEN / "no_such_case.sbatch").exists()
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _as_from_a_shell() -> Iterator[None]:
+    with console_sys_path():
+        yield
 
 
 @pytest.fixture(scope="module")
@@ -270,7 +277,8 @@ def test_resubmission_reports_and_checks_changes_before_sbatch(tmp_path: Path) -
     job = plan(_args(CASES["cpu_1x1"], tmp_path), dry_run=False)
     config = job.run_dir / "config.yaml"
     config.write_text(job.frozen_config)
-    job.script.write_text(job.script_text)  # a submitted run: its config.yaml resubmits into it
+    job.script.write_text(job.script_text)  # a submitted run (its script and record): its config.yaml resubmits into it
+    (job.run_dir / "job.json").write_text(json.dumps({"job_id": "4241", "state": "COMPLETED", "restarts": 0}))
     again = ["--config", str(config), "--config", LOCAL_PROFILE, *PYTHON]
     code, out = train_submit(*again, "--trainer.num_nodes", "2", "--trainer.max_epochs", "9", "--dry-run")
     assert code == 0
@@ -287,7 +295,7 @@ def test_resubmission_reports_and_checks_changes_before_sbatch(tmp_path: Path) -
         plan([*again, "--data.init_args.rgb", "true"], dry_run=False)
     with pytest.raises(UserError, match="--ckpt_path last: no run of 'digits' under .* has a checkpoint"):  # as `train fit`
         plan([*_args(CASES["cpu_1x1"], tmp_path), "--ckpt_path", "last"], dry_run=False)
-    assert sorted(p.name for p in job.run_dir.iterdir()) == ["config.yaml", "submit.sbatch"]
+    assert sorted(p.name for p in job.run_dir.iterdir()) == ["config.yaml", "job.json", "submit.sbatch"]
 
 
 def test_requeue_signal_recorded_under_slurm_only(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -383,7 +391,8 @@ def test_a_resubmitted_run_goes_on_from_its_checkpoint_not_from_where_it_started
     job = plan([*_args(CASES["cpu_1x1"], tmp_path), "--ckpt_path", str(pretrained)], dry_run=False)
     config = job.run_dir / "config.yaml"
     config.write_text(job.frozen_config)
-    job.script.write_text(job.script_text)  # a submitted run: its config.yaml resubmits into it
+    job.script.write_text(job.script_text)  # a submitted run (its script and record): its config.yaml resubmits into it
+    (job.run_dir / "job.json").write_text(json.dumps({"job_id": "4241", "state": "COMPLETED", "restarts": 0}))
     again = ["--config", str(config), "--config", LOCAL_PROFILE, *PYTHON]
     assert plan(again, dry_run=True).changes == []  # nothing saved yet: the job's first start takes the file
     (job.run_dir / "checkpoints").mkdir()

@@ -26,7 +26,10 @@ requeue; it then changes to the submitting directory (:data:`WORKDIR_ENV`,
 :func:`trainer_cli.job.workdir.enter`), so relative paths in the config (data folders) mean what
 they meant at submit. A user's script (``python main.py submit``) inside the work tree runs from
 its copy in the snapshot (:func:`planned_file`), so its folder, first on ``sys.path``, is the
-snapshot's too. Installed packages still come from the environment. ``--slurm.snapshot false``
+snapshot's too. The other folders of the work tree that were on ``sys.path`` at submit (:func:`import_paths`:
+the ``src/`` of a project installed editable, ``pip install -e .``, whose ``.pth`` names the live folder; a
+``PYTHONPATH`` into the tree) are put first on the job's ``PYTHONPATH`` as their copies, so those modules too
+are imported as submitted. Installed packages still come from the environment. ``--slurm.snapshot false``
 turns it off.
 """
 
@@ -134,6 +137,32 @@ def planned_file(path: Path, where: Path, run_dir: Path) -> Path | None:
     if listed.returncode != 0 or relative.as_posix() not in set(_names(listed)):
         return None
     return run_dir / CODE_DIR / relative
+
+
+def import_paths(where: Path, paths: Iterable[str] | None = None) -> list[str]:
+    """The folders of ``paths`` (default ``sys.path``) inside the git work tree holding ``where`` whose code
+    the snapshot copies, relative to the tree's top (POSIX, ``.`` for the top), in their order: e.g. ``src``
+    of a src layout installed editable. Folders git ignores (a virtual environment inside the tree) and
+    ``where`` itself (the job starts in its copy) are left out; none without a work tree."""
+    import sys
+
+    top = work_tree(where)
+    if top is None:
+        return []
+    resolved, here = top.resolve(), where.resolve()
+    found: list[str] = []
+    for entry in sys.path if paths is None else paths:
+        path = Path(entry or ".").resolve()
+        if path == here or not path.is_dir():
+            continue
+        try:
+            relative = path.relative_to(resolved).as_posix()
+        except ValueError:  # outside the work tree
+            continue
+        listed = _git(top, "ls-files", "-z", "--cached", "--others", "--exclude-standard", "--", relative)
+        if listed.returncode == 0 and _names(listed) and relative not in found:
+            found.append(relative)
+    return found
 
 
 class _Outputs:

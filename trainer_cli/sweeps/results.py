@@ -37,12 +37,13 @@ from typing import TYPE_CHECKING, Any
 
 from trainer_cli.job import jobstate
 from trainer_cli.job.cost import NONE as NO_COST
-from trainer_cli.job.cost import Cost, duration_text, hours_text
-from trainer_cli.rundir import goodput, layout, metrics, run_cost, summary
+from trainer_cli.job.cost import Cost
+from trainer_cli.rundir import goodput, layout, metrics, summary
 from trainer_cli.rundir import index as runs_index
 from trainer_cli.rundir.layout import LAST_CKPT
 from trainer_cli.sweeps import figures
 from trainer_cli.sweeps import study as study_of_sweep
+from trainer_cli.sweeps.costs import cost_line, total_cost, trial_costs
 from trainer_cli.sweeps.plan import read_record
 from trainer_cli.tables import print_table
 
@@ -138,58 +139,6 @@ def trial_states(record: dict[str, Any], engines: Mapping[str, Scheduler] | None
         for s, t in ((said.get(task), t) for task, t in zip(tasks, trials))
     ]
     return [(s.state, s.restarts) for s in statuses]
-
-
-def trial_costs(record: dict[str, Any], engines: Mapping[str, Scheduler] | None = None) -> list[Cost]:
-    """What each trial's attempts were allocated (:mod:`trainer_cli.rundir.run_cost`: one ``accounting`` call of
-    the engine of ``engines`` for all, for Slurm one ``sacct``; a submitted sweep's trial is its task
-    ``<array id>_<i>``; without the engine, estimated). A sweep of workers, whose
-    tasks train several trials each: each trial's share of its task, estimated from the time of its
-    processes (:func:`trainer_cli.rundir.run_cost.worker_trial_costs`)."""
-    trials = record["trials"]
-    job_id = str(record.get("job_id") or "")
-    if record.get("workers"):
-        dirs = [Path(t["run_dir"]) for t in trials]
-        if not job_id:
-            return [Cost() for _ in trials]
-        return run_cost.worker_trial_costs(dirs, job_id, int(record["workers"]), engines)
-    extra = [[f"{job_id}_{t['index']}"] if job_id else [] for t in trials]
-    return run_cost.costs([Path(t["run_dir"]) for t in trials], extra, engines=engines)
-
-
-def total_cost(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """The sweep's cost: GPU-, CPU- and node-hours over every trial's attempts, and those of the trials
-    the study pruned apart (``pruned``); ``source``: sacct, estimated, or both (``mixed``)."""
-
-    def summed(chosen: list[dict[str, Any]]) -> dict[str, Any]:
-        figures = [r["cost"] for r in chosen if r["cost"]["cpu_hours"] is not None]
-        return {
-            "trials": len(figures),
-            **{k: round(sum(f[k] or 0.0 for f in figures), 6) for k in ("gpu_hours", "cpu_hours", "node_hours")},
-            "queue_wait_s": sum(r["cost"]["queue_wait_s"] for r in chosen),
-        }
-
-    sources = sorted({r["cost"]["source"] for r in rows if r["cost"]["source"] != "none"})
-    return {
-        "source": sources[0] if len(sources) == 1 else ("mixed" if sources else "none"),
-        **summed(rows),
-        "pruned": summed([r for r in rows if r.get("study") == "PRUNED"]),
-    }
-
-
-def cost_line(results: dict[str, Any]) -> str | None:
-    """The sweep's cost in one line: ``cost: 0.12 CPU-h over 8 trial(s) (sacct), 0.03 CPU-h of it in 3
-    pruned trial(s); queue wait 0:01:10, not in it``; None when no trial's cost is known."""
-    total = results.get("cost") or {}
-    if not total.get("trials"):
-        return None
-    kind = "gpu" if total["gpu_hours"] else "cpu"
-    unit = f"{kind.upper()}-h"
-    line = f"cost: {hours_text(total[kind + '_hours'])} {unit} over {total['trials']} trial(s) ({total['source']})"
-    pruned = total["pruned"]
-    if pruned["trials"]:
-        line += f", {hours_text(pruned[kind + '_hours'])} {unit} of it in {pruned['trials']} pruned trial(s)"
-    return line + f"; queue wait {duration_text(total['queue_wait_s'])}, not in it"
 
 
 def _goodput(run_dir: Path, spent: Cost) -> dict[str, Any]:

@@ -47,9 +47,10 @@ from typing import TYPE_CHECKING, Any
 from trainer_cli.errors import UserError, close_matches
 from trainer_cli.job import cost as job_cost
 from trainer_cli.job import jobstate
-from trainer_cli.rundir import attempts, goodput, history, layout, metrics, record, run_cost, summary
+from trainer_cli.rundir import attempts, goodput, history, layout, metrics, record, summary
 from trainer_cli.rundir import index as runs_index
 from trainer_cli.rundir.history import inexact_starts
+from trainer_cli.sweeps import costs as sweep_costs
 from trainer_cli.tables import print_table
 
 if TYPE_CHECKING:
@@ -293,35 +294,6 @@ def collect(
 ROW_PART = "row"
 
 
-def _costs(run_dirs: list[Path], engines: Mapping[str, Scheduler] | None) -> list[job_cost.Cost]:
-    """Each run's cost (:func:`trainer_cli.rundir.run_cost.costs`), but a trial of a sweep's array workers
-    (``--slurm.array_workers``: each task trains several trials) is priced as ``train sweep-results`` prices it,
-    its share of its task (:func:`trainer_cli.sweeps.results.trial_costs`), not its task's whole allocation."""
-    from trainer_cli.sweeps.plan import SWEEP_FILE, read_record
-    from trainer_cli.sweeps.results import trial_costs
-
-    out: list[job_cost.Cost | None] = [None] * len(run_dirs)
-    by_sweep: dict[Path, list[int]] = {}
-    for i, run_dir in enumerate(run_dirs):
-        if (run_dir.parent / SWEEP_FILE).is_file():
-            by_sweep.setdefault(run_dir.parent, []).append(i)
-    for sweep_dir, members in by_sweep.items():
-        try:
-            record = read_record(sweep_dir)
-        except UserError:  # not readable: priced as any run
-            continue
-        if not record.get("workers"):
-            continue
-        trials = {Path(t["run_dir"]).resolve(): t for t in record.get("trials") or []}
-        chosen = [(i, trials[run_dirs[i].resolve()]) for i in members if run_dirs[i].resolve() in trials]
-        for (i, _), spent in zip(chosen, trial_costs({**record, "trials": [t for _, t in chosen]}, engines)):
-            out[i] = spent
-    rest = [i for i, spent in enumerate(out) if spent is None]
-    for i, spent in zip(rest, run_cost.costs([run_dirs[i] for i in rest], engines=engines)):
-        out[i] = spent
-    return [spent if spent is not None else job_cost.Cost() for spent in out]
-
-
 def _rows(
     found: list[tuple[Path, str, list[tuple[str, int, int, int]], dict[str, Any] | None]],
     curves: bool,
@@ -354,7 +326,7 @@ def _rows(
             read = read_run(run_dir, curves, kept[i])
             rows.append({k: v for k, v in read.items() if k != "run_dir"})
     todo = [i for i, row in enumerate(rows) if "cost" not in row]
-    for i, spent in zip(todo, _costs([run_dirs[i] for i in todo], engines)):
+    for i, spent in zip(todo, sweep_costs.of_runs([run_dirs[i] for i in todo], engines)):
         row = rows[i]
         measured = goodput.allocated(run_dirs[i], spent)
         row.update(

@@ -73,9 +73,23 @@ class Worker:
             s.bind(("", 0))
             return int(s.getsockname()[1])
 
-    def run(self, command: list[str], env: dict[str, str], log: str, prefix: str, cwd: str | None = None) -> int:
+    def run(
+        self,
+        command: list[str],
+        env: dict[str, str],
+        log: str,
+        prefix: str,
+        cwd: str | None = None,
+        paths: tuple[str, ...] = (),
+    ) -> int:
         """Run ``command`` with ``env`` added (in ``cwd``, else the actor's own folder), its output appended to
-        ``log`` and printed; its exit code."""
+        ``log`` and printed; its exit code. ``paths``: folders relative to the actor's own folder (the working
+        directory Ray shipped, the code snapshot) put first on the command's ``PYTHONPATH``."""
+        env = dict(env)
+        if paths:
+            env["PYTHONPATH"] = os.pathsep.join(
+                [*map(os.path.abspath, paths), *filter(None, [os.environ.get("PYTHONPATH")])]
+            )
         proc = subprocess.Popen(
             command,
             cwd=cwd,
@@ -173,7 +187,9 @@ def start_group(args: argparse.Namespace, attempt: int) -> int:
             if args.submit_dir and Path(args.submit_dir).is_dir():  # relative paths as at submit (shared disk)
                 env[WORKDIR_ENV] = args.submit_dir
             log = str(run_dir / LOG_PATTERN.format(job_id=args.job_id))
-            refs[worker.run.remote(command, env, log, f"[rank {rank}] ", args.chdir or None)] = rank
+            refs[
+                worker.run.remote(command, env, log, f"[rank {rank}] ", args.chdir or None, tuple(args.import_path))
+            ] = rank
         pending = list(refs)
         code = 0
         while pending:
@@ -211,6 +227,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--entry", default="-m trainer_cli", help="what each rank's python runs (shell words)")
     parser.add_argument("--verb", default="fit", help="the verb it takes (empty: none)")
     parser.add_argument("--chdir", default="", help="the folder each rank starts in (empty: the actor's)")
+    parser.add_argument(
+        "--import_path",
+        action="append",
+        default=[],
+        help="a folder, relative to the working directory, first on PYTHONPATH",
+    )
     args = parser.parse_args(argv)
     import ray
 

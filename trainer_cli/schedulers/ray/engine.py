@@ -57,6 +57,9 @@ class RayJob:
         verb: The verb the rank runs it with (``fit``; none for a script built with ``run=False``).
         chdir: The folder each rank starts in (a user's script's, as its Slurm job's ``--chdir``: the
             snapshot's copy of the submitting folder, else that folder); None: the job's working directory.
+        import_paths: The work tree's folders on ``sys.path`` at submit, relative to the snapshot's top
+            (:func:`trainer_cli.schedulers.snapshot.import_paths`): each rank puts their copies first on its
+            ``PYTHONPATH``, as a Slurm job does.
     """
 
     run_dir: Path
@@ -70,6 +73,7 @@ class RayJob:
     entry: tuple[str, ...] = ("-m", "trainer_cli")
     verb: str = "fit"
     chdir: Path | None = None
+    import_paths: tuple[str, ...] = ()
 
     def rank_command(self, python: str = "python") -> list[str]:
         """What each rank runs (the driver's Python for ``python``), as a Slurm job's fit step."""
@@ -121,6 +125,8 @@ class RayScheduler:
             command += ("--entry", shlex.join(spec.entry), "--verb", spec.verb)
         if spec.chdir is not None:
             command += ("--chdir", str(spec.chdir))
+        for path in spec.import_paths:
+            command += ("--import_path", path)
         entrypoint = shlex.join(command)
         runtime_env: dict[str, Any] = {}
         if spec.snapshot is not None:

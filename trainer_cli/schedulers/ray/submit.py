@@ -121,8 +121,9 @@ def _submit(request: Request, script: tuple[Any, str, Mapping[str, type]] | None
     max_mb = SNAPSHOT_MAX_MB
 
     def spec(code: Snapshot | None) -> RayJob:
+        paths = tuple(snapshot.import_paths(Path.cwd())) if code is not None else ()
         job = RayJob(plan.run_dir, job_id, plan.job_name, res.nodes, res.ntasks_per_node, res.accelerator,
-                     code, Path.cwd())  # fmt: skip
+                     code, Path.cwd(), import_paths=paths)  # fmt: skip
         if plan.entry is None:  # `train fit` in the job's working directory (the snapshot Ray ships)
             return job
         # a user's script: what its Slurm job runs (plan.entry), where that job starts (#SBATCH --chdir)

@@ -88,6 +88,10 @@ def script_context(
         "helper": helper,  # runs `-m trainer_cli.job.*` (the launcher's steps) in the batch script, quoted
         "workdir": workdir,
         "snapshot": in_snapshot is not None,
+        # the work tree's other folders on sys.path at submit (a src layout installed editable), as their copies
+        "import_paths": [str(run_dir / snapshot.CODE_DIR / p) for p in snapshot.import_paths(submit_dir)]
+        if in_snapshot
+        else [],
         "submit_dir": str(submit_dir),
         "slurm": slurm,
         "job_name": job_name,
