@@ -226,6 +226,42 @@ def test_a_two_worker_run_completes_and_a_killed_worker_resumes_at_its_step(tmp_
     assert engine.describe([broken_job])[broken_job].state == "COMPLETED"
 
 
+def test_a_src_layout_on_sys_path_goes_first_on_each_ranks_pythonpath_as_its_snapshot_copy(tmp_path: Path) -> None:
+    """A script's project with its package in ``src/`` found through ``sys.path`` (as ``pip install -e .`` puts
+    it; here ``PYTHONPATH``): the Ray job's driver is told ``--import_path src`` (relative to the working
+    directory Ray ships, the code snapshot), and a rank's process gets that folder, made absolute in the actor's
+    own folder, first on its ``PYTHONPATH`` (:class:`Worker`'s ``run``, here outside Ray), as a Slurm job's batch
+    script puts it (tests/test_script_submit_slurm.py)."""
+    from test_script_submit_slurm import DATA, MAIN, MODEL, _git_repo
+
+    from trainer_cli.schedulers.ray.driver import Worker
+
+    project = tmp_path / "project"
+    (project / "src" / "rowsproj").mkdir(parents=True)
+    (project / "main.py").write_text(MAIN)
+    for name, text in (("__init__.py", ""), ("model.py", MODEL), ("data.py", DATA)):
+        (project / "src" / "rowsproj" / name).write_text(text)
+    _git_repo(project)
+    env = {**os.environ, "XDG_STATE_HOME": str(tmp_path / "state"), "RAY_ADDRESS": "", "PYTHONPATH": str(project / "src")}
+    proc = forkserver.run_python(
+        ["main.py", "submit", "--scheduler", "ray", "--trainer.accelerator", "cpu", "--trainer.devices", "1",
+         "--ray.address", NOWHERE, "--dry-run"],
+        project, env, 300,
+    )  # fmt: skip
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert " --import_path src" in proc.stdout, proc.stdout
+    shipped = tmp_path / "shipped"  # the actor's own folder: Ray's copy of the working directory
+    (shipped / "src").mkdir(parents=True)
+    log = tmp_path / "rank.log"
+    here = os.getcwd()
+    os.chdir(shipped)
+    try:
+        code = Worker().run([sys.executable, "-c", "import sys; print(sys.path[1])"], {}, str(log), "", None, ("src",))
+    finally:
+        os.chdir(here)
+    assert code == 0 and log.read_text().strip() == str(shipped / "src"), log.read_text()
+
+
 def test_a_scripts_dry_run_prints_the_ray_job_of_its_own_command_and_writes_nothing(tmp_path: Path) -> None:
     """``python main.py submit --scheduler ray --dry-run`` (a user's script with TrainerCLI): the run planned with
     the script's own CLI, each rank running the script as its Slurm job would (``python main.py fit``), from
