@@ -17,7 +17,7 @@ from trainer_cli.imports import import_class
 
 GPU_ACCELERATORS = {"gpu", "cuda"}
 CPU_ACCELERATORS = {"cpu"}
-# strategies that run one process per Slurm task (launched by srun, not by Lightning)
+# strategies that run one process per task the scheduler starts (Slurm's srun, Ray's workers), not launched by Lightning
 TASK_PER_DEVICE_STRATEGIES = ("ddp", "fsdp", "deepspeed")
 LAUNCHING_STRATEGIES = ("spawn", "fork", "notebook")  # ddp_spawn & co start processes themselves
 
@@ -62,7 +62,7 @@ def _devices_count(devices: Any, num_nodes: int, problems: list[str]) -> int | N
         if num_nodes > 1:
             problems.append(
                 f"--trainer.devices {list(devices)} (a list of device indices) with --trainer.num_nodes {num_nodes}: "
-                f"Slurm gives each node its own devices; say how many per node, e.g. --trainer.devices {len(devices)}"
+                f"each node's devices are its own; say how many per node, e.g. --trainer.devices {len(devices)}"
             )
             return None
         return len(devices)
@@ -97,9 +97,9 @@ def _check_strategy(strategy: Any, num_nodes: int, devices: int, problems: list[
     elif name.startswith(TASK_PER_DEVICE_STRATEGIES) and not any(word in name for word in LAUNCHING_STRATEGIES):
         return
     problems.append(
-        f"--trainer.strategy {name} with {world_size} Slurm tasks (--trainer.num_nodes {num_nodes} x --trainer.devices "
-        f"{devices}): srun starts "
-        "one process per device, which needs a DDP-family strategy: use --trainer.strategy ddp"
+        f"--trainer.strategy {name} with {world_size} processes (--trainer.num_nodes {num_nodes} x --trainer.devices "
+        f"{devices}): the scheduler starts one process per device (Slurm's srun, Ray's workers), which needs a "
+        "DDP-family strategy: use --trainer.strategy ddp"
     )
 
 
