@@ -33,8 +33,9 @@ ACTIVE_STATES = {
 """Slurm's states of a job that has not ended (``train jobs --tail`` follows it; a sweep's worker in
 one of them keeps its trial: :func:`trainer_cli.schedulers.slurm.sweep_worker.job_alive`)."""
 TAIL_BYTES = 16384  # of a log read for its last epoch line
-VALIDATION_SHOWN = 3
-"""The validation metrics of a log's last epoch line shown as a job's progress (``val/...``, ``val_...``)."""
+VALIDATION_SHOWN = 2
+"""The validation metrics of a log's last epoch line shown as a job's progress (``val/...``, ``val_...``): the
+first two, a line that stays short."""
 
 
 @dataclass

@@ -287,7 +287,9 @@ def _origin(module: Any, name: str) -> str:
 def _code_check(class_paths: list[str]) -> dict[str, Any]:
     """Whether the config's class paths import here, and from where each one's package comes (a job in a code
     snapshot imports your code from ``<run>/code``; a live folder named here is not the code submitted)."""
-    where = _origin(sys.modules[__name__], __name__)  # the folder holding trainer_cli/
+    from trainer_cli import errors  # (this module runs as __main__ in the job: its own name says nothing)
+
+    where = _origin(errors, errors.__name__)  # the folder holding trainer_cli/
     failed = []
     origins: dict[str, list[str]] = {}
     for path in class_paths:
