@@ -53,6 +53,11 @@ class JobStatus:
     """The run folder the engine's job writes into, where the engine says (Slurm: its batch script's
     folder); '' where it does not. A registry line whose run is another is not this job (a reused id)."""
 
+    def is_of(self, run_dir: str | Path) -> bool:
+        """Whether this is the answer for a job of ``run_dir`` (the engine names no folder: taken as so); an
+        engine's job that runs another folder's script is another job that had its id."""
+        return not self.run_dir or self.run_dir == str(run_dir)
+
 
 def with_run_record(status: JobStatus | None, job_id: str, run_dir: Path) -> JobStatus:
     """Slurm's status, completed from ``run_dir/job.json`` for a job Slurm no longer knows."""

@@ -91,7 +91,7 @@ def describe(records: list[dict[str, Any]], engines: Engines) -> States:
             continue
         for job_id, status in engines[name].describe(list(jobs)).items():
             for run_dir in jobs.get(job_id, ()):
-                if _of_run(status, run_dir):
+                if status.is_of(run_dir):
                     states[(job_id, run_dir)] = status
     return states
 
@@ -293,12 +293,7 @@ def _state(rec: dict[str, Any], job_id: str, engines: Engines) -> JobStatus | No
     """What ``rec``'s engine says of its job ``job_id`` (None: nothing, or a job of another run)."""
     engine = engines.get(scheduler_of(rec))
     status = engine.describe([job_id]).get(job_id) if engine is not None else None
-    return status if _of_run(status, str(Path(rec["run_dir"]))) else None
-
-
-def _of_run(status: JobStatus | None, run_dir: str) -> bool:
-    """Whether the engine's ``status`` is of a job of ``run_dir`` (its folder unsaid: taken as so)."""
-    return status is not None and (not status.run_dir or status.run_dir == run_dir)
+    return status if status is not None and status.is_of(Path(rec["run_dir"])) else None
 
 
 def tail(root: Path | None, run: str, engines: Engines, poll_s: float = 1.0) -> int:

@@ -40,6 +40,7 @@ import json
 import os
 import shutil
 import subprocess
+import sys
 from collections.abc import Iterable
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -144,8 +145,6 @@ def import_paths(where: Path, paths: Iterable[str] | None = None) -> list[str]:
     the snapshot copies, relative to the tree's top (POSIX, ``.`` for the top), in their order: e.g. ``src``
     of a src layout installed editable. Folders git ignores (a virtual environment inside the tree) and
     ``where`` itself (the job starts in its copy) are left out; none without a work tree."""
-    import sys
-
     top = work_tree(where)
     if top is None:
         return []

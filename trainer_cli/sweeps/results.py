@@ -133,9 +133,9 @@ def trial_states(record: dict[str, Any], engines: Mapping[str, Scheduler] | None
         return out
     tasks = [f"{job_id}_{t['index']}" for t in trials]
     said = engine.describe(tasks)
-    own = str(Path(record["sweep_dir"]))
+    own = Path(record["sweep_dir"])
     statuses = [
-        with_run_record(s if s is not None and s.run_dir in ("", own) else None, job_id, Path(t["run_dir"]))
+        with_run_record(s if s is not None and s.is_of(own) else None, job_id, Path(t["run_dir"]))
         for s, t in ((said.get(task), t) for task, t in zip(tasks, trials))
     ]
     return [(s.state, s.restarts) for s in statuses]
