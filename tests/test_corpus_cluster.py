@@ -47,7 +47,7 @@ def _submit_requeue_complete(
     log = run_dir / f"slurm-{job_id}.log"
     assert wait_for_state(job_id, timeout_s=400) == "COMPLETED", log.read_text()[-3000:]
     starts = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
-    kinds = [(s["kind"], s["slurm"]["restart_count"]) for s in starts if s["kind"] in ("new", "requeue")]
+    kinds = [(s["kind"], s["job"]["restart_count"]) for s in starts if s["kind"] in ("new", "requeue")]
     assert kinds == [("new", 0), ("requeue", 1)], starts
     saved_at = starts[-1]["global_step"]
     assert saved_at >= signalled_at > 0, "the restart resumed from the checkpoint, not from step 0"

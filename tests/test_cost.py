@@ -122,12 +122,12 @@ def _run_records(run_dir: Path) -> None:
     run_dir.mkdir(parents=True)
     (run_dir / "config.yaml").write_text("trainer:\n  max_epochs: 3\n")
     record = {"job_id": "106", "run_dir": str(run_dir), "nodes": 1, "ntasks_per_node": 2, "gpus_per_node": 0,
-              "slurm": {"cpus_per_task": 1}, "submitted": _utc("18:28:00"), "state": "COMPLETED", "restarts": 1,
+              "cpus_per_process": 1, "submitted": _utc("18:28:00"), "state": "COMPLETED", "restarts": 1,
               "started": _utc("18:28:37"), "starts": [_utc("18:28:01"), _utc("18:28:37")], "ended": _utc("18:29:19"),
               "exit_code": 0}
     (run_dir / "job.json").write_text(json.dumps(record))
-    starts = [{"time": _utc("18:28:30"), "verb": "fit", "kind": "new", "slurm": {"job_id": "106", "restart_count": 0}},
-              {"time": _utc("18:29:07"), "verb": "fit", "kind": "requeue", "slurm": {"job_id": "106", "restart_count": 1}}]
+    starts = [{"time": _utc("18:28:30"), "verb": "fit", "kind": "new", "job": {"scheduler": "slurm", "job_id": "106", "restart_count": 0}},
+              {"time": _utc("18:29:07"), "verb": "fit", "kind": "requeue", "job": {"scheduler": "slurm", "job_id": "106", "restart_count": 1}}]
     (run_dir / "history.jsonl").write_text("".join(json.dumps(s) + "\n" for s in starts))
     event = {"time": _utc("18:28:33"), "job_id": "106", "restart": 1, "cause": "preempted", "action": "requeue"}
     (run_dir / "restarts.jsonl").write_text(json.dumps(event) + "\n")

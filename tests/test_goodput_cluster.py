@@ -125,7 +125,7 @@ def test_goodput_of_a_two_node_job_preempted_twice_and_stalled_once(slurm_cluste
 
     # lost progress: each attempt's last step (rank 0's records) less the step the next starts from
     # (history.jsonl), the steps it did again; 0 for a preemption (its exact step saved), some for the stall
-    starts = [h["global_step"] for h in history.read(run_dir) if h.get("slurm") and h.get("verb", "fit") == "fit"]
+    starts = [h["global_step"] for h in history.read(run_dir) if h.get("job") and h.get("verb", "fit") == "fit"]
     mine = _rank0_attempts(run_dir)
     assert len(starts) == len(mine) == 4 and starts[0] == 0, (starts, mine)
     lost = [max(a["last_step"] - min(starts[i + 1 :]), 0) if i < 3 else 0 for i, a in enumerate(mine)]

@@ -141,6 +141,11 @@ def test_start_kinds_under_slurm(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
     monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
     assert history.start_kind("fit", True, [], earlier) == "requeue"
     assert history.start_kind("test", True, [], earlier) == "test"
+    assert history.start_kind("fit", True, [], [{"kind": "new", "job": {"scheduler": "slurm", "job_id": "12"}}]) == "requeue"
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "0")  # the same job's first start after another scheduler's job 12
+    assert history.start_kind("fit", True, [], [{"kind": "new", "job": {"scheduler": "ray", "job_id": "11"}}]) == "resume"
+    assert history.start_kind("fit", True, [], [{"kind": "new", "job": {"scheduler": "slurm", "job_id": "11"}}]) == "resubmission"
+    monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
     record = history.append(tmp_path, "fit", None, [])
-    assert record["kind"] == "new" and record["slurm"] == {"job_id": "12", "restart_count": 1}
+    assert record["kind"] == "new" and record["job"] == {"scheduler": "slurm", "job_id": "12", "restart_count": 1}
     assert json.loads((tmp_path / history.HISTORY_FILE).read_text()) == record

@@ -171,8 +171,9 @@ def test_slurm_job_without_flock_requeues_and_completes(
     assert (record["state"], record["restarts"], record["exit_code"]) == ("COMPLETED", 1, 0)
     assert len(record["starts"]) == 2, "the batch script's start of each attempt"
     starts = read_json_lines(run_dir / "history.jsonl")
-    assert [(r["kind"], r["slurm"]) for r in starts] == [
-        ("new", {"job_id": job_id, "restart_count": 0}), ("requeue", {"job_id": job_id, "restart_count": 1})]
+    slurm = {"scheduler": "slurm", "job_id": job_id}
+    assert [(r["kind"], r["job"]) for r in starts] == [
+        ("new", {**slurm, "restart_count": 0}), ("requeue", {**slurm, "restart_count": 1})]
     assert [r for r in read_json_lines(run_dir / "metrics.jsonl") if r], "no metrics"
     assert newest_step(run_dir) == 2 * 2, "every step of both epochs"
     assert not list(run_dir.rglob("*.lease*")), "a lease left behind"

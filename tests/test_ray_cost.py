@@ -45,7 +45,7 @@ def test_a_ray_run_s_cost_and_goodput_come_from_its_attempt_records(
     ray_fit("--config", str(run_dir / "config.yaml"), "--run_dir", str(run_dir), "--ckpt_path", "last",
             "--trainer.max_epochs", "2", attempt=1)  # fmt: skip
     lines = [json.loads(t) for t in (run_dir / "attempts" / "rank0.jsonl").read_text().splitlines()]
-    assert [a["attempt"] for a in lines] == [f"{JOB}.0", f"{JOB}.1"] and all(a["slurm"] is None for a in lines)
+    assert [a["attempt"] for a in lines] == [f"{JOB}.0", f"{JOB}.1"] and all(a["job"]["scheduler"] == "ray" for a in lines)
     walls = [a["ended"] - a["started"] for a in lines]
 
     # a fit in a Ray job's environment, no job.json: the records name the scheduler (1 CPU a worker)
@@ -56,7 +56,7 @@ def test_a_ray_run_s_cost_and_goodput_come_from_its_attempt_records(
     # as `train submit --scheduler ray` and the driver record it: 2 CPUs a worker (--ray.cpus_per_worker 2)
     entrypoint = f"python -m trainer_cli.schedulers.ray.driver --run_dir {run_dir} --job_id {JOB} --cpus_per_worker 2"
     record = {"job_id": JOB, "job_name": "digits", "run_dir": str(run_dir), "scheduler": "ray",
-              "cluster": "http://127.0.0.1:8265", "nodes": 1, "ntasks_per_node": 1, "submitted": submitted,
+              "cluster": "http://127.0.0.1:8265", "nodes": 1, "ntasks_per_node": 1, "cpus_per_process": 2.0, "submitted": submitted,
               "log": str(run_dir / f"ray-{JOB}.log")}  # fmt: skip
     ray = {"address": "http://127.0.0.1:8265", "max_failures": 2, "entrypoint": entrypoint, "cpus_per_worker": 2.0}
     jobstate.update(run_dir, **{k: v for k, v in record.items() if k != "run_dir"}, ray=ray)

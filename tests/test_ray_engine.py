@@ -186,7 +186,7 @@ def test_a_two_worker_run_completes_and_a_killed_worker_resumes_at_its_step(tmp_
     assert [h["kind"] for h in history] == ["new", "requeue"], history
     resumed_at = history[1]["global_step"]
     assert resumed_at > 0 and resumed_at % STEPS_PER_EPOCH == 0, history  # an epoch end's last.ckpt
-    assert history[1]["ray"] == {"job_id": broken_job, "restart_count": 1}
+    assert history[1]["job"] == {"scheduler": "ray", "job_id": broken_job, "restart_count": 1}
     assert history[1]["checkpoint"].endswith("last.ckpt")
     a, b = final_weights(whole), final_weights(broken)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a), "the resumed run's weights differ"

@@ -176,8 +176,9 @@ def test_usr1_checkpoints_requeues_and_resumes(slurm_cluster: None, tmp_path: Pa
     record = json.loads((run_dir / "job.json").read_text())
     assert (record["state"], record["restarts"], record["exit_code"]) == ("COMPLETED", 1, 0)
     starts = [json.loads(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]  # each start, once
-    assert [(r["kind"], r["global_step"], r["slurm"]) for r in starts] == [
-        ("new", 0, {"job_id": job_id, "restart_count": 0}), ("requeue", saved_at, {"job_id": job_id, "restart_count": 1})]
+    slurm = {"scheduler": "slurm", "job_id": job_id}
+    assert [(r["kind"], r["global_step"], r["job"]) for r in starts] == [
+        ("new", 0, {**slurm, "restart_count": 0}), ("requeue", saved_at, {**slurm, "restart_count": 1})]
     # its cost over both attempts: `train jobs JOB` (--json) and `train runs` give sacct's CPU-hours (tests/test_cost.py)
     assert len(record["starts"]) == 2, "the batch script's start of each attempt"
     assert_cost_matches_sacct(tmp_path, job_id, run_dir, attempts=2)

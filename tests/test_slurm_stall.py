@@ -136,9 +136,9 @@ def test_a_stopped_rank_is_a_stall_requeued_without_its_node(slurm_cluster: None
     # record of the step is one behind: seen 11 and 12), rank 0 at or past the step the watchdog read; the
     # requeue started from the checkpoint
     measured = attempts.read(run_dir)
-    assert sorted((a["slurm"]["restart"], a["rank"]) for a in measured) == [(0, 0), (0, 1), (1, 0), (1, 1)]
+    assert sorted((a["job"]["restart"], a["rank"]) for a in measured) == [(0, 0), (0, 1), (1, 0), (1, 1)]
     first, second = [a for a in measured if a["rank"] == 0]
-    stalled_at = {a["last_step"] for a in measured if a["slurm"]["restart"] == 0}
+    stalled_at = {a["last_step"] for a in measured if a["job"]["restart"] == 0}
     assert max(stalled_at) - min(stalled_at) <= 1 and first["last_step"] >= events[0]["step"] and first["open"], stalled_at
     resumed_from = [h["global_step"] for h in history.read(run_dir) if h["kind"] == "requeue"]
     assert resumed_from == [second["start_step"]] == [batches]  # the checkpoint of epoch 0's end

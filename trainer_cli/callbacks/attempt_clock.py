@@ -26,6 +26,7 @@ from lightning.pytorch.utilities.exceptions import SIGTERMException
 
 from trainer_cli.job import context as job_context
 from trainer_cli.job import export, jobstate
+from trainer_cli.job.scheduler import JOB_FIELD
 from trainer_cli.rundir.attempts import CHECKPOINT, VALIDATION, Recorder
 from trainer_cli.rundir.layout import ENV_RUN_DIR
 
@@ -158,17 +159,18 @@ class AttemptClock(pl.Callback):
             return
         now = time.time()
         context = job_context.current()
-        info: dict[str, Any] = {"node": context.node_name or socket.gethostname(), "pid": os.getpid(), "slurm": None}
-        if context.in_job:  # under the scheduler's name: "slurm" (None outside a job, as the readers expect)
-            slurm: dict[str, Any] = {
+        info: dict[str, Any] = {"node": context.node_name or socket.gethostname(), "pid": os.getpid(), JOB_FIELD: None}
+        if context.in_job:  # the job it runs in (null outside a job, as the readers expect: recorded_job)
+            job_field: dict[str, Any] = {
+                "scheduler": context.scheduler,
                 "job_id": jobstate.this_job_id(),  # the array's id in an array task: as job.json names it
                 "task": jobstate.scontrol_id(),  # this task alone (<array>_<task>): its own allocation in sacct
                 "restart": jobstate.policy().count,
             }
-            info[str(context.scheduler)] = slurm
+            info[JOB_FIELD] = job_field
             job = jobstate.read(run_dir)  # the batch script's `jobstate start` of this restart: its moment
-            if str(job.get("job_id")) == str(slurm["job_id"]) and job.get("restarts") == slurm["restart"]:
-                slurm["script_started"] = _epoch(job.get("started"))
+            if str(job.get("job_id")) == str(job_field["job_id"]) and job.get("restarts") == job_field["restart"]:
+                job_field["script_started"] = _epoch(job.get("started"))
         try:
             started = min(max(process_started(), _LAST_END[0]), now)  # a later fit here: from the last end
             self.recorder = Recorder(run_dir, trainer.global_rank, self.attempt, started, info)

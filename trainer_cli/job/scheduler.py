@@ -25,6 +25,22 @@ from trainer_cli.job.status import JobStatus
 DEFAULT_SCHEDULER = "slurm"
 SCHEDULER_NAMES = ("slurm", "ray")
 """The engines ``train submit --scheduler NAME`` accepts, the default first."""
+WITHOUT_ACCOUNTING = ("ray",)
+"""The engines that keep no accounting of their jobs: a run's cost is read from its attempt records
+(:func:`trainer_cli.rundir.run_cost.record_attempts`), never asked of the engine."""
+JOB_FIELD = "job"
+"""The field of a run's start records (``history.jsonl``, ``attempts/rank<N>.jsonl``) that names the job
+the start ran in: ``{"scheduler", "job_id", ...}``, null outside a job (:func:`recorded_job`)."""
+
+
+def recorded_job(record: Mapping[str, Any]) -> dict[str, Any] | None:
+    """The job a start record names (its :data:`JOB_FIELD`, with its ``scheduler``), None outside a job;
+    a record written before that field was kept the job under its scheduler's name."""
+    job = record.get(JOB_FIELD)
+    if isinstance(job, dict) and job.get("job_id"):
+        return job
+    named = next((n for n in SCHEDULER_NAMES if isinstance(record.get(n), dict) and record[n].get("job_id")), None)
+    return {"scheduler": named, **record[named]} if named else None
 
 
 @dataclass(frozen=True)

@@ -17,8 +17,9 @@ Fields of a line (times: seconds since the epoch, ``time.time()``):
 
 - ``attempt``: the id the ranks of one start share (``<job>.<restart>`` in Slurm, else
   ``<time>-<pid>`` of the launching rank); ``seq``: the line's index in the rank's file; ``rank``,
-  ``node``, ``pid``; ``slurm``: ``{"job_id", "restart"}`` as the stall record names them (the array's id for an array
-  task), ``task``: the id naming this task alone to sacct (``<array>_<task>``, else the job id), and
+  ``node``, ``pid``; ``job`` (:data:`trainer_cli.job.scheduler.JOB_FIELD`, null outside a job): ``scheduler``,
+  ``job_id`` and ``restart`` as the stall record names them (the array's id for an array task), ``task``: the
+  id naming this task alone to the scheduler's accounting (``<array>_<task>``, else the job id), and
   ``script_started``: when the batch script started this restart (``job.json``, to the second), or null;
 - ``started``: process start; ``marks``: ``setup`` (Lightning's ``setup``: after imports, building and
   the data module's ``setup``), ``checkpoint_loaded`` (a resume's checkpoint read and restored),
@@ -78,7 +79,7 @@ class Recorder:
         rank: The global rank.
         attempt: The id the ranks of this start share.
         started: When the process started (``time.time()`` clock).
-        info: Further fields of the line (``node``, ``pid``, ``slurm``).
+        info: Further fields of the line (``node``, ``pid``, ``job``).
     """
 
     def __init__(self, run_dir: Path, rank: int, attempt: str, started: float, info: dict[str, Any]) -> None:

@@ -50,6 +50,7 @@ from typing import Any
 from trainer_cli.job import cost as job_cost
 from trainer_cli.job import jobstate
 from trainer_cli.job import restarts as restarts_log
+from trainer_cli.job.scheduler import JOB_FIELD, recorded_job
 from trainer_cli.rundir import attempts as attempts_mod
 from trainer_cli.rundir import history
 
@@ -76,10 +77,10 @@ def stall_records(run_dir: Path) -> list[dict[str, Any]]:
 
 
 def _stall_of(attempt: dict[str, Any], stalls: list[dict[str, Any]]) -> dict[str, Any] | None:
-    slurm = attempt.get("slurm") or {}
-    if not slurm.get("job_id"):
+    job = recorded_job(attempt)
+    if job is None:
         return None
-    key = (str(slurm.get("job_id")), slurm.get("restart"))
+    key = (str(job.get("job_id")), job.get("restart"))
     return next((s for s in stalls if (str(s.get("job_id")), s.get("restart")) == key), None)
 
 
@@ -102,9 +103,10 @@ def _train_at(attempt: dict[str, Any], step: int) -> tuple[float, bool]:
 
 
 def _script_to_first_step(attempt: dict[str, Any]) -> float | None:
-    """Seconds from the batch script's start of this restart to the end of the first step (a Slurm
-    attempt's restart cost, allocation side included); None outside Slurm or before a step."""
-    began = (attempt.get("slurm") or {}).get("script_started")
+    """Seconds from the batch script's start of this restart to the end of the first step (a job's
+    attempt's restart cost, allocation side included); None where no batch script's start is recorded
+    (outside a job, a Ray job) or before a step."""
+    began = (recorded_job(attempt) or {}).get("script_started")
     first = (attempt.get("marks") or {}).get("first_step")
     return round(first - began, 3) if isinstance(began, (int, float)) and isinstance(first, (int, float)) else None
 
@@ -138,7 +140,7 @@ def attempt_buckets(attempt: dict[str, Any], kept_upto: int | None, stall: dict[
     row = {
         "attempt": attempt.get("attempt"),
         "rank": attempt.get("rank"),
-        "slurm": attempt.get("slurm"),
+        JOB_FIELD: recorded_job(attempt),
         "started": attempt["started"],
         "end": end,
         "open": attempt.get("open"),
@@ -354,7 +356,7 @@ def block(figures: dict[str, Any]) -> list[str]:
         job_cost.SACCT: "allocations from sacct",
         job_cost.ESTIMATED: "allocations estimated from the run's own timestamps",
         job_cost.RECORDS: "each worker group's span from the run's attempt records",
-    }.get(figures["source"], "the processes alone: no Slurm allocation known")
+    }.get(figures["source"], "the processes alone: no allocation of a job known")
     lines = [
         f"goodput: {shown['goodput_pct']:.1f}% of {shown['allocated_s']:.1f} s allocated over "
         f"{len(shown['attempts'])} attempt(s) ({shown['goodput_s']:.1f} s of training steps the final model keeps; "

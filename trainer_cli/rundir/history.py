@@ -6,7 +6,8 @@ JSON line to ``<run>/history.jsonl``::
 
     {"time": "2026-11-25T06:12:03+00:00", "verb": "fit", "kind": "extension",
      "checkpoint": ".../checkpoints/last.ckpt", "global_step": 600,
-     "changes": ["trainer.max_epochs: 20 -> 25"], "slurm": {"job_id": "41", "restart_count": 0},
+     "changes": ["trainer.max_epochs: 20 -> 25"],
+     "job": {"scheduler": "slurm", "job_id": "41", "restart_count": 0},
      "why": "--ckpt_path last: the newest complete checkpoint by global step"}
 
 A resume that replays and skips data (a plain, not resumable ``DataLoader`` stopped mid-epoch: the
@@ -18,7 +19,8 @@ report it (:func:`inexact_starts`).
 ``shortening`` (lowered, none raised),
 ``requeue`` (a later attempt of the job it runs in: :attr:`JobContext.attempt` > 0) or ``resubmission``
 (another job of the same scheduler than the run's last start); for the other verbs it is the verb. A
-start in a job records it under its scheduler's name (``"slurm"`` above, ``"ray"``). ``changes`` are the
+start in a job names it in ``job`` (:data:`trainer_cli.job.scheduler.JOB_FIELD`: its scheduler, job id and
+attempt; :func:`trainer_cli.job.scheduler.recorded_job` reads it). ``changes`` are the
 ``resume:`` lines printed for it (:func:`trainer_cli.rundir.resume.compare_for_resume`). ``why`` is the
 rule that chose the checkpoint (:func:`trainer_cli.rundir.policy.resume_checkpoint`), for a start that
 loads one.
@@ -47,6 +49,7 @@ from typing import Any
 from trainer_cli.atomic import append_line, read_json_lines
 from trainer_cli.job import context as job_context
 from trainer_cli.job.context import JobContext
+from trainer_cli.job.scheduler import JOB_FIELD, recorded_job
 from trainer_cli.rundir import layout, live, record
 from trainer_cli.rundir.layout import CONFIG_FILE, read_checkpoint_progress
 from trainer_cli.rundir.resume import RESUME_OPTIONS
@@ -77,8 +80,8 @@ def start_kind(
     job = context or job_context.current()
     if job.attempt > 0:
         return "requeue"
-    key = str(job.scheduler)
-    last_job = next((r[key].get("job_id") for r in reversed(previous) if isinstance(r.get(key), dict)), None)
+    jobs = (recorded_job(r) for r in reversed(previous))
+    last_job = next((j["job_id"] for j in jobs if j is not None and j.get("scheduler") == job.scheduler), None)
     if job.job_id and last_job and job.job_id != last_job:
         return "resubmission"
     longer = [_longer(line) for line in changes if line.split(":", 1)[0] in LENGTH_KEYS]
@@ -134,7 +137,7 @@ def append(
     if ckpt is not None and inexact:
         record["inexact"] = inexact
     if job.in_job:
-        record[str(job.scheduler)] = {"job_id": job.job_id, "restart_count": job.attempt}
+        record[JOB_FIELD] = {"scheduler": job.scheduler, "job_id": job.job_id, "restart_count": job.attempt}
     if live.enter(run_dir):  # every later write of this process into the run shows as its marker
         record[live.FIELD] = True
     append_line(run_dir / HISTORY_FILE, json.dumps(record))

@@ -1,12 +1,12 @@
-"""A run's cost: what every attempt of the Slurm jobs that ran in its directory was allocated
-(:mod:`trainer_cli.job.cost`), from ``sacct`` where there is accounting, else estimated from the
-run's own records.
+"""A run's cost: what every attempt of the jobs that ran in its directory was allocated
+(:mod:`trainer_cli.job.cost`), from the engine's accounting (:meth:`trainer_cli.job.scheduler.Scheduler.accounting`:
+Slurm's ``sacct``) where there is one, else estimated from the run's own records.
 
 A run's jobs (:func:`job_ids`) are those its ``job.json`` names (the job ``train submit`` queued and
 those it resubmitted itself from; a sweep trial's task ``<array id>_<i>``) and those its
 ``history.jsonl`` records a fit start of (a job submitted into the run again, a cross-validation
-fold's task). One ``sacct`` call answers for every run listed (:func:`costs`). A row of a job id
-Slurm gave out before (a fresh state directory counts from 1 again, the database keeps the old
+fold's task). One ``accounting`` call per engine answers for every run listed (:func:`costs`). A row of a
+job id the scheduler gave out before (a fresh state directory counts from 1 again, the database keeps the old
 jobs) that ended before the run existed is not the run's.
 
 Without accounting the attempts come from the run's records (:func:`spans`): the batch script's start
@@ -16,9 +16,13 @@ are missed), the end of each attempt that restarted in ``restarts.jsonl`` and th
 ``job.json``; they are priced at the resources the job asked for (``job.json``: nodes, tasks and GPUs
 per node, CPUs per task).
 
-A run of a scheduler that keeps no accounting (:data:`RECORDED`: the Ray engine; ``job.json``'s
-``scheduler``, else the attempt records' own) is read from its attempt records alone
-(:func:`record_attempts`): source ``records``, never ``sacct``.
+A run of a scheduler that keeps no accounting (:data:`~trainer_cli.job.scheduler.WITHOUT_ACCOUNTING`;
+``job.json``'s ``scheduler``, else the attempt records' own) is read from its attempt records alone
+(:func:`record_attempts`): source ``records``, never the engine's accounting.
+
+Which scheduler a start ran under is what its records say (:func:`trainer_cli.job.scheduler.recorded_job`);
+what each process held is ``job.json``'s ``nodes``, ``ntasks_per_node``, ``gpus_per_node`` and
+``cpus_per_process``, which every engine's submission writes.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ from typing import TYPE_CHECKING, Any
 from trainer_cli.job import cost as job_cost
 from trainer_cli.job import jobstate
 from trainer_cli.job import restarts as restarts_log
-from trainer_cli.job.scheduler import DEFAULT_SCHEDULER
+from trainer_cli.job.scheduler import DEFAULT_SCHEDULER, WITHOUT_ACCOUNTING, recorded_job
 from trainer_cli.rundir import attempts as attempts_mod
 from trainer_cli.rundir import history
 
@@ -39,29 +43,32 @@ if TYPE_CHECKING:
     from trainer_cli.job.scheduler import Scheduler
 
 REUSED_SLACK_S = 600
-"""A sacct row that ended this long before the run's first record is another job that had its id."""
-RECORDED = ("ray",)
-"""The schedulers that keep no accounting of their jobs: a run's cost is read from its attempt records."""
+"""An accounting row that ended this long before the run's first record is another job that had its id."""
 
 
-def _slurm_starts(run_dir: Path) -> list[dict[str, Any]]:
-    """The fit starts of ``run_dir`` in a Slurm job (its ``history.jsonl`` records), oldest first."""
-    return [r for r in history.read(run_dir) if r.get("slurm") and r.get("verb", "fit") == "fit"]
+def _scheduler(record: dict[str, Any]) -> str:
+    """The engine that ran a run's jobs: ``job.json``'s ``scheduler`` (a line without it is the default's)."""
+    return str(record.get("scheduler") or DEFAULT_SCHEDULER)
+
+
+def _job_starts(run_dir: Path, scheduler: str) -> list[tuple[dict[str, Any], dict[str, Any]]]:
+    """The fit starts of ``run_dir`` in a job of ``scheduler`` (its ``history.jsonl`` records, each with
+    the job it names), oldest first."""
+    starts = ((r, recorded_job(r)) for r in history.read(run_dir) if r.get("verb", "fit") == "fit")
+    return [(r, job) for r, job in starts if job is not None and job.get("scheduler") == scheduler]
 
 
 def job_ids(run_dir: Path, record: dict[str, Any] | None = None) -> list[str]:
-    """The Slurm jobs that ran ``run_dir``: those its ``job.json`` names, as ``sacct -j`` takes them
-    (a sweep trial's task as ``<array id>_<i>``), and those its ``history.jsonl`` records."""
+    """The jobs that ran ``run_dir``: those its ``job.json`` names, as the engine's accounting takes them
+    (a sweep trial's task as ``<array id>_<i>``), and those its ``history.jsonl`` records of its engine."""
     record = jobstate.read(run_dir) if record is None else record
-    ids = _submitted_ids(record) + [
-        str(r["slurm"]["job_id"]) for r in _slurm_starts(run_dir) if r["slurm"].get("job_id")
-    ]
+    ids = _submitted_ids(record) + [str(job["job_id"]) for _, job in _job_starts(run_dir, _scheduler(record))]
     return list(dict.fromkeys(ids))
 
 
 def _submitted_ids(record: dict[str, Any]) -> list[str]:
-    """The Slurm jobs a run's ``job.json`` names, when the submitter wrote it (not a fold's task's own)."""
-    if not (record.get("submitted") and record.get("job_id")) or record.get("scheduler") in RECORDED:
+    """The jobs a run's ``job.json`` names, when the submitter wrote it (not a fold's task's own)."""
+    if not (record.get("submitted") and record.get("job_id")) or record.get("scheduler") in WITHOUT_ACCOUNTING:
         return []
     if record.get("array_task") is not None:  # a sweep trial: its task (the array's id names every task)
         return [f"{record['job_id']}_{record['array_task']}"]
@@ -70,8 +77,8 @@ def _submitted_ids(record: dict[str, Any]) -> list[str]:
 
 def _first_record(run_dir: Path, record: dict[str, Any]) -> float | None:
     """The earliest time the run's records name (its submission, its first start)."""
-    starts = _slurm_starts(run_dir)
-    found = [job_cost.parse_time(t) for t in (record.get("submitted"), starts[0].get("time") if starts else None)]
+    starts = _job_starts(run_dir, _scheduler(record))
+    found = [job_cost.parse_time(t) for t in (record.get("submitted"), starts[0][0].get("time") if starts else None)]
     return min((t for t in found if t is not None), default=None)
 
 
@@ -81,7 +88,7 @@ def _requested(record: dict[str, Any]) -> dict[str, float]:
     if not isinstance(nodes, int) or nodes < 1:
         return {}
     tasks = int(record.get("ntasks_per_node") or 1)
-    cpus_per_task = int((record.get("slurm") or {}).get("cpus_per_task") or 1)
+    cpus_per_task = _cpus_per_process(record)
     gpus = int(record.get("gpus_per_node") or 0) * nodes
     return {"node": float(nodes), "cpu": float(nodes * tasks * cpus_per_task), **({"gpu": float(gpus)} if gpus else {})}
 
@@ -90,7 +97,8 @@ def spans(run_dir: Path, record: dict[str, Any] | None = None) -> list[tuple[str
     """``(job id, start, end)`` of each attempt of the run, from its own records (see the module's
     description), oldest first; end None for an attempt running now."""
     record = jobstate.read(run_dir) if record is None else record
-    fits = [(str(r["slurm"].get("job_id")), job_cost.parse_time(r.get("time"))) for r in _slurm_starts(run_dir)]
+    starts = _job_starts(run_dir, _scheduler(record))
+    fits = [(str(job["job_id"]), job_cost.parse_time(r.get("time"))) for r, job in starts]
     ends = sorted(t for t in (job_cost.parse_time(e.get("time")) for e in restarts_log.read(run_dir)) if t is not None)
     batch = [job_cost.parse_time(t) for t in record.get("starts") or [record.get("started")]]
     attempts: dict[float, str] = {t: str(record.get("job_id") or "") for t in batch if t is not None}
@@ -111,7 +119,7 @@ def spans(run_dir: Path, record: dict[str, Any] | None = None) -> list[tuple[str
     for i, (job, start) in enumerate(found):
         later = found[i + 1][1] if i + 1 < len(found) else None
         end = next((t for t in ends if start < t and (later is None or t <= later)), None)
-        if end is None and later is not None:  # restarted by Slurm itself (a node failure): until the next start
+        if end is None and later is not None:  # restarted by the scheduler (a node failure): until the next start
             end = later
         if end is None:  # the latest attempt
             end = ended if ended is not None and ended >= start and state not in ("RUNNING", "PENDING") else None
@@ -122,21 +130,23 @@ def spans(run_dir: Path, record: dict[str, Any] | None = None) -> list[tuple[str
 
 
 def recorded_scheduler(run_dir: Path, record: dict[str, Any] | None = None) -> str | None:
-    """The scheduler of :data:`RECORDED` whose jobs ran ``run_dir``: ``job.json``'s ``scheduler``, else
-    the one its attempt records name (a fit started in such a job by hand); None for any other run."""
+    """The scheduler of :data:`~trainer_cli.job.scheduler.WITHOUT_ACCOUNTING` whose jobs ran ``run_dir``:
+    ``job.json``'s ``scheduler``, else the one its attempt records name (a fit started in such a job by hand);
+    None for any other run."""
     record = jobstate.read(run_dir) if record is None else record
     if record.get("scheduler"):
-        return str(record["scheduler"]) if record["scheduler"] in RECORDED else None
-    if record.get("submitted"):  # submitted to Slurm (its record predates the scheduler field)
+        return str(record["scheduler"]) if record["scheduler"] in WITHOUT_ACCOUNTING else None
+    if record.get("submitted"):  # submitted to the default engine (its record predates the scheduler field)
         return None
-    lines = attempts_mod.read(run_dir)
-    return next((name for name in RECORDED if any((a.get(name) or {}).get("job_id") for a in lines)), None)
+    named = (recorded_job(a) for a in attempts_mod.read(run_dir))
+    found = (str(j["scheduler"]) for j in named if j is not None and j.get("scheduler") in WITHOUT_ACCOUNTING)
+    return next(found, None)
 
 
-def _cpus_per_worker(record: dict[str, Any]) -> float:
-    """The CPUs each worker held: ``job.json``'s ``ray`` ``cpus_per_worker`` (the Ray engine's
-    ``--ray.cpus_per_worker``), 1 where not recorded (Ray's default for a worker)."""
-    given = (record.get("ray") or {}).get("cpus_per_worker")
+def _cpus_per_process(record: dict[str, Any]) -> float:
+    """The CPUs each process (a task, a worker) held: ``job.json``'s ``cpus_per_process``, as the engine's
+    submission recorded it; 1 where not recorded."""
+    given = record.get("cpus_per_process")
     return float(given) if isinstance(given, (int, float)) and given > 0 else 1.0
 
 
@@ -144,10 +154,10 @@ def record_attempts(
     run_dir: Path, job_ids: Sequence[str] | None = None, record: dict[str, Any] | None = None
 ) -> list[job_cost.Attempt]:
     """Each start of the worker group of ``run_dir``'s jobs of a scheduler without accounting
-    (:data:`RECORDED`; ``job_ids``: those jobs only), from the ranks' attempt records
-    (:mod:`trainer_cli.rundir.attempts`, the lines that share an ``attempt`` id), oldest first: from
+    (:data:`~trainer_cli.job.scheduler.WITHOUT_ACCOUNTING`; ``job_ids``: those jobs only), from the ranks'
+    attempt records (:mod:`trainer_cli.rundir.attempts`, the lines that share an ``attempt`` id), oldest first: from
     its first rank's process start to its last rank's end (a killed rank's last sign), holding each
-    rank's CPUs (:func:`_cpus_per_worker`), a GPU per rank where a rank allocated CUDA memory, and
+    rank's CPUs (:func:`_cpus_per_process`), a GPU per rank where a rank allocated CUDA memory, and
     its nodes. ``COMPLETED`` where every rank completed, ``RUNNING`` for the latest start of a job
     running now with a rank still open, ``CANCELLED`` where a rank was stopped, else ``FAILED``; each
     start waited from the run's submission or the end of the start before it."""
@@ -157,10 +167,11 @@ def record_attempts(
         return []
     groups: dict[str, list[dict[str, Any]]] = {}
     for line in attempts_mod.read(run_dir):
-        job = str((line.get(scheduler) or {}).get("job_id") or "")
+        named = recorded_job(line)
+        job = str(named["job_id"]) if named is not None and named.get("scheduler") == scheduler else ""
         if job and (job_ids is None or job in job_ids):
             groups.setdefault(str(line.get("attempt") or job), []).append(line)
-    cpus = _cpus_per_worker(record)
+    cpus = _cpus_per_process(record)
     running = str(record.get("state") or "") in ("RUNNING", "PENDING")
     ordered = sorted(groups.values(), key=lambda lines: min(float(a["started"]) for a in lines))
     out: list[job_cost.Attempt] = []
@@ -181,7 +192,7 @@ def record_attempts(
         if gpus:
             tres["gpu"] = float(gpus)
         wait = None if previous_end is None or previous_end > start else start - previous_end
-        job = str(lines[0][scheduler]["job_id"])
+        job = str((recorded_job(lines[0]) or {})["job_id"])
         out.append(job_cost.Attempt(job, state, start, end - start, tres, wait))
         previous_end = end
     return out
@@ -203,7 +214,7 @@ def records_cost(run_dir: Path, record: dict[str, Any] | None = None, now: float
 
 def estimate(run_dir: Path, now: float | None = None) -> job_cost.Cost:
     """The run's cost from its own records (:func:`spans`) at the resources it asked for: estimated;
-    ``none`` for a run no Slurm job started."""
+    ``none`` for a run no job started."""
     record = jobstate.read(run_dir)
     found = spans(run_dir, record)
     if not found and not record.get("submitted"):
@@ -227,8 +238,8 @@ def costs(
     engines: Mapping[str, Scheduler] | None = None,
 ) -> list[job_cost.Cost]:
     """The cost of each run of ``run_dirs`` (:func:`job_ids`, and ``extra_ids[i]`` for run ``i``): from the
-    accounting of the engine that ran its jobs (of ``engines``, by ``job.json``'s ``scheduler``, Slurm's by
-    default; one ``accounting`` call per engine for all the runs: for Slurm one ``sacct``) where it knows a
+    accounting of the engine that ran its jobs (of ``engines``, by ``job.json``'s ``scheduler``, the default's
+    where it names none; one ``accounting`` call per engine for all the runs) where it knows a
     job of the run, else estimated (:func:`estimate`; also without ``engines``); a run of a scheduler without
     accounting from its attempt records (:func:`records_cost`), no engine asked."""
     records = [jobstate.read(d) for d in run_dirs]
@@ -237,7 +248,7 @@ def costs(
         [] if recorded[i] else list(dict.fromkeys([*job_ids(d, rec), *(extra_ids[i] if i < len(extra_ids) else [])]))
         for i, (d, rec) in enumerate(zip(run_dirs, records))
     ]
-    names = [str(rec.get("scheduler") or DEFAULT_SCHEDULER) for rec in records]
+    names = [_scheduler(rec) for rec in records]
     asked: dict[str, list[str]] = {}
     for name, ids in zip(names, wanted):
         asked.setdefault(name, []).extend(ids)
@@ -249,7 +260,7 @@ def costs(
             continue
         first = _first_record(run_dir, record)
         # an array the submitter queued for the run (cross-validation folds) counts every task; an array task's
-        # SLURM_JOB_ID in history.jsonl, which may be the array's own id, names that task alone
+        # job id in history.jsonl, which may be the array's own id, names that task alone
         arrays = set(_submitted_ids(record))
         mine = [
             a
@@ -269,11 +280,11 @@ def cost(run_dir: Path, extra_ids: Sequence[str] = (), engines: Mapping[str, Sch
 def worker_trial_costs(
     trial_dirs: Sequence[Path], array_id: str, workers: int, engines: Mapping[str, Scheduler] | None = None
 ) -> list[job_cost.Cost]:
-    """The cost of each trial of a sweep of workers (``--slurm.array_workers``: each task of the array
-    trains several trials one after another), estimated: the time of the trial's processes (rank 0's
+    """The cost of each trial of a sweep of workers (an array of ``workers`` tasks of the default engine, each
+    training several trials one after another), estimated: the time of the trial's processes (rank 0's
     attempt records, :mod:`trainer_cli.rundir.attempts`: process start to end, in the task its ``task``
-    names) priced at what that task's allocation held then (the accounting of ``engines``' Slurm: one
-    call for every task; without accounting what the trial's job asked for). The task's time between
+    names) priced at what that task's allocation held then (the accounting of ``engines``' default engine:
+    one call for every task; without accounting what the trial's job asked for). The task's time between
     trials (asking and telling the study, the batch script) is in no trial's."""
     rows = _accounting(engines, DEFAULT_SCHEDULER, [f"{array_id}_{i}" for i in range(workers)])
     out = []
@@ -281,9 +292,9 @@ def worker_trial_costs(
         requested = _requested(jobstate.read(trial_dir))
         spans = []
         for process in (a for a in attempts_mod.read(trial_dir) if a.get("rank") == 0):
-            slurm = process.get("slurm") or {}
-            task = str(slurm.get("task") or slurm.get("job_id") or "")  # <array>_<task>; an older record: the
-            own = ("job_id",) if slurm.get("task") else ("raw_id", "job_id")  # array's id, one task's raw id
+            named = recorded_job(process) or {}
+            task = str(named.get("task") or named.get("job_id") or "")  # <array>_<task>; an older record: the
+            own = ("job_id",) if named.get("task") else ("raw_id", "job_id")  # array's id, one task's raw id
             started = float(process["started"])
             held = next(
                 (

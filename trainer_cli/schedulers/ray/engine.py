@@ -148,7 +148,7 @@ class RayScheduler:
             "entrypoint": entrypoint,
             "runtime_env": runtime_env,
             "workers": workers,
-            "cpus_per_worker": opts.cpus_per_worker,  # (in job.json's "ray": the run's cost, rundir.run_cost)
+            "cpus_per_worker": opts.cpus_per_worker,
         }
         return JobDraft(self.name, spec.job_name, "\n".join(lines), command, spec.run_dir, options)
 

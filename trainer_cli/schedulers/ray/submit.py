@@ -160,6 +160,7 @@ def _submit(request: Request, script: tuple[Any, str, Mapping[str, type]] | None
         "cluster": opts.address,
         "nodes": res.nodes,
         "ntasks_per_node": res.ntasks_per_node,
+        "cpus_per_process": opts.cpus_per_worker,  # each worker's (the run's cost: rundir.run_cost)
         "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": command_line(),
         "ray": {"address": opts.address, "max_failures": opts.max_failures, **draft.options},

@@ -334,6 +334,7 @@ def submit(job: Plan) -> str:
         "nodes": job.resources.nodes,
         "ntasks_per_node": job.resources.ntasks_per_node,
         "gpus_per_node": job.resources.gpus_per_node,
+        "cpus_per_process": job.slurm.cpus_per_task or 1,  # each task's (the run's cost: rundir.run_cost)
         "submitted": datetime.now(timezone.utc).isoformat(timespec="seconds"),
         "command": secrets.masked_words(command_line(), job.slurm),  # a secret's value: NAME=*** (launch.secrets)
         "slurm": secrets.masked(job.slurm),

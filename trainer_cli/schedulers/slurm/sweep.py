@@ -346,6 +346,7 @@ def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, j
             "nodes": resources.nodes,
             "ntasks_per_node": resources.ntasks_per_node,
             "gpus_per_node": resources.gpus_per_node,
+            "cpus_per_process": slurm.cpus_per_task or 1,
             "submitted": submitted,
         }
         # a task may have started already and recorded itself: one locked read-modify-write keeps what it wrote
