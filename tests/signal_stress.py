@@ -5,8 +5,10 @@
     python tests/signal_stress.py --runs 20 --to all    # to every process of the run, as Slurm sends it
 
 Each run is ``train fit --config configs/experiment/digits.yaml --config
-configs/strategy/ddp_cpu_sim.yaml --trainer.max_epochs 4 --data.batch_size 16`` (the case of issue
-20 that hung 3 runs of 7); the signal comes a random 0-2 s after the first ``last.ckpt``. A run that
+configs/strategy/ddp_cpu_sim.yaml --data.batch_size 16`` (the case of issue 20 that hung 3 runs of 7,
+there 4 epochs); the signal comes a random 0-2 s after the first ``last.ckpt``. The run has 20 epochs
+(about 0.6 s each here): 4 could end before the signal on a fast machine (a run exited 0 at its
+last step 1.8 s after the first ``last.ckpt``), and a run the signal stops costs no more. A run that
 has not ended by the deadline is a hang: every rank's Python stack is dumped (``faulthandler``,
 through ``PYTHONFAULTHANDLER`` and SIGABRT) and printed, then the run is killed. Prints one line per
 run and the tally; exits 1 unless every run passed. ``tests/test_stop_signals.py`` runs a few.
@@ -28,7 +30,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 ARGS = [
     "fit", "--config", "configs/experiment/digits.yaml", "--config", "configs/strategy/ddp_cpu_sim.yaml",
-    "--trainer.max_epochs", "4", "--data.batch_size", "16", "--trainer.enable_progress_bar", "false",
+    "--trainer.max_epochs", "20", "--data.batch_size", "16", "--trainer.enable_progress_bar", "false",
 ]
 
 

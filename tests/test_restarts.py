@@ -183,11 +183,38 @@ def test_a_one_process_job_keeps_the_handler_train_installs(monkeypatch: pytest.
     handler (it gave the signal its default action back: a SIGUSR1 before the start was dropped, the
     job ran to its end, and a later one went to Lightning's handler; seen as an ordinary user's job in
     tests/test_site_user.py). A real `Trainer.fit` of the installed Lightning."""
-    from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
+    from trainer_cli.callbacks.requeue import SynchronizedRequeue
 
     ours, seen, strategy = _handlers_under_slurm(monkeypatch, [SynchronizedRequeue()], default_root_dir=tmp_path)
     assert strategy == "SingleDeviceStrategy"
     assert seen is ours, f"the SIGUSR1 handler of train was replaced by {seen!r}"
+
+
+def test_auto_requeue_turned_off_gives_the_signal_its_default_action(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """A user's `SLURMEnvironment(auto_requeue=False)` in trainer.plugins turns the requeue off: SynchronizedRequeue
+    gives SIGUSR1 its default action back and Lightning installs none (a real `Trainer.fit`; a DDP strategy, whose
+    cluster environment is the one the plugin gave: a one-device strategy keeps none, and is requeued)."""
+    from lightning.fabric.plugins.environments import SLURMEnvironment
+
+    from trainer_cli.callbacks.requeue import SynchronizedRequeue
+
+    _, seen, _ = _handlers_under_slurm(monkeypatch, [SynchronizedRequeue()], default_root_dir=tmp_path,
+                                       plugins=[SLURMEnvironment(auto_requeue=False)], strategy="ddp")
+    assert seen is signal.SIG_DFL and not requeue_signal.installed()
+
+
+def test_no_requeue_signal_outside_a_batch_job(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The requeue signal is the job's context's: SIGUSR1 in a Slurm batch job, none in an interactive allocation
+    (Lightning's names: bash, interactive), none for a Ray worker, none outside a job."""
+    from trainer_cli.job.context import JobContext
+
+    assert JobContext.from_env({"SLURM_JOB_ID": "5", "SLURM_JOB_NAME": "fit"}).requeue_signal == signal.SIGUSR1
+    assert JobContext.from_env({"SLURM_JOB_ID": "5", "SLURM_JOB_NAME": "bash"}).requeue_signal is None
+    assert JobContext.from_env({"TRAINER_CLI_RAY_JOB": "raysubmit_1"}).requeue_signal is None
+    assert JobContext.from_env({}).requeue_signal is None
+    monkeypatch.setenv("SLURM_JOB_ID", "5")
+    monkeypatch.setenv("SLURM_JOB_NAME", "interactive")
+    assert not requeue_signal.expected() and not requeue_signal.install()
 
 
 def test_preemptions_do_not_consume_the_cap(tmp_path: Path) -> None:

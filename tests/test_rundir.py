@@ -76,7 +76,7 @@ def test_which_checkpoint_a_start_loads_and_why(tmp_path: Path) -> None:
         rundir.resume_checkpoint(run, None)  # outside a job a trained run is never started over
     in_job = rundir.resume_checkpoint(run, None, in_job=True)  # a job (re)started in its run continues
     assert in_job is not None and (in_job.which, in_job.path.name) == ("last", "hpc_ckpt_3.ckpt")
-    assert in_job.why.startswith("a Slurm job in its trained run continues from its newest checkpoint: the newest complete checkpoint by global step")
+    assert in_job.why.startswith("a job in its trained run continues from its newest checkpoint: the newest complete checkpoint by global step")
     evaluation = rundir.resume_checkpoint(run, None, trains=False)  # test --run_dir R: the run's weights, not the config's
     assert evaluation is not None and (evaluation.which, evaluation.path.name) == ("last", "hpc_ckpt_3.ckpt")  # no best yet
     assert evaluation.why.startswith("an evaluation of a trained run without --ckpt_path uses its last checkpoint")
@@ -109,7 +109,7 @@ def test_a_restarted_job_goes_on_from_what_it_saved_since_it_was_submitted(tmp_p
     monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
     again = rundir.resume_checkpoint(tmp_path, str(given))
     assert again is not None and (again.which, again.path.name) == ("last", "hpc_ckpt_1.ckpt")
-    assert again.why.startswith(f"a restarted Slurm job goes on from what it saved, not from --ckpt_path {given}")
+    assert again.why.startswith(f"a restarted job goes on from what it saved, not from --ckpt_path {given}")
 
 
 def test_a_finished_run_has_nothing_to_train(tmp_path: Path) -> None:

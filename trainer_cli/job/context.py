@@ -48,6 +48,9 @@ RAY_NAMES = (
     "LOCAL_WORLD_SIZE",
 )
 """The variables of a worker of the Ray engine :meth:`JobContext.from_env` reads."""
+INTERACTIVE_JOB_NAMES = ("bash", "interactive")
+"""The names of a Slurm job that is an interactive allocation (as Lightning's ``SLURMEnvironment.detect()``
+judges them): nothing requeues it."""
 NAMES = SLURM_NAMES + RAY_NAMES
 """Every variable :meth:`JobContext.from_env` reads: the key of :func:`current`'s kept context."""
 
@@ -67,7 +70,8 @@ class JobContext:
         array_job_id: A Slurm array's id (``SLURM_ARRAY_JOB_ID``); None for other jobs.
         array_task_id: The array task's index; None for other jobs.
         requeue_signal: The signal the scheduler sends before it stops the job to requeue it
-            (``SIGUSR1`` under Slurm with the launcher's ``--signal``), or None.
+            (``SIGUSR1`` in a Slurm batch job, as the launcher's ``--signal`` asks), or None (outside a
+            job, in an interactive allocation, on a scheduler that warns none: Ray).
         job_name: The job's name (Slurm's ``SLURM_JOB_NAME``: ``bash`` or ``interactive`` for an
             interactive allocation, as Lightning's ``SLURMEnvironment`` judges it); None where none.
         node_name: The scheduler's name of this node (``SLURMD_NODENAME``); None where it gives none.
@@ -134,7 +138,7 @@ class JobContext:
                 node_rank=number("SLURM_NODEID"),
                 array_job_id=env.get("SLURM_ARRAY_JOB_ID") or None,
                 array_task_id=int(task) if task.isdigit() else None,
-                requeue_signal=signal.SIGUSR1,
+                requeue_signal=None if env.get("SLURM_JOB_NAME") in INTERACTIVE_JOB_NAMES else signal.SIGUSR1,
                 job_name=env.get("SLURM_JOB_NAME"),
                 node_name=env.get("SLURMD_NODENAME") or None,
                 node_list=env.get("SLURM_JOB_NODELIST") or None,

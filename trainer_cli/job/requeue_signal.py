@@ -1,11 +1,14 @@
-"""The Slurm requeue signal, recorded from the first moment of a ``train`` process.
+"""The scheduler's requeue signal, recorded from the first moment of a ``train`` process.
 
-Slurm sends SIGUSR1 before a job's time limit (``#SBATCH --signal=SIGUSR1@N``) or when an operator
-preempts it (``scancel -s USR1``). Its default action kills the process (exit code 138), and
+A scheduler that warns a job before it stops it to requeue it names the signal in the process's
+:class:`~trainer_cli.job.context.JobContext` (``requeue_signal``; None for a scheduler that warns none,
+as Ray, and for an interactive allocation). Slurm sends SIGUSR1 before a job's time limit
+(``#SBATCH --signal=SIGUSR1@N``) or when an operator preempts it
+(``scancel -s USR1``). Its default action kills the process (exit code 138), and
 Lightning installs its own handler only once the trainer runs, seconds after start-up: a signal in
 between killed every rank with nothing saved. :func:`install` is called first thing in
 ``train``'s ``main()``, before anything slow is imported; its handler only records the signal.
-:class:`trainer_cli.callbacks.slurm_requeue.SynchronizedRequeue` acts on the record once the
+:class:`trainer_cli.callbacks.requeue.SynchronizedRequeue` acts on the record once the
 trainer can (a checkpoint, then the batch script requeues the job). Standard library only: importing it is free.
 
 No private Lightning member is touched for this. Lightning's signal connector installs its SIGUSR1
@@ -24,15 +27,14 @@ from typing import Any
 
 from trainer_cli.job import context
 
-REQUEUE_SIGNAL = signal.SIGUSR1
-_INTERACTIVE_JOB_NAMES = {"bash", "interactive"}  # as Lightning's SLURMEnvironment.detect() judges them
-_state: dict[str, Any] = {"installed": False, "received": False, "requeued": False, "at": None}
+_state: dict[str, Any] = {"installed": None, "received": False, "requeued": False, "at": None}
 
 
-def under_slurm_batch() -> bool:
-    """Whether this process is a task of a Slurm batch job (not an interactive ``srun --pty bash``)."""
-    job = context.current()
-    return job.scheduler == "slurm" and job.job_name not in _INTERACTIVE_JOB_NAMES
+def expected() -> bool:
+    """Whether this process runs in a job its scheduler warns with a signal before it stops the job to
+    requeue it (:attr:`~trainer_cli.job.context.JobContext.requeue_signal`: a Slurm batch job's task, not
+    an interactive ``srun --pty bash``)."""
+    return context.current().requeue_signal is not None
 
 
 def _record(signum: int, frame: Any) -> None:
@@ -41,33 +43,34 @@ def _record(signum: int, frame: Any) -> None:
 
 
 def install() -> bool:
-    """Record :data:`REQUEUE_SIGNAL` from now on when running under a Slurm batch job; returns
-    whether the handler is installed. Outside Slurm the signal keeps its default action."""
-    if not _state["installed"] and under_slurm_batch():
-        signal.signal(REQUEUE_SIGNAL, _record)
-        _state["installed"] = True
-    return bool(_state["installed"])
+    """Record the job's requeue signal from now on where one is :func:`expected`; returns whether the
+    handler is installed. Elsewhere every signal keeps its default action."""
+    number = context.current().requeue_signal
+    if _state["installed"] is None and number is not None:
+        signal.signal(number, _record)
+        _state["installed"] = number
+    return _state["installed"] is not None
 
 
 def uninstall() -> None:
-    """Give the signal its default action back (the process runs without Slurm requeue)."""
-    if _state["installed"]:
-        signal.signal(REQUEUE_SIGNAL, signal.SIG_DFL)
-        _state["installed"] = False
+    """Give the signal its default action back (the process runs without requeue on the signal)."""
+    if _state["installed"] is not None:
+        signal.signal(_state["installed"], signal.SIG_DFL)
+        _state["installed"] = None
 
 
 def ignore_from_now() -> None:
     """Once the verb is done: ignore the signal from here to the process's end. Python gives caught
     signals their default action back while it shuts down, and SIGUSR1's kills the process, so a
     late signal (the time limit's warning right as training ends) would fail a finished job."""
-    if _state["installed"]:
-        signal.signal(REQUEUE_SIGNAL, signal.SIG_IGN)
-        _state["installed"] = False
+    if _state["installed"] is not None:
+        signal.signal(_state["installed"], signal.SIG_IGN)
+        _state["installed"] = None
 
 
 def installed() -> bool:
     """Whether :func:`install` installed the recording handler (and it was not uninstalled)."""
-    return bool(_state["installed"])
+    return _state["installed"] is not None
 
 
 def take() -> bool:
@@ -101,7 +104,7 @@ def requeue_in_progress() -> bool:
     The second case is said in one line here, once."""
     if _state["requeued"]:
         return True
-    if not under_slurm_batch():
+    if not expected() or context.current().scheduler != "slurm":  # (the only one that requeues by itself)
         return False
     from trainer_cli.job.jobstate import scontrol_id  # standard library only, too
     from trainer_cli.job.restarts import requeued_by_slurm

@@ -19,7 +19,7 @@ and when an operator or the scheduler preempts a job (``scancel -s USR1``, or a 
 A signal sent by hand in the last ``signal_delay_s + 90`` seconds of a job counts as the time limit:
 the job was about to hit it anyway. Where ``scontrol`` cannot be asked the cause is ``unknown``.
 
-The cause is found by global rank 0 of the job (:class:`trainer_cli.callbacks.slurm_requeue.SynchronizedRequeue`), the
+The cause is found by global rank 0 of the job (:class:`trainer_cli.callbacks.requeue.SynchronizedRequeue`), the
 log
 written by the batch script once the step ended (:func:`trainer_cli.job.jobstate.end_of_step`)
 and read by ``train jobs``: ``RESTARTS 2 (1 time limit, 1 preempted)``.

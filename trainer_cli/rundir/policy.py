@@ -16,7 +16,7 @@ each sweep trial, each ``train cv`` fold, and the batch scripts (``slurm/ddp.sba
    ranks the scheduler started together (several tasks of a job, no ``--run_dir``:
    :attr:`trainer_cli.job.context.JobContext.multi_task`) share ``job_<job id>``.
 2. **Resume** (:func:`resume_checkpoint`): which checkpoint the start loads, and why. **A requeued
-   or restarted Slurm job resumes from its run's newest complete checkpoint by global step**
+   or restarted job resumes from its run's newest complete checkpoint by global step**
    (``checkpoints/last.ckpt`` or ``hpc_ckpt_<N>.ckpt``), whatever ``--ckpt_path`` it was submitted
    with, once it saved one; the hpc ones are then retired
    (:func:`trainer_cli.rundir.layout.retire_hpc_checkpoints`). A run
@@ -37,7 +37,7 @@ each sweep trial, each ``train cv`` fold, and the batch scripts (``slurm/ddp.sba
 The file names of a run directory and the readers of its checkpoints are
 :mod:`trainer_cli.rundir.layout` (re-exported here). The Lightning-facing part of a run (its loggers,
 callbacks, the checkpoint on SIGTERM, the exit codes) is :class:`trainer_cli.runtime.run.Run`, which calls
-this module; the Slurm job's restarts and their cap are :mod:`trainer_cli.job.jobstate`'s.
+this module; a job's restarts and their cap are :mod:`trainer_cli.job.jobstate`'s.
 """
 
 from __future__ import annotations
@@ -271,18 +271,18 @@ def resume_checkpoint(
        only while the run has saved nothing; once it holds a checkpoint, the start is one without
        ``--ckpt_path`` (rule 1), so a run never goes back to where it started.
     1. **A trained run, no --ckpt_path** (a ``--run_dir`` that holds a checkpoint, a start that
-       trains): inside a Slurm job its newest checkpoint, as ``last`` (a requeued, restarted or
+       trains): inside a job its newest checkpoint, as ``last`` (a requeued, restarted or
        resubmitted job continues; a run never goes back); elsewhere refused (a run directory is
        never reused).
-    2. **A restarted Slurm job that started from --ckpt_path FILE|best** (a requeue, or a
+    2. **A restarted job (requeued on its scheduler's signal) that started from --ckpt_path FILE|best** (a requeue, or a
        resubmission by the job itself) whose run saved a checkpoint since ``train submit`` queued
        it (:func:`restarted_past`): ``last``, not the ``--ckpt_path`` again.
        **An evaluation (validate, test, predict) of a trained run, no --ckpt_path**: its ``best``
        checkpoint, or ``last`` when no ``ModelCheckpoint`` with a monitor saved one (never the
        config's untrained weights).
     3. ``last``: the complete checkpoint with the highest saved global step, ``checkpoints/last.ckpt``,
-       a Slurm ``hpc_ckpt_<N>.ckpt`` (a consumed ``.used`` one included: a run that crashed right
-       after resuming from it has it as its newest state) or any other callback's file in ``checkpoints/``
+       an ``hpc_ckpt_<N>.ckpt`` saved on the requeue signal (a consumed ``.used`` one included: a run that
+       crashed right after resuming from it has it as its newest state) or any other callback's file in ``checkpoints/``
        holding the training state (a stock LightningCLI run's ``epoch=N-step=M.ckpt``); on equal steps
        the run's own. A damaged one (a ``last.ckpt`` cut short) is passed over (:attr:`Resume.skipped`). Once chosen,
        the hpc ones are retired (:func:`trainer_cli.rundir.layout.retire_hpc_checkpoints`), so Lightning
@@ -316,9 +316,9 @@ def resume_checkpoint(
                 f"--run_dir {run_dir} already holds a trained run (a checkpoint); a run directory is never "
                 "reused: add --ckpt_path last to resume it, or drop --run_dir to start a new run"
             )
-        ckpt_path, why = "last", "a Slurm job in its trained run continues from its newest checkpoint"
+        ckpt_path, why = "last", "a job in its trained run continues from its newest checkpoint"
     elif named and trains and ckpt_path and restarted_past(run_dir):
-        ckpt_path, why = "last", f"a restarted Slurm job goes on from what it saved, not from --ckpt_path {ckpt_path}"
+        ckpt_path, why = "last", f"a restarted job goes on from what it saved, not from --ckpt_path {ckpt_path}"
     elif named and not trains and not ckpt_path:  # an evaluation of a trained run: its weights, not the config's
         best = best_checkpoint(run_dir)  # (reads the newest checkpoint once)
         if best is not None:
@@ -409,14 +409,14 @@ def newest_resumable(root: Path, name: str) -> Path | None:
 
 
 def restarted_past(run_dir: Path) -> bool:
-    """Whether this is a restart of the Slurm job of ``run_dir`` (a requeue or resubmission, not its
-    first start) and the run holds a checkpoint written since ``train submit`` queued it: the job
-    started from its ``--ckpt_path`` before, and resumes from what it saved since."""
+    """Whether this is a restart of the job of ``run_dir`` that its scheduler requeues on a signal (a
+    requeue or resubmission, not its first start) and the run holds a checkpoint written since ``train
+    submit`` queued it: the job started from its ``--ckpt_path`` before, and resumes from what it saved since."""
     from datetime import datetime
 
     from trainer_cli.job import jobstate, requeue_signal
 
-    if not requeue_signal.under_slurm_batch() or jobstate.policy().count == 0:
+    if not requeue_signal.expected() or jobstate.policy().count == 0:
         return False
     newest = newest_checkpoint(run_dir)
     submitted = jobstate.read(run_dir).get("submitted")

@@ -1,5 +1,5 @@
 """The callbacks a run of :class:`trainer_cli.runtime.cli.TrainerCLI` adds to the Trainer's own
-(``instantiate_trainer``): what the launcher's run directory, resume and Slurm requeue need, next to
+(``instantiate_trainer``): what the launcher's run directory, resume and requeue need, next to
 the callbacks the config and LightningCLI give."""
 
 from __future__ import annotations
@@ -11,8 +11,8 @@ from lightning.pytorch.callbacks import BasePredictionWriter, Callback, ModelChe
 from trainer_cli.callbacks import LastCheckpoint, PredictionCSVWriter, RunSummary, register
 from trainer_cli.callbacks.attempt_clock import AttemptClock
 from trainer_cli.callbacks.progress import default_progress_bar
-from trainer_cli.callbacks.slurm_requeue import SynchronizedRequeue
-from trainer_cli.job.requeue_signal import under_slurm_batch
+from trainer_cli.callbacks.requeue import SynchronizedRequeue
+from trainer_cli.job import requeue_signal
 from trainer_cli.optim.partials import PlainPartials, has_partials
 from trainer_cli.optim.schedule_resume import ScheduleOnResume
 from trainer_cli.runtime.checkpointing import ResumeState
@@ -24,9 +24,10 @@ def added_callbacks(cli: Any, trainer_config: dict[str, Any], configured: list[A
     """The callbacks the run of ``cli`` (a :class:`trainer_cli.runtime.cli.TrainerCLI`) adds to the Trainer's
     ``configured`` ones (``trainer_config``: the trainer's config with the arguments it is built with):
     the run summary, RNG states, the schedule on resume, the checkpoints (:func:`checkpoint_callbacks`),
-    Slurm requeue, the run's own (:meth:`trainer_cli.runtime.run.Run.callbacks`) and the progress bar; a
-    training run's account of its time (:class:`~trainer_cli.callbacks.attempt_clock.AttemptClock`) first,
-    so that its hooks see a step, a save or an exception before the others act on it."""
+    the requeue on the scheduler's signal, the run's own (:meth:`trainer_cli.runtime.run.Run.callbacks`)
+    and the progress bar; a training run's account of its time
+    (:class:`~trainer_cli.callbacks.attempt_clock.AttemptClock`) first, so that its hooks see a step, a save
+    or an exception before the others act on it."""
     added: list[Any] = [AttemptClock(str(cli.run_dir) if cli.run_dir else None)] if cli.run.trains else []
     added.append(RunSummary(str(cli.run_dir) if cli.run_dir else None))
     if cli.subcommand == "predict" and not any(isinstance(c, BasePredictionWriter) for c in configured):
@@ -37,7 +38,7 @@ def added_callbacks(cli: Any, trainer_config: dict[str, Any], configured: list[A
     known = [*configured, *lightning_cli_callbacks(cli)]
     if trainer_config.get("enable_checkpointing") is not False and not trainer_config.get("fast_dev_run"):
         added += checkpoint_callbacks(known)
-    if under_slurm_batch():  # SIGUSR1 -> checkpoint + requeue (trainer_cli.job.requeue_signal)
+    if requeue_signal.expected():  # the scheduler's warning (Slurm's SIGUSR1) -> checkpoint + requeue
         added.append(SynchronizedRequeue())
     added += cli.run.callbacks(known, added)
     added += default_progress_bar(trainer_config, added)

@@ -1,4 +1,4 @@
-"""Slurm requeue on SIGUSR1, done at a point every DDP rank reaches together."""
+"""Requeue on the scheduler's warning signal (Slurm's SIGUSR1), done at a point every DDP rank reaches together."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ from pathlib import Path
 from typing import Any
 
 import lightning.pytorch as pl
-from lightning.fabric.plugins.environments import SLURMEnvironment
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
 from trainer_cli.job import jobstate, requeue_signal, stop_signals
 from trainer_cli.job import restarts as restarts_log
-from trainer_cli.job.requeue_signal import requeue_in_progress  # noqa: F401 - asked by trainer_cli.runtime.cli
 
 HPC_CKPT = re.compile(r"hpc_ckpt_(\d+)\.ckpt(\.used)?")  # .used: retired once resumed from (trainer_cli.rundir.policy)
 
@@ -31,10 +29,11 @@ def next_hpc_checkpoint(directory: Path) -> Path:
 
 
 class SynchronizedRequeue(pl.Callback):
-    """Slurm auto-requeue: an hpc checkpoint saved by every rank at the same step, then training
-    stops and the batch script restarts the job; nothing is done inside a signal handler.
+    """Auto-requeue: an hpc checkpoint saved by every rank at the same step, then training stops and the
+    batch script restarts the job; nothing is done inside a signal handler.
 
-    SIGUSR1 (Slurm's warning before the time limit, or ``scancel -s USR1``) is recorded from the
+    The job's requeue signal (:attr:`trainer_cli.job.context.JobContext.requeue_signal`; under Slurm
+    SIGUSR1, its warning before the time limit, or ``scancel -s USR1``) is recorded from the
     first moment of the ``train`` process (:mod:`trainer_cli.job.requeue_signal`, installed in
     ``main()``; Lightning then leaves the signal alone). The record is acted on when training
     starts (so a signal during start-up or while restoring a checkpoint is not lost) and every
@@ -50,8 +49,10 @@ class SynchronizedRequeue(pl.Callback):
     timeout; when it fails, a resubmission), a resubmission (``--slurm.requeue_mode resubmit``), or,
     past ``--slurm.max_restarts``, the end of the run with a line naming the cause and how to resume.
 
-    Active only in ``fit`` under a Slurm batch job with auto-requeue; otherwise the signal gets its
-    default action back.
+    Active only in ``fit`` in a job whose scheduler sends a requeue signal
+    (:func:`trainer_cli.job.requeue_signal.expected`), unless the Trainer's cluster environment turns
+    auto-requeue off (Lightning's ``SLURMEnvironment(auto_requeue=False)`` in ``trainer.plugins``): then
+    the signal gets its default action back.
 
     Args:
         check_every_n_steps: Training batches between checks (under DDP each check is one tiny all-reduce).
@@ -67,14 +68,11 @@ class SynchronizedRequeue(pl.Callback):
     def setup(self, trainer: pl.Trainer, pl_module: pl.LightningModule, stage: str) -> None:
         if stage != "fit":
             return
+        # a one-process strategy (SingleDeviceStrategy: `strategy: auto` for one task, as `train init` writes)
+        # keeps no cluster environment, yet is requeued as any other: only an environment that says no stops it
         environment = getattr(trainer.strategy, "cluster_environment", None)
-        if environment is None and SLURMEnvironment.detect():
-            # a one-process strategy (SingleDeviceStrategy: `strategy: auto` for one task, as `train init`
-            # writes) keeps no cluster environment, yet Lightning requeues it under Slurm: without this its
-            # SIGUSR1 was dropped here (a signal before the start lost, later ones left to Lightning's handler)
-            environment = SLURMEnvironment()
-        if not isinstance(environment, SLURMEnvironment) or not environment.auto_requeue:
-            requeue_signal.uninstall()  # no Slurm requeue here: the signal's default action
+        if not requeue_signal.expected() or getattr(environment, "auto_requeue", True) is False:
+            requeue_signal.uninstall()  # no requeue on the signal here: its default action
             return
         self._installed_here = not requeue_signal.installed()  # in a `train` process main() installed it
         self._active = requeue_signal.install()
