@@ -154,6 +154,6 @@ def test_goodput_of_a_two_node_job_preempted_twice_and_stalled_once(slurm_cluste
     # the one sacct reader serves the status of a job the controller does not match (another script):
     # its newest attempt, with its nodes
     status = query_slurm([(job_id, Path("/not/its/script"))])[(job_id, "/not/its/script")]
-    assert (status.source, status.state) == ("sacct", "COMPLETED") and status.entries[0]["NodeList"].startswith("node")
+    assert (status.source, status.state) == ("sacct", "COMPLETED") and status.nodes.startswith("node")
     print(text)
     print("goodput figures:", json.dumps({k: v for k, v in figures.items() if k != "attempts"}))

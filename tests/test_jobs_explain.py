@@ -26,7 +26,10 @@ from slurm_support import (  # noqa: F401 - a fixture
 from support import DIGITS, run_train
 
 from trainer_cli.job.slurm_output import array_task_ids, key_values
+from trainer_cli.job import jobstate
+from trainer_cli.job.status import with_run_record
 from trainer_cli.launch.job_detail import detail
+from trainer_cli.schedulers.slurm import states
 from trainer_cli.schedulers.slurm.pending import reason_words, start_estimate, why_pending
 from trainer_cli.schedulers import engines
 
@@ -59,14 +62,28 @@ def test_pending_line_names_unavailable_nodes_and_start() -> None:
     assert start_estimate("Unknown") is None and array_task_ids(fields["ArrayTaskId"]) == [0, 1, 2, 3]
 
 
-def test_running_and_ended_details() -> None:
-    assert detail([{"JobState": "RUNNING", "NodeList": "node[1-2]"}], "RUNNING", "epoch 2/5 val/acc 0.9 7.5 steps/s") == \
+def test_running_and_ended_details(tmp_path: Path) -> None:
+    """Slurm's words for a job beyond its state (its `scontrol show job` fields), and the DETAIL cell they make with
+    the log's last epoch line; a job Slurm no longer knows: the cause its job.json recorded."""
+    def cell(fields: dict[str, str], progress: str = "-") -> str:
+        return detail(states._summarise([fields]), progress)
+
+    assert cell({"JobState": "RUNNING", "NodeList": "node[1-2]"}, "epoch 2/5 val/acc 0.9 7.5 steps/s") == \
         "on node[1-2]; epoch 2/5 val/acc 0.9 7.5 steps/s"
-    assert detail([{"JobState": "FAILED", "ExitCode": "3:0"}], "FAILED", "-") == "failed: exit code 3"
-    assert detail([{"JobState": "TIMEOUT", "TimeLimit": "00:10:00"}], "TIMEOUT", "-").startswith("hit its time limit (00:10:00)")
-    assert detail([{"JobState": "NODE_FAIL", "NodeList": "node4"}], "NODE_FAIL", "-") == "a node failed (node4)"
-    assert detail([{"JobState": "CANCELLED", "PreemptTime": "2026-11-25T08:00:00"}], "CANCELLED", "-") == "preempted (cancelled)"
-    assert detail([{"JobState": "COMPLETED"}], "COMPLETED", "epoch 1/1 val/acc 0.75") == "epoch 1/1 val/acc 0.75"
+    assert cell({"JobState": "FAILED", "ExitCode": "3:0"}) == "failed: exit code 3"
+    assert cell({"JobState": "FAILED", "ExitCode": "0:9"}) == "failed: killed by signal 9"
+    assert cell({"JobState": "TIMEOUT", "TimeLimit": "00:10:00"}).startswith("hit its time limit (00:10:00)")
+    assert cell({"JobState": "NODE_FAIL", "NodeList": "node4"}) == "a node failed (node4)"
+    assert cell({"JobState": "CANCELLED", "PreemptTime": "2026-11-25T08:00:00"}) == "preempted (cancelled)"
+    assert cell({"JobState": "COMPLETED"}, "epoch 1/1 val/acc 0.75") == "epoch 1/1 val/acc 0.75"
+    # an array: its running tasks' nodes and why the first pending one waits
+    tasks = [{"JobState": "RUNNING", "NodeList": "node1"}, {"JobState": "PENDING", "Reason": "JobArrayTaskLimit"}]
+    assert detail(states._summarise(tasks), "-").startswith("on node1; JobArrayTaskLimit: the array's limit")
+    # Slurm has forgotten the job: its job.json's state and exit code; queued and not yet known: said so
+    jobstate.update(tmp_path, job_id="12", state="FAILED", exit_code=2)
+    assert detail(with_run_record(None, "12", tmp_path), "-") == "failed: exit code 2"
+    jobstate.update(tmp_path, state="PENDING", exit_code=None)
+    assert detail(with_run_record(None, "12", tmp_path), "-") == "queued (its scheduler does not know the job yet, or no longer)"
 
 
 PROBE = (

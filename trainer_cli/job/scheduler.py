@@ -3,8 +3,9 @@
 The shape TorchX's ``Scheduler``, NeMo-Run's executors and submitit's ``Executor`` converged on:
 ``render`` is pure (what ``train submit --dry-run`` prints), ``submit`` queues the draft and returns
 the job id, ``describe`` says what the engine knows of jobs (one call for many), ``logs`` reads a
-job's output, ``cancel`` is idempotent, ``accounting`` lists each attempt of a job with what it held
-and for how long, ``cluster`` names the cluster the engine is on here. Requeue, resume, goodput, cost
+job's output (``output_file`` names the file it goes to), ``cancel`` is idempotent, ``accounting``
+lists each attempt of a job with what it held and for how long, ``cluster`` names the cluster the
+engine is on here. Requeue, resume, goodput, cost
 and ``train jobs``/``train runs`` work on the :class:`~trainer_cli.job.status.JobStatus` and
 :class:`~trainer_cli.job.cost.Attempt` values an engine returns, whatever produced them.
 
@@ -91,6 +92,11 @@ class Scheduler(Protocol):
 
     def describe(self, job_ids: Sequence[str]) -> dict[str, JobStatus]:
         """What the engine says of each job id (one query for all); an id it does not know is absent."""
+        ...
+
+    def output_file(self, folder: Path, job_id: str) -> Path:
+        """The file in ``folder`` that job ``job_id`` writes its output to (pure: no query): a run's job in its
+        run folder, an array task (``<array id>_<i>``) in its trial's folder or its sweep's ``workers``."""
         ...
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:

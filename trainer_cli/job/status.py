@@ -10,12 +10,15 @@ server). Once an engine has forgotten a job, its state and restarts are the ones
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 from trainer_cli.job import jobstate
 
 UNKNOWN = "UNKNOWN"
+FROM_ACCOUNTING = "sacct"
+"""The ``source`` of an engine's answer read from its accounting, for a job it no longer runs (Slurm's
+``sacct``): its state, not its restarts, which the run's ``job.json`` completes (:func:`with_run_record`)."""
 ACTIVE_STATES = {
     "PENDING",
     "RUNNING",
@@ -40,15 +43,19 @@ first two, a line that stays short."""
 
 @dataclass
 class JobStatus:
-    """What Slurm (or the run directory) says of one job."""
+    """What an engine (or the run directory) says of one job."""
 
     state: str = UNKNOWN
     restarts: int = 0
     elapsed: str = "-"
     source: str = "none"
-    """Where the figures came from: scontrol, sacct, job.json or none."""
-    entries: list[dict[str, str]] = field(default_factory=list)
-    """The job's fields (``scontrol show job``: one per array task record), for its DETAIL cell."""
+    """Where the figures came from: the engine's (Slurm: scontrol, or :data:`FROM_ACCOUNTING`; ray), job.json or
+    none."""
+    why: str = ""
+    """What the engine says beyond the state, in words, for the job's DETAIL cell: the nodes it runs on, why it
+    waits and what to do (with its estimated start), or why it ended; '' for a job that completed."""
+    nodes: str = ""
+    """The nodes the job runs or last ran on, as the engine writes them; '' where it does not say."""
     run_dir: str = ""
     """The run folder the engine's job writes into, where the engine says (Slurm: its batch script's
     folder); '' where it does not. A registry line whose run is another is not this job (a reused id)."""
@@ -59,28 +66,38 @@ class JobStatus:
         return not self.run_dir or self.run_dir == str(run_dir)
 
 
+def exit_cause(code: object, signal: object = None) -> str:
+    """``failed: exit code 1`` (``failed: killed by signal 9`` for a process a signal killed), ``failed`` where
+    neither is known."""
+    if str(code) not in ("", "0", "None"):
+        return f"failed: exit code {code}"
+    if str(signal) not in ("", "0", "None"):
+        return f"failed: killed by signal {signal}"
+    return "failed"
+
+
 def with_run_record(status: JobStatus | None, job_id: str, run_dir: Path) -> JobStatus:
-    """Slurm's status, completed from ``run_dir/job.json`` for a job Slurm no longer knows."""
+    """The engine's status, completed from ``run_dir/job.json`` for a job the engine no longer knows."""
     recorded = jobstate.read(run_dir)
     if str(recorded.get("job_id")) != job_id:
         recorded = {}
-    if status is not None and status.source == "scontrol":
+    if status is not None and status.source != FROM_ACCOUNTING:  # the engine's live answer
         return status
     if recorded:
         state = str(recorded.get("state") or UNKNOWN)
         restarts = int(recorded.get("restarts") or 0)
-        if status is not None:  # sacct knows the state, the run directory the restarts
+        if status is not None:  # the accounting knows the state, the run directory the restarts
             return JobStatus(
-                status.state, max(restarts, status.restarts), status.elapsed, "sacct", status.entries, status.run_dir
+                status.state,
+                max(restarts, status.restarts),
+                status.elapsed,
+                status.source,
+                status.why,
+                status.nodes,
+                status.run_dir,
             )
         exit_code = recorded.get("exit_code")
-        return JobStatus(
-            state,
-            restarts,
-            "-",
-            "job.json",
-            [{"JobState": state, "ExitCode": f"{exit_code}:0" if exit_code is not None else ""}],
-        )
+        return JobStatus(state, restarts, "-", "job.json", exit_cause(exit_code) if state == "FAILED" else "")
     return status or JobStatus()
 
 

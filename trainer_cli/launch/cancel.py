@@ -30,7 +30,7 @@ def cancel(args: list[str], engines: Engines) -> int:
     )
     opts = parser.parse_args(args)
     rec = find_run(root_option(opts.root), opts.run)
-    ids = [current_id(rec, k) for k, _, _ in JOB_KEYS if rec.get(k)]
+    ids = [current_id(rec, k) for k, _ in JOB_KEYS if rec.get(k)]
     name = scheduler_of(rec)
     if name == "ray" and name not in engines:
         raise UserError(

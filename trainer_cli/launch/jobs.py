@@ -57,14 +57,15 @@ from trainer_cli.launch.job_detail import detail
 from trainer_cli.rundir import goodput, run_cost
 from trainer_cli.schedulers import current_clusters
 from trainer_cli.schedulers.submissions import of_cluster, read_registry, registry_file, scheduler_of
-from trainer_cli.sweeps.plan import SWEEP_FILE, task_log
+from trainer_cli.sweeps.plan import SWEEP_FILE, trial_name
 from trainer_cli.tables import print_table
 
-# the job-id keys of a registry record, with the script each job runs and its label in the table
+# the job-id keys of a registry record (the fit job, the test job after it, a cross-validation's aggregate),
+# with each job's label in the table
 JOB_KEYS = (
-    ("job_id", "submit.sbatch", ""),
-    ("test_job_id", "test.sbatch", " (test)"),
-    ("aggregate_job_id", "cv_aggregate.sbatch", " (cv aggregate)"),
+    ("job_id", ""),
+    ("test_job_id", " (test)"),
+    ("aggregate_job_id", " (cv aggregate)"),
 )
 
 
@@ -81,7 +82,7 @@ def describe(records: list[dict[str, Any]], engines: Engines) -> States:
     is absent (its run folder's record is shown)."""
     asked: dict[str, dict[str, set[str]]] = {}  # engine -> job id -> the run folders that name it
     for rec in records:
-        ids = [current_id(rec, key) for key, _, _ in JOB_KEYS if rec.get(key)]
+        ids = [current_id(rec, key) for key, _ in JOB_KEYS if rec.get(key)]
         ids += [f"{rec['job_id']}_{i}" for i in range(int(rec.get("trials") or rec.get("workers") or 0))]
         for job_id in ids:
             asked.setdefault(scheduler_of(rec), {}).setdefault(job_id, set()).add(str(Path(rec["run_dir"])))
@@ -96,34 +97,34 @@ def describe(records: list[dict[str, Any]], engines: Engines) -> States:
     return states
 
 
+def output_file(rec: dict[str, Any], engines: Engines, folder: Path, job_id: str) -> Path:
+    """The file job ``job_id`` of ``rec`` writes its output to in ``folder`` (its engine's
+    :meth:`~trainer_cli.job.scheduler.Scheduler.output_file`); without its engine here, the log its registry
+    line names."""
+    engine = engines.get(scheduler_of(rec))
+    return engine.output_file(folder, job_id) if engine is not None else Path(rec.get("log") or folder)
+
+
 def job_rows(records: list[dict[str, Any]], engines: Engines) -> list[tuple[str, ...]]:
     """One table row per job of ``records``: job, state, restarts, elapsed, progress, name, log."""
-    slurm = describe(records, engines)
+    said = describe(records, engines)
     rows: list[tuple[str, ...]] = []
     for rec in records:
         run_dir = Path(rec["run_dir"])
-        if (rec.get("scheduler") or "slurm") != "slurm":  # (its driver keeps job.json, as a Slurm job)
-            status = with_run_record(slurm.get((str(rec["job_id"]), str(run_dir))), str(rec["job_id"]), run_dir)
-            log = Path(rec.get("log") or run_dir)
-            rows.append(
-                (str(rec["job_id"]), status.state, str(status.restarts), status.elapsed,
-                 detail(status.entries, status.state, last_epoch_line(log)), str(rec.get("job_name")), str(log))
-            )  # fmt: skip
-            continue
         if rec.get("trials"):  # a sweep (train submit --sweep): one row per trial, its own task of the array
-            rows += _trial_rows(rec, slurm)
+            rows += _trial_rows(rec, said, engines)
             continue
         if rec.get("workers"):  # a sweep's workers (--slurm.array_workers): one row per worker
-            rows += _worker_rows(rec, slurm)
+            rows += _worker_rows(rec, said, engines)
             continue
-        for key, _, label in JOB_KEYS:
+        for key, label in JOB_KEYS:
             if not rec.get(key):
                 continue
             job_id = current_id(rec, key)
-            log = run_dir / f"slurm-{job_id}.log"
-            status = with_run_record(slurm.get((job_id, str(run_dir))), job_id, run_dir)
+            log = output_file(rec, engines, run_dir, job_id)
+            status = with_run_record(said.get((job_id, str(run_dir))), job_id, run_dir)
             restarts = restarts_cell(status, job_id, run_dir) if key == "job_id" else str(status.restarts)
-            progress = detail(status.entries, status.state, last_epoch_line(log))
+            progress = detail(status, last_epoch_line(log))
             if key == "job_id" and (stalled := stall_note(run_dir, job_id)):
                 progress = f"{stalled}; {progress}"
             if key == "job_id" and (failure := failure_note(run_dir, job_id)):
@@ -164,7 +165,7 @@ def current_id(rec: dict[str, Any], key: str) -> str:
 
 def restarts_cell(status: JobStatus, job_id: str, run_dir: Path) -> str:
     """The RESTARTS of a fit job with their causes (:func:`trainer_cli.job.restarts.summary`):
-    Slurm's count of the job plus those of the jobs it was resubmitted from."""
+    the engine's count of the job plus those of the jobs it was resubmitted from."""
     recorded = jobstate.read(run_dir)
     recorded = recorded if str(recorded.get("job_id")) == job_id else {}
     total = status.restarts + (0 if status.source == "job.json" else int(recorded.get("prior_restarts") or 0))
@@ -172,15 +173,23 @@ def restarts_cell(status: JobStatus, job_id: str, run_dir: Path) -> str:
     return restarts_log.summary(restarts_log.read(run_dir), chain, total)
 
 
-def _trial_rows(rec: dict[str, Any], slurm: States) -> list[tuple[str, ...]]:
-    """A sweep's rows: per trial ``<array id>_<i>``, its task's state (its ``job.json`` once Slurm
+def task_output(rec: dict[str, Any], engines: Engines, index: int) -> Path:
+    """Where task ``index`` of a sweep's array writes its output: in its trial's folder, or a worker's in
+    ``<sweep>/workers``."""
+    sweep_dir, task_id = Path(rec["run_dir"]), f"{rec['job_id']}_{index}"
+    folder = sweep_dir / trial_name(index) if rec.get("trials") else sweep_dir / "workers"
+    return output_file(rec, engines, folder, task_id)
+
+
+def _trial_rows(rec: dict[str, Any], said: States, engines: Engines) -> list[tuple[str, ...]]:
+    """A sweep's rows: per trial ``<array id>_<i>``, its task's state (its ``job.json`` once the engine
     forgot it), progress and log in ``<sweep>/trial_<i>``."""
     sweep_dir, job_id = Path(rec["run_dir"]), str(rec["job_id"])
     rows: list[tuple[str, ...]] = []
     for i in range(int(rec["trials"])):
-        log = task_log(sweep_dir, job_id, i)
-        status = with_run_record(slurm.get((f"{job_id}_{i}", str(sweep_dir))), job_id, log.parent)
-        progress = detail(status.entries, status.state, last_epoch_line(log))
+        log = task_output(rec, engines, i)
+        status = with_run_record(said.get((f"{job_id}_{i}", str(sweep_dir))), job_id, sweep_dir / trial_name(i))
+        progress = detail(status, last_epoch_line(log))
         if failure := failure_note(log.parent, job_id):
             progress = f"{failure}; {progress}"
         rows.append(
@@ -197,14 +206,14 @@ def _trial_rows(rec: dict[str, Any], slurm: States) -> list[tuple[str, ...]]:
     return rows
 
 
-def _worker_rows(rec: dict[str, Any], slurm: States) -> list[tuple[str, ...]]:
+def _worker_rows(rec: dict[str, Any], said: States, engines: Engines) -> list[tuple[str, ...]]:
     """The rows of a sweep's workers: per worker ``<array id>_<i>``, its task's state and the trial it
     trains (:mod:`trainer_cli.schedulers.slurm.sweep_worker`), its log in ``<sweep>/workers``."""
     sweep_dir, job_id = Path(rec["run_dir"]), str(rec["job_id"])
     rows: list[tuple[str, ...]] = []
     for i in range(int(rec["workers"])):
-        log = sweep_dir / "workers" / f"slurm-{job_id}_{i}.log"
-        status = slurm.get((f"{job_id}_{i}", str(sweep_dir)))
+        log = task_output(rec, engines, i)
+        status = said.get((f"{job_id}_{i}", str(sweep_dir)))
         flight = read_json(sweep_dir / "workers" / f"task_{i}.json")
         trial = f"trial {flight['trial']}" if "trial" in flight else "-"
         state = status.state if status is not None else "-"
@@ -229,7 +238,7 @@ def find_run(root: Path | None, run: str) -> dict[str, Any]:
     records = read_registry(root)
     target = Path(run).resolve() if not run.isdigit() else None
     for rec in reversed(records):
-        ids = {str(rec.get(k)) for k, _, _ in JOB_KEYS if rec.get(k)} | {current_id(rec, "job_id")}
+        ids = {str(rec.get(k)) for k, _ in JOB_KEYS if rec.get(k)} | {current_id(rec, "job_id")}
         if run in ids or (target is not None and Path(rec["run_dir"]).resolve() == target):
             return rec
     known = ", ".join(sorted({str(r.get("job_id")) for r in records[-10:]})) or "none"
@@ -252,7 +261,7 @@ def sweep_task(root: Path | None, run: str) -> tuple[dict[str, Any], int] | None
             return rec, int(named[2])
         if target is not None and rec.get("trials"):
             for i in range(count):
-                if task_log(Path(rec["run_dir"]), str(rec["job_id"]), i).parent.resolve() == target:
+                if (Path(rec["run_dir"]) / trial_name(i)).resolve() == target:
                     return rec, i
     return None
 
@@ -260,10 +269,10 @@ def sweep_task(root: Path | None, run: str) -> tuple[dict[str, Any], int] | None
 def _tail_task(rec: dict[str, Any], index: int, engines: Engines, poll_s: float) -> int:
     """Print the log of task ``index`` of a sweep's array (a trial's fit, or a worker's) and follow
     it while the task is queued or running."""
-    sweep_dir, job_id = Path(rec["run_dir"]), str(rec["job_id"])
+    job_id = str(rec["job_id"])
     task_id = f"{job_id}_{index}"
     trial = bool(rec.get("trials"))
-    log = task_log(sweep_dir, job_id, index) if trial else sweep_dir / "workers" / f"slurm-{task_id}.log"
+    log = task_output(rec, engines, index)
     position = 0
     while True:
         position = _print_from(log, position)
@@ -307,16 +316,16 @@ def tail(root: Path | None, run: str, engines: Engines, poll_s: float = 1.0) -> 
     job_id, run_dir = current_id(rec, "job_id"), Path(rec["run_dir"])
     if rec.get("trials"):
         raise UserError(
-            f"{run}: a sweep of {rec['trials']} trials, one log each (e.g. {task_log(run_dir, job_id, 0)}): follow "
+            f"{run}: a sweep of {rec['trials']} trials, one log each (e.g. {task_output(rec, engines, 0)}): follow "
             f"one with `train jobs --tail {job_id}_0`; `train sweep-results {run_dir}` tells how each trial is doing"
         )
     if rec.get("workers"):
         raise UserError(
-            f"{run}: a sweep of {rec['workers']} workers, one log each (e.g. {run_dir}/workers/slurm-{job_id}_0.log): "
+            f"{run}: a sweep of {rec['workers']} workers, one log each (e.g. {task_output(rec, engines, 0)}): "
             f"follow one with `train jobs --tail {job_id}_0`; `train sweep-results {run_dir}` tells how each trial "
             "is doing"
         )
-    log = run_dir / f"slurm-{job_id}.log"
+    log = output_file(rec, engines, run_dir, job_id)
     position = 0
     while True:
         position = _print_from(log, position)
@@ -326,7 +335,7 @@ def tail(root: Path | None, run: str, engines: Engines, poll_s: float = 1.0) -> 
             if current_id(rec, "job_id") == job_id:
                 return 0
             job_id, position = current_id(rec, "job_id"), 0  # resubmitted (its script said so as it ended)
-            log = run_dir / f"slurm-{job_id}.log"
+            log = output_file(rec, engines, run_dir, job_id)
             print(f"[train jobs --tail: the run goes on as job {job_id}]", file=sys.stderr)
             continue
         time.sleep(poll_s)
@@ -347,7 +356,7 @@ def show_run(root: Path | None, run: str, engines: Engines, as_json: bool = Fals
     spent: Cost | None
     if task is not None and task[0].get("trials"):  # one trial of a sweep: its task of the array
         rec, index = task
-        run_dir = task_log(Path(rec["run_dir"]), str(rec["job_id"]), index).parent
+        run_dir = Path(rec["run_dir"]) / trial_name(index)
         rows = [r for r in job_rows([rec], engines) if r[0] == f"{rec['job_id']}_{index}"]
         spent = run_cost.cost(run_dir, [f"{rec['job_id']}_{index}"], engines)
     else:

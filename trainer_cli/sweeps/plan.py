@@ -50,12 +50,6 @@ def trial_name(index: int) -> str:
     return f"trial_{index:03d}"
 
 
-def task_log(sweep_dir: Path, job_id: str, index: int) -> Path:
-    """Where array task ``index`` of the sweep's job ``job_id`` logs (its script's ``--output``
-    ``trial_%3a/slurm-%A_%a.log``, expanded)."""
-    return sweep_dir / trial_name(index) / f"slurm-{job_id}_{index}.log"
-
-
 def _lookup(config: Any, parts: list[str]) -> Any:
     """``config``'s value at the dotted key ``parts``; ``init_args`` may be left out, as on the
     command line (``optimizer.lr`` is ``optimizer.init_args.lr``). None when there is none."""

@@ -189,10 +189,13 @@ class RayScheduler:
             if info.start_time:
                 end = (info.end_time or time.time() * 1000) / 1000
                 elapsed = time.strftime("%H:%M:%S", time.gmtime(max(0.0, end - info.start_time / 1000)))
-            found[job_id] = JobStatus(
-                state, restarts, elapsed, "ray", [{"JobState": state, "Message": info.message or ""}]
-            )
+            said = "" if state in ("RUNNING", "COMPLETED") else str(info.message or "")  # why it waits or ended
+            found[job_id] = JobStatus(state, restarts, elapsed, "ray", said)
         return found
+
+    def output_file(self, folder: Path, job_id: str) -> Path:
+        """Where the Ray job's ranks append their output in its run folder (:func:`log_file`)."""
+        return log_file(folder, job_id)
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         """The Ray job's output lines (the driver's and every rank's), from the first."""

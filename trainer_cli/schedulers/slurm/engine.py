@@ -157,8 +157,13 @@ class SlurmScheduler:
             return Path(known)
         for rec in reversed(read_registry()):
             if str(rec.get("job_id")) == job_id and rec.get("run_dir"):
-                return Path(rec["run_dir"]) / LOG_PATTERN.replace("%j", job_id)
+                return self.output_file(Path(rec["run_dir"]), job_id)
         return None
+
+    def output_file(self, folder: Path, job_id: str) -> Path:
+        """``<folder>/slurm-<id>.log``: the batch script's ``--output`` (``slurm-%j.log``; an array task's
+        ``slurm-%A_%a.log``, its id ``<array id>_<i>``)."""
+        return folder / LOG_PATTERN.replace("%j", job_id)
 
     def logs(self, job_id: str, follow: bool = False) -> Iterator[str]:
         """The lines of the job's log (:meth:`log_file`), from the first; with ``follow``, until the

@@ -6,6 +6,11 @@ the jobs it no longer knows, one ``sacct -D -X -j id1,id2,...`` where accounting
 attempt; the query :mod:`trainer_cli.schedulers.slurm.accounting` reads every attempt with). A job id Slurm
 reuses (a fresh state directory counts from 1 again) is matched on the script the job runs
 (``<run>/submit.sbatch``), never on the id alone.
+
+Each answer says in words what the job's DETAIL cell shows beyond its state (:attr:`JobStatus.why`):
+the nodes it runs on, why it waits (:mod:`trainer_cli.schedulers.slurm.pending`: the reason, what to do and
+its estimated start) or why it ended (the exit code of a failure, the time limit, a preemption, a node
+failure, out of memory, cancelled).
 """
 
 from __future__ import annotations
@@ -15,8 +20,21 @@ from pathlib import Path
 
 from trainer_cli.job import slurm_commands
 from trainer_cli.job.slurm_output import array_task_ids, job_state, time_limit_s
-from trainer_cli.job.status import JobStatus
+from trainer_cli.job.status import FROM_ACCOUNTING, JobStatus, exit_cause
 from trainer_cli.schedulers.slurm.accounting import newest_rows, query_sacct
+from trainer_cli.schedulers.slurm.pending import why_pending
+
+_ENDED = {
+    "TIMEOUT": "hit its time limit ({TimeLimit}): resubmit with a longer --slurm.time",
+    "PREEMPTED": "preempted",
+    "NODE_FAIL": "a node failed ({NodeList})",
+    "OUT_OF_MEMORY": "out of memory: ask for more --slurm.mem",
+    "BOOT_FAIL": "its node did not boot",
+    "DEADLINE": "missed its deadline",
+    "CANCELLED": "cancelled",
+}
+_NO_VALUE = ("", "None", "(null)", "Unknown")
+_RUNNING = ("RUNNING", "COMPLETING", "CONFIGURING")
 
 
 def query_slurm(jobs: Sequence[tuple[str, Path | None]]) -> dict[tuple[str, str], JobStatus]:
@@ -57,7 +75,7 @@ def query_slurm(jobs: Sequence[tuple[str, Path | None]]) -> dict[tuple[str, str]
                     }
                 )
         for job_id, entries in rows.items():
-            out[(job_id, missing[job_id])] = _summarise(entries, source="sacct")
+            out[(job_id, missing[job_id])] = _summarise(entries, source=FROM_ACCOUNTING)
     return out
 
 
@@ -71,4 +89,41 @@ def _summarise(entries: list[dict[str, str]], source: str = "scontrol") -> JobSt
     elapsed = max((e.get("RunTime", "-") for e in entries), key=lambda t: time_limit_s(t) or 0)
     scripts = {e["Command"] for e in entries if e.get("Command", "").startswith("/")}
     run_dir = str(Path(scripts.pop()).parent) if len(scripts) == 1 else ""
-    return JobStatus(state, restarts, elapsed, source, entries, run_dir)
+    nodes = ",".join(dict.fromkeys(e.get("NodeList", "") for e in entries if e.get("NodeList", "") not in _NO_VALUE))
+    return JobStatus(state, restarts, elapsed, source, why(entries), nodes, run_dir)
+
+
+def ended_cause(fields: dict[str, str]) -> str:
+    """Why an ended job ended, from its ``scontrol show job`` fields (``ExitCode=1:0``: ``failed: exit code 1``;
+    ``0:9``: killed by signal 9)."""
+    state = fields.get("JobState", "")
+    preempted = fields.get("PreemptTime", "None") not in _NO_VALUE
+    if state == "COMPLETED":
+        return ""
+    if state == "FAILED":
+        return exit_cause(*fields.get("ExitCode", "").partition(":")[::2])
+    if state == "CANCELLED" and preempted:
+        return "preempted (cancelled)"
+    if state in _ENDED:
+        return _ENDED[state].format(TimeLimit=fields.get("TimeLimit", "?"), NodeList=fields.get("NodeList", "?"))
+    return state.lower().replace("_", " ")
+
+
+def why(entries: list[dict[str, str]]) -> str:
+    """What a job's DETAIL cell says beyond its state (:attr:`JobStatus.why`), from its ``scontrol show job``
+    fields (an array's: one per task record): the nodes its running tasks are on, why its first pending one
+    waits; once none pends or runs, why the first that did not complete ended."""
+    pending = [e for e in entries if e.get("JobState") == "PENDING"]
+    running = [e for e in entries if e.get("JobState") in _RUNNING]
+    parts: list[str] = []
+    nodes = ",".join(dict.fromkeys(e.get("NodeList", "") for e in running if e.get("NodeList", "") not in _NO_VALUE))
+    if nodes:
+        parts.append(f"on {nodes}")
+    if pending:
+        parts.append(why_pending(pending[0]))
+    if not pending and not running:
+        ended = [e for e in entries if e.get("JobState") not in ("COMPLETED", None)]
+        cause = ended_cause(ended[0]) if ended else ""
+        if cause:
+            parts.append(cause)
+    return "; ".join(parts)

@@ -39,6 +39,7 @@ from trainer_cli.schedulers.slurm.cluster import check_resources
 from trainer_cli.schedulers.slurm.container import data_paths
 from trainer_cli.schedulers.slurm.options import AUTO, SECTION, SlurmOptions
 from trainer_cli.schedulers.slurm.render import render
+from trainer_cli.schedulers.slurm.sbatch import LOG_PATTERN as JOB_LOG
 from trainer_cli.schedulers.slurm.sbatch import (
     SCRIPT_NAME,
     prepare_run,
@@ -50,7 +51,6 @@ from trainer_cli.schedulers.slurm.slurm_args import parse_slurm_options
 from trainer_cli.schedulers.submissions import register
 from trainer_cli.sweeps import plan as sweep_plan
 from trainer_cli.sweeps import study as sweep_study
-from trainer_cli.sweeps.plan import task_log
 from trainer_cli.sweeps.space import take_sweep_args
 
 TEMPLATE = "sweep"
@@ -342,7 +342,7 @@ def submit(sweep: sweep_plan.Sweep, slurm: SlurmOptions, resources: Resources, j
             "job_name": job_name,
             "run_dir": str(run_dir),
             "script": str(script),
-            "log": str(task_log(sweep.sweep_dir, job_id, trial.index)),
+            "log": str(run_dir / JOB_LOG.replace("%j", f"{job_id}_{trial.index}")),  # trial_%3a/slurm-%A_%a.log
             "nodes": resources.nodes,
             "ntasks_per_node": resources.ntasks_per_node,
             "gpus_per_node": resources.gpus_per_node,
