@@ -172,3 +172,23 @@ def test_submitted_job_completes_and_its_checkpoints_load_without_trainer_cli(
     assert again.returncode == 0, again.stdout[-2000:] + again.stderr[-3000:]
     runs = {ckpt.parent.parent for ckpt in root.rglob("last.ckpt")}
     assert len(runs) == 2 and run_dir in runs, runs
+
+
+def test_a_refusal_names_the_submitting_engine_s_options_only(tmp_path: Path) -> None:
+    """A snapshot over its limit is refused with the options of the engine that submits: Slurm's
+    (--slurm.snapshot_max_mb, --slurm.snapshot false), none for Ray's, which always ships one and whose
+    submission refuses every --slurm.* option (it said both, a way out a Ray user could not take)."""
+    from trainer_cli.schedulers.slurm.options import SlurmOptions
+
+    project = ccds_project(tmp_path, process=False)
+    (project / "weights.bin").write_bytes(b"\0" * 1_500_000)  # tracked-to-be: untracked files are copied too
+    run_dir = tmp_path / "runs" / "ccds" / "version_0"
+    run_dir.mkdir(parents=True)
+    with pytest.raises(snapshot.UserError) as slurm:
+        snapshot.take(project, run_dir, SlurmOptions(snapshot_max_mb=1).snapshot_limit())
+    assert "over --slurm.snapshot_max_mb 1; largest: weights.bin (1.5 MB)" in str(slurm.value)
+    assert "raise --slurm.snapshot_max_mb, or submit with --slurm.snapshot false" in str(slurm.value)
+    with pytest.raises(snapshot.UserError) as ray:
+        snapshot.preview(project, run_dir, snapshot.Limit(max_mb=1))
+    assert "over the limit of 1 MB; largest: weights.bin (1.5 MB)" in str(ray.value) and "--slurm" not in str(ray.value)
+    assert not (run_dir / "code").exists(), "nothing written"

@@ -95,7 +95,7 @@ def test_which_script_the_job_runs(tmp_path: Path, monkeypatch: pytest.MonkeyPat
     monkeypatch.chdir(repo / "sub" if case == "below" else repo)
     script = {"outside": tmp_path / "elsewhere.py", "ignored": repo / "private_main.py", "below": Path("main.py")}
     entry = script_entry(
-        script.get(case, Path("main.py")), case != "snapshot_off", run_dir, Path.cwd()
+        script.get(case, Path("main.py")), "--slurm.snapshot false" if case == "snapshot_off" else None, run_dir, Path.cwd()
     )
     copied = {"inside": run_dir / "code" / "main.py", "below": run_dir / "code" / "sub" / "main.py"}
     if case in copied:

@@ -169,15 +169,16 @@ def place(
     dry_run: bool,
     job_name: str,
     script: str | None = None,
-    snapshot_on: bool = True,
+    snapshot_off: str | None = None,
     note: Callable[[str], None] = print,
 ) -> RunPlan:
     """Place the run ``spec`` under ``where`` (:func:`locate`): its run directory (allocated unless
     ``dry_run``, as ``train fit`` would place it: a new version, the newest run with ``ckpt_path``, or the
     folder it names), the resumption its job's first start will make checked now, its config frozen and,
     resubmitted into an existing run, the values that change. With ``script`` (a user's script with
-    TrainerCLI) the job runs that script (its copy in the code snapshot, ``snapshot_on``) with the spec's
-    verb. ``note`` takes the plan's lines (``resubmit: into the newest run``).
+    TrainerCLI) the job runs that script (its copy in the code snapshot; ``snapshot_off``: the engine's option
+    that turned it off, None where on) with the spec's verb. ``note`` takes the plan's lines (``resubmit: into
+    the newest run``).
 
     Raises:
         UserError: for a run folder or checkpoint the run cannot use, or a resubmission that changes what
@@ -206,7 +207,7 @@ def place(
         entry = None
         if script:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it (its snapshot copy)
             module = spec.request.module  # `python -m pkg.train submit`
-            entry = replace(script_entry(Path(script), snapshot_on, run_dir, Path.cwd()), module=module)
+            entry = replace(script_entry(Path(script), snapshot_off, run_dir, Path.cwd()), module=module)
         changes, frozen = (
             resubmission.config_changes(run_dir, frozen, resume, spec.fixed.get("model"), instantiate_links(parser))
             if not created

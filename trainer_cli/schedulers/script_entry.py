@@ -38,24 +38,23 @@ class ScriptEntry:
         return f"python -m {self.module} ({self.path})" if self.module else str(self.path)
 
 
-SNAPSHOT_OFF = "--slurm.snapshot false"
-"""The option that turns a job's code snapshot off (Slurm's; a Ray job always ships one)."""
+def no_snapshot(snapshot_off: str | None, submit_dir: Path) -> str:
+    """Why a job takes no code snapshot: the option that turned it off (``snapshot_off``, as the engine
+    names it), or no git work tree to take it of."""
+    return snapshot_off or f"{submit_dir} is in no git work tree"
 
 
-def no_snapshot(snapshot_on: bool, submit_dir: Path) -> str:
-    """Why a job takes no code snapshot (:data:`SNAPSHOT_OFF`, or no git work tree to take it of)."""
-    return SNAPSHOT_OFF if not snapshot_on else f"{submit_dir} is in no git work tree"
-
-
-def script_entry(script: Path, snapshot_on: bool, run_dir: Path, submit_dir: Path) -> ScriptEntry:
+def script_entry(script: Path, snapshot_off: str | None, run_dir: Path, submit_dir: Path) -> ScriptEntry:
     """Which file a job running ``script`` runs. With a code snapshot (:mod:`trainer_cli.schedulers.snapshot`)
     holding the script, its copy there: Python puts the script's folder first on ``sys.path``, so the
     job imports the user's modules from the snapshot too, not from the live tree. Otherwise (no
-    snapshot, or the script outside the work tree or ignored by git) the script where it is."""
+    snapshot, or the script outside the work tree or ignored by git) the script where it is.
+    ``snapshot_off``: the option that turned the job's snapshot off, as its engine names it (Slurm's
+    ``--slurm.snapshot false``); None where it takes one."""
     script = script.absolute()
-    top = snapshot.work_tree(submit_dir) if snapshot_on else None
+    top = snapshot.work_tree(submit_dir) if snapshot_off is None else None
     if top is None:
-        return ScriptEntry(script, no_snapshot(snapshot_on, submit_dir), script)
+        return ScriptEntry(script, no_snapshot(snapshot_off, submit_dir), script)
     copy = snapshot.planned_file(script, submit_dir, run_dir)
     if copy is not None:
         return ScriptEntry(copy, None, script)
@@ -78,10 +77,12 @@ def script_job_name(config: Any, script: Path) -> str:
     return name if name and name != "lightning_logs" else script.absolute().parent.name or "run"
 
 
-def code_line(entry: ScriptEntry | None, snapshot_on: bool, code: snapshot.Snapshot | None, lead: str = "") -> str:
+def code_line(
+    entry: ScriptEntry | None, snapshot_off: str | None, code: snapshot.Snapshot | None, lead: str = ""
+) -> str:
     """The ``Code:`` line of a submission: the code snapshot, and which script a user's script's job runs
-    (``entry``); ``snapshot_on``: whether the job was to take one; ``lead``: a dry run's (``# ``: the snapshot
-    planned, not taken)."""
+    (``entry``); ``snapshot_off``: the option that turned the job's snapshot off (None: it was to take one);
+    ``lead``: a dry run's (``# ``: the snapshot planned, not taken)."""
     if code is not None:
         state = "with uncommitted changes" if code.dirty else "clean"
         if code.linked:  # git-ignored data, found where the code's own file says
@@ -104,6 +105,6 @@ def code_line(entry: ScriptEntry | None, snapshot_on: bool, code: snapshot.Snaps
             "it is when the job starts"
         )
     return (
-        f"{lead}Code:          no snapshot ({no_snapshot(snapshot_on, Path.cwd())}): the job imports your code from "
+        f"{lead}Code:          no snapshot ({no_snapshot(snapshot_off, Path.cwd())}): the job imports your code from "
         "the live files as they are when it starts (later edits reach it)"
     )

@@ -14,8 +14,8 @@ snapshot freezes its code, not its data and not its outputs (:func:`take`):
   (two levels down), Python's ``__pycache__``, the loggers' default folders (:data:`OUTPUT_DIRS`),
   checkpoints;
 - a tracked checkpoint is linked too (it is not code);
-- over ``--slurm.snapshot_max_mb`` of copies it refuses, naming the largest files and how to leave
-  them out.
+- over its :class:`Limit` of copies (100 MB; Slurm's ``--slurm.snapshot_max_mb``) it refuses, naming the
+  largest files and how to leave them out.
 
 ``<run>/code.json`` records the commit, whether the code has uncommitted changes (tracked files
 changed, or untracked files copied: run outputs do not count), the files copied and linked, and
@@ -29,8 +29,8 @@ its copy in the snapshot (:func:`planned_file`), so its folder, first on ``sys.p
 snapshot's too. The other folders of the work tree that were on ``sys.path`` at submit (:func:`import_paths`:
 the ``src/`` of a project installed editable, ``pip install -e .``, whose ``.pth`` names the live folder; a
 ``PYTHONPATH`` into the tree) are put first on the job's ``PYTHONPATH`` as their copies, so those modules too
-are imported as submitted. Installed packages still come from the environment. ``--slurm.snapshot false``
-turns it off.
+are imported as submitted. Installed packages still come from the environment. A Slurm job can go
+without one (``--slurm.snapshot false``); a Ray job ships it as its working directory.
 """
 
 from __future__ import annotations
@@ -50,7 +50,7 @@ from trainer_cli.job.workdir import WORKDIR_ENV as WORKDIR_ENV  # re-exported: w
 from trainer_cli.rundir.layout import is_run_dir
 
 SNAPSHOT_MAX_MB = 100
-"""The default of ``--slurm.snapshot_max_mb`` (and Ray's snapshot): the most a code snapshot may copy, in MB."""
+"""The most a code snapshot may copy, in MB, unless the engine's option says otherwise (:class:`Limit`)."""
 
 CODE_DIR = "code"
 RECORD = "code.json"
@@ -253,41 +253,65 @@ def _select(top: Path, run_dir: Path, roots: Iterable[Path]) -> _Selection:
     return chosen
 
 
-def _check_size(top: Path, names: Iterable[str], max_mb: float) -> None:
-    """Refuse a snapshot that would copy more than ``max_mb`` MB, naming its largest files.
+@dataclass(frozen=True)
+class Limit:
+    """How much a snapshot may copy, and the options of the submitting engine a refusal names.
+
+    Attributes:
+        max_mb: The most the copies may take, in MB.
+        set_with: The option that sets ``max_mb`` (Slurm's ``--slurm.snapshot_max_mb``); None where none does.
+        off_with: The option that turns the snapshot off (Slurm's ``--slurm.snapshot false``); None where a job
+            always takes one (Ray's ships it as its working directory).
+    """
+
+    max_mb: float = SNAPSHOT_MAX_MB
+    set_with: str | None = None
+    off_with: str | None = None
+
+    def ways_out(self, *first: str) -> str:
+        """``first``, then turning the snapshot off where the engine can, as one ``, or``-joined phrase."""
+        ways = [*first, *([f"submit with {self.off_with}"] if self.off_with else [])]
+        return ", or ".join(ways)
+
+
+def _check_size(top: Path, names: Iterable[str], limit: Limit) -> None:
+    """Refuse a snapshot that would copy more than ``limit.max_mb`` MB, naming its largest files.
 
     Raises:
         UserError: over the limit.
     """
     sizes = sorted(((top / n).lstat().st_size, n) for n in names if (top / n).exists())
     total = sum(s for s, _ in sizes)
-    if total <= max_mb * 1e6:
+    if total <= limit.max_mb * 1e6:
         return
     largest = ", ".join(f"{n} ({s / 1e6:.1f} MB)" for s, n in reversed(sizes[-5:]) if s * 100 >= total)
+    over = f"{limit.set_with} {limit.max_mb:g}" if limit.set_with else f"the limit of {limit.max_mb:g} MB"
     raise UserError(
-        f"the code snapshot of {top} would copy {total / 1e6:.0f} MB, over --slurm.snapshot_max_mb {max_mb:g}; "
-        f"largest: {largest}. Leave data and outputs out by git-ignoring them (they are linked, not copied), or "
-        "raise --slurm.snapshot_max_mb, or submit with --slurm.snapshot false"
+        f"the code snapshot of {top} would copy {total / 1e6:.0f} MB, over {over}; largest: {largest}. "
+        + limit.ways_out(
+            "Leave data and outputs out by git-ignoring them (they are linked, not copied)",
+            *([f"raise {limit.set_with}"] if limit.set_with else []),
+        )
     )
 
 
-def _write_error(path: Path, err: OSError) -> UserError:
+def _write_error(path: Path, err: OSError, limit: Limit) -> UserError:
     """The one line for a snapshot file that cannot be written at ``path`` (the run's side)."""
     return UserError(
-        f"the code snapshot cannot write {path}: {err.strerror or err}; free space there or choose another "
-        "--trainer.default_root_dir, or submit with --slurm.snapshot false"
+        f"the code snapshot cannot write {path}: {err.strerror or err}; "
+        + limit.ways_out("free space there or choose another --trainer.default_root_dir")
     )
 
 
-def _read_error(path: Path, verb: str, why: str) -> UserError:
+def _read_error(path: Path, verb: str, why: str, limit: Limit) -> UserError:
     """The one line for a piece of the work tree the snapshot cannot ``verb`` (copy, link)."""
     return UserError(
-        f"the code snapshot cannot {verb} {path}: {why}; make it readable or git-ignore it (ignored entries are "
-        "linked, not copied), or submit with --slurm.snapshot false"
+        f"the code snapshot cannot {verb} {path}: {why}; "
+        + limit.ways_out("make it readable or git-ignore it (ignored entries are linked, not copied)")
     )
 
 
-def _write(top: Path, dest: Path, chosen: _Selection) -> None:
+def _write(top: Path, dest: Path, chosen: _Selection, limit: Limit) -> None:
     """Copy and link ``chosen`` from the work tree ``top`` into the snapshot ``dest``.
 
     Raises:
@@ -312,16 +336,16 @@ def _write(top: Path, dest: Path, chosen: _Selection) -> None:
         why = err.strerror or str(err)
         failed = Path(err.filename) if err.filename else None
         if err.errno in WRITE_ERRORS or (failed is not None and (failed == dest or dest in failed.parents)):
-            raise _write_error(failed or dest / name, err) from None
-        raise _read_error(top / name, verb, why) from None
+            raise _write_error(failed or dest / name, err, limit) from None
+        raise _read_error(top / name, verb, why, limit) from None
 
 
-def _chosen(where: Path, run_dir: Path, max_mb: float, roots: Iterable[Path]) -> tuple[Path, _Selection] | None:
+def _chosen(where: Path, run_dir: Path, limit: Limit, roots: Iterable[Path]) -> tuple[Path, _Selection] | None:
     """The work tree holding ``where`` and what a snapshot of it into ``run_dir`` copies and links (the
     arguments of :func:`take`); None outside a work tree.
 
     Raises:
-        UserError: when the copies would exceed ``max_mb`` MB.
+        UserError: when the copies would exceed ``limit``.
     """
     top = work_tree(where)
     if top is None or _git(top, "ls-files", "-z").returncode != 0:
@@ -329,7 +353,7 @@ def _chosen(where: Path, run_dir: Path, max_mb: float, roots: Iterable[Path]) ->
     here = where.resolve()
     roots = [r for r in roots if r.resolve() != here and r.resolve() not in here.parents]  # a script's logger at "."
     chosen = _select(top, run_dir, roots)
-    _check_size(top, chosen.copy, max_mb)
+    _check_size(top, chosen.copy, limit)
     return top, chosen
 
 
@@ -344,43 +368,43 @@ def _described(where: Path, top: Path, dest: Path, chosen: _Selection) -> tuple[
     return snap, diff
 
 
-def preview(where: Path, run_dir: Path, max_mb: float = SNAPSHOT_MAX_MB, roots: Iterable[Path] = ()) -> Snapshot | None:
+def preview(where: Path, run_dir: Path, limit: Limit = Limit(), roots: Iterable[Path] = ()) -> Snapshot | None:
     """The snapshot :func:`take` would take, checked as it checks it (its size, every copied file
     readable) but nothing written: what ``train submit --dry-run`` shows; None outside a work tree.
 
     Raises:
-        UserError: where :func:`take` would refuse: over ``max_mb`` MB, or a file it cannot read.
+        UserError: where :func:`take` would refuse: over ``limit``, or a file it cannot read.
     """
-    found = _chosen(where, run_dir, max_mb, roots)
+    found = _chosen(where, run_dir, limit, roots)
     if found is None:
         return None
     top, chosen = found
     for name in chosen.copy:
         source = top / name
         if not source.is_symlink() and not os.access(source, os.R_OK):
-            raise _read_error(source, "copy", "Permission denied")
+            raise _read_error(source, "copy", "Permission denied", limit)
     return _described(where, top, run_dir / CODE_DIR, chosen)[0]
 
 
-def take(where: Path, run_dir: Path, max_mb: float = SNAPSHOT_MAX_MB, roots: Iterable[Path] = ()) -> Snapshot | None:
+def take(where: Path, run_dir: Path, limit: Limit = Limit(), roots: Iterable[Path] = ()) -> Snapshot | None:
     """Copy the code of the git work tree holding ``where`` into ``run_dir/code`` and link its
     git-ignored data there (replacing an older snapshot of a resubmitted run); None outside a work
     tree. What is copied, linked and left out: the module's docstring; ``roots``: the run roots
     (``trainer.default_root_dir``), left out too unless they hold ``where`` (a script's logger
-    folder may be the project itself).
+    folder may be the project itself). ``limit``: how much it may copy, and the options a refusal names.
 
     Raises:
-        UserError: when the copies would exceed ``max_mb`` MB (nothing written), or a piece cannot be
+        UserError: when the copies would exceed ``limit`` (nothing written), or a piece cannot be
             copied or linked (:func:`_write`; the caller removes what it made).
     """
-    found = _chosen(where, run_dir, max_mb, roots)
+    found = _chosen(where, run_dir, limit, roots)
     if found is None:
         return None
     top, chosen = found
     dest = run_dir / CODE_DIR
     if dest.exists():
         shutil.rmtree(dest)
-    _write(top, dest, chosen)
+    _write(top, dest, chosen, limit)
     snap, diff = _described(where, top, dest, chosen)
     writing = run_dir / DIFF
     try:
@@ -390,5 +414,5 @@ def take(where: Path, run_dir: Path, max_mb: float = SNAPSHOT_MAX_MB, roots: Ite
         writing = run_dir / RECORD
         writing.write_text(json.dumps(asdict(snap), indent=2) + "\n")
     except OSError as err:
-        raise _write_error(writing, err) from None
+        raise _write_error(writing, err, limit) from None
     return snap

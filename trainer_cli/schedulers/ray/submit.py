@@ -29,7 +29,7 @@ from trainer_cli.schedulers import run_plan, snapshot
 from trainer_cli.schedulers.ray import options as ray_options
 from trainer_cli.schedulers.ray.engine import RayJob, RayScheduler, log_file
 from trainer_cli.schedulers.resources import derive
-from trainer_cli.schedulers.snapshot import SNAPSHOT_MAX_MB, Snapshot
+from trainer_cli.schedulers.snapshot import Snapshot
 from trainer_cli.schedulers.submissions import register
 
 HELP = """\
@@ -118,7 +118,6 @@ def _submit(request: Request, script: tuple[Any, str, Mapping[str, type]] | None
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     job_id = f"{plan.job_name}-{stamp}-{secrets.token_hex(3)}"
     scheduler = RayScheduler(opts)
-    max_mb = SNAPSHOT_MAX_MB
 
     def spec(code: Snapshot | None) -> RayJob:
         paths = tuple(snapshot.import_paths(Path.cwd())) if code is not None else ()
@@ -131,14 +130,14 @@ def _submit(request: Request, script: tuple[Any, str, Mapping[str, type]] | None
         return replace(job, entry=tuple(plan.entry.words), verb=verb, chdir=chdir)
 
     if request.dry_run:
-        code = snapshot.preview(Path.cwd(), plan.run_dir, max_mb, [plan.root])
+        code = snapshot.preview(Path.cwd(), plan.run_dir, roots=[plan.root])
         print(f"# run directory (not created): {plan.run_dir}")
         print(scheduler.render(spec(code)).text)
         print("# nothing was written or submitted")
         return 0
     try:
         freeze(plan.run_dir, plan.frozen_config)
-        code = snapshot.take(Path.cwd(), plan.run_dir, max_mb, [plan.root])
+        code = snapshot.take(Path.cwd(), plan.run_dir, roots=[plan.root])
         if plan.entry is not None and plan.entry.live is None and not plan.entry.path.is_file():
             raise UserError(
                 f"the code snapshot in {plan.run_dir} holds no copy of {plan.entry.script}: nothing was submitted"

@@ -272,7 +272,7 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     out = run_dir / "reports"
     job.slurm.time = str(max(int(timeout_s // 60) + 2, 2))  # minutes; the probe's own timeout comes first
     if job.slurm.snapshot:
-        snapshot.take(Path.cwd(), run_dir, job.slurm.snapshot_max_mb, [job.root])
+        snapshot.take(Path.cwd(), run_dir, job.slurm.snapshot_limit(), [job.root])
     context = script_context(job.slurm, res, run_dir, f"{job.job_name}-doctor", Path.cwd(), None)
     context["probe"] = probe_args(out, job.root.absolute(), class_paths_of(job.frozen_config), timeout_s, size_mb)
     context["doctor_gpus"] = res.gpus_per_node

@@ -172,7 +172,7 @@ def plan(spec: RunSpec, dry_run: bool, script: str | None = None, echo: bool = T
     if not dry_run:
         refuse_maintenance(slurm.partition, slurm.time)
     job_name = slurm.job_name or run_plan.default_job_name(spec, script)
-    run = run_plan.place(spec, where, dry_run, job_name, script, slurm.snapshot, note)
+    run = run_plan.place(spec, where, dry_run, job_name, script, slurm.snapshot_off(), note)
     try:
         template = "cv" if slurm.cv_folds and slurm.template == "ddp" else slurm.template
         data = data_paths(config.get("data"), Path.cwd()) if slurm.container.runtime else []
@@ -270,7 +270,9 @@ def dry_run_text(job: Plan) -> str:
         UserError: for a snapshot the submission would refuse.
     """
     code = (
-        snapshot.preview(Path.cwd(), job.run_dir, job.slurm.snapshot_max_mb, [job.root]) if job.slurm.snapshot else None
+        snapshot.preview(Path.cwd(), job.run_dir, job.slurm.snapshot_limit(), [job.root])
+        if job.slurm.snapshot
+        else None
     )
     lines = [f"resubmit: {change} (dry run: {job.run_dir / CONFIG_FILE} not changed)" for change in job.changes]
     lines.append(f"# run directory (not created): {job.run_dir}\n# {job.script}:\n{job.script_text}")
@@ -291,7 +293,7 @@ def dry_run_text(job: Plan) -> str:
     )
     words = sbatch_words(job.script, *job.sbatch_options)
     lines.append(f"# the sbatch command (not run):\n{secrets.shown_command(words, job.slurm)}")
-    lines.append(code_line(job.entry, job.slurm.snapshot, code, "# "))
+    lines.append(code_line(job.entry, job.slurm.snapshot_off(), code, "# "))
     return "\n".join(lines)
 
 
@@ -309,7 +311,9 @@ def submit(job: Plan) -> str:
             not freeze(run_dir, job.frozen_config) and job.changes
         ):  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
             previous = rewrite_config(run_dir, job.frozen_config)
-        code = snapshot.take(Path.cwd(), run_dir, job.slurm.snapshot_max_mb, [job.root]) if job.slurm.snapshot else None
+        code = (
+            snapshot.take(Path.cwd(), run_dir, job.slurm.snapshot_limit(), [job.root]) if job.slurm.snapshot else None
+        )
         if job.entry is not None and job.entry.live is None and not job.entry.path.is_file():
             raise UserError(f"the code snapshot in {run_dir} holds no copy of {job.entry.script}: nothing was queued")
         prepare_run(job.slurm, run_dir)
@@ -343,7 +347,7 @@ def submit(job: Plan) -> str:
         f"Run directory: {run_dir}\nScript:        {job.script}\nJob id:        {job_id}\nLog:           "
         f"{record['log']}"
     )
-    print(code_line(job.entry, job.slurm.snapshot, code))
+    print(code_line(job.entry, job.slurm.snapshot_off(), code))
     if job.slurm.test_after_fit:
         test_script = run_dir / TEST_SCRIPT_NAME
         test_script.write_text(job.test_script_text(f"afterok:{job_id}"))

@@ -14,7 +14,9 @@ from typing import Optional
 from trainer_cli.errors import UserError
 from trainer_cli.job.slurm_output import time_limit_s
 from trainer_cli.schedulers.slurm.container import ContainerOptions
-from trainer_cli.schedulers.snapshot import SNAPSHOT_MAX_MB
+from trainer_cli.schedulers.snapshot import SNAPSHOT_MAX_MB, Limit
+
+SNAPSHOT_OFF = "--slurm.snapshot false"
 
 SECTION = "slurm"
 FLAG_PREFIX = f"--{SECTION}."
@@ -182,6 +184,15 @@ class SlurmOptions:
             problems.append(f"--slurm.mail_type {self.mail_type}: give --slurm.mail_user too")
         if problems:
             raise UserError("; ".join(problems))
+
+    def snapshot_off(self) -> str | None:
+        """The option that turned the job's code snapshot off, as a submission's ``Code:`` line names it
+        (``--slurm.snapshot false``); None where the job takes one."""
+        return None if self.snapshot else SNAPSHOT_OFF
+
+    def snapshot_limit(self) -> Limit:
+        """How much the job's code snapshot may copy, and the options its refusals name."""
+        return Limit(self.snapshot_max_mb, "--slurm.snapshot_max_mb", SNAPSHOT_OFF)
 
     def signal_delay_warning(self) -> str | None:
         """A warning when :attr:`signal_delay_s` is not well below :attr:`time` (at most half of it):

@@ -308,7 +308,7 @@ def _queue(
     try:
         text = script_text()
         code = (
-            snapshot.take(Path.cwd(), sweep.sweep_dir, slurm.snapshot_max_mb, [sweep.root]) if slurm.snapshot else None
+            snapshot.take(Path.cwd(), sweep.sweep_dir, slurm.snapshot_limit(), [sweep.root]) if slurm.snapshot else None
         )
         script = sweep.sweep_dir / SCRIPT_NAME
         prepare_run(slurm, sweep.sweep_dir)
