@@ -206,7 +206,7 @@ def test_a_two_worker_run_completes_and_a_killed_worker_resumes_at_its_step(tmp_
     # with RAY_ADDRESS, train jobs and train cancel ask the cluster through the seam (Ray's elapsed time shown)
     with_ray = {"XDG_STATE_HOME": str(state), "RAY_ADDRESS": ray_cluster}
     listing = train("jobs", env=with_ray)
-    row = re.search(rf"{re.escape(broken_job)}\s+COMPLETED\s+1\s+(\S+)", listing.stdout)
+    row = re.search(rf"{re.escape(broken_job)}\s+COMPLETED\s+1 \(1 restarted by Ray\)\s+(\S+)", listing.stdout)
     assert row and re.fullmatch(r"\d+:\d\d:\d\d", row.group(1)), listing.stdout
     cancelled = train("cancel", str(broken), env=with_ray)
     assert cancelled.returncode == 0 and broken_job in cancelled.stdout, cancelled.stdout + cancelled.stderr

@@ -235,23 +235,31 @@ def read(run_dir: Path) -> list[dict[str, Any]]:
     return events
 
 
-def summary(events: list[dict[str, Any]], job_ids: list[str], restarts: int) -> str:
+def by_scheduler(name: str | None) -> str:
+    """How ``train jobs`` calls a restart the scheduler made by itself, no cause recorded: Slurm's requeue
+    (:data:`BY_SLURM`: a node failure, ``scontrol requeue``), any other engine's restart (Ray's of a
+    worker group that lost a worker: ``restarted by Ray``)."""
+    return BY_SLURM if name in (None, "slurm") else f"restarted by {name.capitalize()}"
+
+
+def summary(events: list[dict[str, Any]], job_ids: list[str], restarts: int, scheduler: str | None = None) -> str:
     """``restarts`` with their causes, for ``train jobs``: ``2 (1 time limit, 1 preempted)``.
 
     Args:
         events: The run's events (:func:`read`).
         job_ids: The jobs of this submission: the job and those it resubmitted itself from.
-        restarts: How many times the job restarted (Slurm's count plus earlier resubmissions).
+        restarts: How many times the job restarted (the engine's count plus earlier resubmissions).
+        scheduler: The engine that ran the jobs (None: the default, Slurm).
 
     Returns:
-        The count, the causes of the restarts the jobs made themselves, the rest as
-        :data:`BY_SLURM`, and ``stopped by <cause>`` when ``--slurm.max_restarts`` ended the run.
+        The count, the causes of the restarts the jobs made themselves, the rest as the scheduler's
+        (:func:`by_scheduler`), and ``stopped by <cause>`` when ``--slurm.max_restarts`` ended the run.
     """
     mine = [e for e in events if str(e.get("job_id")) in job_ids]
     by_restart = {e.get("restart"): e["cause"] for e in mine if e.get("action") in RESTART_ACTIONS and e.get("cause")}
     causes = Counter(by_restart.values())
     if restarts > len(by_restart):
-        causes[BY_SLURM] += restarts - len(by_restart)
+        causes[by_scheduler(scheduler)] += restarts - len(by_restart)
     restarts = max(restarts, len(by_restart))
     text = ", ".join(f"{n} {cause}" for cause, n in causes.items())
     stops = [e for e in mine if e.get("action") == "stop"]

@@ -123,7 +123,9 @@ def job_rows(records: list[dict[str, Any]], engines: Engines) -> list[tuple[str,
             job_id = current_id(rec, key)
             log = output_file(rec, engines, run_dir, job_id)
             status = with_run_record(said.get((job_id, str(run_dir))), job_id, run_dir)
-            restarts = restarts_cell(status, job_id, run_dir) if key == "job_id" else str(status.restarts)
+            restarts = (
+                restarts_cell(status, job_id, run_dir, scheduler_of(rec)) if key == "job_id" else str(status.restarts)
+            )
             progress = detail(status, last_epoch_line(log))
             if key == "job_id" and (stalled := stall_note(run_dir, job_id)):
                 progress = f"{stalled}; {progress}"
@@ -163,14 +165,14 @@ def current_id(rec: dict[str, Any], key: str) -> str:
     return jobstate.follow(Path(rec["run_dir"]), str(rec[key])) if key == "job_id" else str(rec[key])
 
 
-def restarts_cell(status: JobStatus, job_id: str, run_dir: Path) -> str:
+def restarts_cell(status: JobStatus, job_id: str, run_dir: Path, scheduler: str | None = None) -> str:
     """The RESTARTS of a fit job with their causes (:func:`trainer_cli.job.restarts.summary`):
-    the engine's count of the job plus those of the jobs it was resubmitted from."""
+    the count of its engine (``scheduler``) of the job plus those of the jobs it was resubmitted from."""
     recorded = jobstate.read(run_dir)
     recorded = recorded if str(recorded.get("job_id")) == job_id else {}
     total = status.restarts + (0 if status.source == "job.json" else int(recorded.get("prior_restarts") or 0))
     chain = [*map(str, recorded.get("resubmitted_from") or []), job_id]
-    return restarts_log.summary(restarts_log.read(run_dir), chain, total)
+    return restarts_log.summary(restarts_log.read(run_dir), chain, total, scheduler)
 
 
 def task_output(rec: dict[str, Any], engines: Engines, index: int) -> Path:
