@@ -14,7 +14,7 @@ environment (``TRAINER_CLI_WORKDIR``, ``PYTHONUNBUFFERED``):
   (Optuna's ``JournalStorage`` replays the whole log); tell the last trial (read its best
   ``val/acc`` from its checkpoint, tell COMPLETE); ask (TPE), type-check with the sweep's
   LightningCLI parser, write ``trial_<n>``;
-- ``python -m trainer_cli.job.jobstate RUN_DIR start`` / ``end 0`` and ``worker beat`` (on a
+- ``python -m trainer_cli.schedulers.slurm.batch RUN_DIR start`` / ``end 0`` and ``worker beat`` (on a
   journal study it returns at once; it runs beside the training).
 
 The first trial is trained for real (``train fit --config trial_000/config.yaml`` with fewer epochs):
@@ -269,7 +269,7 @@ class Worker:
         told = ["0"] if self.pending() else []
         run_dir = Path(run("next", "trainer_cli.schedulers.slurm.sweep_worker", "next", str(self.sweep_dir), "0", *told).strip())
         assert run_dir.is_dir(), run_dir
-        run("jobstate start", "trainer_cli.job.jobstate", str(run_dir), "start")
+        run("jobstate start", "trainer_cli.schedulers.slurm.batch", str(run_dir), "start")
         run("beat (journal: returns at once)", "trainer_cli.schedulers.slurm.sweep_worker", "beat", str(self.sweep_dir), "0")
         if train_args is not None:
             run("train fit", "trainer_cli", "fit", "--config", str(run_dir / "config.yaml"), *train_args)
@@ -277,7 +277,7 @@ class Worker:
         else:
             assert self.checkpoints is not None
             shutil.copytree(self.checkpoints, run_dir / "checkpoints")
-        run("jobstate end", "trainer_cli.job.jobstate", str(run_dir), "end", "0")
+        run("jobstate end", "trainer_cli.schedulers.slurm.batch", str(run_dir), "end", "0")
         commands = [k for k in t if not k.endswith(" cpu") and k != "train fit"]
         t["launcher total"] = sum(t[k] for k in commands)
         t["launcher total cpu"] = sum(t[f"{k} cpu"] for k in commands)

@@ -5,6 +5,7 @@ run's copy of them. The runtime itself runs for real in tests/test_container_clu
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -96,8 +97,15 @@ def test_job_steps_run_by_a_bare_host_python(tmp_path: Path) -> None:
         pytest.skip("no python3 in /usr/bin or /bin")
     copy = install_helpers(tmp_path)
     env = {"PATH": "/usr/bin:/bin", "PYTHONPATH": str(copy), "SLURM_JOB_ID": "4242"}
-    done = subprocess.run([bare, "-s", "-m", "trainer_cli.job.jobstate", "port"], capture_output=True, text=True, env=env)
+    done = subprocess.run([bare, "-s", "-m", "trainer_cli.schedulers.slurm.batch", "port"], capture_output=True, text=True, env=env)
     assert done.returncode == 0 and done.stdout.strip().isdigit(), done.stderr
+    run = tmp_path / "run"  # the batch script's start and end of a step that completed: job.json says so
+    run.mkdir()
+    for event in (["start"], ["end", "0"]):
+        step = subprocess.run([bare, "-s", "-m", "trainer_cli.schedulers.slurm.batch", str(run), *event],
+                              capture_output=True, text=True, env=env)  # fmt: skip
+        assert step.returncode == 0 and "Traceback" not in step.stderr, step.stdout + step.stderr
+    assert json.loads((run / "job.json").read_text())["state"] == "COMPLETED"
     lock = subprocess.run([bare, "-s", "-c", "import filelock, trainer_cli.atomic as a; print(filelock.__file__)"],
                           capture_output=True, text=True, env=env)  # fmt: skip
     assert lock.returncode == 0 and lock.stdout.startswith(str(copy)), lock.stderr

@@ -163,7 +163,7 @@ def test_slurm_job_without_flock_requeues_and_completes(
     text = log.read_text()
     for noise in ("UserWarning", "Timeout", "Traceback", "\nerror: "):  # `train`'s own error line, not srun's
         assert noise not in text, f"{noise!r} in the job's log:\n{text[-3000:]}"
-    # one line per process that writes a record: per attempt the batch script's `jobstate start` and
+    # one line per process that writes a record: per attempt the batch script's `batch start` and
     # `end`, and the task (which writes several: filelock's warning came twice per command)
     about_lock = _about_lock(text, tmp_path)  # its name says flock
     assert len(about_lock) == 2 * 3 and len(set(about_lock)) == 1 and "(ENOSYS)" in about_lock[0], about_lock

@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from trainer_cli.schedulers.slurm import batch
 from trainer_cli.job import jobstate, ports, requeue_signal, restarts, task_output
 from trainer_cli.job.slurm_output import key_values
 from trainer_cli.launch.jobs import JobStatus, failure_note, restarts_cell
@@ -89,14 +90,14 @@ def test_restarts_cell_counts_causes_of_the_jobs_chain(tmp_path: Path) -> None:
 def test_resubmitted_job_counts_and_is_followed(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("SLURM_JOB_ID", "12")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
-    monkeypatch.setenv(jobstate.ENV_PRIOR_RESTARTS, "2")
+    monkeypatch.setenv(restarts.ENV_PRIOR_RESTARTS, "2")
     monkeypatch.delenv("SLURM_ARRAY_JOB_ID", raising=False)
     assert jobstate.policy().count == 3
     jobstate.write(tmp_path, {"job_id": "11", "state": "PENDING"})
     assert jobstate.follow(tmp_path, "11") == "11"
     jobstate.update(tmp_path, job_id="12", resubmitted_from=["10", "11"])
     assert [jobstate.follow(tmp_path, j) for j in ("10", "11", "12", "9")] == ["12", "12", "12", "9"]
-    jobstate.resubmit_requested(tmp_path, "hpc_ckpt_1.ckpt")
+    batch.resubmit_requested(tmp_path, "hpc_ckpt_1.ckpt")
     record = json.loads((tmp_path / jobstate.JOB_FILE).read_text())
     assert (record["state"], record["restarts"], record["checkpoint"]) == ("RESUBMIT", 3, "hpc_ckpt_1.ckpt")
 
@@ -110,17 +111,17 @@ def test_a_run_counts_the_restarts_since_it_first_started(
     monkeypatch.setenv("SLURM_ARRAY_JOB_ID", "944")
     monkeypatch.setenv("SLURM_ARRAY_TASK_ID", "1")
     monkeypatch.setenv("SLURM_JOB_ID", "945")
-    monkeypatch.delenv(jobstate.ENV_PRIOR_RESTARTS, raising=False)
+    monkeypatch.delenv(restarts.ENV_PRIOR_RESTARTS, raising=False)
     monkeypatch.setenv("SLURM_RESTART_COUNT", "0")
     preempted, later = tmp_path / "trial_002", tmp_path / "trial_005"
-    jobstate.started(preempted)
+    batch.started(preempted)
     assert capsys.readouterr().out.startswith("trainer-cli: job 944_1 restart 0 on ")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
-    jobstate.started(preempted)  # resumed after the requeue
-    jobstate.started(later)
+    batch.started(preempted)  # resumed after the requeue
+    batch.started(later)
     assert [jobstate.run_restarts(jobstate.read(r)) for r in (preempted, later)] == [1, 0]
     monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
-    jobstate.started(later)
+    batch.started(later)
     assert jobstate.run_restarts(jobstate.read(later)) == 1
 
 
@@ -309,29 +310,29 @@ def test_a_restarted_job_goes_on_from_what_it_saved_not_its_ckpt_path(tmp_path: 
 def test_a_step_srun_could_not_start_is_told_from_one_slurm_killed(
     code: int, records: list[tuple[float, str, str]], timeout_s: int, ran_s: float | None, verdict: str
 ) -> None:
-    assert jobstate.step_verdict(code, records, 2, timeout_s, ran_s) == verdict
+    assert batch.step_verdict(code, records, 2, timeout_s, ran_s) == verdict
 
 
 def test_a_step_srun_could_not_start_requeues_within_the_cap(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """srun exited 1 after --slurm.step_start_timeout_s and no task noted anything: `jobstate end`
+    """srun exited 1 after --slurm.step_start_timeout_s and no task noted anything: `batch end`
     requeues the job with cause step start timeout (counted against --slurm.max_restarts, shown by
     `train jobs`), saying why; at the cap the run stops, naming that cause."""
-    for name in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", restarts.ENV_PRIOR_RESTARTS, jobstate.ENV_REQUEUE_MODE):
+    for name in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", restarts.ENV_PRIOR_RESTARTS, batch.ENV_REQUEUE_MODE):
         monkeypatch.delenv(name, raising=False)
     env = {"SLURM_JOB_ID": "21", "SLURM_NTASKS": "2", "SLURM_RESTART_COUNT": "0", restarts.ENV_MAX_RESTARTS: "1",
            restarts.ENV_STEP_START_TIMEOUT_S: "5"}
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     calls: list[list[str]] = []
-    monkeypatch.setattr(jobstate, "_slurm", lambda action, *args, **kwargs: calls.append([action.__name__, *args]) or "")
+    monkeypatch.setattr(batch, "_slurm", lambda action, *args, **kwargs: calls.append([action.__name__, *args]) or "")
     monkeypatch.setattr(restarts, "requeued_by_slurm", lambda job_id: None)
     records = tmp_path / ".tasks"
     records.mkdir()
-    jobstate.started(tmp_path)
+    batch.started(tmp_path)
     jobstate.update(tmp_path, started="2026-01-01T00:00:00+00:00")  # srun ran past its timeout
-    assert jobstate.end_of_step(tmp_path, 1, records) == 0
+    assert batch.end_of_step(tmp_path, 1, records) == 0
     said = capsys.readouterr().out
     assert ("trainer-cli: srun started no task of the step within --slurm.step_start_timeout_s (5 s): nodes busy or "
             "still cleaning up; requeueing job 21 (restart 1), it resumes on its own") in said
@@ -340,9 +341,9 @@ def test_a_step_srun_could_not_start_requeues_within_the_cap(
     assert restarts.summary(restarts.read(tmp_path), ["21"], 1) == "1 (1 step start timeout)"
 
     monkeypatch.setenv("SLURM_RESTART_COUNT", "1")  # the restart could not start its step either: the cap (1) is spent
-    jobstate.started(tmp_path)
+    batch.started(tmp_path)
     jobstate.update(tmp_path, started="2026-01-01T00:00:00+00:00")
-    assert jobstate.end_of_step(tmp_path, 1, records) == 1
+    assert batch.end_of_step(tmp_path, 1, records) == 1
     said = capsys.readouterr().out
     assert "--slurm.max_restarts 1 allows (preemptions do not count): the run stops here, ended by srun not starting " \
            "the step in time. Resume with: train submit --config" in said
@@ -396,17 +397,17 @@ def test_task_output_passes_srun_stderr_on_unchanged_and_keeps_its_head(tmp_path
     assert done.returncode == 0 and done.stdout == b"" and done.stderr == said
     assert (tmp_path / task_output.FILE_NAME).read_bytes() == said[: task_output.KEPT_BYTES]
     assert task_output.read_first_error(tmp_path) == task_output.first_error(SRUN_MISSING_IMAGE)
-    assert jobstate.task_records(tmp_path) == [], "the kept stderr is no task's record"
+    assert batch.task_records(tmp_path) == [], "the kept stderr is no task's record"
 
 
 def test_a_step_that_fails_before_training_ends_the_job_failed_at_once(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    """srun exited 1 and no task noted the start of its training (no `fit start` in `.tasks`): `jobstate
+    """srun exited 1 and no task noted the start of its training (no `fit start` in `.tasks`): `batch
     end` ends the job FAILED without a requeue, the first failing task's error in one line of the log
     and in job.json for `train jobs`. The same exit once a task noted its start (training ran, then
     a task vanished) is a step Slurm killed: requeued, as before."""
-    for name in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", restarts.ENV_PRIOR_RESTARTS, jobstate.ENV_REQUEUE_MODE):
+    for name in ("SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", restarts.ENV_PRIOR_RESTARTS, batch.ENV_REQUEUE_MODE):
         monkeypatch.delenv(name, raising=False)
     records = tmp_path / ".tasks"
     records.mkdir()
@@ -414,11 +415,11 @@ def test_a_step_that_fails_before_training_ends_the_job_failed_at_once(
     for name, value in env.items():
         monkeypatch.setenv(name, value)
     calls: list[list[str]] = []
-    monkeypatch.setattr(jobstate, "_slurm", lambda action, *args, **kwargs: calls.append([action.__name__, *args]) or "")
+    monkeypatch.setattr(batch, "_slurm", lambda action, *args, **kwargs: calls.append([action.__name__, *args]) or "")
     monkeypatch.setattr(restarts, "requeued_by_slurm", lambda job_id: None)
     (records / task_output.FILE_NAME).write_text(SRUN_MISSING_IMAGE)
-    jobstate.started(tmp_path)
-    assert jobstate.end_of_step(tmp_path, 1, records) == 1
+    batch.started(tmp_path)
+    assert batch.end_of_step(tmp_path, 1, records) == 1
     said = capsys.readouterr().out
     cause = task_output.first_error(SRUN_MISSING_IMAGE)
     assert (f"trainer-cli: the step ended with exit code 1 before any task started training: {cause}; not restarted "
@@ -429,9 +430,9 @@ def test_a_step_that_fails_before_training_ends_the_job_failed_at_once(
     assert failure_note(tmp_path, "31") == f"failed before training: {cause}" and failure_note(tmp_path, "32") == ""
 
     monkeypatch.setenv("SLURM_JOB_ID", "32")  # submitted again: its training started, then Slurm killed the step
-    jobstate.started(tmp_path)
+    batch.started(tmp_path)
     (records / "0").write_text(f"10.0 {task_output.STARTED}\n12.0 exit 1\n")  # rank 1 vanished (SIGKILL)
     (records / "1").write_text(f"10.1 {task_output.STARTED}\n")
-    assert jobstate.end_of_step(tmp_path, 1, records) == 0
+    assert batch.end_of_step(tmp_path, 1, records) == 0
     assert "stopped by Slurm (a signal or a kill, not an error of the training); requeueing job 32" in capsys.readouterr().out
     assert calls == [["requeue", "32"]] and "error" not in {k for k, v in jobstate.read(tmp_path).items() if v}

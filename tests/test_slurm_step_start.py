@@ -56,7 +56,7 @@ def test_a_step_that_cannot_start_requeues_the_job_which_then_trains(slurm_clust
         f"trainer-cli: srun started no task of the step within --slurm.step_start_timeout_s ({timeout_s} s): nodes "
         f"busy or still cleaning up; requeueing job {job_id} (restart 1), it resumes on its own"
     ) in text, text[-3000:]
-    # the setup, the jobstate start and srun's 5 s: not the job's 10-minute time limit
+    # the setup, the batch start and srun's 5 s: not the job's 10-minute time limit
     assert requeued_after < timeout_s + 30, f"requeued {requeued_after:.0f} s after the job started\n{text[-3000:]}"
     assert [(e["cause"], e["action"], e["restart"]) for e in restarts.read(run_dir)] == [
         (restarts.STEP_START, "requeue", 1)

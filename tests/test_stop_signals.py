@@ -1,6 +1,6 @@
 """The stop contract (trainer_cli.job.stop_signals): SIGTERM and Ctrl-C are recorded, never
 handled, and every rank stops at the step they agree on; and the batch script's verdict on a step
-(trainer_cli.job.jobstate.step_verdict): done, failed by itself, asking for a restart, or killed
+(trainer_cli.schedulers.slurm.batch.step_verdict): done, failed by itself, asking for a restart, or killed
 by Slurm."""
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ import pytest
 import signal_stress
 from support import REPO
 
-from trainer_cli.job import jobstate
+from trainer_cli.schedulers.slurm import batch
 
 LIGHTNING_NEVER_HANDLES_IT = """
 import os, signal, time
@@ -94,12 +94,12 @@ def _records(*lines: str) -> list[tuple[float, str, str]]:
     ],
 )
 def test_step_verdict_tells_slurm_killing_the_step_from_the_training_failing(code: int, records: list, verdict: str) -> None:
-    assert jobstate.step_verdict(code, records, tasks=2) == verdict
+    assert batch.step_verdict(code, records, tasks=2) == verdict
 
 
 def test_task_records_are_read_back_in_time_order(tmp_path: Path) -> None:
     (tmp_path / "0").write_text("10.5 exit 1\n")
     (tmp_path / "1").write_text("10.0 signal SIGTERM\nnot a record\n10.7 exit 143\n")
-    assert jobstate.task_records(tmp_path) == [(10.0, "1", "signal SIGTERM"), (10.5, "0", "exit 1"), (10.7, "1", "exit 143")]
-    assert jobstate.step_verdict(143, jobstate.task_records(tmp_path)) == "killed"
-    assert jobstate.task_records(None) == []  # no folder (not under the sbatch script): nothing
+    assert batch.task_records(tmp_path) == [(10.0, "1", "signal SIGTERM"), (10.5, "0", "exit 1"), (10.7, "1", "exit 143")]
+    assert batch.step_verdict(143, batch.task_records(tmp_path)) == "killed"
+    assert batch.task_records(None) == []  # no folder (not under the sbatch script): nothing

@@ -318,24 +318,25 @@ def test_requeue_signal_recorded_under_slurm_only(monkeypatch: pytest.MonkeyPatc
 
 def test_job_record_keeps_a_requeue_past_the_script_end(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from trainer_cli.job import jobstate
+    from trainer_cli.schedulers.slurm import batch
 
     monkeypatch.setenv("SLURM_JOB_ID", "7")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "1")
     jobstate.write(tmp_path, {"job_id": "7", "state": "PENDING", "restarts": 0})
-    assert jobstate.main([str(tmp_path), "start"]) == 0
+    assert batch.main([str(tmp_path), "start"]) == 0
     assert {k: jobstate.read(tmp_path)[k] for k in ("state", "restarts")} == {"state": "RUNNING", "restarts": 1}
-    jobstate.requeued(tmp_path, "hpc_ckpt_1.ckpt")
-    assert jobstate.main([str(tmp_path), "end", "143"]) == 0  # killed by the requeue: still REQUEUED, the script ends 0
+    batch.requeued(tmp_path, "hpc_ckpt_1.ckpt")
+    assert batch.main([str(tmp_path), "end", "143"]) == 0  # killed by the requeue: still REQUEUED, the script ends 0
     assert jobstate.read(tmp_path)["state"] == "REQUEUED"
     monkeypatch.setenv("SLURM_RESTART_COUNT", "2")
-    jobstate.main([str(tmp_path), "start"])
-    jobstate.main([str(tmp_path), "end", "0"])
+    batch.main([str(tmp_path), "start"])
+    batch.main([str(tmp_path), "end", "0"])
     assert {k: jobstate.read(tmp_path)[k] for k in ("state", "restarts", "exit_code")} == {"state": "COMPLETED", "restarts": 2, "exit_code": 0}
 
 
 def test_step_start_timeout_bounds_every_srun_of_the_tasks(tmp_path: Path) -> None:
     """--slurm.step_start_timeout_s N: every srun that starts the tasks (fit, a sweep's trial, an
-    array worker's trial, the test job) gets --immediate=N, and `jobstate end` reads N; the fit steps
+    array worker's trial, the test job) gets --immediate=N, and `batch end` reads N; the fit steps
     of a run, of a sweep's trial and of a worker's trial are one block (slurm/fit_step.j2: the
     watchdog in each); the scripts are valid bash; 0 renders no --immediate; below 0 is refused."""
     args = [*_args(CASES["cpu_1x1"], tmp_path), "--slurm.step_start_timeout_s", "30"]
@@ -353,7 +354,7 @@ def test_step_start_timeout_bounds_every_srun_of_the_tasks(tmp_path: Path) -> No
     # a worker's trial: stdout to the trial's log, stderr there through task_output (its head kept, fit_step.j2)
     assert 'fit --config "$run_dir/config.yaml" --run_dir "$run_dir" >>"$run_dir/slurm-${SLURM_ARRAY_JOB_ID}_${task}.log" || rc=$?' in workers
     assert '-m trainer_cli.job.task_output 2>>"$run_dir/slurm-${SLURM_ARRAY_JOB_ID}_${task}.log" 4>&-)' in workers
-    assert '\n    end=0\n' in workers and 'jobstate "$run_dir" end "$rc" || end=$?\n    kill "$heartbeat"' in workers
+    assert '\n    end=0\n' in workers and 'batch "$run_dir" end "$rc" || end=$?\n    kill "$heartbeat"' in workers
     loop = workers.split("while true")[1]
     execs = [line.strip() for line in loop.splitlines() if line.strip().startswith("exec ")]
     assert all(line.startswith(("exec 4>&2 2>", "exec 2>&4")) for line in execs), "only stderr moved, the loop goes on"

@@ -168,7 +168,7 @@ class AttemptClock(pl.Callback):
                 "restart": jobstate.policy().count,
             }
             info[JOB_FIELD] = job_field
-            job = jobstate.read(run_dir)  # the batch script's `jobstate start` of this restart: its moment
+            job = jobstate.read(run_dir)  # the batch script's `batch start` of this restart: its moment
             if str(job.get("job_id")) == str(job_field["job_id"]) and job.get("restarts") == job_field["restart"]:
                 job_field["script_started"] = _epoch(job.get("started"))
         try:

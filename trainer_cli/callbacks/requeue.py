@@ -45,7 +45,7 @@ class SynchronizedRequeue(pl.Callback):
     time limit's warning from a preemption (:mod:`trainer_cli.job.restarts`) and leaves the cause
     in ``job.json``, training stops, and every task exits with
     :data:`trainer_cli.job.jobstate.EXIT_REQUEUE` (75). The batch script decides once ``srun``
-    returned (:func:`trainer_cli.job.jobstate.end_of_step`): ``scontrol requeue`` (with a
+    returned (:func:`trainer_cli.schedulers.slurm.batch.end_of_step`): ``scontrol requeue`` (with a
     timeout; when it fails, a resubmission), a resubmission (``--slurm.requeue_mode resubmit``), or,
     past ``--slurm.max_restarts``, the end of the run with a line naming the cause and how to resume.
 
@@ -111,7 +111,7 @@ class SynchronizedRequeue(pl.Callback):
             cause, left_s = restarts_log.cause_of_signal(jobstate.scontrol_id(), delay_s, requeue_signal.received_at())
             request = {"cause": cause, "seconds_left": left_s, "step": trainer.global_step, "checkpoint": path,
                        "signalled_at": requeue_signal.received_at()}  # fmt: skip
-            jobstate.update(run_dir, requeue_request=request)  # read by the batch script's `jobstate end`
+            jobstate.update(run_dir, requeue_request=request)  # read by the batch script's `batch end`
             _say(
                 f"SIGUSR1 at step {trainer.global_step}: saved {path}; training stops, the batch script restarts the "
                 "job"

@@ -1,5 +1,5 @@
 """A job's rendezvous port (``MASTER_PORT``), chosen on the first node of its allocation by the batch script
-(``python -m trainer_cli.job.jobstate port``): the job's own port, or a free one drawn from its id.
+(``python -m trainer_cli.schedulers.slurm.batch port``): the job's own port, or a free one drawn from its id.
 
 Standard library only: the batch script runs it (:mod:`trainer_cli.job.jobstate`)."""
 

@@ -26,7 +26,7 @@ requeue. So, in a job of the bundled template (``TRAINER_CLI_PROGRESS`` set):
   named (else the rank whose last step is the oldest). The stacks go to
   ``<run>/stalls/<job>-restart<K>/rank<N>.txt``; one line in the job log names the rank, its node
   and where the stacks are; the record (``stall`` in ``<run>/job.json``) tells the batch script's
-  ``jobstate end`` to requeue without the node of an unanswering rank, within ``--slurm.max_restarts``
+  ``batch end`` to requeue without the node of an unanswering rank, within ``--slurm.max_restarts``
   (cause :data:`trainer_cli.job.restarts.STALL`); then the step is killed (``scancel -s KILL <job>.<step>``).
 
 Standard library only: the batch script runs this module.
@@ -279,7 +279,7 @@ def _size(path: Path) -> int:
 
 def act(run_dir: Path, folder: Path, stall: Stall, beats: list[dict[str, Any]], now: float) -> dict[str, Any]:
     """Dump the stacks, name the stalled rank and its node in the log, record the stall for the
-    batch script's ``jobstate end`` and kill the step; returns the record."""
+    batch script's ``batch end`` and kill the step; returns the record."""
     from trainer_cli.job import jobstate, slurm_commands
 
     job_id = context.current().job_id or "0"

@@ -21,13 +21,13 @@ the job was about to hit it anyway. Where ``scontrol`` cannot be asked the cause
 
 The cause is found by global rank 0 of the job (:class:`trainer_cli.callbacks.requeue.SynchronizedRequeue`), the
 log
-written by the batch script once the step ended (:func:`trainer_cli.job.jobstate.end_of_step`)
+written by the batch script once the step ended (:func:`trainer_cli.schedulers.slurm.batch.end_of_step`)
 and read by ``train jobs``: ``RESTARTS 2 (1 time limit, 1 preempted)``.
 
 How many restarts a run may take is :class:`RestartPolicy`, the one place that counts them:
 ``--slurm.max_restarts`` caps the restarts after a time limit or a failure; a preemption and a
 requeue Slurm makes itself (a node failure) never consume it (submitit's rule). Standard library
-only at import: the batch script's ``python -m trainer_cli.job.jobstate`` imports it.
+only at import: the batch script's ``python -m trainer_cli.schedulers.slurm.batch`` imports it.
 """
 
 from __future__ import annotations
@@ -54,14 +54,14 @@ BY_SLURM = "requeued by Slurm"
 hand): counted by Slurm, never seen by the job as a signal."""
 STEP_KILLED = "step killed by Slurm"
 """A step that Slurm stopped (the cleanup after a node failure, a SIGUSR1 in the first instant of a
-task) and the batch script requeued (:func:`trainer_cli.job.jobstate.step_verdict`)."""
+task) and the batch script requeued (:func:`trainer_cli.schedulers.slurm.batch.step_verdict`)."""
 STALL = "stall"
 """A step in which a rank made no training step for the stall timeout, ended by the batch script's
 watchdog (:mod:`trainer_cli.job.progress`) and requeued without the node of the stalled rank."""
 STEP_START = "step start timeout"
 """A step of which srun started no task within ``--slurm.step_start_timeout_s`` (``srun --immediate``:
 a node still busy or cleaning up after an earlier step, "Requested nodes are busy"), requeued by the
-batch script rather than left waiting until the time limit (:func:`trainer_cli.job.jobstate.step_verdict`)."""
+batch script rather than left waiting until the time limit (:func:`trainer_cli.schedulers.slurm.batch.step_verdict`)."""
 EARLY_MARGIN_S = 90
 """Seconds past ``signal_delay_s`` that still count as the time limit's warning (Slurm: up to 60 s early)."""
 RESTART_ACTIONS = ("requeue", "resubmit")

@@ -33,8 +33,8 @@ take the signals with their own thread, workers leave them pending and end with 
 On Slurm, each task also notes what stopped it in ``$TRAINER_CLI_TASK_RECORDS/<SLURM_PROCID>``
 (a signal, with its time, or an error of its own) and when its training started
 (:data:`trainer_cli.job.task_output.STARTED`):
-the batch script's ``jobstate end`` tells a step that Slurm killed from the training failing by it
-(:func:`trainer_cli.job.jobstate.step_verdict`), and a step that ended before training from both.
+the batch script's ``batch end`` tells a step that Slurm killed from the training failing by it
+(:func:`trainer_cli.schedulers.slurm.batch.step_verdict`), and a step that ended before training from both.
 Standard library only: importing it is free.
 """
 

@@ -1,5 +1,5 @@
 """What the tasks of a step said on stderr before they failed, for the one line that names a failure
-before training (:func:`trainer_cli.job.jobstate.end_of_step`).
+before training (:func:`trainer_cli.schedulers.slurm.batch.end_of_step`).
 
 The batch script (``slurm/fit_step.j2``) passes srun's stderr (the tasks' stderr and srun's own
 messages) through ``python -m trainer_cli.job.task_output`` (``exec 2> >(...)`` around the ``srun``
@@ -30,7 +30,7 @@ ENV_TASK_RECORDS = "TRAINER_CLI_TASK_RECORDS"
 :func:`trainer_cli.job.stop_signals.note`), and where srun's stderr is kept (:data:`FILE_NAME`)."""
 STARTED = "fit start"
 """A task's note when its training process starts (Lightning's ``setup`` of fit): a step none of
-whose tasks noted it ended before training (:func:`trainer_cli.job.jobstate.end_of_step`)."""
+whose tasks noted it ended before training (:func:`trainer_cli.schedulers.slurm.batch.end_of_step`)."""
 FILE_NAME = "srun.stderr"
 KEPT_BYTES = 64 * 1024
 _SRUN = "srun: "  # srun's own messages; slurmstepd's (execve of a missing program) are the task's

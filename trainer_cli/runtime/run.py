@@ -367,7 +367,7 @@ class Run:
         code 143 or 130 and the resume line (:meth:`stopped`), not Lightning's ``SystemExit``
         (whose code 0 would read as success to a shell or Slurm); a Slurm SIGUSR1 that saved its
         checkpoint and stopped training ends it with ``EXIT_REQUEUE`` (75), for the batch script
-        to restart the job (:func:`trainer_cli.job.jobstate.end_of_step`)."""
+        to restart the job (:func:`trainer_cli.schedulers.slurm.batch.end_of_step`)."""
         from trainer_cli.job import requeue_signal
         from trainer_cli.job.jobstate import EXIT_REQUEUE
 

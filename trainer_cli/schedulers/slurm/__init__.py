@@ -9,7 +9,9 @@ maintenance), sweeps as job arrays and their workers
 doctor`` and the checks it runs in every task (:mod:`~trainer_cli.schedulers.slurm.probe`), ``train init``
 and the site profile, why a job waits (:mod:`~trainer_cli.schedulers.slurm.pending`).
 
-What runs inside a job's batch script with the standard library alone (the job's record, its restarts,
-the stall watchdog) and the one reader of Slurm's commands and output are in :mod:`trainer_cli.job`, the
-lowest layer, which the run folder's cost and goodput read.
+What the batch script runs around its ``srun`` step, with the standard library alone, is
+:mod:`~trainer_cli.schedulers.slurm.batch` (the job's start, and at its end the decision: done, failed,
+requeued, resubmitted). What runs inside the training process of a job (the requeue signal's record, the
+restart policy, the stall watchdog) and the one runner and reader of Slurm's commands are in
+:mod:`trainer_cli.job`, the lowest layer.
 """

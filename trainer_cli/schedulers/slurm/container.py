@@ -13,11 +13,11 @@ Every ``srun`` that starts a job's tasks runs them in the image, each runtime in
 - Charliecloud: ``ch-run -b SRC:DST ... -c DIR IMAGE -- python ...``; ch-run execs the command (the
   task is the process Slurm signals); GPUs by ``ch-fromhost --nvidia IMAGE`` done once beforehand.
 
-The launcher's own steps of the batch script (the job's record, the restart decision, the stall
-watchdog: :mod:`trainer_cli.job`) call ``scontrol``, ``scancel`` and ``sbatch``, which an image does not
-have, so they run on the host, by :attr:`ContainerOptions.helper_python`, from a copy of those
-modules the run holds (:func:`install_helpers`: ``<run>/.launcher``, standard library and filelock):
-the host's Python needs no launcher of its own.
+The launcher's own steps of the batch script (the job's record, the restart decision:
+:mod:`trainer_cli.schedulers.slurm.batch`; the stall watchdog: :mod:`trainer_cli.job`) call ``scontrol``,
+``scancel`` and ``sbatch``, which an image does not have, so they run on the host, by
+:attr:`ContainerOptions.helper_python`, from a copy of those modules the run holds (:func:`install_helpers`:
+``<run>/.launcher``, standard library and filelock): the host's Python needs no launcher of its own.
 
 Mounted in every task: the run directory (the code snapshot is in it), the directory submitted from
 (or its git work tree: the snapshot's links into it), the data paths of the config's ``data:``
@@ -241,15 +241,17 @@ def data_paths(data: Any, submit_dir: Path) -> list[Path]:
 
 
 def helper_words(container: ContainerOptions, run_dir: Path) -> list[str]:
-    """The command that runs the launcher's job steps on the host (``-m trainer_cli.job...`` follows):
+    """The command that runs the launcher's job steps on the host (``-m trainer_cli.schedulers.slurm.batch``,
+    ``-m trainer_cli.job...`` follows):
     :attr:`ContainerOptions.helper_python` with the run's copy of them first on its path."""
     return ["env", f"PYTHONPATH={run_dir / HELPERS_DIR}", container.helper_python]
 
 
 def install_helpers(run_dir: Path) -> Path:
     """Copy the launcher's job steps into ``<run>/.launcher`` (replacing an earlier copy): the
-    package's ``__init__``, :mod:`trainer_cli.atomic` and :mod:`trainer_cli.job` (standard library
-    and filelock only), and filelock itself; returns the folder."""
+    package's ``__init__``, :mod:`trainer_cli.atomic`, :mod:`trainer_cli.errors`, :mod:`trainer_cli.job`
+    and the batch script's steps (:mod:`trainer_cli.schedulers.slurm.batch`, with the ``__init__`` of its
+    folders): standard library and filelock only, and filelock itself; returns the folder."""
     import filelock
 
     target = run_dir / HELPERS_DIR
@@ -258,7 +260,9 @@ def install_helpers(run_dir: Path) -> Path:
     package = target / "trainer_cli"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(source / "job", package / "job", ignore=ignore)
-    for name in ("__init__.py", "atomic.py"):
+    for name in ("__init__.py", "atomic.py", "errors.py", "schedulers/__init__.py", "schedulers/slurm/__init__.py",
+                 "schedulers/slurm/batch.py"):  # fmt: skip
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source / name, package / name)
     shutil.copytree(Path(filelock.__file__).parent, target / "filelock", ignore=ignore)
     return target
