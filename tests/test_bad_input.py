@@ -171,6 +171,11 @@ def case_table(tmp: Path, root: Path, run: Path) -> dict[str, tuple[list[str], l
         # it resumed the newest run (issue 45)
         "run_dir_empty": (["fit", "--config", DIGITS, "--trainer.default_root_dir", str(root), "--run_dir", "", "--ckpt_path", "last"],
                           ["--run_dir is empty", "leave --run_dir out"]),
+        # a folder that holds no run, resumed or evaluated: LightningCLI said `required: fit.model` (a new user's walkthrough)
+        "run_dir_no_run_resumed": (["fit", "--run_dir", str(tmp), "--ckpt_path", "last"],
+                                   [f"--run_dir {tmp}: no config.yaml there", "`train runs` lists them"]),
+        "run_dir_missing_tested": (["test", "--run_dir", str(root / "digits" / "version_99")],
+                                   [f"--run_dir {root / 'digits' / 'version_99'}: no such folder"]),
     }
 
 
@@ -298,3 +303,26 @@ def test_did_you_mean_draws_from_the_users_package_first(tmp_path: Path, monkeyp
     hint = class_hints.class_hint("ClassificationTaskDat", "data")  # the user's first, then the launcher's of the kind
     assert hint == " Did you mean: mypkg.data.ClassificationTaskData, ClassificationDataModule?"
     assert "Association" not in class_hints.class_hint("Associaton", None), "a Slurm record is no class a config takes"
+
+
+def test_packages_added_by_a_pth_are_no_user_code(tmp_path: Path) -> None:
+    """A venv whose packages come from another folder through a ``.pth`` (``site.addsitedir``, as a lab's shared
+    environment or ``--system-site-packages`` gives them): a misspelled class path is one line with its hint, not
+    jsonargparse's frames shown as the user's code (a new user's walkthrough saw them)."""
+    import subprocess
+    import sys
+    import sysconfig
+
+    venv = tmp_path / "venv"
+    subprocess.run([sys.executable, "-m", "venv", "--without-pip", str(venv)], check=True)
+    python = venv / "bin" / "python"
+    own = subprocess.run([python, "-c", "import sysconfig; print(sysconfig.get_paths()['purelib'])"],
+                         capture_output=True, text=True, check=True).stdout.strip()  # fmt: skip
+    (Path(own) / "zz_deps.pth").write_text(f"import site; site.addsitedir({sysconfig.get_paths()['purelib']!r})\n")
+    done = subprocess.run(
+        [python, "-m", "trainer_cli", "fit", "--config", DIGITS, "--model", "trainer_cli.models.classifier.ImageClassifer"],
+        cwd=tmp_path, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "Did you mean: trainer_cli.models.classifier.ImageClassifier?" in done.stderr, done.stderr
+    assert not (tmp_path / "runs").exists()

@@ -126,9 +126,12 @@ def report_user_error(err: BaseException) -> int:
 
 @functools.cache
 def _library_dirs() -> list[Path]:
-    """Where Python, the installed packages and this project live: no frame there is the user's."""
+    """Where Python, the installed packages and this project live: no frame there is the user's. Installed
+    packages are this interpreter's and those of every ``site-packages``/``dist-packages`` folder on
+    ``sys.path`` (a ``.pth``'s ``addsitedir``, ``--system-site-packages``, the user's site folder)."""
     paths = sysconfig.get_paths()
     dirs = [paths[k] for k in ("stdlib", "platstdlib", "purelib", "platlib", "scripts") if k in paths]
+    dirs += [p for p in sys.path if Path(p).name in ("site-packages", "dist-packages")]
     return [Path(d).resolve() for d in dict.fromkeys(dirs)] + [Path(__file__).resolve().parent]
 
 

@@ -8,25 +8,48 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from trainer_cli.config.request import Arg, Request, option
+from trainer_cli.errors import UserError
 from trainer_cli.rundir import record
 from trainer_cli.rundir.layout import CONFIG_FILE
 
 
-def with_stored_config(args: Request | list[str], under_configs: bool = False) -> list[str]:
+def with_stored_config(args: Request | list[str], under_configs: bool = False, verb: str | None = None) -> list[str]:
     """Put ``--config <run_dir>/config.yaml`` first when ``--run_dir`` names a run and no --config is given
-    (:func:`stored_configs`); returns the arguments as tokens."""
+    (:func:`stored_configs`); returns the arguments as tokens.
+
+    Raises:
+        UserError: as :func:`stored_configs`.
+    """
     request = Request.of(args)
-    return [token for arg in (*stored_configs(request, under_configs), *request) for token in arg.tokens]
+    return [token for arg in (*stored_configs(request, under_configs, verb), *request) for token in arg.tokens]
 
 
-def stored_configs(request: Request, under_configs: bool = False) -> list[Arg]:
+def no_run_there(run_dir: str) -> UserError:
+    """The one line for a ``--run_dir`` that holds no run (no ``config.yaml``)."""
+    where = "no such folder" if not Path(run_dir).exists() else "no config.yaml there"
+    return UserError(
+        f"--run_dir {run_dir}: {where} (a run directory of `train fit` holds one); `train runs` lists them"
+    )
+
+
+def stored_configs(request: Request, under_configs: bool = False, verb: str | None = None) -> list[Arg]:
     """The ``--config <run_dir>/config.yaml`` (and its ``launcher.yaml``) items that go first when ``--run_dir``
     names a run and no --config is given; none otherwise.
 
     With ``under_configs`` (``train submit``, whose ``--config`` files are often a site profile alone)
-    they go first under the given ones too, unless one of them is a run's record already."""
+    they go first under the given ones too, unless one of them is a run's record already.
+
+    Raises:
+        UserError: for ``--run_dir`` alone naming a folder that holds no run, where the start of ``verb`` (given
+            by ``train``'s verbs, whose model comes from a config) must be a run's: an evaluation (validate,
+            test, predict), or a resume (``--ckpt_path``). LightningCLI would say the model is missing. (A
+            user's script fixes its classes: its resume says there is no checkpoint to resume.)
+    """
     run_dir = request.last("run_dir")
     given = request.values("config")
+    resumes = verb in ("validate", "test", "predict") or (verb is not None and request.has("ckpt_path"))
+    if run_dir and not given and resumes and not under_configs and not (Path(run_dir) / CONFIG_FILE).is_file():
+        raise no_run_there(run_dir)
     stored_given = any(record.launcher_file(c) is not None or Path(c).name == CONFIG_FILE for c in given)
     if (given and not under_configs) or stored_given or not run_dir or not (Path(run_dir) / CONFIG_FILE).is_file():
         return []

@@ -115,7 +115,7 @@ def from_run_dir(args: Sequence[str], verb: str) -> list[str]:
     Raises:
         UserError: when ``DIR`` holds no ``config.yaml``.
     """
-    from trainer_cli.config.run_layers import with_stored_config
+    from trainer_cli.config.run_layers import no_run_there, with_stored_config
 
     request = Request.of(args)
     run_dir = request.last("run_dir") or ("" if request.has("run_dir") else None)
@@ -123,7 +123,7 @@ def from_run_dir(args: Sequence[str], verb: str) -> list[str]:
     if run_dir is None:
         return rest.tokens()
     if not (Path(run_dir) / "config.yaml").is_file():
-        raise UserError(f"--run_dir {run_dir}: no config.yaml there (a run directory of `train fit` holds one)")
+        raise no_run_there(run_dir)
     stored = with_stored_config(rest.with_args([option("run_dir", run_dir), *rest.args]))
     expanded = Request.of(stored).without("run_dir").tokens()
     if rest.has("config"):
