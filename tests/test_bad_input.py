@@ -326,3 +326,20 @@ def test_packages_added_by_a_pth_are_no_user_code(tmp_path: Path) -> None:
     assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
     assert "Did you mean: trainer_cli.models.classifier.ImageClassifier?" in done.stderr, done.stderr
     assert not (tmp_path / "runs").exists()
+
+
+def test_a_typo_in_a_nested_class_names_that_class(tmp_path: Path) -> None:
+    """An option misspelt in a class inside another's init_args (the template's ``model.net``): the hint names
+    the inner class and its close option, not the outer class's options (it said ``Holder takes: net.``)."""
+    (tmp_path / "nested.py").write_text(
+        "import lightning.pytorch as pl\nimport torch\n\n\n"
+        "class DenseNet(torch.nn.Module):\n    def __init__(self, lin1_size: int = 16) -> None:\n"
+        "        super().__init__()\n        self.lin = torch.nn.Linear(64, lin1_size)\n\n\n"
+        "class Holder(pl.LightningModule):\n    def __init__(self, net: torch.nn.Module) -> None:\n"
+        "        super().__init__()\n        self.net = net\n"
+    )
+    done = run_train("fit", "--model", "nested.Holder", "--model.init_args.net", "nested.DenseNet",
+                     "--model.init_args.net.init_args.lin1_sise", "3", "--data", "trainer_cli.data.DigitsDataModule",
+                     cwd=tmp_path, env={"PYTHONPATH": str(tmp_path)})  # fmt: skip
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr[-3000:]
+    assert "unknown option 'lin1_sise' of nested.DenseNet. Did you mean: lin1_size?" in done.stderr, done.stderr

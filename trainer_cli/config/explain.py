@@ -98,13 +98,19 @@ def explain_parse_error(
         if hint:
             extra += f"\n  unknown key {key!r}.{hint}"
     # "Problem with given class_path 'torch.optim.AdamW': ... Option 'lrr' is not accepted" / "Key 'x' is not expected"
-    for class_path, body in re.findall(r"class_path '([\w.]+)':\n((?:\s{6,}.*\n?)+)", message):
-        for option in dict.fromkeys(re.findall(r"(?:Option|Key) '([\w.]+)' is not (?:accepted|expected)", body)):
+    # a class inside another's init_args (model.init_args.net): the option is the innermost class's before it
+    seen: set[tuple[str, str]] = set()
+    for outer, body in re.findall(r"class_path '([\w.]+)':\n((?:\s{6,}.*\n?)+)", message):
+        for found in re.finditer(r"(?:Option|Key) '([\w.]+)' is not (?:accepted|expected)", body):
+            inner = re.findall(r"class_path '([\w.]+)'", body[: found.start()])
+            class_path, option = (inner[-1] if inner else outer), found.group(1)
+            if (class_path, option) in seen:
+                continue
+            seen.add((class_path, option))
             options = class_options(class_path)
-            hint = (
-                did_you_mean(option.rpartition(".")[2], options)
-                or f" {class_path.rpartition('.')[2]} takes: {', '.join(options)}."
-            )
+            name = class_path.rpartition(".")[2]
+            takes = f" {name} takes: {', '.join(options)}." if options else f" {name} takes no options."
+            hint = did_you_mean(option.rpartition(".")[2], options) or takes
             extra += f"\n  unknown option {option!r} of {class_path}.{hint}"
     for module, name in dict.fromkeys(re.findall(r"module '([\w.]+)' has no attribute '(\w+)'", message)):
         hint = did_you_mean(name, public_classes(module))
