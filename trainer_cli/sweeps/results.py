@@ -153,15 +153,16 @@ included), the metric and its mode: score, epochs and progress; in a sweep run h
 state, restarts, cost and goodput, which then come from the trial's files alone."""
 TRIALS_INDEX = ".trials-index.json"
 """The sweep directory's index of its trials' rows (:mod:`trainer_cli.rundir.index`, under the metric and its mode)."""
-_FROM_SLURM = ("state", "restarts", "cost", "cost_cell", "goodput", "goodput_cell")
+_FROM_ENGINE = ("state", "restarts", "cost", "cost_cell", "goodput", "goodput_cell")
 
 
 def _rows(
     record: dict[str, Any], monitor: str | None, mode: str, engines: Mapping[str, Scheduler] | None = None
 ) -> list[dict[str, Any]]:
     """Each trial's row (without its study state), in the record's order: read from the trial's summary where its
-    files are unchanged since a listing kept it there, else from its files (and Slurm: one ``scontrol`` and one
-    ``sacct`` call for the sweep) and kept. A sweep listed again opens one small file a trial and no checkpoint."""
+    files are unchanged since a listing kept it there, else from its files (and its engine: one ``describe`` and
+    one ``accounting`` call for the sweep) and kept. A sweep listed again opens one small file a trial and no
+    checkpoint."""
     from trainer_cli.job.status import last_epoch_line
 
     trials = record["trials"]
@@ -196,11 +197,11 @@ def _rows(
         rels.append(rel)
         if not isinstance(row, dict):
             newest = layout.newest_checkpoint(run_dir)  # epochs done; before the first checkpoint, as logged
-            logs = sorted(run_dir.glob("slurm-*.log"), key=lambda p: p.stat().st_mtime)
+            log = jobstate.read(run_dir).get("log")  # its job's output, as the engine's submission named it
             row = {
                 "score": metrics.best_value(run_dir, monitor, mode, own),
                 "epochs": newest.epochs_done if newest else metrics.summary(run_dir, own).epochs,
-                "progress": last_epoch_line(logs[-1]) if logs else "-",
+                "progress": last_epoch_line(Path(log)) if log else "-",
             }
         rows.append({"trial": trial["index"], "values": trial.get("values", {}), **row, "run_dir": str(run_dir)})
     todo = [i for i, row in enumerate(rows) if submitted or "cost" not in row]
@@ -209,7 +210,7 @@ def _rows(
         rows[i] |= {"state": state, "restarts": restarts, "cost": cost.as_json(), "cost_cell": cost.cell()}
         rows[i] |= _goodput(Path(rows[i]["run_dir"]), cost)
         files_only = not submitted and cost.source == NO_COST  # nothing outside the trial's files
-        part = {k: rows[i][k] for k in ("score", "epochs", "progress", *(_FROM_SLURM if files_only else ()))}
+        part = {k: rows[i][k] for k in ("score", "epochs", "progress", *(_FROM_ENGINE if files_only else ()))}
         part = json.loads(json.dumps(part, default=str))
         own = kept[i]
         if own is not None and part != parts[i]:
