@@ -153,6 +153,7 @@ def _handlers_under_slurm(monkeypatch: pytest.MonkeyPatch, callbacks: list[objec
         monkeypatch.setenv(key, value)
     previous = signal.getsignal(signal.SIGUSR1)
     probe = _HandlerAtTrainStart()
+    environ = dict(os.environ)
     try:
         assert requeue_signal.install()
         ours = signal.getsignal(signal.SIGUSR1)
@@ -164,6 +165,14 @@ def _handlers_under_slurm(monkeypatch: pytest.MonkeyPatch, callbacks: list[objec
     finally:
         requeue_signal.uninstall()
         signal.signal(signal.SIGUSR1, previous)
+        # a DDP strategy's process group, and the MASTER_PORT Lightning's SLURMEnvironment writes into os.environ
+        # (15001 for job 1): left behind, every later DDP run of this pytest worker took that one port
+        import torch.distributed
+
+        if torch.distributed.is_available() and torch.distributed.is_initialized():
+            torch.distributed.destroy_process_group()
+        os.environ.clear()
+        os.environ.update(environ)
 
 
 def test_lightning_leaves_the_handler_train_installs_first(monkeypatch: pytest.MonkeyPatch) -> None:
@@ -202,6 +211,7 @@ def test_auto_requeue_turned_off_gives_the_signal_its_default_action(monkeypatch
     _, seen, _ = _handlers_under_slurm(monkeypatch, [SynchronizedRequeue()], default_root_dir=tmp_path,
                                        plugins=[SLURMEnvironment(auto_requeue=False)], strategy="ddp")
     assert seen is signal.SIG_DFL and not requeue_signal.installed()
+    assert "MASTER_PORT" not in os.environ, "the in-process DDP run's port stays with it"
 
 
 def test_no_requeue_signal_outside_a_batch_job(monkeypatch: pytest.MonkeyPatch) -> None:
