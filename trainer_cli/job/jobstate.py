@@ -35,10 +35,6 @@ requeues, resubmits, or stops at the cap (:func:`trainer_cli.schedulers.slurm.ba
 
 def now() -> str:
     """This moment as the record writes it (UTC, ISO 8601, to the second)."""
-    return _now()
-
-
-def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 

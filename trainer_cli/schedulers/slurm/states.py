@@ -89,8 +89,13 @@ def _summarise(entries: list[dict[str, str]], source: str = "scontrol") -> JobSt
     elapsed = max((e.get("RunTime", "-") for e in entries), key=lambda t: time_limit_s(t) or 0)
     scripts = {e["Command"] for e in entries if e.get("Command", "").startswith("/")}
     run_dir = str(Path(scripts.pop()).parent) if len(scripts) == 1 else ""
-    nodes = ",".join(dict.fromkeys(e.get("NodeList", "") for e in entries if e.get("NodeList", "") not in _NO_VALUE))
+    nodes = _node_list(entries)
     return JobStatus(state, restarts, elapsed, source, why(entries), nodes, run_dir)
+
+
+def _node_list(entries: list[dict[str, str]]) -> str:
+    """The nodes of ``entries`` (``scontrol``'s ``NodeList`` fields, each once, in order), comma-joined."""
+    return ",".join(dict.fromkeys(e.get("NodeList", "") for e in entries if e.get("NodeList", "") not in _NO_VALUE))
 
 
 def ended_cause(fields: dict[str, str]) -> str:
@@ -116,7 +121,7 @@ def why(entries: list[dict[str, str]]) -> str:
     pending = [e for e in entries if e.get("JobState") == "PENDING"]
     running = [e for e in entries if e.get("JobState") in _RUNNING]
     parts: list[str] = []
-    nodes = ",".join(dict.fromkeys(e.get("NodeList", "") for e in running if e.get("NodeList", "") not in _NO_VALUE))
+    nodes = _node_list(running)
     if nodes:
         parts.append(f"on {nodes}")
     if pending:
