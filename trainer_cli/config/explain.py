@@ -11,6 +11,7 @@ shown as the user's frames and the exception (:func:`user_code_error`), not as a
 
 from __future__ import annotations
 
+import os
 import re
 import sys
 import traceback
@@ -281,6 +282,9 @@ def as_user_error(err: Exception, ckpt_path: str | None = None, layers: Layers |
         # Lightning's EarlyStopping (strict) after a validation: the config's monitor names a metric the model
         # does not log (a preset written for val/loss on a model that logs val_loss); its message lists them
         return UserError(f"{str(err).strip()} (set the EarlyStopping callback's monitor in the config)")
+    port_in_use = _rendezvous_port_in_use(err)
+    if port_in_use is not None:
+        return port_in_use
     if isinstance(err, RuntimeError) and "Error(s) in loading state_dict" in str(err):
         lines = [ln.strip() for ln in str(err).splitlines() if ln.strip()]
         return UserError(
@@ -297,6 +301,30 @@ def as_user_error(err: Exception, ckpt_path: str | None = None, layers: Layers |
             return UserCodeError(f"{where}: {report}" if where else report)
         return UserError(f"{where}: {err}" if where else str(err))
     return None
+
+
+_ADDRESS_IN_USE = re.compile(r"EADDRINUSE|address already in use", re.I)
+_PORT = re.compile(r"\bport: (\d+)|:(\d+) \(errno")
+
+
+def _rendezvous_port_in_use(err: Exception) -> UserError | None:
+    """torch.distributed's rendezvous could not listen on its port, another process holds it
+    (``DistNetworkError: The server socket has failed to listen on any local network address. port:
+    29555, ..., name: EADDRINUSE``): which port (the message's, else ``MASTER_PORT``'s), on which
+    ``MASTER_ADDR``, and how to choose another. None for any other error."""
+    import torch.distributed
+
+    network_error = getattr(torch.distributed, "DistNetworkError", RuntimeError)  # torch built without distributed
+    if not isinstance(err, network_error) or not _ADDRESS_IN_USE.search(str(err)):
+        return None
+    named = _PORT.search(str(err))
+    port = next((g for g in named.groups() if g), None) if named else os.environ.get("MASTER_PORT")
+    address = os.environ.get("MASTER_ADDR")
+    on = f" on {address} (MASTER_ADDR)" if address else ""
+    return UserError(
+        f"DDP could not start: its rendezvous port {port or '(unknown)'} (MASTER_PORT){on} is already in use by "
+        f"another process; unset MASTER_PORT so that Lightning picks a free port, or set MASTER_PORT to a free one"
+    )
 
 
 _GIVEN_CLASS = re.compile(r"^Given value: Namespace\(class_path='([\w.]+)'", re.M)

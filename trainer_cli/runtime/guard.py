@@ -5,6 +5,7 @@ settings put back afterwards, and a failure said as the user's error it stands f
 from __future__ import annotations
 
 import sys
+import time
 import warnings
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -43,8 +44,10 @@ def explain_failure(err: Exception, run: Run, layers: Layers | None) -> UserErro
     (its traceback is kept). A run directory this start made is removed when it trained nothing and
     saved no checkpoint; one that trained is kept, whatever the error (:func:`remove_or_say_kept`). For
     both entries: ``train`` (:func:`trainer_cli.runtime.verbs.building_cli`) and a user's script
-    (:class:`TrainerCLI` from the command line)."""
+    (:class:`TrainerCLI` from the command line). The rank processes this one launched are ended first
+    when its process group never formed (:func:`_end_ranks_left_waiting`)."""
     started = run.trained  # a crash in training keeps its logs
+    _end_ranks_left_waiting(run)
     if is_disk_full(err):  # the run's records, logs or metrics (a checkpoint's own error is a UserError already)
         user_error: UserError | None = disk_full_error(err, run.path)
     elif isinstance(err, LockTimeout):  # a record's lock (trainer_cli.atomic): its message is the line
@@ -53,6 +56,32 @@ def explain_failure(err: Exception, run: Run, layers: Layers | None) -> UserErro
         user_error = as_user_error(err, run.ckpt_path, layers) or (None if started else user_code_error(err))
     remove_or_say_kept(run)  # a run that trained is kept, crashed or not
     return user_error
+
+
+def _end_ranks_left_waiting(run: Run) -> None:
+    """The rank processes this process launched (Lightning's subprocess launcher: ``train fit`` with
+    DDP on one machine) are ended when this process fails before its process group formed (its
+    rendezvous failed: the port was taken): they would wait for it in theirs until the group's
+    timeout (30 minutes), holding the terminal and the job. Nothing of theirs is lost: no rank
+    trains or saves before the group forms. They are taken from the launcher's list first, so that
+    Lightning's observer of the ranks (which kills this process when one ends with an error) does
+    not see them end."""
+    launcher = getattr(getattr(run.trainer, "strategy", None), "launcher", None)
+    procs = getattr(launcher, "procs", None)
+    if not procs or not isinstance(procs, list):
+        return
+    import torch.distributed
+
+    if torch.distributed.is_available() and torch.distributed.is_initialized():
+        return
+    ranks = list(procs)
+    procs.clear()
+    for proc in ranks:  # SIGKILL, as Lightning's observer ends them: a rank blocked in torch's rendezvous
+        proc.kill()  # may not act on SIGTERM, and one that does would print a line of its own (stopped by SIGTERM)
+    deadline = time.monotonic() + 10  # one not ended by then (stuck in the kernel) ends without this process
+    for proc in ranks:
+        while proc.poll() is None and time.monotonic() < deadline:
+            time.sleep(0.05)
 
 
 def remove_or_say_kept(run: Run) -> None:
