@@ -10,7 +10,7 @@ A page's ``<!-- generated: NAME -->`` line is replaced by:
 - ``dependencies``: the package's dependencies and their versions, read from ``pyproject.toml``;
 - ``slurm_fields``: every Slurm command the launcher runs and each field it reads of its output, what for,
   what it does when the command cannot answer, and the Slurm versions tested
-  (:func:`trainer_cli.job.slurm_output.reference_table`, from the reader's own field lists);
+  (:func:`trainer_cli.schedulers.slurm.output.reference_table`, from the reader's own field lists);
 - ``slurm_options``: every option of ``train submit``'s ``slurm:`` section (``--slurm.*``), read with
   ``ast`` from the source of :class:`trainer_cli.schedulers.slurm.options.SlurmOptions`: each field's name, type,
   default and attribute docstring.
@@ -177,7 +177,7 @@ def dependencies() -> str:
 
 
 def slurm_fields() -> str:
-    from trainer_cli.job.slurm_output import reference_table
+    from trainer_cli.schedulers.slurm.output import reference_table
 
     return reference_table().rstrip("\n")
 

@@ -25,7 +25,7 @@ import pytest
 from support import REPO
 
 from trainer_cli.config.request import Request
-from trainer_cli.job.slurm_output import job_state
+from trainer_cli.schedulers.slurm.output import job_state
 from trainer_cli.schedulers.slurm import submit as submit_mod
 
 LOCAL_SLURM = REPO / "scripts" / "local-slurm"

@@ -17,7 +17,7 @@ import pytest
 from slurm_support import LOCAL_PROFILE, slurm_cluster, slurm_queries, wait_for_state  # noqa: F401 - fixtures
 from support import DIGITS, run_train
 
-from trainer_cli.job.slurm_output import parsable
+from trainer_cli.schedulers.slurm.output import parsable
 from trainer_cli.schedulers.slurm.cluster import Association, accounting_problems, associations_of, qos_of
 from trainer_cli.schedulers.slurm.options import SlurmOptions
 

@@ -16,6 +16,7 @@ from support import DIGITS, REPO
 from test_submit_render import LOCAL_PROFILE, _args, _as_from_a_shell, _check_golden, _normalise, plan  # noqa: F401 - a fixture
 
 from trainer_cli.errors import UserError
+from trainer_cli.schedulers.slurm import JOB_STEPS
 from trainer_cli.schedulers.slurm.container import install_helpers
 
 GPU = ["--trainer.accelerator", "gpu", "--trainer.num_nodes", "2", "--trainer.devices", "4"]
@@ -110,3 +111,12 @@ def test_job_steps_run_by_a_bare_host_python(tmp_path: Path) -> None:
                           capture_output=True, text=True, env=env)  # fmt: skip
     assert lock.returncode == 0 and lock.stdout.startswith(str(copy)), lock.stderr
     assert not os.path.exists(copy / "trainer_cli" / "runtime"), "only the job steps are copied"
+    # every in-job module of the copy imports there (what the steps import when Slurm is asked, the watchdog)
+    names = [f"trainer_cli.schedulers.slurm.{name}" for name in JOB_STEPS]
+    names += [f"trainer_cli.job.{p.stem}" for p in (copy / "trainer_cli" / "job").glob("*.py") if p.stem != "__init__"]
+    imported = subprocess.run([bare, "-s", "-c", f"import importlib\nfor n in {names!r}: importlib.import_module(n)"],
+                              capture_output=True, text=True, env=env)  # fmt: skip
+    assert imported.returncode == 0, imported.stderr
+    watchdog = subprocess.run([bare, "-s", "-m", "trainer_cli.schedulers.slurm.watchdog", str(run), "watch"],
+                              capture_output=True, text=True, env=env)  # fmt: skip
+    assert watchdog.returncode == 0 and not watchdog.stderr, watchdog.stderr  # no TRAINER_CLI_PROGRESS: no watch

@@ -20,7 +20,7 @@ from trainer_cli.plots import plot_timeline
 from trainer_cli.rundir import goodput
 
 # job 106: preempted (32 s), requeued and failed before a step (10 s), requeued and completed (43 s);
-# every field of the launcher's sacct -D -X -o FIELDS (trainer_cli.job.slurm_output.READS['sacct'])
+# every field of the launcher's sacct -D -X -o FIELDS (trainer_cli.schedulers.slurm.output.READS['sacct'])
 ROWS = """\
 106|106|REQUEUED|2026-11-27T18:28:00|2026-11-27T18:28:01|2026-11-27T18:28:33|32|billing=2,cpu=2,node=1|00:00:32|0:0|node1
 106|106|REQUEUED|2026-11-27T18:28:33|2026-11-27T18:28:37|2026-11-27T18:28:47|10|billing=2,cpu=2,node=1|00:00:10|1:0|node2

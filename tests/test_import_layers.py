@@ -185,7 +185,7 @@ def test_launcher_help_imports_no_torch(args: list[str]) -> None:
     assert proc.stdout.strip()
 
 
-# Slurm commands run only through trainer_cli.job.slurm_commands: tests/test_slurm_reader.py (its guard sees a
+# Slurm commands run only through trainer_cli.schedulers.slurm.commands: tests/test_slurm_reader.py (its guard sees a
 # command in a variable, importlib and os.system too).
 
 
@@ -237,10 +237,22 @@ ALLOWED_UPWARD: set[tuple[str, str]] = set()
 MAX_ROOT_MODULES = 9
 
 
+# Each engine's in-job side lives in the engine's folder (all of Slurm in one place) but runs inside a job,
+# where the job layer calls it (trainer_cli.job.scheduler.IN_JOB): it sits in the job layer, standard
+# library only at import, and may import no higher layer. The engine's __init__ modules that importing it
+# runs are held to the same rule (test_the_in_job_sides_import_only_the_job_layer).
+IN_JOB_SIDES = {
+    "trainer_cli.schedulers.slurm.in_job": "trainer_cli.job",
+    "trainer_cli.schedulers.slurm.commands": "trainer_cli.job",
+    "trainer_cli.schedulers.slurm.output": "trainer_cli.job",
+}
+
+
 def layer_of(module: str) -> int:
-    """The index in :data:`LAYERS` of ``module``'s first-level folder or root module."""
+    """The index in :data:`LAYERS` of ``module``'s first-level folder or root module (an in-job side's:
+    :data:`IN_JOB_SIDES`)."""
     parts = module.split(".")
-    place = ".".join(parts[:2])
+    place = IN_JOB_SIDES.get(module) or ".".join(parts[:2])
     assert place in LAYERS, f"{module} is in no layer: add {place} to LAYERS"
     return LAYERS.index(place)
 
@@ -270,6 +282,32 @@ def test_no_module_imports_a_higher_layer() -> None:
     assert unexpected == [], "imports from a lower layer to a higher one:\n" + "\n".join(unexpected)
     upward = set(upward_imports(graph))
     assert upward == ALLOWED_UPWARD, f"an allowed upward edge is gone: remove it from ALLOWED_UPWARD ({upward ^ ALLOWED_UPWARD})"
+
+
+def test_the_in_job_sides_are_the_seams_and_import_only_the_job_layer() -> None:
+    """The seam's table of in-job sides names exactly the modules placed in the job layer here (with what
+    they import of the engine's folder), and importing one runs nothing above the job layer: no higher
+    module, and the engine folders' ``__init__`` import only the job layer and the foundations."""
+    from trainer_cli.job.scheduler import IN_JOB
+
+    graph = import_graph()
+    closure, todo = set(), list(IN_JOB.values())
+    while todo:
+        module = todo.pop()
+        if module not in closure:
+            closure.add(module)
+            todo += [d for d in graph[module] if d.startswith("trainer_cli.schedulers")]
+    assert closure == set(IN_JOB_SIDES)
+    code = (
+        "import importlib, sys\n"
+        f"for name in {sorted(IN_JOB.values())!r}:\n    importlib.import_module(name)\n"
+        "print('\\n'.join(m for m in sys.modules if m.startswith('trainer_cli')))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    ran = set(proc.stdout.split()) - {"trainer_cli", "trainer_cli.schedulers", "trainer_cli.schedulers.slurm"}
+    above = sorted(m for m in ran if layer_of(m) > LAYERS.index("trainer_cli.job"))
+    assert above == [], f"importing an in-job side runs modules above the job layer: {above}"
 
 
 def test_the_layer_rule_sees_an_upward_import(tmp_path: Path) -> None:
@@ -304,6 +342,7 @@ IMPORTS_BY_COMPUTED_NAME = {
     ("trainer_cli.schedulers.slurm.probe", "_code_check"): "the modules of the run's class paths (doctor: does the code import)",
     ("trainer_cli.__main__", "_import_verb"): "a verb's module, named in TARGETS (strings the graph reads)",
     ("trainer_cli.callbacks", "__getattr__"): "a callback's module, named in _MODULES (strings the graph reads)",
+    ("trainer_cli.job.scheduler", "in_job_side"): "an engine's in-job side, named in IN_JOB (strings the graph reads)",
 }
 
 

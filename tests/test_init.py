@@ -24,7 +24,7 @@ from support import DIGITS, quiet_args, run_train
 
 from trainer_cli.__main__ import main
 from trainer_cli.config.paths import configs_dir
-from trainer_cli.job.slurm_output import READS, key_values, parsable, time_limit_s
+from trainer_cli.schedulers.slurm.output import READS, key_values, parsable, time_limit_s
 from trainer_cli.schedulers.slurm import site_profile
 from trainer_cli.schedulers.slurm.cluster import accounting_problems, associations_of, mem_mb, missing_setup_files, parse_cluster, problems_with, qos_of
 from trainer_cli.schedulers.slurm.options import SlurmOptions

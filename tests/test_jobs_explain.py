@@ -25,7 +25,7 @@ from slurm_support import (  # noqa: F401 - a fixture
 )
 from support import DIGITS, run_train
 
-from trainer_cli.job.slurm_output import array_task_ids, key_values
+from trainer_cli.schedulers.slurm.output import array_task_ids, key_values
 from trainer_cli.job import jobstate
 from trainer_cli.job.status import with_run_record
 from trainer_cli.launch.job_detail import detail

@@ -11,7 +11,7 @@ from pathlib import Path
 from slurm_support import LOCAL_PROFILE, slurm_cluster  # noqa: F401 - a fixture
 from support import DIGITS, run_train
 
-from trainer_cli.job.slurm_output import key_values
+from trainer_cli.schedulers.slurm.output import key_values
 from trainer_cli.schedulers.slurm.reservations import expand_hostlist, maintenance_problems, parse_reservations
 
 SAMPLE = (

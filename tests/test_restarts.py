@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from trainer_cli.schedulers.slurm import batch
+from trainer_cli.job.context import JobContext
+from trainer_cli.schedulers.slurm import batch, in_job
 from trainer_cli.job import jobstate, ports, requeue_signal, restarts, task_output
-from trainer_cli.job.slurm_output import key_values
+from trainer_cli.schedulers.slurm.output import key_values
 from trainer_cli.launch.jobs import JobStatus, failure_note, restarts_cell
 
 # `scontrol show job -o` of a running job on the local cluster (Slurm 22.05.8), paths shortened:
@@ -46,12 +47,12 @@ RUNNING_4S = (
 )
 def test_cause_from_the_time_the_job_had_left(changes: dict[str, str], delay_s: int, since_s: float, expected: tuple[str, int | None]) -> None:
     job = key_values(RUNNING_4S)[0] | changes
-    assert restarts.classify(job, delay_s, since_s) == expected
+    assert in_job.classify(job, delay_s, since_s) == expected
 
 
 def test_cause_unknown_without_scontrol() -> None:
-    assert restarts.classify({}, 120) == ("unknown", None)
-    assert restarts.cause_of_signal(None, 120, None) == ("unknown", None)
+    assert in_job.classify({}, 120) == ("unknown", None)
+    assert in_job.cause_of_signal(JobContext(), None) == ("unknown", None)  # outside a job: no job to ask of
 
 
 def _event(job_id: str, restart: int, cause: str, action: str) -> dict[str, object]:
@@ -337,7 +338,7 @@ def test_a_step_srun_could_not_start_requeues_within_the_cap(
         monkeypatch.setenv(name, value)
     calls: list[list[str]] = []
     monkeypatch.setattr(batch, "_slurm", lambda action, *args, **kwargs: calls.append([action.__name__, *args]) or "")
-    monkeypatch.setattr(restarts, "requeued_by_slurm", lambda job_id: None)
+    monkeypatch.setattr(batch, "requeued_by_itself", lambda job: None)
     records = tmp_path / ".tasks"
     records.mkdir()
     batch.started(tmp_path)
@@ -426,7 +427,7 @@ def test_a_step_that_fails_before_training_ends_the_job_failed_at_once(
         monkeypatch.setenv(name, value)
     calls: list[list[str]] = []
     monkeypatch.setattr(batch, "_slurm", lambda action, *args, **kwargs: calls.append([action.__name__, *args]) or "")
-    monkeypatch.setattr(restarts, "requeued_by_slurm", lambda job_id: None)
+    monkeypatch.setattr(batch, "requeued_by_itself", lambda job: None)
     (records / task_output.FILE_NAME).write_text(SRUN_MISSING_IMAGE)
     batch.started(tmp_path)
     assert batch.end_of_step(tmp_path, 1, records) == 1

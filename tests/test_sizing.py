@@ -27,7 +27,7 @@ from support import DIGITS, REPO, quiet_args, run_train
 
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate, restarts
-from trainer_cli.job.slurm_output import time_limit_s
+from trainer_cli.schedulers.slurm.output import time_limit_s
 from trainer_cli.schedulers.slurm import sizing
 from trainer_cli.rundir import attempts, history
 

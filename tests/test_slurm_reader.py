@@ -1,4 +1,4 @@
-"""The one reader of Slurm (trainer_cli.job.slurm_commands runs, trainer_cli.job.slurm_output reads):
+"""The one reader of Slurm (trainer_cli.schedulers.slurm.commands runs, trainer_cli.schedulers.slurm.output reads):
 its parsers on output captured from the local cluster (tests/slurm_outputs/22.05, Slurm 22.05.8), a
 record missing a field and one with a field no version the launcher knows has; `train jobs` with an
 sacct that hangs or fails (a fake `sacct` on PATH: the thing under test is the launcher's handling);
@@ -18,14 +18,15 @@ import pytest
 from support import REPO
 
 from trainer_cli.job import restarts
-from trainer_cli.job.slurm_output import READS, job_state, key_values, parsable, reference_table
+from trainer_cli.schedulers.slurm import in_job
+from trainer_cli.schedulers.slurm.output import READS, job_state, key_values, parsable, reference_table
 from trainer_cli.schedulers.slurm import accounting as sacct
 from trainer_cli.schedulers.slurm.cluster import associations_of, parse_cluster, qos_of
 from trainer_cli.schedulers.slurm.reservations import parse_reservations
 
 CAPTURED = Path(__file__).parent / "slurm_outputs" / "22.05"
 PACKAGE = REPO / "trainer_cli"
-READER = {"trainer_cli/job/slurm_commands.py"}
+READER = {"trainer_cli/schedulers/slurm/commands.py"}
 SLURM_COMMANDS = {"sbatch", "srun", "salloc", "squeue", "scontrol", "sacct", "sacctmgr", "scancel", "sinfo", "sstat",
                   "sprio", "sshare", "sattach", "sbcast", "strigger", "sreport", "sdiag"}
 
@@ -53,7 +54,7 @@ def test_a_record_missing_a_field_and_one_with_an_unknown_field() -> None:
     lacking = " ".join(f"{k}={v}" for k, v in done.items() if k not in ("PreemptTime", "RunTime"))
     [job] = key_values(lacking)
     assert job.get("PreemptTime") is None and job.get("RunTime") is None and job["TimeLimit"] == "00:10:00"  # 416's
-    assert restarts.classify(job, 60) == (restarts.PREEMPTED, None)  # no time left known: not taken for a time limit
+    assert in_job.classify(job, 60) == (restarts.PREEMPTED, None)  # no time left known: not taken for a time limit
     [extra] = key_values(_captured("scontrol_show_job.txt").splitlines()[0].replace(" Reason=", " SchedNodeList24=node9 Reason="))
     assert extra.pop("SchedNodeList24") == "node9" and extra == done
     # sacct: a Slurm without AllocTRES (asked for no more, slurm_commands._fields): the cost is unknown, not 0
@@ -171,7 +172,7 @@ SPAWNERS = {
     "trainer_cli/schedulers/snapshot.py": "git: the code snapshot",
     "trainer_cli/sweeps/local.py": "train fit: a local sweep's trials",
     "trainer_cli/schedulers/slurm/doctor.py": "python -m trainer_cli.schedulers.slurm.probe: train doctor --local's ranks",
-    "trainer_cli/job/progress.py": "py-spy on this node (on another: slurm_commands.srun_overlap)",
+    "trainer_cli/schedulers/slurm/watchdog.py": "py-spy on this node (on another: commands.srun_overlap)",
     "trainer_cli/schedulers/ray/driver.py": "train fit (a Ray job's ranks, each a process on its node)",
 }
 """The modules outside the reader that start processes, each for a program that is not Slurm's."""
@@ -192,6 +193,12 @@ def slurm_offences(where: str, source: str) -> list[str]:
     command built in a variable is still one); the reader's private functions."""
     tree = ast.parse(source, where)
     spawns = []
+    reader = {"slurm_commands"}  # the names the reader's module is bound to here (an alias too)
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ImportFrom) and (node.module or "").endswith("slurm"):
+            reader |= {a.asname or a.name for a in node.names if a.name == "commands"}
+        elif isinstance(node, ast.Import):
+            reader |= {a.asname or a.name for a in node.names if a.name.endswith("slurm.commands")}
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             spawns += [f"import {a.name}" for a in node.names if a.name in _SPAWN_MODULES]
@@ -210,10 +217,10 @@ def slurm_offences(where: str, source: str) -> list[str]:
                 attr = node.args[1]
                 if isinstance(attr, ast.Constant) and str(attr.value).startswith(_OS_SPAWN):
                     spawns.append(f"getattr(os, {attr.value!r})")
-        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and ast.unparse(node.value).endswith("slurm_commands"):
-            spawns.append(f"slurm_commands.{node.attr} (the reader's own)")
-        elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith("slurm_commands"):
-            spawns += [f"slurm_commands.{a.name} (the reader's own)" for a in node.names if a.name.startswith("_")]
+        elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and ast.unparse(node.value) in reader:
+            spawns.append(f"{ast.unparse(node.value)}.{node.attr} (the reader's own)")
+        elif isinstance(node, ast.ImportFrom) and (node.module or "").endswith(("slurm_commands", "slurm.commands")):
+            spawns += [f"{node.module}.{a.name} (the reader's own)" for a in node.names if a.name.startswith("_")]
     offences = [f"{where}:{s}" for s in spawns if "reader's own" in s or where not in SPAWNERS]
     if spawns:
         offences += [f"{where}:{c.lineno}: {c.value!r}" for c in _strings(tree)
@@ -238,7 +245,9 @@ def test_no_module_but_the_reader_runs_a_slurm_command() -> None:
     "from subprocess import run as r\nr(words)\n",
     "import os\nos.system('scontrol show job')\n",
     "import os\ngetattr(os, 'popen')(line)\n",
-    "from trainer_cli.job import slurm_commands\nslurm_commands._stdout(['scancel', '1'])\n",
+    "from trainer_cli.schedulers.slurm import commands as slurm_commands\nslurm_commands._stdout(['scancel', '1'])\n",
+    "from trainer_cli.schedulers.slurm import commands\ncommands._stdout(['scancel', '1'])\n",
+    "from trainer_cli.schedulers.slurm.commands import _stdout\n_stdout(['scancel', '1'])\n",
 ])
 def test_the_guard_sees_each_way_round_the_reader(source: str) -> None:
     assert slurm_offences("trainer_cli/tools/x.py", source)

@@ -37,7 +37,7 @@ from support import REPO
 from test_slurm_cluster import _submit
 
 from trainer_cli.job import restarts
-from trainer_cli.job.slurm_output import time_limit_s
+from trainer_cli.schedulers.slurm.output import time_limit_s
 from trainer_cli.launch import cancel as cancel_verb
 from trainer_cli.launch import jobs
 from trainer_cli.rundir import run_cost

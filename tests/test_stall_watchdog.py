@@ -1,4 +1,5 @@
-"""The stall watchdog's rules without a cluster (trainer_cli.job.progress): what a rank notes, when
+"""The stall watchdog's rules without a cluster (trainer_cli.job.progress, its watchdog in
+trainer_cli.schedulers.slurm.watchdog): what a rank notes, when
 the notes read as a stall, the default timeout, and the stack dump a rank gives on SIGWINCH."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import time
 from pathlib import Path
 
 from trainer_cli.job import progress
+from trainer_cli.schedulers.slurm import watchdog
 
 
 def _beat(rank: int, age_s: float, phase: str = "train", step_s: float | None = 0.1, now: float = 1000.0) -> dict:
@@ -83,7 +85,7 @@ def test_pyspy_reads_a_stopped_rank_where_installed() -> None:
     try:
         time.sleep(0.5)
         os.kill(child.pid, signal.SIGSTOP)
-        dump = progress.pyspy_dump({"pid": child.pid, "node": progress.node_name()}, "0")
+        dump = watchdog.pyspy_dump({"pid": child.pid, "node": progress.node_name()}, "0")
         if not shutil.which("py-spy"):
             assert dump is None
             pytest.skip("py-spy is not installed: only its absence is checked")

@@ -350,7 +350,7 @@ def test_step_start_timeout_bounds_every_srun_of_the_tasks(tmp_path: Path) -> No
         assert subprocess.run(["bash", "-n"], input=text, text=True, capture_output=True).returncode == 0, name
     for text in (job.script_text, sweep, workers):
         assert "export TRAINER_CLI_STEP_START_TIMEOUT_S=30\n" in text
-        assert text.count('-m trainer_cli.job.progress "$run_dir" watch &\n') == 1 and 'kill "$watchdog"' in text
+        assert text.count('-m trainer_cli.schedulers.slurm.watchdog "$run_dir" watch &\n') == 1 and 'kill "$watchdog"' in text
     # a worker's trial: stdout to the trial's log, stderr there through task_output (its head kept, fit_step.j2)
     assert 'fit --config "$run_dir/config.yaml" --run_dir "$run_dir" >>"$run_dir/slurm-${SLURM_ARRAY_JOB_ID}_${task}.log" || rc=$?' in workers
     assert '-m trainer_cli.job.task_output 2>>"$run_dir/slurm-${SLURM_ARRAY_JOB_ID}_${task}.log" 4>&-)' in workers

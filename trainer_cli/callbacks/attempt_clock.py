@@ -164,7 +164,7 @@ class AttemptClock(pl.Callback):
             job_field: dict[str, Any] = {
                 "scheduler": context.scheduler,
                 "job_id": jobstate.this_job_id(),  # the array's id in an array task: as job.json names it
-                "task": jobstate.scontrol_id(),  # this task alone (<array>_<task>): its own allocation in sacct
+                "task": context.own_id,  # this task alone (<array>_<task>): its own allocation in sacct
                 "restart": jobstate.policy().count,
             }
             info[JOB_FIELD] = job_field

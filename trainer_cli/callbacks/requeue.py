@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 from typing import Any
@@ -10,8 +9,10 @@ from typing import Any
 import lightning.pytorch as pl
 from lightning.fabric.utilities.rank_zero import rank_zero_only
 
+from trainer_cli.job import context as job_context
 from trainer_cli.job import jobstate, requeue_signal, stop_signals
 from trainer_cli.job import restarts as restarts_log
+from trainer_cli.job.scheduler import in_job_side
 
 HPC_CKPT = re.compile(r"hpc_ckpt_(\d+)\.ckpt(\.used)?")  # .used: retired once resumed from (trainer_cli.rundir.policy)
 
@@ -104,13 +105,13 @@ class SynchronizedRequeue(pl.Callback):
             logger.finalize("finished")  # the metrics so far are on disk
         path = trainer.strategy.broadcast(str(next_hpc_checkpoint(run_dir)))
         trainer.save_checkpoint(path)  # every rank takes part, at the same step
-        if (
-            trainer.is_global_zero
-        ):  # time limit or preemption, from the time the job had left (trainer_cli.job.restarts)
-            delay_s = int(os.environ.get(restarts_log.ENV_SIGNAL_DELAY_S) or 0)
-            cause, left_s = restarts_log.cause_of_signal(jobstate.scontrol_id(), delay_s, requeue_signal.received_at())
+        if trainer.is_global_zero:  # time limit or preemption, as the scheduler's in-job side tells them apart
+            job = job_context.current()
+            side = in_job_side(job)
+            signalled_at = requeue_signal.received_at()
+            cause, left_s = side.cause_of_signal(job, signalled_at) if side else (restarts_log.UNKNOWN, None)
             request = {"cause": cause, "seconds_left": left_s, "step": trainer.global_step, "checkpoint": path,
-                       "signalled_at": requeue_signal.received_at()}  # fmt: skip
+                       "signalled_at": signalled_at}  # fmt: skip
             jobstate.update(run_dir, requeue_request=request)  # read by the batch script's `batch end`
             _say(
                 f"SIGUSR1 at step {trainer.global_step}: saved {path}; training stops, the batch script restarts the "

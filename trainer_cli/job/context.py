@@ -108,6 +108,14 @@ class JobContext:
         return self.job_id is not None
 
     @property
+    def own_id(self) -> str | None:
+        """The id that names this job alone, as the scheduler's commands take it (Slurm's ``scontrol
+        requeue``, ``show job``, its accounting of the task): ``<array id>_<task id>`` for a task of a job
+        array (the array's bare id names every task of it), else :attr:`job_id`; None outside a job."""
+        array, task = self.array_job_id, self.array_task_id
+        return f"{array}_{task}" if array and task is not None else self.job_id
+
+    @property
     def multi_task(self) -> bool:
         """Whether the process is one of several that the scheduler started together for the job (each
         with its rank: Slurm's ``srun`` tasks, the Ray engine's workers)."""

@@ -68,14 +68,6 @@ def runs_in(run_dir: Path) -> bool:
     return job is not None and job in (str(record.get("job_id")), str(record.get("test_job_id")))
 
 
-def scontrol_id() -> str | None:
-    """The id that names this job alone to ``scontrol`` (``requeue``, ``show job``): ``<array id>_<task id>``
-    for a task of a job array (a bare id that is the array's names every task of it), else ``SLURM_JOB_ID``."""
-    job = context.current()
-    array, task = job.array_job_id, job.array_task_id
-    return f"{array}_{task}" if array and task is not None else job.job_id
-
-
 def policy(run_dir: Path | None = None) -> RestartPolicy:
     """The restart policy of this job (:class:`trainer_cli.job.restarts.RestartPolicy`): its
     restart count, and with ``run_dir`` the restarts of this submission that consumed the cap."""

@@ -99,23 +99,18 @@ def requested() -> bool:
 
 def requeue_in_progress() -> bool:
     """Whether this process's job is being requeued, so that its stop is not the end of the run:
-    it requeued itself (:func:`mark_requeued`), or Slurm did (a node failure, ``scontrol
-    requeue``): Slurm's restart count of the job is then past this run's ``SLURM_RESTART_COUNT``.
-    The second case is said in one line here, once."""
+    it requeued itself (:func:`mark_requeued`), or its scheduler is requeueing it by itself (Slurm: a
+    node failure, ``scontrol requeue``; :func:`trainer_cli.job.scheduler.in_job_side`). The second case
+    is said in one line here, once."""
     if _state["requeued"]:
         return True
-    if not expected() or context.current().scheduler != "slurm":  # (the only one that requeues by itself)
+    if not expected():
         return False
-    from trainer_cli.job.jobstate import scontrol_id  # standard library only, too
-    from trainer_cli.job.restarts import requeued_by_slurm
+    from trainer_cli.job.scheduler import in_job_side  # standard library only, too
 
-    job_id = scontrol_id() or context.current().job_id  # an array task: its own record, not every task's
-    job = requeued_by_slurm(job_id)
-    if job:
+    side = in_job_side(context.current())
+    line = side.requeued_by_itself(context.current()) if side is not None else None
+    if line:
         _state["requeued"] = True
-        print(
-            f"trainer-cli: Slurm requeued job {job_id} ({job.get('JobState', '?')}): it resumes on its own (restart "
-            f"{job.get('Restarts')})",
-            flush=True,
-        )
+        print(f"trainer-cli: {line}", flush=True)
     return bool(_state["requeued"])

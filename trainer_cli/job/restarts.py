@@ -1,27 +1,12 @@
-"""Why a run's Slurm job restarted: its time limit, or a preemption. One JSON line per event in
+"""Why a run's job restarted: its time limit, a preemption, a failure, a stall. One JSON line per event in
 ``<run>/restarts.jsonl``.
 
-Slurm sends the same SIGUSR1 before the time limit (``#SBATCH --signal=SIGUSR1@<signal_delay_s>``)
-and when an operator or the scheduler preempts a job (``scancel -s USR1``, or a preemption with
-``SlurmctldParameters=preempt_send_user_signal``, ``PreemptParameters=send_user_signal`` from Slurm
-23.02). They are told apart when the signal is acted on, from ``scontrol show job`` of the job itself:
+A scheduler's warning before it stops a job (Slurm's SIGUSR1 before the time limit or on a
+preemption) is told apart by the scheduler's in-job side (Slurm's:
+:func:`trainer_cli.schedulers.slurm.in_job.classify`) into the causes named here.
 
-- ``PreemptTime`` set: Slurm preempted the job (preempted). Seen on Slurm 22.05 with
-  ``PreemptMode=CANCEL`` and ``GraceTime=60``: the signal at once, ``PreemptTime`` set, ``EndTime``
-  moved to 60 s later while ``TimeLimit`` stays (so ``EndTime`` alone would read as a time limit);
-- else the time the job had left when the signal came (``TimeLimit - RunTime``, so independent of
-  clocks and time zones, and of time spent suspended) within ``signal_delay_s +``
-  :data:`EARLY_MARGIN_S`: Slurm's warning before the time limit (time limit). Slurm checks time
-  limits every 30 s and may signal up to 60 s early, seen here: ``--signal=USR1@60`` arrived with
-  77 s left;
-- else (more time left, or no time limit): someone or something else sent it (preempted).
-
-A signal sent by hand in the last ``signal_delay_s + 90`` seconds of a job counts as the time limit:
-the job was about to hit it anyway. Where ``scontrol`` cannot be asked the cause is ``unknown``.
-
-The cause is found by global rank 0 of the job (:class:`trainer_cli.callbacks.requeue.SynchronizedRequeue`), the
-log
-written by the batch script once the step ended (:func:`trainer_cli.schedulers.slurm.batch.end_of_step`)
+The cause is found by global rank 0 of the job (:class:`trainer_cli.callbacks.requeue.SynchronizedRequeue`),
+the log written by the batch script once the step ended (:func:`trainer_cli.schedulers.slurm.batch.end_of_step`)
 and read by ``train jobs``: ``RESTARTS 2 (1 time limit, 1 preempted)``.
 
 How many restarts a run may take is :class:`RestartPolicy`, the one place that counts them:
@@ -34,7 +19,6 @@ from __future__ import annotations
 
 import json
 import os
-import time
 from collections import Counter
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
@@ -42,8 +26,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.job import context, slurm_commands
-from trainer_cli.job.slurm_output import time_limit_s
+from trainer_cli.job import context
 
 EVENTS_FILE = "restarts.jsonl"
 TIME_LIMIT = "time limit"
@@ -57,7 +40,7 @@ STEP_KILLED = "step killed by Slurm"
 task) and the batch script requeued (:func:`trainer_cli.schedulers.slurm.batch.step_verdict`)."""
 STALL = "stall"
 """A step in which a rank made no training step for the stall timeout, ended by the batch script's
-watchdog (:mod:`trainer_cli.job.progress`) and requeued without the node of the stalled rank."""
+watchdog (:mod:`trainer_cli.schedulers.slurm.watchdog`) and requeued without the node of the stalled rank."""
 STEP_START = "step start timeout"
 """A step of which srun started no task within ``--slurm.step_start_timeout_s`` (``srun --immediate``:
 a node still busy or cleaning up after an earlier step, "Requested nodes are busy"), requeued by the
@@ -153,60 +136,6 @@ class RestartPolicy:
             f"--slurm.max_restarts {self.cap} allows (preemptions do not count): the run stops here, "
             f"ended by {ENDED_BY.get(cause, cause)}"
         )
-
-
-def requeued_by_slurm(job_id: str | None) -> dict[str, str] | None:
-    """Whether Slurm is requeueing ``job_id`` itself (a node failure, ``scontrol requeue`` by hand):
-    its restart count (``scontrol show job``) is past this process's ``SLURM_RESTART_COUNT``.
-
-    Returns:
-        The job's ``scontrol show job`` fields when it is, else None (also when scontrol cannot be asked).
-    """
-    if not job_id:
-        return None
-    job = slurm_commands.show_job(job_id)
-    restarts = str(job.get("Restarts"))
-    return job if restarts.isdigit() and int(restarts) > context.current().attempt else None
-
-
-def classify(job: dict[str, str], signal_delay_s: int, since_signal_s: float = 0.0) -> tuple[str, int | None]:
-    """The cause of a SIGUSR1 from the job's ``scontrol show job -o`` fields.
-
-    Args:
-        job: ``scontrol show job -o`` of the job (:func:`trainer_cli.job.slurm_commands.show_job`).
-        signal_delay_s: The job's ``--signal`` lead time in seconds (``--slurm.signal_delay_s``).
-        since_signal_s: Seconds between the signal and the moment ``job`` was read.
-
-    Returns:
-        ``(cause, seconds left when the signal came)``: cause :data:`TIME_LIMIT`, :data:`PREEMPTED`
-        or :data:`UNKNOWN` (``job`` empty); seconds None without a time limit.
-    """
-
-    if not job:
-        return UNKNOWN, None
-    limit_s, run_s = time_limit_s(job.get("TimeLimit") or ""), time_limit_s(job.get("RunTime") or "")
-    left_s = None if limit_s is None or run_s is None else max(limit_s - run_s, 0) + round(since_signal_s)
-    if job.get("PreemptTime", "None") not in ("None", "Unknown", ""):
-        return PREEMPTED, left_s
-    if left_s is not None and left_s <= signal_delay_s + EARLY_MARGIN_S:
-        return TIME_LIMIT, left_s
-    return PREEMPTED, left_s
-
-
-def cause_of_signal(job_id: str | None, signal_delay_s: int, signalled_at: float | None) -> tuple[str, int | None]:
-    """:func:`classify` for this job, asking ``scontrol show job -o JOB_ID`` now.
-
-    Args:
-        job_id: The job as scontrol names it alone (:func:`trainer_cli.job.jobstate.scontrol_id`: `<array id>_<task>`
-            for an array task).
-        signal_delay_s: The job's ``--signal`` lead time in seconds.
-        signalled_at: ``time.time()`` when the signal arrived (None: now).
-    """
-    job: dict[str, str] = {}
-    if job_id:
-        job = slurm_commands.show_job(job_id)
-    since = max(time.time() - signalled_at, 0.0) if signalled_at else 0.0
-    return classify(job, signal_delay_s, since)
 
 
 def record(run_dir: Path, **event: Any) -> None:

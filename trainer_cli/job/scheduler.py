@@ -15,11 +15,13 @@ keeps each job's engine (``scheduler`` in its line; a line without it is Slurm's
 
 from __future__ import annotations
 
+import importlib
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
+from trainer_cli.job.context import JobContext
 from trainer_cli.job.cost import Attempt
 from trainer_cli.job.status import JobStatus
 
@@ -29,6 +31,10 @@ SCHEDULER_NAMES = ("slurm", "ray")
 WITHOUT_ACCOUNTING = ("ray",)
 """The engines that keep no accounting of their jobs: a run's cost is read from its attempt records
 (:func:`trainer_cli.rundir.run_cost.record_attempts`), never asked of the engine."""
+IN_JOB = {"slurm": "trainer_cli.schedulers.slurm.in_job"}
+"""Each engine's in-job side (:class:`InJobSide`): what a process inside one of its jobs asks the engine of
+that job. Standard library only at import, as the job's own steps. An engine without one (Ray: it restarts
+a job's workers only when they failed) has nothing to ask."""
 JOB_FIELD = "job"
 """The field of a run's start records (``history.jsonl``, ``attempts/rank<N>.jsonl``) that names the job
 the start ran in: ``{"scheduler", "job_id", ...}``, null outside a job (:func:`recorded_job`)."""
@@ -112,3 +118,26 @@ class Scheduler(Protocol):
         (one pending now last, its start None and its wait so far); one call for many ids. None where the
         engine keeps no accounting here (a run's cost is then estimated from its own records)."""
         ...
+
+
+class InJobSide(Protocol):
+    """What a process inside a job asks its engine of that job (:data:`IN_JOB`)."""
+
+    def requeued_by_itself(self, job: JobContext) -> str | None:
+        """A line saying the engine is requeueing ``job`` by itself (Slurm: a node failure, ``scontrol
+        requeue``), so that the process's stop is not the run's end; None when it is not, or when the
+        engine cannot be asked."""
+        ...
+
+    def cause_of_signal(self, job: JobContext, signalled_at: float | None) -> tuple[str, int | None]:
+        """Why the engine sent ``job`` its requeue signal (:attr:`~trainer_cli.job.context.JobContext.requeue_signal`)
+        at ``signalled_at`` (``time.time()``; None: now): ``(cause, seconds the job had left)``, the cause one
+        of :mod:`trainer_cli.job.restarts` (time limit, preempted, unknown where the engine cannot be asked)."""
+        ...
+
+
+def in_job_side(job: JobContext) -> InJobSide | None:
+    """The in-job side of the engine ``job`` runs under (:data:`IN_JOB`); None outside a job or for an
+    engine without one."""
+    name = IN_JOB.get(job.scheduler or "")
+    return importlib.import_module(name) if name else None  # type: ignore[return-value]

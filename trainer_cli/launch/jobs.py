@@ -138,7 +138,7 @@ def job_rows(records: list[dict[str, Any]], engines: Engines) -> list[tuple[str,
 
 
 def stall_note(run_dir: Path, job_id: str) -> str:
-    """The latest stall of the job (:mod:`trainer_cli.job.progress`), or '': ``stalled (restart 0): rank 1
+    """The latest stall of the job (:mod:`trainer_cli.schedulers.slurm.watchdog`), or '': ``stalled (restart 0): rank 1
     on node2 at step 57, no step for 31 s, excluded node2; stacks in <run>/stalls/12-restart0``."""
     stall = jobstate.read(run_dir).get("stall")
     if not isinstance(stall, dict) or str(stall.get("job_id")) != job_id:

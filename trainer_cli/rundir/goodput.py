@@ -1,7 +1,7 @@
 """A run's measured time split into goodput and badput buckets, from its attempts' records.
 
 :func:`buckets` reads what the ranks measured (:mod:`trainer_cli.rundir.attempts`) and the stall
-records the batch script's watchdog wrote (:mod:`trainer_cli.job.progress`: ``stall`` in
+records the batch script's watchdog wrote (:mod:`trainer_cli.schedulers.slurm.watchdog`: ``stall`` in
 ``job.json``, and each stall's event in ``restarts.jsonl``), and gives, per attempt of global rank 0
 and over the run, seconds of:
 

@@ -9,9 +9,16 @@ maintenance), sweeps as job arrays and their workers
 doctor`` and the checks it runs in every task (:mod:`~trainer_cli.schedulers.slurm.probe`), ``train init``
 and the site profile, why a job waits (:mod:`~trainer_cli.schedulers.slurm.pending`).
 
-What the batch script runs around its ``srun`` step, with the standard library alone, is
-:mod:`~trainer_cli.schedulers.slurm.batch` (the job's start, and at its end the decision: done, failed,
-requeued, resubmitted). What runs inside the training process of a job (the requeue signal's record, the
-restart policy, the stall watchdog) and the one runner and reader of Slurm's commands are in
-:mod:`trainer_cli.job`, the lowest layer.
+What runs inside a job, with the standard library alone (the batch script runs it on a host without the
+launcher's packages: a container job's ``<run>/.launcher``), is :data:`JOB_STEPS`: the batch script's steps
+around its ``srun`` (:mod:`~trainer_cli.schedulers.slurm.batch`: the job's start, and at its end the
+decision: done, failed, requeued, resubmitted), the stall watchdog
+(:mod:`~trainer_cli.schedulers.slurm.watchdog`), what a process asks Slurm of the job it runs in
+(:mod:`~trainer_cli.schedulers.slurm.in_job`), and the one runner and reader of Slurm's commands
+(:mod:`~trainer_cli.schedulers.slurm.commands`, :mod:`~trainer_cli.schedulers.slurm.output`). What runs
+inside the training process whatever the engine (the requeue signal's record, the restart policy, the
+ranks' progress notes) is in :mod:`trainer_cli.job`, the lowest layer.
 """
+
+JOB_STEPS = ("batch", "watchdog", "in_job", "commands", "output")
+"""The modules of this folder that run inside a job (the module's description), standard library only."""

@@ -2,7 +2,7 @@
 (:meth:`trainer_cli.schedulers.slurm.engine.SlurmScheduler.accounting`) and as its ``describe`` reads the
 jobs the controller has forgotten (:mod:`trainer_cli.schedulers.slurm.states`).
 
-``sacct -D -X -P -n -j ID1,ID2,... -o`` its fields (:func:`trainer_cli.job.slurm_commands.sacct_attempts`,
+``sacct -D -X -P -n -j ID1,ID2,... -o`` its fields (:func:`trainer_cli.schedulers.slurm.commands.sacct_attempts`,
 read by name), one call for any number of jobs, gives one row per attempt of each job (``-D``: the
 attempts a requeue ended too, state ``REQUEUED``; without it only the last), and each row's ``AllocTRES``
 (``billing=1,cpu=2,gres/gpu=1,mem=0,node=1``; ``gres/gpu`` only where GPUs were allocated) times its
@@ -17,9 +17,9 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
-from trainer_cli.job import slurm_commands
 from trainer_cli.job.cost import SACCT, Attempt, Cost, of_attempts, parse_time
-from trainer_cli.job.slurm_output import READS, parsable
+from trainer_cli.schedulers.slurm import commands as slurm_commands
+from trainer_cli.schedulers.slurm.output import READS, parsable
 
 
 def parse_tres(text: str) -> dict[str, float]:
@@ -46,7 +46,7 @@ def parse_tres(text: str) -> dict[str, float]:
 
 @dataclass
 class Row:
-    """One attempt of a job: a record of :func:`trainer_cli.job.slurm_commands.sacct_attempts`."""
+    """One attempt of a job: a record of :func:`trainer_cli.schedulers.slurm.commands.sacct_attempts`."""
 
     job_id: str
     raw_id: str

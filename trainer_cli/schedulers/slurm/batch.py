@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.job import context, ports, slurm_commands, task_output
+from trainer_cli.job import context, ports, task_output
 from trainer_cli.job import restarts as restarts_log
 from trainer_cli.job.jobstate import (
     EXIT_REQUEUE,
@@ -43,12 +43,13 @@ from trainer_cli.job.jobstate import (
     RESUBMIT,
     policy,
     read,
-    scontrol_id,
     this_job_id,
     update,
 )
 from trainer_cli.job.jobstate import now as _now
 from trainer_cli.job.restarts import ENV_PRIOR_RESTARTS
+from trainer_cli.schedulers.slurm import commands as slurm_commands
+from trainer_cli.schedulers.slurm.in_job import cause_of_signal, requeued_by_itself
 
 ENV_REQUEUE_MODE = "TRAINER_CLI_REQUEUE_MODE"  # (--slurm.requeue_mode: requeue or resubmit)
 SLURM_TIMEOUT_S = 60  # for scontrol requeue / show job: a slow controller must not hold the job
@@ -59,7 +60,7 @@ def started(run_dir: Path) -> dict[str, Any]:
     """Record a start (or restart) of this job, and say it in the log."""
     count = policy().count
     print(
-        f"trainer-cli: job {scontrol_id()} restart {count} on {context.current().node_list} at {_now()}",
+        f"trainer-cli: job {context.current().own_id} restart {count} on {context.current().node_list} at {_now()}",
         flush=True,
     )
     record, now = read(run_dir), _now()
@@ -205,11 +206,11 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
     if records_dir is None and verdict in ("killed", "step_start"):  # no tasks' records: srun's code alone
         verdict = "failed"
     stall = this_stall(run_dir) if exit_code != 0 else None
-    if stall is not None:  # the watchdog (trainer_cli.job.progress) ended the step: whatever the tasks noted after
+    if stall is not None:  # the watchdog (schedulers.slurm.watchdog) ended the step: whatever the tasks noted after
         verdict = "stall"
     started = records_dir is None or any(what == task_output.STARTED for _, _, what in records)  # None: unknown
     if verdict in ("killed", "failed") and not started:
-        if verdict == "failed" or not restarts_log.requeued_by_slurm(scontrol_id()):
+        if verdict == "failed" or not requeued_by_itself(context.current()):
             return _failed_before_training(run_dir, exit_code, records_dir)
     if verdict in ("completed", "failed"):
         state = ended(run_dir, exit_code).get("state")
@@ -222,19 +223,13 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
     if verdict == "requeue" and request:
         cause, left_s = request.get("cause") or restarts_log.UNKNOWN, request.get("seconds_left")
         if cause == restarts_log.UNKNOWN:  # a task that could not ask scontrol (in a container image): ask here
-            delay = os.environ.get(restarts_log.ENV_SIGNAL_DELAY_S) or "0"
-            signalled_at = request.get("signalled_at")
-            cause, left_s = restarts_log.cause_of_signal(
-                scontrol_id(),
-                int(delay) if delay.isdigit() else 0,
-                signalled_at if isinstance(signalled_at, float) else None,
-            )
+            at = request.get("signalled_at")
+            cause, left_s = cause_of_signal(context.current(), at if isinstance(at, float) else None)
         checkpoint = request.get("checkpoint")
         left = "" if left_s is None else f", {left_s} s left"
         said = f"SIGUSR1 at step {request.get('step', '?')} ({cause}{left}): saved {checkpoint}"
     elif verdict == "requeue":  # SIGUSR1 killed a task before its handler was installed: nothing trained, nothing saved
-        delay = os.environ.get(restarts_log.ENV_SIGNAL_DELAY_S) or "0"
-        cause, left_s = restarts_log.cause_of_signal(scontrol_id(), int(delay) if delay.isdigit() else 0, None)
+        cause, left_s = cause_of_signal(context.current(), None)
         checkpoint = None
         left = "" if left_s is None else f", {left_s} s left"
         said = f"SIGUSR1 as a task started, before it could act on it ({cause}{left}): nothing to save"
@@ -246,7 +241,7 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
             excluded = sorted({*record.get("excluded_nodes", []), *stall["exclude"]})
             update(run_dir, excluded_nodes=excluded)
     else:
-        if restarts_log.requeued_by_slurm(scontrol_id()):
+        if requeued_by_itself(context.current()):
             print(f"trainer-cli: Slurm requeued job {job_id} itself: it resumes on its own", flush=True)
             return 0
         cause, left_s, checkpoint = restarts_log.STEP_KILLED, None, None
@@ -292,13 +287,14 @@ def end_of_step(run_dir: Path, exit_code: int, records_dir: Path | None) -> int:
     exclude = ",".join(read(run_dir).get("excluded_nodes") or []) if stall is not None else ""
     if exclude:  # the requeue ends this script (SIGTERM, SIGKILL after KillWait): the exclusion must follow it
         signal.signal(signal.SIGTERM, signal.SIG_IGN)
-    error = _slurm(slurm_commands.requeue, str(scontrol_id()), timeout=SLURM_TIMEOUT_S)  # an array task alone
+    own_id = str(context.current().own_id)  # an array task alone
+    error = _slurm(slurm_commands.requeue, own_id, timeout=SLURM_TIMEOUT_S)
     if error:
         print(f"trainer-cli: `scontrol requeue {job_id}` failed: {error}; resubmitting instead", flush=True)
         return _resubmit(run_dir, None, restarts.count + 1, event)
     if exclude:  # Slurm changes the nodes a job excludes only while it is pending: now
         for _ in range(5):
-            error = _slurm(slurm_commands.update_job, str(scontrol_id()), timeout=10, ExcNodeList=exclude)
+            error = _slurm(slurm_commands.update_job, own_id, timeout=10, ExcNodeList=exclude)
             if not error:
                 break
             time.sleep(0.5)
@@ -330,7 +326,7 @@ def _seconds_since(iso: Any) -> float | None:
 
 
 def this_stall(run_dir: Path) -> dict[str, Any] | None:
-    """The stall the watchdog recorded for this start of this job (:mod:`trainer_cli.job.progress`), if any."""
+    """The stall the watchdog recorded for this start of this job (:mod:`~trainer_cli.schedulers.slurm.watchdog`)."""
     stall = read(run_dir).get("stall")
     if not isinstance(stall, dict):
         return None
@@ -351,7 +347,7 @@ def _resubmit(run_dir: Path, said: str | None, restart: int, event: dict[str, An
 
 
 def _slurm(action: Callable[..., None], *args: str, **kwargs: Any) -> str:
-    """Run a Slurm action of :mod:`trainer_cli.job.slurm_commands`; its error ('' when it succeeded)."""
+    """Run a Slurm action of :mod:`trainer_cli.schedulers.slurm.commands`; its error ('' when it succeeded)."""
     try:
         action(*args, **kwargs)
     except slurm_commands.SlurmCommandError as err:
@@ -372,7 +368,7 @@ def resubmit(run_dir: Path, record: dict[str, Any]) -> dict[str, Any]:
     chain = [*map(str, record.get("resubmitted_from") or []), str(old_id)]
     env = {k: v for k, v in os.environ.items() if not k.startswith(_JOB_ENV_PREFIXES) or k == "SLURM_CONF"}
     env[ENV_PRIOR_RESTARTS] = str(restarts)
-    if record.get("excluded_nodes"):  # nodes a rank stalled on (trainer_cli.job.progress)
+    if record.get("excluded_nodes"):  # nodes a rank stalled on (trainer_cli.schedulers.slurm.watchdog)
         env["SBATCH_EXCLUDE"] = ",".join(record["excluded_nodes"])
     update(run_dir, resubmitted_from=chain)  # before sbatch: the new job's own start record keeps it
     try:

@@ -44,11 +44,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from trainer_cli.errors import UserError
-from trainer_cli.job import slurm_commands
-from trainer_cli.job.slurm_commands import SlurmCommandError
-from trainer_cli.job.slurm_output import time_limit_s
 from trainer_cli.schedulers.resources import Resources
+from trainer_cli.schedulers.slurm import commands as slurm_commands
+from trainer_cli.schedulers.slurm.commands import SlurmCommandError
 from trainer_cli.schedulers.slurm.options import SlurmOptions
+from trainer_cli.schedulers.slurm.output import time_limit_s
 
 UNLIMITED = {"UNLIMITED", "INFINITE", "NONE"}
 _MEM_UNITS_MB = {"K": 1 / 1024, "M": 1, "G": 1024, "T": 1024 * 1024}
@@ -125,7 +125,7 @@ def read_cluster() -> list[Partition]:
 
 def parse_cluster(partition_lines: list[dict[str, str]], node_lines: list[dict[str, str]]) -> list[Partition]:
     """The partitions with their nodes, from the lines of ``scontrol show partition -o`` and
-    ``scontrol show node -o`` (each read by :func:`trainer_cli.job.slurm_output.key_values`)."""
+    ``scontrol show node -o`` (each read by :func:`trainer_cli.schedulers.slurm.output.key_values`)."""
     nodes = [
         Node(
             name=n.get("NodeName", "?"),
@@ -243,7 +243,7 @@ class Association:
 
 
 def associations_of(records: list[dict[str, str]]) -> list[Association]:
-    """``sacctmgr show assoc`` records (:func:`trainer_cli.job.slurm_commands.sacctmgr`) as associations
+    """``sacctmgr show assoc`` records (:func:`trainer_cli.schedulers.slurm.commands.sacctmgr`) as associations
     (``DefaultQOS`` empty where this Slurm lacks it)."""
     return [
         Association(

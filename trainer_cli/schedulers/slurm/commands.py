@@ -1,6 +1,6 @@
 """The one way the package runs Slurm's commands and reads what they say: every query and action
 the launcher makes, each with a timeout, its output read by field name
-(:mod:`trainer_cli.job.slurm_output`: which fields, and how).
+(:mod:`trainer_cli.schedulers.slurm.output`: which fields, and how).
 
 A slow or unreachable controller must not hold ``train jobs``, a submission or a batch script
 forever, and a caller must tell "Slurm is not installed here" from "Slurm refused" without parsing
@@ -28,7 +28,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
 
-from trainer_cli.job.slurm_output import READS, Read, key_values, parsable
+from trainer_cli.schedulers.slurm.output import READS, Read, key_values, parsable
 
 DEFAULT_TIMEOUT_S = 30.0
 SBATCH_TIMEOUT_S = 120.0

@@ -34,6 +34,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any, Optional
 
 from trainer_cli.errors import UserError, did_you_mean
+from trainer_cli.schedulers.slurm import JOB_STEPS
 
 RUNTIMES = ("apptainer", "singularity", "pyxis", "podman", "podman-hpc", "charliecloud")
 FLAG = "--slurm.container"
@@ -250,7 +251,7 @@ def helper_words(container: ContainerOptions, run_dir: Path) -> list[str]:
 def install_helpers(run_dir: Path) -> Path:
     """Copy the launcher's job steps into ``<run>/.launcher`` (replacing an earlier copy): the
     package's ``__init__``, :mod:`trainer_cli.atomic`, :mod:`trainer_cli.errors`, :mod:`trainer_cli.job`
-    and the batch script's steps (:mod:`trainer_cli.schedulers.slurm.batch`, with the ``__init__`` of its
+    and Slurm's in-job steps (:data:`trainer_cli.schedulers.slurm.JOB_STEPS`, with the ``__init__`` of their
     folders): standard library and filelock only, and filelock itself; returns the folder."""
     import filelock
 
@@ -260,8 +261,8 @@ def install_helpers(run_dir: Path) -> Path:
     package = target / "trainer_cli"
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(source / "job", package / "job", ignore=ignore)
-    for name in ("__init__.py", "atomic.py", "errors.py", "schedulers/__init__.py", "schedulers/slurm/__init__.py",
-                 "schedulers/slurm/batch.py"):  # fmt: skip
+    inits = ["__init__.py", "schedulers/__init__.py", "schedulers/slurm/__init__.py"]
+    for name in [*inits, "atomic.py", "errors.py", *(f"schedulers/slurm/{step}.py" for step in JOB_STEPS)]:
         (package / name).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(source / name, package / name)
     shutil.copytree(Path(filelock.__file__).parent, target / "filelock", ignore=ignore)

@@ -148,7 +148,7 @@ def nodes_of_ranks(node_list: str, ntasks_per_node: int, world_size: int) -> lis
     """The node of each rank of a step of ``ntasks_per_node`` tasks on each node of Slurm's
     ``node_list`` (``node[1-2]``): srun's default block distribution (ranks 0..n-1 on the first
     node). ``?`` for each rank when the list is empty (the job never ran)."""
-    from trainer_cli.job.slurm_commands import hostnames
+    from trainer_cli.schedulers.slurm.commands import hostnames
 
     hosts = (hostnames(node_list) or []) if node_list not in ("", "(null)") else []
     return [hosts[k // ntasks_per_node] if k // ntasks_per_node < len(hosts) else "?" for k in range(world_size)]
@@ -243,9 +243,9 @@ def run_slurm(args: list[str], timeout_s: float, size_mb: float) -> tuple[list[d
     Raises:
         UserError: for what ``train submit`` would refuse (config, resources, the cluster).
     """
-    from trainer_cli.job.slurm_commands import SlurmCommandError, scancel, show_job
     from trainer_cli.schedulers import snapshot
     from trainer_cli.schedulers.slurm.cluster import check_against_cluster
+    from trainer_cli.schedulers.slurm.commands import SlurmCommandError, scancel, show_job
     from trainer_cli.schedulers.slurm.pending import why_pending
     from trainer_cli.schedulers.slurm.render import render
     from trainer_cli.schedulers.slurm.sbatch import prepare_run, run_sbatch, script_context

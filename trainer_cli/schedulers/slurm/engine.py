@@ -10,7 +10,7 @@
   of ids and one ``sacct`` call for those the controller has forgotten;
 - ``logs``: the job's log, ``<run>/slurm-<id>.log`` (where scontrol says its ``StdOut`` is, else the
   run folder the registry keeps for the id);
-- ``cancel``: ``scancel`` (:func:`trainer_cli.job.slurm_commands.scancel`); a job that ended, or that
+- ``cancel``: ``scancel`` (:func:`trainer_cli.schedulers.slurm.commands.scancel`); a job that ended, or that
   Slurm does not know, is left as it is;
 - ``accounting``: each attempt from ``sacct -D`` (:func:`trainer_cli.schedulers.slurm.accounting.accounting`),
   as :class:`~trainer_cli.job.cost.Attempt` values; None where the site keeps no accounting;
@@ -33,12 +33,12 @@ from typing import TYPE_CHECKING
 from trainer_cli.config.request import Request
 from trainer_cli.config.spec import RunSpec
 from trainer_cli.errors import UserError
-from trainer_cli.job import slurm_commands
 from trainer_cli.job.cost import Attempt
 from trainer_cli.job.scheduler import JobDraft
-from trainer_cli.job.slurm_commands import SlurmCommandError, sbatch_words
 from trainer_cli.job.status import ACTIVE_STATES, JobStatus
 from trainer_cli.schedulers.slurm import accounting as slurm_accounting
+from trainer_cli.schedulers.slurm import commands as slurm_commands
+from trainer_cli.schedulers.slurm.commands import SlurmCommandError, sbatch_words
 from trainer_cli.schedulers.slurm.sbatch import LOG_PATTERN
 from trainer_cli.schedulers.slurm.states import query_slurm
 from trainer_cli.schedulers.submissions import read_registry

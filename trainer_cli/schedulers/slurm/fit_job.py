@@ -33,7 +33,6 @@ from trainer_cli.config.request import Request, command_line
 from trainer_cli.config.spec import ParseFit, RunSpec
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
-from trainer_cli.job.slurm_commands import cluster_name, sbatch_words
 from trainer_cli.rundir.freezing import freeze
 from trainer_cli.rundir.history import restore_config, rewrite_config
 from trainer_cli.rundir.layout import CONFIG_FILE
@@ -43,6 +42,7 @@ from trainer_cli.schedulers.run_plan import RunPlan
 from trainer_cli.schedulers.script_entry import code_line
 from trainer_cli.schedulers.slurm import secrets, sizing
 from trainer_cli.schedulers.slurm.cluster import check_resources
+from trainer_cli.schedulers.slurm.commands import cluster_name, sbatch_words
 from trainer_cli.schedulers.slurm.container import data_paths
 from trainer_cli.schedulers.slurm.options import SECTION, SlurmOptions
 from trainer_cli.schedulers.slurm.render import render

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from trainer_cli.config.paths import configs_dir
 from trainer_cli.errors import UserError, close_matches
-from trainer_cli.job import slurm_commands
+from trainer_cli.schedulers.slurm import commands as slurm_commands
 from trainer_cli.schedulers.slurm import site_profile
 
 DEFAULT_PROFILE = "my_site.yaml"

@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from typing import Optional
 
 from trainer_cli.errors import UserError
-from trainer_cli.job.slurm_output import time_limit_s
 from trainer_cli.schedulers.slurm.container import ContainerOptions
+from trainer_cli.schedulers.slurm.output import time_limit_s
 from trainer_cli.schedulers.snapshot import SNAPSHOT_MAX_MB, Limit
 
 SNAPSHOT_OFF = "--slurm.snapshot false"

@@ -9,7 +9,7 @@ of a human-readable table:
   is kept (``UnavailableNodes`` of a ``Reason=ReqNodeNotAvail, UnavailableNodes:node3`` too);
 - ``|``-separated fields the launcher names itself (:func:`parsable`): ``sacct -P -o``, ``sacctmgr -P
   format=``, ``squeue -O Name:|``; the command runs with exactly the fields of its :class:`Read`
-  (:mod:`trainer_cli.job.slurm_commands` asks again without a field a version refuses).
+  (:mod:`trainer_cli.schedulers.slurm.commands` asks again without a field a version refuses).
 
 A field a Slurm version lacks is absent from the record: ``record.get(name)`` is None, shown as
 ``unknown`` or ``-``, never a crash or another field's value. The catalogue is the source of the
@@ -39,7 +39,8 @@ class Read:
         fields: ``(field name, what the launcher reads it for)``; for a command given a field list
             (``-o``, ``format=``, ``-O``) exactly the list it gets, in that order.
         unanswered: What the launcher does when the command is missing, fails or hangs (the end of the
-            warning line of a query that can do without it: :func:`trainer_cli.job.slurm_commands.warn_unanswered`).
+            warning line of a query that can do without it:
+            :func:`trainer_cli.schedulers.slurm.commands.warn_unanswered`).
     """
 
     argv: tuple[str, ...]
@@ -212,7 +213,7 @@ READS = {
     ),
 }
 """Every Slurm command whose output the launcher reads, by the name its query in
-:mod:`trainer_cli.job.slurm_commands` uses. The commands run for their effect alone (``scancel``,
+:mod:`trainer_cli.schedulers.slurm.commands` uses. The commands run for their effect alone (``scancel``,
 ``scontrol requeue|update``, ``srun --overlap``) are :data:`ACTIONS`."""
 
 ACTIONS = {

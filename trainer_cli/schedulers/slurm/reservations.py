@@ -13,7 +13,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 
-from trainer_cli.job import slurm_commands
+from trainer_cli.schedulers.slurm import commands as slurm_commands
 
 
 @dataclass(frozen=True)
@@ -44,7 +44,7 @@ def expand_hostlist(text: str) -> list[str]:
 
 
 def parse_reservations(records: list[dict[str, str]]) -> list[Reservation]:
-    """``scontrol show reservation -o`` records (:func:`trainer_cli.job.slurm_commands.show`), one a
+    """``scontrol show reservation -o`` records (:func:`trainer_cli.schedulers.slurm.commands.show`), one a
     reservation (one without a readable StartTime or EndTime skipped)."""
     out = []
     for f in records:
@@ -117,8 +117,8 @@ def check_maintenance(partition: str | None, time_text: str) -> list[str]:
     """The maintenance problems of a job on ``partition`` (the default one when None) with time limit
     ``time_text``, reading the cluster; empty when Slurm cannot be asked (the partition checks
     already said so)."""
-    from trainer_cli.job.slurm_output import time_limit_s
     from trainer_cli.schedulers.slurm.cluster import read_cluster
+    from trainer_cli.schedulers.slurm.output import time_limit_s
 
     try:
         partitions = read_cluster()

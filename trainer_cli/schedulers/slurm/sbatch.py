@@ -1,7 +1,7 @@
 """A job's sbatch script: the values its template gets, its file names, and queueing it.
 
 Rendering itself (templates, quoting) is :mod:`trainer_cli.schedulers.slurm.render`; ``sbatch`` runs through
-:mod:`trainer_cli.job.slurm_commands`. Used by ``train submit`` for a fit run
+:mod:`trainer_cli.schedulers.slurm.commands`. Used by ``train submit`` for a fit run
 (:mod:`trainer_cli.schedulers.slurm.fit_job`) and for a sweep (:mod:`trainer_cli.schedulers.slurm.sweep`).
 """
 
@@ -12,13 +12,13 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.errors import UserError
-from trainer_cli.job.slurm_commands import SlurmCommandError
-from trainer_cli.job.slurm_commands import sbatch as run_sbatch_command
 from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.rundir.policy import test_after_fit_args
 from trainer_cli.schedulers import snapshot
 from trainer_cli.schedulers.resources import Resources
 from trainer_cli.schedulers.slurm import container, secrets
+from trainer_cli.schedulers.slurm.commands import SlurmCommandError
+from trainer_cli.schedulers.slurm.commands import sbatch as run_sbatch_command
 from trainer_cli.schedulers.slurm.options import SlurmOptions
 from trainer_cli.schedulers.slurm.render import Quoted, quote_shell
 

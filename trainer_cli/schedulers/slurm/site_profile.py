@@ -3,7 +3,7 @@ nodes, preemption and requeue settings and of the user's accounts, and the envir
 would give the job, written as the ``slurm:`` (and ``trainer:``) options ``train submit --config``
 takes, each value with a comment saying where it came from and what else there is.
 
-Read-only queries, through :mod:`trainer_cli.job.slurm_commands`: ``scontrol show partition -o`` and
+Read-only queries, through :mod:`trainer_cli.schedulers.slurm.commands`: ``scontrol show partition -o`` and
 ``scontrol show node -o`` (:func:`trainer_cli.schedulers.slurm.cluster.read_cluster`), ``scontrol show config``,
 and where accounting exists ``sacctmgr -P -n show assoc`` / ``show qos`` / ``show user`` (the first
 two: :func:`trainer_cli.schedulers.slurm.cluster.read_accounting`). What cannot be read is said in the file and
@@ -23,9 +23,7 @@ from pathlib import Path
 import yaml
 
 from trainer_cli.errors import UserError
-from trainer_cli.job import slurm_commands
-from trainer_cli.job.slurm_commands import SlurmCommandError
-from trainer_cli.job.slurm_output import time_limit_s, time_text
+from trainer_cli.schedulers.slurm import commands as slurm_commands
 from trainer_cli.schedulers.slurm.cluster import (
     UNLIMITED,
     Association,
@@ -35,6 +33,8 @@ from trainer_cli.schedulers.slurm.cluster import (
     read_cluster,
     read_default_account,
 )
+from trainer_cli.schedulers.slurm.commands import SlurmCommandError
+from trainer_cli.schedulers.slurm.output import time_limit_s, time_text
 
 MODEST_TIME_S = 3600
 """The time limit written for a partition without a ``MaxTime`` (the launcher's own default)."""

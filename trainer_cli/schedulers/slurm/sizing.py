@@ -39,11 +39,11 @@ from typing import Any
 from trainer_cli.config.request import Arg, Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job.progress import read_beats
-from trainer_cli.job.slurm_output import time_limit_s, time_text
 from trainer_cli.rundir import attempts, layout, record
 from trainer_cli.schedulers.resources import Resources
 from trainer_cli.schedulers.slurm import cluster, secrets
 from trainer_cli.schedulers.slurm.options import AUTO, SlurmOptions
+from trainer_cli.schedulers.slurm.output import time_limit_s, time_text
 from trainer_cli.schedulers.submissions import read_registry
 
 MARGIN = 1.3

@@ -18,10 +18,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from trainer_cli.job import slurm_commands
-from trainer_cli.job.slurm_output import array_task_ids, job_state, time_limit_s
 from trainer_cli.job.status import FROM_ACCOUNTING, JobStatus, exit_cause
+from trainer_cli.schedulers.slurm import commands as slurm_commands
 from trainer_cli.schedulers.slurm.accounting import newest_rows, query_sacct
+from trainer_cli.schedulers.slurm.output import array_task_ids, job_state, time_limit_s
 from trainer_cli.schedulers.slurm.pending import why_pending
 
 _ENDED = {

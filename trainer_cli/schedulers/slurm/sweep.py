@@ -31,11 +31,11 @@ from trainer_cli.config.request import SWEEP_OPTIONS, Request, command_line
 from trainer_cli.config.spec import split
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
-from trainer_cli.job.slurm_commands import SlurmCommandError, cluster_name, sbatch_words, show_config
 from trainer_cli.schedulers import snapshot
 from trainer_cli.schedulers.resources import Resources, derive
 from trainer_cli.schedulers.slurm import secrets
 from trainer_cli.schedulers.slurm.cluster import check_resources
+from trainer_cli.schedulers.slurm.commands import SlurmCommandError, cluster_name, sbatch_words, show_config
 from trainer_cli.schedulers.slurm.container import data_paths
 from trainer_cli.schedulers.slurm.options import AUTO, SECTION, SlurmOptions
 from trainer_cli.schedulers.slurm.render import render

@@ -47,6 +47,7 @@ from typing import Any
 from trainer_cli.atomic import locked, update_json
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
+from trainer_cli.job.context import current as job_context
 from trainer_cli.sweeps import plan as sweep_plan
 from trainer_cli.sweeps import study as sweep_study
 from trainer_cli.sweeps.space import take_sweep_args
@@ -142,7 +143,7 @@ def next_trial(sweep_dir: Path, task: str) -> Path | None:
                 sweep_plan.write_trial(sweep, trial)
                 entry = {"index": trial.index, "run_dir": str(run_dir), "overrides": overrides, "values": trial.values}
                 _append_trial(sweep_dir, entry)
-            in_flight = {"trial": asked.number, "run_dir": str(run_dir), "job": jobstate.scontrol_id()}
+            in_flight = {"trial": asked.number, "run_dir": str(run_dir), "job": job_context().own_id}
             flight.write_text(json.dumps(in_flight) + "\n")
             return run_dir
 
@@ -151,8 +152,8 @@ def job_alive(job: str) -> bool | None:
     """Whether Slurm still holds ``job`` (pending, running, requeued, suspended, completing: its batch
     script may still tell); False when it ended or Slurm no longer knows it; None when Slurm cannot
     be asked (the controller unreachable, no squeue): nothing is decided then."""
-    from trainer_cli.job import slurm_commands
     from trainer_cli.job.status import ACTIVE_STATES
+    from trainer_cli.schedulers.slurm import commands as slurm_commands
 
     try:
         rows = slurm_commands.squeue("state", job)
