@@ -82,3 +82,33 @@ def test_resume_force_lets_a_refused_change_through_and_never_loads_part_of_the_
     with pytest.raises(UserError, match="size mismatch for net.features.0.weight"):
         run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "3", *TINY, *cnn(width=48), "--resume_force", "true"])
     assert "resume: forced: the checkpoint's weights do not fit the configured model (net.features.0.weight" in capsys.readouterr().out
+
+
+def test_a_resume_keeps_the_records_header_naming_the_linked_and_launcher_set_values(tmp_path: Path) -> None:
+    """Bug A5: a resume read the run's config.yaml, where the values the data->model links gave
+    (``in_channels=1``, ``image_size=8``: not the model's defaults) and the values the launcher set for the
+    run directory (the logger's ``name``/``save_dir``/``version``) stand as plain values, so it saw them as
+    the user's: the rewritten header lost their lines while the values stayed. Resumed in place, as the
+    README says (``train fit --run_dir RUN --ckpt_path last --trainer.max_epochs N``)."""
+    root = tmp_path / "runs"
+    run_subcommand("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.max_epochs", "1", *TINY])
+    run = root / "digits" / "version_0"
+    before = (run / "config.yaml").read_text()
+    linked = record.linked_line(
+        {f"model.init_args.{k}": v for k, v in {"num_classes": 10, "in_channels": 1, "image_size": 8}.items()}
+    )
+    assert linked in before.splitlines()
+    run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2", *TINY])
+    after = (run / "config.yaml").read_text()
+    assert history.read(run)[-1]["changes"] == ["trainer.max_epochs: 1 -> 2"]  # rewritten: the record changed
+
+    def header(text: str) -> list[str]:
+        return [line for line in text.splitlines() if line.startswith("#") and not line.startswith("# Rewritten on resume")]
+
+    assert header(after) == header(before) and linked in after.splitlines()
+    assert any(line.startswith("#   trainer.logger.init_args.save_dir:") for line in header(after))
+    old, new = yaml.safe_load(before), yaml.safe_load(after)
+    assert new["model"] == old["model"] and new["trainer"]["logger"] == old["trainer"]["logger"]  # values unchanged
+    # the values as configured (`train runs` compares them) read back as before the resume
+    configured = record.read(run / "config.yaml", configured=True) or {}
+    assert configured["trainer"]["logger"] == (record.read(run / "config.prev-1.yaml", configured=True) or {})["trainer"]["logger"]

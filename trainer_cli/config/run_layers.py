@@ -7,21 +7,29 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
+from trainer_cli.config.keys import Layers, file_layer
 from trainer_cli.config.request import Arg, Request, option
 from trainer_cli.errors import UserError
 from trainer_cli.rundir import record
 from trainer_cli.rundir.layout import CONFIG_FILE
 
 
-def with_stored_config(args: Request | list[str], under_configs: bool = False, verb: str | None = None) -> list[str]:
+def with_stored_config(
+    args: Request | list[str], under_configs: bool = False, verb: str | None = None, layers: Layers | None = None
+) -> list[str]:
     """Put ``--config <run_dir>/config.yaml`` first when ``--run_dir`` names a run and no --config is given
-    (:func:`stored_configs`); returns the arguments as tokens.
+    (:func:`stored_configs`); returns the arguments as tokens. ``layers``: the layers ``args`` were composed
+    with (:func:`trainer_cli.config.compose.compose_args`), given the stored files' layers first, in place (where
+    a value of the run's record was written, as for a ``--config <run>/config.yaml`` given).
 
     Raises:
         UserError: as :func:`stored_configs`.
     """
     request = Request.of(args)
-    return [token for arg in (*stored_configs(request, under_configs, verb), *request) for token in arg.tokens]
+    stored = stored_configs(request, under_configs, verb)
+    if layers is not None:
+        layers[:0] = [file_layer(str(arg.value), [(Path(str(arg.value)), "")]) for arg in stored]
+    return [token for arg in (*stored, *request) for token in arg.tokens]
 
 
 def no_run_there(run_dir: str) -> UserError:

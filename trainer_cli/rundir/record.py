@@ -22,6 +22,7 @@ fit starts, as a local run does; they are not the user's settings, so no earlier
 from __future__ import annotations
 
 import ast
+import re
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,6 +42,7 @@ SET_HEADER = "# Set by trainer-cli for this run directory (was -> now in the val
 """The header line of a local run's record above the values the launcher set for its run directory
 (:func:`set_lines`: each key with the value it had before, ``#   KEY: VALUE`` or ``#   KEY (why): VALUE``)."""
 SET_ITEM = "#   "
+_ABSENT: Any = object()  # no value at a dotted key (_dotted)
 LAUNCHER_HEADER = (
     "# trainer-cli's own settings of this run, read with config.yaml beside it (which holds what LightningCLI\n"
     "# reads): `train fit --config config.yaml` and a resume take both.\n"
@@ -97,12 +99,7 @@ def tree_of(text: str, loader: Any = yaml.SafeLoader) -> dict[str, Any] | None:
 
 def _split_text(text: str) -> tuple[list[str], dict[str, Any] | None]:
     """The leading comment lines of a record file and its YAML tree (None when not a YAML mapping)."""
-    header = []
-    for line in text.splitlines():
-        if not line.startswith("#"):
-            break
-        header.append(line)
-    return header, tree_of(text)
+    return _header_of(text), tree_of(text)
 
 
 def split(record: Record | str) -> tuple[str, str | None]:
@@ -169,35 +166,80 @@ def _configured(text: str, tree: dict[str, Any]) -> None:
     read from the record's header (:func:`set_lines`), so that a local run (whose record holds the pointed
     values) and a submitted run of the same config (whose record holds the configured ones) differ in no
     key the user set alike. A value the header does not give as a Python literal stays as recorded."""
-    lines = iter(text.splitlines())
-    for line in lines:
-        if not line.startswith("#"):
-            return
-        if line == SET_HEADER:
-            break
-    else:
-        return
+    for _, key, was in _set_items(text):
+        parents, _, leaf = key.rpartition(".")
+        section = _dotted(tree, parents) if parents else tree
+        if isinstance(section, dict) and leaf in section:
+            section[leaf] = was
+
+
+def _set_items(text: str) -> list[tuple[str, str, Any]]:
+    """The values the launcher set for the run's directory as the record ``text``'s header names them
+    (:func:`set_lines`): ``(key as written, with its `` (why)``; dotted key; value before)``. A value the
+    header does not give as a Python literal is left out."""
+    lines = iter(_header_of(text))
+    if SET_HEADER not in lines:  # (read up to it: its items follow)
+        return []
+    items = []
     for line in lines:
         if not line.startswith(SET_ITEM):
             break
         rest = line.removeprefix(SET_ITEM)
         key = rest.split(" ", 1)[0].split(":", 1)[0]
         value = rest[len(key) :]
+        label = key
         if value.startswith(" ("):  # `KEY (why): VALUE`, the why possibly holding ': '
+            label = key + value[: value.find("):") + 1]
             value = value[value.find("):") + 1 :]
         try:
-            was = ast.literal_eval(value.removeprefix(": "))
+            items.append((label, key, ast.literal_eval(value.removeprefix(": "))))
         except (ValueError, SyntaxError):
             continue
-        *parents, leaf = key.split(".")
-        section: Any = tree
-        for part in parents:
-            if isinstance(section, list) and part.isdigit() and int(part) < len(section):
-                section = section[int(part)]
-            else:
-                section = section.get(part) if isinstance(section, dict) else None
-        if isinstance(section, dict) and leaf in section:
-            section[leaf] = was
+    return items
+
+
+def _header_of(text: str) -> list[str]:
+    """The comment lines a record's text starts with."""
+    header = []
+    for line in text.splitlines():
+        if not line.startswith("#"):
+            break
+        header.append(line)
+    return header
+
+
+def still_set(config_file: Path, tree: dict[str, Any] | None, now: dict[str, Any]) -> dict[str, Any]:
+    """The values the launcher set for the run's directory on a later start of the run whose record is
+    ``config_file``: ``now`` (what it set this time, ``{key: value before}`` as :func:`set_lines` takes it)
+    and the values the record names (:func:`set_lines`) that ``tree`` (this start's config, ``now``
+    applied) still holds as the record does, each with the value it had before it was set. A resume
+    parses the record, where those values stand as they were set: setting them again changes nothing,
+    yet they are the launcher's, not the user's."""
+    if tree is None or not config_file.is_file():
+        return now
+    text = config_file.read_text()
+    stored = tree_of(text, _FILE_LOADER)
+    if stored is None:
+        return now
+    set_now = {label.split(" ", 1)[0] for label in now}
+    kept = {
+        label: was
+        for label, key, was in _set_items(text)
+        if key not in set_now and (value := _dotted(stored, key)) is not _ABSENT and value == _dotted(tree, key)
+    }
+    return {**kept, **now}
+
+
+def _dotted(tree: Any, key: str) -> Any:
+    """The value at the dotted ``key`` of ``tree`` (a list's items by index), ``_ABSENT`` where there is none."""
+    for part in key.split("."):
+        if isinstance(tree, list) and part.isdigit() and int(part) < len(tree):
+            tree = tree[int(part)]
+        elif isinstance(tree, dict) and part in tree:
+            tree = tree[part]
+        else:
+            return _ABSENT
+    return tree
 
 
 def launcher_path(config_file: Path) -> Path:
@@ -236,6 +278,25 @@ def pins_own_folder(config_file: Path) -> bool:
 def linked_line(linked: dict[str, Any]) -> str:
     """The header line naming the values the links gave (``{dotted key: value}``)."""
     return LINKED_HEADER + ", ".join(f"{k}={v!r}" for k, v in linked.items())
+
+
+def recorded_links(config_file: Path) -> dict[str, Any]:
+    """The values the links gave a run, as its record ``config_file`` names them (:func:`linked_line`:
+    ``{dotted key: value}``); empty for a file without that line. A value the line does not give as a
+    Python literal is left out."""
+    try:
+        header = _header_of(config_file.read_text())
+    except (OSError, UnicodeDecodeError):
+        return {}
+    line = next((line for line in header if line.startswith(LINKED_HEADER)), None)
+    linked: dict[str, Any] = {}
+    for item in re.split(r", (?=[A-Za-z_][\w.]*=)", line.removeprefix(LINKED_HEADER)) if line else []:
+        key, _, value = item.partition("=")
+        try:
+            linked[key] = ast.literal_eval(value)
+        except (ValueError, SyntaxError):
+            continue
+    return linked
 
 
 def fill(config_file: Path, linked: dict[str, Any]) -> bool:

@@ -11,7 +11,9 @@ from typing import Any
 from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningArgumentParser
 
+from trainer_cli.config.keys import Layers, plain_key
 from trainer_cli.imports import import_class
+from trainer_cli.rundir import record
 
 # what flows from the data module to the model, stated once (links on instantiation)
 DATA_TO_MODEL = ("num_classes", "in_channels", "image_size")
@@ -71,6 +73,22 @@ def _declares(cls: type, key: str) -> bool:
     return hasattr(cls, key) or key in annotations or key in _parameters(cls)
 
 
+def _recorded_link(layers: Layers | None, target: str, value: Any) -> bool:
+    """Whether ``value``, the model's ``target`` as parsed, was written by a run's record that names it as a
+    link's value (:func:`trainer_cli.rundir.record.recorded_links`): a resume, or a new run, read from
+    ``<run>/config.yaml``, where the values the links gave stand as plain values. Such a value is the
+    link's, not the user's: the link is added again, as on the run's first start."""
+    found = layers.origin_of([target]) if layers else None
+    if found is None:
+        return False
+    layer, key = found
+    file = layer.keys[key][0]
+    if file is None:  # a flag: the user's
+        return False
+    linked = record.recorded_links(file)
+    return any(plain_key(k) == key and v == value for k, v in linked.items())
+
+
 def link_unset_model_args(cli: Any, parser: LightningArgumentParser) -> None:
     """Add to ``parser`` the data->model links (:data:`DATA_TO_MODEL`) that apply to the classes ``cli``
     (a :class:`trainer_cli.runtime.cli.TrainerCLI`) parsed: the
@@ -93,9 +111,13 @@ def link_unset_model_args(cli: Any, parser: LightningArgumentParser) -> None:
             continue  # the user's own link on the same key wins
         if cli._data_links.get(key) == target:
             continue  # linked by an earlier parse with this parser (ConfigParser)
-        if params[key] is not inspect.Parameter.empty and model_cfg.get(target.split(".", 1)[1]) != params[key]:
-            continue  # set by the user: their value stays
         current = model_cfg.get(target.split(".", 1)[1])
+        if (
+            params[key] is not inspect.Parameter.empty
+            and current != params[key]
+            and not _recorded_link(getattr(cli, "layers", None), target, current)
+        ):
+            continue  # set by the user: their value stays
         # a plain function, not a bound method: the parser travels with the Trainer to ddp_spawn's processes
         parser.link_arguments(
             "data",

@@ -219,6 +219,9 @@ class Run:
                 "trainer.logger": (logger_dumped, run_loggers.logger_value(cfg)),
             },
         )
+        if not self.created:  # a start in a run's directory: what the launcher set for it stays named where it
+            # still holds (the record parsed holds those values as they were set: setting them changed nothing now)
+            self._launcher_set = run_records.still_set(self.path / layout.CONFIG_FILE, self._tree, self._launcher_set)
         if "default_root_dir" in cfg.trainer:  # the Trainer gets the run directory (TrainerCLI.instantiate_trainer)
             self._launcher_set["trainer.default_root_dir (the Trainer's: this run directory)"] = (
                 cfg.trainer.default_root_dir

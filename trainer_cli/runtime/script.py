@@ -149,7 +149,8 @@ def script_args(cli: Any) -> list[str] | None:
     assert request is not None  # (a user's script: its TrainerCLI read it)
     try:
         expanded, layers = compose_args(request, fixed)
-        args = [*([str(request.verb)] if request.verb else []), *with_stored_config(expanded)]  # run=False: no verb
+        verb = [str(request.verb)] if request.verb else []  # run=False: no verb
+        args = [*verb, *with_stored_config(expanded, layers=layers)]  # the run's record's layers first
         cli.layers[:] = layers  # in place: the parsers hold this object
     except UserError:
         if not _other_format_configs(request):

@@ -58,7 +58,7 @@ def run_subcommand(
             checkpoint that does not fit the model.
     """
     args, layers = composed or compose_args(args)
-    args = with_stored_config(args, verb=verb)
+    args = with_stored_config(args, verb=verb, layers=layers)
     print_classes = _chosen_classes(verb, args, layers)
     try:
         with building_cli(verb, layers) as run, run.stops_with_exit_code():
