@@ -52,8 +52,13 @@ class ConfigError(UserError):
         super().__init__(self.brief() + (f"\n  ({help_line})" if help_line else ""))
 
     def brief(self) -> str:
-        """``[in FILE line N: ]message[hint]``, without the pointer to ``--help``."""
+        """``[in FILE line N: ]message[hint]``, without the pointer to ``--help``; a value set by a
+        flag (``model: ... Option 'lin1_sise' is not accepted`` for ``--model.init_args.net.init_args.lin1_sise``)
+        is ``from the command-line flag --KEY: message``."""
         where = str(self.origin or "")
+        flag = self.origin.flag if self.origin else None
+        if not where and flag:  # (an origin names a flag only where the message does not name it itself)
+            where = f"from the command-line flag {flag}"
         return f"{where + ': ' if where else ''}{self.message}{self.hint}"
 
 

@@ -22,10 +22,11 @@ from typing import Any
 
 import yaml
 
-from trainer_cli.config.compose import compose_args, load_yaml_file
+from trainer_cli.config.compose import compose_args
 from trainer_cli.config.explain import explain_parse_error, locate
 from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import LAUNCHER_OPTIONS, Request
+from trainer_cli.config.yaml_files import load_yaml_file
 from trainer_cli.errors import ConfigError, UserError
 
 _COMMON = frozenset(

@@ -64,7 +64,7 @@ def _short_names() -> list[str]:
 
 def config_class_paths(layers: Layers | None) -> list[str]:
     """The dotted class paths (``class_path:``, ``_target_:``) the command line's config files name."""
-    from trainer_cli.config.compose import load_yaml_file
+    from trainer_cli.config.yaml_files import load_yaml_file
 
     files = {file for layer in layers or [] for file, _ in layer.keys.values() if file is not None}
     found: list[str] = []

@@ -23,69 +23,22 @@ import sys
 import warnings
 from collections.abc import Collection, Sequence
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
+from trainer_cli.config.class_flags import placed
 from trainer_cli.config.keys import Layer, Layers, file_layer, plain_key
 from trainer_cli.config.paths import configs_dir, group_names, resolve_config_path, user_config_roots
 from trainer_cli.config.request import Arg, Request, option
 from trainer_cli.config.run_layers import with_run_settings
+from trainer_cli.config.yaml_files import load_yaml_file
 from trainer_cli.errors import UserError
 
+if TYPE_CHECKING:
+    from trainer_cli.config.hydra_style import Ignored
+
 SHIM_PRIMARY = "trainer_cli_primary"  # Hydra ConfigStore name of the stand-in primary config (see _compose)
-MAX_CONFIG_NODES = 1_000_000  # values a config file may expand to through YAML aliases
-
-
-def load_yaml_file(path: Path) -> Any:
-    """Load a YAML file safely (no Python object tags).
-
-    Raises:
-        UserError: on a YAML syntax error, naming the file, line and column.
-    """
-    try:
-        text = path.read_text()
-    except OSError as err:
-        raise UserError(f"cannot read config file {path}: {err.strerror}") from None
-    try:
-        check_expanded_size(yaml.compose(text, Loader=yaml.SafeLoader), path)
-        return yaml.safe_load(text)
-    except yaml.MarkedYAMLError as err:
-        mark = err.problem_mark
-        where = f" line {mark.line + 1}, column {mark.column + 1}" if mark else ""
-        raise UserError(f"YAML syntax error in {path}{where}: {err.problem or err}") from None
-    except yaml.YAMLError as err:
-        raise UserError(f"YAML error in {path}: {err}") from None
-
-
-def check_expanded_size(root: Any, path: Path, limit: int = MAX_CONFIG_NODES) -> None:
-    """Refuse a YAML document whose aliases (``*a``) expand to more than ``limit`` values (a "billion
-    laughs" file: a few lines that grow to gigabytes once anything walks or copies them).
-
-    Raises:
-        UserError: naming the file and the size it would expand to.
-    """
-    sizes: dict[int, int] = {}
-
-    def size(node: Any) -> int:
-        if id(node) in sizes:
-            return sizes[id(node)]
-        sizes[id(node)] = 1  # a recursive alias counts once
-        if isinstance(node, yaml.SequenceNode):
-            total = 1 + sum(size(child) for child in node.value)
-        elif isinstance(node, yaml.MappingNode):
-            total = 1 + sum(size(k) + size(v) for k, v in node.value)
-        else:
-            total = 1
-        sizes[id(node)] = total
-        return total
-
-    expanded = size(root) if root is not None else 0
-    if expanded > limit:
-        raise UserError(
-            f"config file {path} expands to {expanded:,} values through its YAML aliases (*name), over the limit of "
-            f'{limit:,}: a config that large is a mistake or an attack ("billion laughs"); write the values out'
-        )
 
 
 def has_defaults_list(data: Any) -> bool:
@@ -266,19 +219,19 @@ def config_text(value: str, layers: Layers, roots: Sequence[Path] = ()) -> str:
             hydra_style.alias_keys(layer.keys)
             if "hydra" in data and "hydra" not in composed:  # compose drops Hydra's node: named in the note
                 composed = {**composed, "hydra": data["hydra"]}
-            composed, note = hydra_style.translate(
-                composed, path, layer.keys, config_root_of(path), hydra_context(layers[:-1])
+            composed, ignored = hydra_style.translate(
+                composed, path, layer.keys, config_root_of(path), hydra_context(layers[:-1]), layers[:-1]
             )
-            _note(note)
+            _note_ignored(ignored)
         return yaml.safe_dump(composed, sort_keys=False)
     layers.append(file_layer(str(path), [(path, "")]))
     if hydra:
         layers[-1].hydra = data
         hydra_style.alias_keys(layers[-1].keys)
-        translated, note = hydra_style.translate(
-            data, path, layers[-1].keys, config_root_of(path), hydra_context(layers[:-1])
+        translated, ignored = hydra_style.translate(
+            data, path, layers[-1].keys, config_root_of(path), hydra_context(layers[:-1]), layers[:-1]
         )
-        _note(note)
+        _note_ignored(ignored)
         return yaml.safe_dump(translated, sort_keys=False)
     return str(path)
 
@@ -298,6 +251,7 @@ def hydra_context(layers: Sequence[Layer]) -> dict[str, Any]:
 
 
 _NOTED: set[str] = set()  # the notes printed by this process (a command line may be composed twice)
+_NOTED_KEYS: set[Ignored] = set()  # the Hydra keys those notes named as left out, with their files
 
 
 def _note(line: str | None) -> None:
@@ -305,6 +259,17 @@ def _note(line: str | None) -> None:
     if line and line not in _NOTED:
         _NOTED.add(line)
         print(f"note: {line}", file=sys.stderr)
+
+
+def _note_ignored(ignored: Sequence[Ignored]) -> None:
+    """Note the Hydra keys a layer leaves out, each under the file that wrote it, once: a key an earlier layer
+    wrote (``logger.wandb`` of the experiment, under a later ``--config logger/csv``) was noted with that layer."""
+    from trainer_cli.config import hydra_style
+
+    fresh = [i for i in dict.fromkeys(ignored) if i not in _NOTED_KEYS]
+    _NOTED_KEYS.update(fresh)
+    for line in hydra_style.note_lines(fresh):
+        _note(line)
 
 
 def _under_earlier(composed: dict[str, Any], layer: Layer, layers: Layers) -> dict[str, Any]:
@@ -387,7 +352,7 @@ def compose_args(args: Request | Sequence[str], fixed: Collection[str] = ()) -> 
     """Rewrite every ``--config FILE`` / ``--config=FILE`` / ``-c FILE`` in ``args`` for LightningCLI,
     after taking out the ``--config_root DIR`` flags (:func:`take_config_roots`); returns the
     arguments and the command line's :class:`Layers` (for error messages). ``fixed``: as
-    :func:`place_class_flags`.
+    :func:`trainer_cli.config.class_flags.place_class_flags`.
 
     Raises:
         UserError: for a missing file, a YAML syntax error or a composition error.
@@ -405,90 +370,4 @@ def compose_args(args: Request | Sequence[str], fixed: Collection[str] = ()) -> 
         else:
             layers.note_flag(arg.tokens[0])
             out.append(arg)
-    return _placed(out, layers, fixed), layers
-
-
-CLASS_KEYS = ("model", "data")  # sections whose class a stock LightningCLI script fixes in code
-
-
-def _class_flag(arg: Arg) -> str | None:
-    """The :data:`CLASS_KEYS` section whose class ``arg`` names (``--model pkg.Class``, ``--model=...``,
-    ``--model.class_path pkg.Class``), else None."""
-    for key in CLASS_KEYS:
-        if arg.name in (key, f"{key}.class_path") and arg.value is not None:
-            return key
-    return None
-
-
-def _config_section(value: str, key: str) -> Any:
-    """The ``key`` section of one expanded ``--config`` value (a file path or composed YAML text)."""
-    try:
-        data = load_yaml_file(Path(value)) if "\n" not in value and Path(value).is_file() else yaml.safe_load(value)
-    except (UserError, yaml.YAMLError):
-        return None
-    return data.get(key) if isinstance(data, dict) else None
-
-
-def place_class_flags(args: Request | Sequence[str], layers: Layers, fixed: Collection[str] = ()) -> list[str]:
-    """Let ``--model pkg.Class`` / ``--data pkg.Class`` stand anywhere on an expanded command line.
-
-    A config printed by a stock ``LightningCLI(MyModel, MyData)`` script has no ``class_path``
-    (``model: {hidden_dim: 32}``): its values only parse on top of a class given before it. Such a
-    flag given after the config is also put (copied, so that it still wins where it stands) right
-    before the first config that needs it. ``fixed``: the sections whose class the CLI itself fixes
-    (a user's script with ``LightningCLI(MyModel, MyData)``): there such a config is the class's
-    own arguments, as LightningCLI reads it.
-
-    Raises:
-        UserError: for a config section without ``class_path`` and no class for it anywhere, saying
-            which flag or key to add.
-    """
-    return _placed(list(Request.of(args)), layers, fixed)
-
-
-def _placed(args: list[Arg], layers: Layers, fixed: Collection[str]) -> list[str]:
-    """:func:`place_class_flags` of the items of a command line; returns its tokens."""
-    out = list(args)
-    for key in (k for k in CLASS_KEYS if k not in fixed):
-        has_class = False
-        configs = 0  # the --config items seen so far
-        i = 0
-        while i < len(out):
-            arg = out[i]
-            if _class_flag(arg) == key:
-                has_class = True
-            elif arg.name == "config" and arg.value is not None:
-                section = _config_section(arg.value, key)
-                if isinstance(section, dict) and section and "class_path" not in section and not has_class:
-                    later = next((a for a in out[i + 1 :] if _class_flag(a) == key), None)
-                    if later is None:
-                        raise UserError(_no_class_message(key, configs, layers, section))
-                    out.insert(i, later)  # copied: it still wins where it stands
-                    i += 1
-                has_class = (
-                    has_class or isinstance(section, str) or (isinstance(section, dict) and "class_path" in section)
-                )
-                configs += 1
-            i += 1
-    return [token for a in out for token in a.tokens]
-
-
-def _no_class_message(key: str, ordinal: int, layers: Layers, section: dict[str, Any]) -> str:
-    """The error for a ``key:`` section without ``class_path`` in the ``ordinal``-th ``--config``
-    (0-based) and no ``--key`` class flag. A section that holds only ``key:`` again (``model: {model:
-    {class_path: ...}}``) is a group file written as the bundled ones are but without their first line,
-    ``# @package _global_``: Hydra puts such a file's keys under its group's name."""
-    files = [layer for layer in layers if not layer.label.startswith("-")]
-    file, line = files[ordinal].keys.get(key, (None, None)) if ordinal < len(files) else (None, None)
-    where = f"in {file}{f' line {line}' if line else ''}: " if file else ""
-    if set(section) == {key} and isinstance(section[key], dict) and "class_path" in section[key]:
-        return (
-            f"{where}the config's {key}: holds {key}: again ({key}.{key}.class_path): a group file of {key}/ written "
-            f"with a top-level {key}: key lacks the bundled group files' first line `# @package _global_` (without "
-            f"it Hydra puts the file's keys under {key}:): add that line to the file, or drop its {key}: level"
-        )
-    return (
-        f"{where}the config's {key}: has no class_path (a config printed by a LightningCLI script with a fixed "
-        f"{key} class?): add --{key} pkg.Class (anywhere on the command line) or {key}.class_path: pkg.Class to the "
-        "config"
-    )
+    return placed(out, layers, fixed), layers

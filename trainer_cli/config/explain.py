@@ -26,6 +26,7 @@ from trainer_cli.config.class_hints import (
     public_classes,
     user_packages,
 )
+from trainer_cli.config.keys import plain_key
 from trainer_cli.errors import (
     Origin,
     UserCodeError,
@@ -183,14 +184,23 @@ def _plain_type_error(message: str) -> str:
 def message_keys(message: str) -> list[str]:
     """The dotted config keys an explained parse error is about, the most specific first
     (``optimizer.init_args.lr`` before ``optimizer``); for a class that can't be found its
-    ``class_path`` key first."""
+    ``class_path`` key first. An unknown option or a wrong value of a class nested in another's
+    ``init_args`` (``model: ... Parser key "net": ... class_path 'pkg.Net': Option 'lin1_sise' ...``,
+    ``... class_path 'pkg.Net': lin1_size: expected int``) is the key through those ``Parser key``
+    levels (``model.net.lin1_sise``), so that where it was written (a file's line, or a flag) is
+    found for that key, not for the section around it."""
     keys: list[str] = []
     head = re.match(r"([A-Za-z_][\w.]*): ", message)
     keys += re.findall(r"unknown key '([\w.]+)'", message)
     keys += re.findall(r"unknown section '([\w.]+)'", message)
     keys += re.findall(r"does not accept option '([\w.]+)'", message)
     if head:
-        keys += [f"{head.group(1)}.{o}" for o in re.findall(r"unknown option '([\w.]+)' of", message)]
+        options = re.findall(rf"unknown option '([\w.]+)' of ({DOTTED})", message)
+        options += [(o, c) for c, o in re.findall(rf"class_path '({DOTTED})': (\w+): expected ", message)]
+        for option, class_path in options:
+            at = message.find(f"class_path '{class_path}'")
+            levels = re.findall(r'Parser key "([\w.]+)"', message[:at]) if at >= 0 else []
+            keys += [".".join([head.group(1), *levels, option]), f"{head.group(1)}.{option}"]
         if re.search(r"unknown (?:class|module) '|has no attribute|No module named", message):
             keys.append(f"{head.group(1)}.class_path")
         keys.append(head.group(1))
@@ -205,7 +215,22 @@ def locate(message: str, layers: Layers | None) -> tuple[str | None, Origin | No
     if not keys:
         return None, None
     found = layers.origin_of(keys) if layers else None
-    return (found[1], layers.origin(keys)) if found and layers else (keys[0], None)
+    if not found or not layers:
+        return keys[0], None
+    origin = layers.origin(keys)
+    if origin is not None and origin.flag and _names_flag(message, origin.flag):
+        origin = None  # the message says the flag itself: not said twice
+    return found[1], origin
+
+
+def _names_flag(message: str, flag: str) -> bool:
+    """Whether ``message`` names ``flag`` itself: the flag as written (``unrecognized arguments:
+    --trainer.max_epoch``), or its key as the message's first word (``trainer.max_epochs: expected
+    int``; spelt either way: :func:`~trainer_cli.config.keys.plain_key`)."""
+    if re.search(rf"{re.escape(flag)}(?![\w.])", message):
+        return True
+    head = re.match(r"([A-Za-z_][\w.]*): ", message)
+    return head is not None and plain_key(head.group(1)) == plain_key(flag.lstrip("-"))
 
 
 _NOT_ERRORS = (

@@ -35,11 +35,11 @@ from __future__ import annotations
 import inspect
 import os
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.config.keys import plain_key
+from trainer_cli.config.keys import Layer, Layers, plain_key
 from trainer_cli.errors import UserError
 from trainer_cli.imports import import_class
 
@@ -74,6 +74,10 @@ _HYDRA_CWD = re.compile(r"\$\{hydra:\s*runtime\.cwd\s*\}")
 _HYDRA_ANY = re.compile(r"\$\{hydra:[^}]*\}")
 _INTERPOLATION = re.compile(r"\$\{\s*([A-Za-z_]\w*)\s*(?=[.}\[])")  # ${name...}, not a resolver's ${now:...}
 _KeyLines = Mapping[str, tuple[Path | None, int | None]]
+Ignored = tuple[Path, str, str]
+"""One key a Hydra-style layer leaves out: the ``--config`` file that wrote it, the dotted key, and why."""
+RUN_FOLDER_WHY = "made from Hydra's run folder: the run directory is the launcher's"
+UNTARGETED_WHY = "no _target_: the template's instantiate_* skip such entries"
 
 
 def is_hydra_style(data: Any) -> bool:
@@ -92,8 +96,13 @@ def _has_target(node: Any) -> bool:
 
 
 def translate(
-    data: dict[str, Any], path: Path, keys: _KeyLines, root: Path, context: dict[str, Any] | None = None
-) -> tuple[dict[str, Any], str | None]:
+    data: dict[str, Any],
+    path: Path,
+    keys: _KeyLines,
+    root: Path,
+    context: dict[str, Any] | None = None,
+    earlier: Sequence[Layer] = (),
+) -> tuple[dict[str, Any], list[Ignored]]:
     """A Hydra-style config layer as LightningCLI reads it (see the module docstring).
 
     Args:
@@ -104,9 +113,14 @@ def translate(
         context: The Hydra-style layers before this one, merged and untranslated: what its interpolations
             may point into besides itself (``${paths.output_dir}`` of a ``trainer/cpu.yaml`` given after an
             experiment), as in the one config Hydra composes.
+        earlier: The layers before this one (:class:`trainer_cli.config.keys.Layer`, where each of their keys is
+            written); their Hydra-style ones make ``context``. A key left out that this layer does not write came
+            with them (a named entry merged by name: ``logger.wandb`` of an experiment under a later
+            ``--config logger/csv``) and is named with the file of the last of them that writes it.
 
     Returns:
-        The translated layer and the one note line naming what was left out and why (None when nothing was).
+        The translated layer and the keys left out, each with the file that wrote it and why
+        (:data:`Ignored`; :func:`note_lines` words them).
 
     Raises:
         UserError: one line naming the file and key: an interpolation that does not resolve, a
@@ -120,7 +134,7 @@ def translate(
     variables = _referenced({**(context or {}), **data}) - {*RENAMED, *NAMED, "trainer"}
     roles = _roles(resolved, variables)
     out: dict[str, Any] = {}
-    ignored: list[str] = []
+    ignored: list[tuple[str, str]] = []  # (dotted key, why), in order
     for key, value in resolved.items():
         if key in roles:
             out[roles[key]] = value
@@ -132,9 +146,9 @@ def translate(
                 f"{where('train')}train: false (no training) cannot be honoured by `train fit`: use `train test`"
             )
         elif key in IGNORED and not (key == "train" and isinstance(value, dict)):  # (MinVQVAE's group of values)
-            ignored.append(f"{key} ({IGNORED[key]})")
+            ignored.append((key, IGNORED[key]))
         elif key in variables and (key not in CLI_SECTIONS or key in roles.values()):
-            ignored.append(f"{key} (resolved into the values that use it)")
+            ignored.append((key, "resolved into the values that use it"))
         elif key in NAMED:
             out.setdefault("trainer", {})[key] = value
         elif key == "trainer" and isinstance(value, dict):
@@ -157,12 +171,27 @@ def translate(
     out = {k: _node(v, k, where) for k, v in out.items()}
     folder = [k for k in left_out if not k.startswith(("callbacks.", "logger.")) or k.count(".") > 1]
     untargeted = [k for k in left_out if k not in folder]
-    if folder:
-        ignored.append(f"{', '.join(folder)} (made from Hydra's run folder: the run directory is the launcher's)")
-    if untargeted:
-        ignored.append(f"{', '.join(untargeted)} (no _target_: the template's instantiate_* skip such entries)")
-    note = f"{path}: Hydra keys ignored: {'; '.join(ignored)}" if ignored else None
-    return out, note
+    ignored += [(k, RUN_FOLDER_WHY) for k in folder] + [(k, UNTARGETED_WHY) for k in untargeted]
+    before = Layers(layer for layer in earlier if layer.hydra is not None)  # the layers of ``context``
+
+    def written_in(dotted: str) -> Path:  # this layer's file, or the earlier layer's that wrote the key
+        found = None if plain_key(dotted) in keys else before.origin_of([dotted])
+        return Path(found[0].label) if found else path
+
+    return out, [(written_in(key), key, why) for key, why in ignored]
+
+
+def note_lines(ignored: Sequence[Ignored]) -> list[str]:
+    """The note lines for keys left out (:func:`translate`): one a file, ``FILE: Hydra keys ignored: KEY (why);
+    ...``, the keys made from Hydra's run folder and the entries without ``_target_`` each named in one group."""
+    by_file: dict[Path, dict[tuple[str, str], list[str]]] = {}  # file -> (a key or "" for a group, why) -> keys
+    for file, key, why in ignored:
+        entry = ("" if why in (RUN_FOLDER_WHY, UNTARGETED_WHY) else key, why)
+        by_file.setdefault(file, {}).setdefault(entry, []).append(key)
+    return [
+        f"{file}: Hydra keys ignored: " + "; ".join(f"{', '.join(keys)} ({why})" for (_, why), keys in entries.items())
+        for file, entries in by_file.items()
+    ]
 
 
 def _referenced(data: Any) -> set[str]:

@@ -22,10 +22,12 @@ from typing import Any
 
 import yaml
 
-from trainer_cli.config.compose import config_text, load_yaml_file, place_class_flags, take_roots
+from trainer_cli.config.class_flags import place_class_flags
+from trainer_cli.config.compose import config_text, take_roots
 from trainer_cli.config.keys import Layers
 from trainer_cli.config.request import Request
 from trainer_cli.config.run_layers import stored_configs, with_run_settings
+from trainer_cli.config.yaml_files import load_yaml_file
 from trainer_cli.errors import UserError
 
 ParseFit = Callable[[list[str], Layers], tuple[Any, Any]]

@@ -231,7 +231,7 @@ def main(request: Request, parse: ParseFit, script: str | None = None, fixed: Ma
     """``train submit ARGS`` for a fit run, parsed by ``parse``; returns the exit code. ``script``: a
     user's script with TrainerCLI (``python main.py submit ARGS``), which the job then runs;
     ``fixed``: the sections whose class that script fixes, with the class (``{"model": MyModel}``,
-    :func:`trainer_cli.config.compose.place_class_flags`); ``script_verb``: the verb the script takes (empty
+    :func:`trainer_cli.config.class_flags.place_class_flags`); ``script_verb``: the verb the script takes (empty
     for one built with ``run=False``).
 
     Raises:
