@@ -81,8 +81,8 @@ def test_the_dry_run_prints_the_ray_job_and_writes_nothing(tmp_path: Path) -> No
     ("flags", "message"),
     [
         (["--scheduler", "ray", "--ray.address", NOWHERE], f"the Ray cluster at {NOWHERE} does not answer"),
-        (["--scheduler", "ray", "--ray.address", NOWHERE, "--slurm.time", "9"], "--slurm.time is a Slurm option"),
-        (["--ray.max_failures", "1"], "--ray.max_failures is an option of `train submit --scheduler ray`"),
+        (["--scheduler", "ray", "--ray.address", NOWHERE, "--slurm.time", "9"], "--slurm.time is an option of `train submit --scheduler slurm`, not of --scheduler ray"),
+        (["--ray.max_failures", "1"], "--ray.max_failures is an option of `train submit --scheduler ray`, not of --scheduler slurm (the default"),
         (["--scheduler", "ray", "--ray.adress", "x"], "unknown Ray option '--ray.adress'"),
         (["--scheduler", "kubernetes"], "--scheduler kubernetes: not an engine; choose one of slurm, ray"),
     ],

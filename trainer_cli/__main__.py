@@ -50,6 +50,12 @@ TARGETS: dict[str, str] = {
     "ls": "trainer_cli.config.listing:main",
     "completion": "trainer_cli.tools.completion:main",
 }
+# `train submit --scheduler NAME` -> the engine's submission (TARGETS' submit: the default engine's)
+SUBMIT_TARGETS: dict[str, str] = {
+    "slurm": "trainer_cli.schedulers.slurm.submit:main",
+    "ray": "trainer_cli.schedulers.ray.submit:main",
+}
+assert tuple(SUBMIT_TARGETS) == SCHEDULER_NAMES and TARGETS["submit"] == SUBMIT_TARGETS[SCHEDULER_NAMES[0]]
 
 USAGE = """\
 usage: train <verb> [--config FILE ...] [--key.sub value ...]
@@ -174,8 +180,8 @@ def _run_verb(verb: str, rest: list[str]) -> int:
     if verb == "fit" and request.sweep:  # trials one after another, each a plain `fit` process
         target, verb = "trainer_cli.sweeps.local:main", "fit-sweep"
     engine = request.last("scheduler") if verb == "submit" else None
-    if engine == "ray":  # `train submit --scheduler ray`: the Ray engine (trainer_cli.job.scheduler)
-        target = "trainer_cli.schedulers.ray.submit:main"
+    if engine in SUBMIT_TARGETS:  # `train submit --scheduler NAME`: that engine's submission
+        target = SUBMIT_TARGETS[engine]
     module_name, func_name = target.split(":")
     test_after_fit = request.has("test_after_fit")  # `train fit`'s own switch: the test follows the fit here
     try:

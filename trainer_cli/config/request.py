@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from trainer_cli.job.scheduler import DEFAULT_SCHEDULER, SCHEDULER_NAMES
+
 
 @dataclass(frozen=True)
 class Option:
@@ -54,9 +56,8 @@ SWEEP_OPTIONS = (
     "sweep_metric",
     "sweep_direction",
 )
-SLURM = "slurm"  # --slurm FILE and every --slurm.KEY VALUE: `train submit`'s Slurm options
-RAY = "ray"  # every --ray.KEY VALUE: `train submit --scheduler ray`'s options
-ENGINE_SECTIONS = (SLURM, RAY)
+ENGINE_SECTIONS = SCHEDULER_NAMES  # every --<engine>.KEY VALUE: `train submit --scheduler <engine>`'s options
+SLURM = DEFAULT_SCHEDULER  # --slurm FILE: the default engine's options from a file (a site profile's section)
 
 OPTIONS: tuple[Option, ...] = (
     Option("config", aliases=("-c",), launcher=False),  # composed by the launcher, parsed by LightningCLI
@@ -132,8 +133,8 @@ def read(tokens: Iterable[str]) -> list[Arg]:
         token = tokens[i]
         spelling, eq, inline = token.partition("=")
         known = _BY_SPELLING.get(spelling)
-        slurm_key = any(spelling.startswith(f"--{s}.") and len(spelling) > len(s) + 3 for s in ENGINE_SECTIONS)
-        if known is None and not slurm_key:
+        engine_key = any(spelling.startswith(f"--{s}.") and len(spelling) > len(s) + 3 for s in ENGINE_SECTIONS)
+        if known is None and not engine_key:
             if token.startswith("--") and len(token) > 2:
                 out.append(Arg(spelling[2:], inline if eq else None, (token,)))
             else:

@@ -16,12 +16,12 @@ VERBS: dict[str, str] = {
         "Check an allocation before a run waits for it: devices, network, versions, run root, code, rendezvous, timed "
         "all-reduce (--local: here)."
     ),
-    "submit": "Queue `fit` as a Slurm job (multi-node DDP, requeue and resume).",
+    "submit": "Queue `fit` as a job: multi-node DDP on Slurm (the default) or Ray (--scheduler ray), requeue, resume.",
     "jobs": (
-        "List the Slurm jobs submitted from here: state, why it waits or how it ended, restarts, progress, log (--tail "
-        "RUN follows one; `train jobs RUN`: its jobs and what they cost)."
+        "List the jobs submitted from here (every engine's): state, why it waits or how it ended, restarts, progress, "
+        "log (--tail RUN follows one; `train jobs RUN`: its jobs and what they cost)."
     ),
-    "cancel": "Cancel the Slurm jobs of a submitted run (fit, test, cv array and aggregate).",
+    "cancel": "Cancel the jobs of a submitted run (fit, test, cv array and aggregate).",
     "sweep-results": (
         "The table of a sweep (`--sweep` on fit or submit): swept values, best metric, state; writes CSV/JSON."
     ),

@@ -8,10 +8,11 @@ from __future__ import annotations
 
 import importlib.util
 import os
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
 
 from trainer_cli.errors import UserError
-from trainer_cli.job.scheduler import SCHEDULER_NAMES, Scheduler
+from trainer_cli.job.scheduler import DEFAULT_SCHEDULER, SCHEDULER_NAMES, Scheduler
 
 
 def _slurm() -> Scheduler:
@@ -67,3 +68,37 @@ def current_clusters(found: Mapping[str, Scheduler]) -> dict[str, str | None]:
     (:func:`trainer_cli.schedulers.submissions.of_cluster`: an engine not in ``found`` is on no cluster
     known, and its jobs are all listed)."""
     return {name: scheduler.cluster() for name, scheduler in found.items()}
+
+
+def refuse_other_engines_options(args: Iterable[Any], chosen: str) -> None:
+    """Refuse the options of an engine other than ``chosen`` (``--ray.*`` on Slurm, ``--slurm.*`` or ``--slurm
+    FILE`` on Ray), one line, before anything is written or submitted.
+
+    Args:
+        args: The request's items (:class:`trainer_cli.config.request.Arg`: ``name``, ``flag``).
+        chosen: The engine ``train submit --scheduler`` chose (:data:`~trainer_cli.job.scheduler.SCHEDULER_NAMES`).
+
+    Raises:
+        UserError: naming the first such flag, its engine, and how to use or drop it.
+    """
+    for arg in args:
+        section = (arg.name or "").split(".")[0]
+        if section in SCHEDULER_NAMES and section != chosen:
+            given = "the default, " if chosen == DEFAULT_SCHEDULER else ""
+            raise UserError(
+                f"{arg.flag} is an option of `train submit --scheduler {section}`, not of --scheduler {chosen} "
+                f"({given}the engine chosen): submit with --scheduler {section}, or drop it"
+            )
+
+
+def option_flags() -> list[str]:
+    """``--<engine>.<field>`` of every engine's options (``train submit``'s: ``--slurm.time``, ``--ray.address``),
+    as shell completion offers them."""
+    import dataclasses
+
+    from trainer_cli.schedulers.ray.options import RayOptions
+    from trainer_cli.schedulers.slurm.options import SlurmOptions
+
+    classes: dict[str, Any] = {"slurm": SlurmOptions, "ray": RayOptions}
+    assert tuple(classes) == SCHEDULER_NAMES, "the options of every engine"
+    return [f"--{name}.{f.name}" for name, cls in classes.items() for f in dataclasses.fields(cls)]

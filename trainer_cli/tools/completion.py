@@ -80,15 +80,6 @@ def own_options(verb: str) -> list[str]:
     return sorted(set(OPTION.findall(text.getvalue())) - {"--help"})
 
 
-def slurm_options() -> list[str]:
-    """``--slurm.<field>`` of every field of the ``slurm:`` block."""
-    import dataclasses
-
-    from trainer_cli.schedulers.slurm.options import SlurmOptions
-
-    return [f"--slurm.{f.name}" for f in dataclasses.fields(SlurmOptions)]
-
-
 def class_names() -> dict[str, list[str]]:
     """Option -> the short class names it takes (read from the sources, no torch import)."""
     backbones = [n.lower() for n, (m, _) in listing.project_subclasses("Module").items() if m.endswith("backbones")]
@@ -115,12 +106,13 @@ def config_short_forms() -> list[str]:
 def tables() -> dict[str, Any]:
     """Everything the script completes from: verbs, options per verb, class names, configs."""
     from trainer_cli.config.verbs import VERBS
+    from trainer_cli.schedulers import option_flags as engine_option_flags
 
     fit = help_options("fit")
     options = {verb: help_options(verb) for verb in LIGHTNING_VERBS if verb != "fit"} | {"fit": fit}
     for verb in FIT_LIKE:
         options[verb] = list(fit)
-    options["submit"] += slurm_options()
+    options["submit"] += engine_option_flags()
     for verb in OWN_OPTIONS:
         options[verb] = sorted(set(options.get(verb, [])) | set(own_options(verb)))
     for verb, extra in EXTRA_OPTIONS.items():

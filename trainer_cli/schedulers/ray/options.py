@@ -12,9 +12,11 @@ import urllib.request
 from dataclasses import dataclass, fields
 from typing import Any
 
-from trainer_cli.config.request import RAY, Request
+from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError, did_you_mean
 
+RAY = "ray"
+"""This engine's name (:data:`trainer_cli.job.scheduler.SCHEDULER_NAMES`): its options are ``--ray.*``."""
 RAY_VERSIONS = ("2.60", "3")
 """The Ray versions supported, ``>= first, < second``: the ``ray`` extra of pyproject.toml says the same."""
 INSTALL_HINT = "pip install 'trainer-cli[ray]'"

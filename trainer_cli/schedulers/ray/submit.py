@@ -20,14 +20,15 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from trainer_cli.config.request import RAY, SLURM, Request, command_line
+from trainer_cli.config.request import SLURM, Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.rundir.freezing import freeze
 from trainer_cli.rundir.layout import CONFIG_FILE
-from trainer_cli.schedulers import run_plan, snapshot
+from trainer_cli.schedulers import refuse_other_engines_options, run_plan, snapshot
 from trainer_cli.schedulers.ray import options as ray_options
 from trainer_cli.schedulers.ray.engine import RayJob, RayScheduler, log_file
+from trainer_cli.schedulers.ray.options import RAY
 from trainer_cli.schedulers.resources import derive
 from trainer_cli.schedulers.snapshot import Snapshot
 from trainer_cli.schedulers.submissions import register
@@ -57,10 +58,9 @@ options:
 
 def _refuse_other_flags(request: Request) -> None:
     """Raises UserError for flags that belong to Slurm's submissions."""
+    refuse_other_engines_options(request, RAY)
     for arg in request:
         name = arg.name or ""
-        if name == SLURM or name.startswith(SLURM + "."):
-            raise UserError(f"{arg.flag} is a Slurm option: --scheduler ray takes --ray.* options (drop it)")
         if name in ("sweep", "check"):
             raise UserError(f"{arg.flag} is not supported with --scheduler ray yet (Slurm only)")
 

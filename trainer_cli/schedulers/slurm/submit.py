@@ -11,10 +11,11 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from trainer_cli.config.request import RAY, Request
+from trainer_cli.config.request import Request
 from trainer_cli.config.spec import RunSpec
 from trainer_cli.errors import UserError
 from trainer_cli.job.scheduler import SCHEDULER_NAMES
+from trainer_cli.schedulers import refuse_other_engines_options
 from trainer_cli.schedulers.run_plan import parse_fit, script_verb
 from trainer_cli.schedulers.slurm import fit_job
 from trainer_cli.schedulers.slurm.cluster import UNCHECKED, check_against_cluster
@@ -60,11 +61,7 @@ def main(request: Request) -> int:
         UserError: for a bad config or Slurm option, a resource mismatch, or a refused job; the run
             directory made for it is removed again.
     """
-    ray_flags = [a.flag for a in request if (a.name or "").startswith(RAY + ".")]
-    if ray_flags:
-        raise UserError(
-            f"{ray_flags[0]} is an option of `train submit --scheduler ray`: add --scheduler ray, or drop it"
-        )
+    refuse_other_engines_options(request, "slurm")
     if not request.helps:
         if request.sweep:  # one job array, a task per trial (trainer_cli.schedulers.slurm.sweep)
             from trainer_cli.schedulers.slurm.sweep import main as submit_sweep
