@@ -28,8 +28,19 @@ from typing import TYPE_CHECKING, Any
 import yaml
 
 from trainer_cli.config.class_flags import placed
-from trainer_cli.config.keys import Layer, Layers, file_layer, plain_key
-from trainer_cli.config.paths import configs_dir, group_names, resolve_config_path, user_config_roots
+from trainer_cli.config.hydra_roots import (
+    HYDRA_LOGGING,
+    config_root_of,
+    entry_group,
+    files_of,
+    has_defaults_list,
+    root_config_of,
+    search_roots,
+    searchpath,
+)
+from trainer_cli.config.keys import Layer, Layers, file_layer
+from trainer_cli.config.layer_order import under_earlier
+from trainer_cli.config.paths import resolve_config_path, user_config_roots
 from trainer_cli.config.request import Arg, Request, option
 from trainer_cli.config.run_layers import with_run_settings
 from trainer_cli.config.yaml_files import load_yaml_file
@@ -39,29 +50,6 @@ if TYPE_CHECKING:
     from trainer_cli.config.hydra_style import Ignored
 
 SHIM_PRIMARY = "trainer_cli_primary"  # Hydra ConfigStore name of the stand-in primary config (see _compose)
-
-
-def has_defaults_list(data: Any) -> bool:
-    """True when a loaded YAML document is a Hydra primary config with a ``defaults:`` list."""
-    return isinstance(data, dict) and isinstance(data.get("defaults"), list)
-
-
-def config_root_of(path: Path) -> Path:
-    """The config root of a config file: the folder above its group folder when the file's folder
-    is named like a bundled group (``myconfigs/experiment/x.yaml`` -> ``myconfigs``), else its folder."""
-    path = path.resolve()
-    bundled = configs_dir().resolve()
-    if path.is_relative_to(bundled):
-        return bundled
-    return path.parent.parent if path.parent.name in group_names() else path.parent
-
-
-def search_roots(path: Path, roots: Sequence[Path] = ()) -> list[Path]:
-    """Where a composed file's ``defaults:`` entries are looked up, first match wins: the file's
-    own config root (:func:`config_root_of`), the user roots, then the bundled ``configs/`` (so a
-    user group file wins over a bundled one of the same name, for a bundled experiment too)."""
-    own, bundled = config_root_of(path), configs_dir().resolve()
-    return list(dict.fromkeys([*([own] if own != bundled else []), *(Path(r).resolve() for r in roots), bundled]))
 
 
 def compose_file(path: Path, roots: Sequence[Path] = ()) -> dict[str, Any]:
@@ -98,9 +86,8 @@ def _compose(path: Path, roots: Sequence[Path] = ()) -> tuple[dict[str, Any], li
         else:
             primary = SHIM_PRIMARY
             ConfigStore.instance().store(name=SHIM_PRIMARY, node={"defaults": [f"/{name}", "_self_"]})
-    quoted = ",".join("'file://" + str(r).replace("\\", "\\\\").replace("'", "\\'") + "'" for r in search[1:])
-    overrides = [f"hydra.searchpath=[{quoted}]"] if len(search) > 1 else []
-    overrides += HYDRA_LOGGING  # a template's hydra/default.yaml asks for the colorlog plugin: no Hydra run logs here
+    # HYDRA_LOGGING: a template's hydra/default.yaml asks for the colorlog plugin: no Hydra run logs here
+    overrides = [*searchpath(search), *HYDRA_LOGGING]
     base = _template_primary(path) if primary == name else None
     if base is not None:  # an experiment of a template's root config (`train.yaml` naming `experiment: null`)
         primary, overrides = base[0], [*overrides, f"{base[1]}={path.stem}"]
@@ -125,48 +112,28 @@ def _compose(path: Path, roots: Sequence[Path] = ()) -> tuple[dict[str, Any], li
         ) from None
     finally:
         GlobalHydra.instance().clear()
-    sources: list[tuple[Path, str]] = []
-    for entry in merged:
-        if not entry.config_path or (entry.package or "").startswith("hydra") or entry.config_path.startswith("hydra/"):
-            continue
-        found = [r / f"{entry.config_path}.yaml" for r in search if (r / f"{entry.config_path}.yaml").is_file()]
-        if entry.config_path == name:
-            found = [path]
-        if found:
-            sources.append((found[0], entry.package or ""))
+    sources = files_of(merged, search, {name: path})
     return fold_list_appends(OmegaConf.to_container(cfg, resolve=False)), sources  # type: ignore[return-value]
-
-
-HYDRA_LOGGING = ["hydra/hydra_logging=none", "hydra/job_logging=none"]
-TEMPLATE_PRIMARIES = ("train.yaml",)  # tried first, then the root's other top-level files
 
 
 def _template_primary(path: Path) -> tuple[str, str] | None:
     """The root config a Hydra project composes a group file into, when the file needs it: its
-    ``defaults:`` list holds only ``override /group: option`` entries (a lightning-hydra-template
-    experiment, run as ``python train.py experiment=example``) and a top-level file of its config
-    root names its group in its own ``defaults:`` list (``- experiment: null``). Returns that file's
-    name and the group, else None."""
+    ``defaults:`` list holds ``override /group: option`` entries of groups it does not list itself (a
+    lightning-hydra-template experiment, run as ``python train.py experiment=example``; a debug config's
+    ``[default, override /callbacks: none]``), which compose only in a root config that lists those groups, and
+    a top-level file of its config root names the file's group in its own ``defaults:`` list
+    (``- experiment: null``, :func:`root_config_of`). Returns that file's name and the group, else None."""
     root = config_root_of(path)
     if root == path.parent.resolve() or not path.is_relative_to(root):
         return None
     entries = [e for e in (load_yaml_file(path) or {}).get("defaults") or [] if e != "_self_"]
-    overrides = [e for e in entries if isinstance(e, dict) and all(str(k).startswith("override ") for k in e)]
-    if not entries or len(overrides) != len(entries):
+    overridden = {entry_group(k) for e in entries if isinstance(e, dict) for k in e if str(k).startswith("override ")}
+    listed = {entry_group(k) for e in entries if isinstance(e, dict) for k in e if not str(k).startswith("override ")}
+    if not overridden - listed:
         return None
     group = path.relative_to(root).parts[0]
-    files = sorted(root.glob("*.yaml"), key=lambda f: (f.name not in TEMPLATE_PRIMARIES, f.name))
-    for file in files:
-        data = load_yaml_file(file)
-        names = [
-            str(k).replace("optional ", "").strip().lstrip("/")
-            for e in (data.get("defaults") if has_defaults_list(data) else [])
-            if isinstance(e, dict)
-            for k in e
-        ]
-        if group in names:
-            return file.stem, group
-    return None
+    found = root_config_of(root, group)
+    return (found[0], group) if found else None
 
 
 def fold_list_appends(data: Any) -> Any:
@@ -212,7 +179,9 @@ def config_text(value: str, layers: Layers, roots: Sequence[Path] = ()) -> str:
     if has_defaults_list(data) or (hydra and "# @package" not in path.read_text()):  # Hydra places it by its group
         composed, sources = _compose(path, roots)
         layer = file_layer(str(path), sources, composed_from=path)
-        composed = _under_earlier(composed, layer, layers)
+        composed, notes = under_earlier(composed, layer, layers, roots)
+        for line in notes:
+            _note(line)
         layers.append(layer)
         if hydra or hydra_style.is_hydra_style(composed):
             layer.hydra = composed
@@ -270,49 +239,6 @@ def _note_ignored(ignored: Sequence[Ignored]) -> None:
     _NOTED_KEYS.update(fresh)
     for line in hydra_style.note_lines(fresh):
         _note(line)
-
-
-def _under_earlier(composed: dict[str, Any], layer: Layer, layers: Layers) -> dict[str, Any]:
-    """A composed layer without the values its own ``defaults:`` entries set over values written before it.
-
-    As in Hydra, a group file's defaults come under the values of the config it is layered on
-    (``--config experiment/example --config trainer/cpu``: ``trainer/cpu.yaml``'s ``- default`` does not
-    reset the experiment's ``trainer.max_epochs``); the values the file itself writes still win. The
-    values kept say so in one note line."""
-    if not layers or layer.composed_from is None:
-        return composed
-    own = layer.composed_from.resolve()
-    earlier: dict[str, str] = {}  # leaves earlier layers wrote in their own file or as a flag -> that layer
-    for before in layers:
-        for key in before.leaves:
-            file = before.keys[key][0]
-            if file is None or before.composed_from is None or file.resolve() == before.composed_from.resolve():
-                earlier[key] = before.label
-    kept: list[str] = []
-
-    def walk(node: Any, prefix: str) -> Any:
-        if not isinstance(node, dict):
-            return node
-        out = {}
-        for key, value in node.items():
-            dotted = plain_key(f"{prefix}.{key}" if prefix else str(key))
-            file = layer.keys.get(dotted, (None, None))[0]
-            if dotted in earlier and not isinstance(value, dict) and file is not None and file.resolve() != own:
-                kept.append(dotted)
-                layer.keys.pop(dotted, None)
-                layer.leaves.discard(dotted)
-                continue
-            out[key] = walk(value, dotted)
-        return out
-
-    result = walk(composed, "")
-    if kept:
-        labels = ", ".join(dict.fromkeys(earlier[k] for k in kept))
-        _note(
-            f"{own}: its defaults: list does not reset {', '.join(kept)}, set before it by {labels} "
-            "(as in Hydra, a group file's defaults come under the config it is layered on)"
-        )
-    return result
 
 
 def take_config_roots(args: Request | Sequence[str]) -> tuple[list[Path], list[str]]:
