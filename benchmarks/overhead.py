@@ -65,11 +65,12 @@ def plain_loop(
 def run_fit(args: list[str], warmup: int = 0, steps: int = 0) -> clock.Window:
     """``train fit ARGS`` in this process with a :class:`benchmarks.clock.StepClock`; its window."""
     timer = json.dumps({"class_path": "benchmarks.clock.StepClock", "init_args": {"warmup": warmup, "steps": steps}})
+    from trainer_cli.config.request import Request
     from trainer_cli.runtime.verbs import run_subcommand
 
     with tempfile.TemporaryDirectory() as tmp, contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
         logging.getLogger("lightning").setLevel(logging.ERROR)
-        run_subcommand("fit", [*args, "--trainer.default_root_dir", str(Path(tmp) / "runs"), f"--trainer.callbacks+={timer}"])
+        run_subcommand("fit", Request.of([*args, "--trainer.default_root_dir", str(Path(tmp) / "runs"), f"--trainer.callbacks+={timer}"], "fit"))
     return clock.LAST[0]
 
 

@@ -161,12 +161,13 @@ def _told(n: int, axes: dict[str, Any], rng: random.Random) -> tuple[list[Any], 
 
 def _sweep_of(real: Path, out: Path, n: int) -> Path:
     """A sweep of N trials made from ``real``'s first trial (see the module docstring)."""
+    from trainer_cli.config.request import Request
     from trainer_cli.sweeps import plan as sweep_plan
     from trainer_cli.sweeps import study as sweep_study
     from trainer_cli.sweeps.space import take_sweep_args
 
     record = json.loads((real / sweep_plan.SWEEP_FILE).read_text())
-    space, _ = take_sweep_args(["--sweep", AXIS])
+    space, _ = take_sweep_args(Request.of(["--sweep", AXIS]))
     assert space is not None
     frozen, params = _told(n, {a.key: a.distribution() for a in space.axes}, random.Random(n))
     trials = []
@@ -218,6 +219,7 @@ def _sweep_results(tmp: Path, sizes: tuple[int, ...]) -> dict[str, Any]:
 def _ask_tell(tmp: Path, sizes: tuple[int, ...], real_trial: Path) -> dict[str, Any]:
     """``worker next SWEEP 0 0`` (tell, then ask) with N trials told, three times each, medians."""
     from benchmarks import sweep_overhead
+    from trainer_cli.config.request import Request
     from trainer_cli.atomic import update_json
     from trainer_cli.job import jobstate
     from trainer_cli.sweeps import plan as sweep_plan
@@ -231,7 +233,7 @@ def _ask_tell(tmp: Path, sizes: tuple[int, ...], real_trial: Path) -> dict[str, 
     env = sweep_overhead._env(tmp / "bin")
     sweep_dir, _ = sweep_overhead.submit(tmp, env)
     record = sweep_plan.read_record(sweep_dir)
-    space, _ = take_sweep_args(record["sweep_args"])
+    space, _ = take_sweep_args(Request.of(record["sweep_args"]))
     assert space is not None
     loaded = sweep_study.load(record["study"])
     rng = random.Random(0)

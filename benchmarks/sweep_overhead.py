@@ -113,13 +113,14 @@ def grow(sweep_dir: Path, size: int, rng: random.Random) -> int:
     each gets the ``sweep.json`` entry a worker appends. Returns the number of trials it holds."""
     import optuna
 
+    from trainer_cli.config.request import Request
     from trainer_cli.sweeps import plan as sweep_plan
     from trainer_cli.sweeps import study as sweep_study
     from trainer_cli.schedulers.slurm import sweep_worker as worker
     from trainer_cli.sweeps.space import take_sweep_args
 
     record = sweep_plan.read_record(sweep_dir)
-    space, _ = take_sweep_args(record["sweep_args"])
+    space, _ = take_sweep_args(Request.of(record["sweep_args"]))
     assert space is not None
     sweep_study._quiet_optuna()
     loaded = optuna.load_study(

@@ -40,11 +40,12 @@ def fit(*args: str, verb: str = "fit") -> Any:
     """Run ``train <verb> ARGS`` in this process through the real :class:`TrainerCLI`; returns it
     (``.trainer``, ``.model``, ``.run_dir``)."""
     from trainer_cli.config.compose import expand_config_args
+    from trainer_cli.config.request import Request
     from trainer_cli.runtime.cli import TrainerCLI
     from trainer_cli.runtime.run import Run
 
     try:  # the run directory policy of `train <verb>` (a user's script follows Lightning's log_dir instead)
-        return TrainerCLI(args=[verb, *expand_config_args(list(args))], run_directory=Run(verb))
+        return TrainerCLI(args=[verb, *expand_config_args(Request.of(list(args))).tokens()], run_directory=Run(verb))
     finally:
         os.environ.pop(layout.ENV_RUN_DIR, None)
 

@@ -42,7 +42,7 @@ def user(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
 
 
 def fit_config(*args: str):  # noqa: ANN201 - a jsonargparse Namespace
-    return parse_config("fit", list(args))[1]
+    return parse_config("fit", Request.of(list(args)))[1]
 
 
 def test_an_experiment_in_a_user_folder_finds_its_own_groups_and_the_bundled_ones(user: Path, tmp_path: Path) -> None:
@@ -78,15 +78,16 @@ def test_short_forms_search_config_root_flags_and_the_environment(user: Path, mo
     assert fit_config("--config", "experiment/mine").optimizer.class_path == "torch.optim.Adam"
     assert fit_config("--config", "experiment/digits").name == "digits"  # bundled short forms still work
     with pytest.raises(UserError, match="--config_root .*nope: not a directory"):
-        expand_config_args(["--config_root", str(user / "nope"), "--config", DIGITS])
+        expand_config_args(Request.of(["--config_root", str(user / "nope"), "--config", DIGITS]))
     monkeypatch.setenv(ENV_CONFIG_PATH, str(user / "nope"))
     with pytest.raises(UserError, match=f"\\${ENV_CONFIG_PATH} .*nope: not a directory"):
-        expand_config_args(["--config", DIGITS])
+        expand_config_args(Request.of(["--config", DIGITS]))
 
 
 def test_submit_takes_config_root_out_of_the_fit_arguments(user: Path) -> None:
     request = Request.of(["--config_root", str(user), "--config", "experiment/mine", "--trainer.max_epochs", "1"])
-    fit_args, *_ = split(request, "slurm")
+    fit_request, *_ = split(request, "slurm")
+    fit_args = fit_request.tokens()
     assert "--config_root" not in fit_args and str(user) not in fit_args
     assert "mymodels.TinyNet" in fit_args[1]  # composed with the user's groups
 

@@ -8,6 +8,7 @@ import pytest
 from support import CONFIGS
 
 from trainer_cli.config.listing import config_description
+from trainer_cli.config.request import Request
 from trainer_cli.runtime.verbs import parse_config
 
 # configs/slurm holds `train submit` site profiles, parsed by the submit tests
@@ -17,7 +18,7 @@ EXPERIMENTS = sorted((CONFIGS / "experiment").glob("*.yaml"))
 
 @pytest.mark.parametrize("path", EXPERIMENTS, ids=lambda p: p.stem)
 def test_experiment_composes_and_parses(path: Path) -> None:
-    parser, cfg = parse_config("fit", ["--config", str(path)])
+    parser, cfg = parse_config("fit", Request.of(["--config", str(path)]))
     assert cfg.name == path.stem
     assert "${" not in parser.dump(cfg)
 

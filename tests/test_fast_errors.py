@@ -19,6 +19,7 @@ from support import CONFIGS, DIGITS
 
 from trainer_cli.config.before_parse import TOP_LEVEL_KEYS, check_top_level_keys
 from trainer_cli.config.compose import expand_config_args
+from trainer_cli.config.request import Request
 
 # `train ARGV` through the real entry point; then one JSON line: which heavy modules were imported
 PROBE = (
@@ -93,8 +94,8 @@ def test_every_bundled_config_passes_the_key_check() -> None:
     files = [p for p in sorted(CONFIGS.rglob("*.yaml")) if p.parent.name != "slurm"]
     assert len(files) > 20
     for path in files:
-        args = ["--config", str(path)]
-        check_top_level_keys("fit", expand_config_args(args) if path.parent.name == "experiment" else args)
+        request = Request.of(["--config", str(path)])
+        check_top_level_keys("fit", expand_config_args(request) if path.parent.name == "experiment" else request)
 
 
 # run in one process that imports Lightning: the verbs' own parsers, and their messages for the
@@ -111,7 +112,7 @@ keys, messages = {}, {}
 for verb in ("fit", "validate", "test", "predict"):
     out = io.StringIO()
     with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
-        run_subcommand(verb, ["--help"])
+        run_subcommand(verb, Request.of(["--help"], verb))
     keys[verb] = sorted({o[2:].split(".")[0].rstrip("+") for o in OPTION.findall(out.getvalue())})
 for name, (verb, argv) in json.loads(sys.argv[1]).items():
     try:
@@ -122,7 +123,7 @@ for name, (verb, argv) in json.loads(sys.argv[1]).items():
     err = io.StringIO()
     with contextlib.redirect_stderr(err):
         try:
-            run_subcommand(verb, argv)
+            run_subcommand(verb, Request.of(argv, verb))
         except UserError as refused:  # rendered as `train` renders it
             report_user_error(refused)
     messages[name] = {"fast": fast, "slow": err.getvalue()}

@@ -20,6 +20,7 @@ import torch
 import yaml
 from support import CONFIGS, DIGITS
 
+from trainer_cli.config.request import Request
 from trainer_cli.optim.schedule_resume import PLANNED_KEY
 from trainer_cli.rundir import history
 from trainer_cli.runtime.verbs import parse_config, run_subcommand
@@ -36,15 +37,15 @@ MAX_LR = 0.01  # configs/experiment/digits.yaml: the optimizer's lr, OneCycle's 
 def finished_run(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """A finished 2-epoch OneCycle run (6 optimizer steps) with metrics.csv."""
     root = tmp_path_factory.mktemp("runs")
-    run_subcommand("fit", ["--config", DIGITS, "--config", str(CONFIGS / "logger" / "csv.yaml"),
-                           "--trainer.default_root_dir", str(root), "--trainer.max_epochs", "2", *TINY])
+    run_subcommand("fit", Request.of(["--config", DIGITS, "--config", str(CONFIGS / "logger" / "csv.yaml"),
+                           "--trainer.default_root_dir", str(root), "--trainer.max_epochs", "2", *TINY], "fit"))
     return root / "digits" / "version_0"
 
 
 def extend(finished_run: Path, tmp_path: Path, *args: str) -> Path:
     run = tmp_path / "run"
     shutil.copytree(finished_run, run)
-    run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "3", *TINY, *args])
+    run_subcommand("fit", Request.of(["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "3", *TINY, *args], "fit"))
     return run
 
 
@@ -76,7 +77,7 @@ def test_extension_rewrites_config_keeps_the_earlier_and_records_each_start(fini
     now, before = yaml.safe_load((run / "config.yaml").read_text()), yaml.safe_load((run / "config.prev-1.yaml").read_text())
     assert (now["trainer"]["max_epochs"], before["trainer"]["max_epochs"]) == (3, 2)
     assert now["ckpt_path"] is None  # how this start resumed is history, not the run's config
-    _, config = parse_config("fit", ["--config", str(run / "config.yaml")])  # re-runs as the run now is
+    _, config = parse_config("fit", Request.of(["--config", str(run / "config.yaml")]))  # re-runs as the run now is
     assert config.trainer.max_epochs == 3 and config.ckpt_path is None
 
 
@@ -122,11 +123,11 @@ def test_a_kept_schedule_stays_kept_when_the_run_is_resumed_again(finished_run: 
     shutil.copytree(finished_run, run)
     stop = ["--trainer.callbacks+", f"{__name__}.StopAtStep", "--trainer.callbacks+.init_args.step", "7"]
     with pytest.raises(SystemExit) as ended:  # a callback added on resume: forced
-        run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "4", *TINY, *stop,
-                               "--resume_schedule", "keep", "--resume_force", "true"])
+        run_subcommand("fit", Request.of(["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "4", *TINY, *stop,
+                               "--resume_schedule", "keep", "--resume_force", "true"], "fit"))
     assert ended.value.code == 143
     capsys.readouterr()
-    run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])
+    run_subcommand("fit", Request.of(["--run_dir", str(run), "--ckpt_path", "last"], "fit"))
     assert "schedule was" not in capsys.readouterr().out  # the schedule its config planned: nothing changed
     rates = lr_by_step(run)
     assert [rates[s] for s in range(6, 12)] == pytest.approx([one_cycle(6)[-1]] * 6, rel=1e-6)

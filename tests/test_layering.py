@@ -7,11 +7,12 @@ from pathlib import Path
 import pytest
 from support import CONFIGS, DIGITS, quiet_args, run_train
 
+from trainer_cli.config.request import Request
 from trainer_cli.runtime.verbs import parse_config
 
 
 def fit_config(*args: str):  # noqa: ANN201 - a jsonargparse Namespace
-    return parse_config("fit", list(args))[1]
+    return parse_config("fit", Request.of(list(args)))[1]
 
 
 def test_later_config_files_override_earlier_ones() -> None:

@@ -14,6 +14,7 @@ import pytest
 import yaml
 from support import CONFIGS, DIGITS
 
+from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
 from trainer_cli.rundir import history, record
 from trainer_cli.runtime.verbs import run_subcommand
@@ -31,7 +32,7 @@ def cnn(width: int = 32, dropout: float = 0.1) -> list[str]:
 @pytest.fixture(scope="module")
 def trained(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("runs")
-    run_subcommand("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.max_epochs", "1", *TINY])
+    run_subcommand("fit", Request.of(["--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.max_epochs", "1", *TINY], "fit"))
     return root / "digits" / "version_0"
 
 
@@ -40,7 +41,7 @@ def resume(trained: Path, tmp_path: Path, *args: str, configs: tuple[str, ...] =
     if not run.exists():
         shutil.copytree(trained, run)
     layers = [a for c in configs for a in ("--config", c)]  # first: a config sets ckpt_path and run_dir too
-    run_subcommand("fit", [*layers, "--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2", *TINY, *args])
+    run_subcommand("fit", Request.of([*layers, "--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2", *TINY, *args], "fit"))
     return run
 
 
@@ -80,7 +81,7 @@ def test_resume_force_lets_a_refused_change_through_and_never_loads_part_of_the_
     assert record.read(run / "config.yaml")["resume_force"] is False  # forced once, not for every later start
     # weights that do not fit: forced past the check, the load is still Lightning's strict one
     with pytest.raises(UserError, match="size mismatch for net.features.0.weight"):
-        run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "3", *TINY, *cnn(width=48), "--resume_force", "true"])
+        run_subcommand("fit", Request.of(["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "3", *TINY, *cnn(width=48), "--resume_force", "true"], "fit"))
     assert "resume: forced: the checkpoint's weights do not fit the configured model (net.features.0.weight" in capsys.readouterr().out
 
 
@@ -91,14 +92,14 @@ def test_a_resume_keeps_the_records_header_naming_the_linked_and_launcher_set_va
     the user's: the rewritten header lost their lines while the values stayed. Resumed in place, as the
     README says (``train fit --run_dir RUN --ckpt_path last --trainer.max_epochs N``)."""
     root = tmp_path / "runs"
-    run_subcommand("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.max_epochs", "1", *TINY])
+    run_subcommand("fit", Request.of(["--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.max_epochs", "1", *TINY], "fit"))
     run = root / "digits" / "version_0"
     before = (run / "config.yaml").read_text()
     linked = record.linked_line(
         {f"model.init_args.{k}": v for k, v in {"num_classes": 10, "in_channels": 1, "image_size": 8}.items()}
     )
     assert linked in before.splitlines()
-    run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2", *TINY])
+    run_subcommand("fit", Request.of(["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2", *TINY], "fit"))
     after = (run / "config.yaml").read_text()
     assert history.read(run)[-1]["changes"] == ["trainer.max_epochs: 1 -> 2"]  # rewritten: the record changed
 

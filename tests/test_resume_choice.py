@@ -17,6 +17,7 @@ import torch
 from resume_support import load
 from support import CONFIGS, DIGITS
 
+from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
 from trainer_cli.rundir import layout
 from trainer_cli.rundir.resume import compare_for_resume
@@ -31,12 +32,12 @@ EARLY_STOPPING = str(CONFIGS / "callbacks" / "early_stopping.yaml")
 
 
 def fit(root: Path, *args: str, epochs: int = 1) -> None:
-    run_subcommand("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.max_epochs", str(epochs), *TINY, *args])
+    run_subcommand("fit", Request.of(["--config", DIGITS, "--trainer.default_root_dir", str(root), "--trainer.max_epochs", str(epochs), *TINY, *args], "fit"))
 
 
 def exit_code(verb: str, args: list[str]) -> int:
     with pytest.raises(SystemExit) as stop:
-        run_subcommand(verb, args)
+        run_subcommand(verb, Request.of(args, verb))
     return int(stop.value.code or 0)
 
 
@@ -87,15 +88,15 @@ def test_ckpt_path_best_resolves_for_test_and_validate(flat_cos_run: Path) -> No
     root = flat_cos_run.parents[1]
     best = next((flat_cos_run / "checkpoints").glob("best-*.ckpt"))
     assert layout.best_checkpoint(flat_cos_run) == best
-    run_subcommand("test", ["--config", DIGITS, "--config", FLAT_COS, "--config", EARLY_STOPPING, "--trainer.default_root_dir", str(root), *TINY, "--ckpt_path", "best"])
-    run_subcommand("validate", ["--run_dir", str(flat_cos_run), *TINY, "--ckpt_path", "best"])
+    run_subcommand("test", Request.of(["--config", DIGITS, "--config", FLAT_COS, "--config", EARLY_STOPPING, "--trainer.default_root_dir", str(root), *TINY, "--ckpt_path", "best"], "test"))
+    run_subcommand("validate", Request.of(["--run_dir", str(flat_cos_run), *TINY, "--ckpt_path", "best"], "validate"))
     assert [p.name for p in (root / "digits").iterdir()] == ["version_0"]  # no new run directory
 
 
 def test_evaluating_a_run_without_ckpt_path_uses_its_best_checkpoint(flat_cos_run: Path, capsys: pytest.CaptureFixture[str]) -> None:
     """``train validate|test --run_dir R`` evaluates the run's trained weights, not the config's fresh ones."""
     for verb in ("validate", "test"):
-        assert run_subcommand(verb, ["--run_dir", str(flat_cos_run), *TINY]) == 0
+        assert run_subcommand(verb, Request.of(["--run_dir", str(flat_cos_run), *TINY], verb)) == 0
         assert f"Using the best checkpoint of {flat_cos_run}: {layout.best_checkpoint(flat_cos_run)}" in capsys.readouterr().out
     assert [p.name for p in flat_cos_run.parent.iterdir()] == ["version_0"]  # no new run directory
 
@@ -105,7 +106,7 @@ def test_finished_run_is_not_retrained_unless_more_epochs(flat_cos_run: Path, tm
     shutil.copytree(flat_cos_run, run)
     assert exit_code("fit", ["--run_dir", str(run), "--ckpt_path", "last"]) == 0
     assert f"{run} is finished (1 epochs, step 2; max_epochs=1" in capsys.readouterr().out
-    run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2"])
+    run_subcommand("fit", Request.of(["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2"], "fit"))
     assert load(run / layout.LAST_CKPT)["global_step"] == 4
 
 
@@ -125,7 +126,7 @@ def test_slurm_job_in_its_run_dir_resumes_from_the_newest_checkpoint(flat_cos_ru
     monkeypatch.setenv("SLURM_JOB_ID", "4242")
     monkeypatch.setenv("SLURM_RESTART_COUNT", "0")  # a new job submitted into the run, no requeue
     monkeypatch.setenv("SLURM_NTASKS", "1")
-    run_subcommand("fit", ["--config", str(run / "config.yaml"), "--run_dir", str(run), "--trainer.max_epochs", "2"])
+    run_subcommand("fit", Request.of(["--config", str(run / "config.yaml"), "--run_dir", str(run), "--trainer.max_epochs", "2"], "fit"))
     assert f"Resuming {run} from {run / layout.LAST_CKPT} (step 2, 1 epochs done)" in capsys.readouterr().out
     assert load(run / layout.LAST_CKPT)["global_step"] == 4
     assert not list(run.glob("hpc_ckpt_*.ckpt"))  # the stale one retired (and, older than last.ckpt, deleted)
@@ -178,7 +179,7 @@ def test_interrupt_during_validation_runs_it_on_resume(tmp_path: Path, every: li
     run = tmp_path / "digits" / "version_0"
     with warnings.catch_warnings():
         warnings.filterwarnings("error", message=".*compute.*before the ``update``.*")
-        run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])
+        run_subcommand("fit", Request.of(["--run_dir", str(run), "--ckpt_path", "last"], "fit"))
     assert resume_signals.VALIDATED == validations
     assert load(run / layout.LAST_CKPT)["global_step"] == 4
 
@@ -223,13 +224,13 @@ def test_stock_lightningcli_config_gets_the_run_layout_and_resumes(tmp_path: Pat
     file = tmp_path / "stock.yaml"
     file.write_text(config)
     common = ["--config", str(file), "--trainer.default_root_dir", str(tmp_path), "--optimizer", "AdamW", *TINY]
-    run_subcommand("fit", [*common, "--trainer.max_epochs", "1"])
+    run_subcommand("fit", Request.of([*common, "--trainer.max_epochs", "1"], "fit"))
     run = tmp_path / "run" / "version_0"
     assert (run / layout.LAST_CKPT).is_file() and list(run.glob("events.out.tfevents.*")) and not (run / "lightning_logs").exists()
-    run_subcommand("fit", [*common, "--trainer.max_epochs", "2", "--ckpt_path", "last"])
+    run_subcommand("fit", Request.of([*common, "--trainer.max_epochs", "2", "--ckpt_path", "last"], "fit"))
     assert load(run / layout.LAST_CKPT)["global_step"] == 4
     assert layout.best_checkpoint(run) == run / "checkpoints" / "epoch=1-step=4.ckpt"  # no monitor: the latest, as Lightning's
-    run_subcommand("test", [*common, "--ckpt_path", "best"])
+    run_subcommand("test", Request.of([*common, "--ckpt_path", "best"], "test"))
 
 
 def test_one_task_ddp_resumes_mid_epoch(tmp_path: Path) -> None:
@@ -243,7 +244,7 @@ def test_one_task_ddp_resumes_mid_epoch(tmp_path: Path) -> None:
         assert exit_code("fit", ["--config", DIGITS, "--trainer.default_root_dir", str(tmp_path), "--trainer.max_epochs", "1", *TINY, *ddp, *stop]) == 143
         run = tmp_path / "digits" / "version_0"
         assert load(run / layout.LAST_CKPT)["global_step"] == 2  # stopped mid-epoch
-        run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])  # the resumable sampler, as a DistributedSampler of one replica
+        run_subcommand("fit", Request.of(["--run_dir", str(run), "--ckpt_path", "last"], "fit"))  # the resumable sampler, as a DistributedSampler of one replica
         assert load(run / layout.LAST_CKPT)["global_step"] == 4
     finally:
         if torch.distributed.is_available() and torch.distributed.is_initialized():
@@ -273,7 +274,7 @@ def test_a_users_save_last_does_not_roll_the_resume_back(tmp_path: Path, capsys:
     assert load(checkpoints / "last.ckpt")["global_step"] == 6 and load(checkpoints / "epoch=2-step=6.ckpt")["global_step"] == 6
     assert load(run / layout.RESUME_CKPT)["global_step"] == 7  # stopped 1 batch into epoch 4
     capsys.readouterr()
-    run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])
+    run_subcommand("fit", Request.of(["--run_dir", str(run), "--ckpt_path", "last"], "fit"))
     out = capsys.readouterr().out
     assert f"from {run / layout.RESUME_CKPT} (step 7, 3 epochs done)" in out, out[-2000:]
     assert "repeats" not in out and "inexact" not in out  # digits' loader is resumable: an exact resume
@@ -296,7 +297,7 @@ def test_a_plain_dataloader_resumed_mid_epoch_is_inexact(tmp_path: Path, capsys:
     assert exit_code("fit", [*args, *_stop_at(1, 1)]) == 143
     run = tmp_path / "digits" / "version_0"
     capsys.readouterr()
-    run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last"])
+    run_subcommand("fit", Request.of(["--run_dir", str(run), "--ckpt_path", "last"], "fit"))
     out = capsys.readouterr().out
     assert "resume: inexact: stopped 2 batch(es) into epoch 2 and the training DataLoader is not resumable" in out, out[-2000:]
     assert "so 2 batch(es) of it are replayed and 2 skipped" in out
@@ -314,7 +315,7 @@ def test_a_resume_that_lowers_max_epochs_is_a_shortening(tmp_path: Path, capsys:
     args = ["--config", DIGITS, "--trainer.default_root_dir", str(tmp_path), "--trainer.max_epochs", "3", *TINY]
     assert exit_code("fit", [*args, *_stop_at(1, 0)]) == 143
     run = tmp_path / "digits" / "version_0"
-    run_subcommand("fit", ["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2"])
+    run_subcommand("fit", Request.of(["--run_dir", str(run), "--ckpt_path", "last", "--trainer.max_epochs", "2"], "fit"))
     last = json.loads((run / "history.jsonl").read_text().splitlines()[-1])
     assert last["kind"] == "shortening" and last["changes"] == ["trainer.max_epochs: 3 -> 2"], last
     assert load(run / layout.LAST_CKPT)["global_step"] == 4

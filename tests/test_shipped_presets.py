@@ -17,6 +17,7 @@ from support import CONFIGS, DIGITS
 from trainer_cli.__main__ import main
 from trainer_cli.callbacks.ema import decay_after, warmup_ema_update
 from trainer_cli.config.after_parse import check_backbone_kwargs
+from trainer_cli.config.request import Request
 from trainer_cli.runtime.verbs import parse_config
 
 TINY = ["--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1", "--trainer.max_epochs", "1",
@@ -46,7 +47,7 @@ def test_backbone_switch_drops_the_configs_backbone_kwargs(tmp_path: Path, capsy
 
 
 def test_backbone_switch_to_torchvision_drops_them_all() -> None:
-    _, config = parse_config("fit", ["--config", DIGITS, "--model.backbone", "resnet18", "--data.rgb", "true"])
+    _, config = parse_config("fit", Request.of(["--config", DIGITS, "--model.backbone", "resnet18", "--data.rgb", "true"]))
     check_backbone_kwargs(config)
     assert config.model.init_args.backbone_kwargs == {}
 
@@ -90,7 +91,7 @@ def test_experiment_extended_with_another_scheduler(tmp_path: Path) -> None:
     mine = tmp_path / "mine.yaml"
     mine.write_text("defaults:\n  - /experiment/digits\n  - override /scheduler: warmup_cosine\n  - _self_\n"
                     "name: mine\noptimizer:\n  init_args:\n    lr: 0.02\n")
-    _, config = parse_config("fit", ["--config", str(mine)])
+    _, config = parse_config("fit", Request.of(["--config", str(mine)]))
     assert config.name == "mine" and config.optimizer.init_args.lr == 0.02
     assert config.lr_scheduler.class_path == "trainer_cli.optim.LinearWarmupCosineLR"
     assert config.lr_scheduler.init_args.warmup_pct == 0.05 and "max_lr" not in config.lr_scheduler.init_args
@@ -100,7 +101,7 @@ def test_experiment_extended_with_another_scheduler(tmp_path: Path) -> None:
 def test_every_scheduler_preset_layers_onto_the_experiment(experiment: str) -> None:
     path = str(CONFIGS / "experiment" / f"{experiment}.yaml")
     for scheduler in sorted((CONFIGS / "scheduler").glob("*.yaml")):
-        _, config = parse_config("fit", ["--config", path, "--config", str(scheduler), "--optimizer.lr", "0.3"])
+        _, config = parse_config("fit", Request.of(["--config", path, "--config", str(scheduler), "--optimizer.lr", "0.3"]))
         expected = yaml.safe_load(scheduler.read_text())["lr_scheduler"]["class_path"]
         assert config.lr_scheduler.class_path == expected
         if expected.endswith("OneCycleLR"):  # the peak follows the optimizer's rate

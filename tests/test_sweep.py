@@ -33,6 +33,7 @@ from slurm_support import (  # noqa: F401 - slurm_cluster and slurm_queries are 
 from support import DIGITS, quiet_args, run_train
 
 from trainer_cli import plots
+from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
 from trainer_cli.launch import jobs
 from trainer_cli.schedulers import engines
@@ -56,8 +57,8 @@ def assert_sweep_picture(sweep_dir: Path, table: dict, trials: int) -> None:
 
 # -- the expansion ---------------------------------------------------------------------------------
 def _trials(*args: str) -> list[dict[str, str]]:
-    space, rest = take_sweep_args([*args, "--trainer.max_epochs", "3"])
-    assert space is not None and rest == ["--trainer.max_epochs", "3"]
+    space, rest = take_sweep_args(Request.of([*args, "--trainer.max_epochs", "3"]))
+    assert space is not None and rest.tokens() == ["--trainer.max_epochs", "3"]
     return space.trials()
 
 
@@ -104,7 +105,7 @@ def test_grid_times_random_trials_per_point() -> None:
 ])
 def test_bad_sweep_flags(args: list[str], message: str) -> None:
     with pytest.raises(UserError, match=message):
-        take_sweep_args(args)
+        take_sweep_args(Request.of(args))
 
 
 # -- checked before anything is written or queued ----------------------------------------------
@@ -133,8 +134,8 @@ def test_values_are_typed_by_the_parser() -> None:
     from trainer_cli.config.compose import expand_config_args
     from trainer_cli.sweeps.plan import plan
 
-    space, rest = take_sweep_args(["--config", DIGITS, "--sweep", "optimizer.lr=1e-3", "--sweep", "data.init_args.batch_size=32",
-                                   "--sweep", "trainer.max_epochs=range(2,3)"])
+    space, rest = take_sweep_args(Request.of(["--config", DIGITS, "--sweep", "optimizer.lr=1e-3", "--sweep", "data.init_args.batch_size=32",
+                                   "--sweep", "trainer.max_epochs=range(2,3)"]))
     trial = plan(space, expand_config_args(rest)).trials[0]
     assert trial.values == {"optimizer.lr": 0.001, "data.init_args.batch_size": 32, "trainer.max_epochs": 2}
     assert trial.config.optimizer.init_args.lr == 0.001
@@ -147,11 +148,11 @@ def test_trials_share_one_parser_and_parse_as_alone() -> None:
     from trainer_cli.runtime.verbs import parse_config
     from trainer_cli.sweeps.plan import plan
 
-    space, rest = take_sweep_args(["--config", DIGITS, "--sweep", "model.init_args.num_classes=10,7", "--sweep", "optimizer.lr=1e-3,1e-2"])
+    space, rest = take_sweep_args(Request.of(["--config", DIGITS, "--sweep", "model.init_args.num_classes=10,7", "--sweep", "optimizer.lr=1e-3,1e-2"]))
     trials = plan(space, *compose_args(rest)).trials
     assert len(trials) == 4 and len({id(t.parser) for t in trials}) == 1
     for trial in trials:
-        alone_parser, alone = parse_config("fit", [*rest, *(a for k, v in trial.overrides.items() for a in (f"--{k}", v))])
+        alone_parser, alone = parse_config("fit", Request.of([*rest.tokens(), *(a for k, v in trial.overrides.items() for a in (f"--{k}", v))]))
         assert trial.frozen() == alone_parser.dump(alone, skip_none=False, skip_link_targets=False), trial.overrides
     assert [t.config.model.init_args.num_classes for t in trials] == [10, 10, 7, 7]
 
@@ -165,12 +166,12 @@ def test_refused_trials_are_named_with_the_parsers_one_line(tmp_path: Path) -> N
 
     bad = tmp_path / "bad.yaml"
     bad.write_text("trainer:\n  max_epochs: 1\n  min_epochs: many\n")
-    space, rest = take_sweep_args(["--config", DIGITS, "--config", str(bad), "--sweep", "trainer.max_epochs=2,abc"])
+    space, rest = take_sweep_args(Request.of(["--config", DIGITS, "--config", str(bad), "--sweep", "trainer.max_epochs=2,abc"]))
     with pytest.raises(ConfigError) as refused:
         plan(space, *compose_args(rest))
     assert (refused.value.key, refused.value.origin and (refused.value.origin.file, refused.value.origin.line)) == ("trainer.min_epochs", (bad, 3))
     assert refused.value.brief() == f"in {bad} line 3: trainer.min_epochs: expected int, got 'many'"
-    space, rest = take_sweep_args(["--config", DIGITS, "--sweep", "trainer.max_epochs=2,abc"])
+    space, rest = take_sweep_args(Request.of(["--config", DIGITS, "--sweep", "trainer.max_epochs=2,abc"]))
     with pytest.raises(UserError, match=r"^sweep trial 1 \(trainer.max_epochs=abc\): trainer.max_epochs: expected int, got 'abc'$"):
         plan(space, *compose_args(rest))
 

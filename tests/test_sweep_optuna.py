@@ -22,6 +22,7 @@ from corpus_support import loads
 from support import DIGITS, quiet_args
 
 from trainer_cli.callbacks.optuna_pruning import make_pruner
+from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
 from trainer_cli.sweeps import results, study
 from trainer_cli.sweeps.space import take_sweep_args
@@ -31,12 +32,12 @@ SHORT = ["--trainer.limit_train_batches", "4", "--trainer.limit_val_batches", "2
 
 
 def test_every_kind_of_axis_is_an_optuna_distribution() -> None:
-    space, _ = take_sweep_args([
+    space, _ = take_sweep_args(Request.of([
         "--sweep", "data.init_args.batch_size=32,64", "--sweep", "trainer.max_epochs=range(2,9,3)",
         "--sweep", "optimizer.init_args.lr=loguniform(1e-4,1e-1)", "--sweep", "model.init_args.dropout=uniform(0,0.5)",
         "--sweep", "trainer.min_epochs=randint(1,4)", "--sweep", "optimizer.class_path=choice(AdamW,SGD)",
         "--sweep_sampler", "tpe", "--sweep_trials", "5", "--sweep_seed", "3",
-    ])
+    ]))
     assert space is not None and (space.sampler, space.trials_per_point, space.seed, space.pruner) == ("tpe", 5, 3, "none")
     kinds = {a.key: a.distribution() for a in space.axes}
     assert kinds["data.init_args.batch_size"] == optuna.distributions.CategoricalDistribution(["32", "64"])
@@ -67,7 +68,7 @@ def test_every_kind_of_axis_is_an_optuna_distribution() -> None:
 ])
 def test_bad_search_flags(args: list[str], message: str) -> None:
     with pytest.raises(UserError, match=message):
-        take_sweep_args(args)
+        take_sweep_args(Request.of(args))
 
 
 def test_pruners_take_optunas_keyword_arguments() -> None:

@@ -25,6 +25,7 @@ LOG_EVERY = 4
 
 
 def _count(tmp_path: Path, *args: str) -> list[tuple[int, bool, list[tuple[str, str]]]]:
+    from trainer_cli.config.request import Request
     from trainer_cli.runtime.verbs import run_subcommand
 
     argv = [
@@ -34,7 +35,7 @@ def _count(tmp_path: Path, *args: str) -> list[tuple[int, bool, list[tuple[str, 
     ]
     logging.getLogger("lightning").setLevel(logging.ERROR)
     with sync.counting(), contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
-        run_subcommand("fit", argv)
+        run_subcommand("fit", Request.of(argv, "fit"))
     return list(sync.STEPS)
 
 

@@ -29,6 +29,7 @@ from support import CONFIGS, DIGITS, REPO
 from trainer_cli.__main__ import main
 from trainer_cli.callbacks.non_finite import NonFiniteLoss
 from trainer_cli.config.compose import compose_file
+from trainer_cli.config.request import Request
 from trainer_cli.optim import SAM
 from trainer_cli.optim.schedulers import FlatCosineLR, LinearWarmupCosineLR
 from trainer_cli.runtime.verbs import parse_config
@@ -47,7 +48,7 @@ def test_every_group_file_has_header_and_layers_onto_digits(group: str) -> None:
         assert re.match(r"# \S", lines[1]), f"{path}: second line must be a one-line description"
         layers += ["--config", str(path)]
     # each file is loaded and type-checked as a layer (a bad key or value fails naming it)
-    _, config = parse_config("fit", ["--config", DIGITS, *layers])
+    _, config = parse_config("fit", Request.of(["--config", DIGITS, *layers]))
     assert config.trainer is not None
 
 
@@ -61,7 +62,7 @@ def test_additive_files_compose_next_to_the_default_callbacks(tmp_path: Path) ->
     composed = compose_file(experiment)
     names = [c["class_path"].rsplit(".", 1)[1] for c in composed["trainer"]["callbacks"]]
     assert names == ["ModelCheckpoint", "LastCheckpoint", "LearningRateMonitor", "ModelSummary", "EarlyStopping"]
-    _, config = parse_config("fit", ["--config", str(experiment), "--config", cfg("averaging/ema.yaml")])
+    _, config = parse_config("fit", Request.of(["--config", str(experiment), "--config", cfg("averaging/ema.yaml")]))
     names = [c.class_path.rsplit(".", 1)[1] for c in config.trainer.callbacks]
     assert names[-3:] == ["EarlyStopping", "WarmupEMA", "FinalCheckpoint"]
     assert config.optimizer.class_path == "trainer_cli.optim.SAM" and config.param_groups.no_decay_bias_norm

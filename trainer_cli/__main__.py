@@ -7,6 +7,7 @@ Launcher verbs never import torch before they need it, so ``train --help`` and
 from __future__ import annotations
 
 import atexit
+import dataclasses
 import gc
 import importlib
 import os
@@ -29,7 +30,8 @@ REQUEST_VERBS = {"submit", "fit-sweep", "cv", "lr-find", "scale-batch-size"}
 ENGINE_VERBS = {"jobs", "cancel", "sweep-results", "runs"}
 
 # verb -> the function it runs, named by ``module:function`` so that nothing is imported until the verb runs
-# (each takes the argument list after the verb, or the request with REQUEST_VERBS, and returns an exit code);
+# (each takes the argument list after the verb as words, or the request with REQUEST_VERBS and the Lightning verbs
+# (verb, request), and returns an exit code);
 # the verbs and their help: trainer_cli.config.verbs.VERBS
 TARGETS: dict[str, str] = {
     "fit": "trainer_cli.runtime.verbs:run_subcommand",
@@ -191,15 +193,14 @@ def _run_verb(verb: str, rest: list[str]) -> int:
             on_slurm = ": on Slurm, --slurm.test_after_fit true" if verb == "submit" else ""
             raise UserError(f"--test_after_fit is train fit's (a plain fit, without --sweep){on_slurm}")
         request = request.without("test_after_fit")
-        rest = request.tokens()
         from trainer_cli.config.before_parse import precheck
 
-        composed = precheck(
-            verb if verb != "fit-sweep" else "fit", request
-        )  # mistakes seen without torch, before its import
-        if verb in LIGHTNING_VERBS:  # parses the command line the precheck composed (its files are read once)
+        # mistakes seen without torch, before its import; a verb that reads --config files takes the request as
+        # the precheck composed it (each file read and composed once: trainer_cli.config.compose.composed)
+        request = dataclasses.replace(request, composed=precheck(verb if verb != "fit-sweep" else "fit", request))
+        if verb in LIGHTNING_VERBS:  # parses the command line the precheck composed
             run = lambda: getattr(_import_verb(module_name), func_name)(  # noqa: E731
-                verb, rest, composed, **({"test_after_fit": True} if test_after_fit else {})
+                verb, request, **({"test_after_fit": True} if test_after_fit else {})
             )
             if request.only_help:  # `train fit --help` without importing Lightning, after the first time
                 from trainer_cli.config import help_cache
@@ -207,14 +208,14 @@ def _run_verb(verb: str, rest: list[str]) -> int:
                 if help_cache.cacheable(request):
                     return help_cache.print_help(verb, run)
             return int(run() or 0)
-        request.composed = composed  # a verb that reads --config files composes them once: here
-        takes_request = verb in REQUEST_VERBS  # (the others read their own arguments with the request's reader)
+        takes_request = verb in REQUEST_VERBS  # (the others read their own words, with the request's reader)
         given: dict[str, Any] = {}
         if verb in ENGINE_VERBS:  # the engines behind the scheduler seam, built here (launch/ imports none)
             from trainer_cli.schedulers import engines
 
             given["engines"] = engines()
-        return int(getattr(_import_verb(module_name), func_name)(request if takes_request else rest, **given) or 0)
+        verb_main = getattr(_import_verb(module_name), func_name)
+        return int(verb_main(request if takes_request else request.tokens(), **given) or 0)
     except UserError as err:
         return report_user_error(err)
     except LockTimeout as err:  # a record's lock not taken in time (trainer_cli.atomic): one line, as a user error

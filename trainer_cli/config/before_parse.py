@@ -16,7 +16,6 @@ The top-level keys of the Lightning verbs are listed here (:data:`TOP_LEVEL_KEYS
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -61,7 +60,7 @@ TOP_LEVEL_KEYS: dict[str, frozenset[str]] = {
 CONFIG_VERBS = frozenset({*TOP_LEVEL_KEYS, "lr-find", "scale-batch-size", "cv"})
 
 
-def precheck(verb: str, request: Request) -> tuple[list[str], Layers] | None:
+def precheck(verb: str, request: Request) -> tuple[Request, Layers] | None:
     """Check ``train VERB ARGS`` for the mistakes that need no class (see the module docstring).
 
     Returns:
@@ -83,8 +82,8 @@ def precheck(verb: str, request: Request) -> tuple[list[str], Layers] | None:
     return expanded, layers
 
 
-def check_top_level_keys(verb: str, args: Sequence[str], layers: Layers | None = None) -> None:
-    """Raise the verb's error for an unknown top-level key of an expanded command line
+def check_top_level_keys(verb: str, request: Request, layers: Layers | None = None) -> None:
+    """Raise the verb's error for an unknown top-level key of an expanded command line ``request``
     (:func:`trainer_cli.config.compose.compose_args`, with its ``layers``), the one its parser reports first: the
     unknown
     flags (argparse's unrecognized arguments), else the deepest unknown key of the ``--config``
@@ -100,7 +99,7 @@ def check_top_level_keys(verb: str, args: Sequence[str], layers: Layers | None =
     extras: list[str] = []  # what argparse would call unrecognized arguments
     file_keys: dict[str, None] = {}  # unknown dotted keys of the config files, in merge order
     taking_values = False  # the value tokens of an unknown option: argparse has no positional to give them
-    for arg in Request.of(args):
+    for arg in request:
         if arg.name == "config" and arg.value is not None:
             file_keys |= dict.fromkeys(_unknown_file_keys(arg.value, known))
         elif arg.name in LAUNCHER_OPTIONS:

@@ -4,7 +4,7 @@ top of a class given before it (:func:`place_class_flags`)."""
 
 from __future__ import annotations
 
-from collections.abc import Collection, Sequence
+from collections.abc import Collection
 from pathlib import Path
 from typing import Any
 
@@ -36,7 +36,7 @@ def _config_section(value: str, key: str) -> Any:
     return data.get(key) if isinstance(data, dict) else None
 
 
-def place_class_flags(args: Request | Sequence[str], layers: Layers, fixed: Collection[str] = ()) -> list[str]:
+def place_class_flags(request: Request, layers: Layers, fixed: Collection[str] = ()) -> Request:
     """Let ``--model pkg.Class`` / ``--data pkg.Class`` stand anywhere on an expanded command line.
 
     A config printed by a stock ``LightningCLI(MyModel, MyData)`` script has no ``class_path``
@@ -50,12 +50,7 @@ def place_class_flags(args: Request | Sequence[str], layers: Layers, fixed: Coll
         UserError: for a config section without ``class_path`` and no class for it anywhere, saying
             which flag or key to add.
     """
-    return placed(list(Request.of(args)), layers, fixed)
-
-
-def placed(args: list[Arg], layers: Layers, fixed: Collection[str]) -> list[str]:
-    """:func:`place_class_flags` of the items of a command line; returns its tokens."""
-    out = list(args)
+    out = list(request.args)
     for key in (k for k in CLASS_KEYS if k not in fixed):
         has_class = False
         configs = 0  # the --config items seen so far
@@ -77,7 +72,7 @@ def placed(args: list[Arg], layers: Layers, fixed: Collection[str]) -> list[str]
                 )
                 configs += 1
             i += 1
-    return [token for a in out for token in a.tokens]
+    return request.with_args(out)
 
 
 def _no_class_message(key: str, ordinal: int, layers: Layers, section: dict[str, Any]) -> str:

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 
 import yaml
 
-from trainer_cli.config.class_flags import placed
+from trainer_cli.config.class_flags import place_class_flags
 from trainer_cli.config.hydra_roots import (
     HYDRA_LOGGING,
     config_root_of,
@@ -241,59 +241,51 @@ def _note_ignored(ignored: Sequence[Ignored]) -> None:
         _note(line)
 
 
-def take_config_roots(args: Request | Sequence[str]) -> tuple[list[Path], list[str]]:
-    """Take every ``--config_root DIR`` / ``--config_root=DIR`` out of ``args``; returns the user
-    config roots (those, then ``$TRAINER_CLI_CONFIG_PATH``'s) and the other arguments.
+def take_config_roots(request: Request) -> tuple[list[Path], Request]:
+    """Take every ``--config_root DIR`` / ``--config_root=DIR`` out of ``request``; returns the user
+    config roots (those, then ``$TRAINER_CLI_CONFIG_PATH``'s) and the request without them.
 
     Raises:
         UserError: for ``--config_root`` without a directory, or one that does not exist.
     """
-    roots, rest = take_roots(Request.of(args))
-    return roots, rest.tokens()
-
-
-def take_roots(request: Request) -> tuple[list[Path], Request]:
-    """:func:`take_config_roots` of a request: the user config roots and the request without them."""
     for arg in request:
         if arg.name == "config_root" and arg.missing_value:
             raise UserError(f"{arg.flag} needs a directory (a folder laid out like configs/)")
     return user_config_roots(request.values("config_root")), request.without("config_root")
 
 
-def expand_config_args(args: list[str]) -> list[str]:
-    """The arguments of :func:`compose_args`, where the layers are not needed."""
-    return compose_args(args)[0]
+def expand_config_args(request: Request) -> Request:
+    """The request of :func:`compose_args`, where the layers are not needed."""
+    return compose_args(request)[0]
 
 
-def composed(args: Request | Sequence[str]) -> tuple[list[str], Layers]:
-    """``args`` composed (:func:`compose_args`): as ``train``'s precheck composed them already
+def composed(request: Request) -> tuple[Request, Layers]:
+    """``request`` composed (:func:`compose_args`): as ``train``'s precheck composed it already
     (:attr:`trainer_cli.config.request.Request.composed`), else here."""
-    if isinstance(args, Request) and args.composed is not None:
-        expanded, layers = args.composed
-        return list(expanded), layers
-    return compose_args(args)
+    if request.composed is not None:
+        return request.composed
+    return compose_args(request)
 
 
-def compose_args(args: Request | Sequence[str], fixed: Collection[str] = ()) -> tuple[list[str], Layers]:
-    """Rewrite every ``--config FILE`` / ``--config=FILE`` / ``-c FILE`` in ``args`` for LightningCLI,
+def compose_args(request: Request, fixed: Collection[str] = ()) -> tuple[Request, Layers]:
+    """Rewrite every ``--config FILE`` / ``--config=FILE`` / ``-c FILE`` of ``request`` for LightningCLI,
     after taking out the ``--config_root DIR`` flags (:func:`take_config_roots`); returns the
-    arguments and the command line's :class:`Layers` (for error messages). ``fixed``: as
+    composed request and its :class:`Layers` (for error messages). ``fixed``: as
     :func:`trainer_cli.config.class_flags.place_class_flags`.
 
     Raises:
         UserError: for a missing file, a YAML syntax error or a composition error.
     """
-    roots, request = take_roots(Request.of(args))
+    roots, request = take_config_roots(request)
     layers = Layers()
-    given = request.tokens()
     out: list[Arg] = []
     for arg in request:
         if arg.name == "config":
             if arg.value is None:
                 raise UserError(f"{arg.flag} needs a file name")
-            for file in with_run_settings(arg.value, given):
+            for file in with_run_settings(arg.value, request):
                 out.append(option("config", config_text(file, layers, roots)))
         else:
             layers.note_flag(arg.tokens[0])
             out.append(arg)
-    return placed(out, layers, fixed), layers
+    return place_class_flags(request.with_args(out), layers, fixed), layers

@@ -17,9 +17,12 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from trainer_cli.config.keys import Layers
 
 from trainer_cli.job.scheduler import DEFAULT_SCHEDULER, SCHEDULER_NAMES
 
@@ -155,7 +158,7 @@ def read(tokens: Iterable[str]) -> list[Arg]:
     return out
 
 
-@dataclass
+@dataclass(frozen=True)
 class Request:
     """What a command line asks for, read once (:func:`read`).
 
@@ -165,8 +168,8 @@ class Request:
         entry: How the user runs it: ``train``, or ``python main.py`` for a user's script.
         script: The user's script's path, as given (``main.py``); None under ``train``.
         module: The module the script runs as when started with ``python -m`` (``pkg.train``), else None.
-        composed: The arguments composed by ``train``'s precheck (``(args, layers)``:
-            :func:`trainer_cli.config.compose.compose_args`), for the verb to take as they are: each
+        composed: This request composed by ``train``'s precheck (``(request, layers)``:
+            :func:`trainer_cli.config.compose.compose_args`), for the verb to take as it is: each
             ``--config`` file is read and composed once (:func:`trainer_cli.config.compose.composed`).
     """
 
@@ -174,13 +177,15 @@ class Request:
     args: list[Arg] = field(default_factory=list)
     entry: str = "train"
     script: str | None = None
-    composed: Any = None
+    composed: tuple[Request, Layers] | None = None
     module: str | None = None
 
     @classmethod
-    def of(cls, args: Request | Sequence[str], verb: str | None = None) -> Request:
-        """``args`` as a request (a list of tokens is read; a request is taken as it is)."""
-        return args if isinstance(args, Request) else cls(verb, read(args))
+    def of(cls, args: Sequence[str], verb: str | None = None) -> Request:
+        """The request of the words ``args`` (:func:`read`): only where words come from outside the process
+        (argv at an entry, a record read back from disk); inside the launcher a command line travels as a
+        :class:`Request`."""
+        return cls(verb, read(args))
 
     def __iter__(self) -> Iterator[Arg]:
         return iter(self.args)
@@ -226,17 +231,17 @@ class Request:
         return self.has("sweep")
 
     def without(self, *names: str) -> Request:
-        """This request without the options ``names``."""
-        return Request(
-            self.verb, [a for a in self.args if a.name not in names], self.entry, self.script, module=self.module
-        )
+        """This request without the options ``names`` (as :meth:`with_args` keeps its other fields)."""
+        return self.with_args(a for a in self.args if a.name not in names)
 
     def with_args(self, args: Iterable[Arg]) -> Request:
-        """This request with other arguments."""
-        return Request(self.verb, list(args), self.entry, self.script, module=self.module)
+        """This request with other arguments; its verb, entry, script and module are kept, its composition
+        (:attr:`composed`, of the arguments it had) is not."""
+        return replace(self, args=list(args), composed=None)
 
     def tokens(self) -> list[str]:
-        """The arguments as tokens again, as written."""
+        """The arguments as tokens again, as written: for what needs words (LightningCLI's ``args=``, a
+        process's command, a record written to disk, a printed line)."""
         return [token for a in self.args for token in a.tokens]
 
 

@@ -4,7 +4,6 @@ settings beside it (:func:`with_run_settings`), for :mod:`trainer_cli.config.com
 
 from __future__ import annotations
 
-from collections.abc import Sequence
 from pathlib import Path
 
 from trainer_cli.config.keys import Layers, file_layer
@@ -15,21 +14,20 @@ from trainer_cli.rundir.layout import CONFIG_FILE
 
 
 def with_stored_config(
-    args: Request | list[str], under_configs: bool = False, verb: str | None = None, layers: Layers | None = None
-) -> list[str]:
+    request: Request, under_configs: bool = False, verb: str | None = None, layers: Layers | None = None
+) -> Request:
     """Put ``--config <run_dir>/config.yaml`` first when ``--run_dir`` names a run and no --config is given
-    (:func:`stored_configs`); returns the arguments as tokens. ``layers``: the layers ``args`` were composed
+    (:func:`stored_configs`); returns the request with them. ``layers``: the layers ``request`` was composed
     with (:func:`trainer_cli.config.compose.compose_args`), given the stored files' layers first, in place (where
     a value of the run's record was written, as for a ``--config <run>/config.yaml`` given).
 
     Raises:
         UserError: as :func:`stored_configs`.
     """
-    request = Request.of(args)
     stored = stored_configs(request, under_configs, verb)
     if layers is not None:
         layers[:0] = [file_layer(str(arg.value), [(Path(str(arg.value)), "")]) for arg in stored]
-    return [token for arg in (*stored, *request) for token in arg.tokens]
+    return request.with_args([*stored, *request])
 
 
 def no_run_there(run_dir: str) -> UserError:
@@ -70,19 +68,20 @@ NO_RUN_DIR = "run_dir: null\n"
 """A ``--config`` layer that unsets the ``run_dir`` a run's ``launcher.yaml`` pins (:func:`with_run_settings`)."""
 
 
-def with_run_settings(value: str, args: Sequence[str]) -> list[str]:
-    """A ``--config`` value and, when it is a run's ``config.yaml``, the ``launcher.yaml`` beside it
-    (the launcher's settings of the run, :mod:`trainer_cli.rundir.record`) unless ``args`` name it.
+def with_run_settings(value: str, request: Request) -> list[str]:
+    """A ``--config`` value of ``request`` and, when it is a run's ``config.yaml``, the ``launcher.yaml`` beside
+    it (the launcher's settings of the run, :mod:`trainer_cli.rundir.record`) unless ``request`` names it (one of
+    its tokens, as written).
 
     A ``run_dir`` there naming the file's own folder (earlier versions of ``train submit`` froze it so: the job
     read its folder from there) names the run the file belongs to, not a request to start in it: it is
     unset (:data:`NO_RUN_DIR` after it), so ``train fit --config <run>/config.yaml`` starts a new run as a
-    local run's does, unless ``args`` give ``--run_dir`` or this is that run's own Slurm job still queued
+    local run's does, unless ``request`` gives ``--run_dir`` or this is that run's own Slurm job still queued
     from before (:func:`trainer_cli.job.jobstate.runs_in`)."""
     beside = None if "\n" in value else record.launcher_file(value)
-    if beside is None or str(beside) in args:
+    if beside is None or any(str(beside) in arg.tokens for arg in request):
         return [value]
-    if Request.of(args).has("run_dir") or not record.pins_own_folder(Path(value)):
+    if request.has("run_dir") or not record.pins_own_folder(Path(value)):
         return [value, str(beside)]
     from trainer_cli.job.jobstate import runs_in
 

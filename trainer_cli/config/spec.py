@@ -23,15 +23,15 @@ from typing import Any
 import yaml
 
 from trainer_cli.config.class_flags import place_class_flags
-from trainer_cli.config.compose import config_text, take_roots
+from trainer_cli.config.compose import config_text, take_config_roots
 from trainer_cli.config.keys import Layers
-from trainer_cli.config.request import Request
+from trainer_cli.config.request import Arg, Request, option
 from trainer_cli.config.run_layers import stored_configs, with_run_settings
 from trainer_cli.config.yaml_files import load_yaml_file
 from trainer_cli.errors import UserError
 
-ParseFit = Callable[[list[str], Layers], tuple[Any, Any]]
-"""Composes and type-checks ``train fit ARGS`` (``--config`` values already expanded, with the
+ParseFit = Callable[[Request, Layers], tuple[Any, Any]]
+"""Composes and type-checks ``train fit ARGS`` (a request whose ``--config`` values are expanded, with the
 command line's layers), building nothing: returns the fit parser and the parsed config
 (:func:`trainer_cli.runtime.verbs.parse_config`)."""
 
@@ -46,7 +46,7 @@ class RunSpec:
     Attributes:
         verb: The verb the run's job runs (``fit``).
         request: The command line it was built from (read once).
-        fit_args: The fit's arguments as parsed: every ``--config`` expanded, the engine's options taken out.
+        fit_args: The fit's request as parsed: every ``--config`` expanded, the engine's options taken out.
         layers: Where each key was written (for error messages).
         engine_layers: The engine's own option layers in command-line order (see :data:`EngineLayer`).
         parser: The parser that checked the config (it dumps the frozen ``config.yaml``).
@@ -55,7 +55,7 @@ class RunSpec:
 
     verb: str
     request: Request
-    fit_args: tuple[str, ...]
+    fit_args: Request
     layers: Layers
     engine_layers: tuple[EngineLayer, ...]
     parser: Any
@@ -126,10 +126,10 @@ def build(
     if check_engine is not None:
         check_engine(list(engine_layers))
     parser, config = parse(fit_args, layers)
-    return RunSpec(verb, request, tuple(fit_args), layers, tuple(engine_layers), parser, config, fixed)
+    return RunSpec(verb, request, fit_args, layers, tuple(engine_layers), parser, config, fixed)
 
 
-def split(request: Request, section: str, fixed: Collection[str] = ()) -> tuple[list[str], list[EngineLayer], Layers]:
+def split(request: Request, section: str, fixed: Collection[str] = ()) -> tuple[Request, list[EngineLayer], Layers]:
     """Separate a submission's arguments into fit arguments and the engine's option layers.
 
     Every ``--config`` value is expanded (composed if it has a ``defaults:`` list); its ``section:``
@@ -139,7 +139,7 @@ def split(request: Request, section: str, fixed: Collection[str] = ()) -> tuple[
     the run's ``config.yaml`` goes first, under the given ``--config`` files (often a site profile alone).
 
     Returns:
-        ``(fit_args, engine_layers, layers)``: fit arguments with ``--config`` already expanded (for
+        ``(fit_args, engine_layers, layers)``: the fit's request with ``--config`` already expanded (for
         :func:`trainer_cli.runtime.verbs.parse_config` with ``expand=False``), the engine's layers in
         command-line order and the fit arguments' :class:`~trainer_cli.config.keys.Layers` (where each key
         was written, for error messages).
@@ -149,17 +149,18 @@ def split(request: Request, section: str, fixed: Collection[str] = ()) -> tuple[
             ``--SECTION.*`` flag without a value.
     """
     request = request.with_args([*stored_configs(request, under_configs=True), *request])
-    roots, request = take_roots(request)  # --config_root DIR: user config roots
-    given = request.tokens()
-    fit_args: list[str] = []
+    roots, request = take_config_roots(request)  # --config_root DIR: user config roots
+    fit_args: list[Arg] = []
     engine: list[EngineLayer] = []
     provenance = Layers()
     for arg in request:
         if arg.name == "config":
             if arg.value is None:
                 raise UserError(f"{arg.flag} needs a file name")
-            for file in with_run_settings(arg.value, given):  # a run's config.yaml: its launcher.yaml too
-                fit_args += ["--config", _strip_section(config_text(file, provenance, roots), file, section, engine)]
+            for file in with_run_settings(arg.value, request):  # a run's config.yaml: its launcher.yaml too
+                fit_args.append(
+                    option("config", _strip_section(config_text(file, provenance, roots), file, section, engine))
+                )
         elif arg.name == section or (arg.name or "").startswith(section + "."):
             if arg.value is None:
                 raise UserError(f"{arg.flag} needs a value")
@@ -168,9 +169,9 @@ def split(request: Request, section: str, fixed: Collection[str] = ()) -> tuple[
             continue
         else:
             provenance.note_flag(arg.tokens[0])  # for error messages: a later flag wins over an earlier file
-            fit_args.extend(arg.tokens)
+            fit_args.append(arg)
     # a stock config's --model/--data anywhere, as train fit
-    return place_class_flags(fit_args, provenance, fixed), engine, provenance
+    return place_class_flags(request.with_args(fit_args), provenance, fixed), engine, provenance
 
 
 def _strip_section(text: str, source: str, section: str, engine: list[EngineLayer]) -> str:

@@ -16,7 +16,7 @@ from typing import Any, NoReturn
 import yaml
 
 from trainer_cli.config.keys import Layers
-from trainer_cli.config.request import Request, option
+from trainer_cli.config.request import Request, option, read
 from trainer_cli.errors import UserError
 from trainer_cli.imports import heavy_import
 from trainer_cli.runtime.run_entry import RunEntry
@@ -56,10 +56,8 @@ def parse_verb_args(parser: argparse.ArgumentParser, args: Sequence[str]) -> tup
     return parser.parse_known_args(list(args))
 
 
-def composed_fit_args(
-    parser: argparse.ArgumentParser, args: Request | Sequence[str]
-) -> tuple[argparse.Namespace, list[str], Layers]:
-    """The verb's own options and its fit arguments, composed once (:func:`trainer_cli.config.compose.composed`:
+def composed_fit_args(parser: argparse.ArgumentParser, request: Request) -> tuple[argparse.Namespace, Request, Layers]:
+    """The verb's own options and its fit request, composed once (:func:`trainer_cli.config.compose.composed`:
     by ``train``'s precheck, else here), with their :class:`~trainer_cli.config.keys.Layers`.
 
     Raises:
@@ -67,28 +65,31 @@ def composed_fit_args(
     """
     from trainer_cli.config.compose import composed
 
-    expanded, layers = composed(args)
-    opts, rest = parse_verb_args(parser, expanded)  # (composing passes the verb's own options on as written)
-    return opts, rest, layers
+    expanded, layers = composed(request)
+    # (composing passes the verb's own options on as written); argparse takes words and leaves words: the
+    # request's other items are those words read back (as train read them)
+    opts, rest = parse_verb_args(parser, expanded.tokens())
+    return opts, expanded.with_args(read(rest)), layers
 
 
-def tool_run(args: list[str], layers: Layers, verb: str) -> Any:
-    """:func:`build_run` of a tool's composed fit arguments (:func:`composed_fit_args`), ``--run_dir DIR``
+def tool_run(request: Request, layers: Layers, verb: str) -> Any:
+    """:func:`build_run` of a tool's composed fit request (:func:`composed_fit_args`), ``--run_dir DIR``
     read as :func:`from_run_dir` reads it (the run's stored config, composed here when it is the config)."""
-    fit_args = from_run_dir(args, verb)
-    stored = Request.of(fit_args).has("config") and not Request.of(args).has("config")
+    fit_args = from_run_dir(request, verb)
+    stored = fit_args.has("config") and not request.has("config")
     return build_run(fit_args, None if stored else layers)
 
 
-def build_run(args: Sequence[str], layers: Layers | None = None, entry: RunEntry | None = None) -> Any:
-    """The :class:`trainer_cli.runtime.cli.TrainerCLI` of ``train fit ARGS``, built but not run.
+def build_run(request: Request, layers: Layers | None = None, entry: RunEntry | None = None) -> Any:
+    """The :class:`trainer_cli.runtime.cli.TrainerCLI` of ``train fit ARGS`` (the command line ``request``),
+    built but not run.
 
     Its ``.model``, ``.datamodule`` and ``.trainer`` are instantiated and ``.run_dir`` (with the
     resolved ``config.yaml``) exists; ``.run.ckpt_path`` is the checkpoint to start from
     (``--ckpt_path``, with ``last``/``best`` resolved in the run directory, :class:`trainer_cli.runtime.run.Run`).
     ``TRAINER_CLI_RUN_DIR`` is cleared again afterwards, so several runs can be built in one process.
 
-    ``layers``: ``args`` are composed already (:func:`composed_fit_args`), with these layers. ``entry``:
+    ``layers``: ``request`` is composed already (:func:`composed_fit_args`), with these layers. ``entry``:
     what the entry that builds it says about the run (``train``'s when not given: ``train cv`` gives its own
     resume line).
 
@@ -100,14 +101,14 @@ def build_run(args: Sequence[str], layers: Layers | None = None, entry: RunEntry
         from trainer_cli.runtime.verbs import building_cli
     from trainer_cli.config.compose import compose_args
 
-    expanded, layers = compose_args(list(args)) if layers is None else (list(args), layers)
+    expanded, layers = compose_args(request) if layers is None else (request, layers)
     with building_cli(None, layers, entry) as run:
-        cli = TrainerCLI(args=expanded, run=False, run_directory=run, layers=layers)
+        cli = TrainerCLI(args=expanded.tokens(), run=False, run_directory=run, layers=layers)
     return cli
 
 
-def from_run_dir(args: Sequence[str], verb: str) -> list[str]:
-    """``args`` of a tool that starts a new run (``lr-find``, ``scale-batch-size``) with ``--run_dir DIR``
+def from_run_dir(request: Request, verb: str) -> Request:
+    """``request`` of a tool that starts a new run (``lr-find``, ``scale-batch-size``) with ``--run_dir DIR``
     read as ``train fit --run_dir DIR`` reads it, the run's stored config (``DIR/config.yaml`` and its
     launcher settings) first when no ``--config`` is given, but ``--run_dir`` itself dropped: the tool's
     outputs go to a new run directory beside ``DIR`` (a run directory is never reused).
@@ -117,15 +118,14 @@ def from_run_dir(args: Sequence[str], verb: str) -> list[str]:
     """
     from trainer_cli.config.run_layers import no_run_there, with_stored_config
 
-    request = Request.of(args)
     run_dir = request.last("run_dir") or ("" if request.has("run_dir") else None)
     rest = request.without("run_dir")
     if run_dir is None:
-        return rest.tokens()
+        return rest
     if not (Path(run_dir) / "config.yaml").is_file():
         raise no_run_there(run_dir)
     stored = with_stored_config(rest.with_args([option("run_dir", run_dir), *rest.args]))
-    expanded = Request.of(stored).without("run_dir").tokens()
+    expanded = stored.without("run_dir")
     if rest.has("config"):
         print(f"{verb}: --run_dir {run_dir} with --config: the given configs, results in a new run directory")
     else:

@@ -41,7 +41,7 @@ def _other_format_configs(request: Request) -> bool:
     return any(Path(f).suffix not in (".yaml", ".yml", "") and Path(f).is_file() for f in request.values("config"))
 
 
-def _fixed_class_configs(args: list[str], fixed: dict[str, type]) -> list[str]:
+def _fixed_class_configs(request: Request, fixed: dict[str, type]) -> Request:
     """In a script whose model or data class is fixed (LightningCLI's ``subclass_mode_*=False``), a
     ``--config`` written in subclass form (``train fit``'s config.yaml: ``class_path`` + ``init_args``)
     naming that same class reads as its ``init_args``, so a run made with ``train`` resumes and tests
@@ -51,7 +51,7 @@ def _fixed_class_configs(args: list[str], fixed: dict[str, type]) -> list[str]:
         UserError: for a config naming another class than the one the script builds.
     """
     out: list[Arg] = []
-    for arg in Request.of(args):
+    for arg in request:
         value = arg.value
         if arg.name != "config" or value is None:
             out.append(arg)
@@ -80,7 +80,7 @@ def _fixed_class_configs(args: list[str], fixed: dict[str, type]) -> list[str]:
             tree[key] = node.get("init_args") or {}
             changed = True
         out.append(option("config", yaml.safe_dump(tree, sort_keys=False)) if changed else arg)
-    return [token for arg in out for token in arg.tokens]
+    return request.with_args(out)
 
 
 @contextmanager
@@ -132,31 +132,30 @@ def as_lightning_cli_does(run: Run, trainer: pl.Trainer, added: list[Any]) -> No
 
 
 def script_args(cli: Any) -> list[str] | None:
-    """The arguments of a user's script (``python main.py fit ...``, ``cli`` its TrainerCLI) built from
-    its command line (:func:`trainer_cli.config.request.of_process`): config short forms and Hydra
-    composition, ``--run_dir DIR`` alone resumes with the
-    run's own config.yaml, as under ``train``; a config written for ``train fit`` reads under a fixed
-    class (:func:`_fixed_class_configs`). None where a ``--config`` is not a YAML file (jsonnet, ...):
-    the parser reads the command line as LightningCLI would. The layers the command line was composed
-    from go into ``cli.layers``, in place (the parsers hold that object).
+    """The words LightningCLI parses (its ``args``) for a user's script (``python main.py fit ...``, ``cli`` its
+    TrainerCLI), built from its command line (:func:`trainer_cli.config.request.of_process`): config short forms
+    and Hydra composition, ``--run_dir DIR`` alone resumes with the run's own config.yaml, as under ``train``; a
+    config written for ``train fit`` reads under a fixed class (:func:`_fixed_class_configs`). None where a
+    ``--config`` is not a YAML file (jsonnet, ...): the parser reads the command line as LightningCLI would. The
+    layers the command line was composed from go into ``cli.layers``, in place (the parsers hold that object).
 
     Raises:
         UserError: for a YAML config with a mistake, a missing file, a config naming another class
             than the script fixes.
     """
     fixed = _fixed_classes(cli._model_class, cli.datamodule_class, cli.subclass_mode_model, cli.subclass_mode_data)
-    request = cli.request  # the script's command line, read once (TrainerCLI.__init__)
+    request: Request | None = cli.request  # the script's command line, read once (TrainerCLI.__init__)
     assert request is not None  # (a user's script: its TrainerCLI read it)
     try:
         expanded, layers = compose_args(request, fixed)
-        verb = [str(request.verb)] if request.verb else []  # run=False: no verb
-        args = [*verb, *with_stored_config(expanded, layers=layers)]  # the run's record's layers first
+        expanded = with_stored_config(expanded, layers=layers)  # the run's record's layers first
         cli.layers[:] = layers  # in place: the parsers hold this object
     except UserError:
         if not _other_format_configs(request):
             raise  # a YAML file with a mistake, a missing file: one line naming it, as under `train`
         return None  # not a YAML file (jsonnet, ...): the parser reads it as LightningCLI would
-    return _fixed_class_configs(args, fixed)
+    verb = [str(request.verb)] if request.verb else []  # run=False: no verb
+    return [*verb, *_fixed_class_configs(expanded, fixed).tokens()]
 
 
 def script_has_verbs(cli_class: type, args: tuple[Any, ...], kwargs: dict[str, Any]) -> bool:

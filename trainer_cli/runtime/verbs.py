@@ -15,8 +15,9 @@ from typing import Any, Optional
 from jsonargparse import Namespace
 from lightning.pytorch.cli import LightningArgumentParser
 
-from trainer_cli.config.compose import compose_args
+from trainer_cli.config.compose import compose_args, composed
 from trainer_cli.config.keys import Layers
+from trainer_cli.config.request import Request
 from trainer_cli.config.run_layers import with_stored_config
 from trainer_cli.errors import UserError
 from trainer_cli.rundir.layout import CONFIG_FILE
@@ -35,13 +36,11 @@ from trainer_cli.runtime.run_entry import RunEntry
 from trainer_cli.runtime.script import script_has_verbs
 
 
-def run_subcommand(
-    verb: str, args: list[str], composed: tuple[list[str], Layers] | None = None, test_after_fit: bool = False
-) -> int:
-    """``train <verb> ...`` for a LightningCLI subcommand; returns the exit code.
+def run_subcommand(verb: str, request: Request, test_after_fit: bool = False) -> int:
+    """``train <verb> ...`` (the command line ``request``) for a LightningCLI subcommand; returns the exit code.
 
-    ``composed``: ``args`` composed already (:func:`trainer_cli.config.compose.compose_args`, as ``train``'s
-    precheck does), taken as they are.
+    A request composed already (:attr:`~trainer_cli.config.request.Request.composed`: by ``train``'s precheck,
+    :func:`trainer_cli.config.compose.compose_args`) is taken as it is composed.
 
     With ``--run_dir DIR`` and no ``--config``, the run's stored ``DIR/config.yaml`` is the config
     (resuming takes the config stored with the run). A run directory this call created is removed
@@ -57,12 +56,12 @@ def run_subcommand(
         UserError: for a bad config file, a bad value found while building, missing data, or a
             checkpoint that does not fit the model.
     """
-    args, layers = composed or compose_args(args)
-    args = with_stored_config(args, verb=verb, layers=layers)
-    print_classes = _chosen_classes(verb, args, layers)
+    expanded, layers = composed(request)
+    expanded = with_stored_config(expanded, verb=verb, layers=layers)
+    print_classes = _chosen_classes(verb, expanded, layers)
     try:
         with building_cli(verb, layers) as run, run.stops_with_exit_code():
-            verb_cli(verb)(args=[verb, *args], run_directory=run, layers=layers)
+            verb_cli(verb)(args=[verb, *expanded.tokens()], run_directory=run, layers=layers)
     except SystemExit as stop:  # --help prints and exits
         if print_classes is not None and stop.code in (0, None):
             print_classes()
@@ -70,7 +69,8 @@ def run_subcommand(
     if test_after_fit and run.path is not None:
         test, *test_args = test_after_fit_args(run.path / CONFIG_FILE)
         print(f"\nTest after fit: train {shlex.join([test, *test_args])}", flush=True)
-        return run_subcommand(test, test_args)
+        # the test job's command line (words, as --slurm.test_after_fit's job runs it), read as train reads its argv
+        return run_subcommand(test, Request.of(test_args, test))
     return 0
 
 
@@ -79,14 +79,14 @@ HELP_FLAGS = ("-h", "--help")
 CLASS_SECTIONS = ("model", "data", "optimizer", "lr_scheduler")
 
 
-def _chosen_classes(verb: str, args: list[str], layers: Layers) -> Callable[[], None] | None:
+def _chosen_classes(verb: str, request: Request, layers: Layers) -> Callable[[], None] | None:
     """``--help`` with a config (``train fit --config experiment/digits --help``): LightningCLI's help
     names only ``--model.help CLASS`` for a class a config chooses, so this returns what prints, after
     it, the options of each class the command line chooses, as ``--model.help CLASS`` prints them.
     None for a bare ``--help``, no ``--help``, or a command line that does not parse without it (the
     help alone then)."""
-    rest = [a for a in args if a not in HELP_FLAGS]
-    if len(rest) == len(args) or not rest:
+    rest = request.with_args(a for a in request if a.tokens[0] not in HELP_FLAGS)  # (--help=... is not one)
+    if len(rest.args) == len(request.args) or not rest.args:
         return None
     try:
         parser, config = parse_config(verb, rest, expand=False, layers=layers)
@@ -145,12 +145,13 @@ class _Parsed(Exception):
 
 def parse_config(
     verb: str,
-    args: list[str],
+    request: Request,
     expand: bool = True,
     cli: tuple[type, tuple[Any, ...], dict[str, Any]] | None = None,
     layers: Layers | None = None,
 ) -> tuple[LightningArgumentParser, Namespace]:
-    """Compose and type-check ``train <verb> ARGS`` exactly as the verb would, building nothing.
+    """Compose and type-check ``train <verb> ARGS`` (the command line ``request``) exactly as the verb would,
+    building nothing.
 
     Returns the subcommand's parser and its parsed (resolved) config; ``parser.dump(config)``
     gives the YAML that ``train <verb> --config`` re-runs. No model, data or trainer is built and
@@ -168,8 +169,8 @@ def parse_config(
         UserError: for a bad config file.
     """
     if expand:
-        args, layers = compose_args(args)
-    return ConfigParser(verb, cli).parse(args, layers)
+        request, layers = compose_args(request)
+    return ConfigParser(verb, cli).parse(request, layers)
 
 
 class ConfigParser:
@@ -191,8 +192,8 @@ class ConfigParser:
         self.cli = cli
         self._built: TrainerCLI | None = None
 
-    def parse(self, args: list[str], layers: Layers | None = None) -> tuple[LightningArgumentParser, Namespace]:
-        """Type-check ``train <verb> ARGS`` (``--config`` values expanded, see :func:`parse_config`).
+    def parse(self, request: Request, layers: Layers | None = None) -> tuple[LightningArgumentParser, Namespace]:
+        """Type-check ``train <verb> ARGS`` (a request, ``--config`` values expanded: see :func:`parse_config`).
 
         Raises:
             ConfigError: for a key or value the parser refuses.
@@ -203,25 +204,26 @@ class ConfigParser:
             built.layers[:] = layers or Layers()  # in place: its parsers hold this object
             with _process_state_restored(), warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
-                built.parse_arguments(built.parser, self._with_verb(args))
+                built.parse_arguments(built.parser, self._with_verb(request))
             assert built.verb_parser is not None  # set by parse_arguments
             config = built._subconfig()
             if not is_checkpoint_file(config.get("ckpt_path")):
                 return built.verb_parser, config
-        built = self._build(args, layers)
+        built = self._build(request, layers)
         config = built._subconfig()
         if not is_checkpoint_file(config.get("ckpt_path")):
             self._built = built
         assert built.verb_parser is not None
         return built.verb_parser, config
 
-    def _with_verb(self, args: list[str]) -> list[str]:
-        """The command line the CLI parses: the verb first, but for a user's script built with ``run=False``
-        (no subcommands: ``python main.py --config ...``)."""
-        return [self.verb, *args] if self.cli is None or script_has_verbs(*self.cli) else list(args)
+    def _with_verb(self, request: Request) -> list[str]:
+        """The words the CLI parses (LightningCLI's ``args``): the verb first, but for a user's script built with
+        ``run=False`` (no subcommands: ``python main.py --config ...``)."""
+        words = request.tokens()
+        return [self.verb, *words] if self.cli is None or script_has_verbs(*self.cli) else words
 
-    def _build(self, args: list[str], layers: Layers | None) -> TrainerCLI:
-        """A TrainerCLI that parses ``args`` and stops before it builds anything."""
+    def _build(self, request: Request, layers: Layers | None) -> TrainerCLI:
+        """A TrainerCLI that parses ``request`` and stops before it builds anything."""
         captured: dict[str, TrainerCLI] = {}
         cli_class, cli_args, cli_kwargs = self.cli or (TrainerCLI, (), {})
 
@@ -241,7 +243,8 @@ class ConfigParser:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", message=".*LightningCLI's args parameter.*")
                 verb_cli(self.verb, _ParseOnlyCLI)(
-                    *cli_args, **{**cli_kwargs, "args": self._with_verb(args), "run_directory": run, "layers": layers}
+                    *cli_args,
+                    **{**cli_kwargs, "args": self._with_verb(request), "run_directory": run, "layers": layers},
                 )
         except _Parsed:
             pass

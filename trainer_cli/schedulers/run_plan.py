@@ -34,7 +34,7 @@ def parse_fit(cli: Any = None) -> ParseFit:
     class with its constructor arguments); Lightning is imported when it parses, not before
     (``train submit --help`` answers without it)."""
 
-    def parse(fit_args: list[str], layers: Layers) -> tuple[Any, Any]:
+    def parse(fit_args: Request, layers: Layers) -> tuple[Any, Any]:
         if cli is None:  # (a user's CLI may add keys of its own) before Lightning's import, as `train fit`
             check_top_level_keys("fit", fit_args, layers)
         with heavy_import():

@@ -18,7 +18,6 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 
 from trainer_cli.config.request import Request
@@ -69,7 +68,7 @@ def _run_trial(run_dir: Path, env: dict[str, str]) -> int:
     return code
 
 
-def main(args: Request | Sequence[str]) -> int:
+def main(request: Request) -> int:
     """``train fit FIT_ARGS --sweep KEY=VALUES ...``; returns 0 when every trial completed or was
     pruned, 1 when one failed, 130 after Ctrl-C.
 
@@ -78,7 +77,7 @@ def main(args: Request | Sequence[str]) -> int:
     """
     from trainer_cli.config.compose import composed
 
-    expanded, layers = composed(args)  # by train's precheck: each --config file read and composed once
+    expanded, layers = composed(request)  # by train's precheck: each --config file read and composed once
     space, rest = take_sweep_args(expanded)  # (composing passes the --sweep flags on as written)
     if space is None:
         raise UserError("no --sweep flag: nothing to sweep")

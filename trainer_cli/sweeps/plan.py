@@ -30,7 +30,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from trainer_cli.config.keys import Layers
-from trainer_cli.config.request import command_line
+from trainer_cli.config.request import Request, command_line, option
 from trainer_cli.errors import ConfigError, UserError
 from trainer_cli.imports import heavy_import
 from trainer_cli.rundir import discard, freezing
@@ -126,7 +126,8 @@ class Sweep:
     """The parsed config without any sweep value."""
     parser: Any = field(default=None, repr=False)
     """The one parser of the base command and every trial (:func:`add_trial`)."""
-    fit_args: list[str] = field(default_factory=list)
+    fit_args: Request = field(default_factory=lambda: Request("fit"))
+    """The base command's request, ``--config`` values expanded (written to ``sweep.json`` as ``base_args``)."""
     layers: Layers | None = None
     checked: list[Trial] = field(default_factory=list)
     """The trials type-checked before the sweep starts (a grid's every trial; else each axis's edges)."""
@@ -142,7 +143,7 @@ class _TrialRefused(Exception):
 
 
 def _parse_trial(
-    parser: ConfigParser, index: int, overrides: dict[str, str], args: list[str], layers: Layers
+    parser: ConfigParser, index: int, overrides: dict[str, str], request: Request, layers: Layers
 ) -> tuple[Trial, str]:
     """Parse ``train fit ARGS`` for one trial; returns it with what the parse wrote to stderr (warnings).
 
@@ -155,7 +156,7 @@ def _parse_trial(
     err = io.StringIO()  # warnings, said once for all trials
     try:
         with contextlib.redirect_stderr(err):
-            verb_parser, config = parser.parse(args, layers)
+            verb_parser, config = parser.parse(request, layers)
     except ConfigError as refused:  # the key, its file and line, the message: on one line
         raise _TrialRefused(" ".join(refused.brief().split())) from None
     except UserError as failed:
@@ -164,7 +165,7 @@ def _parse_trial(
 
 
 def check_trials(
-    space: Space, fit_args: list[str], layers: Layers | None = None
+    space: Space, fit_args: Request, layers: Layers | None = None
 ) -> tuple[ConfigParser, Any, list[Trial]]:
     """Compose and type-check the base command and every trial of ``space`` (a grid's; else the
     trials that reach each axis's edges, :meth:`~trainer_cli.sweeps.space.Space.checked_trials`);
@@ -172,7 +173,7 @@ def check_trials(
 
     Args:
         space: The search space (:func:`trainer_cli.sweeps.space.take_sweep_args`).
-        fit_args: The ``train fit`` arguments without the sweep flags, ``--config`` values already
+        fit_args: The ``train fit`` request without the sweep flags, ``--config`` values already
             expanded (:func:`trainer_cli.config.compose.compose_args`).
         layers: The layers of ``fit_args`` (for error messages naming a value's file and line).
 
@@ -205,11 +206,8 @@ def check_trials(
     refused: dict[str, list[str]] = {}
     warned: set[str] = set()
     for index, overrides in enumerate(space.checked_trials()):
-        args = [*fit_args]
-        for key, value in overrides.items():
-            args += [f"--{key}", value]
         try:
-            trial, said = _parse_trial(parser, index, overrides, args, layers)
+            trial, said = _parse_trial(parser, index, overrides, _trial_args(fit_args, overrides), layers)
         except _TrialRefused as why:  # every trial is checked: all refused ones are named at once
             refused.setdefault(str(why), []).append(trial_label(index, overrides))
             continue
@@ -223,8 +221,9 @@ def check_trials(
     return parser, base, trials
 
 
-def _trial_args(fit_args: list[str], overrides: dict[str, str]) -> list[str]:
-    return [*fit_args, *(arg for key, value in overrides.items() for arg in (f"--{key}", value))]
+def _trial_args(fit_args: Request, overrides: dict[str, str]) -> Request:
+    """The base request with the trial's values appended as ``--KEY VALUE`` overrides."""
+    return fit_args.with_args([*fit_args, *(option(key, value) for key, value in overrides.items())])
 
 
 def add_trial(sweep: Sweep, index: int, overrides: dict[str, str]) -> Trial:
@@ -257,7 +256,7 @@ def write_trial(sweep: Sweep, trial: Trial) -> Path:
     return run_dir
 
 
-def plan(space: Space, fit_args: list[str], layers: Layers | None = None) -> Sweep:
+def plan(space: Space, fit_args: Request, layers: Layers | None = None) -> Sweep:
     """Check every trial (:func:`check_trials`) and choose the sweep directory, creating nothing.
 
     Raises:
@@ -275,7 +274,7 @@ def plan(space: Space, fit_args: list[str], layers: Layers | None = None) -> Swe
         rundir.next_dir(root, base.name, SWEEP_PREFIX).absolute(),
         base=base,
         parser=parser,
-        fit_args=list(fit_args),
+        fit_args=fit_args,
         layers=layers,
         checked=trials,
     )

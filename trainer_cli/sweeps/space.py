@@ -188,7 +188,8 @@ class Space:
         return [{"key": a.key, "kind": a.kind, "spec": a.spec, "values": list(a.values)} for a in self.axes]
 
     def as_args(self) -> list[str]:
-        """The ``--sweep*`` flags that give this space again (:func:`take_sweep_args`)."""
+        """The ``--sweep*`` flags that give this space again, as words for the sweep's record (``sweep.json``'s
+        ``sweep_args``, read back by :func:`take_sweep_args`)."""
         args = [arg for a in self.axes for arg in (SWEEP_FLAG, f"{a.key}={a.spec}")]
         args += [TRIALS_FLAG, str(self.trials_per_point), SEED_FLAG, str(self.seed), SAMPLER_FLAG, self.sampler]
         args += [PRUNER_FLAG, self.pruner]
@@ -295,11 +296,11 @@ def _numbers(where: str, args: list[str], kind: type, noun: str, count: tuple[in
         raise UserError(f"{where}: the arguments must be {noun}, got {', '.join(args)}") from None
 
 
-def take_sweep_args(args: Request | list[str]) -> tuple[Space | None, list[str]]:
-    """Take the ``--sweep*`` flags (:data:`FLAGS`; ``--flag value`` or ``--flag=value``) out of ``args``.
+def take_sweep_args(request: Request) -> tuple[Space | None, Request]:
+    """Take the ``--sweep*`` flags (:data:`FLAGS`; ``--flag value`` or ``--flag=value``) out of ``request``.
 
     Returns:
-        ``(space, rest)``: the search space (None when no ``--sweep`` is given) and the other arguments.
+        ``(space, rest)``: the search space (None when no ``--sweep`` is given) and the request without them.
 
     Raises:
         UserError: for a flag without a value, a bad axis, a key swept twice, ``--sweep_trials``
@@ -307,14 +308,12 @@ def take_sweep_args(args: Request | list[str]) -> tuple[Space | None, list[str]]
             direction, or another ``--sweep_*`` flag without ``--sweep``.
     """
     found: dict[str, list[str]] = {flag: [] for flag in FLAGS}
-    rest: list[str] = []
-    for arg in Request.of(args):
+    for arg in request:
         if arg.name in SWEEP_OPTIONS:
             if arg.value is None:
                 raise UserError(f"{arg.flag} needs a value")
             found[f"--{arg.name}"].append(arg.value)
-        else:
-            rest.extend(arg.tokens)
+    rest = request.without(*SWEEP_OPTIONS)
     if not found[SWEEP_FLAG]:
         extra = [f for f in FLAGS[1:] if found[f]]
         if extra:

@@ -28,6 +28,7 @@ from typing import Any
 
 from trainer_cli.config import listing
 from trainer_cli.config.paths import configs_dir
+from trainer_cli.config.request import Request
 
 LIGHTNING_VERBS = ("fit", "validate", "test", "predict")
 # verbs that take fit's options (their own parsers add a few, listed in EXTRA_OPTIONS)
@@ -40,6 +41,12 @@ EXTRA_OPTIONS = {
 OPTION = re.compile(r"^\s+(?:-\w, )?(--[A-Za-z_][\w.+-]*)", re.M)
 
 
+def _read(verb: str, words: list[str]) -> Request:
+    """The request of ``train VERB WORDS``, read as ``train`` reads its argv: this module's probes of a verb's
+    options (``--help``) are command lines of their own."""
+    return Request.of(words, verb)
+
+
 def help_options(verb: str) -> list[str]:
     """The ``--keys`` of ``train <verb> --help`` (a Lightning verb), through the help cache."""
     from trainer_cli.config import help_cache
@@ -47,7 +54,7 @@ def help_options(verb: str) -> list[str]:
     def build() -> object:  # only when the cache has no text for this verb: imports Lightning
         from trainer_cli.runtime.verbs import run_subcommand
 
-        return run_subcommand(verb, ["--help"])
+        return run_subcommand(verb, _read(verb, ["--help"]))
 
     text = io.StringIO()
     with contextlib.redirect_stdout(text):
@@ -66,8 +73,8 @@ def own_options(verb: str) -> list[str]:
     from trainer_cli.tools import export, lr_find, runs, scale_batch_size
 
     mains: dict[str, Callable[[list[str]], int]] = {
-        "lr-find": lr_find.main,
-        "scale-batch-size": scale_batch_size.main,
+        "lr-find": lambda args: lr_find.main(_read("lr-find", args)),  # (verbs that take a request)
+        "scale-batch-size": lambda args: scale_batch_size.main(_read("scale-batch-size", args)),
         "export": export.main,
         "runs": runs.main,
         "jobs": lambda args: jobs.main(args, {}),  # its --help asks no engine

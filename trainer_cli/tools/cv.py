@@ -20,12 +20,12 @@ import json
 import math
 import os
 import statistics
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
 from trainer_cli import tables
 from trainer_cli.config.keys import Layers
+from trainer_cli.config.request import Request, option
 from trainer_cli.errors import UserError
 from trainer_cli.imports import heavy_import
 from trainer_cli.job import context as job_context
@@ -50,7 +50,7 @@ examples:
 """
 
 
-def main(args: Sequence[str]) -> int:
+def main(request: Request) -> int:
     """``train cv --folds K [--fold I] [--cv_dir DIR] [--cv_seed S] [--aggregate] FIT_ARGS``.
 
     Raises:
@@ -67,7 +67,7 @@ def main(args: Sequence[str]) -> int:
     )
     parser.add_argument("--cv_seed", type=int, default=0, help="Seed of the fold split (default: %(default)s).")
     parser.add_argument("--aggregate", action="store_true", help="Only aggregate the folds' results found in --cv_dir.")
-    opts, rest, layers = composed_fit_args(parser, args)  # composed once, for every fold
+    opts, rest, layers = composed_fit_args(parser, request)  # composed once, for every fold
     if opts.folds < 2:
         raise UserError(f"--folds {opts.folds}: need at least 2 folds")
     if opts.fold is not None and not 0 <= opts.fold < opts.folds:
@@ -96,7 +96,7 @@ def main(args: Sequence[str]) -> int:
     return 0
 
 
-def choose_cv_dir(cv_dir: str | None, fold: int | None, fit_args: list[str], layers: Layers | None = None) -> Path:
+def choose_cv_dir(cv_dir: str | None, fold: int | None, fit_args: Request, layers: Layers | None = None) -> Path:
     """``--cv_dir``; in a job array ``<root>/<name>/cv/job_<array job id>`` (all tasks agree);
     else a new ``<root>/<name>/cv/version_<N>``.
 
@@ -145,7 +145,7 @@ def check_settings(cv_dir: Path, folds: int, cv_seed: int) -> None:
 
 
 def run_fold(
-    cv_dir: Path, fold: int, folds: int, cv_seed: int, fit_args: list[str], layers: Layers | None = None
+    cv_dir: Path, fold: int, folds: int, cv_seed: int, fit_args: Request, layers: Layers | None = None
 ) -> dict[str, Any]:
     """Train fold ``fold`` in ``cv_dir/fold_<fold>`` and write its ``cv_fold.json``; returns that record.
     A fold whose record exists is not run again."""
@@ -160,9 +160,9 @@ def run_fold(
     print(f"\n=== fold {fold} of {folds} (0-based) -> {fold_dir}", flush=True)
     existed = fold_dir.exists()
     interrupted = existed and newest_checkpoint(fold_dir) is not None  # stopped before its record: resume it
-    resume = ["--ckpt_path", "last"] if interrupted else []
+    resume = [option("ckpt_path", "last")] if interrupted else []
     entry = RunEntry(resume_command="the same `train cv` command (finished folds are skipped, this one resumes)")
-    cli = build_run([*fit_args, "--run_dir", str(fold_dir), *resume], layers, entry)
+    cli = build_run(fit_args.with_args([*fit_args, option("run_dir", str(fold_dir)), *resume]), layers, entry)
     try:
         sizes = use_fold(cli.trainer, cli.datamodule, folds, fold, cv_seed)
     except UserError:

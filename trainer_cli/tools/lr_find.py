@@ -16,10 +16,10 @@ from __future__ import annotations
 import json
 import math
 import sys
-from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
 from trainer_cli.runtime.configured_run import (
     composed_fit_args,
@@ -42,7 +42,7 @@ example:
 """
 
 
-def main(args: Sequence[str]) -> int:
+def main(request: Request) -> int:
     """``train lr-find [--min_lr F] [--max_lr F] [--num_training N] [--mode M] FIT_ARGS``.
 
     Raises:
@@ -67,7 +67,7 @@ def main(args: Sequence[str]) -> int:
         default=4.0,
         help="Stop when the loss exceeds this multiple of the best loss; 0 never stops (default: %(default)s).",
     )
-    opts, rest, layers = composed_fit_args(parser, args)  # composed once
+    opts, rest, layers = composed_fit_args(parser, request)  # composed once
     if not 0 < opts.min_lr < opts.max_lr:
         raise UserError(f"--min_lr {opts.min_lr} and --max_lr {opts.max_lr}: need 0 < min_lr < max_lr")
     if opts.num_training < 2:

@@ -13,9 +13,9 @@ Writes into a new run directory ``batch_size.json`` (the result and the search s
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
+from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
 from trainer_cli.runtime.configured_run import (
     composed_fit_args,
@@ -38,7 +38,7 @@ example:
 """
 
 
-def main(args: Sequence[str]) -> int:
+def main(request: Request) -> int:
     """``train scale-batch-size [--mode M] [--init_val N] [--max_trials N] [--max_val N] FIT_ARGS``.
 
     Raises:
@@ -64,7 +64,7 @@ def main(args: Sequence[str]) -> int:
         default=0.05,
         help="binsearch only: fraction taken off the result as headroom, in [0, 1) (default: %(default)s).",
     )
-    opts, rest, layers = composed_fit_args(parser, args)  # composed once
+    opts, rest, layers = composed_fit_args(parser, request)  # composed once
     problems = []
     if not 1 <= opts.init_val <= opts.max_val:
         problems.append(f"--init_val {opts.init_val} and --max_val {opts.max_val}: need 1 <= init_val <= max_val")

@@ -241,7 +241,12 @@ def _workers_main(job: SweepJob, check: bool, dry_run: bool) -> int:
     space, study = sweep.space, sweep.study
     sweep_plan.write(
         sweep,
-        {"sweep_args": space.as_args(), "base_args": sweep.fit_args, "workers": workers, **_command(job.slurm)},
+        {
+            "sweep_args": space.as_args(),
+            "base_args": sweep.fit_args.tokens(),
+            "workers": workers,
+            **_command(job.slurm),
+        },
         study_of=lambda where: sweep_study.describe(space, where, sweep.name, study["metric"], study["direction"]),
     )
 
@@ -257,7 +262,7 @@ def _workers_main(job: SweepJob, check: bool, dry_run: bool) -> int:
         sweep,
         {
             "sweep_args": space.as_args(),
-            "base_args": sweep.fit_args,
+            "base_args": sweep.fit_args.tokens(),
             "workers": workers,
             "job_id": job_id,
             "array": _array(workers, job.slurm),

@@ -45,6 +45,7 @@ from pathlib import Path
 from typing import Any
 
 from trainer_cli.atomic import locked, update_json
+from trainer_cli.config.request import Request
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.job.context import current as job_context
@@ -72,7 +73,7 @@ def _sweep(sweep_dir: Path, record: dict[str, Any]) -> sweep_plan.Sweep:
     with heavy_import():
         from trainer_cli.runtime.verbs import ConfigParser
 
-    space, _ = take_sweep_args(record["sweep_args"])
+    space, _ = take_sweep_args(Request.of(record["sweep_args"]))  # the sweep's record, read back
     assert space is not None
     return sweep_plan.Sweep(
         space,
@@ -81,7 +82,7 @@ def _sweep(sweep_dir: Path, record: dict[str, Any]) -> sweep_plan.Sweep:
         record["name"],
         sweep_dir,
         parser=ConfigParser("fit"),
-        fit_args=list(record["base_args"]),
+        fit_args=Request.of(record["base_args"], "fit"),  # the record's base command, read back
         study=record["study"],
     )
 
