@@ -60,6 +60,9 @@ def test_pending_line_names_unavailable_nodes_and_start() -> None:
     text = why_pending(fields, now=datetime(2026, 11, 25, 8, 0))
     assert text.startswith("ReqNodeNotAvail: a node it needs is down, drained or reserved (node3);") and text.endswith("est. start 08:30 (in 30 min)")
     assert start_estimate("Unknown") is None and array_task_ids(fields["ArrayTaskId"]) == [0, 1, 2, 3]
+    # a start half a minute ahead is not "now" (seen: 05:46:08 shown as "05:46 (now)" at 05:45:39)
+    assert start_estimate("2026-11-25T05:46:08", now=datetime(2026, 11, 25, 5, 45, 39)) == "05:46 (in 1 min)"
+    assert start_estimate("2026-11-25T05:46:08", now=datetime(2026, 11, 25, 5, 46, 8)) == "05:46 (now)"
 
 
 def test_running_and_ended_details(tmp_path: Path) -> None:

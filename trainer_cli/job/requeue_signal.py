@@ -112,5 +112,6 @@ def requeue_in_progress() -> bool:
     line = side.requeued_by_itself(context.current()) if side is not None else None
     if line:
         _state["requeued"] = True
-        print(f"trainer-cli: {line}", flush=True)
+        if context.current().rank == 0:  # once for the job, not once per rank
+            print(f"trainer-cli: {line}", flush=True)
     return bool(_state["requeued"])

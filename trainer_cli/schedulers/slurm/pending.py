@@ -144,10 +144,11 @@ def start_estimate(start_time: str, now: datetime | None = None) -> str | None:
     except (TypeError, ValueError):
         return None
     now = now or datetime.now()
-    minutes = round((when - now).total_seconds() / 60)
+    seconds = (when - now).total_seconds()
     day = "" if when.date() == now.date() else when.strftime("%Y-%m-%d ")
-    if minutes <= 0:
+    if seconds <= 0:
         return f"{day}{when:%H:%M} (now)"
+    minutes = max(1, round(seconds / 60))  # (29 s ahead is not now: in 1 min)
     wait = f"{minutes} min" if minutes < 120 else f"{minutes / 60:.1f} h"
     return f"{day}{when:%H:%M} (in {wait})"
 
