@@ -64,8 +64,13 @@ def page_blocks(text: str) -> list[tuple[int, int, list[tuple[str, list[str]]]]]
 
 
 def masked(lines: list[str]) -> list[str]:
-    """Lines with every number as ``0`` and runs of blanks as one, without blank lines at the end."""
-    out = [re.sub(r"[ \t]+", " ", re.sub(r"\d+", "0", line)).rstrip() for line in lines]
+    """Lines with every number as ``0``, a start estimate's wait (``(now)``, ``(in 1 min)``: how far
+    Slurm's BeginTime is from the listing) as ``(wait)``, and runs of blanks as one, without blank
+    lines at the end."""
+    out = [
+        re.sub(r"[ \t]+", " ", re.sub(r"\d+", "0", re.sub(r"\((now|in [\d.]+ (min|h))\)", "(wait)", line))).rstrip()
+        for line in lines
+    ]
     while out and not out[-1]:
         out.pop()
     return out
