@@ -64,7 +64,8 @@ def _run_job(run_dir: Path) -> None:
     words = shlex.split(line.split(" || ")[0])[1:]
     python = next(i for i, word in enumerate(words) if not word.startswith("-"))
     command = words[python + 1 :]
-    assert command[1:] == ["fit", "--config", str(run_dir / "config.yaml"), "--run_dir", "$run_dir"], command
+    config = run_dir / ("job_config.yaml" if (run_dir / "job_config.yaml").is_file() else "config.yaml")  # resubmitted
+    assert command[1:] == ["fit", "--config", str(config), "--run_dir", "$run_dir"], command
     command[-1] = str(run_dir)  # the shell's $run_dir
     prefix = "export TRAINER_CLI_WORKDIR="
     [workdir] = [line.removeprefix(prefix) for line in script.splitlines() if line.startswith(prefix)]
@@ -91,9 +92,14 @@ def test_a_submitted_runs_job_records_the_link_values_it_built_and_a_rewrite_kee
     # model (it was refused: 'weights do not fit'); the rewrite keeps the earlier files as they were written
     job_record = {name: (run_dir / name).read_bytes() for name in ("config.yaml", "launcher.yaml")}
     again = _submit(project, tmp_path, "--trainer.max_epochs", "2", "--run_dir", str(run_dir), "--ckpt_path", "last")
-    assert [line for line in again.stdout.splitlines() if line.startswith("resubmit:")][:2] == [
-        "resubmit: trainer.max_epochs: 1 -> 2", "resubmit: ckpt_path: None -> last"
+    assert [line for line in again.stdout.splitlines() if line.startswith("resubmit:")][:1] == [
+        "resubmit: trainer.max_epochs: 1 -> 2"
     ], again.stdout
+    assert "ckpt_path" not in again.stdout and (run_dir / "config.yaml").read_bytes() == job_record["config.yaml"]
+    _run_job(run_dir)  # the resubmitted job's start rewrites config.yaml, as a resume does
+    starts = [yaml.safe_load(line) for line in (run_dir / "history.jsonl").read_text().splitlines()]
+    assert starts[-1]["changes"] == ["trainer.max_epochs: 1 -> 2"] and starts[-1]["global_step"] > 0, starts
+    assert yaml.safe_load((run_dir / "config.yaml").read_text())["ckpt_path"] is None
     assert (run_dir / "config.prev-1.yaml").read_bytes() == job_record["config.yaml"]
     assert (run_dir / "launcher.prev-1.yaml").read_bytes() == job_record["launcher.yaml"]
     assert yaml.safe_load((run_dir / "config.yaml").read_text())["trainer"]["max_epochs"] == 2

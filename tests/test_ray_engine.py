@@ -224,6 +224,21 @@ def test_a_two_worker_run_completes_and_a_killed_worker_resumes_at_its_step(tmp_
     engine.cancel(broken_job)  # ended: left as it is
     engine.cancel("no-such-job")  # unknown: nothing to stop
     assert engine.describe([broken_job])[broken_job].state == "COMPLETED"
+    # 4. the completed run resubmitted with one more epoch (`--config <run>/config.yaml`, as on Slurm): its job reads
+    # its own input (job_config.yaml) and its start records the resume as a local resume does
+    again = train(
+        "submit", "--scheduler", "ray", "--config", str(whole / "config.yaml"), "--trainer.max_epochs", "4",
+        "--ray.address", ray_cluster, env={"XDG_STATE_HOME": str(state)},
+    )  # fmt: skip
+    assert again.returncode == 0 and "resubmit: trainer.max_epochs: 3 -> 4" in again.stdout, again.stdout + again.stderr
+    job = wait_for(whole, {"COMPLETED", "FAILED"})
+    assert job["state"] == "COMPLETED" and job["job_id"] != whole_job, job
+    history = [json.loads(line) for line in (whole / "history.jsonl").read_text().splitlines()]
+    assert [h["kind"] for h in history] == ["new", "resubmission"], history
+    assert history[1]["global_step"] == 3 * STEPS_PER_EPOCH and history[1]["changes"] == ["trainer.max_epochs: 3 -> 4"]
+    recorded = (whole / "config.yaml").read_text()
+    assert "max_epochs: 4\n" in recorded and "ckpt_path: last" not in recorded, recorded
+    assert torch.load(whole / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["epoch"] == 3
 
 
 def test_a_src_layout_on_sys_path_goes_first_on_each_ranks_pythonpath_as_its_snapshot_copy(tmp_path: Path) -> None:

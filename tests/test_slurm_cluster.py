@@ -320,9 +320,9 @@ def test_resume_never_goes_back(slurm_cluster: None, tmp_path: Path) -> None:  #
     )
     assert code == 0, out
     assert "resubmit: trainer.num_nodes: 2 -> 1" in out and re.search(r"resubmit: trainer.devices: '?1'? -> '?2'?\n", out), out
-    assert (run_dir / "config.prev-1.yaml").is_file()
     new_id = job_id_from(out)
     assert wait_for_state(new_id, timeout_s=400) == "COMPLETED", (run_dir / f"slurm-{new_id}.log").read_text()[-3000:]
+    assert (run_dir / "config.prev-1.yaml").is_file()  # the job's start rewrote config.yaml, as a resume does
     new_log = (run_dir / f"slurm-{new_id}.log").read_text()
     assert f"(step {crashed}," in new_log and "Resuming " in new_log, new_log[-3000:]
 

@@ -315,9 +315,12 @@ def test_submit_ckpt_path_best_runs_in_the_queue(slurm_cluster: None, tmp_path: 
     assert wait_for_state(first_id, timeout_s=300) == "COMPLETED", (run_dir / f"slurm-{first_id}.log").read_text()[-3000:]
     best = next((run_dir / "checkpoints").glob("best-*.ckpt"))
     job_id, again, out = _submit(tmp_path, 1, 1, "--ckpt_path", "best", "--trainer.max_epochs", "2")
-    assert again == run_dir and "resubmit: ckpt_path: None -> best" in out, out
+    assert again == run_dir and "resubmit: trainer.max_epochs: 1 -> 2" in out, out
+    assert "ckpt_path: best\n" in (run_dir / "job_config.yaml").read_text()  # how the job resumes: its own input
     log = run_dir / f"slurm-{job_id}.log"
     assert wait_for_state(job_id, timeout_s=300) == "COMPLETED", log.read_text()[-3000:]
     assert f"Using the best checkpoint of {run_dir}: {best}" in log.read_text(), log.read_text()[-3000:]
     assert torch.load(run_dir / "checkpoints" / "last.ckpt", map_location="cpu", weights_only=False)["global_step"] == 10
     assert [p.name for p in tmp_path.joinpath("digits").iterdir()] == [run_dir.name], "the same run directory"
+    recorded = (run_dir / "config.yaml").read_text()  # the run's record: the change, not how one start resumed
+    assert "max_epochs: 2\n" in recorded and "ckpt_path: best" not in recorded, recorded

@@ -18,6 +18,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+import yaml
 from slurm_support import LOCAL_PROFILE, console_sys_path, slurm_cluster, slurm_queries, train_submit  # noqa: F401 - fixtures
 from support import CONFIGS, DIGITS, run_train
 
@@ -398,7 +399,105 @@ def test_a_resubmitted_run_goes_on_from_its_checkpoint_not_from_where_it_started
     assert plan(again, dry_run=True).changes == []  # nothing saved yet: the job's first start takes the file
     (job.run_dir / "checkpoints").mkdir()
     torch.save({"global_step": 8, "epoch": 1}, job.run_dir / "checkpoints" / "last.ckpt")
-    assert plan(again, dry_run=True).changes == [f"ckpt_path: {pretrained} -> last"]
+    # how the job resumes goes into its own input (job_config.yaml), not into the run's config.yaml (a resume option)
+    resubmitted = plan(again, dry_run=True)
+    assert resubmitted.changes == [] and yaml.safe_load(resubmitted.frozen_config)["ckpt_path"] == "last"
+    assert f'fit --config {job.run_dir / "job_config.yaml"} --run_dir "$run_dir"' in resubmitted.script_text
     other = tmp_path / "other.ckpt"
     torch.save({"global_step": 5, "epoch": 0}, other)
-    assert plan([*again, "--ckpt_path", str(other)], dry_run=True).changes == [f"ckpt_path: {pretrained} -> {other}"]  # chosen now: taken
+    chosen = plan([*again, "--ckpt_path", str(other)], dry_run=True)  # chosen now: taken
+    assert chosen.changes == [] and yaml.safe_load(chosen.frozen_config)["ckpt_path"] == str(other)
+
+
+def _job_command(run: Path) -> list[str]:
+    """What the fit step of ``run``'s ``submit.sbatch`` gives `train fit` (``--config FILE --run_dir RUN``)."""
+    import re
+    import shlex
+
+    line = next(line for line in (run / "submit.sbatch").read_text().splitlines() if " fit --config " in line)
+    config = shlex.split(re.search(r" fit --config (\S+) --run_dir", line).group(1).replace('"$run_dir"', str(run)))[0]
+    return ["--config", config.replace("$run_dir", str(run)), "--run_dir", str(run)]
+
+
+def test_a_resubmitted_run_is_recorded_as_a_local_resume_records_it(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`train submit --config <run>/config.yaml --ckpt_path last --trainer.max_epochs 2` (docs/guides/slurm.md's
+    resume form): the run's config.yaml afterwards is what a local `train fit --run_dir <run> --ckpt_path last
+    --trainer.max_epochs 2` writes (no `ckpt_path: last`, so `train fit --config <run>/config.yaml` starts a new run;
+    its header kept), and the job's start lists the changes the submit printed in history.jsonl. The job itself
+    resumes (its command as submit.sbatch gives it, in a job: SLURM_JOB_ID)."""
+    import shutil
+
+    stand_in = tmp_path / "bin" / "sbatch"  # accepts the script and prints a job id, as `sbatch --parsable` does
+    stand_in.parent.mkdir()
+    monkeypatch.setenv("PATH", f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}")
+    tiny = [
+        "--trainer.strategy", "auto", "--trainer.limit_train_batches", "2", "--trainer.limit_val_batches", "1",
+        "--trainer.enable_progress_bar", "false", "--trainer.enable_model_summary", "false",
+    ]  # fmt: skip
+    stand_in.write_text("#!/bin/sh\necho 4242\n")
+    stand_in.chmod(0o755)
+    code, out = train_submit(*_args(CASES["cpu_1x1"], tmp_path), "--slurm.snapshot", "false", *tiny, "--trainer.max_epochs", "1")
+    run = tmp_path / "digits" / "version_0"
+    assert code == 0, out
+    first = run_train("fit", *_job_command(run), env={"SLURM_JOB_ID": "4242"})  # the job's first start
+    assert first.returncode == 0 and (run / "checkpoints" / "last.ckpt").is_file(), first.stderr[-2000:]
+    local = tmp_path / "local" / "digits" / "version_0"  # the same run, resumed here
+    shutil.copytree(run, local)
+
+    stand_in.write_text("#!/bin/sh\necho 4243\n")
+    again = ["--config", str(run / "config.yaml"), "--config", LOCAL_PROFILE, *PYTHON, "--slurm.snapshot", "false"]
+    code, out = train_submit(*again, "--trainer.strategy", "auto", "--ckpt_path", "last", "--trainer.max_epochs", "2")
+    assert code == 0 and "resubmit: trainer.max_epochs: 1 -> 2\n" in out, out
+    printed = [line.removeprefix("resubmit: ") for line in out.splitlines() if line.startswith("resubmit: ") and "->" in line]
+    job = run_train("fit", *_job_command(run), env={"SLURM_JOB_ID": "4243"})  # the resubmitted job's start
+    assert job.returncode == 0 and "Resuming " in job.stdout + job.stderr, job.stdout[-2000:] + job.stderr[-2000:]
+    starts = [json.loads(line) for line in (run / "history.jsonl").read_text().splitlines()]
+    assert [s["kind"] for s in starts] == ["new", "resubmission"] and starts[1]["global_step"] > 0, starts
+    assert starts[1]["changes"] == printed == ["trainer.max_epochs: 1 -> 2"], (starts, printed)
+
+    resumed = run_train("fit", "--run_dir", str(local), "--ckpt_path", "last", "--trainer.strategy", "auto",
+                        "--trainer.max_epochs", "2")  # fmt: skip
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    ours, theirs = (run / "config.yaml").read_text(), (local / "config.yaml").read_text().replace(str(tmp_path / "local"), str(tmp_path))
+    assert "ckpt_path: null\n" in ours and "ckpt_path: last" not in ours, ours
+    linked = next(line for line in (run / "config.prev-1.yaml").read_text().splitlines() if line.startswith("# Linked"))
+    assert f"\n{linked}\n" in ours and "\n# Rewritten on resume " in ours, ours  # the header a local resume writes
+    assert ours == theirs, "\n".join(difflib.unified_diff(theirs.splitlines(), ours.splitlines(), lineterm=""))
+    assert (run / "config.prev-1.yaml").read_text() == (local / "config.prev-1.yaml").read_text()
+
+    new = run_train("fit", "--config", str(run / "config.yaml"), *tiny, "--trainer.max_epochs", "1")  # starts a new run
+    assert new.returncode == 0 and "nothing to train" not in new.stdout, new.stdout[-2000:] + new.stderr[-2000:]
+    assert (tmp_path / "digits" / "version_1" / "checkpoints" / "last.ckpt").is_file()
+
+
+def test_a_refused_resubmission_leaves_the_runs_files_as_they_were(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """sbatch refuses a resubmission: the run's config.yaml is untouched (no config.prev-<N>.yaml), and the job input it
+    wrote is gone again (none before) or back to the earlier resubmission's (which a queued job may still read)."""
+    stand_in = tmp_path / "bin" / "sbatch"
+    stand_in.parent.mkdir()
+    monkeypatch.setenv("PATH", f"{stand_in.parent}{os.pathsep}{os.environ['PATH']}")
+    stand_in.write_text("#!/bin/sh\necho 4242\n")
+    stand_in.chmod(0o755)
+    code, out = train_submit(*_args(CASES["cpu_1x1"], tmp_path), "--slurm.snapshot", "false", "--trainer.max_epochs", "1")
+    assert code == 0, out
+    run = tmp_path / "digits" / "version_0"
+    recorded = (run / "config.yaml").read_text()
+    again = ["--config", str(run / "config.yaml"), "--config", LOCAL_PROFILE, *PYTHON, "--slurm.snapshot", "false"]
+    refuse = "#!/bin/sh\necho 'sbatch: error: Batch job submission failed: Invalid account' >&2\nexit 1\n"
+
+    stand_in.write_text(refuse)
+    with pytest.raises(UserError, match="Invalid account"):
+        train_submit(*again, "--trainer.max_epochs", "2")
+    assert not (run / "job_config.yaml").exists() and (run / "config.yaml").read_text() == recorded
+    assert not list(run.glob("config.prev-*.yaml"))
+
+    stand_in.write_text("#!/bin/sh\necho 4243\n")
+    code, out = train_submit(*again, "--trainer.max_epochs", "2")
+    assert code == 0 and "resubmit: trainer.max_epochs: 1 -> 2" in out, out
+    queued = (run / "job_config.yaml").read_text()
+    assert "max_epochs: 2\n" in queued and (run / "config.yaml").read_text() == recorded  # the job's start rewrites it
+
+    stand_in.write_text(refuse)
+    with pytest.raises(UserError, match="Invalid account"):
+        train_submit(*again, "--trainer.max_epochs", "3")
+    assert (run / "job_config.yaml").read_text() == queued and (run / "config.yaml").read_text() == recorded

@@ -17,6 +17,7 @@ and removes it: :mod:`trainer_cli.rundir.policy`)::
     checkpoints/resume.ckpt  the same, where a user's callback writes last.ckpt (RESUME_CKPT: save_last)
     hpc_ckpt_<N>.ckpt     saved on a Slurm SIGUSR1 (HPC_PATTERN); ``.used`` once a resume took it
     job.json, submit.sbatch, slurm-<job>.log   a submitted run's (trainer_cli.job.jobstate, sbatch)
+    job_config.yaml       a resubmitted run's job reads it (trainer_cli.schedulers.resubmission.JOB_CONFIG)
     .live.<host>.<pid>    held by each train process writing into the run, removed at its exit (trainer_cli.rundir.live)
 
 Reading a checkpoint here is cheap (memory-mapped, weights only) and never builds anything.

@@ -1,16 +1,33 @@
 """A ``train submit`` into a run that was submitted before (``--config <run>/config.yaml``): which run it is,
 and what the new command changes in that run's ``config.yaml``, checked as a resume checks it, for every engine
-(:func:`trainer_cli.schedulers.run_plan.place`). The submission writes the changes and keeps the previous config.
+(:func:`trainer_cli.schedulers.run_plan.place`).
+
+The submission does not rewrite ``config.yaml``: it writes the job's own input, :data:`JOB_CONFIG` (the new
+values, and the ``ckpt_path`` the job resumes from), which the job's ``train fit --config <run>/job_config.yaml
+--run_dir <run>`` reads. The job's start is then a resume like any other: it lists the changes in
+``history.jsonl`` and rewrites ``config.yaml`` as a local ``train fit --run_dir <run> --ckpt_path last`` does
+(:func:`trainer_cli.rundir.history.record_start`: header kept, ``ckpt_path`` as the run's record had it, the
+previous record kept as ``config.prev-<N>.yaml``), so ``train fit --config <run>/config.yaml`` still starts a
+new run.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
+from trainer_cli.atomic import write_atomic
 from trainer_cli.job import jobstate
 from trainer_cli.rundir import record
 from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.rundir.policy import Resume
+
+JOB_CONFIG = "job_config.yaml"
+"""``<run>/job_config.yaml``: what a resubmitted run's job reads (``--config``), written by the submission."""
+JOB_CONFIG_HEADER = (
+    "# The input of this run's resubmitted job (train submit): its start resumes the run with these values and\n"
+    "# writes them into config.yaml as a resume does. Not a config to start a run from: use config.yaml.\n"
+)
 
 
 def config_changes(
@@ -20,19 +37,23 @@ def config_changes(
     model_class: type | None = None,
     links: frozenset[str] = frozenset(),
 ) -> tuple[list[str], str]:
-    """What a resubmission into ``run_dir`` changes in its config.yaml, and the config to write.
+    """What a resubmission into ``run_dir`` changes in its config.yaml, and the config its job reads
+    (:data:`JOB_CONFIG`).
 
-    The new command's values go into the run's config (the job reads it), checked as any resume
-    checks them (:func:`trainer_cli.rundir.resume.compare_for_resume`: no other architecture, optimizer or
-    precision; a model change by the tensors of ``resume``, the checkpoint the job will load).
-    ``ckpt_path`` becomes ``last`` when the run holds a checkpoint and none was named
-    (:func:`trainer_cli.rundir.policy.resume_checkpoint`: a resubmitted run resumes from its newest checkpoint).
+    The new command's values are checked as any resume checks them
+    (:func:`trainer_cli.rundir.resume.compare_for_resume`: no other architecture, optimizer or precision; a
+    model change by the tensors of ``resume``, the checkpoint the job will load).
+    The job's config has ``ckpt_path: last`` when the run holds a checkpoint and no file was named
+    (:func:`trainer_cli.rundir.policy.resume_checkpoint`: a resubmitted run resumes from its newest
+    checkpoint); as in a local resume, ``ckpt_path`` is how this start resumes, not a change of the run
+    (:data:`trainer_cli.rundir.resume.RESUME_OPTIONS`), and never goes into ``config.yaml``.
     ``model_class``: the model class a user's script fixes (its config.yaml holds the init arguments alone).
     ``links``: the keys links fill when the classes are built: the run's recorded values are kept
-    (:func:`trainer_cli.rundir.record.keep_linked`), not compared with a parse that cannot know them.
+    (:func:`trainer_cli.rundir.record.keep_linked`), not compared with a parse that cannot know them, and
+    named as the links' in the job's config as in the run's record (:func:`trainer_cli.rundir.record.linked_line`).
 
     Returns:
-        ``(changes, config_text)``: one line per changed value (empty: nothing to rewrite).
+        ``(changes, job_config_text)``: one line per changed value, as the job's start lists them.
 
     Raises:
         UserError: for a change a resume refuses.
@@ -55,9 +76,25 @@ def config_changes(
         check_config_weights_fit(
             new.get("model"), resume.path, force=bool(new.get("resume_force")), model_class=model_class
         )
-    if old.get("ckpt_path") != new.get("ckpt_path"):
-        changes.append(f"ckpt_path: {old.get('ckpt_path')} -> {new.get('ckpt_path')}")
-    return changes, yaml.safe_dump(new, sort_keys=False) if changes else frozen
+    linked = record.recorded_links(config_file)  # kept above: the links' values, as the run's record names them
+    header = record.linked_line(linked) + "\n" if linked else ""
+    return changes, header + yaml.safe_dump(new, sort_keys=False)
+
+
+def write_job_config(run_dir: Path, text: str) -> Callable[[], None]:
+    """Write ``text`` (:func:`config_changes`'s) as ``run_dir``'s :data:`JOB_CONFIG`, under its header;
+    returns what puts the file back as it was (an earlier resubmission's, or none) when the submission fails."""
+    path = run_dir / JOB_CONFIG
+    previous = path.read_text() if path.is_file() else None
+    write_atomic(path, JOB_CONFIG_HEADER + text)
+
+    def restore() -> None:
+        if previous is None:
+            path.unlink(missing_ok=True)
+        else:
+            write_atomic(path, previous)
+
+    return restore
 
 
 def submitted_run(configs: list[str]) -> Path | None:

@@ -22,6 +22,8 @@ from trainer_cli.config.request import Request
 from trainer_cli.config.spec import ParseFit, RunSpec
 from trainer_cli.imports import heavy_import
 from trainer_cli.rundir.discard import remove_made_folders
+from trainer_cli.rundir.freezing import freeze
+from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.rundir.policy import finished_line, resume_checkpoint
 from trainer_cli.rundir.policy import plan as rundir_plan
 from trainer_cli.rundir.resume import stored_config
@@ -130,7 +132,9 @@ class RunPlan:
     created: bool
     """Whether :func:`place` created ``run_dir`` (so a failed submission removes it)."""
     frozen_config: str
-    """``<run>/config.yaml``: the resolved fit config (``run_dir`` unset: the job names its folder)."""
+    """``<run>/config.yaml``: the resolved fit config (``run_dir`` unset: the job names its folder); for a
+    resubmission into an existing run, the job's own input instead
+    (:data:`trainer_cli.schedulers.resubmission.JOB_CONFIG`)."""
     root: Path
     """``trainer.default_root_dir``: the registry of ``train jobs`` lives there."""
     job_name: str
@@ -146,10 +150,42 @@ class RunPlan:
     notes: list[str] = field(default_factory=list)
     """What the plan says before the job (the sizing block, ``resubmit: into the newest run``), one
     line each: printed as it plans, unless told not to (a render)."""
+    resubmitted: bool = False
+    """Whether the run existed with its ``config.yaml`` (a resubmission): its job reads its own input,
+    :data:`trainer_cli.schedulers.resubmission.JOB_CONFIG`, not the run's record."""
+    _restore: Callable[[], None] | None = field(default=None, repr=False)
+
+    @property
+    def job_config(self) -> Path:
+        """The config file the job's ``fit`` reads (``--config``): the run's ``config.yaml``, or a
+        resubmission's ``job_config.yaml``."""
+        return self.run_dir / (resubmission.JOB_CONFIG if self.resubmitted else CONFIG_FILE)
+
+    def freeze(self) -> None:
+        """Write what the job reads (:attr:`job_config`): a new run's frozen ``config.yaml`` and ``git.txt``
+        (:func:`trainer_cli.rundir.freezing.freeze`), or a resubmission's job input
+        (:func:`trainer_cli.schedulers.resubmission.write_job_config`; :meth:`discard` puts the earlier one back)."""
+        freeze(self.run_dir, self.frozen_config)
+        if self.resubmitted:
+            self._restore = resubmission.write_job_config(self.run_dir, self.frozen_config)
+
+    def print_changes(self) -> None:
+        """Say, once the job is queued, what a resubmission changes (one ``resubmit:`` line each) and when."""
+        for change in self.changes:
+            print(f"resubmit: {change}")
+        if self.changes:
+            print(
+                f"resubmit: the job's start writes these into {self.run_dir / CONFIG_FILE}, as a resume does (the "
+                "current one kept as config.prev-<N>.yaml)"
+            )
 
     def discard(self) -> None:
-        """Remove the run directory :func:`place` created, and the folders it made above it where that
-        leaves them empty (a refused submission leaves nothing); a run that existed is left alone."""
+        """Undo the plan of a refused submission: remove the run directory :func:`place` created, and the
+        folders it made above it where that leaves them empty; in a run that existed, only the job input
+        :meth:`freeze` wrote (the earlier one back): the run is left as it was."""
+        if self._restore is not None:
+            self._restore()
+            self._restore = None
         discard(self.run_dir if self.created else None, self.made_from)
 
 
@@ -220,4 +256,8 @@ def place(
     except BaseException:
         discard(run_dir if created else None, placed.made_from)
         raise
-    return RunPlan(run_dir, created, frozen, where.root, job_name, changes, finished, entry, placed.made_from)
+    resubmitted = not created and (run_dir / CONFIG_FILE).is_file()
+    return RunPlan(
+        run_dir, created, frozen, where.root, job_name, changes, finished, entry, placed.made_from,
+        resubmitted=resubmitted,
+    )  # fmt: skip

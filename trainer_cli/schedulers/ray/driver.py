@@ -156,7 +156,7 @@ def start_group(args: argparse.Namespace, attempt: int) -> int:
         port = ray.get(workers[0].free_port.remote())
         world = len(workers)
         run_dir = Path(args.run_dir)
-        config = str(run_dir / "config.yaml")
+        config = str(run_dir / args.config)
         verb = [args.verb] if args.verb else []
         command = [sys.executable, *shlex.split(args.entry), *verb, "--config", config, "--run_dir", str(run_dir)]
         if attempt > 0:
@@ -227,6 +227,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--entry", default="-m trainer_cli", help="what each rank's python runs (shell words)")
     parser.add_argument("--verb", default="fit", help="the verb it takes (empty: none)")
     parser.add_argument("--chdir", default="", help="the folder each rank starts in (empty: the actor's)")
+    parser.add_argument("--config", default="config.yaml", help="the file in the run folder each rank's fit reads")
     parser.add_argument(
         "--import_path",
         action="append",

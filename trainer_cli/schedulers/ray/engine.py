@@ -24,6 +24,7 @@ from trainer_cli.job.cost import Attempt
 from trainer_cli.job.scheduler import JobDraft
 from trainer_cli.job.status import JobStatus
 from trainer_cli.rundir import run_cost
+from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.schedulers.ray.driver import LOG_PATTERN
 from trainer_cli.schedulers.ray.options import RayOptions
 from trainer_cli.schedulers.snapshot import Snapshot
@@ -60,6 +61,8 @@ class RayJob:
         import_paths: The work tree's folders on ``sys.path`` at submit, relative to the snapshot's top
             (:func:`trainer_cli.schedulers.snapshot.import_paths`): each rank puts their copies first on its
             ``PYTHONPATH``, as a Slurm job does.
+        config: The file in ``run_dir`` each rank's fit reads: ``config.yaml``, or a resubmission's job input
+            (:data:`trainer_cli.schedulers.resubmission.JOB_CONFIG`).
     """
 
     run_dir: Path
@@ -74,11 +77,12 @@ class RayJob:
     verb: str = "fit"
     chdir: Path | None = None
     import_paths: tuple[str, ...] = ()
+    config: str = CONFIG_FILE
 
     def rank_command(self, python: str = "python") -> list[str]:
         """What each rank runs (the driver's Python for ``python``), as a Slurm job's fit step."""
         verb = [self.verb] if self.verb else []
-        return [python, *self.entry, *verb, "--config", f"{self.run_dir}/config.yaml", "--run_dir", str(self.run_dir)]
+        return [python, *self.entry, *verb, "--config", f"{self.run_dir}/{self.config}", "--run_dir", str(self.run_dir)]
 
 
 class RayScheduler:
@@ -125,6 +129,8 @@ class RayScheduler:
             command += ("--entry", shlex.join(spec.entry), "--verb", spec.verb)
         if spec.chdir is not None:
             command += ("--chdir", str(spec.chdir))
+        if spec.config != CONFIG_FILE:  # a resubmission's job input
+            command += ("--config", spec.config)
         for path in spec.import_paths:
             command += ("--import_path", path)
         entrypoint = shlex.join(command)

@@ -23,7 +23,6 @@ from typing import Any
 from trainer_cli.config.request import SLURM, Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
-from trainer_cli.rundir.freezing import freeze
 from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.schedulers import refuse_other_engines_options, run_plan, snapshot
 from trainer_cli.schedulers.ray import options as ray_options
@@ -122,7 +121,7 @@ def _submit(request: Request, script: tuple[Any, str, Mapping[str, type]] | None
     def spec(code: Snapshot | None) -> RayJob:
         paths = tuple(snapshot.import_paths(Path.cwd())) if code is not None else ()
         job = RayJob(plan.run_dir, job_id, plan.job_name, res.nodes, res.ntasks_per_node, res.accelerator,
-                     code, Path.cwd(), import_paths=paths)  # fmt: skip
+                     code, Path.cwd(), import_paths=paths, config=plan.job_config.name)  # fmt: skip
         if plan.entry is None:  # `train fit` in the job's working directory (the snapshot Ray ships)
             return job
         # a user's script: what its Slurm job runs (plan.entry), where that job starts (#SBATCH --chdir)
@@ -136,7 +135,7 @@ def _submit(request: Request, script: tuple[Any, str, Mapping[str, type]] | None
         print("# nothing was written or submitted")
         return 0
     try:
-        freeze(plan.run_dir, plan.frozen_config)
+        plan.freeze()
         code = snapshot.take(Path.cwd(), plan.run_dir, roots=[plan.root])
         if plan.entry is not None and plan.entry.live is None and not plan.entry.path.is_file():
             raise UserError(
@@ -146,9 +145,9 @@ def _submit(request: Request, script: tuple[Any, str, Mapping[str, type]] | None
         jobstate.write(plan.run_dir, {"job_id": job_id, "state": "PENDING", "restarts": 0, "scheduler": "ray"})
         scheduler.submit(draft)
     except BaseException:
-        if plan.created:
-            plan.discard()  # nothing of a refused submission is left
+        plan.discard()  # nothing of a refused submission is left
         raise
+    plan.print_changes()
     log = log_file(plan.run_dir, job_id)
     record: dict[str, Any] = {
         "job_id": job_id,

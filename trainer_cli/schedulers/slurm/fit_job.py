@@ -9,10 +9,11 @@
    names its folder (``--run_dir "$run_dir"``), so every restart of a requeued job writes into the
    same directory and the same TensorBoard version. Resubmitted into an existing run (``--config
    <run>/config.yaml`` of a submitted run: :mod:`trainer_cli.schedulers.resubmission`), the new values
-   (other resources,
-   more epochs) are written into the run's config, checked as a resume checks them, with
-   ``ckpt_path: last`` once the run holds a checkpoint (a resubmitted run always resumes); the
-   previous config is kept as ``config.prev-<N>.yaml`` and each change printed in one line.
+   (other resources, more epochs) are checked as a resume checks them, each change printed in one
+   line, and written with ``ckpt_path: last`` once the run holds a checkpoint (a resubmitted run
+   always resumes) into the job's own input ``<run>/job_config.yaml``, which its script reads; the
+   job's start resumes the run as a local resume does: ``config.yaml`` rewritten (the previous one
+   kept as ``config.prev-<N>.yaml``), the changes in ``history.jsonl``.
 4. The sbatch script is rendered (:mod:`trainer_cli.schedulers.slurm.render`) to ``<run>/submit.sbatch``
    and queued; its log is ``<run>/slurm-<jobid>.log``; ``<run>/job.json`` and the registry read
    by ``train jobs`` (:mod:`trainer_cli.schedulers.submissions`) record the job id.
@@ -33,8 +34,6 @@ from trainer_cli.config.request import Request, command_line
 from trainer_cli.config.spec import ParseFit, RunSpec
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
-from trainer_cli.rundir.freezing import freeze
-from trainer_cli.rundir.history import restore_config, rewrite_config
 from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.schedulers import run_plan, snapshot
 from trainer_cli.schedulers.resources import Resources, derive
@@ -180,6 +179,8 @@ def plan(spec: RunSpec, dry_run: bool, script: str | None = None, echo: bool = T
         if run.entry is not None:  # a user's script with TrainerCLI (`python main.py submit`): the job runs it
             context_values["entry"] = run.entry.words
             context_values["fit_verb"] = spec.verb
+        if run.resubmitted:  # the job reads its own input
+            context_values["config"] = str(run.job_config)
         placed = {f.name: getattr(run, f.name) for f in fields(RunPlan)}
         job = Plan(**placed, script_text=render(template, context_values), slurm=slurm, resources=resources)
         job.notes = notes
@@ -305,12 +306,8 @@ def submit(job: Plan) -> str:
             is removed again).
     """
     run_dir = job.run_dir
-    previous = None
     try:
-        if (
-            not freeze(run_dir, job.frozen_config) and job.changes
-        ):  # resubmitting into an existing run with other values (resources, ckpt_path, ...)
-            previous = rewrite_config(run_dir, job.frozen_config)
+        job.freeze()
         code = (
             snapshot.take(Path.cwd(), run_dir, job.slurm.snapshot_limit(), [job.root]) if job.slurm.snapshot else None
         )
@@ -320,15 +317,9 @@ def submit(job: Plan) -> str:
         job.script.write_text(job.script_text)
         job_id = run_sbatch(job.script, *job.sbatch_options, slurm=job.slurm)
     except BaseException:
-        if job.created:
-            job.discard()  # nothing of a refused submission is left
-        elif previous is not None:
-            restore_config(run_dir, previous)  # the run's config as it was
+        job.discard()  # nothing of a refused submission is left
         raise
-    for change in job.changes:
-        print(f"resubmit: {change}")
-    if previous is not None:
-        print(f"resubmit: {run_dir / CONFIG_FILE} rewritten with these; the previous one is kept as {previous.name}")
+    job.print_changes()
     record: dict[str, Any] = {
         "job_id": job_id,
         "job_name": job.job_name,
