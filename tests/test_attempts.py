@@ -15,7 +15,7 @@ from support import DIGITS, quiet_args, run_train
 
 from trainer_cli.rundir import attempts, goodput, history
 from trainer_cli.rundir.attempts import CHECKPOINT, TRAIN, VALIDATION, Recorder
-from trainer_cli.tools import runs
+from trainer_cli.tools import run_row, runs
 
 STEPS_PER_EPOCH = 10
 IDLE_S = 4
@@ -97,7 +97,7 @@ def test_a_killed_and_resumed_fit_gives_two_measured_attempts(tmp_path: Path) ->
     assert measures["memory"]["rss_peak_bytes"] > 50 * 2**20  # torch and Lightning in memory
     _adds_up(measures["total"])
 
-    listed = runs.read_run(run)  # train runs' duration: the attempts' own, not the idle time between them
+    listed = run_row.read_run(run)  # train runs' duration: the attempts' own, not the idle time between them
     assert listed["duration_s"] == round(first["wall_s"] + second["wall_s"])
     # the idle time between the attempts is not in it (each start's error counts once more in the sum than in the span)
     assert listed["duration_s"] <= second["end"] - first["started"] - IDLE_S + 1 + START_ERROR_S

@@ -82,10 +82,11 @@ def test_train_runs_finds_a_scripts_wandb_run_and_reads_its_progress(tmp_path: P
     assert (run["epochs"], run["steps"]) == (4, 20), "4 epochs of 5 steps (the project's max_epochs, 80 rows by 16)"
     assert (run["monitor"], run["mode"]) == ("train_loss", "max"), "the ModelCheckpoint added with add_lightning_class_args"
     assert run["best"] is not None and run["best"] > 0 and run["logged_from"] == "metrics.jsonl"
+    assert run["state"] == "COMPLETED", "a local run's state: its last start's attempt records (no job.json)"
     assert found["metrics"] == [["train_loss", "max"]]
 
     table = run_train(project, "runs", "--plot", "val_loss")
     assert table.returncode == 0, table.stderr[-3000:]
     header, row = table.stdout.splitlines()[1:3]
-    assert header.split()[:5] == ["run", "state", "epochs", "steps", "train_loss"] and row.split()[2:4] == ["4", "20"]
+    assert header.split()[:5] == ["run", "state", "epochs", "steps", "train_loss"] and row.split()[1:4] == ["COMPLETED", "4", "20"]
     assert (project / "runs_val_loss.png").stat().st_size > 1000, "the curve of a metric of the run's own record"

@@ -196,7 +196,7 @@ def test_sigterm_stop_is_recorded_where_train_runs_reads_the_steps(tmp_path: Pat
     """Issue 45: a run stopped by SIGTERM at step 9 (log_every_n_steps past it: its TensorBoard events
     end at step 5) showed 0 steps in `train runs`; the stop's record in metrics.jsonl says where it stopped."""
     from trainer_cli.rundir import metrics
-    from trainer_cli.tools import runs
+    from trainer_cli.tools import run_row, runs
 
     args = ["--trainer.callbacks+", "resume_signals.SignalAt", "--trainer.callbacks+.init_args.hook", "on_train_batch_end",
             "--trainer.callbacks+.init_args.epoch", "1", "--trainer.callbacks+.init_args.batch", "3"]
@@ -205,7 +205,7 @@ def test_sigterm_stop_is_recorded_where_train_runs_reads_the_steps(tmp_path: Pat
     run = tmp_path / "digits" / "version_0"
     assert load(run / layout.LAST_CKPT)["global_step"] == 9
     assert metrics._tensorboard(run).steps < 9  # what the loggers logged alone
-    read = runs.read_run(run)
+    read = run_row.read_run(run)
     assert (read["epochs"], read["steps"]) == (1, 9)
     assert metrics.recorded(run).steps == 9
 
@@ -290,7 +290,7 @@ def test_a_plain_dataloader_resumed_mid_epoch_is_inexact(tmp_path: Path, capsys:
     the resume says it replays and skips 2 batches, ``history.jsonl`` records it, ``train runs`` and ``train jobs``'
     goodput show it."""
     from trainer_cli.rundir import goodput, run_cost
-    from trainer_cli.tools import runs
+    from trainer_cli.tools import run_row, runs
 
     args = ["--config", DIGITS, "--data", "resume_signals.PlainLoaderDigits", "--trainer.default_root_dir", str(tmp_path),
             "--trainer.max_epochs", "2", *TINY, "--trainer.limit_train_batches", "4"]

@@ -88,13 +88,13 @@ def test_a_settled_run_is_listed_from_one_stat_and_read_again_once_written(
     job = a / "job.json"
     job.write_text(json.dumps({"state": "RUNNING"}))
     _age(root)
-    assert [r["state"] for r in _listed(root)[1]] == ["RUNNING", "-"]
+    assert [r["state"] for r in _listed(root)[1]] == ["RUNNING", "COMPLETED"]  # (version_1: its attempts')
     assert "settled" not in _held(root)["digits/version_0"]
     kept = os.stat(a).st_mtime_ns
     with open(job, "w") as f:  # rewritten in place by that writer: the folder's time as it was
         f.write(json.dumps({"state": "COMPLETED"}))
     os.utime(a, ns=(kept, kept))
-    assert [r["state"] for r in _listed(root)[1]] == ["COMPLETED", "-"]
+    assert [r["state"] for r in _listed(root)[1]] == ["COMPLETED", "COMPLETED"]
     marker.unlink()
 
     # a file a user adds into a settled run, and a run removed
@@ -107,3 +107,40 @@ def test_a_settled_run_is_listed_from_one_stat_and_read_again_once_written(
     assert [r["state"] for r in _listed(root)[1]] == ["COMPLETED", "COMPLETED"]
     shutil.rmtree(b)
     assert [Path(r["run"]).name for r in _listed(root)[1]] == ["version_0"]
+
+
+def test_a_local_runs_state_is_its_last_starts_running_completed_cancelled_or_killed(tmp_path: Path) -> None:
+    """A run no job ran (no job.json) has the state of its last start's attempt records: RUNNING while its process
+    writes, CANCELLED after Ctrl-C (SIGINT), FAILED once killed (SIGKILL: no file changes, its marker stays; the
+    row listed as RUNNING before is not kept); COMPLETED: the test above."""
+    import signal
+    import subprocess
+    import sys
+
+    root = tmp_path / "runs"
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    env.pop("TRAINER_CLI_RUN_DIR", None)
+    fits = {}
+    for name in ("stopped", "killed"):
+        fits[name] = subprocess.Popen(
+            [sys.executable, "-m", "trainer_cli", "fit", "--config", DIGITS, *quiet_args(root / name, epochs=500), *SHORT],
+            env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+    runs = {name: root / name / "digits" / "version_0" for name in fits}
+    deadline = time.time() + 300
+    while not all((run / "checkpoints").is_dir() for run in runs.values()):  # each past its first epoch
+        assert time.time() < deadline and all(f.poll() is None for f in fits.values()), "the fits did not start"
+        time.sleep(0.5)
+    try:
+        # (listed from the index alone: the running fits write between two listings)
+        assert [r["state"] for r in _listing(root, curves=False)[1]] == ["RUNNING", "RUNNING"]
+        fits["stopped"].send_signal(signal.SIGINT)
+        fits["killed"].send_signal(signal.SIGKILL)
+        for fit in fits.values():
+            fit.wait(timeout=120)
+    finally:
+        for fit in fits.values():
+            fit.kill()
+    assert [p.name for p in runs["killed"].glob(f"{live.PREFIX}*")], "a killed process leaves its marker"
+    states = {Path(r["run"]).parts[-3]: r["state"] for r in _listed(root)[1]}
+    assert states == {"stopped": "CANCELLED", "killed": "FAILED"}, states

@@ -285,3 +285,27 @@ def read(run_dir: Path) -> list[dict[str, Any]]:
             lines[-1] = _with_note(lines[-1], _read_note(note_file(run_dir, int(rank))))
         found += [_settled(line) for line in lines]
     return sorted(found, key=lambda a: (a["started"], a.get("rank", 0)))
+
+
+def state(lines: list[dict[str, Any]], running: bool) -> str:
+    """The state of one attempt from its ranks' lines (:func:`read`), in Slurm's words: ``COMPLETED`` when every
+    rank completed, ``RUNNING`` when one is open and ``running`` (its process is still there), else
+    ``CANCELLED`` (stopped: Ctrl-C, SIGTERM) or ``FAILED`` (an error, an exit, a killed process)."""
+    ended = [str(a.get("ended_by") or "") for a in lines]
+    if ended and all(e == "completed" for e in ended):
+        return "COMPLETED"
+    if running and any(a.get("open") for a in lines):
+        return "RUNNING"
+    return "CANCELLED" if "stopped" in ended else "FAILED"
+
+
+def last_state(run_dir: Path, found: list[dict[str, Any]] | None = None) -> str | None:
+    """The state (:func:`state`) of the run's last attempt, the one of the newest start (``found``: :func:`read`'s
+    lines, read here when not given); running while a process writing into the run is alive
+    (:func:`trainer_cli.rundir.live.alive`); None for a run without attempt records."""
+    found = read(run_dir) if found is None else found
+    if not found:
+        return None
+    newest = found[-1].get("attempt")
+    lines = [a for a in found if a.get("attempt") == newest] if newest is not None else [found[-1]]
+    return state(lines, live.alive(run_dir))

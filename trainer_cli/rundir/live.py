@@ -79,6 +79,22 @@ def writing(names: Iterable[str]) -> bool:
     return any(name.startswith(PREFIX) for name in names)
 
 
+def alive(run_dir: Path | str) -> bool:
+    """Whether a process holds its marker in ``run_dir``: one of another host's, or of this host's whose pid is
+    still there (a process killed without its exit leaves its marker)."""
+    try:
+        names = os.listdir(run_dir)
+    except OSError:
+        return False
+    for name in names:
+        if not name.startswith(PREFIX):
+            continue
+        host, _, pid = name[len(PREFIX) :].rpartition(".")
+        if host != _HOST or not pid.isdigit() or _alive(int(pid)):
+            return True
+    return False
+
+
 def keeps_markers(run_dir: Path | str) -> bool:
     """Whether the last start of ``run_dir`` (``history.jsonl``'s last record, read from its end) was made by a
     launcher that keeps markers, so that every later writer makes one."""

@@ -180,13 +180,7 @@ def record_attempts(
         start = min(float(a["started"]) for a in lines)
         end = max(float(a["end"]) for a in lines)
         ranks = len({a.get("rank") for a in lines})
-        ended = [str(a.get("ended_by") or "") for a in lines]
-        if all(e == "completed" for e in ended):
-            state = "COMPLETED"
-        elif running and index == len(ordered) - 1 and any(a.get("open") for a in lines):
-            state = "RUNNING"
-        else:
-            state = "CANCELLED" if "stopped" in ended else "FAILED"
+        state = attempts_mod.state(lines, running and index == len(ordered) - 1)
         gpus = ranks if any((a.get("memory") or {}).get("cuda_max_allocated_bytes") for a in lines) else 0
         tres = {"cpu": ranks * cpus, "node": float(len({a.get("node") for a in lines}))}
         if gpus:

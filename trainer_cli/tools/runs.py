@@ -25,7 +25,9 @@ bucket too). A resume that replayed and skipped data (``history.jsonl``'s ``inex
 stopped mid-epoch) is an ``inexact resume`` column, shown where a run listed has one. ``--plot METRIC`` draws that
 metric's curves of the runs listed into a PNG. A sweep trial's
 pruning callback (its trial number) is not counted as a setting. The state is the run's
-``job.json`` (a submitted run or a sweep trial), else ``-``.
+``job.json`` (a submitted run or a sweep trial), else that of its last start's attempt records (a local
+run: ``COMPLETED``, ``RUNNING``, ``CANCELLED`` or ``FAILED``: :func:`trainer_cli.rundir.attempts.last_state`),
+else ``-``.
 
 Read from the run directories (no checkpoint loaded: no torch import), and one ``sacct`` call for the
 runs that ran in Slurm jobs (none for local runs).
@@ -46,12 +48,11 @@ from typing import TYPE_CHECKING, Any
 
 from trainer_cli.errors import UserError, close_matches
 from trainer_cli.job import cost as job_cost
-from trainer_cli.job import jobstate
-from trainer_cli.rundir import attempts, goodput, history, layout, metrics, record, summary
+from trainer_cli.rundir import goodput, layout, live, metrics, summary
 from trainer_cli.rundir import index as runs_index
-from trainer_cli.rundir.history import inexact_starts
 from trainer_cli.sweeps import costs as sweep_costs
 from trainer_cli.tables import print_table
+from trainer_cli.tools.run_row import read_run, run_state
 
 if TYPE_CHECKING:
     from trainer_cli.job.scheduler import Scheduler
@@ -62,7 +63,6 @@ CONFIG_FILE = layout.CONFIG_FILE
 SKIPPED_DIRS = {"checkpoints", "code", "__pycache__", "data", "wandb", "mlruns", "mlartifacts", "node_modules"}
 DISCOVERY_DEPTH = 6
 """How deep ``train runs`` without a root looks under the current folder (``runs/<name>/sweep_<N>/trial_<n>``: 4)."""
-PRUNING = "trainer_cli.callbacks.optuna_pruning.OptunaPruning"
 MAX_WIDTH = 40  # a value wider than this is cut in the table (CSV and JSON keep it whole)
 
 HELP_EPILOG = """\
@@ -138,82 +138,6 @@ def _scan(root: Path, discover: bool, index: runs_index.RunsIndex | None = None)
 
 def _natural(path: Path | str) -> list[Any]:
     return [int(part) if part.isdigit() else part for part in re.split(r"(\d+)", str(path))]
-
-
-def flatten(value: Any, prefix: str = "") -> dict[str, Any]:
-    """``{dotted key: scalar}`` of a parsed YAML value; list items by index; empty containers as they are."""
-    if isinstance(value, dict) and value:
-        out: dict[str, Any] = {}
-        for key, item in value.items():
-            out |= flatten(item, f"{prefix}.{key}" if prefix else str(key))
-        return out
-    if isinstance(value, list) and value:
-        out = {}
-        for index, item in enumerate(value):
-            out |= flatten(item, f"{prefix}.{index}" if prefix else str(index))
-        return out
-    return {prefix: value}
-
-
-def _text(value: Any) -> str:
-    if value is None:
-        return "null"
-    if isinstance(value, (dict, list)):
-        return json.dumps(value)
-    return str(value)
-
-
-def read_run(run_dir: Path, curves: bool = True, kept: summary.Summary | None = None) -> dict[str, Any]:
-    """A run's flattened config (its own folder as ``<run>``), state, monitor and best value, epochs,
-    steps, start and duration, and (``curves``) its scalars (for ``--plot``); without ``curves`` each
-    metric's lowest and highest value (``extremes``), from the run's summary where it has one (``kept``:
-    :func:`trainer_cli.rundir.metrics.summary`)."""
-
-    from trainer_cli.sweeps.study import monitor_of
-
-    try:
-        # the one reader of a run's record; the loggers' places as configured, not as pointed at the run
-        config = record.read(run_dir / CONFIG_FILE, launcher=False, configured=True) or {}
-    except OSError:
-        config = {}
-    callbacks = (config.get("trainer") or {}).get("callbacks")
-    if isinstance(callbacks, list):  # a sweep's pruning callback differs by trial number only: not a setting
-        config["trainer"]["callbacks"] = [
-            c for c in callbacks if not (isinstance(c, dict) and c.get("class_path") == PRUNING)
-        ]
-    own = str(run_dir.resolve())
-    values = {k: _text(v).replace(own, "<run>") for k, v in flatten(config).items() if k != "run_dir"}
-    found = monitor_of(config)
-    monitor, mode = found or (None, "min")
-    recorded = jobstate.read(run_dir)
-    logged = metrics.read(run_dir) if curves else metrics.summary(run_dir, kept)
-    starts = history.read(run_dir)
-    return {
-        "run_dir": str(run_dir),
-        "state": str(recorded.get("state") or "-"),
-        "config": values,
-        "monitor": monitor,
-        "mode": mode,
-        "best": logged.best(monitor, mode),
-        "epochs": logged.epochs,
-        "steps": logged.steps,
-        "start": str(starts[0].get("time") or "-") if starts else "-",
-        "duration_s": duration_s(run_dir, logged),
-        "logged_from": logged.source or "-",
-        "inexact_resumes": inexact_starts(starts),
-        **({"scalars": logged.scalars} if curves else {"extremes": logged.summarized().extremes}),
-    }
-
-
-def duration_s(run_dir: Path, logged: metrics.Logged) -> int | None:
-    """The seconds a run's attempts lasted, summed (rank 0's, :func:`trainer_cli.rundir.attempts.read`:
-    process start to end each), without the time between them; a run without attempt records: its first
-    to last logged record (``logged``); None without either."""
-    walls = [float(a["wall_s"]) for a in attempts.read(run_dir) if a.get("rank", 0) == 0]
-    if walls:
-        return round(sum(walls))
-    first, last = logged.first_time, logged.last_time
-    return round(last - first) if first is not None and last is not None else None
 
 
 def column(metric: str, mode: str) -> str:
@@ -322,6 +246,8 @@ def _rows(
         part = parts[i]
         if part is not None:
             rows.append(part if "cost" in part else dict(part))
+            if part.get("state") == "RUNNING" and not live.alive(run_dir):  # its process gone since (killed: no file
+                rows[-1] = {**rows[-1], "state": run_state(run_dir)}  # changed); as its files say now, not kept
         else:
             read = read_run(run_dir, curves, kept[i])
             rows.append({k: v for k, v in read.items() if k != "run_dir"})
