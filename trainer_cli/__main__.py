@@ -7,9 +7,11 @@ Launcher verbs never import torch before they need it, so ``train --help`` and
 from __future__ import annotations
 
 import atexit
+import contextlib
 import dataclasses
 import gc
 import importlib
+import io
 import os
 import sys
 from typing import Any
@@ -214,12 +216,23 @@ def _run_verb(verb: str, rest: list[str]) -> int:
             from trainer_cli.schedulers import engines
 
             given["engines"] = engines()
+        if verb == "completion":  # each verb's options from its --help, as `train` answers it
+            given["verb_help"] = verb_help
         verb_main = getattr(_import_verb(module_name), func_name)
         return int(verb_main(request if takes_request else request.tokens(), **given) or 0)
     except UserError as err:
         return report_user_error(err)
     except LockTimeout as err:  # a record's lock not taken in time (trainer_cli.atomic): one line, as a user error
         return report_user_error(err)
+
+
+def verb_help(verb: str) -> str:
+    """What ``train VERB --help`` prints (shell completion reads each verb's options from it: the tools know no
+    verb's module)."""
+    text = io.StringIO()
+    with contextlib.redirect_stdout(text), contextlib.suppress(SystemExit):
+        _run_verb(verb, ["--help"])
+    return text.getvalue()
 
 
 if __name__ == "__main__":

@@ -19,8 +19,6 @@ Regenerate the script after upgrading trainer-cli or its libraries (new options,
 from __future__ import annotations
 
 import argparse
-import contextlib
-import io
 import re
 import shlex
 from collections.abc import Callable
@@ -28,7 +26,6 @@ from typing import Any
 
 from trainer_cli.config import listing
 from trainer_cli.config.paths import configs_dir
-from trainer_cli.config.request import Request
 
 LIGHTNING_VERBS = ("fit", "validate", "test", "predict")
 # verbs that take fit's options (their own parsers add a few, listed in EXTRA_OPTIONS)
@@ -41,50 +38,23 @@ EXTRA_OPTIONS = {
 OPTION = re.compile(r"^\s+(?:-\w, )?(--[A-Za-z_][\w.+-]*)", re.M)
 
 
-def _read(verb: str, words: list[str]) -> Request:
-    """The request of ``train VERB WORDS``, read as ``train`` reads its argv: this module's probes of a verb's
-    options (``--help``) are command lines of their own."""
-    return Request.of(words, verb)
+VerbHelp = Callable[[str], str]
+"""What ``train VERB --help`` prints, given by ``train`` itself (``trainer_cli.__main__.verb_help``: this module
+knows no verb's module)."""
 
 
-def help_options(verb: str) -> list[str]:
-    """The ``--keys`` of ``train <verb> --help`` (a Lightning verb), through the help cache."""
-    from trainer_cli.config import help_cache
-
-    def build() -> object:  # only when the cache has no text for this verb: imports Lightning
-        from trainer_cli.runtime.verbs import run_subcommand
-
-        return run_subcommand(verb, _read(verb, ["--help"]))
-
-    text = io.StringIO()
-    with contextlib.redirect_stdout(text):
-        help_cache.print_help(verb, build)
-    return sorted(set(OPTION.findall(text.getvalue())))
+def help_options(verb: str, verb_help: VerbHelp) -> list[str]:
+    """The ``--keys`` of ``train <verb> --help`` (a Lightning verb's through the help cache, as ``train`` does)."""
+    return sorted(set(OPTION.findall(verb_help(verb))))
 
 
 # verbs whose own parser (``train <verb> --help``) lists options of their own, read from that help
 OWN_OPTIONS = ("lr-find", "scale-batch-size", "export", "runs", "jobs", "init")
 
 
-def own_options(verb: str) -> list[str]:
+def own_options(verb: str, verb_help: VerbHelp) -> list[str]:
     """The ``--keys`` that ``train <verb> --help`` lists for a verb with a parser of its own (:data:`OWN_OPTIONS`)."""
-    from trainer_cli.launch import jobs
-    from trainer_cli.schedulers.slurm import init
-    from trainer_cli.tools import export, lr_find, runs, scale_batch_size
-
-    mains: dict[str, Callable[[list[str]], int]] = {
-        "lr-find": lambda args: lr_find.main(_read("lr-find", args)),  # (verbs that take a request)
-        "scale-batch-size": lambda args: scale_batch_size.main(_read("scale-batch-size", args)),
-        "export": export.main,
-        "runs": runs.main,
-        "jobs": lambda args: jobs.main(args, {}),  # its --help asks no engine
-        "init": init.main,
-    }
-    main = mains[verb]
-    text = io.StringIO()
-    with contextlib.redirect_stdout(text), contextlib.suppress(SystemExit):
-        main(["--help"])
-    return sorted(set(OPTION.findall(text.getvalue())) - {"--help"})
+    return sorted(set(OPTION.findall(verb_help(verb))) - {"--help"})
 
 
 def class_names() -> dict[str, list[str]]:
@@ -110,18 +80,18 @@ def config_short_forms() -> list[str]:
     return sorted(f"{p.parent.name}/{p.stem}" for p in root.glob("*/*.yaml"))
 
 
-def tables() -> dict[str, Any]:
-    """Everything the script completes from: verbs, options per verb, class names, configs."""
+def tables(verb_help: VerbHelp) -> dict[str, Any]:
+    """Everything the script completes from: verbs, options per verb (from ``verb_help``), class names, configs."""
     from trainer_cli.config.verbs import VERBS
     from trainer_cli.schedulers import option_flags as engine_option_flags
 
-    fit = help_options("fit")
-    options = {verb: help_options(verb) for verb in LIGHTNING_VERBS if verb != "fit"} | {"fit": fit}
+    fit = help_options("fit", verb_help)
+    options = {verb: help_options(verb, verb_help) for verb in LIGHTNING_VERBS if verb != "fit"} | {"fit": fit}
     for verb in FIT_LIKE:
         options[verb] = list(fit)
     options["submit"] += engine_option_flags()
     for verb in OWN_OPTIONS:
-        options[verb] = sorted(set(options.get(verb, [])) | set(own_options(verb)))
+        options[verb] = sorted(set(options.get(verb, [])) | set(own_options(verb, verb_help)))
     for verb, extra in EXTRA_OPTIONS.items():
         options[verb] = sorted(set(options[verb]) | set(extra))
     return {"verbs": list(VERBS), "options": options, "classes": class_names(), "configs": config_short_forms()}
@@ -218,9 +188,8 @@ autoload -U +X bashcompinit && bashcompinit
 {bash}"""
 
 
-def bash_script(t: dict[str, Any] | None = None) -> str:
-    """The bash completion script."""
-    t = t or tables()
+def bash_script(t: dict[str, Any]) -> str:
+    """The bash completion script of the tables ``t`` (:func:`tables`)."""
     options = "\n".join(
         f"_train_opts_{re.sub(r'[^a-zA-Z0-9]', '_', v)}={_words(opts)}" for v, opts in t["options"].items()
     )
@@ -234,8 +203,9 @@ def bash_script(t: dict[str, Any] | None = None) -> str:
     )
 
 
-def main(args: list[str]) -> int:
-    """``train completion bash|zsh``: print a completion script for ``train``."""
+def main(args: list[str], verb_help: VerbHelp) -> int:
+    """``train completion bash|zsh``: print a completion script for ``train``, each verb's options read from what
+    ``verb_help`` says ``train VERB --help`` prints."""
     parser = argparse.ArgumentParser(
         prog="train completion",
         description="Print a shell completion script for train (verbs, --config files, option keys, class names).",
@@ -249,6 +219,6 @@ def main(args: list[str]) -> int:
     )
     parser.add_argument("shell", choices=("bash", "zsh"), help="the shell to complete in")
     ns = parser.parse_args(args)
-    script = bash_script()
+    script = bash_script(tables(verb_help))
     print(ZSH.format(bash=script) if ns.shell == "zsh" else script, end="")
     return 0
