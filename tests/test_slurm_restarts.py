@@ -324,3 +324,28 @@ def test_submit_ckpt_path_best_runs_in_the_queue(slurm_cluster: None, tmp_path: 
     assert [p.name for p in tmp_path.joinpath("digits").iterdir()] == [run_dir.name], "the same run directory"
     recorded = (run_dir / "config.yaml").read_text()  # the run's record: the change, not how one start resumed
     assert "max_epochs: 2\n" in recorded and "ckpt_path: best" not in recorded, recorded
+
+
+def test_a_resubmission_while_the_runs_job_is_queued_is_refused(slurm_cluster: None, tmp_path: Path) -> None:  # noqa: F811
+    """`train submit --config <run>/config.yaml` while the run's job is still queued (held) would put a second job
+    into the same run: refused in one line, nothing written; once that job is cancelled, the resubmission is queued."""
+    from slurm_support import LOCAL_PROFILE, train_submit
+
+    from trainer_cli.errors import UserError
+
+    job_id, run_dir, _ = _submit(tmp_path, 1, 1, "--slurm.extra_sbatch", '["--hold"]')
+    recorded = (run_dir / "config.yaml").read_text()
+    again = ["--config", str(run_dir / "config.yaml"), "--config", LOCAL_PROFILE, "--trainer.max_epochs", "2"]
+    try:
+        with pytest.raises(UserError, match=rf"is still in slurm job {job_id} \(PENDING\): a second job would write"):
+            train_submit(*again)
+        with pytest.raises(UserError, match=rf"slurm job {job_id} \(PENDING\)"):
+            train_submit(*again, "--dry-run")  # said before anything is rendered
+        assert not (run_dir / "job_config.yaml").exists() and (run_dir / "config.yaml").read_text() == recorded
+        assert sorted(p.name for p in run_dir.glob("slurm-*.log")) == [], "nothing ran"
+    finally:
+        subprocess.run(["scancel", job_id], check=True, timeout=30)
+    assert wait_for_state(job_id, timeout_s=120) == "CANCELLED"
+    code, out = train_submit(*again, "--slurm.extra_sbatch", '["--hold"]')  # its job ended: resubmitted into the run
+    assert code == 0 and "resubmit: trainer.max_epochs: 1 -> 2" in out, out
+    subprocess.run(["scancel", job_id_from(out)], check=True, timeout=30)

@@ -13,14 +13,25 @@ new run.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import re
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from trainer_cli.atomic import write_atomic
+from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
+from trainer_cli.job.scheduler import DEFAULT_SCHEDULER
+from trainer_cli.job.status import ACTIVE_STATES
 from trainer_cli.rundir import record
 from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.rundir.policy import Resume
+
+if TYPE_CHECKING:
+    from trainer_cli.job.status import JobStatus
+
+Describe = Callable[[Sequence[str]], "dict[str, JobStatus]"]
+"""An engine's :meth:`~trainer_cli.job.scheduler.Scheduler.describe`."""
 
 JOB_CONFIG = "job_config.yaml"
 """``<run>/job_config.yaml``: what a resubmitted run's job reads (``--config``), written by the submission."""
@@ -79,6 +90,38 @@ def config_changes(
     linked = record.recorded_links(config_file)  # kept above: the links' values, as the run's record names them
     header = record.linked_line(linked) + "\n" if linked else ""
     return changes, header + yaml.safe_dump(new, sort_keys=False)
+
+
+def refuse_a_live_job(run_dir: Path, found: Mapping[str, Describe]) -> None:
+    """Refuse a resubmission into ``run_dir`` while the run's job is still queued or running: a second job
+    would write into the same run (its checkpoints, records and logger version) at the same time.
+
+    The job's engine (``found``: each engine's ``describe`` by its name,
+    :meth:`trainer_cli.job.scheduler.Scheduler.describe`) is asked only while the run's ``job.json`` says its job
+    has not ended (its job writes its end there); an engine not in ``found`` (Ray without its address) or that
+    cannot answer does not refuse.
+
+    Raises:
+        UserError: naming the job, its state, and what to do (wait, or ``train cancel`` the run first).
+    """
+    recorded = jobstate.read(run_dir)
+    job_id, name = recorded.get("job_id"), str(recorded.get("scheduler") or DEFAULT_SCHEDULER)
+    describe = found.get(name)
+    if not job_id or str(recorded.get("state") or "") not in ACTIVE_STATES or describe is None:
+        return
+    current = jobstate.follow(run_dir, str(job_id))  # the job it resubmitted itself as, where it did
+    try:
+        status = describe([current]).get(current)
+    except UserError:  # (the engine cannot be asked now: not refused for what cannot be told)
+        return
+    if status is None or not status.is_of(run_dir):
+        return
+    if any(state in ACTIVE_STATES for state in re.findall(r"[A-Z_]+", status.state)):
+        raise UserError(
+            f"{run_dir} is still in {name} job {current} ({status.state}): a second job would write into the same "
+            f"run at the same time. Wait for it to end (train jobs), or cancel it first (train cancel {run_dir}); "
+            "nothing was submitted"
+        )
 
 
 def write_job_config(run_dir: Path, text: str) -> Callable[[], None]:

@@ -24,7 +24,7 @@ from trainer_cli.config.request import SLURM, Request, command_line
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.rundir.layout import CONFIG_FILE
-from trainer_cli.schedulers import refuse_other_engines_options, run_plan, snapshot
+from trainer_cli.schedulers import engines, refuse_other_engines_options, resubmission, run_plan, snapshot
 from trainer_cli.schedulers.ray import options as ray_options
 from trainer_cli.schedulers.ray.engine import RayJob, RayScheduler, log_file
 from trainer_cli.schedulers.ray.options import RAY
@@ -117,6 +117,9 @@ def _submit(request: Request, script: tuple[Any, str, Mapping[str, type]] | None
     stamp = datetime.now(timezone.utc).strftime("%Y%m%d-%H%M%S")
     job_id = f"{plan.job_name}-{stamp}-{secrets.token_hex(3)}"
     scheduler = RayScheduler(opts)
+    if plan.resubmitted:
+        found = {**engines(), scheduler.name: scheduler}
+        resubmission.refuse_a_live_job(plan.run_dir, {name: engine.describe for name, engine in found.items()})
 
     def spec(code: Snapshot | None) -> RayJob:
         paths = tuple(snapshot.import_paths(Path.cwd())) if code is not None else ()

@@ -6,7 +6,7 @@
 - ``submit``: the same plan made for real (the run folder allocated, its config frozen, the code
   snapshot taken) and queued with sbatch (:func:`trainer_cli.schedulers.slurm.fit_job.submit`, which calls
   :func:`trainer_cli.schedulers.slurm.sbatch.run_sbatch` and records the job in ``<run>/job.json`` and the registry);
-- ``describe``: :func:`trainer_cli.schedulers.slurm.states.query_slurm`, one ``scontrol show job`` call for any number
+- ``describe``: :func:`trainer_cli.schedulers.slurm.states.describe`, one ``scontrol show job`` call for any number
   of ids and one ``sacct`` call for those the controller has forgotten;
 - ``logs``: the job's log, ``<run>/slurm-<id>.log`` (where scontrol says its ``StdOut`` is, else the
   run folder the registry keeps for the id);
@@ -38,9 +38,9 @@ from trainer_cli.job.scheduler import JobDraft
 from trainer_cli.job.status import ACTIVE_STATES, JobStatus
 from trainer_cli.schedulers.slurm import accounting as slurm_accounting
 from trainer_cli.schedulers.slurm import commands as slurm_commands
+from trainer_cli.schedulers.slurm import states as slurm_states
 from trainer_cli.schedulers.slurm.commands import SlurmCommandError, sbatch_words
 from trainer_cli.schedulers.slurm.sbatch import LOG_PATTERN
-from trainer_cli.schedulers.slurm.states import query_slurm
 from trainer_cli.schedulers.submissions import read_registry
 
 if TYPE_CHECKING:  # the submit library is imported when a job is rendered or queued, not for train jobs
@@ -146,8 +146,7 @@ class SlurmScheduler:
         """What Slurm says of each job id (an array task as ``<array id>_<i>``), in one ``scontrol`` call
         and one ``sacct`` call for the ids the controller has forgotten; an id Slurm knows not is absent.
         ``JobStatus.run_dir`` names the folder of the script the job runs (a reused id runs another's)."""
-        found = query_slurm([(job_id, None) for job_id in dict.fromkeys(job_ids)])
-        return {job_id: status for (job_id, _), status in found.items()}
+        return slurm_states.describe(job_ids)
 
     def log_file(self, job_id: str) -> Path | None:
         """Where the job logs: scontrol's ``StdOut`` while Slurm knows the job, else

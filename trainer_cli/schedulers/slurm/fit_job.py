@@ -35,11 +35,12 @@ from trainer_cli.config.spec import ParseFit, RunSpec
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.rundir.layout import CONFIG_FILE
-from trainer_cli.schedulers import run_plan, snapshot
+from trainer_cli.schedulers import resubmission, run_plan, snapshot
 from trainer_cli.schedulers.resources import Resources, derive
 from trainer_cli.schedulers.run_plan import RunPlan
 from trainer_cli.schedulers.script_entry import code_line
 from trainer_cli.schedulers.slurm import secrets, sizing
+from trainer_cli.schedulers.slurm import states as slurm_states
 from trainer_cli.schedulers.slurm.cluster import check_resources
 from trainer_cli.schedulers.slurm.commands import cluster_name, sbatch_words
 from trainer_cli.schedulers.slurm.container import data_paths
@@ -173,6 +174,8 @@ def plan(spec: RunSpec, dry_run: bool, script: str | None = None, echo: bool = T
     job_name = slurm.job_name or run_plan.default_job_name(spec, script)
     run = run_plan.place(spec, where, dry_run, job_name, script, slurm.snapshot_off(), note)
     try:
+        if run.resubmitted:
+            resubmission.refuse_a_live_job(run.run_dir, {"slurm": slurm_states.describe})
         template = "cv" if slurm.cv_folds and slurm.template == "ddp" else slurm.template
         data = data_paths(config.get("data"), Path.cwd()) if slurm.container.runtime else []
         context_values = script_context(slurm, resources, run.run_dir, job_name, Path.cwd(), slurm.dependency, data)

@@ -37,6 +37,14 @@ _NO_VALUE = ("", "None", "(null)", "Unknown")
 _RUNNING = ("RUNNING", "COMPLETING", "CONFIGURING")
 
 
+def describe(job_ids: Sequence[str]) -> dict[str, JobStatus]:
+    """What Slurm says of each job id (an array task as ``<array id>_<i>``), in one ``scontrol`` call and one
+    ``sacct`` call for the ids the controller has forgotten (:func:`query_slurm`); an id Slurm knows not is
+    absent. ``JobStatus.run_dir`` names the folder of the script the job runs (a reused id runs another's)."""
+    found = query_slurm([(job_id, None) for job_id in dict.fromkeys(job_ids)])
+    return {job_id: status for (job_id, _), status in found.items()}
+
+
 def query_slurm(jobs: Sequence[tuple[str, Path | None]]) -> dict[tuple[str, str], JobStatus]:
     """Status of each ``(job id, script it runs)``, keyed so (a script None: ``(job id, "")``, whatever
     script the job runs): one ``scontrol show job -o`` call for all, and one ``sacct`` call for the ids
