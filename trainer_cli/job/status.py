@@ -35,6 +35,14 @@ ACTIVE_STATES = {
 }
 """Slurm's states of a job that has not ended (``train jobs --tail`` follows it; a sweep's worker in
 one of them keeps its trial: :func:`trainer_cli.schedulers.slurm.sweep_worker.job_alive`)."""
+
+
+def is_active(state: str) -> bool:
+    """Whether a job in ``state`` has not ended: one of :data:`ACTIVE_STATES` in it (an array's summed
+    ``RUNNING x2, PENDING x1`` too; ``UNKNOWN``: no)."""
+    return any(word in ACTIVE_STATES for word in re.findall(r"[A-Z_]+", state))
+
+
 TAIL_BYTES = 16384  # of a log read for its last epoch line
 VALIDATION_SHOWN = 2
 """The validation metrics of a log's last epoch line shown as a job's progress (``val/...``, ``val_...``): the

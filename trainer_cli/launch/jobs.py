@@ -52,7 +52,7 @@ from trainer_cli.job import jobstate
 from trainer_cli.job import restarts as restarts_log
 from trainer_cli.job.cost import Cost
 from trainer_cli.job.scheduler import Scheduler
-from trainer_cli.job.status import ACTIVE_STATES, JobStatus, last_epoch_line, with_run_record
+from trainer_cli.job.status import JobStatus, is_active, last_epoch_line, with_run_record
 from trainer_cli.launch.job_detail import detail
 from trainer_cli.rundir import goodput, run_cost
 from trainer_cli.schedulers import current_clusters
@@ -282,7 +282,7 @@ def _tail_task(rec: dict[str, Any], index: int, engines: Engines, poll_s: float)
         if trial:
             status = with_run_record(status, job_id, log.parent)
         state = status.state if status is not None else "UNKNOWN"
-        if not any(s in ACTIVE_STATES for s in re.findall(r"[A-Z_]+", state)):
+        if not is_active(state):
             print(f"[train jobs --tail: task {task_id} is {state}]", file=sys.stderr)
             return 0
         time.sleep(poll_s)
@@ -332,7 +332,7 @@ def tail(root: Path | None, run: str, engines: Engines, poll_s: float = 1.0) -> 
     while True:
         position = _print_from(log, position)
         status = with_run_record(_state(rec, job_id, engines), job_id, run_dir)
-        if not any(state in ACTIVE_STATES for state in re.findall(r"[A-Z_]+", status.state)):
+        if not is_active(status.state):
             print(f"[train jobs --tail: job {job_id} is {status.state}]", file=sys.stderr)
             if current_id(rec, "job_id") == job_id:
                 return 0

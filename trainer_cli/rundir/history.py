@@ -40,7 +40,6 @@ Written by global rank 0 only.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 from datetime import datetime, timezone
 from pathlib import Path
@@ -161,8 +160,8 @@ def rewrite_config(run_dir: Path, text: record.Record | str) -> Path:
     ``run_dir/config.yaml`` and ``launcher.yaml``
     (:func:`trainer_cli.rundir.record.write`), the previous record kept as it was written, byte for
     byte: ``config.prev-<N>.yaml`` (the next free N; what the stock script reads) and its launcher
-    settings as ``launcher.prev-<N>.yaml`` (:func:`trainer_cli.rundir.record.launcher_path`);
-    :func:`restore_config` puts them back. Returns where the config was kept."""
+    settings as ``launcher.prev-<N>.yaml`` (:func:`trainer_cli.rundir.record.launcher_path`). Returns where the
+    config was kept."""
     config_file = run_dir / CONFIG_FILE
     n = 1
     while (run_dir / PREVIOUS_CONFIG.format(n=n)).exists():
@@ -175,17 +174,6 @@ def rewrite_config(run_dir: Path, text: record.Record | str) -> Path:
     shutil.copy2(config_file, previous)
     record.write(config_file, text)
     return previous
-
-
-def restore_config(run_dir: Path, previous: Path) -> None:
-    """Put the record kept by :func:`rewrite_config` back as the run's record, the files as they were."""
-    config_file = run_dir / CONFIG_FILE
-    launcher, launcher_kept = record.launcher_path(config_file), record.launcher_path(previous)
-    if launcher_kept.is_file():
-        os.replace(launcher_kept, launcher)
-    else:
-        launcher.unlink(missing_ok=True)
-    os.replace(previous, config_file)
 
 
 def as_resumed(start: record.Record, stored: dict[str, Any] | None) -> record.Record | None:

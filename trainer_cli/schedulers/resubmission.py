@@ -13,7 +13,6 @@ new run.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -22,7 +21,7 @@ from trainer_cli.atomic import write_atomic
 from trainer_cli.errors import UserError
 from trainer_cli.job import jobstate
 from trainer_cli.job.scheduler import DEFAULT_SCHEDULER
-from trainer_cli.job.status import ACTIVE_STATES
+from trainer_cli.job.status import is_active
 from trainer_cli.rundir import record
 from trainer_cli.rundir.layout import CONFIG_FILE
 from trainer_cli.rundir.policy import Resume
@@ -107,7 +106,7 @@ def refuse_a_live_job(run_dir: Path, found: Mapping[str, Describe]) -> None:
     recorded = jobstate.read(run_dir)
     job_id, name = recorded.get("job_id"), str(recorded.get("scheduler") or DEFAULT_SCHEDULER)
     describe = found.get(name)
-    if not job_id or str(recorded.get("state") or "") not in ACTIVE_STATES or describe is None:
+    if not job_id or not is_active(str(recorded.get("state") or "")) or describe is None:
         return
     current = jobstate.follow(run_dir, str(job_id))  # the job it resubmitted itself as, where it did
     try:
@@ -116,7 +115,7 @@ def refuse_a_live_job(run_dir: Path, found: Mapping[str, Describe]) -> None:
         return
     if status is None or not status.is_of(run_dir):
         return
-    if any(state in ACTIVE_STATES for state in re.findall(r"[A-Z_]+", status.state)):
+    if is_active(status.state):
         raise UserError(
             f"{run_dir} is still in {name} job {current} ({status.state}): a second job would write into the same "
             f"run at the same time. Wait for it to end (train jobs), or cancel it first (train cancel {run_dir}); "

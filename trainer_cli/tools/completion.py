@@ -52,11 +52,6 @@ def help_options(verb: str, verb_help: VerbHelp) -> list[str]:
 OWN_OPTIONS = ("lr-find", "scale-batch-size", "export", "runs", "jobs", "init")
 
 
-def own_options(verb: str, verb_help: VerbHelp) -> list[str]:
-    """The ``--keys`` that ``train <verb> --help`` lists for a verb with a parser of its own (:data:`OWN_OPTIONS`)."""
-    return sorted(set(OPTION.findall(verb_help(verb))) - {"--help"})
-
-
 def class_names() -> dict[str, list[str]]:
     """Option -> the short class names it takes (read from the sources, no torch import)."""
     backbones = [n.lower() for n, (m, _) in listing.project_subclasses("Module").items() if m.endswith("backbones")]
@@ -91,7 +86,8 @@ def tables(verb_help: VerbHelp) -> dict[str, Any]:
         options[verb] = list(fit)
     options["submit"] += engine_option_flags()
     for verb in OWN_OPTIONS:
-        options[verb] = sorted(set(options.get(verb, [])) | set(own_options(verb, verb_help)))
+        own = set(help_options(verb, verb_help)) - {"--help"}
+        options[verb] = sorted(set(options.get(verb, [])) | own)
     for verb, extra in EXTRA_OPTIONS.items():
         options[verb] = sorted(set(options[verb]) | set(extra))
     return {"verbs": list(VERBS), "options": options, "classes": class_names(), "configs": config_short_forms()}

@@ -22,7 +22,6 @@ A fit run only: a sweep's array is rendered and queued by ``train submit --sweep
 
 from __future__ import annotations
 
-import re
 import sys
 import time
 from collections.abc import Iterator, Sequence
@@ -35,7 +34,7 @@ from trainer_cli.config.spec import RunSpec
 from trainer_cli.errors import UserError
 from trainer_cli.job.cost import Attempt
 from trainer_cli.job.scheduler import JobDraft
-from trainer_cli.job.status import ACTIVE_STATES, JobStatus
+from trainer_cli.job.status import JobStatus, is_active
 from trainer_cli.schedulers.slurm import accounting as slurm_accounting
 from trainer_cli.schedulers.slurm import commands as slurm_commands
 from trainer_cli.schedulers.slurm import states as slurm_states
@@ -178,7 +177,7 @@ class SlurmScheduler:
                 position += len(chunk)
                 *lines, rest = (rest + chunk.decode(errors="replace")).split("\n")
                 yield from lines
-            ended = status is None or not any(s in ACTIVE_STATES for s in re.findall(r"[A-Z_]+", status.state))
+            ended = status is None or not is_active(status.state)
             if ended:
                 if rest:
                     yield rest
