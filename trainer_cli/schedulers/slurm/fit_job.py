@@ -146,7 +146,8 @@ def plan(spec: RunSpec, dry_run: bool, script: str | None = None, echo: bool = T
     spec's verb (empty for one built with ``run=False``). The run is placed as every engine places it
     (:func:`trainer_cli.schedulers.run_plan.place`), after the checks against this cluster (its partitions,
     accounts and maintenance) and the sizing.
-    ``echo``: print the plan's notes as it goes (:attr:`Plan.notes`; else they are only kept).
+    ``echo``: print the plan's notes (:attr:`Plan.notes`: the sizing block, ``resubmit: into the newest run``)
+    once it is made, so that a refused plan prints its error alone; else they are only kept.
 
     Raises:
         UserError: for a bad Slurm option, a resource mismatch or a template error
@@ -161,10 +162,7 @@ def plan(spec: RunSpec, dry_run: bool, script: str | None = None, echo: bool = T
     check_resources(slurm, resources, config, dry_run)
     notes: list[str] = []
 
-    def note(line: str) -> None:
-        notes.append(line)
-        if echo:
-            print(line)
+    note = notes.append  # printed once the plan is made: a refused one says only why
 
     links = run_plan.instantiate_links(spec.parser)
     for line in sizing.apply(slurm, resources, config, where.root, links, spec.fixed if script else None):
@@ -194,6 +192,8 @@ def plan(spec: RunSpec, dry_run: bool, script: str | None = None, echo: bool = T
     except BaseException:
         run.discard()
         raise
+    if echo and notes:
+        print("\n".join(notes))
     return job
 
 
